@@ -1,0 +1,259 @@
+#include "tensorscope/client.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+#include "connection.h"
+#include "stream_gate.h"
+#include "tensor_staging.h"
+#include "tensorscope/shared/logging.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/session_name.h"
+
+namespace tensorscope {
+
+const char* to_string(PushResult result) {
+  switch (result) {
+    case PushResult::kPushed: return "pushed";
+    case PushResult::kGated: return "gated";
+    case PushResult::kDroppedFull: return "dropped_full";
+    case PushResult::kNotConnected: return "not_connected";
+    case PushResult::kRefused: return "refused";
+  }
+  return "unknown";
+}
+
+namespace {
+
+int rank_from_environment() {
+  const char* env = std::getenv("RANK");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  if (*end != '\0' || value < 0 || value > (1 << 30)) {
+    TS_LOG_WARN("tensorscope client: ignoring RANK='{}' (not a rank); using 0", env);
+    return 0;
+  }
+  return static_cast<int>(value);
+}
+
+uint64_t now_unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Copies `text` into a fixed NUL-terminated field, cutting at a UTF-8 boundary.
+void copy_field(char* field, size_t capacity, const std::string& text) {
+  size_t n = std::min(text.size(), capacity - 1);
+  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  std::memcpy(field, text.data(), n);
+  std::memset(field + n, 0, capacity - n);
+}
+
+std::string name_refusal(const std::string& name) {
+  if (name.empty()) return "stream name is empty";
+  if (name.size() >= wire::kNameBytes) {
+    return "stream name '" + name.substr(0, 32) + "...' is longer than " +
+           std::to_string(wire::kNameBytes - 1) + " bytes";
+  }
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return "stream name has control characters";
+  }
+  return {};
+}
+
+}  // namespace
+
+class ClientImpl {
+ public:
+  explicit ClientImpl(ClientOptions options)
+      : options_(std::move(options)),
+        rank_(options_.rank().has_value() ? *options_.rank() : rank_from_environment()),
+        gate_(options_.every_n(), options_.max_hz()),
+        enabled_(options_.enabled()),
+        fork_generation_(fork_generation()) {
+    Status valid = validate_session_name(options_.session());
+    if (!valid) {
+      TS_LOG_ERROR("tensorscope client: {}; every push will be refused", valid.message());
+      session_error_ = true;
+      return;
+    }
+    connection_ = std::make_unique<Connection>(ConnectionConfig{
+        options_.session(), default_runtime_dir(options_.runtime_dir()), options_.shm_budget(),
+        options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms())});
+  }
+
+  PushResult push(const std::string& name, const at::Tensor& tensor) {
+    if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);
+    if (session_error_) return count(refused_, PushResult::kRefused);
+    if (fork_generation() != fork_generation_) return count(not_connected_, PushResult::kNotConnected);
+    if (!gate_.admit(name)) return count(gated_, PushResult::kGated);
+    Connection::Guard guard = connection_->acquire();
+    if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    return stage(*guard.operator->(), name, tensor);
+  }
+
+  PushResult stage(Connection::Active& active, const std::string& name, const at::Tensor& input) {
+    std::string refusal = name_refusal(name);
+    at::Tensor tensor = input;
+    if (refusal.empty() && options_.transform()) {
+      try {
+        tensor = options_.transform()(name, input);
+        if (!tensor.defined()) refusal = "transform returned an undefined tensor";
+      } catch (const std::exception& e) {
+        refusal = std::string("transform threw: ") + e.what();
+      } catch (...) {
+        refusal = "transform threw";
+      }
+    }
+    if (refusal.empty()) refusal = staging_refusal(tensor);
+    uint64_t bytes = 0;
+    if (refusal.empty()) {
+      bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+      const uint64_t limit = options_.max_tensor_bytes() > 0
+                                 ? std::min(options_.max_tensor_bytes(), active.writer->max_payload_bytes())
+                                 : active.writer->max_payload_bytes();
+      if (bytes > limit) {
+        refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds the limit of " +
+                  std::to_string(limit) + " bytes (ClientOptions::max_tensor_bytes / shm_budget)";
+      }
+    }
+    if (!refusal.empty()) return refuse(active, name, refusal);
+
+    RingWriter::Reservation r;
+    const auto reserved = active.writer->reserve(bytes, &r);
+    if (reserved == RingWriter::ReserveResult::kTooLarge) {
+      return refuse(active, name, "tensor does not fit in the shared-memory ring");
+    }
+    if (reserved == RingWriter::ReserveResult::kFull) {
+      return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full,
+                   &active);
+    }
+    wire::RecordHeader& h = *r.header;
+    h.step = step_.load(std::memory_order_relaxed);
+    h.timestamp_unix_ns = now_unix_ns();
+    h.rank = rank_;
+    h.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));
+    h.kind = static_cast<uint8_t>(wire::TensorKind::kTensor);
+    h.ndim = static_cast<uint8_t>(tensor.dim());
+    h.render_hint = 0;
+    for (size_t d = 0; d < wire::kMaxDims; ++d) {
+      h.shape[d] = d < static_cast<size_t>(tensor.dim()) ? tensor.size(static_cast<int64_t>(d)) : 0;
+    }
+    copy_field(h.name, wire::kNameBytes, name);
+    copy_field(h.device, wire::kDeviceBytes, device_string(tensor));
+    {
+      std::lock_guard<std::mutex> lock(label_mutex_);
+      std::memcpy(h.label, label_, wire::kLabelBytes);
+    }
+    try {
+      copy_into(tensor, r.payload, bytes);
+    } catch (const std::exception& e) {
+      active.writer->cancel(r);
+      return refuse(active, name, std::string("copy failed: ") + e.what());
+    }
+    active.writer->commit(r);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    active.segment->header()->bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
+    return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
+  }
+
+  PushResult refuse(Connection::Active& active, const std::string& name, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(refusal_mutex_);
+      if (refused_streams_.size() < 1024 && refused_streams_.insert(name).second) {
+        TS_LOG_WARN("tensorscope client: push of '{}' refused: {}", name, why);
+      }
+    }
+    return count(refused_, PushResult::kRefused, &wire::SegmentHeader::refused, &active);
+  }
+
+  using SegmentCounter = std::atomic<uint64_t> wire::SegmentHeader::*;
+  PushResult count(std::atomic<uint64_t>& local, PushResult result,
+                   SegmentCounter mirrored = nullptr, Connection::Active* active = nullptr) {
+    local.fetch_add(1, std::memory_order_relaxed);
+    if (mirrored != nullptr) {
+      if (active != nullptr) {
+        (active->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
+      } else if (connection_) {
+        Connection::Guard guard = connection_->acquire();
+        if (guard) (guard->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    return result;
+  }
+
+  void set_label(const std::string& text) {
+    std::lock_guard<std::mutex> lock(label_mutex_);
+    copy_field(label_, wire::kLabelBytes, text);
+    for (char& c : label_) {
+      if (c != '\0' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = ' ';
+    }
+  }
+
+  ClientStats stats() const {
+    ClientStats s;
+    s.pushed = pushed_.load(std::memory_order_relaxed);
+    s.gated = gated_.load(std::memory_order_relaxed);
+    s.dropped_full = dropped_full_.load(std::memory_order_relaxed);
+    s.not_connected = not_connected_.load(std::memory_order_relaxed);
+    s.refused = refused_.load(std::memory_order_relaxed);
+    s.bytes = bytes_.load(std::memory_order_relaxed);
+    s.connected = connected();
+    s.connections = connection_ ? connection_->connections() : 0;
+    return s;
+  }
+
+  bool connected() const {
+    return connection_ && fork_generation() == fork_generation_ && connection_->connected();
+  }
+
+  const ClientOptions options_;
+  const int rank_;
+  StreamGate gate_;
+  std::atomic<bool> enabled_;
+  std::atomic<int64_t> step_{0};
+  const uint64_t fork_generation_;
+  bool session_error_ = false;
+  std::unique_ptr<Connection> connection_;
+
+  std::mutex label_mutex_;
+  char label_[wire::kLabelBytes] = {};
+  std::mutex refusal_mutex_;
+  std::unordered_set<std::string> refused_streams_;
+
+  std::atomic<uint64_t> pushed_{0}, gated_{0}, dropped_full_{0}, not_connected_{0}, refused_{0},
+      bytes_{0};
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<ClientImpl>(std::move(options))) {}
+Client::~Client() = default;
+
+PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexcept {
+  try {
+    return impl_->push(name, tensor);
+  } catch (...) {
+    impl_->refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
+}
+
+void Client::set_label(const std::string& text) { impl_->set_label(text); }
+void Client::set_enabled(bool enabled) { impl_->enabled_.store(enabled, std::memory_order_relaxed); }
+bool Client::enabled() const { return impl_->enabled_.load(std::memory_order_relaxed); }
+void Client::set_step(int64_t step) { impl_->step_.store(step, std::memory_order_relaxed); }
+int64_t Client::step() const { return impl_->step_.load(std::memory_order_relaxed); }
+int64_t Client::next_step() { return impl_->step_.fetch_add(1, std::memory_order_relaxed) + 1; }
+ClientStats Client::stats() const { return impl_->stats(); }
+bool Client::connected() const { return impl_->connected(); }
+const ClientOptions& Client::options() const { return impl_->options_; }
+int Client::rank() const { return impl_->rank_; }
+
+}  // namespace tensorscope

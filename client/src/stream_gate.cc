@@ -1,0 +1,28 @@
+#include "stream_gate.h"
+
+namespace tensorscope {
+
+StreamGate::StreamGate(int64_t every_n, double max_hz)
+    : every_n_(every_n < 1 ? 1 : every_n),
+      min_interval_(max_hz > 0 ? std::chrono::nanoseconds(static_cast<int64_t>(1e9 / max_hz))
+                               : std::chrono::nanoseconds(0)) {}
+
+bool StreamGate::admit(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(std::string_view(name));
+  if (it == streams_.end()) it = streams_.emplace(name, State{}).first;
+  State& state = it->second;
+  const int64_t call = state.calls++;
+  if (call % every_n_ != 0) return false;
+  if (min_interval_.count() > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (state.last_admitted.time_since_epoch().count() != 0 &&
+        now - state.last_admitted < min_interval_) {
+      return false;
+    }
+    state.last_admitted = now;
+  }
+  return true;
+}
+
+}  // namespace tensorscope

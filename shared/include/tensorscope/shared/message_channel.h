@@ -1,0 +1,83 @@
+// message_channel.h — framed JSON messages over a Unix stream socket, with optional
+// file-descriptor passing, and the socket helpers around it.
+//
+// Used for the control protocol: client <-> supervisor (registration, status) and
+// supervisor <-> worker (attach, detach, heartbeat, finished files). A frame is a
+// 4-byte little-endian length followed by that many bytes of JSON (at most
+// kMaxFrameBytes). Everything received is untrusted: a bad frame is an error Status,
+// never an exception or a crash.
+// Thread safety: one MessageChannel per connection, used by one thread at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensorscope/shared/status.h"
+
+namespace tensorscope {
+
+inline constexpr uint32_t kMaxFrameBytes = 8u << 20;
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+StatusOr<PeerCredentials> peer_credentials(int fd);
+
+// Binds and listens on `path` with mode 0600. A stale socket file (nobody accepts on
+// it) is replaced; a live one is an error ("already running").
+StatusOr<int> listen_unix(const std::string& path);
+// Connects to `path`; fails fast (no retry) when nobody listens.
+StatusOr<int> connect_unix(const std::string& path);
+
+class MessageChannel {
+ public:
+  MessageChannel() = default;
+  explicit MessageChannel(int fd) : fd_(fd) {}
+  ~MessageChannel();
+  MessageChannel(MessageChannel&& other) noexcept;
+  MessageChannel& operator=(MessageChannel&& other) noexcept;
+  MessageChannel(const MessageChannel&) = delete;
+  MessageChannel& operator=(const MessageChannel&) = delete;
+
+  int fd() const { return fd_; }
+  bool is_open() const { return fd_ >= 0; }
+  void close();
+
+  // Sends one message (and `pass_fd` as SCM_RIGHTS when >= 0), waiting at most
+  // `timeout_ms` for socket buffer space.
+  Status send(const nlohmann::json& message, int pass_fd = -1, int timeout_ms = 2000);
+
+  // Reads whatever is available without blocking; complete messages are queued.
+  // Returns an error on EOF (message "closed") or a malformed frame.
+  Status read_available();
+
+  // Pops one queued message. A file descriptor that came with it is stored in
+  // *received_fd (else -1); the caller owns it.
+  bool pop(nlohmann::json* message, int* received_fd = nullptr);
+
+  // Waits up to `timeout_ms` for one message.
+  StatusOr<nlohmann::json> receive(int timeout_ms, int* received_fd = nullptr);
+
+ private:
+  struct Received {
+    nlohmann::json message;
+    int fd = -1;
+  };
+  Status parse_frames();
+
+  int fd_ = -1;
+  std::string buffer_;
+  std::vector<int> pending_fds_;
+  std::deque<Received> queue_;
+};
+
+}  // namespace tensorscope

@@ -1,0 +1,63 @@
+// ring_reader.h — the consumer side of a segment's record ring, with validation.
+//
+// Used by a daemon worker process (exactly one reader per segment at a time). Nothing
+// in the segment is trusted: next() copies the record header out of shared memory and
+// checks every field (sequence, payload bounds, dtype, kind, shape, sizes, names)
+// before handing out a view; a bad record is dropped and counted, and a slot table in
+// an impossible state poisons the segment (counted, reading stops) — never a crash.
+// Thread safety: one thread per RingReader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensorscope/shared/shared_segment.h"
+#include "tensorscope/shared/wire_format.h"
+
+namespace tensorscope {
+
+// A validated record: a private copy of its header and a pointer to its payload, which
+// stays valid until release(). The payload bytes live in shared memory: read each once.
+struct RecordView {
+  wire::RecordHeader header;  // copy; `sequence` is meaningless here
+  const uint8_t* payload = nullptr;
+  uint64_t position = 0;
+  uint64_t release_to = 0;    // data position freed when released
+  bool owns_slot = false;
+};
+
+// Why a record was refused (for logs); empty when valid.
+std::string validate_record_header(const wire::RecordHeader& header, uint64_t data_capacity,
+                                   uint64_t data_tail, uint64_t data_head,
+                                   uint64_t max_payload_bytes);
+
+class RingReader {
+ public:
+  enum class Result {
+    kRecord,    // *out holds a valid record; call release(*out) when done with it
+    kEmpty,     // nothing READY at the read position
+    kDropped,   // a record failed validation: counted in dropped_invalid, slot freed
+    kSkipped,   // a cancelled record was freed
+    kPoisoned,  // the slot table is corrupt: segment marked poisoned, stop reading
+  };
+
+  // `max_payload_bytes`: records with larger payloads are dropped (daemon limit).
+  RingReader(SharedSegment* segment, uint64_t max_payload_bytes);
+
+  Result next(RecordView* out);
+  void release(const RecordView& view);
+
+  bool poisoned() const { return poisoned_; }
+  const std::string& last_error() const { return last_error_; }
+
+ private:
+  void free_slot(uint64_t position, uint64_t release_to);
+
+  SharedSegment* segment_;
+  wire::SegmentHeader* header_;
+  uint64_t max_payload_bytes_;
+  bool poisoned_ = false;
+  std::string last_error_;
+};
+
+}  // namespace tensorscope

@@ -1,0 +1,54 @@
+// ring_writer.h — the producer side of a segment's record ring.
+//
+// Used by the client inside the training process. reserve() claims a slot and payload
+// space without waiting (a full ring is reported, never waited on); the caller fills the
+// header and payload, then commit() publishes the record (or cancel() releases it).
+// Thread safety: reserve/commit/cancel may be called from any number of threads of the
+// producer process. Claims are serialized by a process-private spin lock held for a few
+// instructions (never across a copy, never visible to another process); fills run in
+// parallel. Only one process may write a segment.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "tensorscope/shared/shared_segment.h"
+
+namespace tensorscope {
+
+class RingWriter {
+ public:
+  enum class ReserveResult { kOk, kFull, kTooLarge };
+
+  struct Reservation {
+    wire::RecordHeader* header = nullptr;  // slot to fill (sequence excluded)
+    uint8_t* payload = nullptr;            // payload_bytes writable bytes
+    uint64_t position = 0;                 // slot position, for commit()
+  };
+
+  explicit RingWriter(SharedSegment* segment);
+
+  // Largest payload a single record can carry in this segment.
+  uint64_t max_payload_bytes() const { return segment_->data_capacity(); }
+
+  // Claims a slot and `payload_bytes` of data. Never blocks: kFull when the consumer has
+  // not freed enough yet, kTooLarge when the payload can never fit.
+  ReserveResult reserve(uint64_t payload_bytes, Reservation* out);
+
+  // Publishes a filled reservation (READY). Every successful reserve() must be followed
+  // by exactly one commit() or cancel(), or the consumer stops at that slot.
+  void commit(const Reservation& reservation);
+
+  // Publishes the reservation as cancelled: the consumer skips it.
+  void cancel(const Reservation& reservation);
+
+ private:
+  void lock();
+  void unlock() { lock_.store(false, std::memory_order_release); }
+
+  SharedSegment* segment_;
+  wire::SegmentHeader* header_;
+  std::atomic<bool> lock_{false};
+};
+
+}  // namespace tensorscope

@@ -1,0 +1,88 @@
+// shared_segment.h — one producer's shared-memory segment: a 0600 file on tmpfs in the
+// private runtime directory, mapped with Boost.Interprocess.
+//
+// The client creates it (create), the daemon's supervisor and worker open it (open).
+// Opening never trusts the file: owner, mode, size and every header field are checked
+// before a pointer into it is handed out.
+// Thread safety: the object is immutable after construction; the mapped memory follows
+// the rules of wire_format.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tensorscope/shared/status.h"
+#include "tensorscope/shared/wire_format.h"
+
+namespace boost::interprocess {
+class mapped_region;
+}
+
+namespace tensorscope {
+
+struct SegmentLayout {
+  uint64_t segment_size = 0;
+  uint32_t slot_count = 0;
+  uint64_t data_offset = 0;
+  uint64_t data_capacity = 0;
+};
+
+// Layout for a segment of at most `budget_bytes` with `slot_count` slots (rounded up to
+// a power of two). Fails when the budget leaves no room for data.
+StatusOr<SegmentLayout> plan_segment_layout(uint64_t budget_bytes, uint32_t slot_count);
+
+struct SegmentIdentity {
+  int64_t pid = 0;
+  uint32_t uid = 0;
+  int32_t rank = 0;
+  std::string session;
+};
+
+// Checks a header read from an untrusted mapping of `file_size` bytes: magic, ABI
+// version, sizes and offsets. The message names what is wrong.
+Status validate_segment_header(const wire::SegmentHeader& header, uint64_t file_size);
+
+class SharedSegment {
+ public:
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  // Producer: creates `path` (O_EXCL, mode 0600), sizes it, maps it and writes the header.
+  static StatusOr<std::unique_ptr<SharedSegment>> create(const std::string& path,
+                                                         const SegmentLayout& layout,
+                                                         const SegmentIdentity& identity);
+
+  // Consumer: opens an existing segment file, checks owner (our uid), mode (no group or
+  // other bits), size and header, and maps it read-write (consumer fields are written).
+  static StatusOr<std::unique_ptr<SharedSegment>> open(const std::string& path);
+
+  wire::SegmentHeader* header() const { return header_; }
+  wire::RecordHeader* slot(uint64_t position) const {
+    return slots_ + (position & (slot_count_ - 1));
+  }
+  uint8_t* data() const { return data_; }
+  uint32_t slot_count() const { return slot_count_; }
+  uint64_t data_capacity() const { return data_capacity_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+  // Removes the file (the mapping stays valid). Missing file is not an error.
+  Status unlink_file() const;
+
+ private:
+  SharedSegment() = default;
+  static StatusOr<std::unique_ptr<SharedSegment>> map(const std::string& path, uint64_t size);
+
+  std::unique_ptr<boost::interprocess::mapped_region> region_;
+  std::string path_;
+  uint64_t size_ = 0;
+  wire::SegmentHeader* header_ = nullptr;
+  wire::RecordHeader* slots_ = nullptr;
+  uint8_t* data_ = nullptr;
+  uint32_t slot_count_ = 0;
+  uint64_t data_capacity_ = 0;
+};
+
+}  // namespace tensorscope

@@ -1,0 +1,280 @@
+// wire_format.h — the versioned ABI of a producer's shared-memory segment.
+//
+// Used by the client (the only writer of a segment's producer fields and records) and
+// by the daemon (supervisor and worker processes: the only writer of the consumer
+// fields). This header is the contract between two processes built at different times:
+// every size and offset below is pinned by a static_assert, and any change to the
+// layout must bump kAbiVersion.
+//
+// Thread safety: the structs are plain memory in a MAP_SHARED mapping. The fields
+// documented as atomic are accessed with std::atomic_ref-compatible std::atomic<>
+// members (lock-free, address-free, so they work across processes); everything else
+// is written before a release store and read after the matching acquire load.
+//
+// ---------------------------------------------------------------------------------
+// Segment layout (one file per producer process, mode 0600, in the runtime dir):
+//
+//   offset 0                      SegmentHeader            (kSegmentHeaderSize bytes)
+//   slot_table_offset             RecordHeader[slot_count] (kRecordHeaderSize each)
+//   data_offset                   payload bytes            (data_capacity bytes)
+//   segment_size                  end of file
+//
+//   +----------------+---------------------------------+------------------------------+
+//   | SegmentHeader  | slot 0 | slot 1 | ... | slot N-1 | data ring (payloads, 64B aligned)
+//   +----------------+---------------------------------+------------------------------+
+//
+// Records. Each pushed tensor becomes one record: a RecordHeader in the slot table
+// (name, step, rank, device, dtype, shape, kind, timestamp, where its payload is) and
+// its payload, the tensor's bytes in C-contiguous order, in the data ring. Slot
+// positions and data positions are absolute, monotonically increasing 64-bit
+// counters; the physical slot is `position & (slot_count - 1)` and the physical data
+// offset is `position % data_capacity`. A payload never wraps: when it does not fit
+// before the end of the data ring, the producer skips to the start of the next lap
+// (the skipped bytes are released together with the record).
+//
+// Slot state machine (per slot, driven by RecordHeader::sequence; p = the absolute
+// position the slot holds in the current lap):
+//
+//   FREE(p)      sequence == p            producer may claim position p
+//      | producer claims p (slot_head: p -> p+1, data_head advanced)
+//   WRITING(p)   sequence == p, slot_head > p   producer fills header and payload
+//      | producer: sequence.store(p + 1, release)
+//   READY(p)     sequence == p + 1        consumer may read it
+//      | consumer reads, validates, hands the payload on, then
+//      | data_tail.store(record end, release); sequence.store(p + slot_count, release)
+//   FREE(p + slot_count)                  next lap
+//
+//   Any other sequence value at the consumer's position means the slot table was
+//   corrupted: the consumer sets consumer_state = kPoisoned and stops reading; the
+//   producer notices, drops the segment and registers a fresh one.
+//
+// Who writes what:
+//   - SegmentHeader identity fields: producer, once, before registration; read-only after.
+//   - slot_head, data_head, heartbeat_unix_ns, producer counters: producer only.
+//   - slot_tail, data_tail, consumer_state, consumer counters: consumer only (one
+//     worker process at a time; the supervisor hands a producer to exactly one worker).
+//   - RecordHeader fields other than `sequence`: producer in WRITING; consumer reads a
+//     private copy in READY and validates every field before use.
+//
+// There is no lock in the segment: a process that dies at any point cannot block the
+// other side. A producer that dies in WRITING leaves a slot that never becomes READY;
+// the daemon notices the dead producer (its registration socket closes), reads what is
+// READY and drops the segment.
+//
+// Handshake: the consumer checks magic, abi_version and every size/offset against the
+// file's real size before reading anything else; a mismatch is refused with a message
+// naming both versions (see describe_abi_mismatch in segment.h).
+// ---------------------------------------------------------------------------------
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tensorscope::wire {
+
+// "TSCOPSEG" little-endian.
+inline constexpr uint64_t kSegmentMagic = 0x4745535f504f4353ULL;
+inline constexpr uint32_t kAbiVersion = 1;
+
+inline constexpr size_t kSegmentHeaderSize = 1024;
+inline constexpr size_t kRecordHeaderSize = 512;
+inline constexpr size_t kPayloadAlignment = 64;
+inline constexpr size_t kMaxDims = 8;
+inline constexpr size_t kNameBytes = 128;     // stream name, NUL-terminated, 1..127 chars
+inline constexpr size_t kDeviceBytes = 16;    // "cpu", "cuda0", ...
+inline constexpr size_t kLabelBytes = 128;    // set_label() text
+inline constexpr size_t kSessionBytes = 64;   // session name
+
+// Element types. Values are part of the ABI.
+enum class DType : uint8_t {
+  kInvalid = 0,
+  kFloat32 = 1,
+  kFloat64 = 2,
+  kFloat16 = 3,
+  kBFloat16 = 4,
+  kInt8 = 5,
+  kInt16 = 6,
+  kInt32 = 7,
+  kInt64 = 8,
+  kUInt8 = 9,
+  kBool = 10,
+};
+inline constexpr uint8_t kMaxDType = 10;
+
+// What a tensor is. Values are part of the ABI.
+enum class TensorKind : uint8_t {
+  kInvalid = 0,
+  kTensor = 1,             // pushed by hand with Client::push
+  kActivation = 2,         // a module's forward output
+  kGradient = 3,           // a gradient at a module output or of a tracked tensor
+  kParameter = 4,          // a module parameter's value
+  kParameterGradient = 5,  // a module parameter's gradient
+};
+inline constexpr uint8_t kMaxTensorKind = 5;
+
+// SegmentHeader::consumer_state values.
+enum ConsumerState : uint32_t {
+  kConsumerNone = 0,      // no worker has read this segment yet
+  kConsumerAttached = 1,  // a worker reads it
+  kConsumerPoisoned = 2,  // the consumer found the slot table corrupt and stopped
+};
+
+// RecordHeader::flags bits.
+enum RecordFlags : uint8_t {
+  // The producer claimed the slot but could not fill it (the copy failed); the
+  // consumer releases it without reading the payload and counts nothing: the client
+  // already counted the push as refused.
+  kRecordCancelled = 1u << 0,
+};
+
+struct alignas(64) SegmentHeader {
+  // --- identity: written once by the producer before registration -----------------
+  uint64_t magic;               // kSegmentMagic
+  uint32_t abi_version;         // kAbiVersion
+  uint32_t header_size;         // kSegmentHeaderSize
+  uint64_t segment_size;        // total file size in bytes
+  uint64_t slot_table_offset;   // == kSegmentHeaderSize
+  uint32_t slot_count;          // power of two, >= 2
+  uint32_t record_header_size;  // kRecordHeaderSize
+  uint64_t data_offset;         // 64-byte aligned, after the slot table
+  uint64_t data_capacity;       // bytes of payload ring, multiple of kPayloadAlignment
+  int64_t producer_pid;
+  uint32_t producer_uid;
+  int32_t rank;
+  uint64_t created_unix_ns;
+  char session[kSessionBytes];  // NUL-terminated
+  uint8_t reserved_identity[256 - 144];
+
+  // --- producer hot fields (own cache line) ----------------------------------------
+  std::atomic<uint64_t> slot_head;          // next slot position the producer claims
+  std::atomic<uint64_t> data_head;          // next absolute data position
+  std::atomic<uint64_t> heartbeat_unix_ns;  // refreshed by the client's background thread
+  uint8_t reserved_producer[64 - 24];
+
+  // --- consumer hot fields (own cache line) ----------------------------------------
+  std::atomic<uint64_t> slot_tail;       // next slot position the consumer reads
+  std::atomic<uint64_t> data_tail;       // data before this absolute position is free
+  std::atomic<uint32_t> consumer_state;  // ConsumerState
+  uint32_t reserved_consumer0;
+  uint8_t reserved_consumer[64 - 24];
+
+  // --- producer counters (cumulative since the segment was created) ---------------
+  std::atomic<uint64_t> pushed;         // records committed (READY)
+  std::atomic<uint64_t> gated;          // calls gated out (every_n, max_hz, disabled)
+  std::atomic<uint64_t> dropped_full;   // no free slot or data space
+  std::atomic<uint64_t> refused;        // bad dtype, too large, transform failed ...
+  std::atomic<uint64_t> bytes_pushed;   // payload bytes committed
+  uint8_t reserved_producer_counters[64 - 40];
+
+  // --- consumer counters (cumulative; survive a worker restart) -------------------
+  std::atomic<uint64_t> received;         // records read and accepted
+  std::atomic<uint64_t> dropped_invalid;  // records that failed validation
+  std::atomic<uint64_t> bytes_received;   // payload bytes of accepted records
+  uint8_t reserved_consumer_counters[64 - 24];
+
+  uint8_t reserved_tail[kSegmentHeaderSize - 512];
+};
+
+struct RecordHeader {
+  std::atomic<uint64_t> sequence;  // slot state, see the state machine above
+  uint64_t payload_position;       // absolute data position of the payload's first byte
+  uint64_t payload_bytes;          // == numel * element size
+  int64_t step;                    // Client step at push time
+  uint64_t timestamp_unix_ns;      // wall clock at push time
+  int32_t rank;
+  uint8_t dtype;                   // DType
+  uint8_t kind;                    // TensorKind
+  uint8_t ndim;                    // 0..kMaxDims
+  uint8_t render_hint;             // 0 = the daemon's configured mode
+  int64_t shape[kMaxDims];         // first ndim entries used, each >= 0
+  char name[kNameBytes];           // NUL-terminated
+  char device[kDeviceBytes];       // NUL-terminated
+  char label[kLabelBytes];         // NUL-terminated, may be empty
+  uint8_t flags;                   // RecordFlags
+  uint8_t reserved[kRecordHeaderSize - 385];
+};
+
+// ---- layout pins: any failure here is an ABI change and needs kAbiVersion bumped ----
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics need lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "cross-process atomics need lock-free");
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<uint32_t>) == 4);
+
+static_assert(sizeof(SegmentHeader) == kSegmentHeaderSize);
+static_assert(alignof(SegmentHeader) == 64);
+static_assert(offsetof(SegmentHeader, magic) == 0);
+static_assert(offsetof(SegmentHeader, abi_version) == 8);
+static_assert(offsetof(SegmentHeader, header_size) == 12);
+static_assert(offsetof(SegmentHeader, segment_size) == 16);
+static_assert(offsetof(SegmentHeader, slot_table_offset) == 24);
+static_assert(offsetof(SegmentHeader, slot_count) == 32);
+static_assert(offsetof(SegmentHeader, record_header_size) == 36);
+static_assert(offsetof(SegmentHeader, data_offset) == 40);
+static_assert(offsetof(SegmentHeader, data_capacity) == 48);
+static_assert(offsetof(SegmentHeader, producer_pid) == 56);
+static_assert(offsetof(SegmentHeader, producer_uid) == 64);
+static_assert(offsetof(SegmentHeader, rank) == 68);
+static_assert(offsetof(SegmentHeader, created_unix_ns) == 72);
+static_assert(offsetof(SegmentHeader, session) == 80);
+static_assert(offsetof(SegmentHeader, slot_head) == 256);
+static_assert(offsetof(SegmentHeader, data_head) == 264);
+static_assert(offsetof(SegmentHeader, heartbeat_unix_ns) == 272);
+static_assert(offsetof(SegmentHeader, slot_tail) == 320);
+static_assert(offsetof(SegmentHeader, data_tail) == 328);
+static_assert(offsetof(SegmentHeader, consumer_state) == 336);
+static_assert(offsetof(SegmentHeader, pushed) == 384);
+static_assert(offsetof(SegmentHeader, gated) == 392);
+static_assert(offsetof(SegmentHeader, dropped_full) == 400);
+static_assert(offsetof(SegmentHeader, refused) == 408);
+static_assert(offsetof(SegmentHeader, bytes_pushed) == 416);
+static_assert(offsetof(SegmentHeader, received) == 448);
+static_assert(offsetof(SegmentHeader, dropped_invalid) == 456);
+static_assert(offsetof(SegmentHeader, bytes_received) == 464);
+// Producer and consumer hot fields never share a cache line.
+static_assert(offsetof(SegmentHeader, slot_tail) / 64 != offsetof(SegmentHeader, data_head) / 64);
+
+static_assert(sizeof(RecordHeader) == kRecordHeaderSize);
+static_assert(kRecordHeaderSize % 64 == 0, "slots are cache-line aligned");
+static_assert(offsetof(RecordHeader, sequence) == 0);
+static_assert(offsetof(RecordHeader, payload_position) == 8);
+static_assert(offsetof(RecordHeader, payload_bytes) == 16);
+static_assert(offsetof(RecordHeader, step) == 24);
+static_assert(offsetof(RecordHeader, timestamp_unix_ns) == 32);
+static_assert(offsetof(RecordHeader, rank) == 40);
+static_assert(offsetof(RecordHeader, dtype) == 44);
+static_assert(offsetof(RecordHeader, kind) == 45);
+static_assert(offsetof(RecordHeader, ndim) == 46);
+static_assert(offsetof(RecordHeader, render_hint) == 47);
+static_assert(offsetof(RecordHeader, shape) == 48);
+static_assert(offsetof(RecordHeader, name) == 112);
+static_assert(offsetof(RecordHeader, device) == 240);
+static_assert(offsetof(RecordHeader, label) == 256);
+static_assert(offsetof(RecordHeader, flags) == 384);
+static_assert(offsetof(RecordHeader, reserved) == 385);
+
+// Size in bytes of one element of `dtype`, 0 for an invalid value.
+constexpr size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+    case DType::kFloat16: return 2;
+    case DType::kBFloat16: return 2;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kUInt8: return 1;
+    case DType::kBool: return 1;
+    case DType::kInvalid: return 0;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype);        // "float32", ... ; "invalid" otherwise
+const char* tensor_kind_name(TensorKind k);  // "tensor", "activation", ...
+
+constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace tensorscope::wire

@@ -1,0 +1,114 @@
+#include "tensorscope/shared/ring_reader.h"
+
+#include <cstring>
+
+namespace tensorscope {
+namespace {
+
+// A NUL-terminated, printable (no control bytes) string within `n` bytes.
+bool is_clean_text(const char* text, size_t n, bool allow_empty) {
+  const void* nul = std::memchr(text, '\0', n);
+  if (nul == nullptr) return false;
+  const size_t len = static_cast<size_t>(static_cast<const char*>(nul) - text);
+  if (len == 0) return allow_empty;
+  for (size_t i = 0; i < len; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacity,
+                                   uint64_t data_tail, uint64_t data_head,
+                                   uint64_t max_payload_bytes) {
+  if (h.dtype == 0 || h.dtype > wire::kMaxDType) return "unknown dtype " + std::to_string(h.dtype);
+  if (h.kind == 0 || h.kind > wire::kMaxTensorKind) return "unknown kind " + std::to_string(h.kind);
+  if (h.ndim > wire::kMaxDims) return "ndim " + std::to_string(h.ndim) + " exceeds 8";
+  if (!is_clean_text(h.name, wire::kNameBytes, false)) return "stream name is empty, unterminated or has control bytes";
+  if (!is_clean_text(h.device, wire::kDeviceBytes, false)) return "device is empty, unterminated or has control bytes";
+  if (!is_clean_text(h.label, wire::kLabelBytes, true)) return "label is unterminated or has control bytes";
+  uint64_t numel = 1;
+  for (uint8_t d = 0; d < h.ndim; ++d) {
+    if (h.shape[d] < 0) return "negative dimension";
+    const auto dim = static_cast<uint64_t>(h.shape[d]);
+    if (dim != 0 && numel > UINT64_MAX / dim) return "shape overflows";
+    numel *= dim;
+  }
+  const uint64_t elem = wire::dtype_size(static_cast<wire::DType>(h.dtype));
+  if (numel > UINT64_MAX / elem || numel * elem != h.payload_bytes) {
+    return "payload size does not match shape and dtype";
+  }
+  if (h.payload_bytes > max_payload_bytes) {
+    return "payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
+           std::to_string(max_payload_bytes);
+  }
+  const uint64_t padded = wire::align_up(h.payload_bytes, wire::kPayloadAlignment);
+  if (h.payload_bytes > capacity || h.payload_position < data_tail ||
+      h.payload_position > data_head || padded > data_head - h.payload_position ||
+      h.payload_position % capacity + padded > capacity) {
+    return "payload position out of bounds";
+  }
+  return {};
+}
+
+RingReader::RingReader(SharedSegment* segment, uint64_t max_payload_bytes)
+    : segment_(segment), header_(segment->header()), max_payload_bytes_(max_payload_bytes) {}
+
+RingReader::Result RingReader::next(RecordView* out) {
+  if (poisoned_) return Result::kPoisoned;
+  const uint64_t position = header_->slot_tail.load(std::memory_order_relaxed);
+  wire::RecordHeader* slot = segment_->slot(position);
+  const uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
+  if (sequence == position) return Result::kEmpty;  // FREE or WRITING
+  if (sequence != position + 1) {
+    poisoned_ = true;
+    last_error_ = "slot " + std::to_string(position) + " has sequence " +
+                  std::to_string(sequence) + ", expected " + std::to_string(position) +
+                  " or " + std::to_string(position + 1);
+    header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+    header_->consumer_state.store(wire::kConsumerPoisoned, std::memory_order_release);
+    return Result::kPoisoned;
+  }
+  // Private copy: the producer may scribble on shared memory while we validate.
+  std::memcpy(static_cast<void*>(&out->header), static_cast<const void*>(slot),
+              sizeof(wire::RecordHeader));
+  const uint64_t data_tail = header_->data_tail.load(std::memory_order_relaxed);
+  if (out->header.flags & wire::kRecordCancelled) {
+    free_slot(position, data_tail);
+    return Result::kSkipped;
+  }
+  const uint64_t data_head = header_->data_head.load(std::memory_order_acquire);
+  last_error_ = validate_record_header(out->header, segment_->data_capacity(), data_tail,
+                                       data_head, max_payload_bytes_);
+  if (!last_error_.empty()) {
+    header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+    free_slot(position, data_tail);
+    return Result::kDropped;
+  }
+  out->payload = segment_->data() + out->header.payload_position % segment_->data_capacity();
+  out->position = position;
+  out->release_to =
+      out->header.payload_position + wire::align_up(out->header.payload_bytes, wire::kPayloadAlignment);
+  out->owns_slot = true;
+  return Result::kRecord;
+}
+
+void RingReader::release(const RecordView& view) {
+  if (!view.owns_slot) return;
+  header_->received.fetch_add(1, std::memory_order_relaxed);
+  header_->bytes_received.fetch_add(view.header.payload_bytes, std::memory_order_relaxed);
+  free_slot(view.position, view.release_to);
+}
+
+void RingReader::free_slot(uint64_t position, uint64_t release_to) {
+  if (release_to > header_->data_tail.load(std::memory_order_relaxed)) {
+    header_->data_tail.store(release_to, std::memory_order_release);
+  }
+  segment_->slot(position)->sequence.store(position + segment_->slot_count(),
+                                           std::memory_order_release);
+  header_->slot_tail.store(position + 1, std::memory_order_release);
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,72 @@
+#include "tensorscope/shared/ring_writer.h"
+
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TENSORSCOPE_CPU_RELAX() _mm_pause()
+#else
+#define TENSORSCOPE_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace tensorscope {
+
+RingWriter::RingWriter(SharedSegment* segment)
+    : segment_(segment), header_(segment->header()) {}
+
+void RingWriter::lock() {
+  for (int spins = 0;; ++spins) {
+    if (!lock_.exchange(true, std::memory_order_acquire)) return;
+    while (lock_.load(std::memory_order_relaxed)) {
+      if (spins++ < 64) {
+        TENSORSCOPE_CPU_RELAX();
+      } else {
+        std::this_thread::yield();  // holder was preempted inside a few instructions
+      }
+    }
+  }
+}
+
+RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservation* out) {
+  const uint64_t capacity = segment_->data_capacity();
+  if (payload_bytes > capacity) return ReserveResult::kTooLarge;
+  const uint64_t padded = wire::align_up(payload_bytes, wire::kPayloadAlignment);
+
+  lock();
+  const uint64_t position = header_->slot_head.load(std::memory_order_relaxed);
+  wire::RecordHeader* slot = segment_->slot(position);
+  if (slot->sequence.load(std::memory_order_acquire) != position) {
+    unlock();
+    return ReserveResult::kFull;  // the consumer has not freed this slot yet
+  }
+  uint64_t start = header_->data_head.load(std::memory_order_relaxed);
+  const uint64_t offset = start % capacity;
+  if (offset + padded > capacity) start += capacity - offset;  // skip to the next lap
+  const uint64_t end = start + padded;
+  if (end - header_->data_tail.load(std::memory_order_acquire) > capacity) {
+    unlock();
+    return ReserveResult::kFull;
+  }
+  header_->slot_head.store(position + 1, std::memory_order_relaxed);
+  header_->data_head.store(end, std::memory_order_release);
+  unlock();
+
+  slot->payload_position = start;
+  slot->payload_bytes = payload_bytes;
+  slot->flags = 0;
+  out->header = slot;
+  out->payload = segment_->data() + (start % capacity);
+  out->position = position;
+  return ReserveResult::kOk;
+}
+
+void RingWriter::commit(const Reservation& r) {
+  r.header->sequence.store(r.position + 1, std::memory_order_release);  // READY
+}
+
+void RingWriter::cancel(const Reservation& r) {
+  r.header->flags = wire::kRecordCancelled;
+  r.header->sequence.store(r.position + 1, std::memory_order_release);
+}
+
+}  // namespace tensorscope

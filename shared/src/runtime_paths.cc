@@ -1,0 +1,79 @@
+#include "tensorscope/shared/runtime_paths.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tensorscope {
+
+std::string default_runtime_dir(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("TENSORSCOPE_RUNTIME_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  const std::string base = (::access("/dev/shm", W_OK) == 0) ? "/dev/shm" : "/tmp";
+  return base + "/tensorscope-" + std::to_string(::geteuid());
+}
+
+Status ensure_private_dir(const std::string& path) {
+  if (path.empty()) return Status::error("runtime directory path is empty");
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::error("cannot create runtime directory " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return Status::error("cannot stat runtime directory " + path + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::error("runtime directory " + path + " is not a directory (or is a symlink)");
+  }
+  if (st.st_uid != ::geteuid()) {
+    return Status::error("runtime directory " + path + " is owned by uid " +
+                         std::to_string(st.st_uid) + ", not by us (uid " +
+                         std::to_string(::geteuid()) + ")");
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[16];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    return Status::error("runtime directory " + path + " has mode " + mode +
+                         "; it must be 0700 (chmod 700 it or remove it)");
+  }
+  return Status::ok();
+}
+
+std::string session_socket_path(const std::string& runtime_dir, const std::string& session) {
+  return runtime_dir + "/" + session + ".sock";
+}
+
+std::string segment_file_name(const std::string& session, long pid, unsigned generation) {
+  return session + "." + std::to_string(pid) + "." + std::to_string(generation) + ".seg";
+}
+
+std::string segment_file_path(const std::string& runtime_dir, const std::string& session,
+                              long pid, unsigned generation) {
+  return runtime_dir + "/" + segment_file_name(session, pid, generation);
+}
+
+bool is_segment_file_name(const std::string& name, const std::string& session) {
+  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return false;
+  const std::string prefix = session + ".";
+  const std::string suffix = ".seg";
+  if (name.size() <= prefix.size() + suffix.size()) return false;
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  const std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  // <pid>.<generation>
+  const size_t dot = middle.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == middle.size()) return false;
+  for (size_t i = 0; i < middle.size(); ++i) {
+    if (i == dot) continue;
+    if (middle[i] < '0' || middle[i] > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace tensorscope

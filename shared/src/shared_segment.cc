@@ -1,0 +1,210 @@
+#include "tensorscope/shared/shared_segment.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/interprocess/file_mapping.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <chrono>
+#include <cstring>
+#include <new>
+
+namespace tensorscope {
+namespace {
+
+namespace bip = boost::interprocess;
+using wire::SegmentHeader;
+
+bool is_power_of_two(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+
+std::string errno_text(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+uint64_t now_unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+StatusOr<SegmentLayout> plan_segment_layout(uint64_t budget_bytes, uint32_t slot_count) {
+  if (slot_count < 2 || slot_count > (1u << 20)) {
+    return Status::error("ring slot count must be between 2 and 1048576, got " +
+                         std::to_string(slot_count));
+  }
+  uint32_t slots = 2;
+  while (slots < slot_count) slots <<= 1;
+  SegmentLayout layout;
+  layout.slot_count = slots;
+  layout.data_offset =
+      wire::align_up(wire::kSegmentHeaderSize + uint64_t{slots} * wire::kRecordHeaderSize, 4096);
+  if (budget_bytes < layout.data_offset + 4096) {
+    return Status::error("shm budget of " + std::to_string(budget_bytes) +
+                         " bytes is too small: the header and " + std::to_string(slots) +
+                         " slots need " + std::to_string(layout.data_offset + 4096) +
+                         " bytes");
+  }
+  layout.data_capacity = (budget_bytes - layout.data_offset) / 4096 * 4096;
+  layout.segment_size = layout.data_offset + layout.data_capacity;
+  return layout;
+}
+
+Status validate_segment_header(const SegmentHeader& h, uint64_t file_size) {
+  if (file_size < wire::kSegmentHeaderSize) {
+    return Status::error("segment is " + std::to_string(file_size) +
+                         " bytes, smaller than its header");
+  }
+  if (h.magic != wire::kSegmentMagic) {
+    return Status::error("segment has a wrong magic number (not a tensorscope segment)");
+  }
+  if (h.abi_version != wire::kAbiVersion) {
+    return Status::error("segment speaks wire ABI version " + std::to_string(h.abi_version) +
+                         " but this program speaks version " +
+                         std::to_string(wire::kAbiVersion) +
+                         ": use the same tensorscope version in the client and the daemon");
+  }
+  if (h.header_size != wire::kSegmentHeaderSize ||
+      h.record_header_size != wire::kRecordHeaderSize) {
+    return Status::error("segment header sizes do not match ABI version " +
+                         std::to_string(wire::kAbiVersion));
+  }
+  if (h.segment_size != file_size) {
+    return Status::error("segment header says " + std::to_string(h.segment_size) +
+                         " bytes but the file has " + std::to_string(file_size));
+  }
+  if (h.slot_table_offset != wire::kSegmentHeaderSize || !is_power_of_two(h.slot_count) ||
+      h.slot_count > (1u << 20)) {
+    return Status::error("segment slot table is malformed");
+  }
+  const uint64_t slots_end = h.slot_table_offset + uint64_t{h.slot_count} * wire::kRecordHeaderSize;
+  if (h.data_offset < slots_end || h.data_offset % wire::kPayloadAlignment != 0 ||
+      h.data_capacity == 0 || h.data_capacity % wire::kPayloadAlignment != 0 ||
+      h.data_offset > file_size || h.data_capacity > file_size - h.data_offset) {
+    return Status::error("segment data region is out of bounds");
+  }
+  if (h.session[wire::kSessionBytes - 1] != '\0') {
+    return Status::error("segment session name is not terminated");
+  }
+  return Status::ok();
+}
+
+SharedSegment::~SharedSegment() = default;
+
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(const std::string& path,
+                                                            uint64_t size) {
+  auto segment = std::unique_ptr<SharedSegment>(new SharedSegment());
+  try {
+    bip::file_mapping file(path.c_str(), bip::read_write);
+    segment->region_ = std::make_unique<bip::mapped_region>(file, bip::read_write, 0, size);
+  } catch (const std::exception& e) {
+    return Status::error("cannot map segment " + path + ": " + e.what());
+  }
+  segment->path_ = path;
+  segment->size_ = size;
+  auto* base = static_cast<uint8_t*>(segment->region_->get_address());
+  segment->header_ = reinterpret_cast<SegmentHeader*>(base);
+  return segment;
+}
+
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string& path,
+                                                               const SegmentLayout& layout,
+                                                               const SegmentIdentity& identity) {
+  if (identity.session.size() >= wire::kSessionBytes) {
+    return Status::error("session name too long for the segment header");
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::error(errno_text("cannot create segment", path));
+  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(layout.segment_size)) != 0) {
+    Status st = Status::error(errno_text("cannot size segment", path));
+    ::close(fd);
+    ::unlink(path.c_str());
+    return st;
+  }
+  ::close(fd);
+  auto mapped = map(path, layout.segment_size);
+  if (!mapped) {
+    ::unlink(path.c_str());
+    return mapped.status();
+  }
+  SharedSegment& seg = **mapped;
+  // The file is fresh (zero-filled): construct the header in place.
+  auto* h = new (seg.header_) SegmentHeader();
+  h->abi_version = wire::kAbiVersion;
+  h->header_size = wire::kSegmentHeaderSize;
+  h->segment_size = layout.segment_size;
+  h->slot_table_offset = wire::kSegmentHeaderSize;
+  h->slot_count = layout.slot_count;
+  h->record_header_size = wire::kRecordHeaderSize;
+  h->data_offset = layout.data_offset;
+  h->data_capacity = layout.data_capacity;
+  h->producer_pid = identity.pid;
+  h->producer_uid = identity.uid;
+  h->rank = identity.rank;
+  h->created_unix_ns = now_unix_ns();
+  std::memcpy(h->session, identity.session.data(), identity.session.size());
+  auto* base = reinterpret_cast<uint8_t*>(h);
+  seg.slots_ = reinterpret_cast<wire::RecordHeader*>(base + h->slot_table_offset);
+  seg.data_ = base + h->data_offset;
+  seg.slot_count_ = h->slot_count;
+  seg.data_capacity_ = h->data_capacity;
+  for (uint32_t i = 0; i < layout.slot_count; ++i) {
+    auto* slot = new (seg.slots_ + i) wire::RecordHeader();
+    slot->sequence.store(i, std::memory_order_relaxed);  // FREE(i)
+  }
+  h->heartbeat_unix_ns.store(now_unix_ns(), std::memory_order_relaxed);
+  // Publish the magic last: a reader that sees it sees a complete header.
+  std::atomic_thread_fence(std::memory_order_release);
+  reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(wire::kSegmentMagic,
+                                                             std::memory_order_release);
+  return mapped;
+}
+
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Status::error(errno_text("cannot open segment", path));
+  struct stat st {};
+  const int rc = ::fstat(fd, &st);
+  ::close(fd);
+  if (rc != 0) return Status::error(errno_text("cannot stat segment", path));
+  if (!S_ISREG(st.st_mode)) return Status::error("segment " + path + " is not a regular file");
+  if (st.st_uid != ::geteuid()) {
+    return Status::error("segment " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                         ", not by us (uid " + std::to_string(::geteuid()) + ")");
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[16];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    return Status::error("segment " + path + " is accessible to group or others (mode " + mode +
+                         "); expected 0600");
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < wire::kSegmentHeaderSize) {
+    return Status::error("segment " + path + " is too small (" + std::to_string(file_size) +
+                         " bytes)");
+  }
+  auto mapped = map(path, file_size);
+  if (!mapped) return mapped.status();
+  SharedSegment& seg = **mapped;
+  Status valid = validate_segment_header(*seg.header_, file_size);
+  if (!valid) return Status::error("segment " + path + ": " + valid.message());
+  auto* base = reinterpret_cast<uint8_t*>(seg.header_);
+  seg.slots_ = reinterpret_cast<wire::RecordHeader*>(base + seg.header_->slot_table_offset);
+  seg.data_ = base + seg.header_->data_offset;
+  seg.slot_count_ = seg.header_->slot_count;
+  seg.data_capacity_ = seg.header_->data_capacity;
+  return mapped;
+}
+
+Status SharedSegment::unlink_file() const {
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    return Status::error(errno_text("cannot remove segment", path_));
+  }
+  return Status::ok();
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,34 @@
+#include "tensorscope/shared/wire_format.h"
+
+namespace tensorscope::wire {
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kUInt8: return "uint8";
+    case DType::kBool: return "bool";
+    case DType::kInvalid: break;
+  }
+  return "invalid";
+}
+
+const char* tensor_kind_name(TensorKind kind) {
+  switch (kind) {
+    case TensorKind::kTensor: return "tensor";
+    case TensorKind::kActivation: return "activation";
+    case TensorKind::kGradient: return "gradient";
+    case TensorKind::kParameter: return "parameter";
+    case TensorKind::kParameterGradient: return "parameter_gradient";
+    case TensorKind::kInvalid: break;
+  }
+  return "invalid";
+}
+
+}  // namespace tensorscope::wire
