@@ -1,0 +1,100 @@
+// bench_sink.h — an in-process stand-in for the daemon, for transport benchmarks.
+//
+// Listens on the session socket, accepts registrations exactly as the supervisor does
+// (framed JSON, segment opened and validated) and drains every ring on its own thread
+// without rendering, so a benchmark measures the client's push cost and not the
+// renderer. Thread safety: start() and stop() from one thread; draining runs inside.
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorscope/shared/message_channel.h"
+#include "tensorscope/shared/ring_reader.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/shared_segment.h"
+
+namespace tensorscope::bench {
+
+class BenchSink {
+ public:
+  BenchSink(std::string runtime_dir, std::string session)
+      : runtime_dir_(std::move(runtime_dir)), session_(std::move(session)) {}
+  ~BenchSink() { stop(); }
+
+  Status start() {
+    Status dir = ensure_private_dir(runtime_dir_);
+    if (!dir) return dir;
+    auto fd = listen_unix(session_socket_path(runtime_dir_, session_));
+    if (!fd) return fd.status();
+    listen_fd_ = *fd;
+    thread_ = std::thread([this] { run(); });
+    return Status::ok();
+  }
+
+  void stop() {
+    if (!thread_.joinable()) return;
+    stop_.store(true);
+    thread_.join();
+    ::close(listen_fd_);
+    ::unlink(session_socket_path(runtime_dir_, session_).c_str());
+  }
+
+  uint64_t received() const { return received_.load(); }
+
+ private:
+  struct Producer {
+    MessageChannel channel;
+    std::unique_ptr<SharedSegment> segment;
+    std::unique_ptr<RingReader> reader;
+  };
+
+  void run() {
+    std::vector<Producer> producers;
+    while (!stop_.load()) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        Producer p{MessageChannel(fd), nullptr, nullptr};
+        auto hello = p.channel.receive(2000);
+        if (hello && hello->is_object()) {
+          auto seg = SharedSegment::open(runtime_dir_ + "/" + hello->value("segment", ""));
+          if (seg) {
+            p.segment = std::move(*seg);
+            p.reader = std::make_unique<RingReader>(p.segment.get(), UINT64_MAX);
+            (void)p.channel.send({{"type", "registered"}, {"producer_id", producers.size() + 1}});
+            producers.push_back(std::move(p));
+          }
+        }
+      }
+      bool any = false;
+      for (auto& p : producers) {
+        RecordView v;
+        for (int k = 0; k < 256; ++k) {
+          const auto r = p.reader->next(&v);
+          if (r == RingReader::Result::kEmpty || r == RingReader::Result::kPoisoned) break;
+          any = true;
+          if (r == RingReader::Result::kRecord) {
+            p.reader->release(v);
+            received_.fetch_add(1);
+          }
+        }
+      }
+      if (!any) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  const std::string runtime_dir_, session_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> received_{0};
+  std::thread thread_;
+};
+
+}  // namespace tensorscope::bench

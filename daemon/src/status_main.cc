@@ -1,0 +1,103 @@
+// tensorscope — the command-line tool: `tensorscope status --session NAME [--json]`.
+//
+// Asks the session's daemon over its Unix socket for producers, streams, frames, drops
+// and worker restarts. Exit 0 when a daemon answered, 1 when none runs for the session,
+// 2 on bad usage.
+#include <cstdio>
+#include <string>
+
+#include "tensorscope/shared/message_channel.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/session_name.h"
+
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: tensorscope status [--session NAME] [--runtime-dir DIR] [--json]\n"
+               "Shows what the session's daemon is doing. Exit 1 when no daemon runs.\n");
+}
+
+void print_table(const nlohmann::json& s) {
+  std::printf("session %s (daemon pid %lld, up %.1f s), output %s, %llu finished files\n",
+              s.value("session", "").c_str(), s.value("pid", 0LL), s.value("uptime_ms", 0LL) / 1000.0,
+              s.value("output_dir", "").c_str(), s.value("files", 0ULL));
+  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s\n", "index", "pid", "alive",
+              "restarts", "records", "invalid", "errors");
+  for (const auto& w : s.value("workers", nlohmann::json::array())) {
+    const auto st = w.value("stats", nlohmann::json::object());
+    std::printf("  %-5d %-8lld %-6s %-9llu %-10llu %-8llu %-8llu\n", w.value("index", 0),
+                w.value("pid", 0LL), w.value("alive", false) ? "yes" : "NO",
+                w.value("restarts", 0ULL), st.value("records", 0ULL), st.value("invalid", 0ULL),
+                st.value("render_errors", 0ULL));
+  }
+  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s\n", "id", "pid",
+              "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused");
+  for (const auto& p : s.value("producers", nlohmann::json::array())) {
+    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu%s\n",
+                p.value("id", 0ULL), p.value("pid", 0LL), p.value("rank", 0), p.value("worker", 0),
+                p.value("pushed", 0ULL), p.value("received", 0ULL), p.value("dropped_full", 0ULL),
+                p.value("dropped_invalid", 0ULL), p.value("refused", 0ULL),
+                p.value("connected", true) ? "" : "  (draining)");
+  }
+  std::printf("\nstreams\n  %-40s %-8s %-5s %-10s %-8s %-10s\n", "stream", "device", "rank", "mode",
+              "frames", "last_step");
+  for (const auto& w : s.value("workers", nlohmann::json::array())) {
+    const auto st = w.value("stats", nlohmann::json::object());
+    for (const auto& t : st.value("streams", nlohmann::json::array())) {
+      std::printf("  %-40s %-8s %-5d %-10s %-8llu %-10lld\n", t.value("stream", "").c_str(),
+                  t.value("device", "").c_str(), t.value("rank", 0), t.value("mode", "").c_str(),
+                  t.value("frames", 0ULL), t.value("last_step", 0LL));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tensorscope;
+  if (argc < 2 || std::string(argv[1]) != "status") {
+    usage(argc < 2 ? stderr : (std::string(argv[1]) == "--help" ? stdout : stderr));
+    return argc >= 2 && std::string(argv[1]) == "--help" ? 0 : 2;
+  }
+  std::string session = "default", runtime_dir;
+  bool json = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+    } else if ((arg == "--session" || arg == "--runtime-dir") && i + 1 < argc) {
+      (arg == "--session" ? session : runtime_dir) = argv[++i];
+    } else {
+      std::fprintf(stderr, "tensorscope status: unknown or incomplete argument '%s'\n", arg.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  Status valid = validate_session_name(session);
+  if (!valid) {
+    std::fprintf(stderr, "tensorscope status: %s\n", valid.message().c_str());
+    return 2;
+  }
+  const std::string path = session_socket_path(default_runtime_dir(runtime_dir), session);
+  auto fd = connect_unix(path);
+  if (!fd) {
+    std::fprintf(stderr, "tensorscope status: no daemon runs for session '%s' (%s)\n",
+                 session.c_str(), fd.message().c_str());
+    return 1;
+  }
+  MessageChannel channel(*fd);
+  Status sent = channel.send({{"type", "status"}});
+  auto reply = sent ? channel.receive(5000) : StatusOr<nlohmann::json>(sent);
+  if (!reply || !reply->is_object() || reply->value("type", "") != "status") {
+    std::fprintf(stderr, "tensorscope status: the daemon for session '%s' did not answer: %s\n",
+                 session.c_str(), reply ? reply->dump().c_str() : reply.message().c_str());
+    return 1;
+  }
+  if (json) {
+    std::printf("%s\n", reply->dump(2).c_str());
+  } else {
+    print_table(*reply);
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+#include "stream_router.h"
+
+#include "tensorscope/shared/logging.h"
+
+namespace tensorscope::daemon {
+
+StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
+                           FileFinished on_finished)
+    : config_(config), session_dir_(std::move(session_dir)), on_finished_(std::move(on_finished)) {}
+
+std::string StreamRouter::mode_for(const wire::RecordHeader&) const {
+  // "auto" picks by shape; histogram is the renderer every shape has today.
+  return "histogram";
+}
+
+std::function<void()> StreamRouter::route(uint64_t producer_id, const RecordView& record) {
+  StreamKey key{producer_id, record.header.name, record.header.device, record.header.rank,
+                mode_for(record.header)};
+  auto it = streams_.find(key);
+  if (it == streams_.end()) {
+    if (static_cast<int64_t>(streams_.size()) >= config_.limits.max_streams_per_worker) {
+      if (dropped_over_limit_++ == 0) {
+        TS_LOG_WARN("stream limit of {} per worker reached; dropping records of new streams",
+                    config_.limits.max_streams_per_worker);
+      }
+      return {};
+    }
+    auto video = std::make_shared<StreamVideo>(
+        key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)), config_,
+        session_dir_, on_finished_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    it = streams_.emplace(key, std::move(video)).first;
+  }
+  return it->second->prepare(record);
+}
+
+std::function<void()> StreamRouter::finish_producer(uint64_t producer_id) {
+  std::vector<std::shared_ptr<StreamVideo>> finishing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = streams_.begin(); it != streams_.end();) {
+      if (it->first.producer_id == producer_id) {
+        finishing.push_back(it->second);
+        it = streams_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return [finishing] {
+    for (const auto& video : finishing) video->finish();
+  };
+}
+
+std::function<void()> StreamRouter::finish_all() {
+  std::vector<std::shared_ptr<StreamVideo>> finishing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, video] : streams_) finishing.push_back(video);
+    streams_.clear();
+  }
+  return [finishing] {
+    for (const auto& video : finishing) video->finish();
+  };
+}
+
+nlohmann::json StreamRouter::stream_summaries() const {
+  nlohmann::json out = nlohmann::json::array();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, video] : streams_) {
+    if (out.size() >= 2000) break;
+    out.push_back({{"stream", key.stream},
+                   {"device", key.device},
+                   {"rank", key.rank},
+                   {"mode", key.mode},
+                   {"kind", video->kind()},
+                   {"producer_id", key.producer_id},
+                   {"frames", video->frames_total()},
+                   {"last_step", video->last_step()}});
+  }
+  return out;
+}
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,51 @@
+// stream_router.h — routes validated records to their StreamVideo.
+//
+// Used inside a worker process (reader thread). Keeps one StreamVideo per (producer,
+// stream, device, rank, mode), creates them on first sight (up to
+// limits.max_streams_per_worker; records of streams beyond that are dropped and
+// counted) and finalizes a producer's streams when it detaches.
+// Thread safety: reader thread only, except stream_summaries() which copies atomics.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stream_video.h"
+
+namespace tensorscope::daemon {
+
+class StreamRouter {
+ public:
+  StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished);
+
+  // A render job for the record, or an empty function when it was dropped.
+  std::function<void()> route(uint64_t producer_id, const RecordView& record);
+
+  // A job (to run on the render thread after the producer's frames) that finalizes
+  // every stream of `producer_id`; the streams are forgotten here at once.
+  std::function<void()> finish_producer(uint64_t producer_id);
+  std::function<void()> finish_all();
+
+  uint64_t dropped_over_limit() const { return dropped_over_limit_; }
+  nlohmann::json stream_summaries() const;
+
+  // The render mode a record gets under this config.
+  std::string mode_for(const wire::RecordHeader& header) const;
+
+ private:
+  const DaemonConfig& config_;
+  const std::string session_dir_;
+  const FileFinished on_finished_;
+  mutable std::mutex mutex_;  // guards streams_ against stream_summaries()
+  std::map<StreamKey, std::shared_ptr<StreamVideo>> streams_;
+  uint64_t dropped_over_limit_ = 0;
+};
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,81 @@
+// stream_video.h — one stream's video: (producer, stream, device, rank, mode) -> files.
+//
+// Used inside a worker process. prepare() runs on the reader thread, straight on the
+// payload in shared memory: it validates nothing more (the ring reader did) and reduces
+// the tensor to what the frame needs (statistics and a histogram with bins fixed for
+// the stream from its first frame), so the ring slot can be released at once. The job
+// it returns runs on the render thread: draws the frame, appends it to the open video
+// (temporary hidden name), and after video.max_frames frames finalizes the file
+// (rename to its final name) and reports it for index.json.
+// Thread safety: prepare() on the reader thread only; jobs and finish() on the render
+// thread only; frames_total() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "index_writer.h"
+#include "tensorscope/plotting/histogram.h"
+#include "tensorscope/plotting/video_writer.h"
+#include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/ring_reader.h"
+
+namespace tensorscope::daemon {
+
+struct StreamKey {
+  uint64_t producer_id = 0;
+  std::string stream;
+  std::string device;
+  int rank = 0;
+  std::string mode;
+  auto operator<=>(const StreamKey&) const = default;
+};
+
+using FileFinished = std::function<void(const IndexEntry&)>;
+
+class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
+ public:
+  StreamVideo(StreamKey key, std::string kind, const DaemonConfig& config,
+              std::string session_dir, FileFinished on_finished);
+  ~StreamVideo();
+
+  // Reader thread: reduces the record; the returned job renders it.
+  std::function<void()> prepare(const RecordView& record);
+
+  // Render thread: finalizes the open file, if any.
+  void finish();
+
+  const StreamKey& key() const { return key_; }
+  const std::string& kind() const { return kind_; }
+  uint64_t frames_total() const { return frames_total_.load(std::memory_order_relaxed); }
+  int64_t last_step() const { return last_step_seen_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Frame;
+  void render(const Frame& frame);
+  bool open_segment(std::string* error);
+
+  const StreamKey key_;
+  const std::string kind_;
+  const DaemonConfig& config_;
+  const std::string session_dir_;
+  const FileFinished on_finished_;
+
+  // Reader thread state.
+  std::optional<plotting::HistogramRange> range_;
+  std::atomic<int64_t> last_step_seen_{0};
+
+  // Render thread state.
+  std::unique_ptr<plotting::VideoWriter> writer_;
+  std::string final_name_;
+  int segment_ = 0;
+  int64_t first_step_ = 0, last_step_ = 0;
+  bool open_failed_logged_ = false;
+  std::atomic<uint64_t> frames_total_{0};
+};
+
+}  // namespace tensorscope::daemon

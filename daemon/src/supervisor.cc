@@ -1,0 +1,512 @@
+#include "supervisor.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "tensorscope/shared/logging.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/wire_format.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+volatile sig_atomic_t g_stop_requested = 0;
+
+void on_signal(int signo) {
+  if (signo == SIGINT || signo == SIGTERM) g_stop_requested = 1;
+  const int saved = errno;
+  const char byte = static_cast<char>(signo);
+  (void)!::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+Status install_signal_handlers() {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Status::error(std::string("pipe: ") + std::strerror(errno));
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int s : {SIGINT, SIGTERM, SIGCHLD}) ::sigaction(s, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return Status::ok();
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int kRegisterDeadlineMs = 5000;
+constexpr int kHealthyAfterMs = 10000;  // a worker alive this long resets its backoff
+
+}  // namespace
+
+Supervisor::Supervisor(DaemonConfig config, std::string worker_executable)
+    : config_(std::move(config)), worker_executable_(std::move(worker_executable)) {}
+
+Supervisor::~Supervisor() {
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    ::unlink(socket_path_.c_str());
+  }
+}
+
+Status Supervisor::start() {
+  runtime_dir_ = default_runtime_dir(config_.runtime_dir);
+  Status dir = ensure_private_dir(runtime_dir_);
+  if (!dir) return dir;
+  session_dir_ = config_.output_dir + "/" + config_.session;
+  std::error_code ec;
+  std::filesystem::create_directories(session_dir_, ec);
+  if (ec) return Status::error("cannot create output directory " + session_dir_ + ": " + ec.message());
+  index_ = std::make_unique<IndexWriter>(session_dir_);
+  Status loaded = index_->load();
+  if (!loaded) return loaded;
+  socket_path_ = session_socket_path(runtime_dir_, config_.session);
+  auto fd = listen_unix(socket_path_);
+  if (!fd) return fd.status();
+  listen_fd_ = *fd;
+  Status signals = install_signal_handlers();
+  if (!signals) return signals;
+  workers_.resize(static_cast<size_t>(config_.workers));
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    workers_[i].index = static_cast<int>(i);
+    workers_[i].backoff_ms = config_.supervisor.restart_backoff_initial_ms;
+    spawn_worker(workers_[i]);
+  }
+  started_ms_ = now_ms();
+  TS_LOG_INFO("tensorscoped: session '{}', {} workers, socket {}, output {}", config_.session,
+              config_.workers, socket_path_, session_dir_);
+  return Status::ok();
+}
+
+void Supervisor::spawn_worker(WorkerSlot& worker) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    TS_LOG_ERROR("socketpair for worker {}: {}", worker.index, std::strerror(errno));
+    worker.restart_at_ms = now_ms() + worker.backoff_ms;
+    return;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    TS_LOG_ERROR("fork for worker {}: {}", worker.index, std::strerror(errno));
+    ::close(fds[0]);
+    ::close(fds[1]);
+    worker.restart_at_ms = now_ms() + worker.backoff_ms;
+    return;
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    ::dup2(fds[1], 3);  // dup2 clears FD_CLOEXEC on the copy
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) ::sigaction(s, &sa, nullptr);
+    // Workers ignore SIGINT (a terminal ^C reaches the whole group): the supervisor
+    // tells them to finalize.
+    ::signal(SIGINT, SIG_IGN);
+    const char* argv[] = {worker_executable_.c_str(), "--worker-fd", "3", nullptr};
+    ::execv(worker_executable_.c_str(), const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  worker.pid = pid;
+  worker.channel = MessageChannel(fds[0]);
+  worker.alive = true;
+  worker.started_ms = now_ms();
+  worker.last_heartbeat_ms = worker.started_ms;
+  worker.stats = nlohmann::json::object();
+  Status sent = worker.channel.send({{"type", "config"},
+                                     {"config", to_json(config_)},
+                                     {"worker_index", worker.index},
+                                     {"session_dir", session_dir_}});
+  if (!sent) TS_LOG_ERROR("cannot configure worker {}: {}", worker.index, sent.message());
+  for (auto& [id, producer] : producers_) {
+    if (producer.worker == worker.index) attach(producer);
+  }
+  TS_LOG_INFO("worker {} started (pid {})", worker.index, pid);
+}
+
+void Supervisor::remove_temp_files(pid_t pid) {
+  const std::string prefix = ".tmp-" + std::to_string(pid) + "-";
+  DIR* dir = ::opendir(session_dir_.c_str());
+  if (dir == nullptr) return;
+  while (dirent* e = ::readdir(dir)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
+      ::unlinkat(::dirfd(dir), e->d_name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
+void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
+  if (!worker.alive) return;
+  worker.alive = false;
+  worker.channel.close();
+  remove_temp_files(worker.pid);  // unfinished videos of a dead worker never play
+  const int64_t now = now_ms();
+  if (now - worker.started_ms > kHealthyAfterMs) {
+    worker.backoff_ms = config_.supervisor.restart_backoff_initial_ms;
+  }
+  worker.restart_at_ms = now + worker.backoff_ms;
+  TS_LOG_WARN("worker {} (pid {}) {}; restarting in {} ms", worker.index, worker.pid, why,
+              worker.backoff_ms);
+  worker.backoff_ms = std::min(worker.backoff_ms * 2, config_.supervisor.restart_backoff_max_ms);
+  worker.pid = -1;
+  ++worker.restarts;
+}
+
+void Supervisor::reap_children() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& worker : workers_) {
+      if (worker.pid != pid) continue;
+      std::string why = WIFSIGNALED(status)
+                            ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                            : "exited with status " + std::to_string(WEXITSTATUS(status));
+      on_worker_exit(worker, why);
+    }
+  }
+}
+
+void Supervisor::check_workers(int64_t now) {
+  for (auto& worker : workers_) {
+    if (worker.alive &&
+        now - worker.last_heartbeat_ms > config_.supervisor.heartbeat_timeout_ms) {
+      TS_LOG_WARN("worker {} (pid {}) missed its heartbeat for {} ms; killing it", worker.index,
+                  worker.pid, now - worker.last_heartbeat_ms);
+      ::kill(worker.pid, SIGKILL);  // reaped (and restarted) through SIGCHLD
+      worker.last_heartbeat_ms = now;
+    }
+    if (!worker.alive && now >= worker.restart_at_ms && !g_stop_requested) spawn_worker(worker);
+  }
+}
+
+int Supervisor::pick_worker() const {
+  std::vector<int> load(workers_.size(), 0);
+  for (const auto& [id, p] : producers_) {
+    if (p.worker >= 0) ++load[static_cast<size_t>(p.worker)];
+  }
+  int best = 0;
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    if (load[i] < load[static_cast<size_t>(best)]) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+void Supervisor::attach(Producer& producer) {
+  WorkerSlot& worker = workers_[static_cast<size_t>(producer.worker)];
+  if (!worker.alive) return;  // attached again when the worker restarts
+  Status sent = worker.channel.send(
+      {{"type", "attach"}, {"producer_id", producer.id}, {"rank", producer.rank}},
+      producer.segment_fd);
+  if (!sent) TS_LOG_ERROR("cannot hand producer {} to worker {}: {}", producer.id, worker.index, sent.message());
+  if (producer.detaching) {
+    (void)worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+  }
+}
+
+void Supervisor::accept_connections() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    auto cred = peer_credentials(fd);
+    if (!cred || cred->uid != ::geteuid()) {
+      ++registrations_refused_;
+      TS_LOG_WARN("refused a connection from uid {}", cred ? static_cast<long>(cred->uid) : -1L);
+      ::close(fd);
+      continue;
+    }
+    pending_.push_back(Pending{MessageChannel(fd), now_ms()});
+  }
+}
+
+void Supervisor::handle_register(MessageChannel& connection, const nlohmann::json& m) {
+  auto refuse = [&](const std::string& why) {
+    ++registrations_refused_;
+    TS_LOG_WARN("refused a registration: {}", why);
+    (void)connection.send({{"type", "error"}, {"message", why}});
+    connection.close();
+  };
+  auto cred = peer_credentials(connection.fd());
+  if (!cred) return refuse(cred.message());
+  if (!m.contains("abi") || !m["abi"].is_number_unsigned()) return refuse("registration without an ABI version");
+  const uint64_t abi = m["abi"].get<uint64_t>();
+  if (abi != wire::kAbiVersion) {
+    return refuse("client speaks wire ABI version " + std::to_string(abi) +
+                  " but this daemon speaks version " + std::to_string(wire::kAbiVersion) +
+                  ": use the same tensorscope version in the client and the daemon");
+  }
+  const auto session = m.value("session", std::string());
+  if (session != config_.session) return refuse("registration for session '" + session + "'");
+  const auto segment_name = m.value("segment", std::string());
+  if (!is_segment_file_name(segment_name, config_.session)) {
+    return refuse("bad segment name '" + segment_name + "'");
+  }
+  const std::string expected_prefix = config_.session + "." + std::to_string(cred->pid) + ".";
+  if (segment_name.rfind(expected_prefix, 0) != 0) {
+    return refuse("segment '" + segment_name + "' does not belong to the connecting pid " +
+                  std::to_string(cred->pid));
+  }
+  const std::string path = runtime_dir_ + "/" + segment_name;
+  auto segment = SharedSegment::open(path);
+  if (!segment) return refuse(segment.message());
+  if ((*segment)->header()->producer_pid != cred->pid) {
+    return refuse("segment header names pid " + std::to_string((*segment)->header()->producer_pid) +
+                  ", the peer is pid " + std::to_string(cred->pid));
+  }
+  const int segment_fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (segment_fd < 0) return refuse("cannot open segment: " + std::string(std::strerror(errno)));
+
+  Producer producer;
+  producer.id = next_producer_id_++;
+  producer.pid = cred->pid;
+  producer.rank = (*segment)->header()->rank;
+  producer.segment_path = path;
+  producer.segment_fd = segment_fd;
+  producer.segment = std::move(*segment);
+  producer.worker = pick_worker();
+  producer.registered_ms = now_ms();
+  Status replied = connection.send({{"type", "registered"}, {"producer_id", producer.id}});
+  if (!replied) {
+    ::close(segment_fd);
+    return refuse(replied.message());
+  }
+  producer.connection = std::move(connection);
+  auto& stored = producers_[producer.id] = std::move(producer);
+  TS_LOG_INFO("producer {} registered: pid {}, rank {}, worker {}", stored.id, stored.pid,
+              stored.rank, stored.worker);
+  attach(stored);
+}
+
+void Supervisor::handle_pending(Pending& pending, bool* done) {
+  Status st = pending.connection.read_available();
+  nlohmann::json m;
+  if (pending.connection.pop(&m)) {
+    const std::string type = m.is_object() ? m.value("type", "") : "";
+    if (type == "register") {
+      handle_register(pending.connection, m);
+    } else if (type == "status") {
+      (void)pending.connection.send(status_json());
+      pending.connection.close();
+    } else {
+      (void)pending.connection.send({{"type", "error"}, {"message", "unknown request '" + type + "'"}});
+      pending.connection.close();
+    }
+    *done = true;
+    return;
+  }
+  if (!st || now_ms() - pending.accepted_ms > kRegisterDeadlineMs) {
+    pending.connection.close();
+    *done = true;
+  }
+}
+
+void Supervisor::producer_gone(Producer& producer) {
+  if (producer.detaching) return;
+  producer.detaching = true;
+  producer.connection.close();
+  TS_LOG_INFO("producer {} (pid {}) disconnected; draining its ring", producer.id, producer.pid);
+  WorkerSlot& worker = workers_[static_cast<size_t>(producer.worker)];
+  if (worker.alive) {
+    (void)worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+  }
+}
+
+void Supervisor::forget_producer(uint64_t id) {
+  auto it = producers_.find(id);
+  if (it == producers_.end()) return;
+  if (it->second.segment_fd >= 0) ::close(it->second.segment_fd);
+  ::unlink(it->second.segment_path.c_str());  // the client removes it too; whoever is last
+  producers_.erase(it);
+}
+
+void Supervisor::handle_worker_message(WorkerSlot& worker, const nlohmann::json& m) {
+  const std::string type = m.is_object() ? m.value("type", "") : "";
+  if (type == "heartbeat") {
+    worker.last_heartbeat_ms = now_ms();
+    if (m.contains("stats") && m["stats"].is_object()) worker.stats = m["stats"];
+  } else if (type == "file") {
+    auto entry = index_entry_from_json(m.value("entry", nlohmann::json::object()));
+    if (!entry) {
+      TS_LOG_WARN("worker {} sent a bad file entry: {}", worker.index, entry.message());
+      return;
+    }
+    Status st = index_->add(*entry);
+    if (!st) TS_LOG_ERROR("cannot update index.json: {}", st.message());
+  } else if (type == "detached") {
+    const uint64_t id = m.value("producer_id", uint64_t{0});
+    auto it = producers_.find(id);
+    if (it != producers_.end() && it->second.detaching) forget_producer(id);
+  } else if (type == "bye") {
+    worker.last_heartbeat_ms = now_ms();
+  }
+}
+
+nlohmann::json Supervisor::status_json() const {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : workers_) {
+    workers.push_back({{"index", w.index},
+                       {"pid", w.pid},
+                       {"alive", w.alive},
+                       {"restarts", w.restarts},
+                       {"stats", w.stats}});
+  }
+  nlohmann::json producers = nlohmann::json::array();
+  for (const auto& [id, p] : producers_) {
+    const wire::SegmentHeader* h = p.segment->header();
+    producers.push_back({{"id", id},
+                         {"pid", p.pid},
+                         {"rank", p.rank},
+                         {"worker", p.worker},
+                         {"connected", !p.detaching},
+                         {"pushed", h->pushed.load(std::memory_order_relaxed)},
+                         {"dropped_full", h->dropped_full.load(std::memory_order_relaxed)},
+                         {"refused", h->refused.load(std::memory_order_relaxed)},
+                         {"bytes_pushed", h->bytes_pushed.load(std::memory_order_relaxed)},
+                         {"received", h->received.load(std::memory_order_relaxed)},
+                         {"dropped_invalid", h->dropped_invalid.load(std::memory_order_relaxed)},
+                         {"bytes_received", h->bytes_received.load(std::memory_order_relaxed)}});
+  }
+  return {{"type", "status"},
+          {"session", config_.session},
+          {"pid", ::getpid()},
+          {"uptime_ms", now_ms() - started_ms_},
+          {"output_dir", session_dir_},
+          {"registrations_refused", registrations_refused_},
+          {"workers", workers},
+          {"producers", producers},
+          {"files", index_ ? index_->entries().size() : 0}};
+}
+
+void Supervisor::shutdown_workers() {
+  TS_LOG_INFO("shutting down: workers finalize their videos");
+  for (auto& w : workers_) {
+    if (w.alive) (void)w.channel.send({{"type", "shutdown"}});
+  }
+  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<WorkerSlot*> owners;
+    for (auto& w : workers_) {
+      if (w.alive && w.channel.is_open()) {
+        fds.push_back({w.channel.fd(), POLLIN, 0});
+        owners.push_back(&w);
+      }
+    }
+    reap_children();
+    bool any_alive = std::any_of(workers_.begin(), workers_.end(), [](const WorkerSlot& w) { return w.alive; });
+    if (!any_alive) break;
+    const int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      for (auto& w : workers_) {
+        if (w.alive) {
+          TS_LOG_ERROR("worker {} did not finish in time; killing it", w.index);
+          ::kill(w.pid, SIGKILL);
+        }
+      }
+      ::usleep(100000);
+      reap_children();
+      break;
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 100)));
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Status st = owners[i]->channel.read_available();
+      nlohmann::json m;
+      while (owners[i]->channel.pop(&m)) handle_worker_message(*owners[i], m);
+      if (!st) owners[i]->channel.close();  // EOF: the worker is exiting; reaped above
+    }
+  }
+}
+
+int Supervisor::run() {
+  Status started = start();
+  if (!started) {
+    TS_LOG_ERROR("tensorscoped cannot start: {}", started.message());
+    return 1;
+  }
+  while (!g_stop_requested) {
+    std::vector<pollfd> fds;
+    fds.push_back({g_signal_pipe[0], POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (auto& w : workers_) {
+      if (w.alive && w.channel.is_open()) fds.push_back({w.channel.fd(), POLLIN, 0});
+    }
+    for (auto& p : pending_) fds.push_back({p.connection.fd(), POLLIN, 0});
+    for (auto& [id, p] : producers_) {
+      if (!p.detaching) fds.push_back({p.connection.fd(), POLLIN, 0});
+    }
+    ::poll(fds.data(), fds.size(), 100);
+
+    char drain[64];
+    while (::read(g_signal_pipe[0], drain, sizeof(drain)) > 0) {
+    }
+    reap_children();
+    if (g_stop_requested) break;
+    const int64_t now = now_ms();
+
+    size_t i = 2;
+    for (auto& w : workers_) {
+      if (!(w.alive && w.channel.is_open())) continue;
+      const short revents = fds[i++].revents;
+      if (revents == 0) continue;
+      Status st = w.channel.read_available();
+      nlohmann::json m;
+      while (w.channel.pop(&m)) handle_worker_message(w, m);
+      if (!st) w.channel.close();  // exit is noticed by waitpid
+    }
+    for (size_t k = 0; k < pending_.size(); ++k) {
+      const short revents = fds[i++].revents;
+      bool done = false;
+      if (revents != 0 || now - pending_[k].accepted_ms > kRegisterDeadlineMs) {
+        handle_pending(pending_[k], &done);
+      }
+      if (done) pending_[k].connection.close();
+    }
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [](const Pending& p) { return !p.connection.is_open(); }),
+                   pending_.end());
+    for (auto& [id, p] : producers_) {
+      if (p.detaching) continue;
+      if (i < fds.size() && fds[i++].revents != 0) {
+        Status st = p.connection.read_available();
+        nlohmann::json m;
+        while (p.connection.pop(&m)) {
+        }
+        if (!st) producer_gone(p);
+      }
+    }
+    if (fds[1].revents != 0) accept_connections();
+    check_workers(now);
+  }
+  shutdown_workers();
+  for (auto& [id, p] : producers_) {
+    if (p.segment_fd >= 0) ::close(p.segment_fd);
+    if (p.detaching) ::unlink(p.segment_path.c_str());
+  }
+  Status written = index_->write();
+  if (!written) TS_LOG_ERROR("cannot write index.json: {}", written.message());
+  TS_LOG_INFO("tensorscoped: stopped; {} files listed in {}/index.json", index_->entries().size(),
+              session_dir_);
+  return 0;
+}
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,99 @@
+// supervisor.h — the tensorscoped main process: registration, workers, index, status.
+//
+// Listens on the session's Unix socket (mode 0600 in a 0700 runtime directory),
+// accepts producers whose uid matches ours (SO_PEERCRED), opens and checks their
+// segment, and hands each producer to one worker process (fork+exec of this binary).
+// Watches workers by waitpid and heartbeat, restarts a dead one with exponential backoff
+// and re-attaches its producers (their unread records are still in the ring). Owns
+// index.json: workers report finished files, the supervisor rewrites it atomically.
+// On SIGINT/SIGTERM every worker finalizes its videos; then run() returns 0.
+// Thread safety: single-threaded event loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "index_writer.h"
+#include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/message_channel.h"
+#include "tensorscope/shared/shared_segment.h"
+
+namespace tensorscope::daemon {
+
+class Supervisor {
+ public:
+  Supervisor(DaemonConfig config, std::string worker_executable);
+  ~Supervisor();
+  int run();
+
+ private:
+  struct WorkerSlot {
+    int index = 0;
+    pid_t pid = -1;
+    MessageChannel channel;
+    bool alive = false;
+    int64_t started_ms = 0;
+    int64_t last_heartbeat_ms = 0;
+    int64_t restart_at_ms = 0;
+    int backoff_ms = 0;
+    uint64_t restarts = 0;
+    nlohmann::json stats = nlohmann::json::object();
+  };
+  struct Producer {
+    uint64_t id = 0;
+    MessageChannel connection;  // closed when the producer went away
+    pid_t pid = 0;
+    int rank = 0;
+    std::string segment_path;
+    int segment_fd = -1;
+    std::unique_ptr<SharedSegment> segment;  // read-only use: status counters
+    int worker = -1;
+    bool detaching = false;
+    int64_t registered_ms = 0;
+  };
+  struct Pending {  // an accepted connection that has not registered yet
+    MessageChannel connection;
+    int64_t accepted_ms = 0;
+  };
+
+  Status start();
+  void spawn_worker(WorkerSlot& worker);
+  void on_worker_exit(WorkerSlot& worker, const std::string& why);
+  void reap_children();
+  void check_workers(int64_t now);
+  void attach(Producer& producer);
+  int pick_worker() const;
+  void accept_connections();
+  void handle_pending(Pending& pending, bool* done);
+  void handle_register(MessageChannel& connection, const nlohmann::json& message);
+  void handle_worker_message(WorkerSlot& worker, const nlohmann::json& message);
+  void producer_gone(Producer& producer);
+  void forget_producer(uint64_t id);
+  nlohmann::json status_json() const;
+  void shutdown_workers();
+  void remove_temp_files(pid_t pid);
+
+  DaemonConfig config_;
+  const std::string worker_executable_;
+  std::string runtime_dir_;
+  std::string session_dir_;
+  std::string socket_path_;
+  int listen_fd_ = -1;
+  std::vector<WorkerSlot> workers_;
+  std::map<uint64_t, Producer> producers_;
+  std::vector<Pending> pending_;
+  uint64_t next_producer_id_ = 1;
+  std::unique_ptr<IndexWriter> index_;
+  int64_t started_ms_ = 0;
+  uint64_t registrations_refused_ = 0;
+};
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,217 @@
+#include "worker.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "tensorscope/shared/logging.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int kDrainBudget = 64;       // records per producer per round (fairness)
+constexpr size_t kQueueCapacity = 8;   // reduced frames waiting for the render thread
+constexpr int kMaxIdleSleepMs = 10;
+
+}  // namespace
+
+Worker::Worker(int control_fd) : channel_(control_fd) {}
+
+Worker::~Worker() {
+  queue_.reset();  // joins the render thread before the router and videos go
+  router_.reset();
+}
+
+Status Worker::configure(const nlohmann::json& message) {
+  auto config = daemon_config_from_json(message.value("config", nlohmann::json::object()));
+  if (!config) return config.status();
+  config_ = *config;
+  session_dir_ = message.value("session_dir", "");
+  index_ = message.value("worker_index", -1);
+  if (session_dir_.empty()) return Status::error("no session_dir in worker config");
+  (void)init_logging(config_.log_level, "worker-" + std::to_string(index_));
+  queue_ = std::make_unique<RenderQueue>(kQueueCapacity);
+  router_ = std::make_unique<StreamRouter>(config_, session_dir_, [this](const IndexEntry& e) {
+    post({{"type", "file"}, {"entry", to_json(e)}});
+  });
+  configured_ = true;
+  return Status::ok();
+}
+
+void Worker::post(nlohmann::json message) {
+  std::lock_guard<std::mutex> lock(outbox_mutex_);
+  outbox_.push_back(std::move(message));
+}
+
+void Worker::flush_outbox() {
+  std::vector<nlohmann::json> pending;
+  {
+    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    pending.swap(outbox_);
+  }
+  for (const auto& m : pending) {
+    Status st = channel_.send(m);
+    if (!st) TS_LOG_WARN("cannot report to the supervisor: {}", st.message());
+  }
+}
+
+void Worker::send_heartbeat() {
+  nlohmann::json stats = {{"records", records_},
+                          {"invalid", invalid_},
+                          {"render_errors", queue_ ? queue_->errors() : 0},
+                          {"dropped_stream_limit", router_ ? router_->dropped_over_limit() : 0},
+                          {"queue_depth", queue_ ? queue_->depth() : 0},
+                          {"producers", producers_.size()},
+                          {"streams", router_ ? router_->stream_summaries() : nlohmann::json::array()}};
+  (void)channel_.send({{"type", "heartbeat"}, {"stats", std::move(stats)}});
+}
+
+void Worker::handle(const nlohmann::json& message, int fd) {
+  const std::string type = message.is_object() ? message.value("type", "") : "";
+  if (type == "config") {
+    Status st = configure(message);
+    if (!st) {
+      TS_LOG_ERROR("bad worker config: {}", st.message());
+      stopping_ = true;
+    }
+  } else if (type == "attach" && configured_) {
+    const uint64_t id = message.value("producer_id", uint64_t{0});
+    if (fd < 0) {
+      TS_LOG_ERROR("attach of producer {} came without a segment descriptor", id);
+      return;
+    }
+    const std::string proc_path = "/proc/self/fd/" + std::to_string(fd);
+    auto segment = SharedSegment::open(proc_path);
+    ::close(fd);
+    if (!segment) {
+      TS_LOG_ERROR("cannot attach producer {}: {}", id, segment.message());
+      post({{"type", "detached"}, {"producer_id", id}});
+      return;
+    }
+    Attached attached;
+    attached.segment = std::move(*segment);
+    attached.reader = std::make_unique<RingReader>(
+        attached.segment.get(), static_cast<uint64_t>(config_.limits.max_record_bytes));
+    attached.segment->header()->consumer_state.store(wire::kConsumerAttached,
+                                                     std::memory_order_release);
+    producers_[id] = std::move(attached);
+    TS_LOG_INFO("attached producer {} (pid {}, rank {})", id,
+                producers_[id].segment->header()->producer_pid,
+                producers_[id].segment->header()->rank);
+  } else if (type == "detach") {
+    detach(message.value("producer_id", uint64_t{0}));
+  } else if (type == "shutdown") {
+    stopping_ = true;
+  } else {
+    if (fd >= 0) ::close(fd);
+    TS_LOG_WARN("ignoring control message of type '{}'", type);
+  }
+}
+
+int Worker::drain(uint64_t id, Attached& p, int budget) {
+  int consumed = 0;
+  RecordView view;
+  while (consumed < budget) {
+    const RingReader::Result result = p.reader->next(&view);
+    if (result == RingReader::Result::kEmpty) break;
+    if (result == RingReader::Result::kPoisoned) {
+      if (!p.poisoned_logged) {
+        TS_LOG_ERROR("producer {}: segment corrupt, reading stopped: {}", id, p.reader->last_error());
+      }
+      p.poisoned_logged = true;
+      ++invalid_;
+      break;
+    }
+    ++consumed;
+    if (result == RingReader::Result::kDropped) {
+      ++invalid_;
+      if (p.invalid_logged++ < 10) {
+        TS_LOG_WARN("producer {}: dropped an invalid record: {}", id, p.reader->last_error());
+      }
+      continue;
+    }
+    if (result == RingReader::Result::kSkipped) continue;
+    std::function<void()> job;
+    try {
+      job = router_->route(id, view);
+    } catch (const std::exception& e) {
+      TS_LOG_ERROR("producer {}: cannot reduce '{}': {}", id, view.header.name, e.what());
+    }
+    p.reader->release(view);
+    ++records_;
+    if (job) queue_->push(std::move(job));
+  }
+  return consumed;
+}
+
+void Worker::detach(uint64_t id) {
+  auto it = producers_.find(id);
+  if (it == producers_.end()) {
+    post({{"type", "detached"}, {"producer_id", id}});
+    return;
+  }
+  while (drain(id, it->second, 1 << 30) > 0) {
+  }
+  auto finish = router_->finish_producer(id);
+  producers_.erase(it);
+  queue_->push([this, id, finish] {
+    finish();
+    post({{"type", "detached"}, {"producer_id", id}});
+  });
+  TS_LOG_INFO("detached producer {}", id);
+}
+
+void Worker::shutdown() {
+  if (!configured_) return;
+  for (auto& [id, p] : producers_) {
+    while (drain(id, p, 1 << 30) > 0) {
+    }
+  }
+  producers_.clear();
+  queue_->push(router_->finish_all());
+  queue_->drain();
+  flush_outbox();
+}
+
+int Worker::run() {
+  int64_t next_heartbeat = 0;
+  int idle_ms = 0;
+  while (!stopping_) {
+    pollfd p{channel_.fd(), POLLIN, 0};
+    const int rc = ::poll(&p, 1, idle_ms);
+    if (rc > 0) {
+      Status st = channel_.read_available();
+      nlohmann::json message;
+      int fd = -1;
+      while (channel_.pop(&message, &fd)) handle(message, fd);
+      if (!st) {
+        TS_LOG_WARN("supervisor channel {}: finalizing and exiting", st.message());
+        stopping_ = true;
+        break;
+      }
+    }
+    int consumed = 0;
+    if (configured_) {
+      for (auto& [id, producer] : producers_) consumed += drain(id, producer, kDrainBudget);
+    }
+    idle_ms = consumed > 0 ? 0 : std::min(kMaxIdleSleepMs, idle_ms * 2 + 1);
+    flush_outbox();
+    const int64_t now = now_ms();
+    if (configured_ && now >= next_heartbeat) {
+      send_heartbeat();
+      next_heartbeat = now + config_.supervisor.heartbeat_interval_ms;
+    }
+  }
+  shutdown();
+  (void)channel_.send({{"type", "bye"}});
+  return 0;
+}
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,71 @@
+// worker.h — a worker process: reads its producers' rings and renders their streams.
+//
+// Started by the supervisor (`tensorscoped --worker-fd N`); talks to it over a framed
+// JSON channel (config, attach with the segment's fd, detach, shutdown in; heartbeat,
+// finished files, detached, bye out). The main (reader) thread drains the rings,
+// validating every record (RingReader) and reducing it on the spot; one render thread
+// draws and encodes. When the supervisor goes away or asks to shut down, every open
+// video is finalized before exit.
+// Thread safety: run() owns the process; the render thread only touches StreamVideos
+// and the outbox (locked).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "render_queue.h"
+#include "stream_router.h"
+#include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/message_channel.h"
+#include "tensorscope/shared/ring_reader.h"
+#include "tensorscope/shared/shared_segment.h"
+
+namespace tensorscope::daemon {
+
+class Worker {
+ public:
+  explicit Worker(int control_fd);
+  ~Worker();
+  int run();
+
+ private:
+  struct Attached {
+    std::unique_ptr<SharedSegment> segment;
+    std::unique_ptr<RingReader> reader;
+    bool detaching = false;
+    bool poisoned_logged = false;
+    uint64_t invalid_logged = 0;
+  };
+
+  Status configure(const nlohmann::json& message);
+  void handle(const nlohmann::json& message, int fd);
+  // Reads up to `budget` records of a producer; returns how many slots were consumed.
+  int drain(uint64_t producer_id, Attached& producer, int budget);
+  void detach(uint64_t producer_id);
+  void shutdown();
+  void post(nlohmann::json message);  // render thread -> supervisor, via the outbox
+  void flush_outbox();
+  void send_heartbeat();
+
+  MessageChannel channel_;
+  DaemonConfig config_;
+  std::string session_dir_;
+  int index_ = -1;
+  bool configured_ = false;
+  bool stopping_ = false;
+  std::unique_ptr<RenderQueue> queue_;
+  std::unique_ptr<StreamRouter> router_;
+  std::map<uint64_t, Attached> producers_;
+  std::mutex outbox_mutex_;
+  std::vector<nlohmann::json> outbox_;
+  uint64_t records_ = 0;
+  uint64_t invalid_ = 0;
+};
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The demo: installs dependencies, builds, starts the daemon, runs a small training
+# program that pushes tensors, stops the daemon (SIGTERM finalizes every video) and
+# prints where the videos are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+OUT=${DEMO_OUTPUT:-demo_out}
+SESSION=demo
+RUNTIME_DIR=$(mktemp -d /tmp/tensorscope-demo-XXXXXX)
+export TENSORSCOPE_RUNTIME_DIR=$RUNTIME_DIR
+rm -rf "$OUT/$SESSION"
+
+build/bin/tensorscoped --config configs/default.yaml --output "$OUT" --session "$SESSION" &
+DAEMON=$!
+cleanup() { kill "$DAEMON" 2>/dev/null || true; rm -rf "$RUNTIME_DIR"; }
+trap cleanup EXIT
+for _ in $(seq 100); do [ -S "$RUNTIME_DIR/$SESSION.sock" ] && break; sleep 0.1; done
+
+build/bin/train_push --session "$SESSION" --steps 200
+build/bin/tensorscope status --session "$SESSION" || true
+
+kill -TERM "$DAEMON"
+wait "$DAEMON"
+trap - EXIT
+rm -rf "$RUNTIME_DIR"
+echo
+echo "Videos (listed in $OUT/$SESSION/index.json):"
+ls -l "$OUT/$SESSION/"*.mp4

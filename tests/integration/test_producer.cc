@@ -1,0 +1,169 @@
+// test_producer — a training-process stand-in for the integration tests.
+//
+// Pushes --count tensors of varied shapes and all supported dtypes through a
+// tensorscope::Client and prints its counters as one JSON line on stdout:
+//   {"calls":N,"pushed":..,"gated":..,"dropped_full":..,"not_connected":..,"refused":..,
+//    "bytes":..,"connections":..,"per_stream":{"name":pushed,...}}
+// Options: --session S --runtime-dir D --rank R --count N --seed X --sleep-us U
+//          --wait-connect-ms T (wait for the daemon before pushing; 0 = don't)
+//          --streams K (distinct stream names) --max-elements E --budget BYTES
+//          --bad-inputs (also push a complex and an oversized tensor: must be refused)
+//          --stdin-control: stop pushing when anything arrives on stdin (a line or EOF),
+//                           print the final line, then keep the client connected until
+//                           stdin reaches EOF (so the test can inspect the daemon's view
+//                           of this producer before it goes away). With it, --count 0
+//                           means "push until told to stop".
+//          --report-ms T: while pushing, also print a progress line every T ms (same
+//                         keys, "final":false); the last line printed has "final":true.
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include <tensorscope/tensorscope.h>
+
+namespace {
+
+const std::vector<torch::Dtype> kDtypes = {torch::kFloat32, torch::kFloat64, torch::kFloat16,
+                                           torch::kBFloat16, torch::kInt8,  torch::kInt16,
+                                           torch::kInt32,   torch::kInt64,  torch::kUInt8,
+                                           torch::kBool};
+
+torch::Tensor make_tensor(std::mt19937& rng, int64_t max_elements, torch::Dtype dtype) {
+  const int ndim = static_cast<int>(rng() % 4);  // 0-d to 3-d
+  std::vector<int64_t> shape;
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; ++d) {
+    const int64_t limit = std::max<int64_t>(1, max_elements / numel);
+    const int64_t size = static_cast<int64_t>(rng() % std::min<int64_t>(limit, 64) + 1);
+    shape.push_back(size);
+    numel *= size;
+  }
+  torch::Tensor t = torch::randn(shape) * 10;
+  if (dtype == torch::kBool) return t > 0;
+  if (dtype == torch::kUInt8) return t.abs().to(dtype);
+  torch::Tensor out = t.to(dtype);
+  // Sometimes a non-contiguous view, to exercise the strided copy.
+  if (ndim >= 2 && rng() % 3 == 0) out = out.transpose(0, 1);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string session = "default", runtime_dir;
+  int rank = 0, streams = 4;
+  int64_t count = 100, max_elements = 4096, sleep_us = 0, wait_connect_ms = 10000, seed = 1;
+  uint64_t budget = 32u << 20;
+  bool bad_inputs = false, stdin_control = false;
+  int64_t report_ms = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--session") session = next();
+    else if (a == "--runtime-dir") runtime_dir = next();
+    else if (a == "--rank") rank = std::atoi(next().c_str());
+    else if (a == "--count") count = std::atoll(next().c_str());
+    else if (a == "--seed") seed = std::atoll(next().c_str());
+    else if (a == "--sleep-us") sleep_us = std::atoll(next().c_str());
+    else if (a == "--wait-connect-ms") wait_connect_ms = std::atoll(next().c_str());
+    else if (a == "--streams") streams = std::atoi(next().c_str());
+    else if (a == "--max-elements") max_elements = std::atoll(next().c_str());
+    else if (a == "--budget") budget = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--bad-inputs") bad_inputs = true;
+    else if (a == "--stdin-control") stdin_control = true;
+    else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
+    else {
+      std::fprintf(stderr, "test_producer: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (count <= 0 && !stdin_control) {
+    std::fprintf(stderr, "test_producer: --count must be > 0 without --stdin-control\n");
+    return 2;
+  }
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  tensorscope::Client client(tensorscope::ClientOptions()
+                                 .session(session)
+                                 .runtime_dir(runtime_dir)
+                                 .rank(rank)
+                                 .shm_budget(budget)
+                                 .reconnect_interval_ms(20));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_connect_ms);
+  while (wait_connect_ms > 0 && !client.connected() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  client.set_label("rank " + std::to_string(rank) + " test run");
+  std::map<std::string, int64_t> per_stream;
+  int64_t calls = 0;
+  int64_t expected_refusals = 0;
+  auto print_line = [&](bool final) {
+    const auto s = client.stats();
+    std::string per = "{";
+    for (const auto& [name, n] : per_stream) {
+      if (per.size() > 1) per += ",";
+      per += "\"" + name + "\":" + std::to_string(n);
+    }
+    per += "}";
+    std::printf(
+        "{\"calls\":%lld,\"pushed\":%llu,\"gated\":%llu,\"dropped_full\":%llu,\"not_connected\":%llu,"
+        "\"refused\":%llu,\"expected_refusals\":%lld,\"bytes\":%llu,\"connections\":%llu,"
+        "\"connected\":%s,\"final\":%s,\"per_stream\":%s}\n",
+        static_cast<long long>(calls), static_cast<unsigned long long>(s.pushed),
+        static_cast<unsigned long long>(s.gated), static_cast<unsigned long long>(s.dropped_full),
+        static_cast<unsigned long long>(s.not_connected), static_cast<unsigned long long>(s.refused),
+        static_cast<long long>(expected_refusals), static_cast<unsigned long long>(s.bytes),
+        static_cast<unsigned long long>(s.connections), s.connected ? "true" : "false",
+        final ? "true" : "false", per.c_str());
+    std::fflush(stdout);
+  };
+  // True once stdin has data or reached EOF (the test's "stop pushing").
+  auto stop_requested = [&]() {
+    if (!stdin_control) return false;
+    pollfd p{0, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+  };
+  auto next_report = std::chrono::steady_clock::now();
+  for (int64_t i = 0; count <= 0 || i < count; ++i) {
+    if (stop_requested()) break;
+    client.set_step(i);
+    const auto dtype = kDtypes[static_cast<size_t>(i) % kDtypes.size()];
+    const std::string name = "r" + std::to_string(rank) + ".s" + std::to_string(i % streams);
+    torch::Tensor t = make_tensor(rng, max_elements, dtype);
+    ++calls;
+    if (client.push(name, t) == tensorscope::PushResult::kPushed) ++per_stream[name];
+    if (report_ms > 0 && std::chrono::steady_clock::now() >= next_report) {
+      print_line(false);
+      next_report = std::chrono::steady_clock::now() + std::chrono::milliseconds(report_ms);
+    }
+    if (sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+  }
+  if (bad_inputs) {
+    ++calls;
+    ++expected_refusals;
+    client.push("bad.complex", torch::randn({4, 4}, torch::kComplexFloat));
+    ++calls;
+    ++expected_refusals;
+    client.push("bad.too_large", torch::zeros({static_cast<int64_t>(budget)}, torch::kUInt8));
+  }
+  print_line(true);
+  if (stdin_control) {
+    // Stay connected until the test closes our stdin.
+    char buffer[256];
+    for (;;) {
+      const ssize_t n = ::read(0, buffer, sizeof(buffer));
+      if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+  }
+  return 0;
+}
