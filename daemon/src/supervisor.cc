@@ -78,6 +78,8 @@ Status Supervisor::start() {
   index_ = std::make_unique<IndexWriter>(session_dir_);
   Status loaded = index_->load();
   if (!loaded) return loaded;
+  Status written = index_->write();  // index.json exists from the start, even when empty
+  if (!written) return written;
   socket_path_ = session_socket_path(runtime_dir_, config_.session);
   auto fd = listen_unix(socket_path_);
   if (!fd) return fd.status();
@@ -164,6 +166,11 @@ void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
     worker.backoff_ms = config_.supervisor.restart_backoff_initial_ms;
   }
   worker.restart_at_ms = now + worker.backoff_ms;
+  if (g_stop_requested) {
+    TS_LOG_INFO("worker {} (pid {}) {}", worker.index, worker.pid, why);
+    worker.pid = -1;
+    return;
+  }
   TS_LOG_WARN("worker {} (pid {}) {}; restarting in {} ms", worker.index, worker.pid, why,
               worker.backoff_ms);
   worker.backoff_ms = std::min(worker.backoff_ms * 2, config_.supervisor.restart_backoff_max_ms);
@@ -266,14 +273,15 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
                   std::to_string(cred->pid));
   }
   const std::string path = runtime_dir_ + "/" + segment_name;
-  auto segment = SharedSegment::open(path);
-  if (!segment) return refuse(segment.message());
-  if ((*segment)->header()->producer_pid != cred->pid) {
+  const int segment_fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (segment_fd < 0) return refuse("cannot open segment " + path + ": " + std::strerror(errno));
+  auto segment = SharedSegment::open_descriptor(segment_fd, path);
+  if (!segment || (*segment)->header()->producer_pid != cred->pid) {
+    ::close(segment_fd);
+    if (!segment) return refuse(segment.message());
     return refuse("segment header names pid " + std::to_string((*segment)->header()->producer_pid) +
                   ", the peer is pid " + std::to_string(cred->pid));
   }
-  const int segment_fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (segment_fd < 0) return refuse("cannot open segment: " + std::string(std::strerror(errno)));
 
   Producer producer;
   producer.id = next_producer_id_++;

@@ -87,8 +87,7 @@ void Worker::handle(const nlohmann::json& message, int fd) {
       TS_LOG_ERROR("attach of producer {} came without a segment descriptor", id);
       return;
     }
-    const std::string proc_path = "/proc/self/fd/" + std::to_string(fd);
-    auto segment = SharedSegment::open(proc_path);
+    auto segment = SharedSegment::open_descriptor(fd, "of producer " + std::to_string(id));
     ::close(fd);
     if (!segment) {
       TS_LOG_ERROR("cannot attach producer {}: {}", id, segment.message());
@@ -170,10 +169,9 @@ void Worker::detach(uint64_t id) {
 
 void Worker::shutdown() {
   if (!configured_) return;
-  for (auto& [id, p] : producers_) {
-    while (drain(id, p, 1 << 30) > 0) {
-    }
-  }
+  // Read what is in each ring now (at most one lap: a producer that keeps pushing must
+  // not keep us from exiting), then finalize every video.
+  for (auto& [id, p] : producers_) drain(id, p, static_cast<int>(p.segment->slot_count()));
   producers_.clear();
   queue_->push(router_->finish_all());
   queue_->drain();

@@ -167,31 +167,39 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
 StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return Status::error(errno_text("cannot open segment", path));
-  struct stat st {};
-  const int rc = ::fstat(fd, &st);
+  auto opened = open_descriptor(fd, path);
   ::close(fd);
-  if (rc != 0) return Status::error(errno_text("cannot stat segment", path));
-  if (!S_ISREG(st.st_mode)) return Status::error("segment " + path + " is not a regular file");
+  if (opened) (*opened)->path_ = path;
+  return opened;
+}
+
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
+                                                                        const std::string& label) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::error(errno_text("cannot stat segment", label));
+  if (!S_ISREG(st.st_mode)) return Status::error("segment " + label + " is not a regular file");
   if (st.st_uid != ::geteuid()) {
-    return Status::error("segment " + path + " is owned by uid " + std::to_string(st.st_uid) +
+    return Status::error("segment " + label + " is owned by uid " + std::to_string(st.st_uid) +
                          ", not by us (uid " + std::to_string(::geteuid()) + ")");
   }
   if ((st.st_mode & 077) != 0) {
     char mode[16];
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 0777));
-    return Status::error("segment " + path + " is accessible to group or others (mode " + mode +
+    return Status::error("segment " + label + " is accessible to group or others (mode " + mode +
                          "); expected 0600");
   }
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < wire::kSegmentHeaderSize) {
-    return Status::error("segment " + path + " is too small (" + std::to_string(file_size) +
+    return Status::error("segment " + label + " is too small (" + std::to_string(file_size) +
                          " bytes)");
   }
-  auto mapped = map(path, file_size);
-  if (!mapped) return mapped.status();
+  // Map the very file we checked, through the descriptor.
+  auto mapped = map("/proc/self/fd/" + std::to_string(fd), file_size);
+  if (!mapped) return Status::error("segment " + label + ": " + mapped.message());
   SharedSegment& seg = **mapped;
+  seg.path_ = label;
   Status valid = validate_segment_header(*seg.header_, file_size);
-  if (!valid) return Status::error("segment " + path + ": " + valid.message());
+  if (!valid) return Status::error("segment " + label + ": " + valid.message());
   auto* base = reinterpret_cast<uint8_t*>(seg.header_);
   seg.slots_ = reinterpret_cast<wire::RecordHeader*>(base + seg.header_->slot_table_offset);
   seg.data_ = base + seg.header_->data_offset;

@@ -58,6 +58,10 @@ class SharedSegment {
   // other bits), size and header, and maps it read-write (consumer fields are written).
   static StatusOr<std::unique_ptr<SharedSegment>> open(const std::string& path);
 
+  // Consumer: the same checks on an already open descriptor (received from the
+  // supervisor); `label` names it in messages. The descriptor stays the caller's.
+  static StatusOr<std::unique_ptr<SharedSegment>> open_descriptor(int fd, const std::string& label);
+
   wire::SegmentHeader* header() const { return header_; }
   wire::RecordHeader* slot(uint64_t position) const {
     return slots_ + (position & (slot_count_ - 1));
