@@ -1,0 +1,144 @@
+// render_bench — how fast plotting/ turns a 1M-element float32 tensor into video frames.
+//
+// Measures, in one run, for a random-normal float32 tensor of 1M elements at 640x480:
+//   summarize (stats + 64-bin histogram; auto range = 2 passes, fixed range = 1 pass),
+//   draw_histogram_frame, VideoWriter::write (encode) per frame, and the whole chain
+//   (summarize + draw + encode, into a real .mp4 in a temp dir, finalize included) as
+//   frames per second. Usage: render_bench [frames=200] [codec=auto]
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/plotting/histogram.h"
+#include "tensorscope/plotting/video_writer.h"
+
+namespace tp = tensorscope::plotting;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int frames = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  const std::string codec = argc > 2 ? argv[2] : "auto";
+  constexpr int64_t kElements = 1 << 20;
+  constexpr int kBins = 64;
+
+  // A few tensors whose spread drifts, as a training run's would.
+  std::mt19937 rng(42);
+  std::vector<std::vector<float>> tensors(4, std::vector<float>(kElements));
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    std::normal_distribution<float> normal(0.1f * t, 1.0f + 0.1f * t);
+    for (float& x : tensors[t]) x = normal(rng);
+  }
+  auto view_of = [&](int i) {
+    return tp::TensorView{tensors[i % tensors.size()].data(), tp::ElementType::kFloat32, {1024, 1024}};
+  };
+
+  // 1. summarize.
+  tp::TensorStats stats;
+  tp::Histogram hist;
+  std::vector<double> auto_ms, fixed_ms;
+  tp::summarize(view_of(0), nullptr, kBins, 0.05, &stats, &hist);  // warm-up
+  const tp::HistogramRange fixed = hist.range;
+  for (int i = 0; i < 30; ++i) {
+    auto start = Clock::now();
+    tp::summarize(view_of(i), nullptr, kBins, 0.05, &stats, &hist);
+    auto_ms.push_back(ms_since(start));
+    start = Clock::now();
+    tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
+    fixed_ms.push_back(ms_since(start));
+  }
+
+  // 2. draw.
+  tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "render_bench", "output", 0, 0,
+                     {1024, 1024}, tp::ElementType::kFloat32};
+  const tp::FrameStyle style;  // 640x480
+  std::vector<double> draw_ms;
+  std::vector<cv::Mat> drawn;
+  for (int i = 0; i < std::min(frames, 60); ++i) {
+    tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
+    info.step = i;
+    const auto start = Clock::now();
+    drawn.push_back(tp::draw_histogram_frame(info, stats, hist, style));
+    draw_ms.push_back(ms_since(start));
+  }
+
+  char dir_template[] = "/tmp/render_bench-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    std::perror("render_bench: mkdtemp");
+    return 1;
+  }
+  const std::string dir = dir_template;
+  std::string error, used;
+
+  // 3. encode only (pre-drawn frames).
+  tp::VideoWriter encoder;
+  if (!encoder.open(dir + "/encode.mp4", dir + "/.tmp-encode.mp4", style.width, style.height,
+                    30, codec, &error)) {
+    std::fprintf(stderr, "render_bench: %s\n", error.c_str());
+    return 1;
+  }
+  auto start = Clock::now();
+  for (int i = 0; i < frames; ++i) encoder.write(drawn[i % drawn.size()]);
+  const double write_ms = ms_since(start);
+  start = Clock::now();
+  const bool encoded = encoder.finalize(&used, &error);
+  const double finalize_ms = ms_since(start);
+  const double encode_ms = (write_ms + finalize_ms) / frames;
+
+  // 4. the chain, into a real file.
+  tp::VideoWriter writer;
+  start = Clock::now();
+  bool ok = writer.open(dir + "/chain.mp4", dir + "/.tmp-chain.mp4", style.width, style.height,
+                        30, codec, &error);
+  const std::string used_codec = writer.codec();
+  for (int i = 0; ok && i < frames; ++i) {
+    tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
+    info.step = i;
+    ok = writer.write(tp::draw_histogram_frame(info, stats, hist, style));
+  }
+  ok = ok && writer.finalize(&used, &error);
+  const double chain_ms = ms_since(start);
+  const auto bytes = ok ? std::filesystem::file_size(used) : 0;
+  std::filesystem::remove_all(dir);
+  if (!ok || !encoded) {
+    std::fprintf(stderr, "render_bench: video failed: %s\n", error.c_str());
+    return 1;
+  }
+
+  const double summarize_auto = median(auto_ms), summarize_fixed = median(fixed_ms);
+  std::printf("render_bench: 1M float32, %d bins, %dx%d, %d frames, codec %s\n", kBins,
+              style.width, style.height, frames, used_codec.c_str());
+  std::printf("  summarize auto range (2 passes): %.2f ms  (%.0f M elements/s)\n", summarize_auto,
+              kElements / summarize_auto / 1e3);
+  std::printf("  summarize fixed range (1 pass):  %.2f ms  (%.0f M elements/s)\n", summarize_fixed,
+              kElements / summarize_fixed / 1e3);
+  std::printf("  draw_histogram_frame:            %.2f ms\n", median(draw_ms));
+  std::printf("  encode per frame:                %.2f ms  (finalize %.1f ms)\n", encode_ms,
+              finalize_ms);
+  std::printf("  chain summarize+draw+encode:     %.1f frames/s  (%.2f ms/frame, %.0f KiB file)\n",
+              frames / (chain_ms / 1e3), chain_ms / frames, bytes / 1024.0);
+  std::printf("render_bench: histogram 1M float32: summarize %.2f ms, draw %.2f ms, encode %.2f ms, "
+              "chain %.1f frames/s (codec %s)\n",
+              summarize_fixed, median(draw_ms), encode_ms, frames / (chain_ms / 1e3),
+              used_codec.c_str());
+  return 0;
+}

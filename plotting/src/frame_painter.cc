@@ -1,0 +1,384 @@
+// frame_painter.cc — the frame header, the histogram plot and message frames.
+#include "tensorscope/plotting/frame_painter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include <opencv2/imgproc.hpp>
+
+#include "tensorscope/plotting/axis_ticks.h"
+#include "text_painter.h"
+
+namespace tensorscope::plotting {
+namespace {
+
+using internal::printable_ascii;
+using internal::TextPainter;
+
+// Sizes are designed at 640x480 and scaled by `unit`.
+struct Metrics {
+  double unit;
+  int pad;   // outer margin
+  int gap;   // between rows and items
+  int tick;  // tick mark length
+  int line;  // line thickness for axes
+  TextPainter title;
+  TextPainter body;
+  TextPainter small;
+};
+
+Metrics metrics_for(const cv::Mat& image) {
+  const double unit = std::max(0.2, std::min(image.rows / 480.0, image.cols / 640.0));
+  const int thickness = unit >= 1.75 ? 2 : 1;
+  auto px = [&](double v) { return std::max(1, static_cast<int>(std::lround(v * unit))); };
+  return Metrics{unit,
+                 px(12),
+                 px(6),
+                 px(4),
+                 thickness,
+                 TextPainter(cv::FONT_HERSHEY_DUPLEX, 0.62 * unit, thickness),
+                 TextPainter(cv::FONT_HERSHEY_SIMPLEX, 0.5 * unit, thickness),
+                 TextPainter(cv::FONT_HERSHEY_SIMPLEX, 0.42 * unit, thickness)};
+}
+
+cv::Scalar mix(const cv::Scalar& a, const cv::Scalar& b, double t) {
+  return a * (1 - t) + b * t;
+}
+
+// cv::Mat::setTo with a 3-channel Scalar is slow (about 0.6 ms at 640x480): fill one
+// row by hand and copy it.
+void fill(cv::Mat& image, const cv::Scalar& color) {
+  if (image.empty() || image.type() != CV_8UC3) {
+    image.setTo(color);
+    return;
+  }
+  const cv::Vec3b pixel(cv::saturate_cast<uchar>(color[0]), cv::saturate_cast<uchar>(color[1]),
+                        cv::saturate_cast<uchar>(color[2]));
+  cv::Vec3b* first = image.ptr<cv::Vec3b>(0);
+  for (int x = 0; x < image.cols; ++x) first[x] = pixel;
+  const size_t row_bytes = static_cast<size_t>(image.cols) * 3;
+  for (int y = 1; y < image.rows; ++y) std::memcpy(image.ptr(y), first, row_bytes);
+}
+
+cv::Size clamped_size(const FrameStyle& style) {
+  return cv::Size(std::clamp(style.width, kMinFrameSide, kMaxFrameSide),
+                  std::clamp(style.height, kMinFrameSide, kMaxFrameSide));
+}
+
+// Pieces of text in different colours drawn as one line; shrunk to fit max_width.
+struct Run {
+  std::string text;
+  cv::Scalar color;
+};
+
+void draw_runs(cv::Mat& image, const TextPainter& font, int x, int baseline,
+               const std::vector<Run>& runs, int max_width) {
+  int total = 0;
+  for (const Run& r : runs) total += font.width(r.text);
+  if (total <= 0 || max_width <= 0) return;
+  const TextPainter fitted = total > max_width ? font.scaled(double(max_width) / total) : font;
+  for (const Run& r : runs) x = fitted.draw(image, r.text, x, baseline, r.color);
+}
+
+std::vector<std::string> wrap_words(const std::string& text, const TextPainter& font,
+                                    int max_width) {
+  std::vector<std::string> lines;
+  std::string line, word;
+  auto flush_word = [&]() {
+    if (word.empty()) return;
+    const std::string joined = line.empty() ? word : line + " " + word;
+    if (font.width(joined) <= max_width) {
+      line = joined;
+    } else {
+      if (!line.empty()) lines.push_back(line);
+      line = font.elide_end(word, max_width);
+    }
+    word.clear();
+  };
+  for (char c : text) {
+    if (c == ' ') {
+      flush_word();
+    } else {
+      word.push_back(c);
+    }
+  }
+  flush_word();
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> count_tick_labels(const AxisTicks& ticks) {
+  std::vector<std::string> labels;
+  for (double v : ticks.values) {
+    labels.push_back(format_count(v >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(std::round(v))));
+  }
+  return labels;
+}
+
+// Count axis from 0 to a little above the tallest bar, integer ticks only.
+AxisTicks count_ticks(double top, int max_ticks) {
+  AxisTicks ticks = nice_ticks(0, top, max_ticks);
+  if (ticks.step < 1) {
+    ticks.step = 1;
+    ticks.values.clear();
+    for (int v = 0; v <= static_cast<int>(top) && v < max_ticks; ++v) ticks.values.push_back(v);
+  }
+  return ticks;
+}
+
+void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const TensorStats& stats,
+                         const Histogram& hist, const FrameStyle& style, const Metrics& m) {
+  const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
+  const cv::Scalar axis = mix(style.foreground, style.background, 0.55);
+  const TextPainter& font = m.small;
+  const int right = area.x + area.width - m.pad;
+
+  // Bottom row: what the bars do not show.
+  const int bottom_baseline = area.y + area.height - m.pad - font.descent();
+  auto counted = [&](const char* name, uint64_t n, bool first) {
+    std::vector<Run> runs;
+    runs.push_back({std::string(first ? "" : "   ") + name + " ", dim});
+    runs.push_back({std::to_string(n), n > 0 ? style.accent : style.foreground});
+    return runs;
+  };
+  std::vector<Run> bottom;
+  for (auto& part : {counted("underflow", hist.underflow, true),
+                     counted("overflow", hist.overflow, false), counted("NaN", hist.nan, false),
+                     counted("+Inf", hist.pos_inf, false), counted("-Inf", hist.neg_inf, false)}) {
+    bottom.insert(bottom.end(), part.begin(), part.end());
+  }
+  const std::string bins_text = std::to_string(hist.counts.size()) + " bins";
+  const int bins_width = font.width(bins_text);
+  draw_runs(image, font, area.x + m.pad, bottom_baseline, bottom,
+            right - (area.x + m.pad) - bins_width - 2 * m.gap);
+  font.draw_right(image, bins_text, right, bottom_baseline, dim);
+
+  // Plot box.
+  const int x_label_baseline = bottom_baseline - font.descent() - m.gap - font.ascent() - m.gap / 2;
+  const int y1 = x_label_baseline - font.ascent() - m.tick - m.gap / 2;
+  const int y0 = area.y + m.pad + font.ascent() / 2;
+  if (y1 - y0 < 8) return;
+
+  uint64_t tallest = 0;
+  for (uint64_t c : hist.counts) tallest = std::max(tallest, c);
+  const double top = std::max(1.0, static_cast<double>(tallest) * 1.08);
+  const int max_y_ticks = std::max(2, (y1 - y0) / std::max(1, 3 * font.line_height()));
+  const AxisTicks yticks = count_ticks(top, max_y_ticks);
+  const std::vector<std::string> ylabels = count_tick_labels(yticks);
+  int ylabel_width = 0;
+  for (const auto& s : ylabels) ylabel_width = std::max(ylabel_width, font.width(s));
+  const int x0 = area.x + m.pad + ylabel_width + m.tick + m.gap / 2;
+  const int x1 = right;
+  if (x1 - x0 < 16) return;
+  const double pw = x1 - x0, ph = y1 - y0;
+  auto y_of = [&](double count) { return y1 - static_cast<int>(std::lround(count / top * ph)); };
+
+  // Horizontal grid and count labels.
+  for (size_t i = 0; i < yticks.values.size(); ++i) {
+    const int y = y_of(yticks.values[i]);
+    if (i > 0) cv::line(image, {x0, y}, {x1, y}, style.grid, 1);
+    font.draw_right(image, ylabels[i], x0 - m.tick - m.gap / 2, y + font.ascent() / 2, dim);
+    cv::line(image, {x0 - m.tick, y}, {x0, y}, axis, m.line);
+  }
+
+  // Bars: at least 1 px tall when non-empty, with a small gap when bins are wide enough.
+  const int bins = static_cast<int>(hist.counts.size());
+  const double bin_width = bins > 0 ? pw / bins : 0;
+  const int bar_gap = bin_width >= 5 ? std::max(1, static_cast<int>(bin_width * 0.06)) : 0;
+  for (int i = 0; i < bins; ++i) {
+    const uint64_t c = hist.counts[static_cast<size_t>(i)];
+    if (c == 0) continue;
+    const int xa = x0 + static_cast<int>(std::lround(i * pw / bins));
+    const int xb = std::max(xa + 1, x0 + static_cast<int>(std::lround((i + 1) * pw / bins)) - bar_gap);
+    const int yt = std::min(y_of(static_cast<double>(c)), y1 - 1);
+    cv::rectangle(image, cv::Point(xa, yt), cv::Point(xb - 1, y1 - 1), style.bar, cv::FILLED);
+  }
+
+  // Value axis with as many ticks as fit without touching labels.
+  const HistogramRange range = sanitize_range(hist.range);
+  const double lo = range.lo, hi = range.hi;
+  auto x_of = [&](double v) { return x0 + static_cast<int>(std::lround((v - lo) / (hi - lo) * pw)); };
+  for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
+       max_ticks >= 2; --max_ticks) {
+    const AxisTicks xt = nice_ticks(lo, hi, max_ticks);
+    std::vector<std::string> labels;
+    int widest = 0;
+    for (double v : xt.values) {
+      labels.push_back(format_tick(v, xt.step));
+      widest = std::max(widest, font.width(labels.back()));
+    }
+    const double spacing = xt.values.size() > 1 ? (x_of(xt.values[1]) - x_of(xt.values[0])) : pw;
+    if (spacing < widest + 2 * m.gap && max_ticks > 2) continue;
+    for (size_t i = 0; i < xt.values.size(); ++i) {
+      const int x = x_of(xt.values[i]);
+      cv::line(image, {x, y1}, {x, y1 + m.tick}, axis, m.line);
+      const int w = font.width(labels[i]);
+      const int lx = std::clamp(x - w / 2, m.pad / 2, std::max(0, image.cols - m.pad / 2 - w));
+      font.draw(image, labels[i], lx, x_label_baseline, dim);
+    }
+    break;
+  }
+  cv::line(image, {x0, y1}, {x1, y1}, axis, m.line);
+  cv::line(image, {x0, y0}, {x0, y1}, axis, m.line);
+
+  // Mean marker: a dashed accent line labelled "mean".
+  if (std::isfinite(stats.mean) && stats.mean >= lo && stats.mean <= hi) {
+    const int x = x_of(stats.mean);
+    const int dash = std::max(2, m.gap);
+    for (int y = y1; y > y0; y -= 2 * dash) {
+      cv::line(image, {x, y}, {x, std::max(y0, y - dash)}, style.accent, m.line);
+    }
+    const std::string text = "mean";
+    const int w = font.width(text);
+    const int lx = x + m.gap / 2 + w <= x1 ? x + m.gap / 2 : x - m.gap / 2 - w;
+    font.draw(image, text, lx, y0 + font.ascent(), style.accent);
+  }
+
+  // Say why the plot is empty.
+  std::string empty;
+  if (hist.total() == 0) {
+    empty = "no values";
+  } else if (tallest == 0 && hist.underflow + hist.overflow == 0) {
+    empty = "no finite values";
+  } else if (tallest == 0) {
+    empty = "all finite values outside the range";
+  }
+  if (!empty.empty()) {
+    const TextPainter& big = m.body;
+    const std::string text = big.elide_end(empty, x1 - x0 - 2 * m.gap);
+    big.draw(image, text, (x0 + x1 - big.width(text)) / 2, (y0 + y1 + big.ascent()) / 2, dim);
+  }
+}
+
+}  // namespace
+
+std::string format_shape(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const TensorStats* stats,
+                           const FrameStyle& style) {
+  fill(image, style.background);
+  const Metrics m = metrics_for(image);
+  const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
+  const int left = m.pad, right = image.cols - m.pad, avail = right - left;
+  int y = m.pad;
+
+  // Row 1: "stream | device | rank N" ... "step S".
+  y += m.title.ascent();
+  const std::string step = "step " + std::to_string(info.step);
+  const int step_x = m.title.draw_right(image, step, right, y, style.foreground);
+  const int title_room = step_x - left - 2 * m.gap;
+  const std::string device = m.title.elide_end(
+      printable_ascii(info.device.empty() ? "?" : info.device), std::max(0, title_room / 4));
+  const std::string rest = " | " + device + " | rank " + std::to_string(info.rank);
+  const int rest_width = m.title.width(rest);
+  const std::string stream = printable_ascii(info.stream.empty() ? "(unnamed)" : info.stream);
+  if (title_room >= rest_width + m.title.width("...")) {
+    const int x = m.title.draw(image, m.title.elide_middle(stream, title_room - rest_width), left,
+                               y, style.foreground);
+    m.title.draw(image, rest, x, y, dim);
+  } else {
+    m.title.draw(image, m.title.elide_middle(stream, title_room), left, y, style.foreground);
+  }
+  y += m.title.descent() + m.gap;
+
+  // Row 2: label ... kind.
+  y += m.body.ascent();
+  int label_right = right;
+  if (!info.kind.empty()) {
+    const std::string kind = m.body.elide_end(printable_ascii(info.kind), avail / 3);
+    label_right = m.body.draw_right(image, kind, right, y, style.accent) - 2 * m.gap;
+  }
+  if (!info.label.empty()) {
+    m.body.draw(image, m.body.elide_end(printable_ascii(info.label), label_right - left), left, y,
+                style.foreground);
+  }
+  y += m.body.descent() + m.gap;
+
+  // Row 3: shape, dtype, element count.
+  y += m.body.ascent();
+  {
+    TensorView view{nullptr, info.type, info.shape};
+    const int64_t numel = view.numel();
+    const std::string tail = std::string("  ") + element_type_name(info.type) + "  (" +
+                             format_count(static_cast<uint64_t>(numel)) +
+                             (numel == 1 ? " element)" : " elements)");
+    const int label_width = m.body.width("shape ");
+    const int x = m.body.draw(image, "shape ", left, y, dim);
+    const std::string shape =
+        m.body.elide_end(format_shape(info.shape), avail - label_width - m.body.width(tail));
+    const int x2 = m.body.draw(image, shape, x, y, style.foreground);
+    m.body.draw(image, m.body.elide_end(tail, right - x2), x2, y, dim);
+  }
+  y += m.body.descent() + m.gap;
+
+  // Row 4: statistics.
+  if (stats != nullptr) {
+    y += m.body.ascent();
+    const uint64_t infs = stats->pos_inf_count + stats->neg_inf_count;
+    const std::vector<Run> runs = {
+        {"mean ", dim}, {format_number(stats->mean), style.foreground},
+        {"   std ", dim}, {format_number(stats->std), style.foreground},
+        {"   min ", dim}, {format_number(stats->min), style.foreground},
+        {"   max ", dim}, {format_number(stats->max), style.foreground},
+        {"   NaN ", dim}, {std::to_string(stats->nan_count), stats->nan_count ? style.accent : style.foreground},
+        {"   Inf ", dim}, {std::to_string(infs), infs ? style.accent : style.foreground},
+    };
+    draw_runs(image, m.body, left, y, runs, avail);
+    y += m.body.descent() + m.gap;
+  }
+
+  y += m.gap / 2;
+  cv::line(image, {left, y}, {right, y}, style.grid, 1);
+  y += 1;
+  return cv::Rect(0, y, image.cols, std::max(0, image.rows - y));
+}
+
+cv::Mat draw_histogram_frame(const FrameInfo& info, const TensorStats& stats,
+                             const Histogram& hist, const FrameStyle& style) {
+  cv::Mat image(clamped_size(style), CV_8UC3);
+  try {
+    const cv::Rect area = draw_frame_header(image, info, &stats, style);
+    draw_histogram_plot(image, area, stats, hist, style, metrics_for(image));
+  } catch (...) {
+    fill(image, style.background);
+  }
+  return image;
+}
+
+cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
+                           const FrameStyle& style) {
+  cv::Mat image(clamped_size(style), CV_8UC3);
+  try {
+    const cv::Rect area = draw_frame_header(image, info, nullptr, style);
+    const Metrics m = metrics_for(image);
+    const TextPainter font = m.body.scaled(1.2);
+    const std::vector<std::string> lines =
+        wrap_words(printable_ascii(message), font, image.cols - 4 * m.pad);
+    const int line_height = font.line_height() + m.gap;
+    const int max_lines = std::max(1, (area.height - 2 * m.pad) / line_height);
+    const int shown = std::min(static_cast<int>(lines.size()), max_lines);
+    int y = area.y + (area.height - shown * line_height) / 2 + font.ascent();
+    const cv::Scalar color = mix(style.foreground, style.background, 0.2);
+    for (int i = 0; i < shown; ++i, y += line_height) {
+      std::string text = lines[static_cast<size_t>(i)];
+      if (i == shown - 1 && shown < static_cast<int>(lines.size())) {
+        text = font.elide_end(text + " ...", image.cols - 4 * m.pad);
+      }
+      font.draw(image, text, (image.cols - font.width(text)) / 2, y, color);
+    }
+  } catch (...) {
+    fill(image, style.background);
+  }
+  return image;
+}
+
+}  // namespace tensorscope::plotting

@@ -1,0 +1,35 @@
+// histogram_binner.h — internal: the hot loop that bins blocks of finite doubles.
+//
+// Used by compute_histogram and summarize in the daemon's workers. Four interleaved
+// count arrays (slot 0 underflow, 1..bins the bins, bins+1 overflow) hide the
+// store-to-load latency when neighbouring elements hit the same bin; the bin index
+// is computed branch-free and clamped, so no input value can index out of bounds.
+// Thread safety: one binner per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "element_blocks.h"
+#include "tensorscope/plotting/histogram.h"
+
+namespace tensorscope::plotting::internal {
+
+class HistogramBinner {
+ public:
+  // `range` must be valid().
+  explicit HistogramBinner(const HistogramRange& range);
+  // `values` are finite.
+  void add_block(const double* values, size_t n);
+  Histogram finish(const NonFiniteCounts& non_finite) const;
+
+ private:
+  static constexpr int kLanes = 4;
+  HistogramRange range_;
+  double scale_;
+  size_t stride_;                // bins + 2
+  std::vector<uint64_t> lanes_;  // kLanes * stride_
+};
+
+}  // namespace tensorscope::plotting::internal

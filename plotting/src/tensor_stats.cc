@@ -1,0 +1,130 @@
+// tensor_stats.cc — compute_stats and the block-wise StatsAccumulator.
+#include "tensorscope/plotting/tensor_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "element_blocks.h"
+#include "stats_accumulator.h"
+
+namespace tensorscope::plotting {
+namespace internal {
+namespace {
+constexpr int kScaleExponent = 600;
+const double kScaleThreshold = std::ldexp(1.0, 400);
+}  // namespace
+
+void StatsAccumulator::add_block(const double* v, size_t n) {
+  if (n == 0) return;
+  // Pass 1: min, max, sum (four lanes so the compiler can pipeline/vectorise).
+  double lo[4] = {v[0], v[0], v[0], v[0]};
+  double hi[4] = {v[0], v[0], v[0], v[0]};
+  double sum[4] = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int k = 0; k < 4; ++k) {
+      const double x = v[i + k];
+      lo[k] = x < lo[k] ? x : lo[k];
+      hi[k] = x > hi[k] ? x : hi[k];
+      sum[k] += x;
+    }
+  }
+  for (; i < n; ++i) {
+    lo[0] = v[i] < lo[0] ? v[i] : lo[0];
+    hi[0] = v[i] > hi[0] ? v[i] : hi[0];
+    sum[0] += v[i];
+  }
+  double block_min = lo[0], block_max = hi[0];
+  for (int k = 1; k < 4; ++k) {
+    block_min = lo[k] < block_min ? lo[k] : block_min;
+    block_max = hi[k] > block_max ? hi[k] : block_max;
+  }
+  min_ = block_min < min_ ? block_min : min_;
+  max_ = block_max > max_ ? block_max : max_;
+
+  if (!scaled_ && (block_max > kScaleThreshold || block_min < -kScaleThreshold)) {
+    scaled_ = true;
+    mean_ = std::ldexp(mean_, -kScaleExponent);
+    m2_ = std::ldexp(m2_, -2 * kScaleExponent);
+  }
+  const double factor = scaled_ ? std::ldexp(1.0, -kScaleExponent) : 1.0;
+  double block_sum;
+  if (scaled_) {
+    block_sum = 0;
+    for (size_t j = 0; j < n; ++j) block_sum += v[j] * factor;
+  } else {
+    block_sum = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  }
+  const double nb = static_cast<double>(n);
+  double block_mean = block_sum / nb;
+  double block_m2 = 0;
+  if (block_min == block_max) {
+    block_mean = block_min * factor;  // constant block: exact
+  } else {
+    // Pass 2: deviations from the block mean; their sum corrects the mean's rounding
+    // (the "corrected two-pass" algorithm of Chan, Golub and LeVeque).
+    double dev[4] = {0, 0, 0, 0};
+    double dev2[4] = {0, 0, 0, 0};
+    i = 0;
+    for (; i + 4 <= n; i += 4) {
+      for (int k = 0; k < 4; ++k) {
+        const double d = v[i + k] * factor - block_mean;
+        dev[k] += d;
+        dev2[k] += d * d;
+      }
+    }
+    for (; i < n; ++i) {
+      const double d = v[i] * factor - block_mean;
+      dev[0] += d;
+      dev2[0] += d * d;
+    }
+    const double sum_d = (dev[0] + dev[1]) + (dev[2] + dev[3]);
+    const double sum_d2 = (dev2[0] + dev2[1]) + (dev2[2] + dev2[3]);
+    block_m2 = std::max(0.0, sum_d2 - sum_d * sum_d / nb);
+    block_mean += sum_d / nb;
+  }
+
+  // Chan et al.: merge (n_, mean_, m2_) with (n, block_mean, block_m2).
+  const double na = static_cast<double>(n_);
+  const double total = na + nb;
+  const double delta = block_mean - mean_;
+  mean_ += delta * (nb / total);
+  m2_ += block_m2 + delta * delta * (na * nb / total);
+  n_ += n;
+}
+
+TensorStats StatsAccumulator::finish(uint64_t count, const NonFiniteCounts& nf) const {
+  TensorStats s;
+  s.count = count;
+  s.finite_count = n_;
+  s.nan_count = nf.nan;
+  s.pos_inf_count = nf.pos_inf;
+  s.neg_inf_count = nf.neg_inf;
+  if (n_ == 0) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    s.mean = s.std = s.min = s.max = nan;
+    return s;
+  }
+  const int exponent = scaled_ ? kScaleExponent : 0;
+  s.mean = std::ldexp(mean_, exponent);
+  s.std = std::ldexp(std::sqrt(m2_ / static_cast<double>(n_)), exponent);
+  s.min = min_;
+  s.max = max_;
+  // Rounding can put the mean a hair outside [min, max] for near-constant data.
+  if (s.mean < s.min) s.mean = s.min;
+  if (s.mean > s.max) s.mean = s.max;
+  return s;
+}
+
+}  // namespace internal
+
+TensorStats compute_stats(const TensorView& view) {
+  internal::NonFiniteCounts nf;
+  internal::StatsAccumulator acc;
+  internal::for_each_finite_block(view, &nf,
+                                  [&](const double* v, size_t n) { acc.add_block(v, n); });
+  const uint64_t count = view.valid() ? static_cast<uint64_t>(view.numel()) : 0;
+  return acc.finish(count, nf);
+}
+
+}  // namespace tensorscope::plotting

@@ -1,0 +1,199 @@
+// Frames come back CV_8UC3 at exactly the requested size for every kind of input, and
+// nothing is drawn into the outer margin (text is elided, not clipped).
+#include "tensorscope/plotting/frame_painter.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+namespace tensorscope::plotting {
+namespace {
+
+FrameInfo long_info() {
+  FrameInfo info;
+  info.stream = "model.encoder.layers.11.self_attention.output_projection.weight.grad.with.a.long.tail";
+  info.device = "cuda0-with-an-unreasonably-long-device-name";
+  info.label = std::string(300, 'L') + " epoch 3 \xc3\xa9t\xc3\xa9 \t tab";  // non-ASCII too
+  info.kind = "output-of-a-kind-with-a-long-name";
+  info.rank = 123456;
+  info.step = 9223372036854775807LL;
+  info.shape = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  info.type = ElementType::kBFloat16;
+  return info;
+}
+
+// True when the outer `border` pixels on every side are background.
+bool border_is_background(const cv::Mat& image, int border, const cv::Scalar& bg) {
+  const cv::Vec3b b(static_cast<uchar>(bg[0]), static_cast<uchar>(bg[1]), static_cast<uchar>(bg[2]));
+  for (int y = 0; y < image.rows; ++y) {
+    for (int x = 0; x < image.cols; ++x) {
+      const bool edge = y < border || y >= image.rows - border || x < border || x >= image.cols - border;
+      if (edge && image.at<cv::Vec3b>(y, x) != b) return false;
+    }
+  }
+  return true;
+}
+
+struct Case {
+  std::string name;
+  std::vector<float> values;
+};
+
+std::vector<Case> cases() {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> random(10000);
+  for (float& x : random) x = normal(rng);
+  random[3] = NAN;
+  random[4] = INFINITY;
+  return {{"empty", {}},
+          {"one", {42.0f}},
+          {"all_nan", std::vector<float>(50, NAN)},
+          {"all_equal", std::vector<float>(50, -7.0f)},
+          {"huge", {3e38f, -3e38f, 1.0f}},
+          {"random", random}};
+}
+
+TEST(FramePainter, SizesAndInputs) {
+  for (const auto& [width, height] : {std::pair{640, 480}, {1280, 720}, {320, 240}, {1920, 1080}}) {
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(c.name + " " + std::to_string(width) + "x" + std::to_string(height));
+      FrameStyle style;
+      style.width = width;
+      style.height = height;
+      const TensorView view{c.values.data(), ElementType::kFloat32,
+                            {static_cast<int64_t>(c.values.size())}};
+      TensorStats stats;
+      Histogram hist;
+      summarize(view, nullptr, 64, 0.05, &stats, &hist);
+      FrameInfo info = long_info();
+      info.shape = view.shape;
+      const cv::Mat frame = draw_histogram_frame(info, stats, hist, style);
+      EXPECT_EQ(frame.type(), CV_8UC3);
+      EXPECT_EQ(frame.cols, width);
+      EXPECT_EQ(frame.rows, height);
+      // The painters keep a margin of about 12 px per 480 px of height; tick labels
+      // may use half of it.
+      const int border = std::max(2, static_cast<int>(5 * std::min(width / 640.0, height / 480.0)));
+      EXPECT_TRUE(border_is_background(frame, border, style.background));
+      EXPECT_GT(cv::norm(frame, cv::Mat(frame.size(), CV_8UC3, style.background), cv::NORM_L1), 0)
+          << "something is drawn";
+    }
+  }
+}
+
+TEST(FramePainter, FixedRangeWithEverythingOutside) {
+  const std::vector<float> v = {10, 11, 12};
+  const TensorView view{v.data(), ElementType::kFloat32, {3}};
+  const HistogramRange fixed{-1, 1, 16};
+  TensorStats stats;
+  Histogram hist;
+  summarize(view, &fixed, 0, 0, &stats, &hist);
+  const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, FrameStyle{});
+  EXPECT_EQ(frame.size(), cv::Size(640, 480));
+}
+
+TEST(FramePainter, StepChangesTheFrame) {
+  const std::vector<float> v = {1, 2, 3};
+  const TensorView view{v.data(), ElementType::kFloat32, {3}};
+  TensorStats stats;
+  Histogram hist;
+  summarize(view, nullptr, 8, 0.05, &stats, &hist);
+  FrameInfo info;
+  info.stream = "s";
+  info.step = 1;
+  const cv::Mat a = draw_histogram_frame(info, stats, hist, FrameStyle{});
+  info.step = 2;
+  const cv::Mat b = draw_histogram_frame(info, stats, hist, FrameStyle{});
+  EXPECT_GT(cv::norm(a, b, cv::NORM_L1), 0);
+}
+
+TEST(FramePainter, InconsistentHistogramDoesNotCrash) {
+  Histogram hist;  // counts missing, absurd range
+  hist.range = HistogramRange{5, -5, 0};
+  TensorStats stats;
+  const cv::Mat frame = draw_histogram_frame(FrameInfo{}, stats, hist, FrameStyle{});
+  EXPECT_EQ(frame.size(), cv::Size(640, 480));
+  hist.range = HistogramRange{0, 1, 3};
+  hist.counts = {UINT64_MAX, 0, 1};
+  EXPECT_EQ(draw_histogram_frame(FrameInfo{}, stats, hist, FrameStyle{}).size(), cv::Size(640, 480));
+}
+
+TEST(FramePainter, ArbitraryStatsAndRangesDoNotCrash) {
+  std::mt19937_64 rng(9);
+  const double specials[] = {0.0, -0.0, 1.0, -1e308, 1e308, 5e-324, NAN, INFINITY, -INFINITY, 1e-300};
+  auto any = [&]() {
+    return rng() % 2 ? specials[rng() % std::size(specials)]
+                     : std::ldexp(static_cast<double>(rng() % 2000) - 1000, static_cast<int>(rng() % 200) - 100);
+  };
+  for (int i = 0; i < 200; ++i) {
+    TensorStats stats;
+    stats.count = rng();
+    stats.finite_count = rng() % 100;
+    stats.nan_count = rng();
+    stats.mean = any();
+    stats.std = any();
+    stats.min = any();
+    stats.max = any();
+    Histogram hist;
+    hist.range = HistogramRange{any(), any(), static_cast<int>(rng() % 300) - 10};
+    hist.counts.resize(rng() % 200);
+    for (uint64_t& c : hist.counts) c = rng() % 4 == 0 ? rng() : rng() % 1000;
+    hist.underflow = rng();
+    FrameStyle style;
+    style.width = 100 + static_cast<int>(rng() % 1300);
+    style.height = 60 + static_cast<int>(rng() % 800);
+    const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, style);
+    ASSERT_EQ(frame.size(), cv::Size(style.width, style.height));
+  }
+}
+
+TEST(FramePainter, MessageFrame) {
+  for (const auto& [width, height] : {std::pair{640, 480}, {1280, 720}}) {
+    FrameStyle style;
+    style.width = width;
+    style.height = height;
+    FrameInfo info = long_info();
+    info.shape = {0, 128};
+    for (const std::string& message :
+         {std::string(), std::string("empty tensor (0 elements)"), std::string(2000, 'x'),
+          std::string("many words ") + std::string(100, ' ') + "and more words to wrap around "
+              "the frame several times over so that wrapping really happens here"}) {
+      const cv::Mat frame = draw_message_frame(info, message, style);
+      EXPECT_EQ(frame.type(), CV_8UC3);
+      EXPECT_EQ(frame.size(), cv::Size(width, height));
+      EXPECT_TRUE(border_is_background(frame, 4, style.background));
+    }
+  }
+}
+
+TEST(FramePainter, TinyAndAbsurdSizesAreClamped) {
+  FrameStyle style;
+  style.width = 16;
+  style.height = 16;
+  TensorStats stats;
+  Histogram hist;
+  const std::vector<float> v = {1, 2};
+  summarize(TensorView{v.data(), ElementType::kFloat32, {2}}, nullptr, 4, 0, &stats, &hist);
+  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, style).size(), cv::Size(16, 16));
+  style.width = -5;
+  style.height = 0;
+  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, style).size(),
+            cv::Size(kMinFrameSide, kMinFrameSide));
+  EXPECT_EQ(draw_message_frame(long_info(), "x", style).size(), cv::Size(kMinFrameSide, kMinFrameSide));
+}
+
+TEST(FormatShape, Brackets) {
+  EXPECT_EQ(format_shape({}), "[]");
+  EXPECT_EQ(format_shape({3}), "[3]");
+  EXPECT_EQ(format_shape({64, 128, 768}), "[64, 128, 768]");
+}
+
+}  // namespace
+}  // namespace tensorscope::plotting

@@ -1,0 +1,212 @@
+// compute_stats on known data: NaN/Inf, integers, bool, all equal, empty, huge values.
+#include "tensorscope/plotting/tensor_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace tensorscope::plotting {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+template <typename T>
+TensorStats stats_of(const std::vector<T>& v, ElementType type) {
+  return compute_stats(TensorView{v.data(), type, {static_cast<int64_t>(v.size())}});
+}
+
+// Two-pass in long double over the finite values.
+struct Reference {
+  long double mean = 0, std = 0;
+};
+Reference reference(const std::vector<double>& v) {
+  long double sum = 0;
+  size_t n = 0;
+  for (double x : v) {
+    if (std::isfinite(x)) {
+      sum += x;
+      ++n;
+    }
+  }
+  Reference r;
+  r.mean = sum / n;
+  long double m2 = 0;
+  for (double x : v) {
+    if (std::isfinite(x)) m2 += (x - r.mean) * (x - r.mean);
+  }
+  r.std = std::sqrt(m2 / n);
+  return r;
+}
+
+TEST(TensorStats, KnownFloats) {
+  const TensorStats s = stats_of(std::vector<float>{1, 2, 3, 4}, ElementType::kFloat32);
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_EQ(s.finite_count, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.std, std::sqrt(1.25));
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.max, 4);
+}
+
+TEST(TensorStats, NaNAndInfAreCountedApart) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> v = {1, NAN, inf, -inf, 3, NAN, inf};
+  const TensorStats s = stats_of(v, ElementType::kFloat32);
+  EXPECT_EQ(s.count, 7u);
+  EXPECT_EQ(s.finite_count, 2u);
+  EXPECT_EQ(s.nan_count, 2u);
+  EXPECT_EQ(s.pos_inf_count, 2u);
+  EXPECT_EQ(s.neg_inf_count, 1u);
+  EXPECT_DOUBLE_EQ(s.mean, 2);
+  EXPECT_DOUBLE_EQ(s.std, 1);
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.max, 3);
+}
+
+TEST(TensorStats, NoFiniteValuesGiveNaN) {
+  const TensorStats s = stats_of(std::vector<double>{kNaN, kInf, -kInf}, ElementType::kFloat64);
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_EQ(s.finite_count, 0u);
+  EXPECT_TRUE(std::isnan(s.mean));
+  EXPECT_TRUE(std::isnan(s.std));
+  EXPECT_TRUE(std::isnan(s.min));
+  EXPECT_TRUE(std::isnan(s.max));
+}
+
+TEST(TensorStats, Empty) {
+  const TensorStats s = compute_stats(TensorView{nullptr, ElementType::kFloat32, {0, 5}});
+  EXPECT_EQ(s.count, 0u);
+  EXPECT_EQ(s.finite_count, 0u);
+  EXPECT_TRUE(std::isnan(s.mean));
+  const TensorStats bad = compute_stats(TensorView{nullptr, ElementType::kFloat32, {4}});
+  EXPECT_EQ(bad.count, 0u);  // invalid view: nothing is read
+}
+
+TEST(TensorStats, Integers) {
+  const TensorStats s8 = stats_of(std::vector<int8_t>{-128, 127, 0, 1}, ElementType::kInt8);
+  EXPECT_EQ(s8.finite_count, 4u);
+  EXPECT_EQ(s8.min, -128);
+  EXPECT_EQ(s8.max, 127);
+  EXPECT_DOUBLE_EQ(s8.mean, 0);
+  const TensorStats u8 = stats_of(std::vector<uint8_t>{0, 255, 255, 0}, ElementType::kUInt8);
+  EXPECT_DOUBLE_EQ(u8.mean, 127.5);
+  EXPECT_DOUBLE_EQ(u8.std, 127.5);
+  const int64_t big = int64_t{1} << 50;
+  const TensorStats s64 = stats_of(std::vector<int64_t>{big, big + 2}, ElementType::kInt64);
+  EXPECT_DOUBLE_EQ(s64.mean, static_cast<double>(big + 1));
+  EXPECT_DOUBLE_EQ(s64.std, 1);
+  const TensorStats s16 = stats_of(std::vector<int16_t>{-5, 5}, ElementType::kInt16);
+  EXPECT_DOUBLE_EQ(s16.std, 5);
+  const TensorStats s32 = stats_of(std::vector<int32_t>{-7, -7, -7}, ElementType::kInt32);
+  EXPECT_EQ(s32.mean, -7);
+  EXPECT_EQ(s32.std, 0);
+}
+
+TEST(TensorStats, BoolBytes) {
+  // Any non-zero byte is true.
+  const TensorStats s = stats_of(std::vector<uint8_t>{0, 1, 2, 255}, ElementType::kBool);
+  EXPECT_EQ(s.finite_count, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 0.75);
+  EXPECT_EQ(s.min, 0);
+  EXPECT_EQ(s.max, 1);
+}
+
+TEST(TensorStats, AllEqual) {
+  const std::vector<float> v(100000, 0.1f);
+  const TensorStats s = stats_of(v, ElementType::kFloat32);
+  EXPECT_EQ(s.mean, static_cast<double>(0.1f));
+  EXPECT_NEAR(s.std, 0, 1e-15);
+  EXPECT_EQ(s.min, s.max);
+}
+
+TEST(TensorStats, HugeFloat32DoesNotOverflow) {
+  const float big = 3.0e38f;
+  const std::vector<float> same(1 << 20, big);
+  const TensorStats a = stats_of(same, ElementType::kFloat32);
+  EXPECT_DOUBLE_EQ(a.mean, static_cast<double>(big));
+  EXPECT_NEAR(a.std, 0, 1e25);
+  std::vector<float> alternating(1 << 20);
+  for (size_t i = 0; i < alternating.size(); ++i) {
+    alternating[i] = i % 2 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::max();
+  }
+  const TensorStats b = stats_of(alternating, ElementType::kFloat32);
+  EXPECT_TRUE(std::isfinite(b.mean));
+  EXPECT_NEAR(b.mean, 0, 1e30);
+  EXPECT_NEAR(b.std / std::numeric_limits<float>::max(), 1.0, 1e-12);
+}
+
+TEST(TensorStats, HugeFloat64DoesNotOverflow) {
+  const double big = std::numeric_limits<double>::max();
+  std::vector<double> v = {1.0, 2.0};  // small values before the huge ones
+  for (int i = 0; i < 5000; ++i) v.push_back(i % 2 ? big : -big);
+  const TensorStats s = stats_of(v, ElementType::kFloat64);
+  EXPECT_TRUE(std::isfinite(s.mean));
+  EXPECT_TRUE(std::isfinite(s.std));
+  EXPECT_NEAR(s.std / big, 1.0, 1e-3);
+  EXPECT_EQ(s.max, big);
+  EXPECT_EQ(s.min, -big);
+  const TensorStats same = stats_of(std::vector<double>(3000, 1e300), ElementType::kFloat64);
+  EXPECT_DOUBLE_EQ(same.mean, 1e300);
+  EXPECT_EQ(same.std, 0);
+}
+
+TEST(TensorStats, LargeOffsetSmallSpread) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(1e9, 1.0);
+  std::vector<double> v(300000);
+  for (double& x : v) x = normal(rng);
+  const TensorStats s = stats_of(v, ElementType::kFloat64);
+  const Reference r = reference(v);
+  EXPECT_NEAR(s.mean, static_cast<double>(r.mean), 1e-6);
+  EXPECT_NEAR(s.std, static_cast<double>(r.std), 1e-6);
+}
+
+TEST(TensorStats, RandomDataMatchesReference) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.5f, 3.0f);
+  std::vector<float> f(123457);
+  std::vector<double> as_double(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = i % 1000 == 3 ? NAN : normal(rng);
+    as_double[i] = f[i];
+  }
+  const TensorStats s = stats_of(f, ElementType::kFloat32);
+  const Reference r = reference(as_double);
+  EXPECT_EQ(s.nan_count, 124u);
+  EXPECT_EQ(s.finite_count, f.size() - 124);
+  EXPECT_NEAR(s.mean, static_cast<double>(r.mean), 1e-12);
+  EXPECT_NEAR(s.std, static_cast<double>(r.std), 1e-12);
+
+  std::vector<int32_t> ints(54321);
+  std::vector<double> ints_double(ints.size());
+  std::uniform_int_distribution<int32_t> uniform(-1000000, 1000000);
+  for (size_t i = 0; i < ints.size(); ++i) ints_double[i] = ints[i] = uniform(rng);
+  const TensorStats si = stats_of(ints, ElementType::kInt32);
+  const Reference ri = reference(ints_double);
+  EXPECT_NEAR(si.mean, static_cast<double>(ri.mean), 1e-6);
+  EXPECT_NEAR(si.std, static_cast<double>(ri.std), 1e-6);
+}
+
+TEST(TensorStats, HalfPrecisionSpecials) {
+  // float16: 1.0, -2.0, +Inf, NaN, smallest subnormal.
+  const std::vector<uint16_t> h = {0x3c00, 0xc000, 0x7c00, 0x7e00, 0x0001};
+  const TensorStats s = stats_of(h, ElementType::kFloat16);
+  EXPECT_EQ(s.finite_count, 3u);
+  EXPECT_EQ(s.pos_inf_count, 1u);
+  EXPECT_EQ(s.nan_count, 1u);
+  EXPECT_EQ(s.min, -2.0);
+  EXPECT_EQ(s.max, 1.0);
+  // bfloat16: 1.0, -Inf, 3.0.
+  const std::vector<uint16_t> b = {0x3f80, 0xff80, 0x4040};
+  const TensorStats sb = stats_of(b, ElementType::kBFloat16);
+  EXPECT_EQ(sb.neg_inf_count, 1u);
+  EXPECT_DOUBLE_EQ(sb.mean, 2.0);
+}
+
+}  // namespace
+}  // namespace tensorscope::plotting
