@@ -73,7 +73,7 @@
 
 namespace tensorscope::wire {
 
-// "TSCOPSEG" little-endian.
+// The bytes "SCOP_SEG" read as a little-endian integer.
 inline constexpr uint64_t kSegmentMagic = 0x4745535f504f4353ULL;
 inline constexpr uint32_t kAbiVersion = 1;
 
