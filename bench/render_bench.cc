@@ -2,6 +2,7 @@
 //
 // Measures, in one run, for a random-normal float32 tensor of 1M elements at 640x480:
 //   summarize (stats + 64-bin histogram; auto range = 2 passes, fixed range = 1 pass),
+//   compute_histogram alone,
 //   draw_histogram_frame, VideoWriter::write (encode) per frame, and the whole chain
 //   (summarize + draw + encode, into a real .mp4 in a temp dir, finalize included) as
 //   frames per second. Usage: render_bench [frames=200] [codec=auto]
@@ -33,6 +34,10 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+double best(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,7 +60,7 @@ int main(int argc, char** argv) {
   // 1. summarize.
   tp::TensorStats stats;
   tp::Histogram hist;
-  std::vector<double> auto_ms, fixed_ms;
+  std::vector<double> auto_ms, fixed_ms, hist_ms;
   tp::summarize(view_of(0), nullptr, kBins, 0.05, &stats, &hist);  // warm-up
   const tp::HistogramRange fixed = hist.range;
   for (int i = 0; i < 30; ++i) {
@@ -65,20 +70,24 @@ int main(int argc, char** argv) {
     start = Clock::now();
     tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
     fixed_ms.push_back(ms_since(start));
+    start = Clock::now();
+    hist = tp::compute_histogram(view_of(i), fixed);
+    hist_ms.push_back(ms_since(start));
   }
 
   // 2. draw.
   tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "render_bench", "output", 0, 0,
                      {1024, 1024}, tp::ElementType::kFloat32};
   const tp::FrameStyle style;  // 640x480
-  std::vector<double> draw_ms;
+  std::vector<double> draw_ms;  // fresh frames, as the daemon draws them
   std::vector<cv::Mat> drawn;
-  for (int i = 0; i < std::min(frames, 60); ++i) {
+  for (int i = 0; i < 60; ++i) {
     tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
     info.step = i;
     const auto start = Clock::now();
-    drawn.push_back(tp::draw_histogram_frame(info, stats, hist, style));
+    cv::Mat frame = tp::draw_histogram_frame(info, stats, hist, style);
     draw_ms.push_back(ms_since(start));
+    if (drawn.size() < 8) drawn.push_back(frame);  // kept for the encode-only run
   }
 
   char dir_template[] = "/tmp/render_bench-XXXXXX";
@@ -127,11 +136,14 @@ int main(int argc, char** argv) {
   const double summarize_auto = median(auto_ms), summarize_fixed = median(fixed_ms);
   std::printf("render_bench: 1M float32, %d bins, %dx%d, %d frames, codec %s\n", kBins,
               style.width, style.height, frames, used_codec.c_str());
-  std::printf("  summarize auto range (2 passes): %.2f ms  (%.0f M elements/s)\n", summarize_auto,
-              kElements / summarize_auto / 1e3);
-  std::printf("  summarize fixed range (1 pass):  %.2f ms  (%.0f M elements/s)\n", summarize_fixed,
-              kElements / summarize_fixed / 1e3);
-  std::printf("  draw_histogram_frame:            %.2f ms\n", median(draw_ms));
+  std::printf("  (median, best in brackets)\n");
+  std::printf("  summarize auto range (2 passes): %.2f ms [%.2f]  (%.0f M elements/s)\n",
+              summarize_auto, best(auto_ms), kElements / summarize_auto / 1e3);
+  std::printf("  summarize fixed range (1 pass):  %.2f ms [%.2f]  (%.0f M elements/s)\n",
+              summarize_fixed, best(fixed_ms), kElements / summarize_fixed / 1e3);
+  std::printf("  compute_histogram only:          %.2f ms [%.2f]  (%.0f M elements/s)\n",
+              median(hist_ms), best(hist_ms), kElements / median(hist_ms) / 1e3);
+  std::printf("  draw_histogram_frame:            %.2f ms [%.2f]\n", median(draw_ms), best(draw_ms));
   std::printf("  encode per frame:                %.2f ms  (finalize %.1f ms)\n", encode_ms,
               finalize_ms);
   std::printf("  chain summarize+draw+encode:     %.1f frames/s  (%.2f ms/frame, %.0f KiB file)\n",
