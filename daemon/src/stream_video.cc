@@ -37,7 +37,11 @@ std::function<void()> StreamVideo::prepare(const RecordView& record) {
     const plotting::HistogramRange* fixed = range_ ? &*range_ : nullptr;
     plotting::summarize(view, fixed, config_.render.histogram_bins, config_.render.histogram_margin,
                         &frame->stats, &frame->histogram);
-    if (!range_ && frame->stats.finite_count > 0) range_ = frame->histogram.range;
+    // Bins are fixed from the first frame that has a spread of finite values (a constant
+    // first frame, e.g. a zero-initialized bias, would give a uselessly narrow range).
+    if (!range_ && frame->stats.finite_count > 0 && frame->stats.min < frame->stats.max) {
+      range_ = frame->histogram.range;
+    }
   }
   return [self = shared_from_this(), frame] { self->render(*frame); };
 }

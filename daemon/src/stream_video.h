@@ -65,7 +65,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const std::string session_dir_;
   const FileFinished on_finished_;
 
-  // Reader thread state.
+  // Reader thread state: the stream's histogram bins, once fixed.
   std::optional<plotting::HistogramRange> range_;
   std::atomic<int64_t> last_step_seen_{0};
 
