@@ -1,0 +1,85 @@
+// file_naming.cc — see file_naming.h.
+#include "file_naming.h"
+
+#include <cstdio>
+#include <string>
+
+#include "tensorscope/shared/status.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+constexpr std::size_t kHashSuffixLength = 9;  // "~" + 8 hex digits
+
+bool is_safe(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
+}
+
+std::string hash_suffix(const std::string& name) {
+  const uint64_t h = fnv1a_64(name);
+  const auto folded = static_cast<uint32_t>(h ^ (h >> 32));
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "~%08x", static_cast<unsigned>(folded));
+  return buf;
+}
+
+// The shared rule. `separator_safe` (device and mode) additionally breaks up "__" (the
+// separator of video file names) and keeps '_' from leading, so that a video file name
+// splits back into its parts from the right in exactly one way.
+std::string sanitize_component(const std::string& name, std::size_t max_length,
+                               bool separator_safe) {
+  std::string out;
+  out.reserve(name.size() < max_length ? name.size() : max_length);
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    char safe = is_safe(c) ? ch : '_';
+    if (separator_safe && safe == '_' && !out.empty() && out.back() == '_') safe = '-';
+    out += safe;
+    if (out.size() > max_length) break;  // will be truncated anyway; bound the work
+  }
+  if (out.empty()) out = "_";
+  if (out[0] == '.' || out[0] == '-') out[0] = '_';
+  if (separator_safe && out[0] == '_') out[0] = 'x';
+  if (out == name && out.size() <= max_length) return out;
+  // Changed or too long: keep a readable prefix and make it unique with the hash.
+  const std::size_t keep = max_length - kHashSuffixLength;
+  if (out.size() > keep) out.resize(keep);
+  return out + hash_suffix(name);
+}
+
+}  // namespace
+
+uint64_t fnv1a_64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char ch : s) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string sanitize_stream_name(const std::string& name) {
+  return sanitize_component(name, kMaxStreamComponentLength, false);
+}
+
+std::string video_file_name(const std::string& stream, const std::string& device, int rank,
+                            const std::string& mode, int segment) {
+  TENSORSCOPE_CHECK(segment >= 0);
+  char seg[16];
+  std::snprintf(seg, sizeof(seg), "%04d", segment);
+  return sanitize_stream_name(stream) + "__" +
+         sanitize_component(device, kMaxDeviceComponentLength, true) + "__rank" +
+         std::to_string(rank) + "__" + sanitize_component(mode, kMaxModeComponentLength, true) +
+         "__" + seg + kVideoExtension;
+}
+
+std::string temp_video_file_name(const std::string& final_name, int worker_pid) {
+  std::string out = std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" + final_name;
+  const std::string ext = kVideoExtension;
+  if (out.size() < ext.size() || out.compare(out.size() - ext.size(), ext.size(), ext) != 0)
+    out += ext;
+  return out;
+}
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,48 @@
+// file_naming.h — turns stream, device and mode names into safe, unique file names.
+//
+// Used by the daemon's workers (video file names) and supervisor (index, cleanup).
+// Names come from the training process through shared memory and are untrusted: the
+// result is always a single path component made of [A-Za-z0-9._~-], never "", ".",
+// "..", never starting with '.' or '-', and two different inputs never give the same
+// component (up to a 32-bit hash collision among names that sanitize alike).
+// Thread safety: pure functions, no shared state; safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tensorscope::daemon {
+
+inline constexpr std::size_t kMaxStreamComponentLength = 96;
+// Device and mode components are shorter so that a whole file name, even with the
+// temporary-name prefix, stays well under NAME_MAX (255).
+inline constexpr std::size_t kMaxDeviceComponentLength = 32;
+inline constexpr std::size_t kMaxModeComponentLength = 32;
+inline constexpr char kTempVideoPrefix[] = ".tmp-";
+inline constexpr char kVideoExtension[] = ".mp4";
+
+// 64-bit FNV-1a of the bytes of `s` (stable across runs and platforms).
+uint64_t fnv1a_64(const std::string& s);
+
+// A safe file-name component for `name`, at most kMaxStreamComponentLength characters.
+// Bytes outside [A-Za-z0-9._-] become '_', a leading '.' or '-' becomes '_', an empty
+// name becomes "_". Whenever the result differs from `name` (sanitized or truncated),
+// "~" and 8 hex digits of fnv1a_64(name) (its two 32-bit halves xor-ed) are appended,
+// within the length limit. Since '~' never survives sanitizing, an unchanged name can
+// never equal a changed one.
+std::string sanitize_stream_name(const std::string& name);
+
+// "<stream>__<device>__rank<rank>__<mode>__<segment, 4+ digits>.mp4", e.g.
+// "conv1.out__cpu__rank0__histogram__0000.mp4". Every part is sanitized; in device and
+// mode a "__" and a leading '_' are also replaced (with the hash suffix), so the name
+// splits back from the right unambiguously. `segment` must be >= 0 (a negative one is a bug:
+// aborts).
+std::string video_file_name(const std::string& stream, const std::string& device, int rank,
+                            const std::string& mode, int segment);
+
+// The hidden name a worker writes `final_name` under until it is finalized:
+// ".tmp-<worker_pid>-<final_name>", always ending in ".mp4".
+std::string temp_video_file_name(const std::string& final_name, int worker_pid);
+
+}  // namespace tensorscope::daemon

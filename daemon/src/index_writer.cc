@@ -1,0 +1,340 @@
+// index_writer.cc — see index_writer.h.
+#include "index_writer.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace tensorscope::daemon {
+namespace {
+
+constexpr std::size_t kMaxPathLength = 4096;
+constexpr int kMaxCorruptCopies = 10000;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string describe(const nlohmann::json& j) {
+  if (j.is_object()) return "an object";
+  if (j.is_array()) return "an array";
+  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  constexpr std::size_t kMaxShown = 80;
+  if (s.size() > kMaxShown) s = s.substr(0, kMaxShown) + "...";
+  return s;
+}
+
+Status field_error(const std::string& key, const std::string& problem) {
+  return Status::error("index entry: " + key + ": " + problem);
+}
+
+Status get_string(const nlohmann::json& j, const char* key, std::string* out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return field_error(key, "missing");
+  if (!it->is_string()) return field_error(key, "expected a string, got " + describe(*it));
+  *out = it->get<std::string>();
+  return Status::ok();
+}
+
+Status get_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return field_error(key, "missing");
+  bool ok = false;
+  int64_t v = 0;
+  if (it->is_number_unsigned()) {
+    const uint64_t u = it->get<uint64_t>();
+    ok = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    v = static_cast<int64_t>(u);
+  } else if (it->is_number_integer()) {
+    ok = true;
+    v = it->get<int64_t>();
+  }
+  if (!ok || v < lo || v > hi) {
+    std::string range =
+        lo == std::numeric_limits<int64_t>::min()
+            ? "a 64-bit integer"
+            : "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+    if (lo == 0 && hi == std::numeric_limits<int64_t>::max()) range = "an integer >= 0";
+    return field_error(key, "expected " + range + ", got " + describe(*it));
+  }
+  *out = v;
+  return Status::ok();
+}
+
+// Reads a whole file. Returns ENOENT through *missing instead of an error.
+StatusOr<std::string> read_file(const std::string& path, bool* missing) {
+  *missing = false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      *missing = true;
+      return std::string();
+    }
+    return Status::error(path + ": cannot open: " + errno_text(err));
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return Status::error(path + ": cannot read: " + errno_text(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+Status write_all(int fd, const std::string& data, const std::string& path) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      return Status::error(path + ": cannot write: " + errno_text(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return Status::ok();
+}
+
+// The index document as ordered JSON: keys in the documented order, files by path.
+std::string render_index(const std::map<std::string, IndexEntry>& entries) {
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const auto& [path, e] : entries) {
+    nlohmann::ordered_json f;
+    f["path"] = e.path;
+    f["stream"] = e.stream;
+    f["kind"] = e.kind;
+    f["device"] = e.device;
+    f["rank"] = e.rank;
+    f["mode"] = e.mode;
+    f["frames"] = e.frames;
+    f["first_step"] = e.first_step;
+    f["last_step"] = e.last_step;
+    files.push_back(std::move(f));
+  }
+  nlohmann::ordered_json doc;
+  doc["files"] = std::move(files);
+  // Stream names come from the training process and may not be valid UTF-8: replace
+  // bad bytes with U+FFFD rather than throw.
+  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+Status validate_index_path(const std::string& path) {
+  try {
+    if (path.empty()) return Status::error("index entry: path: is empty");
+    if (path.size() > kMaxPathLength)
+      return Status::error("index entry: path: longer than " + std::to_string(kMaxPathLength) +
+                           " bytes");
+    if (path.find('\0') != std::string::npos)
+      return Status::error("index entry: path: contains a NUL byte");
+    if (path.find('\\') != std::string::npos)
+      return Status::error("index entry: path: contains a backslash");
+    if (path[0] == '/')
+      return Status::error("index entry: path: must be relative to the session dir, got \"" + path +
+                           "\"");
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t slash = path.find('/', start);
+      const std::string part =
+          path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      if (part.empty() || part == "." || part == "..")
+        return Status::error(
+            "index entry: path: must stay inside the session dir (no empty, "
+            "\".\" or \"..\" component), got " +
+            describe(nlohmann::json(path)));
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    return Status::ok();
+  } catch (const std::exception& e) {
+    return Status::error(std::string("index entry: path: ") + e.what());
+  }
+}
+
+nlohmann::json to_json(const IndexEntry& e) {
+  return nlohmann::json{{"path", e.path},          {"stream", e.stream},
+                        {"kind", e.kind},          {"device", e.device},
+                        {"rank", e.rank},          {"mode", e.mode},
+                        {"frames", e.frames},      {"first_step", e.first_step},
+                        {"last_step", e.last_step}};
+}
+
+StatusOr<IndexEntry> index_entry_from_json(const nlohmann::json& json) {
+  try {
+    if (!json.is_object())
+      return Status::error("index entry: expected an object, got " + describe(json));
+    IndexEntry e;
+    int64_t rank = 0;
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    for (Status s :
+         {get_string(json, "path", &e.path), get_string(json, "stream", &e.stream),
+          get_string(json, "device", &e.device), get_string(json, "kind", &e.kind),
+          get_string(json, "mode", &e.mode),
+          get_int(json, "rank", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                  &rank),
+          get_int(json, "frames", 0, kMax, &e.frames),
+          get_int(json, "first_step", kMin, kMax, &e.first_step),
+          get_int(json, "last_step", kMin, kMax, &e.last_step), validate_index_path(e.path)}) {
+      if (!s.is_ok()) return s;
+    }
+    e.rank = static_cast<int>(rank);
+    return e;
+  } catch (const std::exception& ex) {
+    return Status::error(std::string("index entry: ") + ex.what());
+  } catch (...) {
+    return Status::error("index entry: unknown error");
+  }
+}
+
+IndexWriter::IndexWriter(std::string session_dir) : session_dir_(std::move(session_dir)) {}
+
+std::string IndexWriter::index_path() const {
+  if (session_dir_.empty()) return kIndexFileName;
+  return session_dir_ + "/" + kIndexFileName;
+}
+
+std::vector<IndexEntry> IndexWriter::entries() const {
+  std::vector<IndexEntry> out;
+  out.reserve(entries_.size());
+  for (const auto& [path, e] : entries_) out.push_back(e);
+  return out;
+}
+
+Status IndexWriter::load() {
+  try {
+    const std::string path = index_path();
+    bool missing = false;
+    StatusOr<std::string> text = read_file(path, &missing);
+    if (!text.is_ok()) return text.status();
+    last_corrupt_path_.clear();
+    entries_.clear();
+    if (missing) return Status::ok();
+
+    // Parse and check everything before touching entries_.
+    std::string problem;
+    std::map<std::string, IndexEntry> loaded;
+    const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      problem = "not valid JSON";
+    } else if (!doc.is_object() || !doc.contains("files") || !doc["files"].is_array()) {
+      problem = "expected an object with a \"files\" array";
+    } else {
+      std::size_t i = 0;
+      for (const nlohmann::json& f : doc["files"]) {
+        StatusOr<IndexEntry> e = index_entry_from_json(f);
+        if (!e.is_ok()) {
+          problem = "files[" + std::to_string(i) + "]: " + e.message();
+          break;
+        }
+        loaded[e->path] = std::move(*e);
+        ++i;
+      }
+    }
+    if (problem.empty()) {
+      entries_ = std::move(loaded);
+      return Status::ok();
+    }
+
+    // Corrupt: keep it for inspection under a free name, and start empty.
+    for (int n = 1; n <= kMaxCorruptCopies; ++n) {
+      const std::string target = path + ".corrupt-" + std::to_string(n);
+      struct stat st {};
+      if (::lstat(target.c_str(), &st) == 0) continue;
+      if (const int err = errno; err != ENOENT)
+        return Status::error(target + ": cannot check: " + errno_text(err));
+      if (::rename(path.c_str(), target.c_str()) != 0) {
+        const int err = errno;
+        return Status::error(path + " is corrupt (" + problem + ") and cannot be moved to " +
+                             target + ": " + errno_text(err));
+      }
+      last_corrupt_path_ = target;
+      spdlog::warn("tensorscope: {} is corrupt ({}); moved it to {} and starting a new index", path,
+                   problem, target);
+      return Status::ok();
+    }
+    return Status::error(path + " is corrupt (" + problem + ") and " +
+                         std::to_string(kMaxCorruptCopies) +
+                         " corrupt copies already exist; remove them");
+  } catch (const std::exception& e) {
+    return Status::error(index_path() + ": cannot load: " + e.what());
+  } catch (...) {
+    return Status::error(index_path() + ": cannot load: unknown error");
+  }
+}
+
+Status IndexWriter::add(const IndexEntry& entry) {
+  try {
+    // Same checks as for an entry that arrives as JSON.
+    StatusOr<IndexEntry> checked = index_entry_from_json(to_json(entry));
+    if (!checked.is_ok()) return checked.status();
+    entries_[entry.path] = entry;
+    return write();
+  } catch (const std::exception& e) {
+    return Status::error(index_path() + ": cannot add entry: " + e.what());
+  }
+}
+
+Status IndexWriter::write() {
+  std::string tmp;
+  try {
+    const std::string path = index_path();
+    tmp = path + ".tmp";
+    const std::string text = render_index(entries_);
+
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+      const int err = errno;
+      return Status::error(tmp + ": cannot create: " + errno_text(err));
+    }
+    Status s = write_all(fd, text, tmp);
+    if (s.is_ok() && ::fsync(fd) != 0) {
+      const int err = errno;
+      s = Status::error(tmp + ": fsync failed: " + errno_text(err));
+    }
+    if (::close(fd) != 0 && s.is_ok()) {
+      const int err = errno;
+      s = Status::error(tmp + ": close failed: " + errno_text(err));
+    }
+    if (s.is_ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      s = Status::error("cannot rename " + tmp + " to " + path + ": " + errno_text(err));
+    }
+    if (!s.is_ok()) {
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    // Make the rename itself durable. Best effort: the new index is in place already.
+    const std::string dir = session_dir_.empty() ? "." : session_dir_;
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      if (::fsync(dfd) != 0) {
+        const int err = errno;
+        spdlog::warn("tensorscope: fsync of {} failed: {}", dir, errno_text(err));
+      }
+      ::close(dfd);
+    }
+    return Status::ok();
+  } catch (const std::exception& e) {
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    return Status::error(index_path() + ": cannot write: " + e.what());
+  }
+}
+
+}  // namespace tensorscope::daemon

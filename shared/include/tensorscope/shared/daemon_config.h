@@ -1,0 +1,102 @@
+// daemon_config.h — DaemonConfig: every setting of tensorscoped, with its default.
+//
+// Used by the daemon. The supervisor loads the YAML file (load_daemon_config), applies
+// command-line overrides, re-checks them (validate_daemon_config) and hands the resolved
+// config to each worker process as JSON (to_json → daemon_config_from_json, an exact
+// round trip). configs/default.yaml documents every key; loading it yields defaults().
+// Thread safety: plain value types and free functions without shared state; safe to
+// call from any thread. No function here throws: failures come back as a Status whose
+// message names the file, the dotted key (e.g. "video.width") and what was expected.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "tensorscope/shared/status.h"
+
+namespace tensorscope {
+
+// Accepted values of the enumerated keys (the YAML spelling, lower case).
+inline constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
+                                                               "warn",  "error", "off"};
+inline constexpr std::array<std::string_view, 3> kVideoCodecs = {"auto", "avc1", "mp4v"};
+// Render modes the daemon implements; add one here when its renderer lands.
+inline constexpr std::array<std::string_view, 2> kRenderModes = {"auto", "histogram"};
+
+// A config file larger than this is refused (protects against /dev/zero and the like).
+inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
+
+struct VideoConfig {
+  int width = 640;             // pixels, 160..7680
+  int height = 480;            // pixels, 120..4320
+  double fps = 10.0;           // frames per second, > 0 and <= 240
+  int max_frames = 1000;       // frames per video file before a new segment starts, 1..10^7
+  std::string codec = "auto";  // one of kVideoCodecs
+  bool operator==(const VideoConfig&) const = default;
+};
+
+struct RenderConfig {
+  std::string mode = "auto";      // one of kRenderModes
+  int histogram_bins = 64;        // 2..4096
+  double histogram_margin = 0.1;  // 0..1: fraction of the first frame's range added each side
+  bool operator==(const RenderConfig&) const = default;
+};
+
+struct LimitsConfig {
+  int64_t max_record_bytes = 1073741824;  // >= 1: larger records are dropped and counted
+  int64_t max_streams_per_worker = 4096;  // >= 1
+  bool operator==(const LimitsConfig&) const = default;
+};
+
+struct SupervisorConfig {
+  int heartbeat_interval_ms = 200;       // 10..60000
+  int heartbeat_timeout_ms = 5000;       // > heartbeat_interval_ms
+  int restart_backoff_initial_ms = 100;  // 1..60000
+  int restart_backoff_max_ms = 5000;     // >= restart_backoff_initial_ms
+  int shutdown_timeout_ms = 30000;       // 100..600000: time to finalize videos on SIGTERM
+  bool operator==(const SupervisorConfig&) const = default;
+};
+
+struct DaemonConfig {
+  std::string session = "default";             // see validate_session_name()
+  std::string output_dir = "tensorscope_out";  // non-empty
+  std::string runtime_dir;                     // "" = automatic ($TENSORSCOPE_RUNTIME_DIR,
+                                               // else /dev/shm/tensorscope-<uid>)
+  int workers = 2;                             // 1..64
+  std::string log_level = "info";              // one of kLogLevels
+  VideoConfig video;
+  RenderConfig render;
+  LimitsConfig limits;
+  SupervisorConfig supervisor;
+
+  static DaemonConfig defaults() { return DaemonConfig{}; }
+  bool operator==(const DaemonConfig&) const = default;
+};
+
+// Reads and parses a YAML config file (at most kMaxConfigFileBytes). Every key is
+// optional; an empty file, or one with only comments, yields defaults(). Unknown keys,
+// duplicate keys, wrong node types, out-of-range values and YAML syntax errors are errors
+// of the form "<path>: video.width: expected an integer between 160 and 7680, got "abc"
+// (line 3, column 10)".
+StatusOr<DaemonConfig> load_daemon_config(const std::string& path);
+
+// Same as load_daemon_config on text already in memory; `source_name` prefixes messages.
+StatusOr<DaemonConfig> parse_daemon_config(const std::string& yaml_text,
+                                           const std::string& source_name);
+
+// Checks every field against the rules above (e.g. after command-line overrides).
+// Messages name the dotted key: "workers: expected an integer between 1 and 64, got 0".
+Status validate_daemon_config(const DaemonConfig& config);
+
+// JSON form for supervisor → worker hand-over: the same nesting as the YAML, every key
+// present. daemon_config_from_json(to_json(c)) == c exactly (also through dump/parse).
+// daemon_config_from_json requires every key, rejects unknown ones and validates values.
+// Strings in a valid config are valid UTF-8, so dump() of to_json() does not throw.
+nlohmann::json to_json(const DaemonConfig& config);
+StatusOr<DaemonConfig> daemon_config_from_json(const nlohmann::json& json);
+
+}  // namespace tensorscope

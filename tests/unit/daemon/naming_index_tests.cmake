@@ -1,0 +1,14 @@
+# daemon_naming_unit_tests: safe file names and index.json writing.
+# include()d from tests/CMakeLists.txt; needs the tensorscope_daemon_core target.
+if(NOT TARGET GTest::gtest_main)
+  find_package(GTest REQUIRED)
+endif()
+include(GoogleTest)
+
+add_executable(daemon_naming_unit_tests
+  ${CMAKE_CURRENT_LIST_DIR}/file_naming_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/index_writer_test.cc)
+target_include_directories(daemon_naming_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/daemon/src)
+target_link_libraries(daemon_naming_unit_tests PRIVATE
+  tensorscope_daemon_core nlohmann_json::nlohmann_json GTest::gtest_main)
+gtest_discover_tests(daemon_naming_unit_tests)

@@ -1,0 +1,532 @@
+// daemon_config_test.cc — DaemonConfig: defaults, configs/default.yaml, YAML errors,
+// JSON round trip, and the session-name rule.
+#include "tensorscope/shared/daemon_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tensorscope/shared/session_name.h"
+
+#ifndef TENSORSCOPE_SOURCE_DIR
+#error "TENSORSCOPE_SOURCE_DIR (the repository root, as a string literal) must be defined"
+#endif
+
+namespace tensorscope {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+StatusOr<DaemonConfig> parse(const std::string& text) {
+  return parse_daemon_config(text, "test.yaml");
+}
+
+// Parses `text`, expects failure, returns the message.
+std::string error_of(const std::string& text) {
+  StatusOr<DaemonConfig> r = parse(text);
+  EXPECT_FALSE(r.is_ok()) << "expected an error for:\n" << text;
+  return r.is_ok() ? std::string() : r.message();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "ts_config_XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    const char* made = ::mkdtemp(buf.data());
+    if (made == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = made != nullptr ? made : "/nonexistent";
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& name, const std::string& content) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(DaemonConfigTest, DefaultsMatchTheDocumentedValues) {
+  const DaemonConfig c = DaemonConfig::defaults();
+  EXPECT_EQ(c.session, "default");
+  EXPECT_EQ(c.output_dir, "tensorscope_out");
+  EXPECT_EQ(c.runtime_dir, "");
+  EXPECT_EQ(c.workers, 2);
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.video.width, 640);
+  EXPECT_EQ(c.video.height, 480);
+  EXPECT_EQ(c.video.fps, 10.0);
+  EXPECT_EQ(c.video.max_frames, 1000);
+  EXPECT_EQ(c.video.codec, "auto");
+  EXPECT_EQ(c.render.mode, "auto");
+  EXPECT_EQ(c.render.histogram_bins, 64);
+  EXPECT_EQ(c.render.histogram_margin, 0.1);
+  EXPECT_EQ(c.limits.max_record_bytes, 1073741824);
+  EXPECT_EQ(c.limits.max_streams_per_worker, 4096);
+  EXPECT_EQ(c.supervisor.heartbeat_interval_ms, 200);
+  EXPECT_EQ(c.supervisor.heartbeat_timeout_ms, 5000);
+  EXPECT_EQ(c.supervisor.restart_backoff_initial_ms, 100);
+  EXPECT_EQ(c.supervisor.restart_backoff_max_ms, 5000);
+  EXPECT_EQ(c.supervisor.shutdown_timeout_ms, 30000);
+  EXPECT_TRUE(validate_daemon_config(c).is_ok());
+}
+
+TEST(DaemonConfigTest, DefaultYamlEqualsDefaults) {
+  const std::string path = std::string(TENSORSCOPE_SOURCE_DIR) + "/configs/default.yaml";
+  StatusOr<DaemonConfig> c = load_daemon_config(path);
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(*c, DaemonConfig::defaults());
+}
+
+TEST(DaemonConfigTest, DefaultYamlMentionsEveryKey) {
+  // Every key of the JSON form (which has them all) appears in configs/default.yaml.
+  std::ifstream in(std::string(TENSORSCOPE_SOURCE_DIR) + "/configs/default.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json j = to_json(DaemonConfig::defaults());
+  for (const auto& [key, value] : j.items()) {
+    EXPECT_THAT(text, HasSubstr("\n" + key + ":")) << key;
+    if (value.is_object()) {
+      for (const auto& [sub, unused] : value.items())
+        EXPECT_THAT(text, HasSubstr("  " + sub + ":")) << sub;
+    }
+  }
+}
+
+TEST(DaemonConfigTest, EmptyTextAndCommentsGiveDefaults) {
+  for (const std::string& text : std::vector<std::string>{
+           "", "\n\n", "# only a comment\n  # another\n", "---\n", "---\n...\n"}) {
+    StatusOr<DaemonConfig> c = parse(text);
+    ASSERT_TRUE(c.is_ok()) << c.message();
+    EXPECT_EQ(*c, DaemonConfig::defaults());
+  }
+}
+
+TEST(DaemonConfigTest, EmptyFileGivesDefaults) {
+  TempDir dir;
+  StatusOr<DaemonConfig> c = load_daemon_config(dir.write("empty.yaml", ""));
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(*c, DaemonConfig::defaults());
+}
+
+TEST(DaemonConfigTest, ReadsEveryKey) {
+  StatusOr<DaemonConfig> c = parse(R"(
+session: run-7.b_2
+output_dir: /tmp/out
+runtime_dir: /tmp/rt
+workers: 64
+log_level: debug
+video:
+  width: 7680
+  height: 120
+  fps: 29.97
+  max_frames: 10000000
+  codec: mp4v
+render:
+  mode: histogram
+  histogram_bins: 2
+  histogram_margin: 0
+limits:
+  max_record_bytes: 9000000000
+  max_streams_per_worker: 1
+supervisor:
+  heartbeat_interval_ms: 10
+  heartbeat_timeout_ms: 11
+  restart_backoff_initial_ms: 60000
+  restart_backoff_max_ms: 60000
+  shutdown_timeout_ms: 600000
+)");
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->session, "run-7.b_2");
+  EXPECT_EQ(c->output_dir, "/tmp/out");
+  EXPECT_EQ(c->runtime_dir, "/tmp/rt");
+  EXPECT_EQ(c->workers, 64);
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->video.width, 7680);
+  EXPECT_EQ(c->video.height, 120);
+  EXPECT_EQ(c->video.fps, 29.97);
+  EXPECT_EQ(c->video.max_frames, 10000000);
+  EXPECT_EQ(c->video.codec, "mp4v");
+  EXPECT_EQ(c->render.mode, "histogram");
+  EXPECT_EQ(c->render.histogram_bins, 2);
+  EXPECT_EQ(c->render.histogram_margin, 0.0);
+  EXPECT_EQ(c->limits.max_record_bytes, 9000000000LL);
+  EXPECT_EQ(c->limits.max_streams_per_worker, 1);
+  EXPECT_EQ(c->supervisor.heartbeat_interval_ms, 10);
+  EXPECT_EQ(c->supervisor.heartbeat_timeout_ms, 11);
+  EXPECT_EQ(c->supervisor.restart_backoff_initial_ms, 60000);
+  EXPECT_EQ(c->supervisor.restart_backoff_max_ms, 60000);
+  EXPECT_EQ(c->supervisor.shutdown_timeout_ms, 600000);
+}
+
+TEST(DaemonConfigTest, PartialSectionKeepsOtherDefaults) {
+  StatusOr<DaemonConfig> c = parse("video:\n  width: 800\nrender:\n");
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  DaemonConfig expected;
+  expected.video.width = 800;
+  EXPECT_EQ(*c, expected);
+}
+
+TEST(DaemonConfigTest, ErrorNamesFileKeyValueAndLine) {
+  const std::string m = error_of("workers: 2\nvideo:\n  width: abc\n");
+  EXPECT_THAT(
+      m,
+      StartsWith("test.yaml: video.width: expected an integer between 160 and 7680, got \"abc\""));
+  EXPECT_THAT(m, HasSubstr("line 3"));
+}
+
+struct RangeCase {
+  std::string yaml;
+  std::string key;
+};
+
+TEST(DaemonConfigTest, EveryRangeErrorNamesItsKey) {
+  const std::vector<RangeCase> cases = {
+      {"session: \"\"", "session"},
+      {"session: .hidden", "session"},
+      {"session: a/b", "session"},
+      {"session: " + std::string(65, 'a'), "session"},
+      {"output_dir: \"\"", "output_dir"},
+      {"output_dir: \"a\\0b\"", "output_dir"},
+      {"workers: 0", "workers"},
+      {"workers: 65", "workers"},
+      {"workers: 2.5", "workers"},
+      {"workers: 99999999999999999999999", "workers"},
+      {"log_level: verbose", "log_level"},
+      {"log_level: INFO", "log_level"},
+      {"video: {width: 159}", "video.width"},
+      {"video: {width: 7681}", "video.width"},
+      {"video: {height: 119}", "video.height"},
+      {"video: {height: 4321}", "video.height"},
+      {"video: {fps: 0}", "video.fps"},
+      {"video: {fps: -1}", "video.fps"},
+      {"video: {fps: 240.5}", "video.fps"},
+      {"video: {fps: .nan}", "video.fps"},
+      {"video: {fps: nan}", "video.fps"},
+      {"video: {fps: inf}", "video.fps"},
+      {"video: {fps: ten}", "video.fps"},
+      {"video: {max_frames: 0}", "video.max_frames"},
+      {"video: {max_frames: 10000001}", "video.max_frames"},
+      {"video: {codec: h265}", "video.codec"},
+      {"render: {mode: heatmap}", "render.mode"},
+      {"render: {histogram_bins: 1}", "render.histogram_bins"},
+      {"render: {histogram_bins: 4097}", "render.histogram_bins"},
+      {"render: {histogram_margin: -0.1}", "render.histogram_margin"},
+      {"render: {histogram_margin: 1.5}", "render.histogram_margin"},
+      {"limits: {max_record_bytes: 0}", "limits.max_record_bytes"},
+      {"limits: {max_record_bytes: 1e9}", "limits.max_record_bytes"},
+      {"limits: {max_streams_per_worker: -3}", "limits.max_streams_per_worker"},
+      {"supervisor: {heartbeat_interval_ms: 9}", "supervisor.heartbeat_interval_ms"},
+      {"supervisor: {heartbeat_interval_ms: 60001}", "supervisor.heartbeat_interval_ms"},
+      {"supervisor: {heartbeat_timeout_ms: 200}", "supervisor.heartbeat_timeout_ms"},
+      {"supervisor: {heartbeat_interval_ms: 6000}", "supervisor.heartbeat_timeout_ms"},
+      {"supervisor: {heartbeat_timeout_ms: 3000000000}", "supervisor.heartbeat_timeout_ms"},
+      {"supervisor: {restart_backoff_initial_ms: 0}", "supervisor.restart_backoff_initial_ms"},
+      {"supervisor: {restart_backoff_initial_ms: 60001}", "supervisor.restart_backoff_initial_ms"},
+      {"supervisor: {restart_backoff_max_ms: 99}", "supervisor.restart_backoff_max_ms"},
+      {"supervisor: {restart_backoff_initial_ms: 6000}", "supervisor.restart_backoff_max_ms"},
+      {"supervisor: {shutdown_timeout_ms: 99}", "supervisor.shutdown_timeout_ms"},
+      {"supervisor: {shutdown_timeout_ms: 600001}", "supervisor.shutdown_timeout_ms"},
+  };
+  for (const RangeCase& c : cases) {
+    const std::string m = error_of(c.yaml);
+    EXPECT_THAT(m, StartsWith("test.yaml: " + c.key + ": ")) << c.yaml;
+    const std::string leaf = c.key.substr(c.key.find('.') + 1);
+    if (c.yaml.find(leaf) != std::string::npos) {
+      EXPECT_THAT(m, HasSubstr("line 1")) << c.yaml;
+    } else {
+      EXPECT_THAT(m, HasSubstr("its default value")) << c.yaml;
+    }
+  }
+}
+
+TEST(DaemonConfigTest, ChoiceErrorsListAcceptedValues) {
+  EXPECT_THAT(error_of("render:\n  mode: heatmap\n"),
+              HasSubstr("render.mode: expected one of auto, histogram, got \"heatmap\""));
+  EXPECT_THAT(error_of("log_level: loud"),
+              HasSubstr("expected one of trace, debug, info, warn, error, off"));
+  EXPECT_THAT(error_of("video: {codec: x264}"), HasSubstr("expected one of auto, avc1, mp4v"));
+}
+
+TEST(DaemonConfigTest, CrossFieldRulesNameTheOtherKey) {
+  EXPECT_THAT(
+      error_of("supervisor:\n  heartbeat_interval_ms: 1000\n  heartbeat_timeout_ms: 1000\n"),
+      HasSubstr("supervisor.heartbeat_timeout_ms: expected an integer greater than "
+                "supervisor.heartbeat_interval_ms (1000), got \"1000\""));
+  EXPECT_THAT(error_of("supervisor:\n  restart_backoff_max_ms: 50\n"),
+              HasSubstr("supervisor.restart_backoff_max_ms: expected an integer >= "
+                        "supervisor.restart_backoff_initial_ms (100), got \"50\""));
+}
+
+TEST(DaemonConfigTest, UnknownKeysAreErrors) {
+  EXPECT_THAT(error_of("video:\n  widht: 800\n"),
+              StartsWith("test.yaml: video.widht: unknown key (known keys: width, height, fps, "
+                         "max_frames, codec)"));
+  EXPECT_THAT(error_of("video:\n  widht: 800\n"), HasSubstr("did you mean \"video.width\""));
+  EXPECT_THAT(error_of("wokers: 3\n"),
+              StartsWith("test.yaml: wokers: unknown key (known keys: session, output_dir, "
+                         "runtime_dir, workers, log_level, video, render, limits, supervisor)"));
+  // A key in the wrong section points at the right one.
+  EXPECT_THAT(error_of("width: 800\n"), HasSubstr("did you mean \"video.width\""));
+  EXPECT_THAT(error_of("video:\n  workers: 3\n"),
+              AllOf(StartsWith("test.yaml: video.workers: unknown key"), HasSubstr("\"workers\"")));
+  EXPECT_THAT(error_of("limits:\n  max_bytes: 3\n"),
+              StartsWith("test.yaml: limits.max_bytes: unknown key"));
+}
+
+TEST(DaemonConfigTest, DuplicateKeysAreErrors) {
+  EXPECT_THAT(error_of("workers: 2\nworkers: 3\n"),
+              StartsWith("test.yaml: workers: duplicate key"));
+  EXPECT_THAT(error_of("video:\n  width: 800\n  width: 900\n"),
+              AllOf(StartsWith("test.yaml: video.width: duplicate key"), HasSubstr("line 3")));
+}
+
+TEST(DaemonConfigTest, WrongNodeTypesAreErrors) {
+  EXPECT_THAT(
+      error_of("workers: {a: 1}"),
+      StartsWith("test.yaml: workers: expected an integer between 1 and 64, got a mapping"));
+  EXPECT_THAT(error_of("workers: [1, 2]"),
+              HasSubstr("workers: expected an integer between 1 and 64, got a list"));
+  EXPECT_THAT(error_of("workers:"),
+              HasSubstr("workers: expected an integer between 1 and 64, got an empty value"));
+  EXPECT_THAT(error_of("session: [a]"), HasSubstr("session: expected a string, got a list"));
+  EXPECT_THAT(error_of("output_dir: ~"),
+              HasSubstr("output_dir: expected a string, got an empty value"));
+  EXPECT_THAT(
+      error_of("video: 5"),
+      HasSubstr(
+          "video: expected a mapping with keys width, height, fps, max_frames, codec, got \"5\""));
+  EXPECT_THAT(error_of("video: [1, 2]"), HasSubstr("video: expected a mapping"));
+  EXPECT_THAT(error_of("render: {mode: [histogram]}"), HasSubstr("render.mode: expected one of"));
+  EXPECT_THAT(error_of("video: {fps: {x: 1}}"), HasSubstr("video.fps: expected a number"));
+  EXPECT_THAT(error_of("- a\n- b\n"),
+              HasSubstr("test.yaml: expected a mapping of config keys at the top level"));
+  EXPECT_THAT(error_of("just a string"), HasSubstr("expected a mapping of config keys"));
+  EXPECT_THAT(error_of("? [a, b]\n: 1\n"), HasSubstr("expected a key name, got a list"));
+  EXPECT_THAT(error_of("video:\n  ? {a: 1}\n  : 1\n"),
+              HasSubstr("video: expected a key name, got a mapping"));
+}
+
+TEST(DaemonConfigTest, ScalarsThatAreStringsInYamlStillWorkForStrings) {
+  StatusOr<DaemonConfig> c =
+      parse("session: 123\noutput_dir: yes\nruntime_dir: \"\"\nworkers: \"4\"\n");
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->session, "123");
+  EXPECT_EQ(c->output_dir, "yes");
+  EXPECT_EQ(c->workers, 4);
+  StatusOr<DaemonConfig> d =
+      parse("workers: +3\nvideo: {fps: 1e1}\nrender: {histogram_margin: .25}\n");
+  ASSERT_TRUE(d.is_ok()) << d.message();
+  EXPECT_EQ(d->workers, 3);
+  EXPECT_EQ(d->video.fps, 10.0);
+  EXPECT_EQ(d->render.histogram_margin, 0.25);
+}
+
+TEST(DaemonConfigTest, SyntaxErrorsGiveLineAndColumn) {
+  const std::string m = error_of("workers: 2\nvideo:\n  width: [1, 2\n");
+  EXPECT_THAT(m, StartsWith("test.yaml: YAML syntax error at line"));
+  const std::string m2 = error_of("workers: 2\n  bad indent: 3\n");
+  EXPECT_THAT(m2, StartsWith("test.yaml: YAML syntax error at line 2"));
+  EXPECT_THAT(error_of("video: {width: 800\n"), HasSubstr("YAML syntax error"));
+  EXPECT_THAT(error_of("workers: 2\n\tvideo: 3\n"), HasSubstr("YAML syntax error"));
+  EXPECT_THAT(error_of("workers: *nope\n"), HasSubstr("test.yaml: "));
+}
+
+TEST(DaemonConfigTest, MultipleDocumentsAreRefused) {
+  EXPECT_THAT(error_of("workers: 2\n---\nworkers: 3\n"),
+              AllOf(HasSubstr("more than one YAML document"), HasSubstr("line 2")));
+  // Empty documents around the real one are fine.
+  StatusOr<DaemonConfig> c = parse("---\n---\nworkers: 3\n...\n");
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->workers, 3);
+}
+
+TEST(DaemonConfigTest, StrayFlowIndicatorIsASyntaxError) {
+  // yaml-cpp 0.7 loops forever in LoadAll on these, and Load silently returns nothing.
+  EXPECT_THAT(error_of(","),
+              StartsWith("test.yaml: YAML syntax error at line 1, column 1: unexpected \",\""));
+  EXPECT_THAT(error_of(",\nworkers: 3\n"), HasSubstr("YAML syntax error at line 1"));
+  EXPECT_THAT(error_of(",a"), HasSubstr("YAML syntax error"));
+  EXPECT_THAT(error_of("workers: 3\n...\n,\n"), HasSubstr("YAML syntax error at line 3, column 1"));
+  EXPECT_THAT(error_of("# comment\n,,\n"), HasSubstr("YAML syntax error at line 2"));
+}
+
+TEST(DaemonConfigTest, HostileInputGivesErrorsNotCrashes) {
+  // Deep nesting (yaml-cpp's depth guard), binary junk, NUL bytes, huge keys.
+  EXPECT_FALSE(parse(std::string(100000, '[')).is_ok());
+  EXPECT_FALSE(parse(std::string(100000, '{')).is_ok());
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += "- ";
+  EXPECT_FALSE(parse(deep + "x\n").is_ok());
+  std::string junk;
+  for (int i = 0; i < 4096; ++i) junk += static_cast<char>((i * 7919) & 0xff);
+  EXPECT_FALSE(parse(junk).is_ok());
+  EXPECT_FALSE(parse(std::string("workers: 2\0\x01\x02", 13)).is_ok());
+  const std::string m = error_of(std::string(5000, 'k') + ": 1\n");
+  EXPECT_LT(m.size(), 1000u);
+  EXPECT_THAT(error_of("\"\\x01\\e\": 1\n"), HasSubstr("\"\\x01\\x1b\": unknown key"));
+  // Anchors and aliases are fine where the values fit.
+  StatusOr<DaemonConfig> c = parse("video: &v {width: 800}\nrender: {histogram_bins: 8}\n");
+  EXPECT_TRUE(c.is_ok()) << c.message();
+}
+
+TEST(DaemonConfigTest, LoadReportsFileProblems) {
+  TempDir dir;
+  StatusOr<DaemonConfig> missing = load_daemon_config(dir.path() + "/nope.yaml");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_THAT(missing.message(), HasSubstr("nope.yaml: cannot open config file: No such file"));
+
+  StatusOr<DaemonConfig> directory = load_daemon_config(dir.path());
+  ASSERT_FALSE(directory.is_ok());
+  EXPECT_THAT(directory.message(), HasSubstr("is a directory"));
+
+  EXPECT_THAT(load_daemon_config("").message(), HasSubstr("no config file path"));
+
+  const std::string big =
+      dir.write("big.yaml", "# " + std::string(kMaxConfigFileBytes, 'x') + "\n");
+  EXPECT_THAT(load_daemon_config(big).message(), HasSubstr("larger than"));
+
+  if (::geteuid() != 0) {  // root reads anything
+    const std::string locked = dir.write("locked.yaml", "workers: 3\n");
+    ::chmod(locked.c_str(), 0);
+    EXPECT_THAT(load_daemon_config(locked).message(), HasSubstr("Permission denied"));
+  }
+
+  const std::string bad = dir.write("bad.yaml", "workers: 2\nvideo:\n  width: abc\n");
+  EXPECT_THAT(
+      load_daemon_config(bad).message(),
+      StartsWith(bad + ": video.width: expected an integer between 160 and 7680, got \"abc\""));
+
+  const std::string good = dir.write("good.yaml", "workers: 5\n");
+  StatusOr<DaemonConfig> ok = load_daemon_config(good);
+  ASSERT_TRUE(ok.is_ok()) << ok.message();
+  EXPECT_EQ(ok->workers, 5);
+}
+
+DaemonConfig non_default_config() {
+  DaemonConfig c;
+  c.session = "s-1.x";
+  c.output_dir = "/data/out dir/ü";
+  c.runtime_dir = "/run/ts";
+  c.workers = 7;
+  c.log_level = "trace";
+  c.video = {1920, 1080, 29.97, 123, "avc1"};
+  c.render = {"histogram", 17, 0.123456789012345678};
+  c.limits = {9000000000LL, 3};
+  c.supervisor = {11, 12, 13, 14, 15000};
+  return c;
+}
+
+TEST(DaemonConfigTest, JsonRoundTripIsExact) {
+  for (const DaemonConfig& c : {DaemonConfig::defaults(), non_default_config()}) {
+    const nlohmann::json j = to_json(c);
+    StatusOr<DaemonConfig> back = daemon_config_from_json(j);
+    ASSERT_TRUE(back.is_ok()) << back.message();
+    EXPECT_EQ(*back, c);
+    // Through text, as it travels to the workers.
+    StatusOr<DaemonConfig> via_text = daemon_config_from_json(nlohmann::json::parse(j.dump()));
+    ASSERT_TRUE(via_text.is_ok()) << via_text.message();
+    EXPECT_EQ(*via_text, c);
+  }
+  const nlohmann::json j = to_json(DaemonConfig::defaults());
+  EXPECT_EQ(j["video"]["width"], 640);
+  EXPECT_EQ(j["supervisor"]["heartbeat_interval_ms"], 200);
+}
+
+TEST(DaemonConfigTest, JsonInputIsValidated) {
+  const nlohmann::json good = to_json(DaemonConfig::defaults());
+  auto error_for = [](const nlohmann::json& j) {
+    StatusOr<DaemonConfig> r = daemon_config_from_json(j);
+    EXPECT_FALSE(r.is_ok()) << j.dump();
+    return r.is_ok() ? std::string() : r.message();
+  };
+  nlohmann::json j = good;
+  j["video"]["width"] = "640";
+  EXPECT_THAT(error_for(j),
+              HasSubstr("video.width: expected an integer between 160 and 7680, got \"640\""));
+  j = good;
+  j["video"]["width"] = 640.0;
+  EXPECT_THAT(error_for(j), HasSubstr("video.width: expected an integer"));
+  j = good;
+  j["workers"] = 100;
+  EXPECT_THAT(error_for(j), HasSubstr("workers: expected an integer between 1 and 64, got 100"));
+  j = good;
+  j["limits"]["max_record_bytes"] = 18446744073709551615ULL;
+  EXPECT_THAT(error_for(j), HasSubstr("limits.max_record_bytes"));
+  j = good;
+  j["video"].erase("fps");
+  EXPECT_THAT(error_for(j), HasSubstr("video.fps: missing"));
+  j = good;
+  j["extra"] = 1;
+  EXPECT_THAT(error_for(j), HasSubstr("extra: unknown key"));
+  j = good;
+  j["render"]["bins"] = 1;
+  EXPECT_THAT(error_for(j), HasSubstr("render.bins: unknown key"));
+  j = good;
+  j["session"] = "../x";
+  EXPECT_THAT(error_for(j), HasSubstr("session: invalid session name"));
+  j = good;
+  j["video"] = 3;
+  EXPECT_THAT(error_for(j), HasSubstr("video: expected an object"));
+  EXPECT_THAT(error_for(nlohmann::json::array()), HasSubstr("expected an object"));
+  EXPECT_THAT(error_for(nlohmann::json()), HasSubstr("expected an object"));
+}
+
+TEST(DaemonConfigTest, ValidateCatchesOverrides) {
+  DaemonConfig c;
+  EXPECT_TRUE(validate_daemon_config(c).is_ok());
+  c.workers = 0;
+  EXPECT_EQ(validate_daemon_config(c).message(),
+            "workers: expected an integer between 1 and 64, got 0");
+  c = DaemonConfig{};
+  c.session = "bad/name";
+  EXPECT_THAT(validate_daemon_config(c).message(), StartsWith("session: invalid session name"));
+  c = DaemonConfig{};
+  c.video.fps = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT(validate_daemon_config(c).message(),
+              StartsWith("video.fps: expected a number greater than 0"));
+  c = DaemonConfig{};
+  c.output_dir = "\xff\xfe";
+  EXPECT_THAT(validate_daemon_config(c).message(), StartsWith("output_dir: must be valid UTF-8"));
+  c = DaemonConfig{};
+  c.supervisor.heartbeat_interval_ms = std::numeric_limits<int>::max();  // no overflow in rule
+  EXPECT_FALSE(validate_daemon_config(c).is_ok());
+}
+
+TEST(SessionNameTest, AcceptsTheAllowedAlphabet) {
+  for (const std::string& name : std::vector<std::string>{"default", "a", "run-1", "A_b.c-d", "0",
+                                                          std::string(64, 'z'), "a..b", "-x"}) {
+    EXPECT_TRUE(validate_session_name(name).is_ok()) << name;
+  }
+}
+
+TEST(SessionNameTest, RejectionsSayWhy) {
+  EXPECT_THAT(validate_session_name("").message(), HasSubstr("empty"));
+  EXPECT_THAT(validate_session_name(std::string(65, 'a')).message(),
+              HasSubstr("65 characters long; at most 64"));
+  EXPECT_THAT(validate_session_name(".x").message(), HasSubstr("must not start with '.'"));
+  EXPECT_THAT(validate_session_name("..").message(), HasSubstr("must not start with '.'"));
+  EXPECT_THAT(validate_session_name("a/b").message(),
+              HasSubstr("'/' at position 1 is not allowed"));
+  EXPECT_THAT(validate_session_name("a b").message(), HasSubstr("' ' at position 1"));
+  EXPECT_THAT(validate_session_name(std::string("a\0b", 3)).message(),
+              HasSubstr("byte 0x00 at position 1"));
+  EXPECT_THAT(validate_session_name("caf\xc3\xa9").message(), HasSubstr("byte 0xc3 at position 3"));
+  EXPECT_THAT(validate_session_name("a/b").message(), HasSubstr("\"a/b\""));
+}
+
+}  // namespace
+}  // namespace tensorscope
