@@ -159,6 +159,10 @@ void Supervisor::remove_temp_files(pid_t pid) {
 void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
   if (!worker.alive) return;
   worker.alive = false;
+  // Read what the worker said before it died (finished files above all).
+  (void)worker.channel.read_available();
+  nlohmann::json message;
+  while (worker.channel.pop(&message)) handle_worker_message(worker, message);
   worker.channel.close();
   remove_temp_files(worker.pid);  // unfinished videos of a dead worker never play
   const int64_t now = now_ms();

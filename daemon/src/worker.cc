@@ -169,9 +169,21 @@ void Worker::detach(uint64_t id) {
 
 void Worker::shutdown() {
   if (!configured_) return;
-  // Read what is in each ring now (at most one lap: a producer that keeps pushing must
-  // not keep us from exiting), then finalize every video.
-  for (auto& [id, p] : producers_) drain(id, p, static_cast<int>(p.segment->slot_count()));
+  // Render what is in each ring now, within half the shutdown timeout and at most one
+  // lap (a producer that keeps pushing must not keep us from exiting); then finalize
+  // every video. Records left unread are logged.
+  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms / 2;
+  for (auto& [id, p] : producers_) {
+    int budget = static_cast<int>(p.segment->slot_count());
+    while (budget > 0 && now_ms() < deadline) {
+      const int consumed = drain(id, p, std::min(budget, kDrainBudget));
+      if (consumed == 0) break;
+      budget -= consumed;
+    }
+    const wire::SegmentHeader* h = p.segment->header();
+    const uint64_t unread = h->slot_head.load() - h->slot_tail.load();
+    if (unread > 0) TS_LOG_WARN("producer {}: {} records left unread at shutdown", id, unread);
+  }
   producers_.clear();
   queue_->push(router_->finish_all());
   queue_->drain();

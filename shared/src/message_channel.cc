@@ -127,7 +127,9 @@ Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int time
   }
   if (body.size() > kMaxFrameBytes) return Status::error("message too large");
   std::string frame(4, '\0');
-  const auto n = static_cast<uint32_t>(body.size());
+  // Bit 31 of the length word says "a descriptor travels with this frame", so that the
+  // receiver pairs descriptors with their own frames however reads split or join them.
+  const auto n = static_cast<uint32_t>(body.size()) | (pass_fd >= 0 ? kFrameCarriesFd : 0u);
   for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   frame += body;
 
@@ -214,6 +216,8 @@ Status MessageChannel::parse_frames() {
     for (int i = 0; i < 4; ++i) {
       n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[offset + i])) << (8 * i);
     }
+    const bool carries_fd = (n & kFrameCarriesFd) != 0;
+    n &= ~kFrameCarriesFd;
     if (n > kMaxFrameBytes) {
       result = Status::error("frame of " + std::to_string(n) + " bytes exceeds the limit");
       buffer_.clear();
@@ -228,7 +232,12 @@ Status MessageChannel::parse_frames() {
       buffer_.clear();
       return Status::error(std::string("malformed message: ") + e.what());
     }
-    if (!pending_fds_.empty()) {
+    if (carries_fd) {
+      // The descriptor was sent with the frame's first byte, so it has arrived.
+      if (pending_fds_.empty()) {
+        buffer_.clear();
+        return Status::error("frame announces a descriptor that did not arrive");
+      }
       received.fd = pending_fds_.front();
       pending_fds_.erase(pending_fds_.begin());
     }

@@ -3,8 +3,9 @@
 //
 // Used for the control protocol: client <-> supervisor (registration, status) and
 // supervisor <-> worker (attach, detach, heartbeat, finished files). A frame is a
-// 4-byte little-endian length followed by that many bytes of JSON (at most
-// kMaxFrameBytes). Everything received is untrusted: a bad frame is an error Status,
+// 4-byte little-endian length word followed by that many bytes of JSON (at most
+// kMaxFrameBytes); bit 31 of the length word marks a frame that carries one file
+// descriptor (SCM_RIGHTS, sent with the frame's first byte). Everything received is untrusted: a bad frame is an error Status,
 // never an exception or a crash.
 // Thread safety: one MessageChannel per connection, used by one thread at a time.
 #pragma once
@@ -23,6 +24,7 @@
 namespace tensorscope {
 
 inline constexpr uint32_t kMaxFrameBytes = 8u << 20;
+inline constexpr uint32_t kFrameCarriesFd = 1u << 31;
 
 struct PeerCredentials {
   pid_t pid = 0;

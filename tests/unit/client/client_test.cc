@@ -1,0 +1,108 @@
+// Client behaviour that needs no daemon: gating (every_n, max_hz, set_enabled), counters,
+// options, and never blocking or throwing when nobody listens.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include <tensorscope/tensorscope.h>
+
+#include "temp_dir.h"
+
+namespace tensorscope {
+namespace {
+
+ClientOptions isolated(const testing::TempDir& dir) {
+  return ClientOptions().session("unit").runtime_dir(dir.path() + "/run").shm_budget(4 << 20);
+}
+
+TEST(Client, EveryNPushesTheFirstAndEveryNthCallPerStream) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir).every_n(3));
+  const torch::Tensor t = torch::ones({4});
+  std::vector<PushResult> a, b;
+  for (int i = 0; i < 7; ++i) a.push_back(client.push("a", t));
+  for (int i = 0; i < 4; ++i) b.push_back(client.push("b", t));
+  // No daemon: admitted calls report kNotConnected, the others kGated.
+  const std::vector<PushResult> expected_a = {
+      PushResult::kNotConnected, PushResult::kGated, PushResult::kGated, PushResult::kNotConnected,
+      PushResult::kGated,        PushResult::kGated, PushResult::kNotConnected};
+  const std::vector<PushResult> expected_b = {PushResult::kNotConnected, PushResult::kGated,
+                                              PushResult::kGated, PushResult::kNotConnected};
+  EXPECT_EQ(a, expected_a);
+  EXPECT_EQ(b, expected_b);
+  const ClientStats s = client.stats();
+  EXPECT_EQ(s.not_connected, 5u);
+  EXPECT_EQ(s.gated, 6u);
+  EXPECT_EQ(s.pushed, 0u);
+  EXPECT_FALSE(s.connected);
+}
+
+TEST(Client, MaxHzLimitsEachStream) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir).max_hz(10));  // at most one push per 100 ms per stream
+  const torch::Tensor t = torch::ones({1});
+  EXPECT_EQ(client.push("x", t), PushResult::kNotConnected);
+  EXPECT_EQ(client.push("x", t), PushResult::kGated);
+  EXPECT_EQ(client.push("y", t), PushResult::kNotConnected);  // streams are independent
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_EQ(client.push("x", t), PushResult::kNotConnected);
+}
+
+TEST(Client, DisabledClientGatesEverything) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir).enabled(false));
+  EXPECT_FALSE(client.enabled());
+  EXPECT_EQ(client.push("x", torch::ones({2})), PushResult::kGated);
+  client.set_enabled(true);
+  EXPECT_EQ(client.push("x", torch::ones({2})), PushResult::kNotConnected);
+  EXPECT_EQ(client.stats().gated, 1u);
+}
+
+TEST(Client, StepAndRank) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir).rank(5));
+  EXPECT_EQ(client.rank(), 5);
+  EXPECT_EQ(client.step(), 0);
+  client.set_step(41);
+  EXPECT_EQ(client.next_step(), 42);
+  EXPECT_EQ(client.step(), 42);
+  ::setenv("RANK", "3", 1);
+  Client from_env(isolated(dir));
+  EXPECT_EQ(from_env.rank(), 3);
+  ::setenv("RANK", "not-a-number", 1);
+  Client bad_env(isolated(dir));
+  EXPECT_EQ(bad_env.rank(), 0);
+  ::unsetenv("RANK");
+}
+
+TEST(Client, BadSessionNameRefusesEveryPushWithoutThrowing) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir).session("../etc"));
+  EXPECT_EQ(client.push("x", torch::ones({1})), PushResult::kRefused);
+  EXPECT_EQ(client.stats().refused, 1u);
+}
+
+TEST(Client, UndefinedAndOddTensorsNeverThrow) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir));
+  EXPECT_NO_THROW(client.push("undefined", torch::Tensor()));
+  EXPECT_NO_THROW(client.push("complex", torch::randn({2}, torch::kComplexFloat)));
+  EXPECT_NO_THROW(client.push("", torch::ones({1})));
+  const ClientStats s = client.stats();
+  EXPECT_EQ(s.not_connected + s.refused + s.gated, 3u);
+}
+
+TEST(Client, EveryCallWithoutADaemonIsCountedAsNotConnected) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir));
+  const torch::Tensor t = torch::randn({256});
+  for (int i = 0; i < 100000; ++i) client.push("fast", t);
+  EXPECT_EQ(client.stats().not_connected, 100000u);
+  EXPECT_EQ(client.stats().bytes, 0u);
+}
+
+}  // namespace
+}  // namespace tensorscope
