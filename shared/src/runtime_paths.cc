@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace tensorscope {
 
@@ -21,6 +22,11 @@ std::string default_runtime_dir(const std::string& configured) {
 
 Status ensure_private_dir(const std::string& path) {
   if (path.empty()) return Status::error("runtime directory path is empty");
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    std::error_code ec;  // parents get default permissions; the directory itself is 0700
+    std::filesystem::create_directories(path.substr(0, slash), ec);
+  }
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::error("cannot create runtime directory " + path + ": " + std::strerror(errno));
   }

@@ -16,7 +16,7 @@ namespace tensorscope {
 // `configured` overrides the environment when non-empty.
 std::string default_runtime_dir(const std::string& configured = "");
 
-// Creates the directory (mode 0700) if missing; refuses one that is a symlink, not
+// Creates the directory (mode 0700, parents as needed) if missing; refuses one that is a symlink, not
 // owned by us, or open to group/others.
 Status ensure_private_dir(const std::string& path);
 
