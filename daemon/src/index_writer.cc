@@ -1,6 +1,8 @@
 // index_writer.cc — see index_writer.h.
 #include "index_writer.h"
 
+#include "tensorscope/shared/text_input.h"
+
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -20,6 +22,9 @@ constexpr std::size_t kMaxPathLength = 4096;
 constexpr int kMaxCorruptCopies = 10000;
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+// index.json of a very long run with many streams stays far below this.
+constexpr std::size_t kMaxIndexBytes = std::size_t{256} << 20;
 
 std::string describe(const nlohmann::json& j) {
   if (j.is_object()) return "an object";
@@ -65,35 +70,6 @@ Status get_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
   }
   *out = v;
   return Status::ok();
-}
-
-// Reads a whole file. Returns ENOENT through *missing instead of an error.
-StatusOr<std::string> read_file(const std::string& path, bool* missing) {
-  *missing = false;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      *missing = true;
-      return std::string();
-    }
-    return Status::error(path + ": cannot open: " + errno_text(err));
-  }
-  std::string text;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return Status::error(path + ": cannot read: " + errno_text(err));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return text;
 }
 
 Status write_all(int fd, const std::string& data, const std::string& path) {
@@ -221,7 +197,7 @@ Status IndexWriter::load() {
   try {
     const std::string path = index_path();
     bool missing = false;
-    StatusOr<std::string> text = read_file(path, &missing);
+    StatusOr<std::string> text = read_text_file(path, kMaxIndexBytes, "index file", &missing);
     if (!text.is_ok()) return text.status();
     last_corrupt_path_.clear();
     entries_.clear();

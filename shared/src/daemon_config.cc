@@ -4,6 +4,7 @@
 // writer, the validator and the list of known keys are visitors over that description,
 // so a new key cannot be forgotten by one of them.
 #include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/text_input.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -37,27 +38,7 @@ constexpr std::size_t kMaxShownChars = 80;
 
 // ---------------------------------------------------------------- text helpers
 
-// A value as it appears in a message: quoted, printable ASCII kept, the rest as \xNN.
-std::string quote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size() && i < kMaxShownChars; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  if (s.size() > kMaxShownChars) out += "...";
-  out += '"';
-  return out;
-}
+std::string quote(std::string_view s) { return quote_for_message(s, kMaxShownChars); }
 
 // A key from the file as part of a dotted path: the quoted form without the quotes
 // when it needs no escaping, else the quoted form.
@@ -744,38 +725,7 @@ StatusOr<std::string> read_small_file(const std::string& path) {
   if (path.empty()) return Status::error("no config file path given");
   if (path.find('\0') != std::string::npos)
     return Status::error(quote(path) + ": config file path contains a NUL byte");
-  const std::string shown = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return Status::error(shown + ": cannot open config file: " + std::strerror(err));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return Status::error(shown + ": is a directory, not a config file");
-  }
-  std::string text;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return Status::error(shown + ": cannot read config file: " + std::strerror(err));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxConfigFileBytes) {
-      ::close(fd);
-      return Status::error(shown + ": config file is larger than " +
-                           std::to_string(kMaxConfigFileBytes) +
-                           " bytes; refusing to read it (is this the right file?)");
-    }
-  }
-  ::close(fd);
-  return text;
+  return read_text_file(path, kMaxConfigFileBytes, "config file");
 }
 
 }  // namespace

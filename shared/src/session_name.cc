@@ -1,5 +1,6 @@
 // session_name.cc — see session_name.h.
 #include "tensorscope/shared/session_name.h"
+#include "tensorscope/shared/text_input.h"
 
 #include <exception>
 #include <string>
@@ -12,28 +13,7 @@ bool is_allowed(unsigned char c) {
          c == '.' || c == '-';
 }
 
-// Printable ASCII kept, everything else as \xNN; long names are cut with "...".
-std::string quoted(const std::string& s) {
-  constexpr std::size_t kMaxShown = 80;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  if (s.size() > kMaxShown) out += "...";
-  out += '"';
-  return out;
-}
+std::string quoted(const std::string& s) { return quote_for_message(s); }
 
 std::string describe_byte(unsigned char c) {
   static constexpr char kHex[] = "0123456789abcdef";

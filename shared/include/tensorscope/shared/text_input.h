@@ -1,0 +1,27 @@
+// text_input.h — reading small untrusted text inputs (config files, index.json) and
+// quoting untrusted text inside error messages.
+//
+// Used by the daemon's config loader and index writer, and by the session-name check.
+// Thread safety: free functions without shared state.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "tensorscope/shared/status.h"
+
+namespace tensorscope {
+
+// Reads a whole file of at most `max_bytes`. `what` names it in messages ("config
+// file"): "<path>: cannot open <what>: ...", "<path>: is a directory, not a <what>",
+// "<path>: <what> is larger than N bytes ...". When `missing` is non-null, a file that
+// does not exist is not an error: *missing is set and the result is empty.
+StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
+                                     const std::string& what, bool* missing = nullptr);
+
+// `text` quoted for a message: printable ASCII kept, quotes and backslashes escaped,
+// other bytes as \xNN, cut with "..." after `max_shown` bytes.
+std::string quote_for_message(std::string_view text, size_t max_shown = 80);
+
+}  // namespace tensorscope

@@ -1,0 +1,72 @@
+#include "tensorscope/shared/text_input.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tensorscope {
+
+StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
+                                     const std::string& what, bool* missing) {
+  if (missing != nullptr) *missing = false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT && missing != nullptr) {
+      *missing = true;
+      return std::string();
+    }
+    return Status::error(path + ": cannot open " + what + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": is a directory, not a " + what);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return Status::error(path + ": cannot read " + what + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > max_bytes) {
+      ::close(fd);
+      return Status::error(path + ": " + what + " is larger than " + std::to_string(max_bytes) +
+                           " bytes; refusing to read it (is this the right file?)");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+std::string quote_for_message(std::string_view s, size_t max_shown) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < max_shown; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  if (s.size() > max_shown) out += "...";
+  out += '"';
+  return out;
+}
+
+}  // namespace tensorscope
