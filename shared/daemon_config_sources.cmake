@@ -1,1 +1,0 @@
-set(TENSORSCOPE_SHARED_CONFIG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/src/daemon_config.cc ${CMAKE_CURRENT_LIST_DIR}/src/session_name.cc)
