@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -127,6 +128,27 @@ class ClientImpl {
     }
     if (!refusal.empty()) return refuse(active, name, refusal);
 
+    // Everything that can fail or throw happens before the reservation: between
+    // reserve() and commit()/cancel() only plain stores and the guarded copy run, so a
+    // claimed slot is always published.
+    wire::RecordHeader fields;
+    fields.step = step_.load(std::memory_order_relaxed);
+    fields.timestamp_unix_ns = now_unix_ns();
+    fields.rank = rank_;
+    fields.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));
+    fields.kind = static_cast<uint8_t>(wire::TensorKind::kTensor);
+    fields.ndim = static_cast<uint8_t>(tensor.dim());
+    fields.render_hint = 0;
+    for (size_t d = 0; d < wire::kMaxDims; ++d) {
+      fields.shape[d] = d < fields.ndim ? tensor.size(static_cast<int64_t>(d)) : 0;
+    }
+    copy_field(fields.name, wire::kNameBytes, name);
+    copy_field(fields.device, wire::kDeviceBytes, device_string(tensor));
+    {
+      std::lock_guard<std::mutex> lock(label_mutex_);
+      std::memcpy(fields.label, label_, wire::kLabelBytes);
+    }
+
     RingWriter::Reservation r;
     const auto reserved = active.writer->reserve(bytes, &r);
     if (reserved == RingWriter::ReserveResult::kTooLarge) {
@@ -137,27 +159,29 @@ class ClientImpl {
                    &active);
     }
     wire::RecordHeader& h = *r.header;
-    h.step = step_.load(std::memory_order_relaxed);
-    h.timestamp_unix_ns = now_unix_ns();
-    h.rank = rank_;
-    h.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));
-    h.kind = static_cast<uint8_t>(wire::TensorKind::kTensor);
-    h.ndim = static_cast<uint8_t>(tensor.dim());
-    h.render_hint = 0;
-    for (size_t d = 0; d < wire::kMaxDims; ++d) {
-      h.shape[d] = d < static_cast<size_t>(tensor.dim()) ? tensor.size(static_cast<int64_t>(d)) : 0;
-    }
-    copy_field(h.name, wire::kNameBytes, name);
-    copy_field(h.device, wire::kDeviceBytes, device_string(tensor));
-    {
-      std::lock_guard<std::mutex> lock(label_mutex_);
-      std::memcpy(h.label, label_, wire::kLabelBytes);
-    }
+    h.step = fields.step;
+    h.timestamp_unix_ns = fields.timestamp_unix_ns;
+    h.rank = fields.rank;
+    h.dtype = fields.dtype;
+    h.kind = fields.kind;
+    h.ndim = fields.ndim;
+    h.render_hint = fields.render_hint;
+    std::memcpy(h.shape, fields.shape, sizeof(h.shape));
+    std::memcpy(h.name, fields.name, sizeof(h.name));
+    std::memcpy(h.device, fields.device, sizeof(h.device));
+    std::memcpy(h.label, fields.label, sizeof(h.label));
+    char copy_error[256] = {};  // no allocation between reserve and cancel
     try {
       copy_into(tensor, r.payload, bytes);
     } catch (const std::exception& e) {
+      std::snprintf(copy_error, sizeof(copy_error), "%s", e.what());
+      if (copy_error[0] == '\0') copy_error[0] = '?';
+    } catch (...) {
+      std::snprintf(copy_error, sizeof(copy_error), "unknown exception");
+    }
+    if (copy_error[0] != '\0') {
       active.writer->cancel(r);
-      return refuse(active, name, std::string("copy failed: ") + e.what());
+      return refuse(active, name, std::string("copy failed: ") + copy_error);
     }
     active.writer->commit(r);
     bytes_.fetch_add(bytes, std::memory_order_relaxed);

@@ -75,13 +75,23 @@ void Connection::wait_ms(int ms) {
 
 void Connection::run() {
   while (!stop_.load()) {
-    if (active_.load() == nullptr) {
-      try_connect();
-      if (active_.load() == nullptr && !stop_.load()) {
-        wait_ms(refusal_backoff_ms_ > 0 ? refusal_backoff_ms_ : config_.reconnect_interval_ms);
+    try {
+      if (active_.load() == nullptr) {
+        try_connect();
+        if (active_.load() == nullptr && !stop_.load()) {
+          wait_ms(refusal_backoff_ms_ > 0 ? refusal_backoff_ms_ : config_.reconnect_interval_ms);
+        }
+      } else {
+        watch();
       }
-    } else {
-      watch();
+    } catch (const std::exception& e) {
+      // Nothing may escape this thread (it would terminate the training process).
+      TS_LOG_WARN("tensorscope client: connection error: {}", e.what());
+      retire("connection error");
+      wait_ms(kRefusedBackoffMs);
+    } catch (...) {
+      retire("connection error");
+      wait_ms(kRefusedBackoffMs);
     }
   }
 }
@@ -128,12 +138,17 @@ void Connection::try_connect() {
                           {"segment_size", (*segment)->size()}};
   Status sent = channel.send(hello);
   auto reply = sent ? channel.receive(kRegisterTimeoutMs) : StatusOr<nlohmann::json>(sent);
+  auto string_field = [](const nlohmann::json& j, const char* key) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   std::string refusal;
   if (!reply) {
     refusal = "registration failed: " + reply.message();
-  } else if (!reply->is_object() || reply->value("type", "") != "registered") {
-    refusal = "daemon refused registration: " +
-              (reply->is_object() ? reply->value("message", reply->dump()) : reply->dump());
+    refusal_backoff_ms_ = kRefusedBackoffMs;  // a daemon that does not answer: go slow
+  } else if (string_field(*reply, "type") != "registered") {
+    const std::string message = string_field(*reply, "message");
+    refusal = "daemon refused registration: " + (message.empty() ? std::string("no reason given") : message);
     refusal_backoff_ms_ = kRefusedBackoffMs;
   }
   if (!refusal.empty()) {

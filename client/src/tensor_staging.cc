@@ -1,6 +1,7 @@
 #include "tensor_staging.h"
 
 #include <ATen/Functions.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstring>
 
@@ -54,7 +55,9 @@ void copy_into(const at::Tensor& tensor, void* dst, size_t bytes) {
     std::memcpy(dst, tensor.data_ptr(), bytes);
     return;
   }
-  // Strided or non-CPU: let ATen write the C-contiguous layout straight into the ring.
+  // Strided or non-CPU: let ATen write the C-contiguous layout straight into the ring
+  // (without recording anything for autograd).
+  at::NoGradGuard no_grad;
   at::Tensor target = at::from_blob(dst, tensor.sizes(),
                                     at::TensorOptions().dtype(tensor.scalar_type()).device(at::kCPU));
   target.copy_(tensor);

@@ -256,12 +256,18 @@ Status IndexWriter::load() {
 }
 
 Status IndexWriter::add(const IndexEntry& entry) {
+  Status staged = stage(entry);
+  if (!staged.is_ok()) return staged;
+  return write();
+}
+
+Status IndexWriter::stage(const IndexEntry& entry) {
   try {
     // Same checks as for an entry that arrives as JSON.
     StatusOr<IndexEntry> checked = index_entry_from_json(to_json(entry));
     if (!checked.is_ok()) return checked.status();
     entries_[entry.path] = entry;
-    return write();
+    return Status::ok();
   } catch (const std::exception& e) {
     return Status::error(index_path() + ": cannot add entry: " + e.what());
   }

@@ -66,6 +66,9 @@ class IndexWriter {
   // rewrite fails the entry stays in memory (the next write includes it) and the error
   // is returned.
   Status add(const IndexEntry& entry);
+  // Adds or replaces `entry` in memory only; a later write() publishes it. For callers
+  // that receive many entries at once and rewrite once.
+  Status stage(const IndexEntry& entry);
 
   // Atomically rewrites <session_dir>/index.json from the entries in memory.
   Status write();

@@ -1,5 +1,7 @@
 #include "render_queue.h"
 
+#include <chrono>
+
 #include "tensorscope/shared/logging.h"
 
 namespace tensorscope::daemon {
@@ -25,6 +27,12 @@ void RenderQueue::push(Job job) {
 void RenderQueue::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [&] { return jobs_.empty() && !running_job_; });
+}
+
+bool RenderQueue::drain_for(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                        [&] { return jobs_.empty() && !running_job_; });
 }
 
 uint64_t RenderQueue::errors() const {

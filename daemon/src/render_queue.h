@@ -26,6 +26,8 @@ class RenderQueue {
   void push(Job job);
   // Waits until every queued job has run.
   void drain();
+  // Waits at most `timeout_ms` for that; true when the queue is idle.
+  bool drain_for(int timeout_ms);
   uint64_t errors() const;
   size_t depth() const;
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -68,6 +69,12 @@ Supervisor::~Supervisor() {
 }
 
 Status Supervisor::start() {
+  // Two descriptors per producer (socket, segment): take what the hard limit allows.
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &limit);
+  }
   runtime_dir_ = default_runtime_dir(config_.runtime_dir);
   Status dir = ensure_private_dir(runtime_dir_);
   if (!dir) return dir;
@@ -115,13 +122,19 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
   }
   if (pid == 0) {
     // Child: only async-signal-safe calls until exec.
-    ::dup2(fds[1], 3);  // dup2 clears FD_CLOEXEC on the copy
+    if (fds[1] == 3) {
+      ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would keep FD_CLOEXEC
+    } else {
+      ::dup2(fds[1], 3);  // dup2 clears FD_CLOEXEC on the copy
+    }
     struct sigaction sa {};
     sa.sa_handler = SIG_DFL;
-    for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) ::sigaction(s, &sa, nullptr);
-    // Workers ignore SIGINT (a terminal ^C reaches the whole group): the supervisor
-    // tells them to finalize.
-    ::signal(SIGINT, SIG_IGN);
+    for (int s : {SIGCHLD, SIGPIPE}) ::sigaction(s, &sa, nullptr);
+    // Workers ignore SIGINT and SIGTERM (a terminal's ^C, `kill -- -PGID` and service
+    // managers reach the whole group): the supervisor tells them to finalize, and a
+    // worker whose supervisor is gone finalizes on its own.
+    sa.sa_handler = SIG_IGN;
+    for (int s : {SIGINT, SIGTERM}) ::sigaction(s, &sa, nullptr);
     const char* argv[] = {worker_executable_.c_str(), "--worker-fd", "3", nullptr};
     ::execv(worker_executable_.c_str(), const_cast<char* const*>(argv));
     ::_exit(127);
@@ -228,16 +241,34 @@ void Supervisor::attach(Producer& producer) {
   Status sent = worker.channel.send(
       {{"type", "attach"}, {"producer_id", producer.id}, {"rank", producer.rank}},
       producer.segment_fd);
-  if (!sent) TS_LOG_ERROR("cannot hand producer {} to worker {}: {}", producer.id, worker.index, sent.message());
-  if (producer.detaching) {
-    (void)worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+  if (sent && producer.detaching) {
+    sent = worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
   }
+  if (!sent) {
+    TS_LOG_ERROR("cannot hand producer {} to worker {}: {}", producer.id, worker.index, sent.message());
+    abandon_worker(worker);
+  }
+}
+
+void Supervisor::abandon_worker(WorkerSlot& worker) {
+  // A channel that failed mid-frame cannot be trusted again: restart the worker, which
+  // gets every producer it had re-attached.
+  if (worker.alive && worker.pid > 0) ::kill(worker.pid, SIGKILL);
 }
 
 void Supervisor::accept_connections() {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: stop looking at the listen socket for a while instead of
+        // spinning on it; producers retry.
+        if (accept_paused_until_ms_ == 0) TS_LOG_ERROR("cannot accept: {}", std::strerror(errno));
+        accept_paused_until_ms_ = now_ms() + 200;
+      }
+      return;
+    }
+    accept_paused_until_ms_ = 0;
     auto cred = peer_credentials(fd);
     if (!cred || cred->uid != ::geteuid()) {
       ++registrations_refused_;
@@ -312,17 +343,26 @@ void Supervisor::handle_pending(Pending& pending, bool* done) {
   Status st = pending.connection.read_available();
   nlohmann::json m;
   if (pending.connection.pop(&m)) {
-    const std::string type = m.is_object() ? m.value("type", "") : "";
-    if (type == "register") {
-      handle_register(pending.connection, m);
-    } else if (type == "status") {
-      (void)pending.connection.send(status_json());
-      pending.connection.close();
-    } else {
-      (void)pending.connection.send({{"type", "error"}, {"message", "unknown request '" + type + "'"}});
+    *done = true;
+    try {
+      const auto type = m.is_object() && m.contains("type") && m["type"].is_string()
+                            ? m["type"].get<std::string>()
+                            : std::string();
+      if (type == "register") {
+        handle_register(pending.connection, m);
+      } else if (type == "status") {
+        (void)pending.connection.send(status_json());
+        pending.connection.close();
+      } else {
+        (void)pending.connection.send({{"type", "error"}, {"message", "unknown request"}});
+        pending.connection.close();
+      }
+    } catch (const std::exception& e) {
+      ++registrations_refused_;
+      TS_LOG_WARN("refused a malformed request: {}", e.what());
+      (void)pending.connection.send({{"type", "error"}, {"message", std::string("malformed request: ") + e.what()}});
       pending.connection.close();
     }
-    *done = true;
     return;
   }
   if (!st || now_ms() - pending.accepted_ms > kRegisterDeadlineMs) {
@@ -338,7 +378,8 @@ void Supervisor::producer_gone(Producer& producer) {
   TS_LOG_INFO("producer {} (pid {}) disconnected; draining its ring", producer.id, producer.pid);
   WorkerSlot& worker = workers_[static_cast<size_t>(producer.worker)];
   if (worker.alive) {
-    (void)worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+    Status sent = worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+    if (!sent) abandon_worker(worker);
   }
 }
 
@@ -351,6 +392,14 @@ void Supervisor::forget_producer(uint64_t id) {
 }
 
 void Supervisor::handle_worker_message(WorkerSlot& worker, const nlohmann::json& m) {
+  try {
+    dispatch_worker_message(worker, m);
+  } catch (const std::exception& e) {
+    TS_LOG_WARN("worker {} sent a malformed message: {}", worker.index, e.what());
+  }
+}
+
+void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::json& m) {
   const std::string type = m.is_object() ? m.value("type", "") : "";
   if (type == "heartbeat") {
     worker.last_heartbeat_ms = now_ms();
@@ -361,8 +410,16 @@ void Supervisor::handle_worker_message(WorkerSlot& worker, const nlohmann::json&
       TS_LOG_WARN("worker {} sent a bad file entry: {}", worker.index, entry.message());
       return;
     }
-    Status st = index_->add(*entry);
-    if (!st) TS_LOG_ERROR("cannot update index.json: {}", st.message());
+    Status st = index_->stage(*entry);
+    if (!st) TS_LOG_ERROR("cannot add {} to index.json: {}", entry->path, st.message());
+    index_dirty_ = true;
+  } else if (type == "attach_failed") {
+    // The worker could not map the segment: drop the producer; its client notices the
+    // closed socket and registers a fresh segment.
+    const uint64_t id = m.value("producer_id", uint64_t{0});
+    TS_LOG_ERROR("worker {} could not attach producer {}: {}", worker.index, id,
+                 m.value("message", std::string()));
+    forget_producer(id);
   } else if (type == "detached") {
     const uint64_t id = m.value("producer_id", uint64_t{0});
     auto it = producers_.find(id);
@@ -408,6 +465,16 @@ nlohmann::json Supervisor::status_json() const {
           {"files", index_ ? index_->entries().size() : 0}};
 }
 
+void Supervisor::flush_index() {
+  if (!index_dirty_) return;
+  Status written = index_->write();
+  if (!written) {
+    TS_LOG_ERROR("cannot write index.json: {}", written.message());
+    return;  // stays dirty: tried again next round
+  }
+  index_dirty_ = false;
+}
+
 void Supervisor::shutdown_workers() {
   TS_LOG_INFO("shutting down: workers finalize their videos");
   for (auto& w : workers_) {
@@ -446,6 +513,7 @@ void Supervisor::shutdown_workers() {
       while (owners[i]->channel.pop(&m)) handle_worker_message(*owners[i], m);
       if (!st) owners[i]->channel.close();  // EOF: the worker is exiting; reaped above
     }
+    flush_index();
   }
 }
 
@@ -458,7 +526,8 @@ int Supervisor::run() {
   while (!g_stop_requested) {
     std::vector<pollfd> fds;
     fds.push_back({g_signal_pipe[0], POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    const bool accepting = now_ms() >= accept_paused_until_ms_;
+    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
     for (auto& w : workers_) {
       if (w.alive && w.channel.is_open()) fds.push_back({w.channel.fd(), POLLIN, 0});
     }
@@ -508,14 +577,15 @@ int Supervisor::run() {
     }
     if (fds[1].revents != 0) accept_connections();
     check_workers(now);
+    flush_index();
   }
   shutdown_workers();
   for (auto& [id, p] : producers_) {
     if (p.segment_fd >= 0) ::close(p.segment_fd);
     if (p.detaching) ::unlink(p.segment_path.c_str());
   }
-  Status written = index_->write();
-  if (!written) TS_LOG_ERROR("cannot write index.json: {}", written.message());
+  index_dirty_ = true;
+  flush_index();
   TS_LOG_INFO("tensorscoped: stopped; {} files listed in {}/index.json", index_->entries().size(),
               session_dir_);
   return 0;

@@ -75,6 +75,9 @@ class Supervisor {
   void handle_pending(Pending& pending, bool* done);
   void handle_register(MessageChannel& connection, const nlohmann::json& message);
   void handle_worker_message(WorkerSlot& worker, const nlohmann::json& message);
+  void dispatch_worker_message(WorkerSlot& worker, const nlohmann::json& message);
+  void abandon_worker(WorkerSlot& worker);
+  void flush_index();
   void producer_gone(Producer& producer);
   void forget_producer(uint64_t id);
   nlohmann::json status_json() const;
@@ -94,6 +97,8 @@ class Supervisor {
   std::unique_ptr<IndexWriter> index_;
   int64_t started_ms_ = 0;
   uint64_t registrations_refused_ = 0;
+  bool index_dirty_ = false;
+  int64_t accept_paused_until_ms_ = 0;
 };
 
 }  // namespace tensorscope::daemon

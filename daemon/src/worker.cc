@@ -73,8 +73,21 @@ void Worker::send_heartbeat() {
   (void)channel_.send({{"type", "heartbeat"}, {"stats", std::move(stats)}});
 }
 
+void Worker::keep_in_touch() {
+  const int64_t now = now_ms();
+  if (configured_ && now >= next_heartbeat_ms_) {
+    send_heartbeat();
+    next_heartbeat_ms_ = now + config_.supervisor.heartbeat_interval_ms;
+  }
+  flush_outbox();
+}
+
 void Worker::handle(const nlohmann::json& message, int fd) {
-  const std::string type = message.is_object() ? message.value("type", "") : "";
+  const auto type_field = message.is_object() ? message.find("type") : message.end();
+  const std::string type =
+      message.is_object() && type_field != message.end() && type_field->is_string()
+          ? type_field->get<std::string>()
+          : "";
   if (type == "config") {
     Status st = configure(message);
     if (!st) {
@@ -91,7 +104,7 @@ void Worker::handle(const nlohmann::json& message, int fd) {
     ::close(fd);
     if (!segment) {
       TS_LOG_ERROR("cannot attach producer {}: {}", id, segment.message());
-      post({{"type", "detached"}, {"producer_id", id}});
+      post({{"type", "attach_failed"}, {"producer_id", id}, {"message", segment.message()}});
       return;
     }
     Attached attached;
@@ -146,6 +159,7 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
     p.reader->release(view);
     ++records_;
     if (job) queue_->push(std::move(job));
+    keep_in_touch();
   }
   return consumed;
 }
@@ -186,12 +200,11 @@ void Worker::shutdown() {
   }
   producers_.clear();
   queue_->push(router_->finish_all());
-  queue_->drain();
+  while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
   flush_outbox();
 }
 
 int Worker::run() {
-  int64_t next_heartbeat = 0;
   int idle_ms = 0;
   while (!stopping_) {
     pollfd p{channel_.fd(), POLLIN, 0};
@@ -200,7 +213,13 @@ int Worker::run() {
       Status st = channel_.read_available();
       nlohmann::json message;
       int fd = -1;
-      while (channel_.pop(&message, &fd)) handle(message, fd);
+      while (channel_.pop(&message, &fd)) {
+        try {
+          handle(message, fd);
+        } catch (const std::exception& e) {
+          TS_LOG_ERROR("bad control message from the supervisor: {}", e.what());
+        }
+      }
       if (!st) {
         TS_LOG_WARN("supervisor channel {}: finalizing and exiting", st.message());
         stopping_ = true;
@@ -212,12 +231,7 @@ int Worker::run() {
       for (auto& [id, producer] : producers_) consumed += drain(id, producer, kDrainBudget);
     }
     idle_ms = consumed > 0 ? 0 : std::min(kMaxIdleSleepMs, idle_ms * 2 + 1);
-    flush_outbox();
-    const int64_t now = now_ms();
-    if (configured_ && now >= next_heartbeat) {
-      send_heartbeat();
-      next_heartbeat = now + config_.supervisor.heartbeat_interval_ms;
-    }
+    keep_in_touch();
   }
   shutdown();
   (void)channel_.send({{"type", "bye"}});

@@ -52,6 +52,9 @@ class Worker {
   void post(nlohmann::json message);  // render thread -> supervisor, via the outbox
   void flush_outbox();
   void send_heartbeat();
+  // Heartbeat and outbox, when due: called between records so that a worker busy
+  // draining a long backlog still reports (and is not taken for hung).
+  void keep_in_touch();
 
   MessageChannel channel_;
   DaemonConfig config_;
@@ -64,6 +67,7 @@ class Worker {
   std::map<uint64_t, Attached> producers_;
   std::mutex outbox_mutex_;
   std::vector<nlohmann::json> outbox_;
+  int64_t next_heartbeat_ms_ = 0;
   uint64_t records_ = 0;
   uint64_t invalid_ = 0;
 };

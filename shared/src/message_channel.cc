@@ -49,7 +49,9 @@ StatusOr<PeerCredentials> peer_credentials(int fd) {
 StatusOr<int> connect_unix(const std::string& path) {
   auto addr = make_address(path);
   if (!addr) return addr.status();
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a listener that does not accept (stopped, backlog full) makes connect
+  // fail with EAGAIN at once instead of blocking the caller.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return errno_status("socket");
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_un)) != 0) {
     Status st = errno_status("connect " + path);

@@ -1,5 +1,6 @@
 #include "tensorscope/shared/ring_reader.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tensorscope {
@@ -62,6 +63,13 @@ RingReader::Result RingReader::next(RecordView* out) {
   wire::RecordHeader* slot = segment_->slot(position);
   const uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
   if (sequence == position) return Result::kEmpty;  // FREE or WRITING
+  const uint64_t slots = segment_->slot_count();
+  if (sequence == position + slots || sequence == position + slots + 1) {
+    // A previous consumer freed this slot and died before advancing slot_tail: the
+    // record was consumed already (the next lap may even be READY in it).
+    header_->slot_tail.store(position + 1, std::memory_order_release);
+    return Result::kSkipped;
+  }
   if (sequence != position + 1) {
     poisoned_ = true;
     last_error_ = "slot " + std::to_string(position) + " has sequence " +
@@ -75,16 +83,16 @@ RingReader::Result RingReader::next(RecordView* out) {
   std::memcpy(static_cast<void*>(&out->header), static_cast<const void*>(slot),
               sizeof(wire::RecordHeader));
   const uint64_t data_tail = header_->data_tail.load(std::memory_order_relaxed);
+  const uint64_t data_head = header_->data_head.load(std::memory_order_acquire);
   if (out->header.flags & wire::kRecordCancelled) {
-    free_slot(position, data_tail);
+    free_slot(position, payload_end_if_in_bounds(out->header, data_tail, data_head));
     return Result::kSkipped;
   }
-  const uint64_t data_head = header_->data_head.load(std::memory_order_acquire);
   last_error_ = validate_record_header(out->header, segment_->data_capacity(), data_tail,
                                        data_head, max_payload_bytes_);
   if (!last_error_.empty()) {
     header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
-    free_slot(position, data_tail);
+    free_slot(position, payload_end_if_in_bounds(out->header, data_tail, data_head));
     return Result::kDropped;
   }
   out->payload = segment_->data() + out->header.payload_position % segment_->data_capacity();
@@ -102,7 +110,25 @@ void RingReader::release(const RecordView& view) {
   free_slot(view.position, view.release_to);
 }
 
+uint64_t RingReader::payload_end_if_in_bounds(const wire::RecordHeader& h, uint64_t data_tail,
+                                              uint64_t data_head) const {
+  const uint64_t capacity = segment_->data_capacity();
+  if (h.payload_bytes > capacity || h.payload_position < data_tail ||
+      h.payload_position > data_head) {
+    return data_tail;
+  }
+  const uint64_t end = h.payload_position + wire::align_up(h.payload_bytes, wire::kPayloadAlignment);
+  return end <= data_head ? end : data_tail;
+}
+
 void RingReader::free_slot(uint64_t position, uint64_t release_to) {
+  // Catch-up: when every claimed slot has now been consumed, everything the producer
+  // allocated is free, even space of records whose bounds could not be trusted. Loading
+  // data_head (acquire) before slot_head makes this safe against a concurrent claim:
+  // a claim that moved data_head past the loaded value also moved slot_head.
+  const uint64_t data_head = header_->data_head.load(std::memory_order_acquire);
+  const uint64_t slot_head = header_->slot_head.load(std::memory_order_acquire);
+  if (slot_head == position + 1) release_to = std::max(release_to, data_head);
   if (release_to > header_->data_tail.load(std::memory_order_relaxed)) {
     header_->data_tail.store(release_to, std::memory_order_release);
   }

@@ -359,3 +359,59 @@ TEST(Ring, RandomHeadersAcceptedOnlyWhenConsistent) {
 
 }  // namespace
 }  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+// Records the consumer cannot use (cancelled by the producer, or refused by validation)
+// still give their space back: a ring fed only such records never fills up for good.
+TEST(Ring, CancelledAndRefusedRecordsNeverWedgeTheRing) {
+  TempDir dir("ts-ring");
+  Ring ring = make_ring(dir, 64 << 10, 8);
+  RingWriter writer(ring.producer_side.get());
+  RingReader reader(ring.consumer_side.get(), /*max_payload_bytes=*/1024);
+  const uint64_t big = 8 << 10;  // above the reader's limit: every such record is refused
+  for (int i = 0; i < 2000; ++i) {
+    RingWriter::Reservation r;
+    ASSERT_EQ(writer.reserve(big, &r), RingWriter::ReserveResult::kOk) << "wedged at " << i;
+    if (i % 2 == 0) {
+      writer.cancel(r);
+    } else {
+      r.header->dtype = static_cast<uint8_t>(wire::DType::kUInt8);
+      r.header->kind = static_cast<uint8_t>(wire::TensorKind::kTensor);
+      r.header->ndim = 1;
+      r.header->shape[0] = static_cast<int64_t>(big);
+      std::snprintf(r.header->name, wire::kNameBytes, "big");
+      std::snprintf(r.header->device, wire::kDeviceBytes, "cpu");
+      r.header->label[0] = '\0';
+      writer.commit(r);
+    }
+    RecordView v;
+    const auto result = reader.next(&v);
+    ASSERT_EQ(result, i % 2 == 0 ? RingReader::Result::kSkipped : RingReader::Result::kDropped);
+  }
+  EXPECT_EQ(ring.consumer_side->header()->dropped_invalid.load(), 1000u);
+}
+
+// A consumer that died after freeing a slot but before advancing slot_tail: the next
+// consumer skips the slot instead of declaring the segment corrupt.
+TEST(Ring, ConsumerRestartAfterAHalfFinishedReleaseResumes) {
+  TempDir dir("ts-ring");
+  Ring ring = make_ring(dir, 64 << 10, 4);
+  RingWriter writer(ring.producer_side.get());
+  ASSERT_EQ(write_record(writer, "s", 0, 4, 0.f), RingWriter::ReserveResult::kOk);
+  ASSERT_EQ(write_record(writer, "s", 1, 4, 1.f), RingWriter::ReserveResult::kOk);
+  // The dead consumer's half release of position 0:
+  ring.consumer_side->slot(0)->sequence.store(0 + ring.consumer_side->slot_count());
+  RingReader restarted(ring.consumer_side.get(), UINT64_MAX);
+  RecordView v;
+  EXPECT_EQ(restarted.next(&v), RingReader::Result::kSkipped);
+  ASSERT_EQ(restarted.next(&v), RingReader::Result::kRecord) << restarted.last_error();
+  EXPECT_EQ(v.header.step, 1);
+  EXPECT_TRUE(payload_is(v, 1.f));
+  restarted.release(v);
+  EXPECT_FALSE(restarted.poisoned());
+}
+
+}  // namespace
+}  // namespace tensorscope

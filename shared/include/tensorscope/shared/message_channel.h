@@ -37,7 +37,8 @@ StatusOr<PeerCredentials> peer_credentials(int fd);
 // Binds and listens on `path` with mode 0600. A stale socket file (nobody accepts on
 // it) is replaced; a live one is an error ("already running").
 StatusOr<int> listen_unix(const std::string& path);
-// Connects to `path`; fails fast (no retry) when nobody listens.
+// Connects to `path` (a non-blocking socket); fails at once, without retrying, when
+// nobody listens or the listener's backlog is full.
 StatusOr<int> connect_unix(const std::string& path);
 
 class MessageChannel {

@@ -52,6 +52,9 @@ class RingReader {
 
  private:
   void free_slot(uint64_t position, uint64_t release_to);
+  // The end of `h`'s payload when its bounds are plausible, else data_tail (free nothing).
+  uint64_t payload_end_if_in_bounds(const wire::RecordHeader& h, uint64_t data_tail,
+                                    uint64_t data_head) const;
 
   SharedSegment* segment_;
   wire::SegmentHeader* header_;
