@@ -6,7 +6,10 @@ namespace tensorscope::daemon {
 
 StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
                            FileFinished on_finished)
-    : config_(config), session_dir_(std::move(session_dir)), on_finished_(std::move(on_finished)) {}
+    : config_(config),
+      session_dir_(std::move(session_dir)),
+      on_finished_(std::move(on_finished)),
+      open_limit_(kMaxOpenVideosPerWorker) {}
 
 std::string StreamRouter::mode_for(const wire::RecordHeader&) const {
   // "auto" picks by shape; histogram is the renderer every shape has today.
@@ -27,7 +30,7 @@ std::function<void()> StreamRouter::route(uint64_t producer_id, const RecordView
     }
     auto video = std::make_shared<StreamVideo>(
         key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)), config_,
-        session_dir_, on_finished_);
+        session_dir_, on_finished_, &open_limit_);
     std::lock_guard<std::mutex> lock(mutex_);
     it = streams_.emplace(key, std::move(video)).first;
   }

@@ -3,7 +3,8 @@
 // Used inside a worker process (reader thread). Keeps one StreamVideo per (producer,
 // stream, device, rank, mode), creates them on first sight (up to
 // limits.max_streams_per_worker; records of streams beyond that are dropped and
-// counted) and finalizes a producer's streams when it detaches.
+// counted) and finalizes a producer's streams when it detaches. At most
+// kMaxOpenVideosPerWorker videos are open at once (see open_video_limit.h).
 // Thread safety: reader thread only, except stream_summaries() which copies atomics.
 #pragma once
 
@@ -20,6 +21,8 @@
 #include "stream_video.h"
 
 namespace tensorscope::daemon {
+
+inline constexpr size_t kMaxOpenVideosPerWorker = 64;
 
 class StreamRouter {
  public:
@@ -43,6 +46,7 @@ class StreamRouter {
   const DaemonConfig& config_;
   const std::string session_dir_;
   const FileFinished on_finished_;
+  OpenVideoLimit open_limit_;  // render-thread state, handed to every StreamVideo
   mutable std::mutex mutex_;  // guards streams_ against stream_summaries()
   std::map<StreamKey, std::shared_ptr<StreamVideo>> streams_;
   uint64_t dropped_over_limit_ = 0;

@@ -17,14 +17,18 @@ struct StreamVideo::Frame {
 };
 
 StreamVideo::StreamVideo(StreamKey key, std::string kind, const DaemonConfig& config,
-                         std::string session_dir, FileFinished on_finished)
+                         std::string session_dir, FileFinished on_finished,
+                         OpenVideoLimit* open_limit)
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
       session_dir_(std::move(session_dir)),
-      on_finished_(std::move(on_finished)) {}
+      on_finished_(std::move(on_finished)),
+      open_limit_(open_limit) {}
 
-StreamVideo::~StreamVideo() = default;
+StreamVideo::~StreamVideo() {
+  if (open_limit_ != nullptr) open_limit_->forget(this);
+}
 
 std::function<void()> StreamVideo::prepare(const RecordView& record) {
   auto frame = std::make_shared<Frame>();
@@ -79,10 +83,15 @@ void StreamVideo::render(const Frame& frame) {
   if (!writer_->write(image)) throw std::runtime_error("video write failed for " + key_.stream);
   last_step_ = frame.info.step;
   frames_total_.fetch_add(1, std::memory_order_relaxed);
-  if (writer_->frames() >= config_.video.max_frames) finish();
+  if (writer_->frames() >= config_.video.max_frames) {
+    finish();
+  } else if (open_limit_ != nullptr) {
+    open_limit_->touch(this);
+  }
 }
 
 void StreamVideo::finish() {
+  if (open_limit_ != nullptr) open_limit_->forget(this);
   if (!writer_) return;
   const int64_t frames = writer_->frames();
   std::string final_path, error;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "index_writer.h"
+#include "open_video_limit.h"
 #include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/video_writer.h"
 #include "tensorscope/shared/daemon_config.h"
@@ -39,8 +40,9 @@ using FileFinished = std::function<void(const IndexEntry&)>;
 
 class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
+  // `open_limit` (render-thread state shared by the worker's streams) may be null.
   StreamVideo(StreamKey key, std::string kind, const DaemonConfig& config,
-              std::string session_dir, FileFinished on_finished);
+              std::string session_dir, FileFinished on_finished, OpenVideoLimit* open_limit);
   ~StreamVideo();
 
   // Reader thread: reduces the record; the returned job renders it.
@@ -64,6 +66,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const DaemonConfig& config_;
   const std::string session_dir_;
   const FileFinished on_finished_;
+  OpenVideoLimit* const open_limit_;
 
   // Reader thread state: the stream's histogram bins, once fixed.
   std::optional<plotting::HistogramRange> range_;

@@ -1,0 +1,15 @@
+# daemon_unit_tests: safe file names, index.json writing, stream routing and videos.
+# include()d from tests/CMakeLists.txt; needs the tensorscope_daemon_core target.
+if(NOT TARGET GTest::gtest_main)
+  find_package(GTest REQUIRED)
+endif()
+include(GoogleTest)
+
+add_executable(daemon_unit_tests
+  ${CMAKE_CURRENT_LIST_DIR}/file_naming_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/index_writer_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/stream_router_test.cc)
+target_include_directories(daemon_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/daemon/src)
+target_link_libraries(daemon_unit_tests PRIVATE
+  tensorscope_daemon_core tensorscope_test_support nlohmann_json::nlohmann_json GTest::gtest_main)
+gtest_discover_tests(daemon_unit_tests)

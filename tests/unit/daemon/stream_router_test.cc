@@ -1,0 +1,121 @@
+// StreamRouter and StreamVideo without processes: records in, video files and index
+// entries out; the cap on open videos finalizes the least recently written ones.
+#include <gtest/gtest.h>
+
+#include <opencv2/videoio.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "stream_router.h"
+#include "temp_dir.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+struct FakeRecord {
+  std::vector<float> values;
+  RecordView view;
+};
+
+// Fills `r` in place (RecordHeader holds an atomic and cannot be copied or moved).
+void fill_record(FakeRecord& r, const std::string& name, int64_t step, size_t n) {
+  r.values.resize(n);
+  for (size_t i = 0; i < n; ++i) r.values[i] = static_cast<float>(i % 17) * 0.5f + step;
+  std::memset(static_cast<void*>(&r.view.header), 0, sizeof(r.view.header));
+  r.view.header.step = step;
+  r.view.header.dtype = static_cast<uint8_t>(wire::DType::kFloat32);
+  r.view.header.kind = static_cast<uint8_t>(wire::TensorKind::kActivation);
+  r.view.header.ndim = 1;
+  r.view.header.shape[0] = static_cast<int64_t>(n);
+  r.view.header.payload_bytes = n * sizeof(float);
+  std::snprintf(r.view.header.name, wire::kNameBytes, "%s", name.c_str());
+  std::snprintf(r.view.header.device, wire::kDeviceBytes, "cpu");
+  r.view.payload = reinterpret_cast<const uint8_t*>(r.values.data());
+}
+
+DaemonConfig small_config() {
+  DaemonConfig config;
+  config.video.width = 160;
+  config.video.height = 120;
+  config.video.codec = "mp4v";
+  config.video.max_frames = 5;
+  return config;
+}
+
+int64_t count_frames(const std::string& path) {
+  cv::VideoCapture capture(path);
+  cv::Mat frame;
+  int64_t n = 0;
+  while (capture.read(frame)) ++n;
+  return n;
+}
+
+TEST(StreamRouter, RotatesFilesEveryMaxFramesAndReportsThem) {
+  testing::TempDir dir("ts-router");
+  const DaemonConfig config = small_config();
+  std::vector<IndexEntry> finished;
+  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
+  for (int step = 0; step < 12; ++step) {
+    FakeRecord r;
+    fill_record(r, "layer.out", step, 100);
+    auto job = router.route(7, r.view);
+    ASSERT_TRUE(job);
+    job();
+  }
+  router.finish_producer(7)();
+  ASSERT_EQ(finished.size(), 3u);  // 5 + 5 + 2 frames
+  EXPECT_EQ(finished[0].frames, 5);
+  EXPECT_EQ(finished[0].first_step, 0);
+  EXPECT_EQ(finished[0].last_step, 4);
+  EXPECT_EQ(finished[2].frames, 2);
+  EXPECT_EQ(finished[2].last_step, 11);
+  EXPECT_EQ(finished[0].kind, "activation");
+  for (const auto& e : finished) EXPECT_EQ(count_frames(dir.path() + "/" + e.path), e.frames) << e.path;
+}
+
+TEST(StreamRouter, AtMostTheCapOfVideosStayOpen) {
+  testing::TempDir dir("ts-router");
+  const DaemonConfig config = [] {
+    DaemonConfig c = small_config();
+    c.video.max_frames = 1000;
+    return c;
+  }();
+  std::vector<IndexEntry> finished;
+  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
+  const size_t streams = kMaxOpenVideosPerWorker + 6;
+  for (size_t s = 0; s < streams; ++s) {
+    FakeRecord r;
+    fill_record(r, "s" + std::to_string(s), 0, 10);
+    router.route(1, r.view)();
+  }
+  // The six least recently written videos were finalized to keep the cap.
+  ASSERT_EQ(finished.size(), 6u);
+  for (size_t i = 0; i < finished.size(); ++i) {
+    EXPECT_EQ(finished[i].stream, "s" + std::to_string(i));
+    EXPECT_EQ(count_frames(dir.path() + "/" + finished[i].path), 1);
+  }
+  // A finalized stream that gets a frame again opens its next file.
+  FakeRecord again;
+  fill_record(again, "s0", 1, 10);
+  router.route(1, again.view)();
+  router.finish_producer(1)();
+  // Every stream's one file, plus s0's second.
+  EXPECT_EQ(finished.size(), streams + 1);
+}
+
+TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
+  testing::TempDir dir("ts-router");
+  const DaemonConfig config = small_config();
+  std::vector<IndexEntry> finished;
+  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
+  FakeRecord r;
+  fill_record(r, "empty", 3, 0);
+  router.route(2, r.view)();
+  router.finish_all()();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(count_frames(dir.path() + "/" + finished[0].path), 1);
+}
+
+}  // namespace
+}  // namespace tensorscope::daemon
