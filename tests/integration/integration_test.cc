@@ -716,10 +716,25 @@ TEST_F(IntegrationTest, StatusToolDuplicateDaemonAndAbiMismatch) {
   EXPECT_THAT(refusal->value("message", ""), HasSubstr("ABI version"));
   EXPECT_THAT(refusal->value("message", ""), HasSubstr("999"));
 
+  // Malformed requests from a same-uid peer are refused, never crash the daemon.
+  const std::vector<json> malformed = {
+      {{"type", 1}},
+      json::array({1, 2, 3}),
+      {{"type", "register"}, {"abi", 1}, {"session", 42}},
+      {{"type", "register"}, {"abi", 1}, {"session", name}, {"segment", "../../etc/passwd"}},
+      {{"type", "register"}, {"abi", 1}, {"session", name}, {"segment", segment}},  // no such file
+  };
+  for (const json& request : malformed) {
+    auto reply = request_reply(daemon->socket_path(), request);
+    ASSERT_TRUE(reply.is_ok()) << request.dump() << ": " << reply.message();
+    EXPECT_EQ(reply->value("type", ""), "error") << request.dump() << " -> " << reply->dump();
+    EXPECT_TRUE(daemon->process().running()) << "the daemon died on " << request.dump();
+  }
+
   // The daemon keeps serving: status answers and a real producer gets through.
   auto after = daemon->status();
   ASSERT_TRUE(after.is_ok()) << after.message();
-  EXPECT_GE(u64(*after, "registrations_refused"), 1u);
+  EXPECT_GE(u64(*after, "registrations_refused"), 4u);  // the ABI one and three bad registrations
   ChildProcess* producer = start_producer(name, 0, {"--count", "30", "--streams", "1", "--stdin-control"});
   ASSERT_NE(producer, nullptr);
   const json f = final_line(producer);
