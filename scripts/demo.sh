@@ -5,20 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+BIN=${BUILD_DIR:-build}/bin
 OUT=${DEMO_OUTPUT:-demo_out}
 SESSION=demo
 RUNTIME_DIR=$(mktemp -d /tmp/tensorscope-demo-XXXXXX)
 export TENSORSCOPE_RUNTIME_DIR=$RUNTIME_DIR
 rm -rf "$OUT/$SESSION"
 
-build/bin/tensorscoped --config configs/default.yaml --output "$OUT" --session "$SESSION" &
+"$BIN"/tensorscoped --config configs/default.yaml --output "$OUT" --session "$SESSION" &
 DAEMON=$!
 cleanup() { kill "$DAEMON" 2>/dev/null || true; rm -rf "$RUNTIME_DIR"; }
 trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$RUNTIME_DIR/$SESSION.sock" ] && break; sleep 0.1; done
 
-build/bin/train_push --session "$SESSION" --steps 200
-build/bin/tensorscope status --session "$SESSION" || true
+"$BIN"/train_push --session "$SESSION" --steps 200
+"$BIN"/tensorscope status --session "$SESSION" || true
 
 kill -TERM "$DAEMON"
 wait "$DAEMON"
