@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <span>
 #include <sstream>
@@ -213,6 +214,21 @@ std::string string_problem(const std::string& v, StringRule rule) {
   return "";
 }
 
+// "" when the rule is usable: a regex that compiles and a known mode.
+std::string rule_problem(const ModeRule& rule, Choices modes) {
+  if (rule.match.empty()) return "\"match\" must be a non-empty regular expression";
+  if (!is_valid_utf8(rule.match)) return "\"match\" must be valid UTF-8 text";
+  try {
+    std::regex compiled(rule.match, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return "\"match\" is not a valid regular expression (" + std::string(e.what()) + "): " +
+           quote(rule.match);
+  }
+  if (!is_choice(modes, rule.mode))
+    return "\"mode\" must be " + choice_expectation(modes) + ", got " + quote(rule.mode);
+  return "";
+}
+
 // ---------------------------------------------------------------- the keys
 
 // Every key, its place in DaemonConfig and its rule. Visitors stop doing work after
@@ -232,8 +248,17 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.choice("video.codec", c.video.codec, Choices(kVideoCodecs));
 
   v.choice("render.mode", c.render.mode, Choices(kRenderModes));
+  v.rules("render.stream_modes", c.render.stream_modes, Choices(kRenderModes));
   v.integer("render.histogram_bins", c.render.histogram_bins, between(2, 4096));
   v.number("render.histogram_margin", c.render.histogram_margin, NumberRule{0, true, 1, true});
+  v.choice("render.histogram_scale", c.render.histogram_scale, Choices(kHistogramScales));
+  v.choice("render.heatmap_reduction", c.render.heatmap_reduction, Choices(kHeatmapReductions));
+  v.choice("render.pca_layout", c.render.pca_layout, Choices(kPcaLayouts));
+  v.number("render.tsne_perplexity", c.render.tsne_perplexity, NumberRule{2, true, 100, true});
+  v.integer("render.tsne_iterations", c.render.tsne_iterations, between(50, 10000));
+  v.integer("render.tsne_warm_iterations", c.render.tsne_warm_iterations, between(10, 10000));
+  v.integer("render.tsne_max_rows", c.render.tsne_max_rows, between(10, 1000000));
+  v.integer("render.tsne_seed", c.render.tsne_seed, at_least(0));
 
   v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));
   v.integer("limits.max_streams_per_worker", c.limits.max_streams_per_worker, at_least(1));
@@ -278,6 +303,7 @@ struct KeyCollector {
     paths.emplace_back(p);
   }
   void number(const char* p, double&, const NumberRule&) { paths.emplace_back(p); }
+  void rules(const char* p, std::vector<ModeRule>&, Choices) { paths.emplace_back(p); }
 };
 
 Layout build_layout() {
@@ -539,6 +565,31 @@ class YamlReader {
     out = *v;
   }
 
+  void rules(const char* path, std::vector<ModeRule>& out, Choices modes) {
+    const YAML::Node* n = find(path);
+    if (n == nullptr || n->IsNull()) return;
+    const std::string shape = "expected a list of {match: REGEX, mode: MODE}";
+    if (!n->IsSequence()) return fail(path, *n, shape + ", got " + describe(*n));
+    std::vector<ModeRule> parsed;
+    for (std::size_t i = 0; i < n->size(); ++i) {
+      const YAML::Node item = (*n)[i];
+      const std::string where = std::string(path) + "[" + std::to_string(i) + "]";
+      if (!item.IsMap() || item.size() != 2 || !item["match"] || !item["mode"] ||
+          !item["match"].IsScalar() || !item["mode"].IsScalar()) {
+        status_ = Status::error(yaml_error(source_, where, shape + ", got " + describe(item), item));
+        return;
+      }
+      ModeRule rule{item["match"].Scalar(), item["mode"].Scalar()};
+      const std::string problem = rule_problem(rule, modes);
+      if (!problem.empty()) {
+        status_ = Status::error(yaml_error(source_, where, problem, item));
+        return;
+      }
+      parsed.push_back(std::move(rule));
+    }
+    out = std::move(parsed);
+  }
+
  private:
   const YAML::Node* find(const char* path) const {
     if (!status_.is_ok()) return nullptr;
@@ -649,6 +700,23 @@ class JsonReader {
     out = *v;
   }
 
+  void rules(const char* path, std::vector<ModeRule>& out, Choices modes) {
+    const nlohmann::json* j = find(path);
+    if (j == nullptr) return;
+    if (!j->is_array()) return fail(path, "expected an array, got " + describe(*j));
+    std::vector<ModeRule> parsed;
+    for (const auto& item : *j) {
+      if (!item.is_object() || item.size() != 2 || !item.contains("match") ||
+          !item.contains("mode") || !item["match"].is_string() || !item["mode"].is_string())
+        return fail(path, "expected {\"match\", \"mode\"} objects, got " + describe(item));
+      ModeRule rule{item["match"].get<std::string>(), item["mode"].get<std::string>()};
+      const std::string problem = rule_problem(rule, modes);
+      if (!problem.empty()) return fail(path, problem);
+      parsed.push_back(std::move(rule));
+    }
+    out = std::move(parsed);
+  }
+
  private:
   const nlohmann::json* find(const char* path) {
     if (!status_.is_ok()) return nullptr;
@@ -676,6 +744,11 @@ class JsonWriter {
     slot(path) = static_cast<int64_t>(v);
   }
   void number(const char* path, double& v, const NumberRule&) { slot(path) = v; }
+  void rules(const char* path, std::vector<ModeRule>& v, Choices) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const ModeRule& r : v) list.push_back({{"match", r.match}, {"mode", r.mode}});
+    slot(path) = std::move(list);
+  }
 
  private:
   nlohmann::json& slot(const std::string& path) {
@@ -710,6 +783,12 @@ class Validator {
   void number(const char* path, double& v, const NumberRule& rule) {
     if (status_.is_ok() && !in_range(rule, v))
       fail(path, "expected " + expectation(rule) + ", got " + format_number(v));
+  }
+  void rules(const char* path, std::vector<ModeRule>& v, Choices modes) {
+    for (std::size_t i = 0; i < v.size() && status_.is_ok(); ++i) {
+      const std::string problem = rule_problem(v[i], modes);
+      if (!problem.empty()) fail(path, "[" + std::to_string(i) + "] " + problem);
+    }
   }
 
  private:

@@ -424,7 +424,18 @@ DaemonConfig non_default_config() {
   c.workers = 7;
   c.log_level = "trace";
   c.video = {1920, 1080, 29.97, 123, "avc1"};
-  c.render = {"histogram", 17, 0.123456789012345678};
+  c.render.mode = "histogram";
+  c.render.stream_modes = {{"^enc\\.", "histogram"}, {"loss", "auto"}};
+  c.render.histogram_bins = 17;
+  c.render.histogram_margin = 0.123456789012345678;
+  c.render.histogram_scale = "log";
+  c.render.heatmap_reduction = "max_abs";
+  c.render.pca_layout = "first_two_dims";
+  c.render.tsne_perplexity = 12.5;
+  c.render.tsne_iterations = 321;
+  c.render.tsne_warm_iterations = 45;
+  c.render.tsne_max_rows = 777;
+  c.render.tsne_seed = 99;
   c.limits = {9000000000LL, 3};
   c.supervisor = {11, 12, 13, 14, 15000};
   return c;
@@ -526,6 +537,39 @@ TEST(SessionNameTest, RejectionsSayWhy) {
               HasSubstr("byte 0x00 at position 1"));
   EXPECT_THAT(validate_session_name("caf\xc3\xa9").message(), HasSubstr("byte 0xc3 at position 3"));
   EXPECT_THAT(validate_session_name("a/b").message(), HasSubstr("\"a/b\""));
+}
+
+}  // namespace
+}  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+TEST(DaemonConfigTest, StreamModesParseAndRefuseBadRules) {
+  auto ok = parse_daemon_config(
+      "render:\n  stream_modes:\n    - {match: \"\\\\.attn$\", mode: histogram}\n"
+      "    - match: loss\n      mode: auto\n",
+      "t.yaml");
+  ASSERT_TRUE(ok.is_ok()) << ok.message();
+  ASSERT_EQ(ok->render.stream_modes.size(), 2u);
+  EXPECT_EQ(ok->render.stream_modes[0].match, "\\.attn$");
+  EXPECT_EQ(ok->render.stream_modes[1].mode, "auto");
+
+  auto bad_regex = parse_daemon_config("render:\n  stream_modes:\n    - {match: \"(\", mode: auto}\n", "t.yaml");
+  ASSERT_FALSE(bad_regex.is_ok());
+  EXPECT_NE(bad_regex.message().find("render.stream_modes[0]"), std::string::npos) << bad_regex.message();
+  EXPECT_NE(bad_regex.message().find("regular expression"), std::string::npos) << bad_regex.message();
+
+  auto bad_mode = parse_daemon_config("render:\n  stream_modes:\n    - {match: x, mode: sparkles}\n", "t.yaml");
+  ASSERT_FALSE(bad_mode.is_ok());
+  EXPECT_NE(bad_mode.message().find("sparkles"), std::string::npos) << bad_mode.message();
+
+  auto not_list = parse_daemon_config("render:\n  stream_modes: heatmap\n", "t.yaml");
+  ASSERT_FALSE(not_list.is_ok());
+  EXPECT_NE(not_list.message().find("expected a list"), std::string::npos) << not_list.message();
+
+  auto extra_key = parse_daemon_config("render:\n  stream_modes:\n    - {match: x, mode: auto, color: red}\n", "t.yaml");
+  EXPECT_FALSE(extra_key.is_ok());
 }
 
 }  // namespace

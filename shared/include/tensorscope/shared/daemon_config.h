@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tensorscope/shared/status.h"
 
@@ -26,6 +27,9 @@ inline constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug",
 inline constexpr std::array<std::string_view, 3> kVideoCodecs = {"auto", "avc1", "mp4v"};
 // Render modes the daemon implements; add one here when its renderer lands.
 inline constexpr std::array<std::string_view, 2> kRenderModes = {"auto", "histogram"};
+inline constexpr std::array<std::string_view, 2> kHistogramScales = {"linear", "log"};
+inline constexpr std::array<std::string_view, 2> kHeatmapReductions = {"mean", "max_abs"};
+inline constexpr std::array<std::string_view, 2> kPcaLayouts = {"first_dim", "first_two_dims"};
 
 // A config file larger than this is refused (protects against /dev/zero and the like).
 inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
@@ -39,10 +43,27 @@ struct VideoConfig {
   bool operator==(const VideoConfig&) const = default;
 };
 
+// A per-stream render mode: streams whose name matches `match` (ECMAScript regex,
+// searched anywhere in the name) get `mode`. The first matching rule wins.
+struct ModeRule {
+  std::string match;
+  std::string mode;  // one of kRenderModes
+  bool operator==(const ModeRule&) const = default;
+};
+
 struct RenderConfig {
-  std::string mode = "auto";      // one of kRenderModes
-  int histogram_bins = 64;        // 2..4096
+  std::string mode = "auto";           // one of kRenderModes
+  std::vector<ModeRule> stream_modes;  // per-stream overrides, before the client's hint
+  int histogram_bins = 64;             // 2..4096
   double histogram_margin = 0.1;  // 0..1: fraction of the first frame's range added each side
+  std::string histogram_scale = "linear";  // one of kHistogramScales (counts axis)
+  std::string heatmap_reduction = "mean";  // one of kHeatmapReductions
+  std::string pca_layout = "first_dim";    // one of kPcaLayouts: what a row is
+  double tsne_perplexity = 30;             // 2..100
+  int tsne_iterations = 750;               // 50..10000, a stream's first frame
+  int tsne_warm_iterations = 150;          // 10..10000, later frames (warm-started)
+  int tsne_max_rows = 10000;               // 10..1000000: rows above are subsampled
+  int64_t tsne_seed = 0;                   // >= 0
   bool operator==(const RenderConfig&) const = default;
 };
 
