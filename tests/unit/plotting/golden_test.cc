@@ -1,0 +1,171 @@
+// Golden images: each render mode drawn at 640x480 from deterministic inputs and
+// compared with tests/unit/plotting/golden/<mode>_<case>.png within a tolerance (mean
+// absolute difference < 2 and < 1% of pixels differing by more than 64 in a channel).
+// TENSORSCOPE_REGENERATE_GOLDEN=1 rewrites the PNGs instead (see golden/README.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/plotting/heatmap.h"
+#include "tensorscope/plotting/histogram.h"
+#include "tensorscope/plotting/line_plot.h"
+#include "tensorscope/plotting/stats_history.h"
+#include "test_util.h"
+
+#ifndef TENSORSCOPE_GOLDEN_DIR
+#error "TENSORSCOPE_GOLDEN_DIR must name tests/unit/plotting/golden"
+#endif
+
+namespace tensorscope::plotting {
+namespace {
+
+bool regenerate() {
+  const char* v = std::getenv("TENSORSCOPE_REGENERATE_GOLDEN");
+  return v != nullptr && std::string(v) == "1";
+}
+
+FrameInfo info_for(const std::string& stream, std::vector<int64_t> shape,
+                   ElementType type = ElementType::kFloat32) {
+  FrameInfo info;
+  info.stream = stream;
+  info.device = "cpu";
+  info.label = "golden";
+  info.kind = "output";
+  info.rank = 0;
+  info.step = 1234;
+  info.shape = std::move(shape);
+  info.type = type;
+  return info;
+}
+
+// Deterministic pseudo-noise in [-1, 1] (no <random> distributions: their output is
+// implementation-defined).
+float noise(uint32_t i) {
+  uint32_t x = i * 2654435761u + 12345u;
+  x ^= x >> 13;
+  x *= 0x5bd1e995u;
+  x ^= x >> 15;
+  return static_cast<float>(x & 0xffffff) / 8388607.5f - 1.0f;
+}
+
+void check_golden(const std::string& name, const cv::Mat& frame) {
+  const std::string path = std::string(TENSORSCOPE_GOLDEN_DIR) + "/" + name + ".png";
+  ASSERT_EQ(frame.cols, 640);
+  ASSERT_EQ(frame.rows, 480);
+  if (regenerate()) {
+    ASSERT_TRUE(cv::imwrite(path, frame)) << path;
+    return;
+  }
+  const cv::Mat golden = cv::imread(path, cv::IMREAD_COLOR);
+  ASSERT_FALSE(golden.empty()) << "missing golden " << path
+                               << " (run with TENSORSCOPE_REGENERATE_GOLDEN=1)";
+  ASSERT_EQ(golden.size(), frame.size()) << path;
+  cv::Mat diff;
+  cv::absdiff(golden, frame, diff);
+  const cv::Scalar per_channel = cv::mean(diff);
+  const double mean_abs = (per_channel[0] + per_channel[1] + per_channel[2]) / 3;
+  std::vector<cv::Mat> ch;
+  cv::split(diff, ch);
+  const cv::Mat max_channel = cv::max(cv::max(ch[0], ch[1]), ch[2]);
+  const double big_fraction =
+      static_cast<double>(cv::countNonZero(max_channel > 64)) / (frame.rows * frame.cols);
+  const bool ok = mean_abs < 2.0 && big_fraction < 0.01;
+  if (!ok) {
+    const std::string actual = std::filesystem::temp_directory_path().string() + "/" + name + ".actual.png";
+    cv::imwrite(actual, frame);
+    ADD_FAILURE() << name << " differs from " << path << ": mean abs diff " << mean_abs
+                  << ", " << big_fraction * 100 << "% pixels > 64; actual frame in " << actual;
+  }
+}
+
+TEST(Golden, Line) {
+  std::vector<float> v(100000);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = std::sin(static_cast<float>(i) * 2e-4f) * (1 + i * 1e-5f) + 0.1f * noise(static_cast<uint32_t>(i));
+  }
+  v[31415] = 6;  // a spike the reduction must keep
+  v[60000] = NAN;
+  v[80000] = INFINITY;
+  const TensorView view{v.data(), ElementType::kFloat32, {100, 1000}};
+  check_golden("line_sine_100k", draw_line_frame(info_for("decoder.out", view.shape), compute_stats(view),
+                                                 reduce_line(view, 640), FrameStyle{}));
+  const TensorView small{v.data(), ElementType::kFloat32, {30}};
+  std::vector<int16_t> ints(30);
+  for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int16_t>((i * 37) % 23) - 11;
+  const TensorView iv{ints.data(), ElementType::kInt16, {30}};
+  check_golden("line_int16_30", draw_line_frame(info_for("token.ids", iv.shape, ElementType::kInt16),
+                                                compute_stats(iv), reduce_line(iv, 640), FrameStyle{}));
+}
+
+TEST(Golden, Heatmap) {
+  std::vector<float> m(60 * 80);
+  for (int r = 0; r < 60; ++r) {
+    for (int c = 0; c < 80; ++c) m[r * 80 + c] = std::sin(r * 0.1f) * std::cos(c * 0.07f);
+  }
+  m[5] = NAN;
+  m[61 * 1 + 200] = NAN;
+  const TensorView view{m.data(), ElementType::kFloat32, {60, 80}};
+  check_golden("heatmap_waves_60x80", draw_heatmap_frame(info_for("attn.scores", view.shape),
+                                                         compute_stats(view),
+                                                         reduce_heatmap(view, 256, 256), FrameStyle{}));
+  std::vector<float> big(1000 * 1000);
+  for (int r = 0; r < 1000; ++r) {
+    for (int c = 0; c < 1000; ++c) {
+      big[r * 1000 + c] = 0.3f * noise(r * 1000 + c) + (r == c ? 3.0f : 0.0f) + c * 1e-3f;
+    }
+  }
+  const TensorView bv{big.data(), ElementType::kFloat32, {1000, 1000}};
+  check_golden("heatmap_maxabs_1000x1000",
+               draw_heatmap_frame(info_for("layer.weight", bv.shape), compute_stats(bv),
+                                  reduce_heatmap(bv, 200, 200, HeatmapReduction::kMaxAbs), FrameStyle{}));
+}
+
+TEST(Golden, Force2d) {
+  std::vector<float> v(3 * 7 * 50);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(i * 0.05f) + 0.2f * noise(static_cast<uint32_t>(i));
+  const TensorView view{v.data(), ElementType::kFloat32, {3, 7, 50}};
+  check_golden("force2d_3x7x50", draw_heatmap_frame(info_for("conv.activations", view.shape),
+                                                    compute_stats(view), force2d(view, 256), FrameStyle{}));
+}
+
+TEST(Golden, Stats) {
+  StatsHistory history;
+  TensorStats last;
+  std::vector<float> t(256);
+  for (int s = 0; s < 500; ++s) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      t[i] = noise(static_cast<uint32_t>(s * 256 + i)) * (1 + s * 0.004f) + std::sin(s * 0.02f);
+    }
+    if (s == 170 || s == 171 || s == 400) t[7] = NAN;
+    const TensorView view{t.data(), ElementType::kFloat32, {16, 16}};
+    last = compute_stats(view);
+    history.add(s * 10, last);
+  }
+  check_golden("stats_drift_500", draw_stats_frame(info_for("loss.grad", {16, 16}), last, history, FrameStyle{}));
+}
+
+TEST(Golden, Histogram) {
+  std::vector<float> v(65536);
+  for (size_t i = 0; i < v.size(); ++i) {
+    // Sum of three uniforms: bell-shaped and deterministic.
+    v[i] = noise(static_cast<uint32_t>(3 * i)) + noise(static_cast<uint32_t>(3 * i + 1)) +
+           noise(static_cast<uint32_t>(3 * i + 2));
+  }
+  v[10] = NAN;
+  const TensorView view{v.data(), ElementType::kFloat32, {256, 256}};
+  TensorStats stats;
+  Histogram hist;
+  summarize(view, nullptr, 64, 0.05, &stats, &hist);
+  check_golden("histogram_bell_64k", draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, FrameStyle{}));
+}
+
+}  // namespace
+}  // namespace tensorscope::plotting

@@ -1,0 +1,123 @@
+// heatmap reduction: exact block means / max |x| against a reference, every source row
+// and column in exactly one cell, NaN/Inf excluded and counted, force2d padding.
+#include "tensorscope/plotting/heatmap.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace tensorscope::plotting {
+namespace {
+
+void expect_matches_reference(const std::vector<double>& m, int64_t rows, int64_t cols,
+                              const Heatmap& h) {
+  for (int r = 0; r < h.out_rows; ++r) {
+    for (int c = 0; c < h.out_cols; ++c) {
+      double sum = 0, best = 0;
+      int64_t count = 0;
+      const int64_t r1 = r + 1 < h.out_rows ? h.row_start(r + 1) : rows;
+      const int64_t c1 = c + 1 < h.out_cols ? h.col_start(c + 1) : cols;
+      for (int64_t i = h.row_start(r); i < r1; ++i) {
+        for (int64_t j = h.col_start(c); j < c1; ++j) {
+          const double x = m[i * cols + j];
+          if (!std::isfinite(x)) continue;
+          sum += x;
+          ++count;
+          if (std::abs(x) > std::abs(best)) best = x;
+        }
+      }
+      const double got = h.values[r * h.out_cols + c];
+      if (count == 0) {
+        EXPECT_TRUE(std::isnan(got));
+      } else if (h.reduction == HeatmapReduction::kMean) {
+        EXPECT_NEAR(got, sum / count, 1e-12) << r << "," << c;
+      } else {
+        EXPECT_EQ(std::abs(got), std::abs(best)) << r << "," << c;
+      }
+    }
+  }
+}
+
+TEST(Heatmap, BlockMeanAndMaxAbsMatchReference) {
+  std::mt19937 rng(3);
+  std::normal_distribution<double> normal;
+  const int64_t rows = 103, cols = 251;
+  std::vector<double> m(rows * cols);
+  for (double& x : m) x = normal(rng);
+  m[3] = std::numeric_limits<double>::quiet_NaN();  // row 0, column 3: cell (0, 0)
+  m[300] = std::numeric_limits<double>::infinity();
+  const TensorView view{m.data(), ElementType::kFloat64, {rows, cols}};
+  for (auto red : {HeatmapReduction::kMean, HeatmapReduction::kMaxAbs}) {
+    const Heatmap h = reduce_heatmap(view, 10, 37, red);
+    EXPECT_EQ(h.rows, rows);
+    EXPECT_EQ(h.cols, cols);
+    EXPECT_EQ(h.out_rows, 10);
+    EXPECT_EQ(h.out_cols, 37);
+    EXPECT_EQ(h.nan_count, 1u);
+    EXPECT_EQ(h.pos_inf_count, 1u);
+    EXPECT_TRUE(h.flags[0] & kCellNaN);
+    expect_matches_reference(m, rows, cols, h);
+  }
+}
+
+TEST(Heatmap, SmallMatrixIsExactAndShapesFold) {
+  std::vector<float> m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  Heatmap h = reduce_heatmap({m.data(), ElementType::kFloat32, {2, 3, 2}}, 100, 100);
+  EXPECT_EQ(h.rows, 2);
+  EXPECT_EQ(h.cols, 6);
+  ASSERT_EQ(h.values.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(h.values[i], m[i]);
+  EXPECT_EQ(h.value_min, 1);
+  EXPECT_EQ(h.value_max, 12);
+  h = reduce_heatmap({m.data(), ElementType::kFloat32, {12}}, 100, 4);  // 1-D: one row
+  EXPECT_EQ(h.rows, 1);
+  ASSERT_EQ(h.out_cols, 4);
+  EXPECT_EQ(h.values[0], 2);  // mean of 1, 2, 3
+  EXPECT_EQ(h.values[3], 11);
+}
+
+TEST(Heatmap, Force2dPadsWithZeros) {
+  std::vector<int32_t> v(10, 5);
+  const Heatmap h = force2d({v.data(), ElementType::kInt32, {2, 5}}, 64);
+  EXPECT_TRUE(h.square);
+  EXPECT_EQ(h.rows, 4);
+  EXPECT_EQ(h.cols, 4);
+  EXPECT_EQ(h.padded_zeros, 6);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(h.values[i], i < 10 ? 5 : 0) << i;
+  // Reduced: 4x4 into 2x2 block means.
+  const Heatmap r = force2d({v.data(), ElementType::kInt32, {10}}, 2);
+  ASSERT_EQ(r.values.size(), 4u);
+  EXPECT_EQ(r.values[0], 5);
+  EXPECT_EQ(r.values[1], 5);
+  EXPECT_EQ(r.values[2], 2.5);  // rows 2-3, cols 0-1: 5,5,0,0
+  EXPECT_EQ(r.values[3], 0);
+  for (int64_t n : {1, 2, 4, 5, 99, 100, 101}) {
+    std::vector<uint8_t> b(static_cast<size_t>(n), 1);
+    const Heatmap f = force2d({b.data(), ElementType::kBool, {n}}, 8);
+    EXPECT_GE(f.rows * f.rows, n);
+    EXPECT_LT((f.rows - 1) * (f.rows - 1), n);
+    EXPECT_EQ(f.padded_zeros, f.rows * f.rows - n);
+  }
+}
+
+TEST(Heatmap, EmptyAndAllNaN) {
+  EXPECT_EQ(reduce_heatmap({nullptr, ElementType::kFloat32, {0, 5}}, 8, 8).out_rows, 0);
+  EXPECT_EQ(force2d({nullptr, ElementType::kFloat32, {0}}, 8).out_rows, 0);
+  std::vector<float> nan(9, std::numeric_limits<float>::quiet_NaN());
+  const Heatmap h = reduce_heatmap({nan.data(), ElementType::kFloat32, {3, 3}}, 2, 2);
+  EXPECT_EQ(h.nan_count, 9u);
+  EXPECT_TRUE(std::isnan(h.value_min));
+}
+
+TEST(Heatmap, HugeFloat64MeansStayFinite) {
+  std::vector<double> big(16, 1.7e308);
+  const Heatmap h = reduce_heatmap({big.data(), ElementType::kFloat64, {4, 4}}, 1, 1);
+  ASSERT_EQ(h.values.size(), 1u);
+  EXPECT_TRUE(std::isfinite(h.values[0]));
+}
+
+}  // namespace
+}  // namespace tensorscope::plotting
