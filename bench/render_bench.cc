@@ -5,7 +5,9 @@
 //   compute_histogram alone,
 //   draw_histogram_frame, VideoWriter::write (encode) per frame, and the whole chain
 //   (summarize + draw + encode, into a real .mp4 in a temp dir, finalize included) as
-//   frames per second. Usage: render_bench [frames=200] [codec=auto]
+//   frames per second; then the same chain (stats + reduce + draw + encode) for the line
+//   mode (1M vector), heatmap (1000x1000, block mean to 256x256) and force2d (1M ->
+//   1000x1000 square -> 256x256). Usage: render_bench [frames=200] [codec=auto]
 #include <stdlib.h>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/plotting/heatmap.h"
+#include "tensorscope/plotting/line_plot.h"
 #include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/video_writer.h"
 
@@ -127,6 +131,57 @@ int main(int argc, char** argv) {
   ok = ok && writer.finalize(&used, &error);
   const double chain_ms = ms_since(start);
   const auto bytes = ok ? std::filesystem::file_size(used) : 0;
+
+  // 5. other modes: stats + reduce + draw + encode per frame, into real files.
+  std::vector<float> square(1000 * 1000);
+  for (size_t i = 0; i < square.size(); ++i) square[i] = tensors[0][i];
+  struct ModeResult {
+    const char* name;
+    double fps = 0, reduce_ms = 0, draw_ms = 0;
+  };
+  std::vector<ModeResult> modes = {{"line"}, {"heatmap"}, {"force2d"}};
+  for (ModeResult& mode : modes) {
+    const std::string name = mode.name;
+    tp::VideoWriter w;
+    std::vector<double> reduce_ms, draw_ms2;
+    const auto mode_start = Clock::now();
+    bool mode_ok = w.open(dir + "/" + name + ".mp4", dir + "/.tmp-" + name + ".mp4", style.width,
+                          style.height, 30, codec, &error);
+    for (int i = 0; mode_ok && i < frames; ++i) {
+      tp::TensorView view = name == "line"
+          ? tp::TensorView{tensors[i % tensors.size()].data(), tp::ElementType::kFloat32, {kElements}}
+          : tp::TensorView{i % 2 ? square.data() : tensors[i % tensors.size()].data(),
+                           tp::ElementType::kFloat32, {1000, 1000}};
+      tp::FrameInfo mi = info;
+      mi.shape = view.shape;
+      mi.step = i;
+      auto t0 = Clock::now();
+      const tp::TensorStats s = tp::compute_stats(view);
+      cv::Mat frame;
+      if (name == "line") {
+        const tp::LineSeries series = tp::reduce_line(view, style.width);
+        reduce_ms.push_back(ms_since(t0));
+        t0 = Clock::now();
+        frame = tp::draw_line_frame(mi, s, series, style);
+      } else {
+        const tp::Heatmap h = name == "heatmap" ? tp::reduce_heatmap(view, 256, 256)
+                                                : tp::force2d(view, 256);
+        reduce_ms.push_back(ms_since(t0));
+        t0 = Clock::now();
+        frame = tp::draw_heatmap_frame(mi, s, h, style);
+      }
+      draw_ms2.push_back(ms_since(t0));
+      mode_ok = w.write(frame);
+    }
+    mode_ok = mode_ok && w.finalize(&used, &error);
+    if (!mode_ok) {
+      std::fprintf(stderr, "render_bench: %s video failed: %s\n", mode.name, error.c_str());
+      return 1;
+    }
+    mode.fps = frames / (ms_since(mode_start) / 1e3);
+    mode.reduce_ms = median(reduce_ms);
+    mode.draw_ms = median(draw_ms2);
+  }
   std::filesystem::remove_all(dir);
   if (!ok || !encoded) {
     std::fprintf(stderr, "render_bench: video failed: %s\n", error.c_str());
@@ -152,5 +207,10 @@ int main(int argc, char** argv) {
               "chain %.1f frames/s (codec %s)\n",
               summarize_fixed, median(draw_ms), encode_ms, frames / (chain_ms / 1e3),
               used_codec.c_str());
+  for (const ModeResult& mode : modes) {
+    std::printf("render_bench: %s 1M float32: stats+reduce %.2f ms, draw %.2f ms, "
+                "chain %.1f frames/s (codec %s)\n",
+                mode.name, mode.reduce_ms, mode.draw_ms, mode.fps, used_codec.c_str());
+  }
   return 0;
 }
