@@ -91,7 +91,13 @@ void BarnesHutTree::repulsion(int64_t i, double x, double y, double theta_sq, do
     const double dx = x - nd.com_x;
     const double dy = y - nd.com_y;
     const double d2 = dx * dx + dy * dy;
-    if (nd.first_child < 0) {
+    if (nd.side_sq < theta_sq * d2) {  // far enough: the cell acts as one point
+      const double q = 1.0 / (1.0 + d2);
+      const double m = nd.count * q;
+      sq += m;
+      ax += m * q * dx;
+      ay += m * q * dy;
+    } else if (nd.first_child < 0) {
       for (int32_t t = nd.begin; t < nd.end; ++t) {
         if (order_[static_cast<size_t>(t)] == i) continue;
         const double ex = x - px_[static_cast<size_t>(t)];
@@ -101,12 +107,6 @@ void BarnesHutTree::repulsion(int64_t i, double x, double y, double theta_sq, do
         ax += q * q * ex;
         ay += q * q * ey;
       }
-    } else if (nd.side_sq < theta_sq * d2) {
-      const double q = 1.0 / (1.0 + d2);
-      const double m = nd.count * q;
-      sq += m;
-      ax += m * q * dx;
-      ay += m * q * dy;
     } else {
       for (int c = 3; c >= 0; --c) stack[top++] = nd.first_child + c;
     }

@@ -38,7 +38,8 @@ Sanitized sanitize(const TsneOptions& o) {
   Sanitized s;
   s.perplexity = std::isfinite(o.perplexity) && o.perplexity > 0 ? o.perplexity : 30.0;
   s.perplexity = std::clamp(s.perplexity, 1.0, 1000.0);
-  s.theta = std::isfinite(o.theta) ? std::clamp(o.theta, 0.0, 2.0) : 0.5;
+  // Above ~0.7 a cell could be summarized with the point itself inside it.
+  s.theta = std::isfinite(o.theta) ? std::clamp(o.theta, 0.0, 0.7) : 0.5;
   s.learning_rate = std::isfinite(o.learning_rate) && o.learning_rate > 0 ? o.learning_rate : 0;
   s.exaggeration = std::isfinite(o.early_exaggeration)
                        ? std::clamp(o.early_exaggeration, 1.0, 1000.0)

@@ -29,7 +29,7 @@ struct TsneOptions {
   double perplexity = 30;
   int iterations = 750;               // fresh run (exaggeration phase included)
   int warm_iterations = 150;          // warm-started run, no exaggeration
-  double theta = 0.5;                 // Barnes-Hut accuracy (0 = exact repulsion)
+  double theta = 0.5;                 // Barnes-Hut accuracy: 0 = exact, clamped to 0.7
   double learning_rate = 0;           // 0 = auto: max(n / early_exaggeration / 4, 50)
   double early_exaggeration = 12;
   int exaggeration_iterations = 250;
