@@ -95,13 +95,15 @@ class ClientImpl {
     if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);
     if (session_error_) return count(refused_, PushResult::kRefused);
     if (fork_generation() != fork_generation_) return count(not_connected_, PushResult::kNotConnected);
-    if (!gate_.admit(name)) return count(gated_, PushResult::kGated);
+    const StreamGate::Admission admission = gate_.admit(name);
+    if (!admission.admitted) return count(gated_, PushResult::kGated);
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
-    return stage(*guard.operator->(), name, tensor);
+    return stage(*guard.operator->(), name, tensor, admission.render_hint);
   }
 
-  PushResult stage(Connection::Active& active, const std::string& name, const at::Tensor& input) {
+  PushResult stage(Connection::Active& active, const std::string& name, const at::Tensor& input,
+                   uint8_t render_hint) {
     std::string refusal = name_refusal(name);
     at::Tensor tensor = input;
     if (refusal.empty() && options_.transform()) {
@@ -138,7 +140,7 @@ class ClientImpl {
     fields.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));
     fields.kind = static_cast<uint8_t>(wire::TensorKind::kTensor);
     fields.ndim = static_cast<uint8_t>(tensor.dim());
-    fields.render_hint = 0;
+    fields.render_hint = render_hint;
     for (size_t d = 0; d < wire::kMaxDims; ++d) {
       fields.shape[d] = d < fields.ndim ? tensor.size(static_cast<int64_t>(d)) : 0;
     }
@@ -270,6 +272,31 @@ PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexc
 }
 
 void Client::set_label(const std::string& text) { impl_->set_label(text); }
+// RenderMode is the public face of wire::RenderHint: same values.
+static_assert(static_cast<uint8_t>(RenderMode::kDefault) == static_cast<uint8_t>(wire::RenderHint::kNone));
+static_assert(static_cast<uint8_t>(RenderMode::kAuto) == static_cast<uint8_t>(wire::RenderHint::kAuto));
+static_assert(static_cast<uint8_t>(RenderMode::kLine) == static_cast<uint8_t>(wire::RenderHint::kLine));
+static_assert(static_cast<uint8_t>(RenderMode::kHistogram) == static_cast<uint8_t>(wire::RenderHint::kHistogram));
+static_assert(static_cast<uint8_t>(RenderMode::kHeatmap) == static_cast<uint8_t>(wire::RenderHint::kHeatmap));
+static_assert(static_cast<uint8_t>(RenderMode::kForce2d) == static_cast<uint8_t>(wire::RenderHint::kForce2d));
+static_assert(static_cast<uint8_t>(RenderMode::kPca) == static_cast<uint8_t>(wire::RenderHint::kPca));
+static_assert(static_cast<uint8_t>(RenderMode::kTsne) == static_cast<uint8_t>(wire::RenderHint::kTsne));
+static_assert(static_cast<uint8_t>(RenderMode::kStats) == static_cast<uint8_t>(wire::RenderHint::kStats));
+static_assert(static_cast<uint8_t>(RenderMode::kStats) == wire::kMaxRenderHint);
+
+void Client::set_render_mode(const std::string& stream, RenderMode mode) {
+  auto value = static_cast<uint8_t>(mode);
+  if (value > wire::kMaxRenderHint) {
+    TS_LOG_WARN("tensorscope client: unknown render mode {} for '{}'; using the default", value, stream);
+    value = 0;
+  }
+  impl_->gate_.set_render_hint(stream, value);
+}
+
+const char* to_string(RenderMode mode) {
+  if (mode == RenderMode::kDefault) return "default";
+  return wire::render_hint_name(static_cast<wire::RenderHint>(mode));
+}
 void Client::set_enabled(bool enabled) { impl_->enabled_.store(enabled, std::memory_order_relaxed); }
 bool Client::enabled() const { return impl_->enabled_.load(std::memory_order_relaxed); }
 void Client::set_step(int64_t step) { impl_->step_.store(step, std::memory_order_relaxed); }

@@ -7,22 +7,29 @@ StreamGate::StreamGate(int64_t every_n, double max_hz)
       min_interval_(max_hz > 0 ? std::chrono::nanoseconds(static_cast<int64_t>(1e9 / max_hz))
                                : std::chrono::nanoseconds(0)) {}
 
-bool StreamGate::admit(const std::string& name) {
+StreamGate::Admission StreamGate::admit(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = streams_.find(std::string_view(name));
   if (it == streams_.end()) it = streams_.emplace(name, State{}).first;
   State& state = it->second;
   const int64_t call = state.calls++;
-  if (call % every_n_ != 0) return false;
+  if (call % every_n_ != 0) return {false, state.render_hint};
   if (min_interval_.count() > 0) {
     const auto now = std::chrono::steady_clock::now();
     if (state.last_admitted.time_since_epoch().count() != 0 &&
         now - state.last_admitted < min_interval_) {
-      return false;
+      return {false, state.render_hint};
     }
     state.last_admitted = now;
   }
-  return true;
+  return {true, state.render_hint};
+}
+
+void StreamGate::set_render_hint(const std::string& name, uint8_t hint) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(std::string_view(name));
+  if (it == streams_.end()) it = streams_.emplace(name, State{}).first;
+  it->second.render_hint = hint;
 }
 
 }  // namespace tensorscope

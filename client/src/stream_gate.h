@@ -18,9 +18,17 @@ class StreamGate {
  public:
   StreamGate(int64_t every_n, double max_hz);
 
-  // True when this call of stream `name` should be pushed: the 1st, (n+1)th, ... call,
-  // and (with max_hz) not sooner than 1/max_hz after the stream's last admitted call.
-  bool admit(const std::string& name);
+  struct Admission {
+    bool admitted = false;
+    uint8_t render_hint = 0;  // the stream's wire::RenderHint
+  };
+
+  // Admitted when this call of stream `name` should be pushed: the 1st, (n+1)th, ...
+  // call, and (with max_hz) not sooner than 1/max_hz after the stream's last admitted
+  // call. Also returns the stream's render hint (one lookup for both).
+  Admission admit(const std::string& name);
+
+  void set_render_hint(const std::string& name, uint8_t hint);
 
  private:
   struct StringHash {
@@ -29,6 +37,7 @@ class StreamGate {
   };
   struct State {
     int64_t calls = 0;
+    uint8_t render_hint = 0;
     std::chrono::steady_clock::time_point last_admitted{};
   };
 

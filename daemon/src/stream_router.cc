@@ -9,10 +9,16 @@ StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
     : config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
-      open_limit_(kMaxOpenVideosPerWorker) {}
+      open_limit_(kMaxOpenVideosPerWorker),
+      selector_(config.render) {}
 
-std::string StreamRouter::mode_for(const wire::RecordHeader&) const {
-  // "auto" picks by shape; histogram is the renderer every shape has today.
+std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
+  std::string mode = selector_.select(header);
+  if (can_render(mode)) return mode;
+  if (unavailable_logged_.insert(mode).second) {
+    TS_LOG_WARN("render mode '{}' is not available in this daemon; drawing histograms instead",
+                mode);
+  }
   return "histogram";
 }
 
@@ -29,8 +35,9 @@ std::function<void()> StreamRouter::route(uint64_t producer_id, const RecordView
       return {};
     }
     auto video = std::make_shared<StreamVideo>(
-        key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)), config_,
-        session_dir_, on_finished_, &open_limit_);
+        key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
+        make_frame_renderer(key.mode, config_.render, config_.video.width), config_, session_dir_, on_finished_,
+        &open_limit_);
     std::lock_guard<std::mutex> lock(mutex_);
     it = streams_.emplace(key, std::move(video)).first;
   }

@@ -13,11 +13,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "mode_selector.h"
 #include "stream_video.h"
 
 namespace tensorscope::daemon {
@@ -39,14 +41,17 @@ class StreamRouter {
   uint64_t dropped_over_limit() const { return dropped_over_limit_; }
   nlohmann::json stream_summaries() const;
 
-  // The render mode a record gets under this config.
-  std::string mode_for(const wire::RecordHeader& header) const;
+  // The render mode a record gets: ModeSelector's choice when this daemon can draw it,
+  // else histogram (logged once per mode).
+  std::string mode_for(const wire::RecordHeader& header);
 
  private:
   const DaemonConfig& config_;
   const std::string session_dir_;
   const FileFinished on_finished_;
   OpenVideoLimit open_limit_;  // render-thread state, handed to every StreamVideo
+  ModeSelector selector_;
+  std::set<std::string> unavailable_logged_;
   mutable std::mutex mutex_;  // guards streams_ against stream_summaries()
   std::map<StreamKey, std::shared_ptr<StreamVideo>> streams_;
   uint64_t dropped_over_limit_ = 0;

@@ -4,50 +4,31 @@
 
 #include "file_naming.h"
 #include "record_frame.h"
-#include "tensorscope/plotting/frame_painter.h"
 #include "tensorscope/shared/logging.h"
 
 namespace tensorscope::daemon {
 
-struct StreamVideo::Frame {
-  plotting::FrameInfo info;
-  plotting::TensorStats stats;
-  plotting::Histogram histogram;
-  std::string message;  // non-empty: draw a message frame instead of a plot
-};
-
-StreamVideo::StreamVideo(StreamKey key, std::string kind, const DaemonConfig& config,
-                         std::string session_dir, FileFinished on_finished,
-                         OpenVideoLimit* open_limit)
+StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
+                         const DaemonConfig& config, std::string session_dir,
+                         FileFinished on_finished, OpenVideoLimit* open_limit)
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
-      open_limit_(open_limit) {}
+      open_limit_(open_limit),
+      renderer_(std::move(renderer)) {}
 
 StreamVideo::~StreamVideo() {
   if (open_limit_ != nullptr) open_limit_->forget(this);
 }
 
 std::function<void()> StreamVideo::prepare(const RecordView& record) {
-  auto frame = std::make_shared<Frame>();
-  frame->info = frame_info(record.header);
   last_step_seen_.store(record.header.step, std::memory_order_relaxed);
-  const plotting::TensorView view = tensor_view(record);
-  if (view.numel() == 0) {
-    frame->message = "empty tensor: nothing to plot";
-  } else {
-    const plotting::HistogramRange* fixed = range_ ? &*range_ : nullptr;
-    plotting::summarize(view, fixed, config_.render.histogram_bins, config_.render.histogram_margin,
-                        &frame->stats, &frame->histogram);
-    // Bins are fixed from the first frame that has a spread of finite values (a constant
-    // first frame, e.g. a zero-initialized bias, would give a uselessly narrow range).
-    if (!range_ && frame->stats.finite_count > 0 && frame->stats.min < frame->stats.max) {
-      range_ = frame->histogram.range;
-    }
-  }
-  return [self = shared_from_this(), frame] { self->render(*frame); };
+  DrawFrame draw = renderer_->prepare(record, frame_info(record.header));
+  return [self = shared_from_this(), draw = std::move(draw), step = record.header.step] {
+    self->render(draw, step);
+  };
 }
 
 bool StreamVideo::open_segment(std::string* error) {
@@ -63,7 +44,7 @@ bool StreamVideo::open_segment(std::string* error) {
   return true;
 }
 
-void StreamVideo::render(const Frame& frame) {
+void StreamVideo::render(const DrawFrame& draw, int64_t step) {
   if (!writer_) {
     std::string error;
     if (!open_segment(&error)) {
@@ -71,17 +52,14 @@ void StreamVideo::render(const Frame& frame) {
       open_failed_logged_ = true;
       throw std::runtime_error("video open failed: " + error);
     }
-    first_step_ = frame.info.step;
+    first_step_ = step;
   }
   plotting::FrameStyle style;
   style.width = config_.video.width;
   style.height = config_.video.height;
-  const cv::Mat image = frame.message.empty()
-                            ? plotting::draw_histogram_frame(frame.info, frame.stats,
-                                                             frame.histogram, style)
-                            : plotting::draw_message_frame(frame.info, frame.message, style);
+  const cv::Mat image = draw(style);
   if (!writer_->write(image)) throw std::runtime_error("video write failed for " + key_.stream);
-  last_step_ = frame.info.step;
+  last_step_ = step;
   frames_total_.fetch_add(1, std::memory_order_relaxed);
   if (writer_->frames() >= config_.video.max_frames) {
     finish();

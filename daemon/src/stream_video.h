@@ -1,12 +1,11 @@
 // stream_video.h — one stream's video: (producer, stream, device, rank, mode) -> files.
 //
 // Used inside a worker process. prepare() runs on the reader thread, straight on the
-// payload in shared memory: it validates nothing more (the ring reader did) and reduces
-// the tensor to what the frame needs (statistics and a histogram with bins fixed for
-// the stream from its first frame), so the ring slot can be released at once. The job
-// it returns runs on the render thread: draws the frame, appends it to the open video
-// (temporary hidden name), and after video.max_frames frames finalizes the file
-// (rename to its final name) and reports it for index.json.
+// payload in shared memory: its FrameRenderer (one per render mode) keeps only what the
+// frame needs, so the ring slot can be released at once. The job it returns runs on the
+// render thread: draws the frame, appends it to the open video (temporary hidden name),
+// and after video.max_frames frames finalizes the file (rename to its final name) and
+// reports it for index.json.
 // Thread safety: prepare() on the reader thread only; jobs and finish() on the render
 // thread only; frames_total() from any thread.
 #pragma once
@@ -18,9 +17,9 @@
 #include <optional>
 #include <string>
 
+#include "frame_renderer.h"
 #include "index_writer.h"
 #include "open_video_limit.h"
-#include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/video_writer.h"
 #include "tensorscope/shared/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
@@ -41,8 +40,9 @@ using FileFinished = std::function<void(const IndexEntry&)>;
 class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
   // `open_limit` (render-thread state shared by the worker's streams) may be null.
-  StreamVideo(StreamKey key, std::string kind, const DaemonConfig& config,
-              std::string session_dir, FileFinished on_finished, OpenVideoLimit* open_limit);
+  StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
+              const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
+              OpenVideoLimit* open_limit);
   ~StreamVideo();
 
   // Reader thread: reduces the record; the returned job renders it.
@@ -57,8 +57,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   int64_t last_step() const { return last_step_seen_.load(std::memory_order_relaxed); }
 
  private:
-  struct Frame;
-  void render(const Frame& frame);
+  void render(const DrawFrame& draw, int64_t step);
   bool open_segment(std::string* error);
 
   const StreamKey key_;
@@ -68,8 +67,8 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const FileFinished on_finished_;
   OpenVideoLimit* const open_limit_;
 
-  // Reader thread state: the stream's histogram bins, once fixed.
-  std::optional<plotting::HistogramRange> range_;
+  // Reader thread state (the renderer's prepare() side included).
+  std::unique_ptr<FrameRenderer> renderer_;
   std::atomic<int64_t> last_step_seen_{0};
 
   // Render thread state.

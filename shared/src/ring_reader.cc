@@ -27,6 +27,7 @@ std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacit
   if (h.dtype == 0 || h.dtype > wire::kMaxDType) return "unknown dtype " + std::to_string(h.dtype);
   if (h.kind == 0 || h.kind > wire::kMaxTensorKind) return "unknown kind " + std::to_string(h.kind);
   if (h.ndim > wire::kMaxDims) return "ndim " + std::to_string(h.ndim) + " exceeds 8";
+  if (h.render_hint > wire::kMaxRenderHint) return "unknown render hint " + std::to_string(h.render_hint);
   if (!is_clean_text(h.name, wire::kNameBytes, false)) return "stream name is empty, unterminated or has control bytes";
   if (!is_clean_text(h.device, wire::kDeviceBytes, false)) return "device is empty, unterminated or has control bytes";
   if (!is_clean_text(h.label, wire::kLabelBytes, true)) return "label is unterminated or has control bytes";

@@ -31,4 +31,19 @@ const char* tensor_kind_name(TensorKind kind) {
   return "invalid";
 }
 
+const char* render_hint_name(RenderHint hint) {
+  switch (hint) {
+    case RenderHint::kAuto: return "auto";
+    case RenderHint::kLine: return "line";
+    case RenderHint::kHistogram: return "histogram";
+    case RenderHint::kHeatmap: return "heatmap";
+    case RenderHint::kForce2d: return "force2d";
+    case RenderHint::kPca: return "pca";
+    case RenderHint::kTsne: return "tsne";
+    case RenderHint::kStats: return "stats";
+    case RenderHint::kNone: break;
+  }
+  return "";
+}
+
 }  // namespace tensorscope::wire

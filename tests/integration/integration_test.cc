@@ -569,13 +569,13 @@ TEST_F(IntegrationTest, SigtermWhileProducersPushFinalizesEveryVideo) {
   // Wait until every stream has rendered frames (its video is open).
   json last;
   ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    size_t streams = 0;
+    std::set<std::string> streams;  // (rank, name): shapes vary, so one name may use several modes
     for (const auto& w : s["workers"]) {
       for (const auto& st : w["stats"].value("streams", json::array())) {
-        if (u64(st, "frames") >= 5) ++streams;
+        if (u64(st, "frames") >= 5) streams.insert(std::to_string(st.value("rank", -1)) + "/" + st.value("stream", ""));
       }
     }
-    return streams == 6;
+    return streams.size() == 6;
   }, kSettleTimeout, &last)) << last.dump(2);
   std::map<std::string, int64_t> frames_seen;
   for (const auto& w : last["workers"]) {

@@ -15,6 +15,7 @@
 
 #include "tensorscope/client_options.h"
 #include "tensorscope/push_result.h"
+#include "tensorscope/render_mode.h"
 
 namespace tensorscope {
 
@@ -29,6 +30,10 @@ class Client {
 
   // Explicit tap: pushes `tensor` as stream `name`. noexcept, never blocks.
   PushResult push(const std::string& name, const at::Tensor& tensor) noexcept;
+
+  // How the daemon should draw `stream` from its next push on (kDefault: the daemon's
+  // choice). The daemon's per-stream config rules still take precedence.
+  void set_render_mode(const std::string& stream, RenderMode mode);
 
   // Text shown on every frame from now on (at most 127 bytes are kept).
   void set_label(const std::string& text);

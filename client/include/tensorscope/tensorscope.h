@@ -10,3 +10,4 @@
 #include "tensorscope/client.h"
 #include "tensorscope/client_options.h"
 #include "tensorscope/push_result.h"
+#include "tensorscope/render_mode.h"

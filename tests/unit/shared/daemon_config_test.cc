@@ -221,7 +221,7 @@ TEST(DaemonConfigTest, EveryRangeErrorNamesItsKey) {
       {"video: {max_frames: 0}", "video.max_frames"},
       {"video: {max_frames: 10000001}", "video.max_frames"},
       {"video: {codec: h265}", "video.codec"},
-      {"render: {mode: heatmap}", "render.mode"},
+      {"render: {mode: sparkles}", "render.mode"},
       {"render: {histogram_bins: 1}", "render.histogram_bins"},
       {"render: {histogram_bins: 4097}", "render.histogram_bins"},
       {"render: {histogram_margin: -0.1}", "render.histogram_margin"},
@@ -254,8 +254,9 @@ TEST(DaemonConfigTest, EveryRangeErrorNamesItsKey) {
 }
 
 TEST(DaemonConfigTest, ChoiceErrorsListAcceptedValues) {
-  EXPECT_THAT(error_of("render:\n  mode: heatmap\n"),
-              HasSubstr("render.mode: expected one of auto, histogram, got \"heatmap\""));
+  EXPECT_THAT(error_of("render:\n  mode: sparkles\n"),
+              HasSubstr("render.mode: expected one of auto, line, histogram, heatmap, force2d, "
+                        "stats, got \"sparkles\""));
   EXPECT_THAT(error_of("log_level: loud"),
               HasSubstr("expected one of trace, debug, info, warn, error, off"));
   EXPECT_THAT(error_of("video: {codec: x264}"), HasSubstr("expected one of auto, avc1, mp4v"));

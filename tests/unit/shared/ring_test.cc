@@ -51,6 +51,7 @@ RingWriter::ReserveResult write_record(RingWriter& writer, const std::string& na
   std::snprintf(r.header->name, wire::kNameBytes, "%s", name.c_str());
   std::snprintf(r.header->device, wire::kDeviceBytes, "cpu");
   r.header->label[0] = '\0';
+  r.header->render_hint = 0;
   auto* out = reinterpret_cast<float*>(r.payload);
   for (size_t i = 0; i < count; ++i) out[i] = value;
   writer.commit(r);
@@ -251,6 +252,7 @@ TEST(Ring, GarbageRecordsAreDroppedAndCounted) {
     std::snprintf(r.header->name, wire::kNameBytes, "ok");
     std::snprintf(r.header->device, wire::kDeviceBytes, "cpu");
     r.header->label[0] = '\0';
+    r.header->render_hint = 0;
     if (garbage) {
       // Scribble random bytes over every field after `sequence`, keeping the claim.
       const uint64_t pos = r.header->payload_position, bytes = r.header->payload_bytes;
@@ -338,6 +340,7 @@ TEST(Ring, RandomHeadersAcceptedOnlyWhenConsistent) {
       h.payload_bytes = static_cast<uint64_t>(h.shape[0]) *
                         wire::dtype_size(static_cast<wire::DType>(h.dtype));
       h.payload_position = (rng() % 1000) * 64;
+      h.render_hint = static_cast<uint8_t>(rng() % (wire::kMaxRenderHint + 1));
     }
     const uint64_t capacity = 1 << 20;
     const std::string why = validate_record_header(h, capacity, 0, capacity, capacity);
@@ -346,6 +349,7 @@ TEST(Ring, RandomHeadersAcceptedOnlyWhenConsistent) {
       ASSERT_GE(h.dtype, 1);
       ASSERT_LE(h.dtype, wire::kMaxDType);
       ASSERT_LE(h.ndim, wire::kMaxDims);
+      ASSERT_LE(h.render_hint, wire::kMaxRenderHint);
       ASSERT_LE(h.payload_position % capacity + h.payload_bytes, capacity);
       ASSERT_NE(std::memchr(h.name, 0, wire::kNameBytes), nullptr);
       ASSERT_NE(std::memchr(h.device, 0, wire::kDeviceBytes), nullptr);

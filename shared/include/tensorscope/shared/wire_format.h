@@ -113,6 +113,21 @@ enum class TensorKind : uint8_t {
 };
 inline constexpr uint8_t kMaxTensorKind = 5;
 
+// RecordHeader::render_hint values: the client's choice of render mode for the stream.
+// Values are part of the ABI. The daemon's per-stream config rules take precedence.
+enum class RenderHint : uint8_t {
+  kNone = 0,  // no wish: the daemon's configured mode
+  kAuto = 1,  // chosen from the tensor's shape
+  kLine = 2,
+  kHistogram = 3,
+  kHeatmap = 4,
+  kForce2d = 5,
+  kPca = 6,
+  kTsne = 7,
+  kStats = 8,
+};
+inline constexpr uint8_t kMaxRenderHint = 8;
+
 // SegmentHeader::consumer_state values.
 enum ConsumerState : uint32_t {
   kConsumerNone = 0,      // no worker has read this segment yet
@@ -186,7 +201,7 @@ struct RecordHeader {
   uint8_t dtype;                   // DType
   uint8_t kind;                    // TensorKind
   uint8_t ndim;                    // 0..kMaxDims
-  uint8_t render_hint;             // 0 = the daemon's configured mode
+  uint8_t render_hint;             // RenderHint
   int64_t shape[kMaxDims];         // first ndim entries used, each >= 0
   char name[kNameBytes];           // NUL-terminated
   char device[kDeviceBytes];       // NUL-terminated
@@ -272,6 +287,7 @@ constexpr size_t dtype_size(DType dtype) {
 
 const char* dtype_name(DType dtype);        // "float32", ... ; "invalid" otherwise
 const char* tensor_kind_name(TensorKind k);  // "tensor", "activation", ...
+const char* render_hint_name(RenderHint h);  // "auto", "line", ...; "" for kNone
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;

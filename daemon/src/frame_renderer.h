@@ -1,0 +1,41 @@
+// frame_renderer.h — one stream's way of turning records into frames, per render mode.
+//
+// Used inside a worker process. prepare() runs on the reader thread, straight on the
+// payload in shared memory (valid only during the call), and keeps only what the frame
+// needs (a reduction, or a bounded copy for modes that need the data); the returned
+// function runs on the render thread and draws the frame. A renderer may keep state
+// across frames (fixed histogram bins, statistics history, a warm-started embedding);
+// state used by prepare() belongs to the reader thread, state used by the draw function
+// to the render thread.
+// Thread safety: as above; one renderer per stream.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+#include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/ring_reader.h"
+
+namespace tensorscope::daemon {
+
+using DrawFrame = std::function<cv::Mat(const plotting::FrameStyle&)>;
+
+class FrameRenderer {
+ public:
+  virtual ~FrameRenderer() = default;
+  virtual DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) = 0;
+};
+
+// True when make_frame_renderer(mode) gives a renderer.
+bool can_render(const std::string& mode);
+
+// The renderer for `mode`, or nullptr when this daemon cannot draw that mode.
+// `frame_width`: pixels across, the resolution line plots reduce to.
+std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
+                                                   const RenderConfig& config, int frame_width);
+
+}  // namespace tensorscope::daemon

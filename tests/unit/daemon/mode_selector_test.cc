@@ -1,0 +1,63 @@
+// Which render mode a record gets: config rules, then the client's hint, then the
+// configured mode; "auto" by shape.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "mode_selector.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+// A header on the heap, handed out by reference (RecordHeader cannot be copied).
+const wire::RecordHeader& header(const char* name, std::vector<int64_t> shape, uint8_t hint = 0) {
+  static std::vector<std::unique_ptr<wire::RecordHeader>> keep;
+  keep.push_back(std::make_unique<wire::RecordHeader>());
+  wire::RecordHeader& h = *keep.back();
+  std::snprintf(h.name, wire::kNameBytes, "%s", name);
+  h.ndim = static_cast<uint8_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) h.shape[d] = shape[d];
+  h.render_hint = hint;
+  return h;
+}
+
+TEST(ModeSelector, AutoGoesByShape) {
+  EXPECT_EQ(mode_by_shape(header("s", {})), "stats");
+  EXPECT_EQ(mode_by_shape(header("s", {1, 1})), "stats");
+  EXPECT_EQ(mode_by_shape(header("s", {10})), "line");
+  EXPECT_EQ(mode_by_shape(header("s", {0})), "line");
+  EXPECT_EQ(mode_by_shape(header("s", {3, 4})), "heatmap");
+  EXPECT_EQ(mode_by_shape(header("s", {2, 3, 4})), "histogram");
+}
+
+TEST(ModeSelector, RulesThenHintThenConfiguredMode) {
+  RenderConfig config;
+  config.mode = "histogram";
+  config.stream_modes = {{"\\.attn$", "heatmap"}, {"^loss", "auto"}};
+  ModeSelector selector(config);
+  const auto hinted = static_cast<uint8_t>(wire::RenderHint::kPca);
+  // A matching rule wins over the client's hint.
+  EXPECT_EQ(selector.select(header("enc.0.attn", {4, 4}, hinted)), "heatmap");
+  // A rule that says auto resolves by shape.
+  EXPECT_EQ(selector.select(header("loss", {})), "stats");
+  // No rule: the client's hint.
+  EXPECT_EQ(selector.select(header("enc.0.mlp", {4, 4}, hinted)), "pca");
+  // No rule, no hint: the configured mode.
+  EXPECT_EQ(selector.select(header("enc.0.mlp", {4, 4})), "histogram");
+  // Rules are searched anywhere in the name, cached answers stay right.
+  EXPECT_EQ(selector.select(header("dec.attn", {2})), "heatmap");
+  EXPECT_EQ(selector.select(header("dec.attn", {2})), "heatmap");
+  EXPECT_EQ(selector.select(header("dec.attn.x", {2})), "histogram");
+}
+
+TEST(ModeSelector, AutoHintResolvesByShape) {
+  RenderConfig config;
+  config.mode = "histogram";
+  ModeSelector selector(config);
+  EXPECT_EQ(selector.select(header("v", {5}, static_cast<uint8_t>(wire::RenderHint::kAuto))), "line");
+}
+
+}  // namespace
+}  // namespace tensorscope::daemon
