@@ -1,11 +1,16 @@
 #include "frame_renderer.h"
 
+#include <cstring>
 #include <optional>
+#include <vector>
 
 #include "record_frame.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/line_plot.h"
+#include "tensorscope/plotting/pca.h"
+#include "tensorscope/plotting/scatter_plot.h"
+#include "tensorscope/plotting/tsne.h"
 #include "tensorscope/plotting/stats_history.h"
 
 namespace tensorscope::daemon {
@@ -102,11 +107,102 @@ class StatsRenderer final : public FrameRenderer {
   plotting::StatsHistory history_;  // render thread
 };
 
+// Rows projected on their top two principal components. Computed on the reader thread
+// straight from shared memory (no copy of a possibly huge tensor); only the n x 2
+// projection goes to the render thread.
+class PcaRenderer final : public FrameRenderer {
+ public:
+  explicit PcaRenderer(const RenderConfig& config) {
+    options_.layout = config.pca_layout == "first_two_dims" ? plotting::PcaRowLayout::kFirstTwoDims
+                                                            : plotting::PcaRowLayout::kFirstDim;
+  }
+
+  DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
+    const plotting::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    auto result = std::make_shared<plotting::PcaResult>(plotting::compute_pca(view, options_));
+    return [info = std::move(info), stats, result](const plotting::FrameStyle& style) {
+      return plotting::draw_pca_frame(info, stats.get(), *result, style);
+    };
+  }
+
+ private:
+  plotting::PcaOptions options_;
+};
+
+// A 2-D t-SNE embedding of the rows, warm-started from the stream's previous frame. The
+// reader thread copies the rows t-SNE will use (every k-th row above tsne_max_rows, as
+// the embedder would pick them) so the slot is released at once; the embedding runs on
+// the render thread, which owns the embedder.
+class TsneRenderer final : public FrameRenderer {
+ public:
+  explicit TsneRenderer(const RenderConfig& config) : embedder_(options_from(config)) {
+    max_rows_ = config.tsne_max_rows;
+  }
+
+  DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
+    const plotting::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    const int64_t rows = view.shape.empty() ? 1 : view.shape[0];
+    const int64_t numel = view.numel();
+    if (rows <= 0 || numel <= 0) return message_frame(std::move(info), "empty tensor: nothing to embed");
+    const int64_t features = numel / rows;
+    const int64_t stride = rows > max_rows_ ? (rows + max_rows_ - 1) / max_rows_ : 1;
+    const int64_t kept = (rows + stride - 1) / stride;
+    const size_t element = plotting::element_size(view.type);
+    const uint64_t row_bytes = static_cast<uint64_t>(features) * element;
+    if (static_cast<uint64_t>(kept) * row_bytes > kMaxCopyBytes) {
+      return message_frame(std::move(info),
+                           "too large for t-SNE: " + std::to_string(kept) + " rows x " +
+                               std::to_string(features) + " features (use pca)");
+    }
+    auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(kept * row_bytes));
+    const auto* base = static_cast<const uint8_t*>(view.data);
+    for (int64_t r = 0; r < kept; ++r) {
+      std::memcpy(copy->data() + r * row_bytes, base + r * stride * row_bytes, row_bytes);
+    }
+    std::string note = std::to_string(rows) + " rows x " + std::to_string(features) + " features";
+    if (stride > 1) note += ", subsampled to " + std::to_string(kept) + " rows (every " + std::to_string(stride) + "th)";
+    return [this, info = std::move(info), stats, copy, kept, features, type = view.type,
+            note](const plotting::FrameStyle& style) {
+      plotting::TensorView rows_view;
+      rows_view.data = copy->data();
+      rows_view.type = type;
+      rows_view.shape = {kept, features};
+      const plotting::TsneResult result = embedder_.embed(rows_view);
+      if (!result.message.empty() && result.embedding.rows() == 0) {
+        return plotting::draw_message_frame(info, result.message, style);
+      }
+      plotting::ScatterLabels labels;
+      labels.x_title = "t-SNE 1";
+      labels.y_title = "t-SNE 2";
+      labels.note = note + (result.message.empty() ? "" : "; " + result.message);
+      return plotting::draw_scatter_frame(info, stats.get(), result.embedding, labels, style);
+    };
+  }
+
+ private:
+  static constexpr uint64_t kMaxCopyBytes = uint64_t{256} << 20;
+
+  static plotting::TsneOptions options_from(const RenderConfig& config) {
+    plotting::TsneOptions options;
+    options.perplexity = config.tsne_perplexity;
+    options.iterations = config.tsne_iterations;
+    options.warm_iterations = config.tsne_warm_iterations;
+    options.max_rows = config.tsne_max_rows;
+    options.seed = static_cast<uint64_t>(config.tsne_seed);
+    return options;
+  }
+
+  int64_t max_rows_ = 0;
+  plotting::TsneEmbedder embedder_;  // render thread
+};
+
 }  // namespace
 
 bool can_render(const std::string& mode) {
   return mode == "histogram" || mode == "line" || mode == "heatmap" || mode == "force2d" ||
-         mode == "stats";
+         mode == "stats" || mode == "pca" || mode == "tsne";
 }
 
 std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
@@ -118,6 +214,8 @@ std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
   if (mode == "heatmap") return std::make_unique<HeatmapRenderer>(false, reduction);
   if (mode == "force2d") return std::make_unique<HeatmapRenderer>(true, reduction);
   if (mode == "stats") return std::make_unique<StatsRenderer>();
+  if (mode == "pca") return std::make_unique<PcaRenderer>(config);
+  if (mode == "tsne") return std::make_unique<TsneRenderer>(config);
   return nullptr;
 }
 

@@ -24,6 +24,18 @@ void RenderQueue::push(Job job) {
   not_empty_.notify_one();
 }
 
+void RenderQueue::push(Job job, const std::function<void()>& waiting, int tick_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!not_full_.wait_for(lock, std::chrono::milliseconds(tick_ms),
+                             [&] { return jobs_.size() < capacity_; })) {
+    lock.unlock();
+    waiting();
+    lock.lock();
+  }
+  jobs_.push_back(std::move(job));
+  not_empty_.notify_one();
+}
+
 void RenderQueue::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [&] { return jobs_.empty() && !running_job_; });

@@ -24,6 +24,9 @@ class RenderQueue {
   ~RenderQueue();
 
   void push(Job job);
+  // Like push(), but while the queue stays full calls `waiting` every `tick_ms` (the
+  // worker keeps its heartbeat going while a slow frame, e.g. t-SNE, renders).
+  void push(Job job, const std::function<void()>& waiting, int tick_ms);
   // Waits until every queued job has run.
   void drain();
   // Waits at most `timeout_ms` for that; true when the queue is idle.

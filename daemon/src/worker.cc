@@ -19,6 +19,7 @@ int64_t now_ms() {
 constexpr int kDrainBudget = 64;       // records per producer per round (fairness)
 constexpr size_t kQueueCapacity = 8;   // reduced frames waiting for the render thread
 constexpr int kMaxIdleSleepMs = 10;
+constexpr int kKeepInTouchTickMs = 50;  // while waiting for the render thread
 
 }  // namespace
 
@@ -158,7 +159,7 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
     }
     p.reader->release(view);
     ++records_;
-    if (job) queue_->push(std::move(job));
+    if (job) queue_->push(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
     keep_in_touch();
   }
   return consumed;
@@ -174,10 +175,12 @@ void Worker::detach(uint64_t id) {
   }
   auto finish = router_->finish_producer(id);
   producers_.erase(it);
-  queue_->push([this, id, finish] {
-    finish();
-    post({{"type", "detached"}, {"producer_id", id}});
-  });
+  queue_->push(
+      [this, id, finish] {
+        finish();
+        post({{"type", "detached"}, {"producer_id", id}});
+      },
+      [this] { keep_in_touch(); }, kKeepInTouchTickMs);
   TS_LOG_INFO("detached producer {}", id);
 }
 
@@ -199,7 +202,7 @@ void Worker::shutdown() {
     if (unread > 0) TS_LOG_WARN("producer {}: {} records left unread at shutdown", id, unread);
   }
   producers_.clear();
-  queue_->push(router_->finish_all());
+  queue_->push(router_->finish_all(), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
   while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
   flush_outbox();
 }

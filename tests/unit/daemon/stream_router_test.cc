@@ -119,3 +119,44 @@ TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
 
 }  // namespace
 }  // namespace tensorscope::daemon
+
+namespace tensorscope::daemon {
+namespace {
+
+// Every render mode, asked for by the client's hint, becomes a playable video named
+// after its mode.
+TEST(StreamRouter, EveryModeRendersPlayableVideo) {
+  testing::TempDir dir("ts-router");
+  DaemonConfig config = small_config();
+  config.render.tsne_iterations = 60;
+  config.render.tsne_warm_iterations = 20;
+  std::vector<IndexEntry> finished;
+  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
+  const std::vector<std::pair<wire::RenderHint, std::string>> modes = {
+      {wire::RenderHint::kLine, "line"},       {wire::RenderHint::kHistogram, "histogram"},
+      {wire::RenderHint::kHeatmap, "heatmap"}, {wire::RenderHint::kForce2d, "force2d"},
+      {wire::RenderHint::kPca, "pca"},         {wire::RenderHint::kTsne, "tsne"},
+      {wire::RenderHint::kStats, "stats"}};
+  for (int step = 0; step < 2; ++step) {
+    for (const auto& [hint, name] : modes) {
+      FakeRecord r;
+      fill_record(r, "m." + name, step, 60 * 8);
+      r.view.header.ndim = 2;  // 60 rows x 8 features
+      r.view.header.shape[0] = 60;
+      r.view.header.shape[1] = 8;
+      r.view.header.render_hint = static_cast<uint8_t>(hint);
+      EXPECT_EQ(router.mode_for(r.view.header), name);
+      router.route(3, r.view)();
+    }
+  }
+  router.finish_all()();
+  ASSERT_EQ(finished.size(), modes.size());
+  for (const IndexEntry& e : finished) {
+    EXPECT_EQ(e.stream, "m." + e.mode);
+    EXPECT_EQ(e.frames, 2) << e.path;
+    EXPECT_EQ(count_frames(dir.path() + "/" + e.path), 2) << e.path;
+  }
+}
+
+}  // namespace
+}  // namespace tensorscope::daemon

@@ -256,7 +256,7 @@ TEST(DaemonConfigTest, EveryRangeErrorNamesItsKey) {
 TEST(DaemonConfigTest, ChoiceErrorsListAcceptedValues) {
   EXPECT_THAT(error_of("render:\n  mode: sparkles\n"),
               HasSubstr("render.mode: expected one of auto, line, histogram, heatmap, force2d, "
-                        "stats, got \"sparkles\""));
+                        "pca, tsne, stats, got \"sparkles\""));
   EXPECT_THAT(error_of("log_level: loud"),
               HasSubstr("expected one of trace, debug, info, warn, error, off"));
   EXPECT_THAT(error_of("video: {codec: x264}"), HasSubstr("expected one of auto, avc1, mp4v"));

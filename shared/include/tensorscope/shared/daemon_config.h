@@ -26,8 +26,8 @@ inline constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug",
                                                                "warn",  "error", "off"};
 inline constexpr std::array<std::string_view, 3> kVideoCodecs = {"auto", "avc1", "mp4v"};
 // Render modes the daemon implements; add one here when its renderer lands.
-inline constexpr std::array<std::string_view, 6> kRenderModes = {"auto",    "line",    "histogram",
-                                                               "heatmap", "force2d", "stats"};
+inline constexpr std::array<std::string_view, 8> kRenderModes = {
+    "auto", "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats"};
 inline constexpr std::array<std::string_view, 2> kHistogramScales = {"linear", "log"};
 inline constexpr std::array<std::string_view, 2> kHeatmapReductions = {"mean", "max_abs"};
 inline constexpr std::array<std::string_view, 2> kPcaLayouts = {"first_dim", "first_two_dims"};
