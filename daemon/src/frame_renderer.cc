@@ -40,8 +40,11 @@ class HistogramRenderer final : public FrameRenderer {
     // Bins are fixed from the first frame that has a spread of finite values (a constant
     // first frame, e.g. a zero-initialized bias, would give a uselessly narrow range).
     if (!range_ && stats->finite_count > 0 && stats->min < stats->max) range_ = hist->range;
-    return [info = std::move(info), stats, hist](const plotting::FrameStyle& style) {
-      return plotting::draw_histogram_frame(info, *stats, *hist, style);
+    const bool log_counts = config_.histogram_scale == "log";
+    return [info = std::move(info), stats, hist, log_counts](const plotting::FrameStyle& style) {
+      plotting::FrameStyle histogram_style = style;
+      histogram_style.log_counts = log_counts;
+      return plotting::draw_histogram_frame(info, *stats, *hist, histogram_style);
     };
   }
 

@@ -163,9 +163,21 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const TensorStats
 
   uint64_t tallest = 0;
   for (uint64_t c : hist.counts) tallest = std::max(tallest, c);
-  const double top = std::max(1.0, static_cast<double>(tallest) * 1.08);
   const int max_y_ticks = std::max(2, (y1 - y0) / std::max(1, 3 * font.line_height()));
-  const AxisTicks yticks = count_ticks(top, max_y_ticks);
+  const bool log_scale = style.log_counts;
+  // Linear: 0 to a little above the tallest bar. Log: log10(1 + count), ticks at powers
+  // of ten (thinned to fit).
+  const double top = log_scale ? std::log10(1.0 + std::max(1.0, static_cast<double>(tallest))) * 1.08
+                               : std::max(1.0, static_cast<double>(tallest) * 1.08);
+  AxisTicks yticks;
+  if (log_scale) {
+    const int decades = static_cast<int>(std::floor(top)) + 1;
+    const int every = std::max(1, (decades + max_y_ticks - 1) / max_y_ticks);
+    yticks.values.push_back(0);
+    for (int d = 0; d < decades; d += every) yticks.values.push_back(std::pow(10.0, d));
+  } else {
+    yticks = count_ticks(top, max_y_ticks);
+  }
   const std::vector<std::string> ylabels = count_tick_labels(yticks);
   int ylabel_width = 0;
   for (const auto& s : ylabels) ylabel_width = std::max(ylabel_width, font.width(s));
@@ -173,7 +185,10 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const TensorStats
   const int x1 = right;
   if (x1 - x0 < 16) return;
   const double pw = x1 - x0, ph = y1 - y0;
-  auto y_of = [&](double count) { return y1 - static_cast<int>(std::lround(count / top * ph)); };
+  auto y_of = [&](double count) {
+    const double h = log_scale ? std::log10(1.0 + count) : count;
+    return y1 - static_cast<int>(std::lround(h / top * ph));
+  };
 
   // Horizontal grid and count labels.
   for (size_t i = 0; i < yticks.values.size(); ++i) {

@@ -114,6 +114,30 @@ TEST(FramePainter, StepChangesTheFrame) {
   EXPECT_GT(cv::norm(a, b, cv::NORM_L1), 0);
 }
 
+// A log count axis lifts small bins next to a huge one: more bar pixels than linear.
+TEST(FramePainter, LogCountScaleShowsSmallBins) {
+  std::vector<float> v(100000, 0.f);
+  for (int i = 0; i < 50; ++i) v[static_cast<size_t>(i)] = 1.f + 0.02f * static_cast<float>(i);
+  const TensorView view{v.data(), ElementType::kFloat32, {static_cast<int64_t>(v.size())}};
+  TensorStats stats;
+  Histogram hist;
+  summarize(view, nullptr, 32, 0.05, &stats, &hist);
+  FrameInfo info;
+  info.stream = "skewed";
+  FrameStyle linear;
+  FrameStyle log = linear;
+  log.log_counts = true;
+  const cv::Mat a = draw_histogram_frame(info, stats, hist, linear);
+  const cv::Mat b = draw_histogram_frame(info, stats, hist, log);
+  ASSERT_EQ(b.size(), cv::Size(640, 480));
+  auto bar_pixels = [&](const cv::Mat& m) {
+    cv::Mat mask;
+    cv::inRange(m, linear.bar - cv::Scalar(2, 2, 2), linear.bar + cv::Scalar(2, 2, 2), mask);
+    return cv::countNonZero(mask);
+  };
+  EXPECT_GT(bar_pixels(b), bar_pixels(a) + 500);
+}
+
 TEST(FramePainter, InconsistentHistogramDoesNotCrash) {
   Histogram hist;  // counts missing, absurd range
   hist.range = HistogramRange{5, -5, 0};

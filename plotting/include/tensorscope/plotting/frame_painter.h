@@ -45,6 +45,7 @@ struct FrameStyle {
   cv::Scalar bar{222, 156, 72};
   cv::Scalar grid{64, 59, 56};
   cv::Scalar accent{64, 172, 255};
+  bool log_counts = false;  // histogram: count axis on a log scale (log10(1 + count))
 };
 
 // Histogram frame: header with statistics, bars over hist.range with count (y) and
