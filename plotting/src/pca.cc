@@ -17,12 +17,15 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <new>
 #include <thread>
 #include <type_traits>
 
 #include <Eigen/Eigenvalues>
 #include <Eigen/QR>
+
+#include <emmintrin.h>
 
 #include "element_blocks.h"
 
@@ -91,14 +94,40 @@ struct DataMatrix {
   int64_t n = 0;  // rows
   int64_t d = 0;  // features
   double scale = 1;               // a power of two: scaled |x| <= 1
-  std::vector<double> mean_scaled;  // per column, mean of finite values * scale
+  // Per column, mean of finite values * scale. Not a std::vector: the row-space mean
+  // pass fills it from all threads without a serial zero-fill first (d can be 10^7+).
+  std::unique_ptr<double[]> mean_scaled;
 
   // Writes the centred, scaled elements [first, first + count) (row-major; `first`
   // lies in column `col`) as T; NaN/Inf become 0 (= the column mean).
   template <typename T>
   void load(int64_t first, int64_t count, int64_t col, T* out) const {
+    const double* mean = mean_scaled.get();
+    if (type == ElementType::kFloat32) {
+      // Fast path: floats read straight from the buffer (same arithmetic as below).
+      const unsigned char* src = base + static_cast<size_t>(first) * sizeof(float);
+      for (int64_t done = 0; done < count;) {
+        const size_t run = static_cast<size_t>(std::min<int64_t>(count - done, d - col));
+        float raw[kChunk];
+        for (size_t i = 0; i < run;) {
+          const size_t k = std::min<size_t>(run - i, kChunk);
+          std::memcpy(raw, src + (static_cast<size_t>(done) + i) * sizeof(float), k * sizeof(float));
+          const double* mu = mean + col + static_cast<int64_t>(i);
+          T* o = out + done + static_cast<int64_t>(i);
+          for (size_t r = 0; r < k; ++r) {
+            const double x = static_cast<double>(raw[r]);
+            const double v = x * scale - mu[r];
+            o[r] = static_cast<T>(finite(x) ? v : 0.0);
+          }
+          i += k;
+        }
+        done += static_cast<int64_t>(run);
+        col += static_cast<int64_t>(run);
+        if (col == d) col = 0;
+      }
+      return;
+    }
     double buf[kChunk];
-    const double* mean = mean_scaled.data();
     for (int64_t done = 0; done < count;) {
       const size_t n_now = static_cast<size_t>(std::min<int64_t>(count - done, kChunk));
       convert_to_double(base, type, first + done, n_now, buf);
@@ -164,6 +193,37 @@ std::pair<int64_t, int64_t> part_range(int64_t total, int parts, int p) {
   return {begin, begin + base + (p < extra ? 1 : 0)};
 }
 
+// SSE2 float32 version of the means loop (the same sums, counts and maximum): adds
+// the finite values of src[0, len) to s[], counts them in c[], counts the rest in
+// *bad, keeps the largest |x| in *mx. Returns how many elements it handled (a
+// multiple of 4; the caller does the tail).
+size_t accumulate_float32(const unsigned char* src, size_t len, double* s, int64_t* c,
+                          double* mx, int64_t* bad) {
+  const size_t n4 = len & ~size_t{3};
+  const __m128 zero = _mm_setzero_ps();
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 mxv = zero;
+  int64_t ok_total = 0;
+  for (size_t r = 0; r < n4; r += 4) {
+    const __m128 x = _mm_loadu_ps(reinterpret_cast<const float*>(src + r * sizeof(float)));
+    const __m128 ok = _mm_cmpeq_ps(_mm_sub_ps(x, x), zero);  // finite
+    const __m128 v = _mm_and_ps(x, ok);
+    mxv = _mm_max_ps(mxv, _mm_and_ps(v, abs_mask));
+    _mm_storeu_pd(s + r, _mm_add_pd(_mm_loadu_pd(s + r), _mm_cvtps_pd(v)));
+    _mm_storeu_pd(s + r + 2, _mm_add_pd(_mm_loadu_pd(s + r + 2), _mm_cvtps_pd(_mm_movehl_ps(v, v))));
+    const __m128i oki = _mm_castps_si128(ok);  // -1 per finite lane
+    __m128i* cp = reinterpret_cast<__m128i*>(c + r);
+    _mm_storeu_si128(cp, _mm_sub_epi64(_mm_loadu_si128(cp), _mm_unpacklo_epi32(oki, oki)));
+    _mm_storeu_si128(cp + 1, _mm_sub_epi64(_mm_loadu_si128(cp + 1), _mm_unpackhi_epi32(oki, oki)));
+    ok_total += std::popcount(static_cast<unsigned>(_mm_movemask_ps(ok)));
+  }
+  alignas(16) float m4[4];
+  _mm_store_ps(m4, mxv);
+  for (float f : m4) *mx = std::max(*mx, static_cast<double>(f));
+  *bad += static_cast<int64_t>(n4) - ok_total;
+  return n4;
+}
+
 // Column means of the finite values, the largest finite |x| and the non-finite count;
 // fills m->mean_scaled and m->scale. Long double sums: float64/int64 near their limits
 // do not overflow.
@@ -172,32 +232,49 @@ struct MeanPass {
   int64_t all_non_finite_columns = 0;
 };
 
-MeanPass compute_means(DataMatrix* m, bool row_space, int threads) {
+template <typename Acc>
+MeanPass compute_means_t(DataMatrix* m, bool row_space, int threads) {
   const int64_t n = m->n, d = m->d;
-  std::vector<long double> sum(static_cast<size_t>(d), 0.0L);
-  std::vector<int64_t> count(static_cast<size_t>(d), 0);
+  // Feature space only (d is small there); row space writes each column's mean
+  // directly (into m->mean_scaled, scaled below; long double means go through
+  // mean_wide first so that the rounding stays that of mean * scale).
+  constexpr bool kWide = !std::is_same_v<Acc, double>;
+  std::vector<Acc> sum(row_space ? 0 : static_cast<size_t>(d), Acc{0});
+  std::vector<int64_t> count(row_space ? 0 : static_cast<size_t>(d), 0);
+  std::vector<Acc> mean_wide(row_space && kWide ? static_cast<size_t>(d) : 0);
+  if (row_space) m->mean_scaled.reset(new double[static_cast<size_t>(d)]);  // all written below
+  std::vector<int64_t> part_empty(static_cast<size_t>(row_space ? kPartitions : 0), 0);
   const int parts = static_cast<int>(std::min<int64_t>(kPartitions, row_space ? d : n));
   std::vector<double> part_max(static_cast<size_t>(parts), 0.0);
   std::vector<int64_t> part_bad(static_cast<size_t>(parts), 0);
   // Row space: each part owns a column range (writes sum/count directly). Feature
   // space: each part owns a row range and keeps its own sums (d is small there).
-  std::vector<std::vector<long double>> part_sum(row_space ? 0 : static_cast<size_t>(parts));
+  std::vector<std::vector<Acc>> part_sum(row_space ? 0 : static_cast<size_t>(parts));
   std::vector<std::vector<int64_t>> part_count(row_space ? 0 : static_cast<size_t>(parts));
   const DataMatrix& dm = *m;
   parallel_parts(parts, threads, [&](int p) {
     double buf[kChunk];
     double mx = 0;
     int64_t bad = 0;
-    auto accumulate = [&](int64_t first, int64_t len, int64_t col, long double* s, int64_t* c) {
+    // s[col - s_col], c[col - s_col] hold column col's sums.
+    auto accumulate = [&](int64_t first, int64_t len, int64_t col, Acc* s, int64_t* c,
+                          int64_t s_col) {
       for (int64_t done = 0; done < len;) {
         const size_t k = static_cast<size_t>(std::min<int64_t>(len - done, kChunk));
         convert_to_double(dm.base, dm.type, first + done, k, buf);
         // Runs within one row: no wrap test per element, branch-free sums.
         for (size_t i = 0; i < k;) {
           const size_t run = static_cast<size_t>(std::min<int64_t>(k - i, d - col));
-          long double* sc = s + col;
-          int64_t* cc = c + col;
-          for (size_t r = 0; r < run; ++r) {
+          Acc* sc = s + (col - s_col);
+          int64_t* cc = c + (col - s_col);
+          size_t r = 0;
+          if constexpr (std::is_same_v<Acc, double>) {
+            if (dm.type == ElementType::kFloat32) {
+              r = accumulate_float32(dm.base + static_cast<size_t>(first + done + static_cast<int64_t>(i)) * sizeof(float),
+                                     run, sc, cc, &mx, &bad);
+            }
+          }
+          for (; r < run; ++r) {
             const double x = buf[i + r];
             const bool ok = finite(x);
             const double v = ok ? x : 0.0;
@@ -215,13 +292,40 @@ MeanPass compute_means(DataMatrix* m, bool row_space, int threads) {
     };
     const auto [b, e] = part_range(row_space ? d : n, parts, p);
     if (row_space) {
-      for (int64_t i = 0; i < n; ++i) accumulate(i * d + b, e - b, b, sum.data(), count.data());
+      // Column tiles that stay in cache across the rows.
+      for (int64_t cb = b; cb < e; cb += static_cast<int64_t>(kChunk)) {
+        const int64_t ce = std::min<int64_t>(e, cb + static_cast<int64_t>(kChunk));
+        Acc ts[kChunk];
+        int64_t tc[kChunk];
+        const size_t len = static_cast<size_t>(ce - cb);
+        std::fill_n(ts, len, Acc{0});
+        std::fill_n(tc, len, int64_t{0});
+        for (int64_t i = 0; i < n; ++i) accumulate(i * d + cb, ce - cb, cb, ts, tc, cb);
+        for (size_t j = 0; j < len; ++j) {
+          const size_t col = static_cast<size_t>(cb) + j;
+          if (tc[j] == 0) {
+            ++part_empty[static_cast<size_t>(p)];
+            if constexpr (kWide) {
+              mean_wide[col] = 0;
+            } else {
+              m->mean_scaled[col] = 0;
+            }
+            continue;
+          }
+          const Acc mean = ts[j] / static_cast<Acc>(tc[j]);
+          if constexpr (kWide) {
+            mean_wide[col] = mean;
+          } else {
+            m->mean_scaled[col] = mean;
+          }
+        }
+      }
     } else {
       auto& s = part_sum[static_cast<size_t>(p)];
       auto& c = part_count[static_cast<size_t>(p)];
-      s.assign(static_cast<size_t>(d), 0.0L);
+      s.assign(static_cast<size_t>(d), Acc{0});
       c.assign(static_cast<size_t>(d), 0);
-      accumulate(b * d, (e - b) * d, 0, s.data(), c.data());
+      accumulate(b * d, (e - b) * d, 0, s.data(), c.data(), 0);
     }
     part_max[static_cast<size_t>(p)] = mx;
     part_bad[static_cast<size_t>(p)] = bad;
@@ -243,17 +347,40 @@ MeanPass compute_means(DataMatrix* m, bool row_space, int threads) {
   int exponent = 0;
   if (maxabs > 0 && std::isfinite(maxabs)) std::frexp(maxabs, &exponent);
   m->scale = std::ldexp(1.0, -exponent);  // maxabs * scale in [0.5, 1)
-  m->mean_scaled.assign(static_cast<size_t>(d), 0.0);
+  if (row_space) {
+    for (int64_t e : part_empty) r.all_non_finite_columns += e;
+    const double scale = m->scale;
+    parallel_parts(parts, threads, [&](int p) {
+      const auto [b, e] = part_range(d, parts, p);
+      double* out = m->mean_scaled.get();
+      for (int64_t j = b; j < e; ++j) {
+        if constexpr (kWide) {
+          out[j] = static_cast<double>(mean_wide[static_cast<size_t>(j)] * scale);
+        } else {
+          out[j] *= scale;  // a power of two: the same as rounding mean * scale
+        }
+      }
+    });
+    return r;
+  }
+  m->mean_scaled = std::make_unique<double[]>(static_cast<size_t>(d));  // zeros
   for (int64_t j = 0; j < d; ++j) {
     const int64_t c = count[static_cast<size_t>(j)];
     if (c == 0) {
       ++r.all_non_finite_columns;
       continue;
     }
-    const long double mean = sum[static_cast<size_t>(j)] / static_cast<long double>(c);
+    const Acc mean = sum[static_cast<size_t>(j)] / static_cast<Acc>(c);
     m->mean_scaled[static_cast<size_t>(j)] = static_cast<double>(mean * m->scale);
   }
   return r;
+}
+
+// float32 values sum exactly enough in double (no overflow, 53-bit mantissa); the
+// other types keep long double.
+MeanPass compute_means(DataMatrix* m, bool row_space, int threads) {
+  if (m->type == ElementType::kFloat32) return compute_means_t<double>(m, row_space, threads);
+  return compute_means_t<long double>(m, row_space, threads);
 }
 
 // The "space" dimension's blocks: row blocks (feature space) or column chunks (row
