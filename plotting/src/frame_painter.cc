@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "tensorscope/plotting/axis_ticks.h"
+#include "plot_canvas.h"
 #include "text_painter.h"
 
 namespace tensorscope::plotting {
@@ -17,35 +18,11 @@ namespace {
 using internal::printable_ascii;
 using internal::TextPainter;
 
-// Sizes are designed at 640x480 and scaled by `unit`.
-struct Metrics {
-  double unit;
-  int pad;   // outer margin
-  int gap;   // between rows and items
-  int tick;  // tick mark length
-  int line;  // line thickness for axes
-  TextPainter title;
-  TextPainter body;
-  TextPainter small;
-};
+// Sizes are designed at 640x480 and scaled by `unit` (shared with the other painters).
+using Metrics = internal::PlotMetrics;
+using internal::mix;
 
-Metrics metrics_for(const cv::Mat& image) {
-  const double unit = std::max(0.2, std::min(image.rows / 480.0, image.cols / 640.0));
-  const int thickness = unit >= 1.75 ? 2 : 1;
-  auto px = [&](double v) { return std::max(1, static_cast<int>(std::lround(v * unit))); };
-  return Metrics{unit,
-                 px(12),
-                 px(6),
-                 px(4),
-                 thickness,
-                 TextPainter(cv::FONT_HERSHEY_DUPLEX, 0.62 * unit, thickness),
-                 TextPainter(cv::FONT_HERSHEY_SIMPLEX, 0.5 * unit, thickness),
-                 TextPainter(cv::FONT_HERSHEY_SIMPLEX, 0.42 * unit, thickness)};
-}
-
-cv::Scalar mix(const cv::Scalar& a, const cv::Scalar& b, double t) {
-  return a * (1 - t) + b * t;
-}
+Metrics metrics_for(const cv::Mat& image) { return internal::plot_metrics(image); }
 
 // cv::Mat::setTo with a 3-channel Scalar is slow (about 0.6 ms at 640x480): fill one
 // row by hand and copy it.
@@ -62,10 +39,7 @@ void fill(cv::Mat& image, const cv::Scalar& color) {
   for (int y = 1; y < image.rows; ++y) std::memcpy(image.ptr(y), first, row_bytes);
 }
 
-cv::Size clamped_size(const FrameStyle& style) {
-  return cv::Size(std::clamp(style.width, kMinFrameSide, kMaxFrameSide),
-                  std::clamp(style.height, kMinFrameSide, kMaxFrameSide));
-}
+cv::Size clamped_size(const FrameStyle& style) { return internal::frame_size(style); }
 
 // Pieces of text in different colours drawn as one line; shrunk to fit max_width.
 struct Run {

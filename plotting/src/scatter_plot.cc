@@ -10,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "tensorscope/plotting/axis_ticks.h"
+#include "plot_canvas.h"
 #include "text_painter.h"
 
 namespace tensorscope::plotting {
@@ -19,31 +20,12 @@ using internal::printable_ascii;
 using internal::TextPainter;
 
 // Same proportions as the other painters: designed at 640x480, scaled by `unit`.
-struct Metrics {
-  double unit;
-  int pad;
-  int gap;
-  int tick;
-  int line;
-  TextPainter body;
-  TextPainter small;
-};
+using Metrics = internal::PlotMetrics;
+using internal::mix;
 
-Metrics metrics_for(const cv::Mat& image) {
-  const double unit = std::max(0.2, std::min(image.rows / 480.0, image.cols / 640.0));
-  const int thickness = unit >= 1.75 ? 2 : 1;
-  auto px = [&](double v) { return std::max(1, static_cast<int>(std::lround(v * unit))); };
-  return Metrics{unit,      px(12), px(6), px(4), thickness,
-                 TextPainter(cv::FONT_HERSHEY_SIMPLEX, 0.5 * unit, thickness),
-                 TextPainter(cv::FONT_HERSHEY_SIMPLEX, 0.42 * unit, thickness)};
-}
+Metrics metrics_for(const cv::Mat& image) { return internal::plot_metrics(image); }
 
-cv::Scalar mix(const cv::Scalar& a, const cv::Scalar& b, double t) { return a * (1 - t) + b * t; }
-
-cv::Size clamped_size(const FrameStyle& style) {
-  return cv::Size(std::clamp(style.width, kMinFrameSide, kMaxFrameSide),
-                  std::clamp(style.height, kMinFrameSide, kMaxFrameSide));
-}
+cv::Size clamped_size(const FrameStyle& style) { return internal::frame_size(style); }
 
 // Viridis, BGR, 256 entries (OpenCV's table).
 const std::vector<cv::Vec3b>& viridis() {
