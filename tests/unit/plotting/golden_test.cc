@@ -16,6 +16,9 @@
 #include "tensorscope/plotting/frame_painter.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/histogram.h"
+#include "tensorscope/plotting/pca.h"
+#include "tensorscope/plotting/scatter_plot.h"
+#include "tensorscope/plotting/tsne.h"
 #include "tensorscope/plotting/line_plot.h"
 #include "tensorscope/plotting/stats_history.h"
 #include "test_util.h"
@@ -165,6 +168,46 @@ TEST(Golden, Histogram) {
   Histogram hist;
   summarize(view, nullptr, 64, 0.05, &stats, &hist);
   check_golden("histogram_bell_64k", draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, FrameStyle{}));
+}
+
+// Rows from three well-separated deterministic clusters in 12-D.
+std::vector<float> clustered_rows(int rows, int features) {
+  std::vector<float> v(static_cast<size_t>(rows) * features);
+  for (int r = 0; r < rows; ++r) {
+    for (int f = 0; f < features; ++f) {
+      const float center = (f % 3 == r % 3) ? 5.f : 0.f;
+      v[static_cast<size_t>(r) * features + f] =
+          center + noise(static_cast<uint32_t>(r * features + f));
+    }
+  }
+  return v;
+}
+
+TEST(Golden, Pca) {
+  const std::vector<float> v = clustered_rows(300, 12);
+  const TensorView view{v.data(), ElementType::kFloat32, {300, 12}};
+  const TensorStats stats = compute_stats(view);
+  const PcaResult result = compute_pca(view, PcaOptions{});
+  check_golden("pca_clusters_300x12",
+               draw_pca_frame(info_for("encoder.out", view.shape), &stats, result, FrameStyle{}));
+}
+
+TEST(Golden, Tsne) {
+  const std::vector<float> v = clustered_rows(150, 12);
+  const TensorView view{v.data(), ElementType::kFloat32, {150, 12}};
+  const TensorStats stats = compute_stats(view);
+  TsneOptions options;
+  options.iterations = 300;
+  TsneEmbedder embedder(options);
+  const TsneResult result = embedder.embed(view);
+  ASSERT_TRUE(result.message.empty()) << result.message;
+  ScatterLabels labels;
+  labels.x_title = "t-SNE 1";
+  labels.y_title = "t-SNE 2";
+  labels.note = "150 rows x 12 features";
+  check_golden("tsne_clusters_150x12", draw_scatter_frame(info_for("encoder.out", view.shape),
+                                                          &stats, result.embedding, labels,
+                                                          FrameStyle{}));
 }
 
 }  // namespace
