@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <optional>
+#include <regex>
 #include <vector>
 
 #include "record_frame.h"
@@ -28,7 +29,19 @@ DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
 
 class HistogramRenderer final : public FrameRenderer {
  public:
-  explicit HistogramRenderer(const RenderConfig& config) : config_(config) {}
+  HistogramRenderer(const RenderConfig& config, const std::string& stream) : config_(config) {
+    // A configured range (render.histogram_ranges) fixes the bins from the first frame.
+    for (const RangeRule& rule : config.histogram_ranges) {
+      try {
+        if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) {
+          range_ = plotting::HistogramRange{rule.lo, rule.hi, config.histogram_bins};
+          break;
+        }
+      } catch (const std::regex_error&) {
+        // The loader checked every rule; nothing to do for one that cannot compile.
+      }
+    }
+  }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const plotting::TensorView view = tensor_view(record);
@@ -209,10 +222,11 @@ bool can_render(const std::string& mode) {
 }
 
 std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
-                                                   const RenderConfig& config, int frame_width) {
+                                                   const RenderConfig& config, int frame_width,
+                                                   const std::string& stream) {
   const auto reduction = config.heatmap_reduction == "max_abs" ? plotting::HeatmapReduction::kMaxAbs
                                                                : plotting::HeatmapReduction::kMean;
-  if (mode == "histogram") return std::make_unique<HistogramRenderer>(config);
+  if (mode == "histogram") return std::make_unique<HistogramRenderer>(config, stream);
   if (mode == "line") return std::make_unique<LineRenderer>(frame_width);
   if (mode == "heatmap") return std::make_unique<HeatmapRenderer>(false, reduction);
   if (mode == "force2d") return std::make_unique<HeatmapRenderer>(true, reduction);

@@ -34,8 +34,10 @@ class FrameRenderer {
 bool can_render(const std::string& mode);
 
 // The renderer for `mode`, or nullptr when this daemon cannot draw that mode.
-// `frame_width`: pixels across, the resolution line plots reduce to.
+// `frame_width`: pixels across, the resolution line plots reduce to; `stream`: the
+// stream's name (for per-stream settings such as render.histogram_ranges).
 std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
-                                                   const RenderConfig& config, int frame_width);
+                                                   const RenderConfig& config, int frame_width,
+                                                   const std::string& stream);
 
 }  // namespace tensorscope::daemon

@@ -36,7 +36,7 @@ std::function<void()> StreamRouter::route(uint64_t producer_id, const RecordView
     }
     auto video = std::make_shared<StreamVideo>(
         key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
-        make_frame_renderer(key.mode, config_.render, config_.video.width), config_, session_dir_, on_finished_,
+        make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream), config_, session_dir_, on_finished_,
         &open_limit_);
     std::lock_guard<std::mutex> lock(mutex_);
     it = streams_.emplace(key, std::move(video)).first;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "file_naming.h"
 #include "record_frame.h"
 #include "tensorscope/shared/logging.h"
@@ -44,6 +46,25 @@ bool StreamVideo::open_segment(std::string* error) {
   return true;
 }
 
+plotting::FrameStyle frame_style(const DaemonConfig& config) {
+  // "#rrggbb" (checked by the config loader) to OpenCV's BGR.
+  auto color = [](const std::string& hex, const cv::Scalar& fallback) {
+    if (hex.size() != 7 || hex[0] != '#') return fallback;
+    const unsigned long v = std::strtoul(hex.c_str() + 1, nullptr, 16);
+    return cv::Scalar(static_cast<double>(v & 0xff), static_cast<double>((v >> 8) & 0xff),
+                      static_cast<double>((v >> 16) & 0xff));
+  };
+  plotting::FrameStyle style;
+  style.width = config.video.width;
+  style.height = config.video.height;
+  style.background = color(config.style.background, style.background);
+  style.foreground = color(config.style.foreground, style.foreground);
+  style.bar = color(config.style.bar, style.bar);
+  style.grid = color(config.style.grid, style.grid);
+  style.accent = color(config.style.accent, style.accent);
+  return style;
+}
+
 void StreamVideo::render(const DrawFrame& draw, int64_t step) {
   if (!writer_) {
     std::string error;
@@ -54,10 +75,7 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step) {
     }
     first_step_ = step;
   }
-  plotting::FrameStyle style;
-  style.width = config_.video.width;
-  style.height = config_.video.height;
-  const cv::Mat image = draw(style);
+  const cv::Mat image = draw(frame_style(config_));
   if (!writer_->write(image)) throw std::runtime_error("video write failed for " + key_.stream);
   last_step_ = step;
   frames_total_.fetch_add(1, std::memory_order_relaxed);

@@ -37,6 +37,9 @@ struct StreamKey {
 
 using FileFinished = std::function<void(const IndexEntry&)>;
 
+// Size and colours of frames under `config` (video.width/height, style.*).
+plotting::FrameStyle frame_style(const DaemonConfig& config);
+
 class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
   // `open_limit` (render-thread state shared by the worker's streams) may be null.

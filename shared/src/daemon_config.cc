@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -146,7 +147,7 @@ std::optional<double> parse_double(std::string_view s) {
 
 // ---------------------------------------------------------------- rules
 
-enum class StringRule { kAny, kNonEmpty, kSessionName };
+enum class StringRule { kAny, kNonEmpty, kSessionName, kColor };
 
 struct IntRule {
   int64_t lo;
@@ -204,6 +205,11 @@ bool is_choice(Choices accepted, std::string_view v) {
 
 // "" when `v` satisfies `rule`, else the problem (without the key).
 std::string string_problem(const std::string& v, StringRule rule) {
+  if (rule == StringRule::kColor) {
+    const bool ok = v.size() == 7 && v[0] == '#' &&
+                    std::all_of(v.begin() + 1, v.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+    return ok ? "" : "expected a colour \"#rrggbb\", got " + quote(v);
+  }
   if (rule == StringRule::kSessionName) {
     const Status s = validate_session_name(v);
     return s.is_ok() ? "" : s.message();
@@ -229,6 +235,16 @@ std::string rule_problem(const ModeRule& rule, Choices modes) {
   return "";
 }
 
+// "" when the range rule is usable.
+std::string range_problem(const RangeRule& rule) {
+  ModeRule as_mode{rule.match, "auto"};
+  std::string problem = rule_problem(as_mode, Choices(kRenderModes));
+  if (!problem.empty()) return problem;
+  if (!std::isfinite(rule.lo) || !std::isfinite(rule.hi) || !(rule.lo < rule.hi))
+    return "\"lo\" and \"hi\" must be finite numbers with lo < hi";
+  return "";
+}
+
 // ---------------------------------------------------------------- the keys
 
 // Every key, its place in DaemonConfig and its rule. Visitors stop doing work after
@@ -249,6 +265,7 @@ void visit_fields(V& v, DaemonConfig& c) {
 
   v.choice("render.mode", c.render.mode, Choices(kRenderModes));
   v.rules("render.stream_modes", c.render.stream_modes, Choices(kRenderModes));
+  v.ranges("render.histogram_ranges", c.render.histogram_ranges);
   v.integer("render.histogram_bins", c.render.histogram_bins, between(2, 4096));
   v.number("render.histogram_margin", c.render.histogram_margin, NumberRule{0, true, 1, true});
   v.choice("render.histogram_scale", c.render.histogram_scale, Choices(kHistogramScales));
@@ -259,6 +276,12 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("render.tsne_warm_iterations", c.render.tsne_warm_iterations, between(10, 10000));
   v.integer("render.tsne_max_rows", c.render.tsne_max_rows, between(10, 1000000));
   v.integer("render.tsne_seed", c.render.tsne_seed, at_least(0));
+
+  v.text("style.background", c.style.background, StringRule::kColor);
+  v.text("style.foreground", c.style.foreground, StringRule::kColor);
+  v.text("style.bar", c.style.bar, StringRule::kColor);
+  v.text("style.grid", c.style.grid, StringRule::kColor);
+  v.text("style.accent", c.style.accent, StringRule::kColor);
 
   v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));
   v.integer("limits.max_streams_per_worker", c.limits.max_streams_per_worker, at_least(1));
@@ -304,6 +327,7 @@ struct KeyCollector {
   }
   void number(const char* p, double&, const NumberRule&) { paths.emplace_back(p); }
   void rules(const char* p, std::vector<ModeRule>&, Choices) { paths.emplace_back(p); }
+  void ranges(const char* p, std::vector<RangeRule>&) { paths.emplace_back(p); }
 };
 
 Layout build_layout() {
@@ -590,6 +614,36 @@ class YamlReader {
     out = std::move(parsed);
   }
 
+  void ranges(const char* path, std::vector<RangeRule>& out) {
+    const YAML::Node* n = find(path);
+    if (n == nullptr || n->IsNull()) return;
+    const std::string shape = "expected a list of {match: REGEX, lo: NUMBER, hi: NUMBER}";
+    if (!n->IsSequence()) return fail(path, *n, shape + ", got " + describe(*n));
+    std::vector<RangeRule> parsed;
+    for (std::size_t i = 0; i < n->size(); ++i) {
+      const YAML::Node item = (*n)[i];
+      const std::string where = std::string(path) + "[" + std::to_string(i) + "]";
+      std::optional<double> lo, hi;
+      if (item.IsMap() && item.size() == 3 && item["match"] && item["lo"] && item["hi"] &&
+          item["match"].IsScalar() && item["lo"].IsScalar() && item["hi"].IsScalar()) {
+        lo = parse_double(item["lo"].Scalar());
+        hi = parse_double(item["hi"].Scalar());
+      }
+      if (!lo || !hi) {
+        status_ = Status::error(yaml_error(source_, where, shape + ", got " + describe(item), item));
+        return;
+      }
+      RangeRule rule{item["match"].Scalar(), *lo, *hi};
+      const std::string problem = range_problem(rule);
+      if (!problem.empty()) {
+        status_ = Status::error(yaml_error(source_, where, problem, item));
+        return;
+      }
+      parsed.push_back(std::move(rule));
+    }
+    out = std::move(parsed);
+  }
+
  private:
   const YAML::Node* find(const char* path) const {
     if (!status_.is_ok()) return nullptr;
@@ -717,6 +771,24 @@ class JsonReader {
     out = std::move(parsed);
   }
 
+  void ranges(const char* path, std::vector<RangeRule>& out) {
+    const nlohmann::json* j = find(path);
+    if (j == nullptr) return;
+    if (!j->is_array()) return fail(path, "expected an array, got " + describe(*j));
+    std::vector<RangeRule> parsed;
+    for (const auto& item : *j) {
+      if (!item.is_object() || item.size() != 3 || !item.contains("match") || !item.contains("lo") ||
+          !item.contains("hi") || !item["match"].is_string() || !item["lo"].is_number() ||
+          !item["hi"].is_number())
+        return fail(path, "expected {\"match\", \"lo\", \"hi\"} objects, got " + describe(item));
+      RangeRule rule{item["match"].get<std::string>(), item["lo"].get<double>(), item["hi"].get<double>()};
+      const std::string problem = range_problem(rule);
+      if (!problem.empty()) return fail(path, problem);
+      parsed.push_back(std::move(rule));
+    }
+    out = std::move(parsed);
+  }
+
  private:
   const nlohmann::json* find(const char* path) {
     if (!status_.is_ok()) return nullptr;
@@ -747,6 +819,11 @@ class JsonWriter {
   void rules(const char* path, std::vector<ModeRule>& v, Choices) {
     nlohmann::json list = nlohmann::json::array();
     for (const ModeRule& r : v) list.push_back({{"match", r.match}, {"mode", r.mode}});
+    slot(path) = std::move(list);
+  }
+  void ranges(const char* path, std::vector<RangeRule>& v) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const RangeRule& r : v) list.push_back({{"match", r.match}, {"lo", r.lo}, {"hi", r.hi}});
     slot(path) = std::move(list);
   }
 
@@ -787,6 +864,12 @@ class Validator {
   void rules(const char* path, std::vector<ModeRule>& v, Choices modes) {
     for (std::size_t i = 0; i < v.size() && status_.is_ok(); ++i) {
       const std::string problem = rule_problem(v[i], modes);
+      if (!problem.empty()) fail(path, "[" + std::to_string(i) + "] " + problem);
+    }
+  }
+  void ranges(const char* path, std::vector<RangeRule>& v) {
+    for (std::size_t i = 0; i < v.size() && status_.is_ok(); ++i) {
+      const std::string problem = range_problem(v[i]);
       if (!problem.empty()) fail(path, "[" + std::to_string(i) + "] " + problem);
     }
   }

@@ -279,7 +279,7 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_THAT(error_of("video:\n  widht: 800\n"), HasSubstr("did you mean \"video.width\""));
   EXPECT_THAT(error_of("wokers: 3\n"),
               StartsWith("test.yaml: wokers: unknown key (known keys: session, output_dir, "
-                         "runtime_dir, workers, log_level, video, render, limits, supervisor)"));
+                         "runtime_dir, workers, log_level, video, render, style, limits, supervisor)"));
   // A key in the wrong section points at the right one.
   EXPECT_THAT(error_of("width: 800\n"), HasSubstr("did you mean \"video.width\""));
   EXPECT_THAT(error_of("video:\n  workers: 3\n"),
@@ -437,6 +437,9 @@ DaemonConfig non_default_config() {
   c.render.tsne_warm_iterations = 45;
   c.render.tsne_max_rows = 777;
   c.render.tsne_seed = 99;
+  c.render.histogram_ranges = {{"^probs", 0, 1}, {"logits$", -10.5, 10.25}};
+  c.style.background = "#000000";
+  c.style.accent = "#FFaa00";
   c.limits = {9000000000LL, 3};
   c.supervisor = {11, 12, 13, 14, 15000};
   return c;
@@ -571,6 +574,33 @@ TEST(DaemonConfigTest, StreamModesParseAndRefuseBadRules) {
 
   auto extra_key = parse_daemon_config("render:\n  stream_modes:\n    - {match: x, mode: auto, color: red}\n", "t.yaml");
   EXPECT_FALSE(extra_key.is_ok());
+}
+
+}  // namespace
+}  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+TEST(DaemonConfigTest, HistogramRangesAndColours) {
+  auto ok = parse_daemon_config(
+      "render:\n  histogram_ranges:\n    - {match: \"^probs\", lo: 0, hi: 1}\n"
+      "style:\n  bar: \"#102030\"\n",
+      "t.yaml");
+  ASSERT_TRUE(ok.is_ok()) << ok.message();
+  ASSERT_EQ(ok->render.histogram_ranges.size(), 1u);
+  EXPECT_EQ(ok->render.histogram_ranges[0].hi, 1.0);
+  EXPECT_EQ(ok->style.bar, "#102030");
+
+  auto inverted = parse_daemon_config("render:\n  histogram_ranges:\n    - {match: x, lo: 2, hi: 1}\n", "t.yaml");
+  ASSERT_FALSE(inverted.is_ok());
+  EXPECT_NE(inverted.message().find("render.histogram_ranges[0]"), std::string::npos) << inverted.message();
+  EXPECT_NE(inverted.message().find("lo < hi"), std::string::npos) << inverted.message();
+
+  auto bad_colour = parse_daemon_config("style:\n  grid: red\n", "t.yaml");
+  ASSERT_FALSE(bad_colour.is_ok());
+  EXPECT_NE(bad_colour.message().find("style.grid"), std::string::npos) << bad_colour.message();
+  EXPECT_NE(bad_colour.message().find("#rrggbb"), std::string::npos) << bad_colour.message();
 }
 
 }  // namespace

@@ -52,9 +52,19 @@ struct ModeRule {
   bool operator==(const ModeRule&) const = default;
 };
 
+// A fixed histogram range for streams whose name matches `match` (instead of the range
+// chosen from the stream's first frame).
+struct RangeRule {
+  std::string match;
+  double lo = 0;
+  double hi = 1;
+  bool operator==(const RangeRule&) const = default;
+};
+
 struct RenderConfig {
   std::string mode = "auto";           // one of kRenderModes
   std::vector<ModeRule> stream_modes;  // per-stream overrides, before the client's hint
+  std::vector<RangeRule> histogram_ranges;  // per-stream fixed histogram ranges
   int histogram_bins = 64;             // 2..4096
   double histogram_margin = 0.1;  // 0..1: fraction of the first frame's range added each side
   std::string histogram_scale = "linear";  // one of kHistogramScales (counts axis)
@@ -72,6 +82,16 @@ struct LimitsConfig {
   int64_t max_record_bytes = 1073741824;  // >= 1: larger records are dropped and counted
   int64_t max_streams_per_worker = 4096;  // >= 1
   bool operator==(const LimitsConfig&) const = default;
+};
+
+// Frame colours, "#rrggbb".
+struct StyleConfig {
+  std::string background = "#1c1e22";
+  std::string foreground = "#e6e8eb";
+  std::string bar = "#489cde";
+  std::string grid = "#383b40";
+  std::string accent = "#ffac40";
+  bool operator==(const StyleConfig&) const = default;
 };
 
 struct SupervisorConfig {
@@ -92,6 +112,7 @@ struct DaemonConfig {
   std::string log_level = "info";              // one of kLogLevels
   VideoConfig video;
   RenderConfig render;
+  StyleConfig style;
   LimitsConfig limits;
   SupervisorConfig supervisor;
 
