@@ -24,20 +24,8 @@ using internal::mix;
 
 Metrics metrics_for(const cv::Mat& image) { return internal::plot_metrics(image); }
 
-// cv::Mat::setTo with a 3-channel Scalar is slow (about 0.6 ms at 640x480): fill one
-// row by hand and copy it.
-void fill(cv::Mat& image, const cv::Scalar& color) {
-  if (image.empty() || image.type() != CV_8UC3) {
-    image.setTo(color);
-    return;
-  }
-  const cv::Vec3b pixel(cv::saturate_cast<uchar>(color[0]), cv::saturate_cast<uchar>(color[1]),
-                        cv::saturate_cast<uchar>(color[2]));
-  cv::Vec3b* first = image.ptr<cv::Vec3b>(0);
-  for (int x = 0; x < image.cols; ++x) first[x] = pixel;
-  const size_t row_bytes = static_cast<size_t>(image.cols) * 3;
-  for (int y = 1; y < image.rows; ++y) std::memcpy(image.ptr(y), first, row_bytes);
-}
+// cv::Mat::setTo with a 3-channel Scalar is slow: plot_canvas fills by rows.
+void fill(cv::Mat& image, const cv::Scalar& color) { internal::fill_background(image, color); }
 
 cv::Size clamped_size(const FrameStyle& style) { return internal::frame_size(style); }
 
