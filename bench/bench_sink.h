@@ -1,9 +1,12 @@
-// bench_sink.h — an in-process stand-in for the daemon, for transport benchmarks.
+// bench_sink.h — an in-process stand-in for the daemon, for transport benchmarks and
+// the client's tests.
 //
 // Listens on the session socket, accepts registrations exactly as the supervisor does
 // (framed JSON, segment opened and validated) and drains every ring on its own thread
 // without rendering, so a benchmark measures the client's push cost and not the
-// renderer. Thread safety: start() and stop() from one thread; draining runs inside.
+// renderer. An optional callback sees each valid record before it is released (tests
+// use it to check what arrived). Thread safety: start() and stop() from one thread;
+// draining, and the callback, run on the sink's thread.
 #pragma once
 
 #include <sys/socket.h>
@@ -11,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,8 +29,9 @@ namespace tensorscope::bench {
 
 class BenchSink {
  public:
-  BenchSink(std::string runtime_dir, std::string session)
-      : runtime_dir_(std::move(runtime_dir)), session_(std::move(session)) {}
+  using OnRecord = std::function<void(const RecordView&)>;
+  BenchSink(std::string runtime_dir, std::string session, OnRecord on_record = nullptr)
+      : runtime_dir_(std::move(runtime_dir)), session_(std::move(session)), on_record_(std::move(on_record)) {}
   ~BenchSink() { stop(); }
 
   Status start() {
@@ -81,6 +86,7 @@ class BenchSink {
           if (r == RingReader::Result::kEmpty || r == RingReader::Result::kPoisoned) break;
           any = true;
           if (r == RingReader::Result::kRecord) {
+            if (on_record_) on_record_(v);
             p.reader->release(v);
             received_.fetch_add(1);
           }
@@ -91,6 +97,7 @@ class BenchSink {
   }
 
   const std::string runtime_dir_, session_;
+  const OnRecord on_record_;
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> received_{0};

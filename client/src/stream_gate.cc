@@ -32,4 +32,10 @@ void StreamGate::set_render_hint(const std::string& name, uint8_t hint) {
   it->second.render_hint = hint;
 }
 
+uint8_t StreamGate::render_hint(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(std::string_view(name));
+  return it == streams_.end() ? 0 : it->second.render_hint;
+}
+
 }  // namespace tensorscope

@@ -29,6 +29,8 @@ class StreamGate {
   Admission admit(const std::string& name);
 
   void set_render_hint(const std::string& name, uint8_t hint);
+  // The hint set for `name` (0 when none); does not count a call.
+  uint8_t render_hint(const std::string& name);
 
  private:
   struct StringHash {

@@ -11,3 +11,5 @@
 #include "tensorscope/client_options.h"
 #include "tensorscope/push_result.h"
 #include "tensorscope/render_mode.h"
+#include "tensorscope/track_handle.h"
+#include "tensorscope/track_options.h"

@@ -1,0 +1,62 @@
+// track_options.h — TrackOptions: what Client::track_model / track_layer capture, with
+// chained setters (`TrackOptions().include("conv").every_n(100)`), and TrackKinds.
+//
+// Used in the training process. Thread safety: a value type; the Client copies it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensorscope/client_options.h"
+#include "tensorscope/render_mode.h"
+
+namespace tensorscope {
+
+// What a track sends, as a bit set: TrackKinds::kOutput | TrackKinds::kParameter.
+enum class TrackKinds : uint32_t {
+  kDefault = 0,                 // the method's own kind: track_model kOutput, track_layer kOutputGradient
+  kOutput = 1u << 0,            // each module's forward output        (stream "<name>.<path>")
+  kOutputGradient = 1u << 1,    // the gradient at each module's output (stream "<name>.<path>.grad")
+  kParameter = 1u << 2,         // each parameter's value, with the module's first call of a step
+                                //                                       (stream "<name>.<path>.<param>")
+  kParameterGradient = 1u << 3, // each parameter's gradient            (stream "<name>.<path>.<param>.grad")
+};
+
+constexpr TrackKinds operator|(TrackKinds a, TrackKinds b) {
+  return static_cast<TrackKinds>(static_cast<uint32_t>(a) | static_cast<uint32_t>(b));
+}
+constexpr bool has_kind(TrackKinds set, TrackKinds kind) {
+  return (static_cast<uint32_t>(set) & static_cast<uint32_t>(kind)) != 0;
+}
+
+#define TENSORSCOPE_TRACK_OPTION(Type, name, default_value) \
+ public:                                                    \
+  TrackOptions& name(Type value) {                          \
+    name##_ = std::move(value);                             \
+    return *this;                                           \
+  }                                                         \
+  const Type& name() const { return name##_; }              \
+                                                            \
+ private:                                                   \
+  Type name##_ = default_value;
+
+class TrackOptions {
+  // ECMAScript regex searched in each module's qualified path (as named_modules() gives
+  // it, "" for the root): only matching modules are tracked. "" tracks every module.
+  TENSORSCOPE_TRACK_OPTION(std::string, include, "")
+  // Modules whose qualified path matches this regex are not tracked. "" excludes none.
+  TENSORSCOPE_TRACK_OPTION(std::string, exclude, "")
+  // Send the 1st, (n+1)th, ... call of each stream of this track; 0 = the client's every_n.
+  TENSORSCOPE_TRACK_OPTION(int64_t, every_n, 0)
+  // Applied to each tensor before it is copied (e.g. reduce to per-channel std); replaces
+  // the client's transform for this track. Empty = the client's transform.
+  TENSORSCOPE_TRACK_OPTION(TransformFn, transform, nullptr)
+  // How the daemon should draw this track's streams (kDefault: the daemon's choice).
+  TENSORSCOPE_TRACK_OPTION(RenderMode, render_mode, RenderMode::kDefault)
+  // What to send; kDefault = the method's own kind.
+  TENSORSCOPE_TRACK_OPTION(TrackKinds, kinds, TrackKinds::kDefault)
+};
+
+#undef TENSORSCOPE_TRACK_OPTION
+
+}  // namespace tensorscope

@@ -1,0 +1,283 @@
+#include "client_impl.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tensor_staging.h"
+#include "track.h"
+#include "tensorscope/shared/logging.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/session_name.h"
+
+namespace tensorscope {
+namespace {
+
+int rank_from_environment() {
+  const char* env = std::getenv("RANK");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  if (*end != '\0' || value < 0 || value > (1 << 30)) {
+    TS_LOG_WARN("tensorscope client: ignoring RANK='{}' (not a rank); using 0", env);
+    return 0;
+  }
+  return static_cast<int>(value);
+}
+
+uint64_t now_unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Copies `text` into a fixed NUL-terminated field, cutting at a UTF-8 boundary.
+void copy_field(char* field, size_t capacity, const std::string& text) {
+  size_t n = std::min(text.size(), capacity - 1);
+  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  std::memcpy(field, text.data(), n);
+  std::memset(field + n, 0, capacity - n);
+}
+
+std::string name_refusal(const std::string& name) {
+  if (name.empty()) return "stream name is empty";
+  if (name.size() >= wire::kNameBytes) {
+    return "stream name '" + name.substr(0, 32) + "...' is longer than " +
+           std::to_string(wire::kNameBytes - 1) + " bytes";
+  }
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return "stream name has control characters";
+  }
+  return {};
+}
+
+}  // namespace
+
+ClientImpl::ClientImpl(ClientOptions options)
+    : options_(std::move(options)),
+      rank_(options_.rank().has_value() ? *options_.rank() : rank_from_environment()),
+      gate_(options_.every_n(), options_.max_hz()),
+      enabled_(options_.enabled()),
+      fork_generation_(fork_generation()) {
+  Status valid = validate_session_name(options_.session());
+  if (!valid) {
+    TS_LOG_ERROR("tensorscope client: {}; every push will be refused", valid.message());
+    session_error_ = true;
+    return;
+  }
+  connection_ = std::make_unique<Connection>(ConnectionConfig{
+      options_.session(), default_runtime_dir(options_.runtime_dir()), options_.shm_budget(),
+      options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms())});
+}
+
+ClientImpl::~ClientImpl() = default;
+
+PushResult ClientImpl::precheck() {
+  if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);
+  if (session_error_) return count(refused_, PushResult::kRefused);
+  if (fork_generation() != fork_generation_) return count(not_connected_, PushResult::kNotConnected);
+  return PushResult::kPushed;
+}
+
+PushResult ClientImpl::push(const std::string& name, const at::Tensor& tensor) {
+  const PushResult early = precheck();
+  if (early != PushResult::kPushed) return early;
+  const StreamGate::Admission admission = gate_.admit(name);
+  if (!admission.admitted) return count(gated_, PushResult::kGated);
+  Connection::Guard guard = connection_->acquire();
+  if (!guard) return count(not_connected_, PushResult::kNotConnected);
+  return stage(*guard.operator->(), name, tensor, wire::TensorKind::kTensor, admission.render_hint,
+               options_.transform());
+}
+
+PushResult ClientImpl::send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
+                            uint8_t render_hint, const TransformFn* transform) noexcept {
+  try {
+    const PushResult early = precheck();
+    if (early != PushResult::kPushed) return early;
+    Connection::Guard guard = connection_->acquire();
+    if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    const TransformFn& chosen =
+        transform != nullptr && *transform ? *transform : options_.transform();
+    return stage(*guard.operator->(), name, tensor, kind, render_hint, chosen);
+  } catch (...) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
+}
+
+PushResult ClientImpl::stage(Connection::Active& active, const std::string& name,
+                             const at::Tensor& input, wire::TensorKind kind, uint8_t render_hint,
+                             const TransformFn& transform) {
+  std::string refusal = name_refusal(name);
+  at::Tensor tensor = input;
+  if (refusal.empty() && transform) {
+    try {
+      tensor = transform(name, input);
+      if (!tensor.defined()) refusal = "transform returned an undefined tensor";
+    } catch (const std::exception& e) {
+      refusal = std::string("transform threw: ") + e.what();
+    } catch (...) {
+      refusal = "transform threw";
+    }
+  }
+  if (refusal.empty()) refusal = staging_refusal(tensor);
+  uint64_t bytes = 0;
+  if (refusal.empty()) {
+    bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+    const uint64_t limit = options_.max_tensor_bytes() > 0
+                               ? std::min(options_.max_tensor_bytes(), active.writer->max_payload_bytes())
+                               : active.writer->max_payload_bytes();
+    if (bytes > limit) {
+      refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds the limit of " +
+                std::to_string(limit) + " bytes (ClientOptions::max_tensor_bytes / shm_budget)";
+    }
+  }
+  if (!refusal.empty()) return refuse(active, name, refusal);
+
+  // Everything that can fail or throw happens before the reservation: between
+  // reserve() and commit()/cancel() only plain stores and the guarded copy run, so a
+  // claimed slot is always published.
+  wire::RecordHeader fields;
+  fields.step = step_.load(std::memory_order_relaxed);
+  fields.timestamp_unix_ns = now_unix_ns();
+  fields.rank = rank_;
+  fields.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));
+  fields.kind = static_cast<uint8_t>(kind);
+  fields.ndim = static_cast<uint8_t>(tensor.dim());
+  fields.render_hint = render_hint;
+  for (size_t d = 0; d < wire::kMaxDims; ++d) {
+    fields.shape[d] = d < fields.ndim ? tensor.size(static_cast<int64_t>(d)) : 0;
+  }
+  copy_field(fields.name, wire::kNameBytes, name);
+  copy_field(fields.device, wire::kDeviceBytes, device_string(tensor));
+  {
+    std::lock_guard<std::mutex> lock(label_mutex_);
+    std::memcpy(fields.label, label_, wire::kLabelBytes);
+  }
+
+  RingWriter::Reservation r;
+  const auto reserved = active.writer->reserve(bytes, &r);
+  if (reserved == RingWriter::ReserveResult::kTooLarge) {
+    return refuse(active, name, "tensor does not fit in the shared-memory ring");
+  }
+  if (reserved == RingWriter::ReserveResult::kFull) {
+    return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full,
+                 &active);
+  }
+  wire::RecordHeader& h = *r.header;
+  h.step = fields.step;
+  h.timestamp_unix_ns = fields.timestamp_unix_ns;
+  h.rank = fields.rank;
+  h.dtype = fields.dtype;
+  h.kind = fields.kind;
+  h.ndim = fields.ndim;
+  h.render_hint = fields.render_hint;
+  std::memcpy(h.shape, fields.shape, sizeof(h.shape));
+  std::memcpy(h.name, fields.name, sizeof(h.name));
+  std::memcpy(h.device, fields.device, sizeof(h.device));
+  std::memcpy(h.label, fields.label, sizeof(h.label));
+  char copy_error[256] = {};  // no allocation between reserve and cancel
+  try {
+    copy_into(tensor, r.payload, bytes);
+  } catch (const std::exception& e) {
+    std::snprintf(copy_error, sizeof(copy_error), "%s", e.what());
+    if (copy_error[0] == '\0') copy_error[0] = '?';
+  } catch (...) {
+    std::snprintf(copy_error, sizeof(copy_error), "unknown exception");
+  }
+  if (copy_error[0] != '\0') {
+    active.writer->cancel(r);
+    return refuse(active, name, std::string("copy failed: ") + copy_error);
+  }
+  active.writer->commit(r);
+  bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  active.segment->header()->bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
+  return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
+}
+
+PushResult ClientImpl::refuse(Connection::Active& active, const std::string& name,
+                              const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(refusal_mutex_);
+    if (refused_streams_.size() < 1024 && refused_streams_.insert(name).second) {
+      TS_LOG_WARN("tensorscope client: push of '{}' refused: {}", name, why);
+    }
+  }
+  return count(refused_, PushResult::kRefused, &wire::SegmentHeader::refused, &active);
+}
+
+PushResult ClientImpl::count(std::atomic<uint64_t>& local, PushResult result,
+                             SegmentCounter mirrored, Connection::Active* active) {
+  local.fetch_add(1, std::memory_order_relaxed);
+  if (mirrored != nullptr) {
+    if (active != nullptr) {
+      (active->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
+    } else if (connection_) {
+      Connection::Guard guard = connection_->acquire();
+      if (guard) (guard->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return result;
+}
+
+void ClientImpl::add_track(const std::shared_ptr<Track>& track) {
+  std::lock_guard<std::mutex> lock(tracks_mutex_);
+  tracks_.erase(std::remove_if(tracks_.begin(), tracks_.end(),
+                               [](const std::weak_ptr<Track>& t) { return t.expired(); }),
+                tracks_.end());
+  tracks_.push_back(track);
+}
+
+std::vector<std::shared_ptr<Track>> ClientImpl::live_tracks() const {
+  std::vector<std::shared_ptr<Track>> live;
+  std::lock_guard<std::mutex> lock(tracks_mutex_);
+  for (const auto& weak : tracks_) {
+    if (auto track = weak.lock()) live.push_back(std::move(track));
+  }
+  return live;
+}
+
+void ClientImpl::end_module_calls() {
+  for (const auto& track : live_tracks()) track->end_calls();
+}
+
+void ClientImpl::stop_tracks() {
+  for (const auto& track : live_tracks()) track->stop();
+}
+
+std::vector<TrackedStream> ClientImpl::tracked() const {
+  std::vector<TrackedStream> out;
+  for (const auto& track : live_tracks()) {
+    for (auto& s : track->streams()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void ClientImpl::set_label(const std::string& text) {
+  std::lock_guard<std::mutex> lock(label_mutex_);
+  copy_field(label_, wire::kLabelBytes, text);
+  for (char& c : label_) {
+    if (c != '\0' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = ' ';
+  }
+}
+
+ClientStats ClientImpl::stats() const {
+  ClientStats s;
+  s.pushed = pushed_.load(std::memory_order_relaxed);
+  s.gated = gated_.load(std::memory_order_relaxed);
+  s.dropped_full = dropped_full_.load(std::memory_order_relaxed);
+  s.not_connected = not_connected_.load(std::memory_order_relaxed);
+  s.refused = refused_.load(std::memory_order_relaxed);
+  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.connected = connected();
+  s.connections = connection_ ? connection_->connections() : 0;
+  return s;
+}
+
+bool ClientImpl::connected() const {
+  return connection_ && fork_generation() == fork_generation_ && connection_->connected();
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,447 @@
+#include "module_track.h"
+
+#include <torch/csrc/autograd/function.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "client_impl.h"
+#include "tensorscope/shared/logging.h"
+
+namespace tensorscope {
+namespace {
+
+constexpr uint64_t kNoToken = 0;
+constexpr size_t kMaxGradTargets = 4096;
+
+bool is_inplace(const char* op_name) {
+  if (op_name == nullptr) return false;
+  const size_t n = std::strlen(op_name);
+  return n >= 2 && op_name[n - 1] == '_' && op_name[n - 2] != '_';
+}
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Calls f(tensor) for every tensor in `value` (a tensor, a tensor list or a list of
+// optional tensors).
+template <typename F>
+void for_each_tensor(const c10::IValue& value, F&& f) {
+  if (value.isTensor()) {
+    f(value.toTensor());
+  } else if (value.isTensorList()) {
+    const auto list = value.toTensorList();
+    for (size_t i = 0; i < list.size(); ++i) f(list.get(i));
+  } else if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef()) {
+      if (item.isTensor()) f(item.toTensor());
+    }
+  }
+}
+
+template <typename T, size_t N>
+struct SmallSet {
+  T items[N];
+  size_t size = 0;
+  void add(T x) {
+    if (size < N) items[size++] = x;
+  }
+  bool has(T x) const { return std::find(items, items + size, x) != items + size; }
+};
+
+}  // namespace
+
+const void* ModuleTrack::storage_of(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return nullptr;
+  return t.storage().unsafeGetStorageImpl();
+}
+
+std::shared_ptr<Track> ModuleTrack::create(std::weak_ptr<ClientImpl> client, const std::string& name,
+                                           std::vector<ModuleEntry> modules, TrackOptions options,
+                                           TrackKinds kinds) {
+  if (name.empty()) return std::make_shared<FailedTrack>("track_model/track_layer: the name is empty");
+  std::regex include, exclude;
+  try {
+    if (!options.include().empty()) include = std::regex(options.include(), std::regex::ECMAScript);
+    if (!options.exclude().empty()) exclude = std::regex(options.exclude(), std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return std::make_shared<FailedTrack>("track '" + name + "': invalid include/exclude regex: " + e.what());
+  }
+  auto track = std::make_shared<ModuleTrack>(std::move(client), name, std::move(modules), std::move(options), kinds);
+  track->select(track->options_.include().empty() ? nullptr : &include,
+                track->options_.exclude().empty() ? nullptr : &exclude);
+  if (std::none_of(track->modules_.begin(), track->modules_.end(), [](const Module& m) { return m.tracked; })) {
+    return std::make_shared<FailedTrack>("track '" + name +
+                                         "': no module owns parameters or buffers and matches include/exclude");
+  }
+  track->publish_storages();
+  if (has_kind(kinds, TrackKinds::kParameterGradient)) {
+    std::weak_ptr<ModuleTrack> weak = track;
+    for (const Module& m : track->modules_) {
+      if (!m.tracked) continue;
+      for (const auto& [param_name, param] : m.entry.params) {
+        if (!param.defined() || !param.requires_grad()) continue;
+        const std::string stream = m.stream + "." + param_name + ".grad";
+        track->hooks_.push_back(std::make_unique<GradHook>(param, [weak, stream](const at::Tensor& grad) {
+          if (auto self = weak.lock()) self->send_param_grad(stream, grad);
+        }));
+      }
+    }
+  }
+  if (has_kind(kinds, TrackKinds::kOutput) || has_kind(kinds, TrackKinds::kOutputGradient) ||
+      has_kind(kinds, TrackKinds::kParameter)) {
+    add_op_listener(track);
+  }
+  return track;
+}
+
+ModuleTrack::ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std::vector<ModuleEntry> modules,
+                         TrackOptions options, TrackKinds kinds)
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      kinds_(kinds),
+      gate_(track_every_n(client_, options_), track_max_hz(client_)),
+      param_grads_(client_, options_) {
+  modules_.reserve(modules.size());
+  for (auto& entry : modules) {
+    Module m;
+    m.stream = entry.path.empty() ? name_ : name_ + "." + entry.path;
+    m.entry = std::move(entry);
+    modules_.push_back(std::move(m));
+  }
+  if (auto c = client_.lock()) calls_step_ = c->step();
+}
+
+ModuleTrack::~ModuleTrack() = default;
+
+void ModuleTrack::select(const std::regex* include, const std::regex* exclude) {
+  for (Module& m : modules_) {
+    m.tracked = m.entry.owns_tensors() && (include == nullptr || std::regex_search(m.entry.path, *include)) &&
+                (exclude == nullptr || !std::regex_search(m.entry.path, *exclude));
+  }
+  for (Module& m : modules_) {
+    for (int k : m.entry.chain) {
+      if (modules_[k].tracked) m.notify.push_back(k);
+    }
+  }
+}
+
+void ModuleTrack::publish_storages() {
+  auto map = std::make_unique<StorageMap>();
+  std::vector<std::pair<int, at::Tensor>> all;
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    for (const auto& p : modules_[i].entry.params) all.emplace_back(static_cast<int>(i), p.second);
+    for (const auto& b : modules_[i].entry.buffers) all.emplace_back(static_cast<int>(i), b);
+  }
+  tensor_storages_.clear();
+  for (auto& [module, tensor] : all) {
+    const void* storage = storage_of(tensor);
+    tensor_storages_.push_back(storage);
+    map->tensors.push_back(tensor);
+    // A tensor registered by several modules (tied weights) belongs to the first.
+    if (storage != nullptr) {
+      map->owners.emplace(storage, StorageMap::Owner{module, static_cast<int>(map->tensors.size() - 1)});
+    }
+  }
+  map_.store(map.get(), std::memory_order_release);
+  maps_.push_back(std::move(map));
+}
+
+bool ModuleTrack::storages_changed(const StorageMap& map) const {
+  for (size_t i = 0; i < map.tensors.size(); ++i) {
+    if (storage_of(map.tensors[i]) != tensor_storages_[i]) return true;
+  }
+  return false;
+}
+
+std::string ModuleTrack::call_stream(int module, int call) const {
+  return call == 0 ? modules_[module].stream : modules_[module].stream + "#" + std::to_string(call);
+}
+
+uint8_t ModuleTrack::hint_for(ClientImpl& client, const std::string& stream) const {
+  if (options_.render_mode() != RenderMode::kDefault) return static_cast<uint8_t>(options_.render_mode());
+  return client.render_hint_for(stream);
+}
+
+void ModuleTrack::set_open_count(int count) {
+  open_count_ = count;
+  open_calls_.store(count, std::memory_order_relaxed);
+}
+
+void ModuleTrack::close_calls(std::vector<Pending>& open, const std::vector<int>* keep,
+                              std::vector<Pending>& finished) {
+  for (auto it = open.begin(); it != open.end();) {
+    if (keep == nullptr || !contains(*keep, it->module)) {
+      finished.push_back(std::move(*it));
+      it = open.erase(it);
+      set_open_count(open_count_ - 1);
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::IValue> inputs) {
+  if (stopped_.load(std::memory_order_relaxed)) return kNoToken;
+  const StorageMap* map = map_.load(std::memory_order_acquire);
+  if (map == nullptr) return kNoToken;
+
+  int owner = -1;
+  bool first = true, first_is_param = false;
+  const void* first_storage = nullptr;
+  SmallSet<int, 16> touched;           // indices into map->tensors
+  SmallSet<const void*, 16> others;    // storages of the other tensor inputs
+  for (const c10::IValue& value : inputs) {
+    for_each_tensor(value, [&](const at::Tensor& t) {
+      const void* storage = storage_of(t);
+      const bool is_first = first;
+      first = false;
+      if (storage == nullptr) return;
+      if (is_first) first_storage = storage;
+      auto it = map->owners.find(storage);
+      if (it == map->owners.end()) {
+        others.add(storage);
+        return;
+      }
+      if (owner < 0) owner = it->second.module;
+      if (is_first) first_is_param = true;
+      touched.add(it->second.tensor);
+    });
+  }
+
+  const bool inplace = is_inplace(op_name);
+  if (inplace && first_storage != nullptr && !first_is_param &&
+      open_calls_.load(std::memory_order_relaxed) > 0) {
+    // An op writing a module's output: the module's own bias add continues its call;
+    // anything else ends it first, so the output is sent as the module returned it.
+    std::vector<Pending> finished;
+    bool continues = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = open_.find(current_op_thread_id());
+      if (it != open_.end()) {
+        for (auto p = it->second.begin(); p != it->second.end();) {
+          if (p->storage != first_storage) {
+            ++p;
+          } else if (owner >= 0 && contains(modules_[owner].entry.chain, p->module)) {
+            continues = true;
+            ++p;
+          } else {
+            finished.push_back(std::move(*p));
+            p = it->second.erase(p);
+            set_open_count(open_count_ - 1);
+          }
+        }
+        if (it->second.empty()) open_.erase(it);
+      }
+    }
+    finish(finished);
+    if (continues || !finished.empty()) return kNoToken;
+  }
+  if (owner < 0) return kNoToken;
+  if (inplace && first_is_param) return kNoToken;  // writes a weight: optimizer, renorm
+  if (others.size == 0) return kNoToken;           // parameters only: not a forward of the module
+  for (size_t i = 0; i < touched.size; ++i) {
+    const at::Tensor& param = map->tensors[touched.items[i]];
+    if (!param.requires_grad()) continue;
+    const void* grad = storage_of(param.grad());
+    if (grad != nullptr && others.has(grad)) return kNoToken;  // optimizer arithmetic
+  }
+  return static_cast<uint64_t>(owner) + 1;
+}
+
+void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) {
+  const int owner = static_cast<int>(token - 1);
+  const StorageMap* map = map_.load(std::memory_order_acquire);
+  at::Tensor output;
+  for (const c10::IValue& value : outputs) {
+    for_each_tensor(value, [&](const at::Tensor& t) {
+      if (output.defined()) return;
+      const void* storage = storage_of(t);
+      if (storage != nullptr && map->owners.count(storage) == 0) output = t;
+    });
+    if (output.defined()) break;
+  }
+  if (!output.defined()) return;  // a view of a weight, or no tensor result
+  auto client = client_.lock();
+  if (!client || !client->enabled()) return;
+
+  const uint64_t thread = current_op_thread_id();
+  const void* storage = storage_of(output);
+  std::vector<Pending> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_.load(std::memory_order_relaxed)) return;
+    const int64_t step = client->step();
+    if (restart_calls_.exchange(false, std::memory_order_relaxed) || step != calls_step_) {
+      calls_.clear();
+      calls_step_ = step;
+    }
+    std::vector<Pending>& open = open_[thread];
+    close_calls(open, &modules_[owner].entry.chain, finished);
+    for (int m : modules_[owner].notify) {
+      auto p = std::find_if(open.begin(), open.end(), [m](const Pending& x) { return x.module == m; });
+      if (p != open.end() && m == owner && !modules_[m].entry.composite) {
+        finished.push_back(std::move(*p));  // a leaf called again: a new call
+        open.erase(p);
+        set_open_count(open_count_ - 1);
+        p = open.end();
+      }
+      if (p != open.end()) {
+        if (p->admitted) p->output = output;
+        p->storage = storage;
+        p->thread = thread;
+      } else {
+        open.push_back(begin_call(client.get(), thread, m, output));
+        set_open_count(open_count_ + 1);
+      }
+    }
+    if (open.empty()) open_.erase(thread);
+  }
+  finish(finished);
+}
+
+ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread, int module,
+                                             const at::Tensor& output) {
+  std::vector<int>& calls = calls_[thread];
+  if (calls.empty()) calls.assign(modules_.size(), 0);
+  Pending p;
+  p.module = module;
+  p.thread = thread;
+  p.call = calls[module]++;
+  p.storage = storage_of(output);
+  if (p.call >= kMaxCallsPerStep) {
+    if (!over_calls_logged_) {
+      over_calls_logged_ = true;
+      TS_LOG_WARN("tensorscope: module '{}' ran more than {} times in one step; further calls are not "
+                  "sent (advance the step with Client::next_step())",
+                  modules_[module].stream, kMaxCallsPerStep);
+    }
+    client->refused_.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  if (gate_.admit(call_stream(module, p.call)).admitted) {
+    p.admitted = true;
+    p.output = output;
+  } else {
+    client->count_gated();
+  }
+  return p;
+}
+
+void ModuleTrack::finish(std::vector<Pending>& finished) {
+  if (finished.empty()) return;
+  auto client = client_.lock();
+  if (!client) return;
+  ObserverPause pause;
+  for (Pending& p : finished) {
+    if (!p.admitted || !p.output.defined()) continue;
+    const std::string stream = call_stream(p.module, p.call);
+    if (has_kind(kinds_, TrackKinds::kOutput)) {
+      client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform());
+    }
+    if (has_kind(kinds_, TrackKinds::kOutputGradient) && p.output.requires_grad() && p.output.grad_fn()) {
+      const int64_t sequence_nr = static_cast<int64_t>(p.output.grad_fn()->sequence_nr());
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (grad_keys_.load(std::memory_order_relaxed) >= static_cast<int>(kMaxGradTargets)) {
+        grad_targets_.clear();  // backward never ran for these (eval with grad on): forget them
+        grad_keys_.store(0, std::memory_order_relaxed);
+      }
+      grad_targets_[p.thread][sequence_nr].push_back(GradTarget{stream + ".grad", p.output.output_nr()});
+      grad_keys_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (has_kind(kinds_, TrackKinds::kParameter) && p.call == 0) {
+      for (const auto& [param_name, param] : modules_[p.module].entry.params) {
+        const std::string param_stream = modules_[p.module].stream + "." + param_name;
+        client->send(param_stream, param, wire::TensorKind::kParameter, hint_for(*client, param_stream),
+                     &options_.transform());
+      }
+    }
+    p.output = at::Tensor();
+  }
+}
+
+void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
+                                   c10::ArrayRef<const c10::IValue> grads) {
+  if (stopped_.load(std::memory_order_relaxed)) return;
+  if (!restart_calls_.load(std::memory_order_relaxed)) restart_calls_.store(true, std::memory_order_relaxed);
+  if (open_calls_.load(std::memory_order_relaxed) > 0) end_calls();
+  if (grad_keys_.load(std::memory_order_relaxed) == 0) return;
+  std::vector<GradTarget> targets;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto thread = grad_targets_.find(forward_thread);
+    if (thread == grad_targets_.end()) return;
+    auto node = thread->second.find(sequence_nr);
+    if (node == thread->second.end()) return;
+    targets = std::move(node->second);
+    thread->second.erase(node);
+    if (thread->second.empty()) grad_targets_.erase(thread);
+    grad_keys_.fetch_sub(static_cast<int>(targets.size()), std::memory_order_relaxed);
+  }
+  auto client = client_.lock();
+  if (!client) return;
+  for (const GradTarget& target : targets) {
+    if (target.output_nr < 0 || static_cast<size_t>(target.output_nr) >= grads.size()) continue;
+    const c10::IValue& grad = grads[target.output_nr];
+    if (!grad.isTensor() || !grad.toTensor().defined()) continue;
+    client->send(target.stream, grad.toTensor(), wire::TensorKind::kGradient, hint_for(*client, target.stream),
+                 &options_.transform());
+  }
+}
+
+void ModuleTrack::send_param_grad(const std::string& stream, const at::Tensor& grad) {
+  if (stopped_.load(std::memory_order_relaxed)) return;
+  param_grads_.send(stream, grad, wire::TensorKind::kParameterGradient);
+}
+
+void ModuleTrack::end_calls() {
+  std::vector<Pending> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [thread, open] : open_) close_calls(open, nullptr, finished);
+    open_.clear();
+    const StorageMap* map = map_.load(std::memory_order_acquire);
+    if (!stopped_.load(std::memory_order_relaxed) && map != nullptr && storages_changed(*map)) {
+      publish_storages();  // the model moved (module->to(device)) or was reloaded
+    }
+  }
+  finish(finished);
+}
+
+void ModuleTrack::stop() {
+  if (stopped_.exchange(true)) return;
+  remove_op_listener(this);
+  std::vector<std::unique_ptr<GradHook>> hooks;
+  std::vector<Pending> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hooks = std::move(hooks_);
+    for (auto& [thread, open] : open_) close_calls(open, nullptr, finished);
+    open_.clear();
+    grad_targets_.clear();
+    grad_keys_.store(0, std::memory_order_relaxed);
+  }
+  hooks.clear();
+  finish(finished);
+}
+
+std::vector<TrackedStream> ModuleTrack::streams() const {
+  std::vector<TrackedStream> out;
+  for (const Module& m : modules_) {
+    if (!m.tracked) continue;
+    if (has_kind(kinds_, TrackKinds::kOutput)) out.push_back({m.stream, "activation", m.entry.path});
+    if (has_kind(kinds_, TrackKinds::kOutputGradient)) out.push_back({m.stream + ".grad", "gradient", m.entry.path});
+    for (const auto& [param_name, param] : m.entry.params) {
+      if (has_kind(kinds_, TrackKinds::kParameter)) {
+        out.push_back({m.stream + "." + param_name, "parameter", m.entry.path});
+      }
+      if (has_kind(kinds_, TrackKinds::kParameterGradient) && param.requires_grad()) {
+        out.push_back({m.stream + "." + param_name + ".grad", "parameter_gradient", m.entry.path});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,142 @@
+// module_track.h — ModuleTrack: what Client::track_model / track_layer set up. It turns
+// the ATen ops seen by the op observer into module calls and sends their outputs, the
+// gradients at those outputs, parameters and parameter gradients.
+//
+// How a module call is recognized (libtorch modules have no hooks; DESIGN §5):
+// - an op "touches" a module when one of its inputs shares storage with a parameter or
+//   buffer the module itself registers; a forward op of the module also has an input
+//   that is not such a tensor (the activation), does not write a parameter in place, and
+//   has no parameter's .grad among its inputs (optimizer arithmetic);
+// - its first result that is not a view of a parameter is the module's output (aten::t
+//   of a weight is skipped); an in-place op on that output that touches the module again
+//   (the bias add of a 3-d Linear) updates it;
+// - a module that owns tensors but no descendant owning tensors (a "leaf": Linear,
+//   Conv, BatchNorm, LSTM, ...) starts a new call at each such op; a module with such
+//   descendants (MultiheadAttention and its out_proj, a user module holding its own
+//   parameter) spans the contiguous run of ops touching its subtree, and its output is
+//   the run's last result;
+// - a call ends, and is sent, at the first op of a module outside it, before an
+//   in-place op writes its output, at the start of backward, when the client's step
+//   changes, on flush() and on stop(). Call indices count per thread within a step and
+//   restart at backward.
+// Thread safety: op callbacks arrive on any thread; calls are tracked per thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grad_hook.h"
+#include "module_index.h"
+#include "op_observer.h"
+#include "track.h"
+#include "tensorscope/track_options.h"
+
+namespace tensorscope {
+
+class ClientImpl;
+
+class ModuleTrack : public Track,
+                    public OpListener,
+                    public std::enable_shared_from_this<ModuleTrack> {
+ public:
+  // A FailedTrack when the name is empty, a regex is invalid or no module is selected.
+  static std::shared_ptr<Track> create(std::weak_ptr<ClientImpl> client, const std::string& name,
+                                       std::vector<ModuleEntry> modules, TrackOptions options,
+                                       TrackKinds kinds);
+  ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std::vector<ModuleEntry> modules,
+              TrackOptions options, TrackKinds kinds);
+  ~ModuleTrack() override;
+
+  // Track
+  void stop() override;
+  void end_calls() override;
+  std::vector<TrackedStream> streams() const override;
+
+  // OpListener
+  uint64_t on_op_start(const char* op_name, c10::ArrayRef<const c10::IValue> inputs) override;
+  void on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) override;
+  void on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
+                        c10::ArrayRef<const c10::IValue> grads) override;
+
+  // Calls longer than this per module and step are not sent (counted as refused once).
+  static constexpr int kMaxCallsPerStep = 256;
+
+ private:
+  struct Module {
+    ModuleEntry entry;
+    std::string stream;           // "<name>.<path>", or "<name>" for the root
+    bool tracked = false;         // selected and owns tensors
+    std::vector<int> notify;      // tracked modules in entry.chain, innermost first
+  };
+  // Where each parameter or buffer storage belongs. Immutable once published.
+  struct StorageMap {
+    struct Owner {
+      int module;
+      int tensor;  // index into tensors
+    };
+    std::unordered_map<const void*, Owner> owners;
+    std::vector<at::Tensor> tensors;  // every parameter and buffer of the model
+  };
+  struct Pending {
+    int module = -1;
+    int call = 0;
+    bool admitted = false;
+    at::Tensor output;             // held only when admitted
+    const void* storage = nullptr; // the output's storage
+    uint64_t thread = 0;           // op thread that produced it (autograd's forward thread)
+  };
+  struct GradTarget {
+    std::string stream;
+    int64_t output_nr = 0;
+  };
+
+  void select(const std::regex* include, const std::regex* exclude);
+  void publish_storages();
+  bool storages_changed(const StorageMap& map) const;
+  std::string call_stream(int module, int call) const;
+  uint8_t hint_for(ClientImpl& client, const std::string& stream) const;
+  // Under mutex_: moves every open call of thread `thread` (all threads when null) whose
+  // module is not in `keep` into `finished`.
+  void close_calls(std::vector<Pending>& open, const std::vector<int>* keep, std::vector<Pending>& finished);
+  void set_open_count(int count);
+  // Under mutex_: begins call of `module` with `output`.
+  Pending begin_call(ClientImpl* client, uint64_t thread, int module, const at::Tensor& output);
+  // Outside mutex_: sends a finished call.
+  void finish(std::vector<Pending>& finished);
+  void send_param_grad(const std::string& stream, const at::Tensor& grad);
+  static const void* storage_of(const at::Tensor& t);
+
+  const std::weak_ptr<ClientImpl> client_;
+  const std::string name_;
+  const TrackOptions options_;
+  const TrackKinds kinds_;
+  std::vector<Module> modules_;
+  std::vector<const void*> tensor_storages_;  // storages of the current map's tensors
+  std::vector<std::unique_ptr<const StorageMap>> maps_;  // all published maps (kept: read lock-free)
+  std::atomic<const StorageMap*> map_{nullptr};
+  StreamGate gate_;
+  GradSender param_grads_;
+  std::vector<std::unique_ptr<GradHook>> hooks_;
+
+  std::atomic<bool> stopped_{false};
+  std::atomic<int> open_calls_{0};      // pending calls over all threads
+  std::atomic<int> grad_keys_{0};
+  std::atomic<bool> restart_calls_{false};
+
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, std::vector<Pending>> open_;  // by op thread id
+  int open_count_ = 0;                                       // mirrored in open_calls_
+  std::unordered_map<uint64_t, std::vector<int>> calls_;     // per op thread and module, this step
+  int64_t calls_step_ = 0;
+  // (forward thread, grad_fn sequence number) -> where its input gradients go
+  std::unordered_map<uint64_t, std::unordered_map<int64_t, std::vector<GradTarget>>> grad_targets_;
+  bool over_calls_logged_ = false;
+};
+
+}  // namespace tensorscope
