@@ -752,5 +752,50 @@ TEST_F(IntegrationTest, StatusToolDuplicateDaemonAndAbiMismatch) {
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
 }
 
+// 7. A producer trains a small CNN with track_model and track_layer: every tracked
+// stream arrives as videos listed in index.json, with its kind and one frame per
+// admitted step.
+TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
+  const std::string name = session("track");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("track"), 1, write_config(100));
+  ASSERT_NE(daemon, nullptr);
+  constexpr int kSteps = 12, kEveryN = 3;
+  ChildProcess* producer = start_producer(
+      name, 0, {"--track-model", "--count", std::to_string(kSteps), "--every-n", std::to_string(kEveryN),
+                "--stdin-control"});
+  ASSERT_NE(producer, nullptr);
+  const json f = final_line(producer);
+  ASSERT_TRUE(f.is_object()) << "the producer printed no final line";
+  const std::set<std::string> tracked = f.value("tracked", json::array()).get<std::set<std::string>>();
+  const std::set<std::string> expected_tracked = {"model.0", "model.1", "model.4", "model.0.grad",
+                                                  "model.1.grad", "model.4.grad"};
+  EXPECT_EQ(tracked, expected_tracked);
+  // 6 tracked streams on every 3rd step, and the loss on every step.
+  EXPECT_EQ(u64(f, "pushed"), 6u * (kSteps / kEveryN) + kSteps) << f.dump();
+  EXPECT_EQ(u64(f, "dropped_full") + u64(f, "refused") + u64(f, "not_connected"), 0u) << f.dump();
+  json last;
+  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
+    const json p = producer_entry(s, producer->pid());
+    return p.is_object() && u64(p, "received") >= u64(f, "pushed");
+  }, kSettleTimeout, &last)) << last.dump(2);
+  release_producer(producer);
+  terminate_daemon(daemon);
+
+  const auto files = index_or_fail(daemon->session_dir());
+  std::map<std::string, int64_t> frames;
+  std::map<std::string, std::string> kinds;
+  for (const auto& file : files) {
+    frames[file.value("stream", "")] += file.value("frames", int64_t{0});
+    kinds[file.value("stream", "")] = file.value("kind", "");
+  }
+  for (const auto& stream : expected_tracked) {
+    EXPECT_EQ(frames[stream], kSteps / kEveryN) << stream;
+    EXPECT_EQ(kinds[stream], stream.find(".grad") != std::string::npos ? "gradient" : "activation") << stream;
+  }
+  EXPECT_EQ(frames["loss"], kSteps);
+  EXPECT_EQ(frames.size(), expected_tracked.size() + 1);
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+}
+
 }  // namespace
 }  // namespace tensorscope::itest

@@ -15,6 +15,10 @@
 //                           means "push until told to stop".
 //          --report-ms T: while pushing, also print a progress line every T ms (same
 //                         keys, "final":false); the last line printed has "final":true.
+//          --track-model: instead of pushing random tensors, train a small CNN for
+//                         --count steps with track_model and track_layer on it (every_n
+//                         from --every-n) and push("loss") each step; "calls" then counts
+//                         the loss pushes and "tracked" lists the tracked stream names.
 #include <poll.h>
 #include <unistd.h>
 
@@ -57,6 +61,23 @@ torch::Tensor make_tensor(std::mt19937& rng, int64_t max_elements, torch::Dtype 
   return out;
 }
 
+// Conv2d -> BatchNorm2d -> ReLU -> Flatten -> Linear, trained on random data.
+torch::nn::Sequential make_model() {
+  return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3)), torch::nn::BatchNorm2d(4),
+                               torch::nn::ReLU(), torch::nn::Flatten(), torch::nn::Linear(4 * 6 * 6, 3));
+}
+
+// One training step; returns the loss.
+torch::Tensor train_step(torch::nn::Sequential& model, torch::optim::SGD& optimizer) {
+  const torch::Tensor x = torch::randn({8, 1, 8, 8});
+  const torch::Tensor target = torch::randint(0, 3, {8}, torch::kLong);
+  optimizer.zero_grad();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), target);
+  loss.backward();
+  optimizer.step();
+  return loss;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,7 +85,8 @@ int main(int argc, char** argv) {
   int rank = 0, streams = 4;
   int64_t count = 100, max_elements = 4096, sleep_us = 0, wait_connect_ms = 10000, seed = 1;
   uint64_t budget = 32u << 20;
-  bool bad_inputs = false, stdin_control = false;
+  bool bad_inputs = false, stdin_control = false, track_model = false;
+  int64_t every_n = 1;
   int64_t report_ms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -82,6 +104,8 @@ int main(int argc, char** argv) {
     else if (a == "--bad-inputs") bad_inputs = true;
     else if (a == "--stdin-control") stdin_control = true;
     else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
+    else if (a == "--track-model") track_model = true;
+    else if (a == "--every-n") every_n = std::atoll(next().c_str());
     else {
       std::fprintf(stderr, "test_producer: unknown argument %s\n", a.c_str());
       return 2;
@@ -105,6 +129,7 @@ int main(int argc, char** argv) {
   }
   client.set_label("rank " + std::to_string(rank) + " test run");
   std::map<std::string, int64_t> per_stream;
+  std::string tracked = "[]";
   int64_t calls = 0;
   int64_t expected_refusals = 0;
   auto print_line = [&](bool final) {
@@ -118,13 +143,13 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"calls\":%lld,\"pushed\":%llu,\"gated\":%llu,\"dropped_full\":%llu,\"not_connected\":%llu,"
         "\"refused\":%llu,\"expected_refusals\":%lld,\"bytes\":%llu,\"connections\":%llu,"
-        "\"connected\":%s,\"final\":%s,\"per_stream\":%s}\n",
+        "\"connected\":%s,\"final\":%s,\"per_stream\":%s,\"tracked\":%s}\n",
         static_cast<long long>(calls), static_cast<unsigned long long>(s.pushed),
         static_cast<unsigned long long>(s.gated), static_cast<unsigned long long>(s.dropped_full),
         static_cast<unsigned long long>(s.not_connected), static_cast<unsigned long long>(s.refused),
         static_cast<long long>(expected_refusals), static_cast<unsigned long long>(s.bytes),
         static_cast<unsigned long long>(s.connections), s.connected ? "true" : "false",
-        final ? "true" : "false", per.c_str());
+        final ? "true" : "false", per.c_str(), tracked.c_str());
     std::fflush(stdout);
   };
   // True once stdin has data or reached EOF (the test's "stop pushing").
@@ -133,8 +158,26 @@ int main(int argc, char** argv) {
     pollfd p{0, POLLIN, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
   };
+  if (track_model) {
+    torch::nn::Sequential model = make_model();
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    const auto options = tensorscope::TrackOptions().every_n(every_n);
+    tensorscope::TrackHandle outputs = client.track_model("model", model, options);
+    tensorscope::TrackHandle grads = client.track_layer("model", model, options);
+    tracked = "[";
+    for (const auto& s : client.tracked()) tracked += (tracked.size() > 1 ? ",\"" : "\"") + s.name + "\"";
+    tracked += "]";
+    for (int64_t step = 0; step < count; ++step) {
+      const torch::Tensor loss = train_step(model, optimizer);
+      ++calls;
+      if (client.push("loss", loss.detach()) == tensorscope::PushResult::kPushed) ++per_stream["loss"];
+      client.next_step();
+    }
+    print_line(true);
+    count = 0;
+  }
   auto next_report = std::chrono::steady_clock::now();
-  for (int64_t i = 0; count <= 0 || i < count; ++i) {
+  for (int64_t i = 0; !track_model && (count <= 0 || i < count); ++i) {
     if (stop_requested()) break;
     client.set_step(i);
     const auto dtype = kDtypes[static_cast<size_t>(i) % kDtypes.size()];
@@ -156,7 +199,7 @@ int main(int argc, char** argv) {
     ++expected_refusals;
     client.push("bad.too_large", torch::zeros({static_cast<int64_t>(budget)}, torch::kUInt8));
   }
-  print_line(true);
+  if (!track_model) print_line(true);
   if (stdin_control) {
     // Stay connected until the test closes our stdin.
     char buffer[256];

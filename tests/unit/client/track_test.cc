@@ -67,17 +67,11 @@ TEST_F(Track, SequentialOutputsEqualTheDirectForward) {
                             torch::nn::ReLU(), torch::nn::Flatten(), torch::nn::Linear(4 * 6 * 6, 16),
                             torch::nn::Linear(16, 3));
   const torch::Tensor x = input();
-  std::vector<torch::Tensor> direct;
-  {
-    torch::Tensor h = x;
-    for (size_t i = 0; i < seq->size(); ++i) {
-      h = seq[i]->as<torch::nn::Conv2d>()  ? seq[i]->as<torch::nn::Conv2d>()->forward(h)
-          : seq[i]->as<torch::nn::BatchNorm2d>() ? seq[i]->as<torch::nn::BatchNorm2d>()->forward(h)
-          : seq[i]->as<torch::nn::ReLU>()        ? seq[i]->as<torch::nn::ReLU>()->forward(h)
-          : seq[i]->as<torch::nn::Flatten>()     ? seq[i]->as<torch::nn::Flatten>()->forward(h)
-                                                 : seq[i]->as<torch::nn::Linear>()->forward(h);
-      direct.push_back(h);
-    }
+  std::vector<torch::Tensor> direct;  // each layer's output, run one by one
+  torch::Tensor h = x;
+  for (const auto& layer : *seq) {
+    h = layer.forward(h);
+    direct.push_back(h);
   }
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
