@@ -69,7 +69,7 @@ TEST_F(Track, SequentialOutputsEqualTheDirectForward) {
   const torch::Tensor x = input();
   std::vector<torch::Tensor> direct;  // each layer's output, run one by one
   torch::Tensor h = x;
-  for (const auto& layer : *seq) {
+  for (auto& layer : *seq) {
     h = layer.forward(h);
     direct.push_back(h);
   }
