@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The demo: installs dependencies, builds, starts the daemon, runs a small training
-# program that pushes tensors, stops the daemon (SIGTERM finalizes every video) and
-# prints where the videos are.
+# The demo: installs dependencies, builds, starts the daemon, trains a small CNN
+# (examples/train_cnn.cc) whose layer outputs and gradients are tracked, stops the daemon
+# (SIGTERM finalizes every video) and prints where the videos are.
+# DEMO_STEPS and DEMO_EVERY_N override the training length and the tracking interval.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -18,7 +19,7 @@ cleanup() { kill "$DAEMON" 2>/dev/null || true; rm -rf "$RUNTIME_DIR"; }
 trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$RUNTIME_DIR/$SESSION.sock" ] && break; sleep 0.1; done
 
-"$BIN"/train_push --session "$SESSION" --steps 200
+"$BIN"/train_cnn --session "$SESSION" --steps "${DEMO_STEPS:-1000}" --every-n "${DEMO_EVERY_N:-10}" --batch 64
 "$BIN"/tensorscope status --session "$SESSION" || true
 
 kill -TERM "$DAEMON"
