@@ -131,12 +131,13 @@ void Client::set_enabled(bool enabled) { impl_->enabled_.store(enabled, std::mem
 bool Client::enabled() const { return impl_->enabled(); }
 
 void Client::set_step(int64_t step) {
-  impl_->end_module_calls();  // calls of the ending step are sent with its number
+  // Calls of the ending step are sent with its number.
+  impl_->end_module_calls(step != impl_->step());
   impl_->step_.store(step, std::memory_order_relaxed);
 }
 int64_t Client::step() const { return impl_->step(); }
 int64_t Client::next_step() {
-  impl_->end_module_calls();
+  impl_->end_module_calls(true);
   return impl_->step_.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 

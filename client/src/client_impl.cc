@@ -239,8 +239,11 @@ std::vector<std::shared_ptr<Track>> ClientImpl::live_tracks() const {
   return live;
 }
 
-void ClientImpl::end_module_calls() {
-  for (const auto& track : live_tracks()) track->end_calls();
+void ClientImpl::end_module_calls(bool step_changes) {
+  for (const auto& track : live_tracks()) {
+    track->end_calls();
+    if (step_changes) track->step_changed();
+  }
 }
 
 void ClientImpl::stop_tracks() {

@@ -46,9 +46,9 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   uint8_t render_hint_for(const std::string& name) { return gate_.render_hint(name); }
 
   // Tracks: registered on creation, stopped when the client goes away; the step setters
-  // end the current module calls of every track.
+  // end the current module calls of every track and tell them when the step changes.
   void add_track(const std::shared_ptr<Track>& track);
-  void end_module_calls();
+  void end_module_calls(bool step_changes);
   // Stops every track (the Client is going away).
   void stop_tracks();
   std::vector<TrackedStream> tracked() const;

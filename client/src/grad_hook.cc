@@ -43,8 +43,8 @@ uint8_t GradSender::render_hint(ClientImpl& client, const std::string& stream) c
 
 void GradSender::send(const std::string& stream, const at::Tensor& grad, wire::TensorKind kind) {
   auto client = client_.lock();
-  if (!client || !client->enabled() || !grad.defined()) return;
-  if (!gate_.admit(stream).admitted) {
+  if (!client || !grad.defined()) return;
+  if (!client->enabled() || !gate_.admit(stream).admitted) {
     client->count_gated();
     return;
   }

@@ -87,10 +87,7 @@ std::shared_ptr<Track> ModuleTrack::create(std::weak_ptr<ClientImpl> client, con
       }
     }
   }
-  if (has_kind(kinds, TrackKinds::kOutput) || has_kind(kinds, TrackKinds::kOutputGradient) ||
-      has_kind(kinds, TrackKinds::kParameter)) {
-    add_op_listener(track);
-  }
+  track->listen(true);  // the first step is always sent
   return track;
 }
 
@@ -100,8 +97,9 @@ ModuleTrack::ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std
       name_(std::move(name)),
       options_(std::move(options)),
       kinds_(kinds),
-      gate_(track_every_n(client_, options_), track_max_hz(client_)),
-      param_grads_(client_, options_) {
+      gate_(1, track_max_hz(client_)),
+      param_grads_(client_, options_),
+      every_n_(track_every_n(client_, options_)) {
   modules_.reserve(modules.size());
   for (auto& entry : modules) {
     Module m;
@@ -124,6 +122,32 @@ void ModuleTrack::select(const std::regex* include, const std::regex* exclude) {
       if (modules_[k].tracked) m.notify.push_back(k);
     }
   }
+}
+
+bool ModuleTrack::needs_observer() const {
+  return has_kind(kinds_, TrackKinds::kOutput) || has_kind(kinds_, TrackKinds::kOutputGradient) ||
+         has_kind(kinds_, TrackKinds::kParameter);
+}
+
+void ModuleTrack::listen(bool on) {
+  std::lock_guard<std::mutex> lock(listen_mutex_);
+  on = on && needs_observer() && !stopped_.load(std::memory_order_relaxed);
+  if (on == listening_) return;
+  if (on) {
+    add_op_listener(shared_from_this());
+  } else {
+    remove_op_listener(this);
+  }
+  listening_ = on;
+}
+
+void ModuleTrack::step_changed() {
+  bool send_next;
+  {
+    std::lock_guard<std::mutex> lock(listen_mutex_);
+    send_next = ++steps_seen_ % every_n_ == 0;
+  }
+  listen(send_next);
 }
 
 void ModuleTrack::publish_storages() {
@@ -264,7 +288,11 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
   }
   if (!output.defined()) return;  // a view of a weight, or no tensor result
   auto client = client_.lock();
-  if (!client || !client->enabled()) return;
+  if (!client) return;
+  if (!client->enabled()) {
+    client->count_gated();
+    return;
+  }
 
   const uint64_t thread = current_op_thread_id();
   const void* storage = storage_of(output);
@@ -273,7 +301,7 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_.load(std::memory_order_relaxed)) return;
     const int64_t step = client->step();
-    if (restart_calls_.exchange(false, std::memory_order_relaxed) || step != calls_step_) {
+    if (step != calls_step_) {
       calls_.clear();
       calls_step_ = step;
     }
@@ -364,7 +392,6 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
 void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
                                    c10::ArrayRef<const c10::IValue> grads) {
   if (stopped_.load(std::memory_order_relaxed)) return;
-  if (!restart_calls_.load(std::memory_order_relaxed)) restart_calls_.store(true, std::memory_order_relaxed);
   if (open_calls_.load(std::memory_order_relaxed) > 0) end_calls();
   if (grad_keys_.load(std::memory_order_relaxed) == 0) return;
   std::vector<GradTarget> targets;
@@ -410,8 +437,12 @@ void ModuleTrack::end_calls() {
 }
 
 void ModuleTrack::stop() {
-  if (stopped_.exchange(true)) return;
-  remove_op_listener(this);
+  {
+    std::lock_guard<std::mutex> lock(listen_mutex_);
+    if (stopped_.exchange(true)) return;
+    if (listening_) remove_op_listener(this);
+    listening_ = false;
+  }
   std::vector<std::unique_ptr<GradHook>> hooks;
   std::vector<Pending> finished;
   {

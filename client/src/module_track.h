@@ -17,8 +17,11 @@
 //   the run's last result;
 // - a call ends, and is sent, at the first op of a module outside it, before an
 //   in-place op writes its output, at the start of backward, when the client's step
-//   changes, on flush() and on stop(). Call indices count per thread within a step and
-//   restart at backward.
+//   changes, on flush() and on stop(). Call indices count per thread within a step.
+// every_n applies to steps: the op observer listens only during the 1st, (n+1)th, ...
+// step the track sees (every call of a sent step is sent, up to max_hz), so a step that
+// sends nothing costs nothing; with one call per module and step this is the same as
+// gating each stream's calls. Without set_step/next_step every call is in one step.
 // Thread safety: op callbacks arrive on any thread; calls are tracked per thread.
 #pragma once
 
@@ -56,6 +59,7 @@ class ModuleTrack : public Track,
   // Track
   void stop() override;
   void end_calls() override;
+  void step_changed() override;
   std::vector<TrackedStream> streams() const override;
 
   // OpListener
@@ -97,6 +101,9 @@ class ModuleTrack : public Track,
   };
 
   void select(const std::regex* include, const std::regex* exclude);
+  bool needs_observer() const;
+  // Installs or removes this track's op listener.
+  void listen(bool on);
   void publish_storages();
   bool storages_changed(const StorageMap& map) const;
   std::string call_stream(int module, int call) const;
@@ -127,7 +134,10 @@ class ModuleTrack : public Track,
   std::atomic<bool> stopped_{false};
   std::atomic<int> open_calls_{0};      // pending calls over all threads
   std::atomic<int> grad_keys_{0};
-  std::atomic<bool> restart_calls_{false};
+  const int64_t every_n_;       // steps
+  std::mutex listen_mutex_;     // listening_, steps_seen_
+  bool listening_ = false;
+  int64_t steps_seen_ = 0;
 
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, std::vector<Pending>> open_;  // by op thread id

@@ -20,6 +20,8 @@ class Track {
   virtual void stop() = 0;
   // Ends the current module calls (their outputs are sent); no-op for other tracks.
   virtual void end_calls() {}
+  // The client's step is about to change (after end_calls()).
+  virtual void step_changed() {}
   virtual std::vector<TrackedStream> streams() const = 0;
 
   bool ok() const { return error_.empty(); }

@@ -47,6 +47,14 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
+// A Linear used twice in one forward, around a parameter-free op and back to back.
+struct TwiceImpl : torch::nn::Module {
+  TwiceImpl() : fc(register_module("fc", torch::nn::Linear(5, 5))), out(register_module("out", torch::nn::Linear(5, 2))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return out(fc(fc(torch::relu(fc(x))))); }
+  torch::nn::Linear fc, out;
+};
+TORCH_MODULE(Twice);
+
 torch::Tensor input() { return torch::randn({2, 1, 8, 8}); }
 
 void expect_equal(const ReceivedRecord& r, const torch::Tensor& expected) {
@@ -211,7 +219,38 @@ TEST_F(Track, EveryNGatesEachStreamExactly) {
     EXPECT_EQ(got[1].step, 3);
     EXPECT_EQ(got[2].step, 6);
   }
-  EXPECT_EQ(rx.client().stats().gated, 4u * 4u);
+  EXPECT_EQ(rx.client().stats().pushed, 4u * 3u);
+}
+
+TEST_F(Track, EveryNCountsStepsNotCalls) {
+  Twice model;  // three calls of "fc" per forward
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("m", model, TrackOptions().every_n(2).include("^fc$"));
+  for (int step = 0; step < 4; ++step) {
+    model->forward(torch::randn({3, 5}));
+    rx.client().set_step(step + 1);
+    rx.client().set_step(step + 1);  // unchanged: not a new step
+  }
+  for (const char* name : {"m.fc", "m.fc#1", "m.fc#2"}) {
+    const auto got = rx.named(name);
+    ASSERT_EQ(got.size(), 2u) << name;
+    EXPECT_EQ(got[0].step, 0);
+    EXPECT_EQ(got[1].step, 2);
+  }
+}
+
+TEST_F(Track, ASecondForwardInTheSameStepIsTheNextCall) {
+  Net net;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("net", net, TrackOptions().include("fc2"));
+  net->forward(input()).sum().backward();
+  const torch::Tensor x = input();
+  const torch::Tensor eval = net->forward(x);  // e.g. an evaluation batch, same step
+  rx.client().next_step();
+  EXPECT_EQ(rx.names(), (std::set<std::string>{"net.fc2", "net.fc2#1"}));
+  expect_equal(rx.named("net.fc2#1").at(0), eval);
 }
 
 TEST_F(Track, OptimizerStepsAndZeroGradCaptureNothing) {
@@ -236,13 +275,6 @@ TEST_F(Track, OptimizerStepsAndZeroGradCaptureNothing) {
   EXPECT_EQ(rx.records().size(), after_forward);
 }
 
-// A Linear used twice in one forward, around a parameter-free op and back to back.
-struct TwiceImpl : torch::nn::Module {
-  TwiceImpl() : fc(register_module("fc", torch::nn::Linear(5, 5))), out(register_module("out", torch::nn::Linear(5, 2))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return out(fc(fc(torch::relu(fc(x))))); }
-  torch::nn::Linear fc, out;
-};
-TORCH_MODULE(Twice);
 
 TEST_F(Track, AModuleCalledSeveralTimesGetsCallIndices) {
   Twice model;
@@ -370,6 +402,7 @@ TEST_F(Track, SetEnabledIsCheckedByEveryHook) {
   net->forward(input()).sum().backward();
   rx.client().next_step();
   EXPECT_EQ(rx.client().stats().pushed, 0u);
+  EXPECT_EQ(rx.client().stats().gated, 8u);  // 4 outputs and 4 output gradients would have gone
   rx.client().set_enabled(true);
   net->forward(input()).sum().backward();
   rx.client().next_step();
