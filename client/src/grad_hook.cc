@@ -87,6 +87,8 @@ void GradHookTrack::stop() {
 }
 
 std::vector<TrackedStream> GradHookTrack::streams() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_) return {};
   return {TrackedStream{name_, "gradient", ""}};
 }
 

@@ -66,7 +66,7 @@ class GradHookTrack : public Track, public std::enable_shared_from_this<GradHook
  private:
   const std::string name_;
   GradSender sender_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   bool stopped_ = false;
   std::unique_ptr<GradHook> hook_;
 };

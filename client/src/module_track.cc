@@ -459,6 +459,7 @@ void ModuleTrack::stop() {
 
 std::vector<TrackedStream> ModuleTrack::streams() const {
   std::vector<TrackedStream> out;
+  if (stopped_.load(std::memory_order_relaxed)) return out;
   for (const Module& m : modules_) {
     if (!m.tracked) continue;
     if (has_kind(kinds_, TrackKinds::kOutput)) out.push_back({m.stream, "activation", m.entry.path});

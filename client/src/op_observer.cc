@@ -16,9 +16,13 @@ namespace {
 
 using ListenerList = std::vector<std::shared_ptr<OpListener>>;
 
+// The listener list is immutable once published. Each thread keeps its own reference
+// and refreshes it when `version` moves, so an op costs one relaxed load here (and no
+// std::atomic<std::shared_ptr>, which older standard libraries lack).
 struct Registry {
-  std::mutex mutex;  // add/remove only
-  std::atomic<std::shared_ptr<const ListenerList>> listeners{std::make_shared<const ListenerList>()};
+  std::mutex mutex;  // add/remove, and a thread refreshing its reference
+  std::shared_ptr<const ListenerList> listeners = std::make_shared<const ListenerList>();
+  std::atomic<uint64_t> version{1};
   bool installed = false;
   at::CallbackHandle handle = 0;
   std::atomic<bool> error_logged{false};
@@ -33,8 +37,21 @@ struct ThreadState {
   int depth = 0;           // nesting of observed forward ops
   int backward_depth = 0;  // nesting of autograd nodes
   bool busy = false;       // inside a listener, or paused
+  uint64_t version = 0;    // of `listeners`
+  std::shared_ptr<const ListenerList> listeners;
 };
 thread_local ThreadState tls;
+
+// This thread's view of the listeners (refreshed after an add or remove).
+const ListenerList& current_listeners() {
+  Registry& r = registry();
+  if (r.version.load(std::memory_order_acquire) != tls.version) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    tls.listeners = r.listeners;
+    tls.version = r.version.load(std::memory_order_relaxed);
+  }
+  return *tls.listeners;
+}
 
 // Listeners interested in one op's end.
 struct OpContext : at::ObserverContext {
@@ -51,11 +68,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (tls.busy) return nullptr;
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     ++tls.backward_depth;
-    const auto listeners = registry().listeners.load();
-    if (listeners->empty()) return nullptr;
+    const ListenerList& listeners = current_listeners();
+    if (listeners.empty()) return nullptr;
     tls.busy = true;
     try {
-      for (const auto& l : *listeners) l->on_backward_node(fn.forwardThreadId(), fn.seqNr(), fn.inputs());
+      for (const auto& l : listeners) l->on_backward_node(fn.forwardThreadId(), fn.seqNr(), fn.inputs());
     } catch (const std::exception& e) {
       log_listener_error(e.what());
     } catch (...) {
@@ -66,14 +83,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   const int depth = tls.depth++;
   if (depth != 0 || tls.backward_depth != 0) return nullptr;
-  const auto listeners = registry().listeners.load();
-  if (listeners->empty()) return nullptr;
+  const ListenerList& listeners = current_listeners();
+  if (listeners.empty()) return nullptr;
   std::unique_ptr<OpContext> context;
   tls.busy = true;
   try {
     const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
     const char* name = fn.name();
-    for (const auto& l : *listeners) {
+    for (const auto& l : listeners) {
       const uint64_t token = l->on_op_start(name, inputs);
       if (token == 0) continue;
       if (!context) context = std::make_unique<OpContext>();
@@ -114,9 +131,10 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 void add_op_listener(std::shared_ptr<OpListener> listener) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto next = std::make_shared<ListenerList>(*r.listeners.load());
+  auto next = std::make_shared<ListenerList>(*r.listeners);
   next->push_back(std::move(listener));
-  r.listeners.store(std::move(next));
+  r.listeners = std::move(next);
+  r.version.fetch_add(1, std::memory_order_release);
   if (!r.installed) {
     r.handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&on_start, &on_end)
@@ -130,12 +148,13 @@ void add_op_listener(std::shared_ptr<OpListener> listener) {
 void remove_op_listener(const OpListener* listener) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto next = std::make_shared<ListenerList>(*r.listeners.load());
+  auto next = std::make_shared<ListenerList>(*r.listeners);
   next->erase(std::remove_if(next->begin(), next->end(),
                              [&](const std::shared_ptr<OpListener>& l) { return l.get() == listener; }),
               next->end());
   const bool empty = next->empty();
-  r.listeners.store(std::move(next));
+  r.listeners = std::move(next);
+  r.version.fetch_add(1, std::memory_order_release);
   if (empty && r.installed) {
     at::removeCallback(r.handle);
     r.installed = false;

@@ -22,6 +22,7 @@ class Track {
   virtual void end_calls() {}
   // The client's step is about to change (after end_calls()).
   virtual void step_changed() {}
+  // Empty once stopped.
   virtual std::vector<TrackedStream> streams() const = 0;
 
   bool ok() const { return error_.empty(); }
