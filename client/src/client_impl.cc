@@ -239,15 +239,33 @@ std::vector<std::shared_ptr<Track>> ClientImpl::live_tracks() const {
   return live;
 }
 
-void ClientImpl::end_module_calls(bool step_changes) {
-  for (const auto& track : live_tracks()) {
-    track->end_calls();
-    if (step_changes) track->step_changed();
+// Both run in the training loop (set_step, next_step) or a destructor: nothing may
+// escape. A track that fails here is logged and left as it is.
+void ClientImpl::end_module_calls(bool step_changes) noexcept {
+  try {
+    for (const auto& track : live_tracks()) {
+      try {
+        track->end_calls();
+        if (step_changes) track->step_changed();
+      } catch (const std::exception& e) {
+        TS_LOG_ERROR("tensorscope: ending a track's module calls failed: {}", e.what());
+      }
+    }
+  } catch (...) {
   }
 }
 
-void ClientImpl::stop_tracks() {
-  for (const auto& track : live_tracks()) track->stop();
+void ClientImpl::stop_tracks() noexcept {
+  try {
+    for (const auto& track : live_tracks()) {
+      try {
+        track->stop();
+      } catch (const std::exception& e) {
+        TS_LOG_ERROR("tensorscope: stopping a track failed: {}", e.what());
+      }
+    }
+  } catch (...) {
+  }
 }
 
 std::vector<TrackedStream> ClientImpl::tracked() const {

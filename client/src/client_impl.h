@@ -48,9 +48,9 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   // Tracks: registered on creation, stopped when the client goes away; the step setters
   // end the current module calls of every track and tell them when the step changes.
   void add_track(const std::shared_ptr<Track>& track);
-  void end_module_calls(bool step_changes);
+  void end_module_calls(bool step_changes) noexcept;
   // Stops every track (the Client is going away).
-  void stop_tracks();
+  void stop_tracks() noexcept;
   std::vector<TrackedStream> tracked() const;
 
   void set_label(const std::string& text);

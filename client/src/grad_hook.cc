@@ -1,5 +1,7 @@
 #include "grad_hook.h"
 
+#include <algorithm>
+
 #include "client_impl.h"
 #include "op_observer.h"
 
@@ -23,7 +25,7 @@ GradHook::~GradHook() {
 int64_t track_every_n(const std::weak_ptr<ClientImpl>& client, const TrackOptions& options) {
   if (options.every_n() > 0) return options.every_n();
   auto c = client.lock();
-  return c ? c->options_.every_n() : 1;
+  return c ? std::max<int64_t>(1, c->options_.every_n()) : 1;
 }
 
 double track_max_hz(const std::weak_ptr<ClientImpl>& client) {

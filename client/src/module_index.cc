@@ -37,7 +37,13 @@ void link(std::vector<ModuleEntry>& entries) {
 
 std::vector<ModuleEntry> index_modules(const torch::nn::Module& module) {
   std::vector<ModuleEntry> entries;
-  for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+  // The root by hand: named_modules(include_self=true) needs the module to be held by a
+  // shared_ptr, which a module on the stack is not.
+  ModuleEntry root;
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) root.params.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) root.buffers.push_back(b.value());
+  entries.push_back(std::move(root));
+  for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
     ModuleEntry e;
     e.path = item.key();
     for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) e.params.emplace_back(p.key(), p.value());

@@ -132,13 +132,14 @@ bool ModuleTrack::needs_observer() const {
 void ModuleTrack::listen(bool on) {
   std::lock_guard<std::mutex> lock(listen_mutex_);
   on = on && needs_observer() && !stopped_.load(std::memory_order_relaxed);
-  if (on == listening_) return;
+  if (on == (listener_ != nullptr)) return;
   if (on) {
-    add_op_listener(shared_from_this());
+    listener_ = std::make_shared<WeakOpListener>(weak_from_this());
+    add_op_listener(listener_);
   } else {
-    remove_op_listener(this);
+    remove_op_listener(listener_.get());
+    listener_.reset();
   }
-  listening_ = on;
 }
 
 void ModuleTrack::step_changed() {
@@ -164,6 +165,7 @@ void ModuleTrack::publish_storages() {
     map->tensors.push_back(tensor);
     // A tensor registered by several modules (tied weights) belongs to the first.
     if (storage != nullptr) {
+      map->storages.push_back(tensor.storage());
       map->owners.emplace(storage, StorageMap::Owner{module, static_cast<int>(map->tensors.size() - 1)});
     }
   }
@@ -260,10 +262,12 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
       }
     }
     finish(finished);
-    if (continues || !finished.empty()) return kNoToken;
+    if (continues) return kNoToken;
   }
   if (owner < 0) return kNoToken;
-  if (inplace && first_is_param) return kNoToken;  // writes a weight: optimizer, renorm
+  // An in-place op that reads a parameter into another tensor (an EMA of the weights,
+  // a target network's copy_) or writes a weight (optimizer, renorm) is no forward.
+  if (inplace) return kNoToken;
   if (others.size == 0) return kNoToken;           // parameters only: not a forward of the module
   for (size_t i = 0; i < touched.size; ++i) {
     const at::Tensor& param = map->tensors[touched.items[i]];
@@ -392,7 +396,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
 void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
                                    c10::ArrayRef<const c10::IValue> grads) {
   if (stopped_.load(std::memory_order_relaxed)) return;
-  if (open_calls_.load(std::memory_order_relaxed) > 0) end_calls();
+  if (open_calls_.load(std::memory_order_relaxed) > 0) end_calls_of(forward_thread);
   if (grad_keys_.load(std::memory_order_relaxed) == 0) return;
   std::vector<GradTarget> targets;
   {
@@ -422,6 +426,18 @@ void ModuleTrack::send_param_grad(const std::string& stream, const at::Tensor& g
   param_grads_.send(stream, grad, wire::TensorKind::kParameterGradient);
 }
 
+void ModuleTrack::end_calls_of(uint64_t thread) {
+  std::vector<Pending> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = open_.find(thread);
+    if (it == open_.end()) return;
+    close_calls(it->second, nullptr, finished);
+    open_.erase(it);
+  }
+  finish(finished);
+}
+
 void ModuleTrack::end_calls() {
   std::vector<Pending> finished;
   {
@@ -440,8 +456,8 @@ void ModuleTrack::stop() {
   {
     std::lock_guard<std::mutex> lock(listen_mutex_);
     if (stopped_.exchange(true)) return;
-    if (listening_) remove_op_listener(this);
-    listening_ = false;
+    if (listener_) remove_op_listener(listener_.get());
+    listener_.reset();
   }
   std::vector<std::unique_ptr<GradHook>> hooks;
   std::vector<Pending> finished;

@@ -60,6 +60,8 @@ class ModuleTrack : public Track,
   void stop() override;
   void end_calls() override;
   void step_changed() override;
+  // Ends the open calls of one op thread (its backward started).
+  void end_calls_of(uint64_t thread);
   std::vector<TrackedStream> streams() const override;
 
   // OpListener
@@ -85,7 +87,8 @@ class ModuleTrack : public Track,
       int tensor;  // index into tensors
     };
     std::unordered_map<const void*, Owner> owners;
-    std::vector<at::Tensor> tensors;  // every parameter and buffer of the model
+    std::vector<at::Tensor> tensors;    // every parameter and buffer of the model
+    std::vector<c10::Storage> storages; // held: a key's address is never reused meanwhile
   };
   struct Pending {
     int module = -1;
@@ -135,8 +138,8 @@ class ModuleTrack : public Track,
   std::atomic<int> open_calls_{0};      // pending calls over all threads
   std::atomic<int> grad_keys_{0};
   const int64_t every_n_;       // steps
-  std::mutex listen_mutex_;     // listening_, steps_seen_
-  bool listening_ = false;
+  std::mutex listen_mutex_;     // listener_, steps_seen_
+  std::shared_ptr<OpListener> listener_;  // registered while listening (a WeakOpListener)
   int64_t steps_seen_ = 0;
 
   mutable std::mutex mutex_;

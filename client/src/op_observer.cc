@@ -33,7 +33,12 @@ Registry& registry() {
   return *r;
 }
 
+// False once this thread's ThreadState is destroyed (thread exit): callbacks and pauses
+// that run later (static destructors) must not touch it. Trivially destructible.
+thread_local bool tls_alive = true;
+
 struct ThreadState {
+  ~ThreadState() { tls_alive = false; }
   int depth = 0;           // nesting of observed forward ops
   int backward_depth = 0;  // nesting of autograd nodes
   bool busy = false;       // inside a listener, or paused
@@ -65,7 +70,7 @@ void log_listener_error(const char* what) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (tls.busy) return nullptr;
+  if (!tls_alive || tls.busy) return nullptr;
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     ++tls.backward_depth;
     const ListenerList& listeners = current_listeners();
@@ -106,7 +111,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (tls.busy) return;
+  if (!tls_alive || tls.busy) return;
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     if (tls.backward_depth > 0) --tls.backward_depth;
     return;
@@ -163,7 +168,11 @@ void remove_op_listener(const OpListener* listener) {
 
 uint64_t current_op_thread_id() { return at::RecordFunction::currentThreadId(); }
 
-ObserverPause::ObserverPause() : previous_(tls.busy) { tls.busy = true; }
-ObserverPause::~ObserverPause() { tls.busy = previous_; }
+ObserverPause::ObserverPause() : previous_(tls_alive ? tls.busy : true) {
+  if (tls_alive) tls.busy = true;
+}
+ObserverPause::~ObserverPause() {
+  if (tls_alive) tls.busy = previous_;
+}
 
 }  // namespace tensorscope

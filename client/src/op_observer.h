@@ -34,6 +34,28 @@ class OpListener {
                                 c10::ArrayRef<const c10::IValue> grads) = 0;
 };
 
+// Forwards to a listener it does not own: what a track registers, so that the listener
+// lists threads keep cached (refreshed at their next op) never keep a stopped track, and
+// the parameters it references, alive.
+class WeakOpListener : public OpListener {
+ public:
+  explicit WeakOpListener(std::weak_ptr<OpListener> target) : target_(std::move(target)) {}
+  uint64_t on_op_start(const char* op_name, c10::ArrayRef<const c10::IValue> inputs) override {
+    auto target = target_.lock();
+    return target ? target->on_op_start(op_name, inputs) : 0;
+  }
+  void on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) override {
+    if (auto target = target_.lock()) target->on_op_end(token, outputs);
+  }
+  void on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
+                        c10::ArrayRef<const c10::IValue> grads) override {
+    if (auto target = target_.lock()) target->on_backward_node(forward_thread, sequence_nr, grads);
+  }
+
+ private:
+  std::weak_ptr<OpListener> target_;
+};
+
 void add_op_listener(std::shared_ptr<OpListener> listener);
 void remove_op_listener(const OpListener* listener);
 

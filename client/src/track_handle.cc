@@ -25,7 +25,11 @@ const std::string& TrackHandle::error() const {
 std::vector<TrackedStream> TrackHandle::streams() const { return track_ ? track_->streams() : std::vector<TrackedStream>{}; }
 
 void TrackHandle::flush() {
-  if (track_) track_->end_calls();
+  if (!track_) return;
+  try {
+    track_->end_calls();
+  } catch (...) {
+  }
 }
 
 void TrackHandle::reset() {

@@ -3,7 +3,9 @@
 // registered; a module call still waiting to be sent is sent first.
 //
 // Used in the training process. Thread safety: a handle is owned by one thread at a time
-// (movable, not copyable); the tracking it stands for runs on any thread.
+// (movable, not copyable); the tracking it stands for runs on any thread. Destroy or
+// reset a handle (or the Client) outside backward: removing a gradient hook while
+// autograd runs it on another thread is not safe in libtorch.
 #pragma once
 
 #include <memory>

@@ -4,6 +4,7 @@
 // and attention layers, TorchScript, inference modes and threads.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <thread>
 
 #include <torch/script.h>
@@ -537,6 +538,60 @@ TEST_F(Track, TorchScriptModuleLoadedFromFileIsTracked) {
     EXPECT_TRUE(torch::allclose(rx.named("jit.fc1").at(step).tensor(), h, 1e-6, 1e-6));
     EXPECT_TRUE(torch::allclose(rx.named("jit.fc2").at(step).tensor(), y, 1e-6, 1e-6));
   }
+}
+
+TEST_F(Track, AnEmaOrCopyOfTheWeightsIsNotAForwardCall) {
+  Net net;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("net", net);
+  const std::vector<torch::Tensor> params = net->parameters();
+  std::vector<torch::Tensor> ema;
+  for (const auto& p : params) ema.push_back(p.detach().clone());
+  net->forward(input());
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) {
+      ema[i].mul_(0.9).add_(params[i], 0.1);
+      ema[i].copy_(params[i]);
+    }
+  }
+  rx.client().next_step();
+  EXPECT_EQ(rx.names(), (std::set<std::string>{"net.conv", "net.bn", "net.fc1", "net.fc2"}));
+  EXPECT_EQ(rx.records().size(), 4u);
+}
+
+TEST_F(Track, AModuleOnTheStackAndAClientEveryNOfZeroWork) {
+  torch::nn::LinearImpl lin(torch::nn::LinearOptions(4, 3));  // not held by a shared_ptr
+  const torch::Tensor x = torch::randn({2, 4});
+  const torch::Tensor expected = lin.forward(x);
+  RecordReceiver rx(ClientOptions().every_n(0));  // treated as 1
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("lin", lin);
+  ASSERT_TRUE(handle.ok()) << handle.error();
+  for (int step = 0; step < 2; ++step) {
+    lin.forward(x);
+    rx.client().next_step();
+  }
+  ASSERT_EQ(rx.named("lin").size(), 2u);
+  expect_equal(rx.named("lin").at(1), expected);
+}
+
+TEST_F(Track, AResetHandleKeepsNoParameterAlive) {
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  std::optional<WeakImpl> weight;
+  {
+    Net net;
+    weight.emplace(net->fc1->weight.getIntrusivePtr());
+    TrackHandle handle = rx.client().track_model("net", net, TrackOptions().kinds(TrackKinds::kOutput |
+                                                                                     TrackKinds::kParameterGradient));
+    net->forward(input()).sum().backward();  // this thread now caches the observer's listener list
+    rx.client().next_step();
+    EXPECT_FALSE(weight->expired());
+  }  // the handle is reset, then the model goes
+  EXPECT_TRUE(weight->expired()) << "a stopped track still holds the model's parameters";
 }
 
 TEST_F(Track, TheClientGoingAwayFirstLeavesHandlesHarmless) {
