@@ -5,8 +5,9 @@
 // How a module call is recognized (libtorch modules have no hooks; DESIGN §5):
 // - an op "touches" a module when one of its inputs shares storage with a parameter or
 //   buffer the module itself registers; a forward op of the module also has an input
-//   that is not such a tensor (the activation), does not write a parameter in place, and
-//   has no parameter's .grad among its inputs (optimizer arithmetic);
+//   that is not such a tensor (the activation), is not in place (in place, it writes a
+//   weight or reads one into an EMA or a copy), and has no parameter's .grad among its
+//   inputs (optimizer arithmetic);
 // - its first result that is not a view of a parameter is the module's output (aten::t
 //   of a weight is skipped); an in-place op on that output that touches the module again
 //   (the bias add of a 3-d Linear) updates it;
@@ -16,7 +17,8 @@
 //   parameter) spans the contiguous run of ops touching its subtree, and its output is
 //   the run's last result;
 // - a call ends, and is sent, at the first op of a module outside it, before an
-//   in-place op writes its output, at the start of backward, when the client's step
+//   in-place op writes its output, when backward starts on the thread that ran it, when
+//   the client's step
 //   changes, on flush() and on stop(). Call indices count per thread within a step.
 // every_n applies to steps: the op observer listens only during the 1st, (n+1)th, ...
 // step the track sees (every call of a sent step is sent, up to max_hz), so a step that
