@@ -18,8 +18,8 @@
 //   the run's last result;
 // - a call ends, and is sent, at the first op of a module outside it, before an
 //   in-place op writes its output, when backward starts on the thread that ran it, when
-//   the client's step
-//   changes, on flush() and on stop(). Call indices count per thread within a step.
+//   the client's step changes, on flush() and on stop(). Call indices count per thread
+//   within a step.
 // every_n applies to steps: the op observer listens only during the 1st, (n+1)th, ...
 // step the track sees (every call of a sent step is sent, up to max_hz), so a step that
 // sends nothing costs nothing; with one call per module and step this is the same as
