@@ -43,6 +43,7 @@
 #include <tensorscope/tensorscope.h>
 
 #include "bench_sink.h"
+#include "cnn_model.h"
 
 namespace {
 
@@ -50,28 +51,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kStepsPerBlock = 100;
 
 // The CNN of examples/train_cnn.cc: 28x28x1 images, 10 classes.
-struct CnnImpl : torch::nn::Module {
-  CnnImpl()
-      : features(register_module(
-            "features",
-            torch::nn::Sequential(
-                {{"conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1))},
-                 {"bn1", torch::nn::BatchNorm2d(8)},
-                 {"relu1", torch::nn::ReLU()},
-                 {"pool1", torch::nn::MaxPool2d(2)},
-                 {"conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1))},
-                 {"bn2", torch::nn::BatchNorm2d(16)},
-                 {"relu2", torch::nn::ReLU()},
-                 {"pool2", torch::nn::MaxPool2d(2)}}))),
-        fc1(register_module("fc1", torch::nn::Linear(16 * 7 * 7, 64))),
-        fc2(register_module("fc2", torch::nn::Linear(64, 10))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return fc2->forward(torch::relu(fc1->forward(features->forward(x).flatten(1))));
-  }
-  torch::nn::Sequential features;
-  torch::nn::Linear fc1, fc2;
-};
-TORCH_MODULE(Cnn);
+using tensorscope_examples::Cnn;
 
 // A three-layer MLP: in -> hidden -> hidden -> 10.
 struct MlpImpl : torch::nn::Module {

@@ -11,22 +11,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "tensorscope/option_setter.h"
+
 namespace tensorscope {
 
 // Applied to a tensor before it is copied (e.g. reduce to per-channel std). Receives the
 // stream name. An exception or an undefined result refuses the push (counted).
 using TransformFn = std::function<at::Tensor(const std::string& stream, const at::Tensor&)>;
 
-#define TENSORSCOPE_OPTION(Type, name, default_value)          \
- public:                                                       \
-  ClientOptions& name(Type value) {                            \
-    name##_ = std::move(value);                                \
-    return *this;                                              \
-  }                                                            \
-  const Type& name() const { return name##_; }                 \
-                                                               \
- private:                                                      \
-  Type name##_ = default_value;
+#define TENSORSCOPE_OPTION(Type, name, default_value) \
+  TENSORSCOPE_OPTION_SETTER(ClientOptions, Type, name, default_value)
 
 class ClientOptions {
   // Session name: must match the daemon's (--session). [A-Za-z0-9_.-], 1..64 chars.

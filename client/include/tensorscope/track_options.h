@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tensorscope/client_options.h"
+#include "tensorscope/option_setter.h"
 #include "tensorscope/render_mode.h"
 
 namespace tensorscope {
@@ -30,15 +31,7 @@ constexpr bool has_kind(TrackKinds set, TrackKinds kind) {
 }
 
 #define TENSORSCOPE_TRACK_OPTION(Type, name, default_value) \
- public:                                                    \
-  TrackOptions& name(Type value) {                          \
-    name##_ = std::move(value);                             \
-    return *this;                                           \
-  }                                                         \
-  const Type& name() const { return name##_; }              \
-                                                            \
- private:                                                   \
-  Type name##_ = default_value;
+  TENSORSCOPE_OPTION_SETTER(TrackOptions, Type, name, default_value)
 
 class TrackOptions {
   // ECMAScript regex searched in each module's qualified path (as named_modules() gives
