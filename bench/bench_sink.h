@@ -104,4 +104,14 @@ class BenchSink {
   std::thread thread_;
 };
 
+// Waits up to `timeout` for `client` (a tensorscope::Client) to register with the sink.
+template <typename ClientT>
+bool wait_connected(const ClientT& client, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!client.connected() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return client.connected();
+}
+
 }  // namespace tensorscope::bench

@@ -30,14 +30,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool wait_connected(const tensorscope::Client& client) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!client.connected() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return client.connected();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,7 +46,7 @@ int main(int argc, char** argv) {
                                  .runtime_dir(runtime_dir)
                                  .shm_budget(kRingBytes)
                                  .reconnect_interval_ms(10));
-  if (!wait_connected(client)) {
+  if (!tensorscope::bench::wait_connected(client)) {
     std::fprintf(stderr, "push_bench: client did not connect\n");
     return 1;
   }
@@ -111,7 +103,7 @@ int main(int argc, char** argv) {
                                   .every_n(int64_t{1} << 60)
                                   .shm_budget(8 << 20)
                                   .reconnect_interval_ms(10));
-    wait_connected(gated);
+    tensorscope::bench::wait_connected(gated);
     torch::Tensor small = torch::randn({16});
     gated.push("gated", small);  // the 1st call passes
     const int n = quick ? 200000 : 2000000;

@@ -179,14 +179,6 @@ void bench_model(const char* label, tensorscope::Client& client, torch::nn::Modu
   }
 }
 
-bool wait_connected(const tensorscope::Client& client) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!client.connected() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return client.connected();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,7 +215,7 @@ int main(int argc, char** argv) {
                                                                 .shm_budget(uint64_t{256} << 20)
                                                                 .reconnect_interval_ms(10));
   tensorscope::Client& client = *owned_client;
-  if (!wait_connected(client)) {
+  if (!tensorscope::bench::wait_connected(client)) {
     std::fprintf(stderr, "track_bench: client did not connect\n");
     return 1;
   }

@@ -49,10 +49,7 @@ class RecordReceiver {
                                            .runtime_dir(dir_.path() + "/run")
                                            .shm_budget(uint64_t{32} << 20)
                                            .reconnect_interval_ms(10));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!client_->connected() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    bench::wait_connected(*client_);
   }
   ~RecordReceiver() {
     client_.reset();
