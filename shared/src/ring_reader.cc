@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensorscope/shared/device_pool_table.h"
+
 namespace tensorscope {
 namespace {
 
@@ -20,6 +22,10 @@ bool is_clean_text(const char* text, size_t n, bool allow_empty) {
 }
 
 }  // namespace
+
+uint64_t ring_payload_bytes(const wire::RecordHeader& h) {
+  return (h.flags & wire::kRecordDevicePayload) != 0 ? 0 : h.payload_bytes;
+}
 
 std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacity,
                                    uint64_t data_tail, uint64_t data_head,
@@ -46,8 +52,12 @@ std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacit
     return "payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
            std::to_string(max_payload_bytes);
   }
-  const uint64_t padded = wire::align_up(h.payload_bytes, wire::kPayloadAlignment);
-  if (h.payload_bytes > capacity || h.payload_position < data_tail ||
+  if ((h.flags & wire::kRecordDevicePayload) != 0 && h.pool_index >= wire::kMaxDevicePools) {
+    return "device payload names pool " + std::to_string(h.pool_index);
+  }
+  const uint64_t ring_bytes = ring_payload_bytes(h);
+  const uint64_t padded = wire::align_up(ring_bytes, wire::kPayloadAlignment);
+  if (ring_bytes > capacity || h.payload_position < data_tail ||
       h.payload_position > data_head || padded > data_head - h.payload_position ||
       h.payload_position % capacity + padded > capacity) {
     return "payload position out of bounds";
@@ -86,6 +96,7 @@ RingReader::Result RingReader::next(RecordView* out) {
   const uint64_t data_tail = header_->data_tail.load(std::memory_order_relaxed);
   const uint64_t data_head = header_->data_head.load(std::memory_order_acquire);
   if (out->header.flags & wire::kRecordCancelled) {
+    release_device_payload(out->header);
     free_slot(position, payload_end_if_in_bounds(out->header, data_tail, data_head));
     return Result::kSkipped;
   }
@@ -93,13 +104,16 @@ RingReader::Result RingReader::next(RecordView* out) {
                                        data_head, max_payload_bytes_);
   if (!last_error_.empty()) {
     header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+    release_device_payload(out->header);
     free_slot(position, payload_end_if_in_bounds(out->header, data_tail, data_head));
     return Result::kDropped;
   }
-  out->payload = segment_->data() + out->header.payload_position % segment_->data_capacity();
+  const bool on_device = (out->header.flags & wire::kRecordDevicePayload) != 0;
+  out->payload = on_device ? nullptr
+                           : segment_->data() + out->header.payload_position % segment_->data_capacity();
   out->position = position;
-  out->release_to =
-      out->header.payload_position + wire::align_up(out->header.payload_bytes, wire::kPayloadAlignment);
+  out->release_to = out->header.payload_position +
+                    wire::align_up(ring_payload_bytes(out->header), wire::kPayloadAlignment);
   out->owns_slot = true;
   return Result::kRecord;
 }
@@ -108,17 +122,30 @@ void RingReader::release(const RecordView& view) {
   if (!view.owns_slot) return;
   header_->received.fetch_add(1, std::memory_order_relaxed);
   header_->bytes_received.fetch_add(view.header.payload_bytes, std::memory_order_relaxed);
+  release_device_payload(view.header);
   free_slot(view.position, view.release_to);
+}
+
+void RingReader::drop(const RecordView& view, const std::string& why) {
+  if (!view.owns_slot) return;
+  last_error_ = why;
+  header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+  release_device_payload(view.header);
+  free_slot(view.position, view.release_to);
+}
+
+void RingReader::release_device_payload(const wire::RecordHeader& h) {
+  if ((h.flags & wire::kRecordDevicePayload) != 0) release_device_block(segment_->pool(0), h);
 }
 
 uint64_t RingReader::payload_end_if_in_bounds(const wire::RecordHeader& h, uint64_t data_tail,
                                               uint64_t data_head) const {
   const uint64_t capacity = segment_->data_capacity();
-  if (h.payload_bytes > capacity || h.payload_position < data_tail ||
-      h.payload_position > data_head) {
+  const uint64_t ring_bytes = ring_payload_bytes(h);
+  if (ring_bytes > capacity || h.payload_position < data_tail || h.payload_position > data_head) {
     return data_tail;
   }
-  const uint64_t end = h.payload_position + wire::align_up(h.payload_bytes, wire::kPayloadAlignment);
+  const uint64_t end = h.payload_position + wire::align_up(ring_bytes, wire::kPayloadAlignment);
   return end <= data_head ? end : data_tail;
 }
 

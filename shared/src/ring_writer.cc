@@ -65,7 +65,7 @@ void RingWriter::commit(const Reservation& r) {
 }
 
 void RingWriter::cancel(const Reservation& r) {
-  r.header->flags = wire::kRecordCancelled;
+  r.header->flags |= wire::kRecordCancelled;  // keeps kRecordDevicePayload: its block is freed too
   r.header->sequence.store(r.position + 1, std::memory_order_release);
 }
 

@@ -41,13 +41,15 @@ StatusOr<SegmentLayout> plan_segment_layout(uint64_t budget_bytes, uint32_t slot
   while (slots < slot_count) slots <<= 1;
   SegmentLayout layout;
   layout.slot_count = slots;
-  layout.data_offset =
-      wire::align_up(wire::kSegmentHeaderSize + uint64_t{slots} * wire::kRecordHeaderSize, 4096);
+  layout.pool_table_offset =
+      wire::align_up(wire::kSegmentHeaderSize + uint64_t{slots} * wire::kRecordHeaderSize, 64);
+  layout.data_offset = wire::align_up(
+      layout.pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize, 4096);
   if (budget_bytes < layout.data_offset + 4096) {
     return Status::error("shm budget of " + std::to_string(budget_bytes) +
-                         " bytes is too small: the header and " + std::to_string(slots) +
-                         " slots need " + std::to_string(layout.data_offset + 4096) +
-                         " bytes");
+                         " bytes is too small: the header, " + std::to_string(slots) +
+                         " slots and the device pool table need " +
+                         std::to_string(layout.data_offset + 4096) + " bytes");
   }
   layout.data_capacity = (budget_bytes - layout.data_offset) / 4096 * 4096;
   layout.segment_size = layout.data_offset + layout.data_capacity;
@@ -82,7 +84,13 @@ Status validate_segment_header(const SegmentHeader& h, uint64_t file_size) {
     return Status::error("segment slot table is malformed");
   }
   const uint64_t slots_end = h.slot_table_offset + uint64_t{h.slot_count} * wire::kRecordHeaderSize;
-  if (h.data_offset < slots_end || h.data_offset % wire::kPayloadAlignment != 0 ||
+  const uint64_t pools_end = h.pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize;
+  if (h.pool_count != wire::kMaxDevicePools || h.pool_entry_size != wire::kDevicePoolEntrySize ||
+      h.pool_table_offset < slots_end || h.pool_table_offset % 64 != 0 ||
+      h.pool_table_offset > file_size) {
+    return Status::error("segment device pool table is malformed");
+  }
+  if (h.data_offset < pools_end || h.data_offset % wire::kPayloadAlignment != 0 ||
       h.data_capacity == 0 || h.data_capacity % wire::kPayloadAlignment != 0 ||
       h.data_offset > file_size || h.data_capacity > file_size - h.data_offset) {
     return Status::error("segment data region is out of bounds");
@@ -140,6 +148,9 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   h->slot_table_offset = wire::kSegmentHeaderSize;
   h->slot_count = layout.slot_count;
   h->record_header_size = wire::kRecordHeaderSize;
+  h->pool_table_offset = layout.pool_table_offset;
+  h->pool_count = wire::kMaxDevicePools;
+  h->pool_entry_size = wire::kDevicePoolEntrySize;
   h->data_offset = layout.data_offset;
   h->data_capacity = layout.data_capacity;
   h->producer_pid = identity.pid;
@@ -149,6 +160,8 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   std::memcpy(h->session, identity.session.data(), identity.session.size());
   auto* base = reinterpret_cast<uint8_t*>(h);
   seg.slots_ = reinterpret_cast<wire::RecordHeader*>(base + h->slot_table_offset);
+  seg.pools_ = reinterpret_cast<wire::DevicePoolEntry*>(base + h->pool_table_offset);
+  for (size_t i = 0; i < wire::kMaxDevicePools; ++i) new (seg.pools_ + i) wire::DevicePoolEntry();
   seg.data_ = base + h->data_offset;
   seg.slot_count_ = h->slot_count;
   seg.data_capacity_ = h->data_capacity;
@@ -202,6 +215,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
   if (!valid) return Status::error("segment " + label + ": " + valid.message());
   auto* base = reinterpret_cast<uint8_t*>(seg.header_);
   seg.slots_ = reinterpret_cast<wire::RecordHeader*>(base + seg.header_->slot_table_offset);
+  seg.pools_ = reinterpret_cast<wire::DevicePoolEntry*>(base + seg.header_->pool_table_offset);
   seg.data_ = base + seg.header_->data_offset;
   seg.slot_count_ = seg.header_->slot_count;
   seg.data_capacity_ = seg.header_->data_capacity;

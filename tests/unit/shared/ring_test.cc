@@ -25,8 +25,10 @@ struct Ring {
   std::unique_ptr<SharedSegment> consumer_side;  // a second mapping, as the daemon has
 };
 
+// `budget`: the segment without its device pool table (these tests size the data ring).
 Ring make_ring(const TempDir& dir, uint64_t budget, uint32_t slots) {
-  auto layout = plan_segment_layout(budget, slots);
+  const uint64_t pool_table = wire::align_up(wire::kMaxDevicePools * wire::kDevicePoolEntrySize, 4096);
+  auto layout = plan_segment_layout(budget + pool_table, slots);
   EXPECT_TRUE(layout) << layout.message();
   const std::string path = dir.path() + "/t." + std::to_string(::getpid()) + ".0.seg";
   auto created = SharedSegment::create(path, *layout, {::getpid(), ::geteuid(), 3, "t"});

@@ -70,6 +70,18 @@ TEST(WireFormat, RecordFieldsLandAtDocumentedByteOffsets) {
   EXPECT_STREQ(reinterpret_cast<const char*>(bytes.data() + 112), "layer1.out");
   EXPECT_STREQ(reinterpret_cast<const char*>(bytes.data() + 240), "cuda3");
   EXPECT_EQ(bytes[384], wire::kRecordCancelled);
+
+  r->pool_position = 0x1122334455667788ULL;
+  r->pool_index = 5;
+  r->pool_event = 63;
+  uint64_t pool_position;
+  std::memcpy(&pool_position, bytes.data() + 392, 8);
+  EXPECT_EQ(pool_position, 0x1122334455667788ULL);
+  uint32_t pool_index, pool_event;
+  std::memcpy(&pool_index, bytes.data() + 408, 4);
+  std::memcpy(&pool_event, bytes.data() + 416, 4);
+  EXPECT_EQ(pool_index, 5u);
+  EXPECT_EQ(pool_event, 63u);
 }
 
 TEST(WireFormat, LayoutPlanning) {
@@ -77,7 +89,10 @@ TEST(WireFormat, LayoutPlanning) {
   ASSERT_TRUE(layout) << layout.message();
   EXPECT_EQ(layout->slot_count, 128u);  // rounded up to a power of two
   EXPECT_EQ(layout->data_offset % 4096, 0u);
-  EXPECT_GE(layout->data_offset, wire::kSegmentHeaderSize + 128 * wire::kRecordHeaderSize);
+  EXPECT_GE(layout->pool_table_offset, wire::kSegmentHeaderSize + 128 * wire::kRecordHeaderSize);
+  EXPECT_EQ(layout->pool_table_offset % 64, 0u);
+  EXPECT_GE(layout->data_offset,
+            layout->pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize);
   EXPECT_LE(layout->segment_size, uint64_t{1} << 20);
   EXPECT_EQ(layout->data_offset + layout->data_capacity, layout->segment_size);
   EXPECT_FALSE(plan_segment_layout(4096, 1024));  // budget too small
@@ -96,9 +111,22 @@ TEST(WireFormat, HeaderValidationNamesTheProblem) {
   h->segment_size = layout->segment_size;
   h->slot_table_offset = wire::kSegmentHeaderSize;
   h->slot_count = layout->slot_count;
+  h->pool_table_offset = layout->pool_table_offset;
+  h->pool_count = wire::kMaxDevicePools;
+  h->pool_entry_size = wire::kDevicePoolEntrySize;
   h->data_offset = layout->data_offset;
   h->data_capacity = layout->data_capacity;
   EXPECT_TRUE(validate_segment_header(*h, layout->segment_size));
+
+  h->pool_count = wire::kMaxDevicePools + 1;
+  EXPECT_NE(validate_segment_header(*h, layout->segment_size).message().find("pool table"),
+            std::string::npos);
+  h->pool_count = wire::kMaxDevicePools;
+  h->pool_table_offset = wire::kSegmentHeaderSize;  // overlaps the slot table
+  EXPECT_FALSE(validate_segment_header(*h, layout->segment_size));
+  h->pool_table_offset = layout->data_offset - 64;  // runs into the data ring
+  EXPECT_FALSE(validate_segment_header(*h, layout->segment_size));
+  h->pool_table_offset = layout->pool_table_offset;
 
   h->abi_version = wire::kAbiVersion + 1;
   Status st = validate_segment_header(*h, layout->segment_size);

@@ -18,6 +18,9 @@ namespace tensorscope {
 
 // A validated record: a private copy of its header and a pointer to its payload, which
 // stays valid until release(). The payload bytes live in shared memory: read each once.
+// A record with kRecordDevicePayload has no payload here (nullptr): its bytes are in
+// the producer's device pool (pool_* fields, checked only for the pool index); the
+// reader of the pool fills `payload` with a host copy before routing.
 struct RecordView {
   wire::RecordHeader header;  // copy; `sequence` is meaningless here
   const uint8_t* payload = nullptr;
@@ -25,6 +28,9 @@ struct RecordView {
   uint64_t release_to = 0;    // data position freed when released
   bool owns_slot = false;
 };
+
+// Bytes a record occupies in the data ring: payload_bytes, or 0 for a device payload.
+uint64_t ring_payload_bytes(const wire::RecordHeader& header);
 
 // Why a record was refused (for logs); empty when valid.
 std::string validate_record_header(const wire::RecordHeader& header, uint64_t data_capacity,
@@ -45,13 +51,19 @@ class RingReader {
   RingReader(SharedSegment* segment, uint64_t max_payload_bytes);
 
   Result next(RecordView* out);
+  // Done with a record: counts it received and frees its slot, its ring bytes and, for
+  // a device payload, its pool block.
   void release(const RecordView& view);
+  // Refuses a record after next() accepted it (its device payload could not be read):
+  // counted in dropped_invalid, freed like release().
+  void drop(const RecordView& view, const std::string& why);
 
   bool poisoned() const { return poisoned_; }
   const std::string& last_error() const { return last_error_; }
 
  private:
   void free_slot(uint64_t position, uint64_t release_to);
+  void release_device_payload(const wire::RecordHeader& header);
   // The end of `h`'s payload when its bounds are plausible, else data_tail (free nothing).
   uint64_t payload_end_if_in_bounds(const wire::RecordHeader& h, uint64_t data_tail,
                                     uint64_t data_head) const;

@@ -24,6 +24,7 @@ namespace tensorscope {
 struct SegmentLayout {
   uint64_t segment_size = 0;
   uint32_t slot_count = 0;
+  uint64_t pool_table_offset = 0;
   uint64_t data_offset = 0;
   uint64_t data_capacity = 0;
 };
@@ -66,6 +67,8 @@ class SharedSegment {
   wire::RecordHeader* slot(uint64_t position) const {
     return slots_ + (position & (slot_count_ - 1));
   }
+  // Entry `index` (< wire::kMaxDevicePools) of the device pool table.
+  wire::DevicePoolEntry* pool(size_t index) const { return pools_ + index; }
   uint8_t* data() const { return data_; }
   uint32_t slot_count() const { return slot_count_; }
   uint64_t data_capacity() const { return data_capacity_; }
@@ -84,6 +87,7 @@ class SharedSegment {
   uint64_t size_ = 0;
   wire::SegmentHeader* header_ = nullptr;
   wire::RecordHeader* slots_ = nullptr;
+  wire::DevicePoolEntry* pools_ = nullptr;
   uint8_t* data_ = nullptr;
   uint32_t slot_count_ = 0;
   uint64_t data_capacity_ = 0;

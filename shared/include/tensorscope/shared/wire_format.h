@@ -16,12 +16,13 @@
 //
 //   offset 0                      SegmentHeader            (kSegmentHeaderSize bytes)
 //   slot_table_offset             RecordHeader[slot_count] (kRecordHeaderSize each)
+//   pool_table_offset             DevicePoolEntry[kMaxDevicePools] (CUDA IPC, see below)
 //   data_offset                   payload bytes            (data_capacity bytes)
 //   segment_size                  end of file
 //
-//   +----------------+---------------------------------+------------------------------+
-//   | SegmentHeader  | slot 0 | slot 1 | ... | slot N-1 | data ring (payloads, 64B aligned)
-//   +----------------+---------------------------------+------------------------------+
+//   +---------------+----------------------------+------------+-------------------------+
+//   | SegmentHeader | slot 0 | ... | slot N-1    | pool table | data ring (64B aligned) |
+//   +---------------+----------------------------+------------+-------------------------+
 //
 // Records. Each pushed tensor becomes one record: a RecordHeader in the slot table
 // (name, step, rank, device, dtype, shape, kind, timestamp, where its payload is) and
@@ -61,6 +62,29 @@
 // the daemon notices the dead producer (its registration socket closes), reads what is
 // READY and drops the segment.
 //
+// Device payloads (CUDA IPC, ABI v2). A CUDA tensor's bytes may stay on its GPU: the
+// client owns one staging pool per device (one cudaMalloc, exported once with
+// cudaIpcGetMemHandle, plus kMaxPoolEvents interprocess events), described by a
+// DevicePoolEntry. A record flagged kRecordDevicePayload has no bytes in the data ring
+// (its payload_position is a data position with zero ring bytes); its payload is
+// `payload_bytes` at pool offset `pool_position % capacity` of pool `pool_index`, valid
+// once event `pool_event` of that pool has completed. Pool blocks are 256-byte aligned
+// and never wrap (a block that does not fit skips to the start of the next lap).
+//
+// Pool entry state machine (per entry, per segment):
+//
+//   EMPTY        state == kPoolEmpty       consumer ignores the entry
+//      | producer fills every identity field, then state.store(kPoolPublished, release)
+//   PUBLISHED    identity fields are read-only until the segment is dropped
+//
+//   Blocks: the producer allocates them in record order (pool and slot claimed under one
+//   lock) and never reuses bytes before `released_to` or an event before
+//   `released_ordinal`. The consumer, after copying a block out (or dropping its record),
+//   stores released_to = block end and released_ordinal = block ordinal + 1 (release;
+//   both only grow). A new segment (new registration) starts a new pool generation at
+//   generation_start_position/ordinal: releases from before it mean nothing, so a dead
+//   daemon never leaks a block and never makes the producer wait.
+//
 // Handshake: the consumer checks magic, abi_version and every size/offset against the
 // file's real size before reading anything else; a mismatch is refused with a message
 // naming both versions (see describe_abi_mismatch in segment.h).
@@ -75,7 +99,7 @@ namespace tensorscope::wire {
 
 // The bytes "SCOP_SEG" read as a little-endian integer.
 inline constexpr uint64_t kSegmentMagic = 0x4745535f504f4353ULL;
-inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint32_t kAbiVersion = 2;
 
 inline constexpr size_t kSegmentHeaderSize = 1024;
 inline constexpr size_t kRecordHeaderSize = 512;
@@ -85,6 +109,12 @@ inline constexpr size_t kNameBytes = 128;     // stream name, NUL-terminated, 1.
 inline constexpr size_t kDeviceBytes = 16;    // "cpu", "cuda0", ...
 inline constexpr size_t kLabelBytes = 128;    // set_label() text
 inline constexpr size_t kSessionBytes = 64;   // session name
+inline constexpr size_t kMaxDevicePools = 8;  // pool table entries (one per CUDA device)
+inline constexpr size_t kMaxPoolEvents = 64;  // interprocess events per pool
+inline constexpr size_t kIpcHandleBytes = 64; // cudaIpcMemHandle_t, cudaIpcEventHandle_t
+inline constexpr size_t kDeviceUuidBytes = 16;
+inline constexpr size_t kDevicePoolEntrySize = 256 + kMaxPoolEvents * kIpcHandleBytes;
+inline constexpr uint64_t kDevicePoolAlignment = 256;  // pool block alignment
 
 // Element types. Values are part of the ABI.
 enum class DType : uint8_t {
@@ -141,6 +171,14 @@ enum RecordFlags : uint8_t {
   // consumer releases it without reading the payload and counts nothing: the client
   // already counted the push as refused.
   kRecordCancelled = 1u << 0,
+  // The payload is in a device pool (pool_* fields), not in the data ring.
+  kRecordDevicePayload = 1u << 1,
+};
+
+// DevicePoolEntry::state values.
+enum PoolState : uint32_t {
+  kPoolEmpty = 0,
+  kPoolPublished = 1,
 };
 
 struct alignas(64) SegmentHeader {
@@ -159,7 +197,10 @@ struct alignas(64) SegmentHeader {
   int32_t rank;
   uint64_t created_unix_ns;
   char session[kSessionBytes];  // NUL-terminated
-  uint8_t reserved_identity[256 - 144];
+  uint64_t pool_table_offset;   // DevicePoolEntry[pool_count], after the slot table
+  uint32_t pool_count;          // kMaxDevicePools
+  uint32_t pool_entry_size;     // kDevicePoolEntrySize
+  uint8_t reserved_identity[256 - 160];
 
   // --- producer hot fields (own cache line) ----------------------------------------
   std::atomic<uint64_t> slot_head;          // next slot position the producer claims
@@ -207,7 +248,38 @@ struct RecordHeader {
   char device[kDeviceBytes];       // NUL-terminated
   char label[kLabelBytes];         // NUL-terminated, may be empty
   uint8_t flags;                   // RecordFlags
-  uint8_t reserved[kRecordHeaderSize - 385];
+  uint8_t reserved0[7];
+  // --- device payload (kRecordDevicePayload only) -----------------------------------
+  uint64_t pool_position;          // absolute pool position of the block's first byte
+  uint64_t pool_ordinal;           // block number in the pool
+  uint32_t pool_index;             // entry in the pool table
+  uint32_t pool_generation;        // must equal the entry's generation
+  uint32_t pool_event;             // event index, < the entry's event_count
+  uint8_t reserved[kRecordHeaderSize - 420];
+};
+
+// One CUDA device's staging pool, as published by the producer (see "Device payloads").
+struct alignas(64) DevicePoolEntry {
+  // --- identity: producer, before state becomes kPoolPublished ---------------------
+  std::atomic<uint32_t> state;          // PoolState
+  uint32_t generation;                  // records name it; a new one per segment
+  int32_t device_ordinal;               // the producer's CUDA ordinal (informational)
+  uint32_t event_count;                 // 1..kMaxPoolEvents
+  uint64_t capacity;                    // pool bytes, multiple of kDevicePoolAlignment
+  uint64_t generation_start_position;   // first pool position of this generation
+  uint64_t generation_start_ordinal;    // first block ordinal of this generation
+  uint8_t device_uuid[kDeviceUuidBytes];  // cudaDeviceProp::uuid: finds the device
+                                          // whatever CUDA_VISIBLE_DEVICES says
+  uint8_t reserved_identity[8];
+  uint8_t mem_handle[kIpcHandleBytes];  // cudaIpcMemHandle_t of the pool allocation
+
+  // --- consumer (own cache line) -----------------------------------------------------
+  std::atomic<uint64_t> released_to;       // pool bytes before this position are free
+  std::atomic<uint64_t> released_ordinal;  // blocks before this ordinal are free
+  uint8_t reserved_consumer[64 - 16];
+
+  uint8_t reserved_tail[64];
+  uint8_t event_handles[kMaxPoolEvents][kIpcHandleBytes];  // cudaIpcEventHandle_t each
 };
 
 // ---- layout pins: any failure here is an ABI change and needs kAbiVersion bumped ----
@@ -231,6 +303,9 @@ static_assert(offsetof(SegmentHeader, producer_uid) == 64);
 static_assert(offsetof(SegmentHeader, rank) == 68);
 static_assert(offsetof(SegmentHeader, created_unix_ns) == 72);
 static_assert(offsetof(SegmentHeader, session) == 80);
+static_assert(offsetof(SegmentHeader, pool_table_offset) == 144);
+static_assert(offsetof(SegmentHeader, pool_count) == 152);
+static_assert(offsetof(SegmentHeader, pool_entry_size) == 156);
 static_assert(offsetof(SegmentHeader, slot_head) == 256);
 static_assert(offsetof(SegmentHeader, data_head) == 264);
 static_assert(offsetof(SegmentHeader, heartbeat_unix_ns) == 272);
@@ -265,7 +340,29 @@ static_assert(offsetof(RecordHeader, name) == 112);
 static_assert(offsetof(RecordHeader, device) == 240);
 static_assert(offsetof(RecordHeader, label) == 256);
 static_assert(offsetof(RecordHeader, flags) == 384);
-static_assert(offsetof(RecordHeader, reserved) == 385);
+static_assert(offsetof(RecordHeader, pool_position) == 392);
+static_assert(offsetof(RecordHeader, pool_ordinal) == 400);
+static_assert(offsetof(RecordHeader, pool_index) == 408);
+static_assert(offsetof(RecordHeader, pool_generation) == 412);
+static_assert(offsetof(RecordHeader, pool_event) == 416);
+static_assert(offsetof(RecordHeader, reserved) == 420);
+
+static_assert(sizeof(DevicePoolEntry) == kDevicePoolEntrySize);
+static_assert(kDevicePoolEntrySize % 64 == 0);
+static_assert(offsetof(DevicePoolEntry, state) == 0);
+static_assert(offsetof(DevicePoolEntry, generation) == 4);
+static_assert(offsetof(DevicePoolEntry, device_ordinal) == 8);
+static_assert(offsetof(DevicePoolEntry, event_count) == 12);
+static_assert(offsetof(DevicePoolEntry, capacity) == 16);
+static_assert(offsetof(DevicePoolEntry, generation_start_position) == 24);
+static_assert(offsetof(DevicePoolEntry, generation_start_ordinal) == 32);
+static_assert(offsetof(DevicePoolEntry, device_uuid) == 40);
+static_assert(offsetof(DevicePoolEntry, mem_handle) == 64);
+static_assert(offsetof(DevicePoolEntry, released_to) == 128);
+static_assert(offsetof(DevicePoolEntry, released_ordinal) == 136);
+static_assert(offsetof(DevicePoolEntry, event_handles) == 256);
+// Producer identity and consumer releases never share a cache line.
+static_assert(offsetof(DevicePoolEntry, released_to) / 64 != offsetof(DevicePoolEntry, mem_handle) / 64);
 
 // Size in bytes of one element of `dtype`, 0 for an invalid value.
 constexpr size_t dtype_size(DType dtype) {
