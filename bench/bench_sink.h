@@ -5,7 +5,10 @@
 // (framed JSON, segment opened and validated) and drains every ring on its own thread
 // without rendering, so a benchmark measures the client's push cost and not the
 // renderer. An optional callback sees each valid record before it is released (tests
-// use it to check what arrived). Thread safety: start() and stop() from one thread;
+// use it to check what arrived). With a FetchDevice function the sink tells clients it
+// reads CUDA IPC payloads and fetches them with it (a DevicePayloadReader, in a process
+// of its own: CUDA IPC handles cannot be opened by the process that exported them);
+// without one, clients send CUDA tensors through pinned host memory. Thread safety: start() and stop() from one thread;
 // draining, and the callback, run on the sink's thread.
 #pragma once
 
@@ -30,8 +33,14 @@ namespace tensorscope::bench {
 class BenchSink {
  public:
   using OnRecord = std::function<void(const RecordView&)>;
-  BenchSink(std::string runtime_dir, std::string session, OnRecord on_record = nullptr)
-      : runtime_dir_(std::move(runtime_dir)), session_(std::move(session)), on_record_(std::move(on_record)) {}
+  // Points view->payload at a host copy of a device payload, or says why it cannot.
+  using FetchDevice = std::function<Status(uint64_t producer, const SharedSegment&, RecordView*)>;
+  BenchSink(std::string runtime_dir, std::string session, OnRecord on_record = nullptr,
+            FetchDevice fetch_device = nullptr)
+      : runtime_dir_(std::move(runtime_dir)),
+        session_(std::move(session)),
+        on_record_(std::move(on_record)),
+        fetch_device_(std::move(fetch_device)) {}
   ~BenchSink() { stop(); }
 
   Status start() {
@@ -53,6 +62,7 @@ class BenchSink {
   }
 
   uint64_t received() const { return received_.load(); }
+  uint64_t dropped() const { return dropped_.load(); }
 
  private:
   struct Producer {
@@ -73,18 +83,30 @@ class BenchSink {
           if (seg) {
             p.segment = std::move(*seg);
             p.reader = std::make_unique<RingReader>(p.segment.get(), UINT64_MAX);
-            (void)p.channel.send({{"type", "registered"}, {"producer_id", producers.size() + 1}});
+            (void)p.channel.send({{"type", "registered"},
+                                  {"producer_id", producers.size() + 1},
+                                  {"cuda_ipc", static_cast<bool>(fetch_device_)}});
             producers.push_back(std::move(p));
           }
         }
       }
       bool any = false;
-      for (auto& p : producers) {
+      for (size_t id = 0; id < producers.size(); ++id) {
+        Producer& p = producers[id];
         RecordView v;
         for (int k = 0; k < 256; ++k) {
           const auto r = p.reader->next(&v);
           if (r == RingReader::Result::kEmpty || r == RingReader::Result::kPoisoned) break;
           any = true;
+          if (r == RingReader::Result::kRecord && (v.header.flags & wire::kRecordDevicePayload) != 0) {
+            Status fetched = fetch_device_ ? fetch_device_(id + 1, *p.segment, &v)
+                                           : Status::error("this sink reads no device payloads");
+            if (!fetched) {
+              p.reader->drop(v, fetched.message());
+              dropped_.fetch_add(1);
+              continue;
+            }
+          }
           if (r == RingReader::Result::kRecord) {
             if (on_record_) on_record_(v);
             p.reader->release(v);
@@ -98,9 +120,11 @@ class BenchSink {
 
   const std::string runtime_dir_, session_;
   const OnRecord on_record_;
+  const FetchDevice fetch_device_;
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> received_{0};
+  std::atomic<uint64_t> dropped_{0};
   std::thread thread_;
 };
 

@@ -6,6 +6,9 @@
 #include <cstring>
 
 #include "tensor_staging.h"
+#ifdef TENSORSCOPE_WITH_CUDA
+#include "cuda_staging.h"
+#endif
 #include "track.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -66,6 +69,9 @@ ClientImpl::ClientImpl(ClientOptions options)
     session_error_ = true;
     return;
   }
+#ifdef TENSORSCOPE_WITH_CUDA
+  cuda_ = std::make_unique<CudaStaging>(options_.cuda_staging_bytes(), options_.cuda_ipc());
+#endif
   connection_ = std::make_unique<Connection>(ConnectionConfig{
       options_.session(), default_runtime_dir(options_.runtime_dir()), options_.shm_budget(),
       options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms())});
@@ -126,12 +132,9 @@ PushResult ClientImpl::stage(Connection::Active& active, const std::string& name
   uint64_t bytes = 0;
   if (refusal.empty()) {
     bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
-    const uint64_t limit = options_.max_tensor_bytes() > 0
-                               ? std::min(options_.max_tensor_bytes(), active.writer->max_payload_bytes())
-                               : active.writer->max_payload_bytes();
-    if (bytes > limit) {
-      refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds the limit of " +
-                std::to_string(limit) + " bytes (ClientOptions::max_tensor_bytes / shm_budget)";
+    if (options_.max_tensor_bytes() > 0 && bytes > options_.max_tensor_bytes()) {
+      refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds ClientOptions::max_tensor_bytes (" +
+                std::to_string(options_.max_tensor_bytes()) + ")";
     }
   }
   if (!refusal.empty()) return refuse(active, name, refusal);
@@ -157,6 +160,47 @@ PushResult ClientImpl::stage(Connection::Active& active, const std::string& name
     std::memcpy(fields.label, label_, wire::kLabelBytes);
   }
 
+  if (tensor.is_cuda() && bytes > 0) {
+#ifdef TENSORSCOPE_WITH_CUDA
+    const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
+    if (!outcome.fallback) return counted(active, name, outcome.result, outcome.why, bytes);
+#else
+    sync_cuda_copies_.fetch_add(1, std::memory_order_relaxed);
+#endif
+  }
+  return stage_in_ring(active, name, fields, tensor, bytes);
+}
+
+PushResult ClientImpl::counted(Connection::Active& active, const std::string& name, PushResult result,
+                               const std::string& why, uint64_t bytes) {
+  switch (result) {
+    case PushResult::kPushed:
+      bytes_.fetch_add(bytes, std::memory_order_relaxed);
+      active.segment->header()->bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
+      return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
+    case PushResult::kDroppedFull:
+      return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
+    case PushResult::kNotConnected:
+      return count(not_connected_, PushResult::kNotConnected);
+    case PushResult::kGated:
+      return count(gated_, PushResult::kGated);
+    case PushResult::kRefused:
+      break;
+  }
+  return refuse(active, name, why);
+}
+
+PushResult ClientImpl::stage_in_ring(Connection::Active& active, const std::string& name,
+                                     const wire::RecordHeader& fields, const at::Tensor& tensor,
+                                     uint64_t bytes) {
+  {
+    const uint64_t limit = active.writer->max_payload_bytes();
+    if (bytes > limit) {
+      return refuse(active, name,
+                    "tensor of " + std::to_string(bytes) + " bytes exceeds the shared-memory ring's " +
+                        std::to_string(limit) + " bytes (ClientOptions::shm_budget)");
+    }
+  }
   RingWriter::Reservation r;
   const auto reserved = active.writer->reserve(bytes, &r);
   if (reserved == RingWriter::ReserveResult::kTooLarge) {
@@ -166,18 +210,7 @@ PushResult ClientImpl::stage(Connection::Active& active, const std::string& name
     return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full,
                  &active);
   }
-  wire::RecordHeader& h = *r.header;
-  h.step = fields.step;
-  h.timestamp_unix_ns = fields.timestamp_unix_ns;
-  h.rank = fields.rank;
-  h.dtype = fields.dtype;
-  h.kind = fields.kind;
-  h.ndim = fields.ndim;
-  h.render_hint = fields.render_hint;
-  std::memcpy(h.shape, fields.shape, sizeof(h.shape));
-  std::memcpy(h.name, fields.name, sizeof(h.name));
-  std::memcpy(h.device, fields.device, sizeof(h.device));
-  std::memcpy(h.label, fields.label, sizeof(h.label));
+  copy_record_fields(fields, r.header);
   char copy_error[256] = {};  // no allocation between reserve and cancel
   try {
     copy_into(tensor, r.payload, bytes);
@@ -192,9 +225,7 @@ PushResult ClientImpl::stage(Connection::Active& active, const std::string& name
     return refuse(active, name, std::string("copy failed: ") + copy_error);
   }
   active.writer->commit(r);
-  bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  active.segment->header()->bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
-  return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
+  return counted(active, name, PushResult::kPushed, {}, bytes);
 }
 
 PushResult ClientImpl::refuse(Connection::Active& active, const std::string& name,
@@ -294,6 +325,14 @@ ClientStats ClientImpl::stats() const {
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;
+#ifdef TENSORSCOPE_WITH_CUDA
+  if (cuda_) cuda_->fill_stats(&s);
+#else
+  if (sync_cuda_copies_.load(std::memory_order_relaxed) > 0) {
+    s.cuda_transport = "sync-copy";
+    s.cuda_note = "tensorscope was built without CUDA support";
+  }
+#endif
   return s;
 }
 

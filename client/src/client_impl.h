@@ -27,6 +27,7 @@
 namespace tensorscope {
 
 class Track;
+class CudaStaging;
 
 class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
  public:
@@ -69,6 +70,12 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
  private:
   PushResult stage(Connection::Active& active, const std::string& name, const at::Tensor& input,
                    wire::TensorKind kind, uint8_t render_hint, const TransformFn& transform);
+  // Copies the payload into the ring (CPU tensors; CUDA tensors without CUDA staging).
+  PushResult stage_in_ring(Connection::Active& active, const std::string& name,
+                           const wire::RecordHeader& fields, const at::Tensor& tensor, uint64_t bytes);
+  // Counts `result` of a push of `bytes` (locally and in the segment); logs refusals.
+  PushResult counted(Connection::Active& active, const std::string& name, PushResult result,
+                     const std::string& why, uint64_t bytes);
   PushResult refuse(Connection::Active& active, const std::string& name, const std::string& why);
   using SegmentCounter = std::atomic<uint64_t> wire::SegmentHeader::*;
   PushResult count(std::atomic<uint64_t>& local, PushResult result,
@@ -79,6 +86,13 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
 
   const uint64_t fork_generation_;
   bool session_error_ = false;
+#ifdef TENSORSCOPE_WITH_CUDA
+  // Declared before connection_, so destroyed after it: the connection's retirement
+  // waits for the pinned copies that still hold its segment.
+  std::unique_ptr<CudaStaging> cuda_;
+#else
+  std::atomic<uint64_t> sync_cuda_copies_{0};
+#endif
   std::unique_ptr<Connection> connection_;
 
   std::mutex label_mutex_;

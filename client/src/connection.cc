@@ -158,6 +158,10 @@ void Connection::try_connect() {
   auto* active = new Active();
   active->segment = std::move(*segment);
   active->writer = std::make_unique<RingWriter>(active->segment.get());
+  active->serial = connections_.load(std::memory_order_relaxed) + 1;
+  const auto ipc = reply->find("cuda_ipc");
+  active->cuda_ipc = ipc != reply->end() && ipc->is_boolean() && ipc->get<bool>();
+  active->cuda_note = string_field(*reply, "cuda_note");
   channel_ = std::move(channel);
   last_error_.clear();
   connections_.fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,9 @@ class Connection {
   struct Active {
     std::unique_ptr<SharedSegment> segment;
     std::unique_ptr<RingWriter> writer;
+    uint64_t serial = 0;     // 1 for the first registration, then 2, 3 ...
+    bool cuda_ipc = false;   // the daemon's workers can read CUDA IPC payloads
+    std::string cuda_note;   // why not, as the daemon said
   };
 
   // Keeps the segment mapped while held.

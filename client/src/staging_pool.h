@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "tensorscope/shared/wire_format.h"
+
 namespace tensorscope {
 
 class StagingPool {
@@ -34,7 +36,7 @@ class StagingPool {
     uint32_t generation = 0; // the registration the block belongs to
   };
 
-  static constexpr uint64_t kAlignment = 256;
+  static constexpr uint64_t kAlignment = wire::kDevicePoolAlignment;
 
   // A block of `bytes` (> 0), or nullopt when it would overrun what the daemon has not
   // released (`released_to`, an absolute position it published) or reuse an event a

@@ -49,6 +49,20 @@ std::string staging_refusal(const at::Tensor& tensor) {
   return {};
 }
 
+void copy_record_fields(const wire::RecordHeader& from, wire::RecordHeader* to) {
+  to->step = from.step;
+  to->timestamp_unix_ns = from.timestamp_unix_ns;
+  to->rank = from.rank;
+  to->dtype = from.dtype;
+  to->kind = from.kind;
+  to->ndim = from.ndim;
+  to->render_hint = from.render_hint;
+  std::memcpy(to->shape, from.shape, sizeof(to->shape));
+  std::memcpy(to->name, from.name, sizeof(to->name));
+  std::memcpy(to->device, from.device, sizeof(to->device));
+  std::memcpy(to->label, from.label, sizeof(to->label));
+}
+
 void copy_into(const at::Tensor& tensor, void* dst, size_t bytes) {
   if (bytes == 0) return;
   if (tensor.is_cpu() && tensor.is_contiguous() && !tensor.is_neg() && !tensor.is_conj()) {

@@ -22,6 +22,10 @@ std::string device_string(const at::Tensor& tensor);
 // too many dimensions.
 std::string staging_refusal(const at::Tensor& tensor);
 
+// Copies every descriptive field of a record (step, timestamp, rank, dtype, kind, ndim,
+// render hint, shape, name, device, label) from `from` into a claimed slot.
+void copy_record_fields(const wire::RecordHeader& from, wire::RecordHeader* to);
+
 // Copies `tensor` (any strides, any device) into `dst` as C-contiguous bytes: one copy.
 // Throws c10::Error on failure (the caller cancels the reservation).
 void copy_into(const at::Tensor& tensor, void* dst, size_t bytes);

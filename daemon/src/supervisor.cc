@@ -1,5 +1,7 @@
 #include "supervisor.h"
 
+#include "device_payload_reader.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -327,7 +329,14 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   producer.segment = std::move(*segment);
   producer.worker = pick_worker();
   producer.registered_ms = now_ms();
-  Status replied = connection.send({{"type", "registered"}, {"producer_id", producer.id}});
+  // Whether the workers can read CUDA IPC payloads; when not, the client copies CUDA
+  // tensors through pinned host memory and the ring instead (and says so in stats()).
+  std::string cuda_note;
+  const bool cuda_ipc = device_payloads_supported(&cuda_note);
+  Status replied = connection.send({{"type", "registered"},
+                                    {"producer_id", producer.id},
+                                    {"cuda_ipc", cuda_ipc},
+                                    {"cuda_note", cuda_note}});
   if (!replied) {
     ::close(segment_fd);
     return refuse(replied.message());

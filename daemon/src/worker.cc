@@ -151,6 +151,18 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       continue;
     }
     if (result == RingReader::Result::kSkipped) continue;
+    if ((view.header.flags & wire::kRecordDevicePayload) != 0) {
+      Status fetched = device_reader_.fetch(id, *p.segment, &view);
+      if (!fetched) {
+        p.reader->drop(view, fetched.message());
+        ++invalid_;
+        if (p.invalid_logged++ < 10) {
+          TS_LOG_WARN("producer {}: dropped device payload '{}': {}", id, view.header.name,
+                      fetched.message());
+        }
+        continue;
+      }
+    }
     std::function<void()> job;
     try {
       job = router_->route(id, view);
@@ -175,6 +187,7 @@ void Worker::detach(uint64_t id) {
   }
   auto finish = router_->finish_producer(id);
   producers_.erase(it);
+  device_reader_.forget_producer(id);
   queue_->push(
       [this, id, finish] {
         finish();

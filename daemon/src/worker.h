@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device_payload_reader.h"
 #include "render_queue.h"
 #include "stream_router.h"
 #include "tensorscope/shared/daemon_config.h"
@@ -65,6 +66,8 @@ class Worker {
   std::unique_ptr<RenderQueue> queue_;
   std::unique_ptr<StreamRouter> router_;
   std::map<uint64_t, Attached> producers_;
+  DevicePayloadReader device_reader_;  // CUDA IPC payloads (declared after producers_:
+                                       // its handles close before the segments unmap)
   std::mutex outbox_mutex_;
   std::vector<nlohmann::json> outbox_;
   int64_t next_heartbeat_ms_ = 0;

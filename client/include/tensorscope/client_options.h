@@ -47,6 +47,14 @@ class ClientOptions {
   TENSORSCOPE_OPTION(int, reconnect_interval_ms, 200)
   // Initial value of set_enabled().
   TENSORSCOPE_OPTION(bool, enabled, true)
+  // CUDA tensors: bytes of staging per device, allocated once at the first push of a
+  // tensor on that device: GPU memory shared with the daemon by CUDA IPC, or pinned host
+  // memory when IPC is not possible. A tensor larger than this is refused (counted); a
+  // full pool is a counted drop, never a wait.
+  TENSORSCOPE_OPTION(uint64_t, cuda_staging_bytes, uint64_t{256} << 20)
+  // Hand CUDA tensors to the daemon by CUDA IPC when it can read them; false always uses
+  // the pinned-host copy. Either way the training thread never synchronizes the device.
+  TENSORSCOPE_OPTION(bool, cuda_ipc, true)
 };
 
 #undef TENSORSCOPE_OPTION

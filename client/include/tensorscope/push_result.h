@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tensorscope {
 
@@ -26,6 +27,17 @@ struct ClientStats {
   uint64_t bytes = 0;          // payload bytes pushed
   bool connected = false;      // a daemon holds our segment right now
   uint64_t connections = 0;    // successful registrations so far (reconnects included)
+  // How CUDA tensors travel: "" (none pushed yet), "cuda-ipc" (a device-to-device copy
+  // into the staging pool, read by the daemon through CUDA IPC), "pinned-host" (an
+  // asynchronous copy to pinned host memory, then the shared-memory ring) or
+  // "sync-copy" (a blocking copy: this build has no CUDA runtime). cuda_note says why
+  // CUDA IPC is not used.
+  std::string cuda_transport;
+  std::string cuda_note;
+  uint64_t cuda_ipc_pushed = 0;   // records whose payload stayed on the GPU
+  uint64_t cuda_host_pushed = 0;  // records copied through pinned host memory
+  uint64_t cuda_failed = 0;       // asynchronous copies that failed after push returned
+                                  // (their records were cancelled)
 };
 
 }  // namespace tensorscope

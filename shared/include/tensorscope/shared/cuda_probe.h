@@ -2,8 +2,9 @@
 // driver and at least one device that supports it. Decides between the staging pool
 // (CUDA IPC) and the pinned-host fallback before anything is allocated.
 //
-// Used by the client when it first meets a CUDA tensor, and by the daemon's workers.
-// Built only with TENSORSCOPE_WITH_CUDA. Thread safety: cuda_probe() may be called from
+// Used by the client when it first meets a CUDA tensor, by the daemon's supervisor (the
+// registration reply says whether IPC can work) and by its workers. Built only with
+// TENSORSCOPE_WITH_CUDA (then tensorscope::shared links the CUDA runtime). Thread safety: cuda_probe() may be called from
 // any thread; the result is computed once.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "cuda_probe.h"
+#include "tensorscope/shared/cuda_probe.h"
 
 #include <cuda_runtime_api.h>
 

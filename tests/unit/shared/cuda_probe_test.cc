@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-#include "cuda_probe.h"
+#include "tensorscope/shared/cuda_probe.h"
 
 namespace tensorscope {
 namespace {

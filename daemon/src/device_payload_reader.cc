@@ -1,0 +1,232 @@
+#include "device_payload_reader.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tensorscope/shared/device_pool_table.h"
+#include "tensorscope/shared/logging.h"
+
+#ifdef TENSORSCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "tensorscope/shared/cuda_probe.h"
+#include "tensorscope/shared/cuda_util.h"
+#endif
+
+namespace tensorscope::daemon {
+
+#ifndef TENSORSCOPE_WITH_CUDA
+
+bool device_payloads_supported(std::string* why) {
+  if (why != nullptr) *why = "this daemon was built without CUDA support";
+  return false;
+}
+
+struct DevicePayloadReader::State {};
+
+DevicePayloadReader::DevicePayloadReader() = default;
+DevicePayloadReader::~DevicePayloadReader() = default;
+
+Status DevicePayloadReader::fetch(uint64_t, const SharedSegment&, RecordView*) {
+  return Status::error("device payload: this daemon was built without CUDA support");
+}
+
+void DevicePayloadReader::forget_producer(uint64_t) {}
+
+#else  // TENSORSCOPE_WITH_CUDA
+
+namespace {
+
+constexpr auto kEventDeadline = std::chrono::seconds(5);
+
+}  // namespace
+
+bool device_payloads_supported(std::string* why) {
+  const CudaProbe& probe = cuda_probe();
+  if (!probe.usable && why != nullptr) *why = probe.reason;
+  return probe.usable;
+}
+
+struct DevicePayloadReader::State {
+  struct Pool {
+    Status opened = Status::ok();  // why it could not be opened, once
+    DevicePoolIdentity identity;
+    int device = -1;
+    uint8_t* base = nullptr;
+    std::vector<cudaEvent_t> events;
+  };
+  std::map<std::pair<uint64_t, uint32_t>, Pool> pools;  // (producer, pool index)
+  std::map<std::array<uint8_t, wire::kDeviceUuidBytes>, int> devices;  // by UUID
+  bool devices_listed = false;
+  uint8_t* host = nullptr;  // pinned staging for the copies out
+  uint64_t host_bytes = 0;
+  std::map<int, cudaStream_t> streams;  // one copy stream per device
+
+  ~State() {
+    for (auto& [key, pool] : pools) close(pool);
+    for (auto& [device, stream] : streams) {
+      DeviceScope scope(device);
+      cudaStreamDestroy(stream);
+    }
+    if (host != nullptr) cudaFreeHost(host);
+  }
+
+  void close(Pool& pool) {
+    if (pool.device < 0) return;
+    DeviceScope scope(pool.device);
+    for (cudaEvent_t e : pool.events) cudaEventDestroy(e);
+    if (pool.base != nullptr) cudaIpcCloseMemHandle(pool.base);
+    pool.events.clear();
+    pool.base = nullptr;
+  }
+
+  void list_devices() {
+    devices_listed = true;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    for (int d = 0; d < count; ++d) {
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+      std::array<uint8_t, wire::kDeviceUuidBytes> uuid{};
+      std::memcpy(uuid.data(), &prop.uuid, uuid.size());
+      devices.emplace(uuid, d);
+    }
+  }
+
+  Status open(Pool& pool, const wire::DevicePoolEntry& entry) {
+    auto identity = read_pool_identity(entry);
+    if (!identity) return identity.status();
+    pool.identity = std::move(*identity);
+    if (!devices_listed) list_devices();
+    const auto found = devices.find(pool.identity.device_uuid);
+    if (found == devices.end()) {
+      return Status::error("the producer's cuda" + std::to_string(pool.identity.device_ordinal) +
+                           " is not visible to this daemon (check CUDA_VISIBLE_DEVICES)");
+    }
+    pool.device = found->second;
+    DeviceScope scope(pool.device);
+    cudaIpcMemHandle_t mem{};
+    std::memcpy(&mem, pool.identity.mem_handle.data(), sizeof(mem));
+    void* base = nullptr;
+    cudaError_t err = cudaIpcOpenMemHandle(&base, mem, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+      return Status::error(cuda_error_text("cudaIpcOpenMemHandle", err));
+    }
+    pool.base = static_cast<uint8_t*>(base);
+    for (const IpcHandleBytes& bytes : pool.identity.event_handles) {
+      cudaIpcEventHandle_t handle{};
+      std::memcpy(&handle, bytes.data(), sizeof(handle));
+      cudaEvent_t event = nullptr;
+      err = cudaIpcOpenEventHandle(&event, handle);
+      if (err != cudaSuccess) {
+        return Status::error(cuda_error_text("cudaIpcOpenEventHandle", err));
+      }
+      pool.events.push_back(event);
+    }
+    if (streams.find(pool.device) == streams.end()) {
+      cudaStream_t stream = nullptr;
+      err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      if (err != cudaSuccess) return Status::error(cuda_error_text("cudaStreamCreate", err));
+      streams[pool.device] = stream;
+    }
+    return Status::ok();
+  }
+
+  Status reserve_host(uint64_t bytes) {
+    if (bytes <= host_bytes) return Status::ok();
+    uint64_t size = std::max<uint64_t>(host_bytes * 2, uint64_t{1} << 20);
+    while (size < bytes) size *= 2;
+    if (host != nullptr) cudaFreeHost(host);
+    host = nullptr;
+    host_bytes = 0;
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, size);
+    if (err != cudaSuccess) {
+      return Status::error(cuda_error_text("cudaMallocHost", err));
+    }
+    host = static_cast<uint8_t*>(p);
+    host_bytes = size;
+    return Status::ok();
+  }
+};
+
+DevicePayloadReader::DevicePayloadReader() : state_(std::make_unique<State>()) {}
+DevicePayloadReader::~DevicePayloadReader() = default;
+
+Status DevicePayloadReader::fetch(uint64_t producer_id, const SharedSegment& segment,
+                                  RecordView* view) {
+  std::string why;
+  if (!device_payloads_supported(&why)) return Status::error("device payload: " + why);
+  const wire::RecordHeader& h = view->header;
+  auto [it, inserted] = state_->pools.try_emplace({producer_id, h.pool_index});
+  State::Pool& pool = it->second;
+  if (inserted) {
+    pool.opened = state_->open(pool, *segment.pool(h.pool_index));
+    if (!pool.opened) {
+      TS_LOG_WARN("producer {}: device pool {} cannot be read: {}", producer_id, h.pool_index,
+                  pool.opened.message());
+      // An entry not yet published may be published later: try again next time.
+      if (segment.pool(h.pool_index)->state.load(std::memory_order_acquire) != wire::kPoolPublished) {
+        const Status st = pool.opened;
+        state_->close(pool);
+        state_->pools.erase(it);
+        return st;
+      }
+    }
+  }
+  if (!pool.opened) return pool.opened;
+  const std::string bad = validate_device_location(h, pool.identity);
+  if (!bad.empty()) return Status::error(bad);
+  if (Status st = state_->reserve_host(h.payload_bytes); !st) return st;
+
+  DeviceScope scope(pool.device);
+  cudaEvent_t event = pool.events[h.pool_event];
+  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  auto pause = std::chrono::microseconds(10);
+  for (;;) {
+    const cudaError_t err = cudaEventQuery(event);
+    if (err == cudaSuccess) break;
+    if (err != cudaErrorNotReady) {
+      return Status::error(cuda_error_text("waiting for the block's event", err));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::error("the producer's copy did not complete within 5 s");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  const uint64_t offset = h.pool_position % pool.identity.capacity;
+  cudaStream_t stream = state_->streams[pool.device];
+  cudaError_t err = cudaMemcpyAsync(state_->host, pool.base + offset, h.payload_bytes,
+                                    cudaMemcpyDeviceToHost, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    return Status::error(cuda_error_text("copying the block to the host", err));
+  }
+  view->payload = state_->host;
+  ++fetched_;
+  fetched_bytes_ += h.payload_bytes;
+  return Status::ok();
+}
+
+void DevicePayloadReader::forget_producer(uint64_t producer_id) {
+  for (auto it = state_->pools.begin(); it != state_->pools.end();) {
+    if (it->first.first == producer_id) {
+      state_->close(it->second);
+      it = state_->pools.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+#endif  // TENSORSCOPE_WITH_CUDA
+
+}  // namespace tensorscope::daemon

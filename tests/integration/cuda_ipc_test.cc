@@ -1,0 +1,222 @@
+// CUDA tensors to a daemon in another process (ipc_sink, which reads device payloads
+// with the daemon's DevicePayloadReader): byte-for-byte arrival by CUDA IPC and by the
+// pinned-host fallback, tensors changed or freed right after push, a model trained on
+// cuda:0 with tracking, and a daemon killed with SIGKILL during pushes.
+// Every test skips on a machine without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <torch/torch.h>
+
+#include <tensorscope/tensorscope.h>
+
+#include <map>
+
+#include "daemon_process.h"
+#include "record_log.h"
+#include "temp_dir.h"
+
+namespace tensorscope::itest {
+namespace {
+
+class CudaIpcTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  }
+
+  // Starts ipc_sink for `session`; its log is <dir>/<name>.log.
+  std::unique_ptr<ChildProcess> start_sink(const std::string& session, const std::string& log,
+                                           bool host_only) {
+    ChildProcess::Options o;
+    o.argv = {IPC_SINK_PATH, dir_.path() + "/run", session, log};
+    if (host_only) o.argv.push_back("--host-only");
+    o.stderr_path = dir_.path() + "/sink.err";
+    o.pipe_stdout = true;
+    std::string error;
+    auto sink = ChildProcess::start(o, &error);
+    EXPECT_TRUE(sink) << error;
+    if (!sink) return nullptr;
+    const auto line = sink->next_line(Millis(10000));
+    EXPECT_TRUE(line && *line == "ready") << "ipc_sink did not start";
+    return sink;
+  }
+
+  ClientOptions options(const std::string& session) const {
+    return ClientOptions()
+        .session(session)
+        .runtime_dir(dir_.path() + "/run")
+        .shm_budget(uint64_t{64} << 20)
+        .cuda_staging_bytes(uint64_t{64} << 20)
+        .reconnect_interval_ms(10);
+  }
+
+  static bool wait_connected(const Client& client) {
+    return wait_until([&] { return client.connected(); }, Millis(10000));
+  }
+
+  testing::TempDir dir_{"ts-cuda"};
+};
+
+std::vector<uint8_t> bytes_of(const torch::Tensor& cpu) {
+  const torch::Tensor c = cpu.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  return std::vector<uint8_t>(p, p + c.numel() * c.element_size());
+}
+
+TEST_P(CudaIpcTest, PushedTensorsArriveByteForByte) {
+  const bool ipc = GetParam();
+  const std::string log = dir_.path() + "/records.log";
+  auto sink = start_sink("bytes", log, /*host_only=*/!ipc);
+  ASSERT_TRUE(sink);
+  Client client(options("bytes"));
+  ASSERT_TRUE(wait_connected(client));
+
+  torch::manual_seed(7);
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA, 0);
+  std::map<std::string, std::vector<uint8_t>> expected;
+  auto push = [&](const std::string& name, const torch::Tensor& t) {
+    expected[name] = bytes_of(t.cpu());
+    EXPECT_EQ(client.push(name, t), PushResult::kPushed) << name;
+  };
+  const std::vector<torch::ScalarType> types = {torch::kFloat32, torch::kFloat64, torch::kFloat16,
+                                                torch::kBFloat16, torch::kInt8, torch::kInt16,
+                                                torch::kInt32, torch::kInt64, torch::kUInt8, torch::kBool};
+  for (const auto type : types) {
+    torch::Tensor t = torch::randint(-100, 100, {37, 129}, cuda.dtype(torch::kInt64));
+    t = type == torch::kBool ? t.gt(0) : type == torch::kUInt8 ? t.abs().to(type) : t.to(type);
+    if (torch::isFloatingType(type)) t = t * 0.37;
+    push(std::string("dtype.") + c10::toString(type), t);
+  }
+  push("strided", torch::randn({64, 48}, cuda).t());
+  push("sliced", torch::randn({100, 100}, cuda).slice(1, 3, 90, 2));
+  {
+    // Changed in place at once on the same stream: what arrives is the value at push.
+    torch::Tensor t = torch::randn({1 << 20}, cuda);
+    push("changed_after_push", t);
+    t.mul_(3).add_(1);
+  }
+  {
+    // Freed at once: the caching allocator hands the block to the next tensor.
+    torch::Tensor t = torch::randn({1 << 20}, cuda);
+    push("freed_after_push", t);
+  }
+  for (int i = 0; i < 8; ++i) (void)torch::full({1 << 20}, 42.0, cuda).sum().item<float>();
+  push("large", torch::randn({8 << 20}, cuda));  // 32 MiB
+
+  ASSERT_TRUE(wait_until([&] { return read_records(log).size() >= expected.size(); }, Millis(20000)))
+      << read_records(log).size() << " of " << expected.size() << " records arrived";
+  const auto records = read_records(log);
+  ASSERT_EQ(records.size(), expected.size());
+  for (const auto& r : records) {
+    SCOPED_TRACE(r.name);
+    ASSERT_EQ(expected.count(r.name), 1u);
+    EXPECT_EQ(r.device, "cuda0");
+    EXPECT_EQ(r.by_ipc, ipc);
+    EXPECT_TRUE(r.payload == expected[r.name]) << "payload differs";
+  }
+  const ClientStats s = client.stats();
+  EXPECT_EQ(s.cuda_transport, ipc ? "cuda-ipc" : "pinned-host") << s.cuda_note;
+  EXPECT_EQ(ipc ? s.cuda_ipc_pushed : s.cuda_host_pushed, expected.size());
+  EXPECT_EQ(s.cuda_failed, 0u);
+  EXPECT_EQ(s.dropped_full, 0u);
+}
+
+TEST_P(CudaIpcTest, ModelTrainedOnTheGpuSendsItsTrackedTensors) {
+  const bool ipc = GetParam();
+  const std::string log = dir_.path() + "/records.log";
+  auto sink = start_sink("train", log, !ipc);
+  ASSERT_TRUE(sink);
+  Client client(options("train"));
+  ASSERT_TRUE(wait_connected(client));
+
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(32, 64), torch::nn::ReLU(), torch::nn::Linear(64, 10));
+  net->to(torch::kCUDA);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05));
+  TrackHandle outputs = client.track_model("net", net);
+  TrackHandle grads = client.track_layer("net", net);
+  ASSERT_TRUE(outputs.ok()) << outputs.error();
+  std::vector<std::vector<uint8_t>> fc2_outputs;
+  const int steps = 6;
+  for (int step = 0; step < steps; ++step) {
+    client.set_step(step);
+    const torch::Tensor x = torch::randn({16, 32}, torch::kCUDA);
+    const torch::Tensor y = torch::randint(0, 10, {16}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kLong));
+    opt.zero_grad();
+    const torch::Tensor out = net->forward(x);
+    fc2_outputs.push_back(bytes_of(out.detach().cpu()));
+    torch::nn::functional::cross_entropy(out, y).backward();
+    opt.step();
+  }
+  outputs.flush();
+  grads.flush();
+  // net.0 and net.2 outputs and their gradients, every step.
+  const size_t want = static_cast<size_t>(steps) * 4;
+  ASSERT_TRUE(wait_until([&] { return read_records(log).size() >= want; }, Millis(20000)))
+      << read_records(log).size() << " of " << want;
+  int fc2 = 0;
+  for (const auto& r : read_records(log)) {
+    EXPECT_EQ(r.device, "cuda0") << r.name;
+    EXPECT_EQ(r.by_ipc, ipc) << r.name;
+    if (r.name == "net.2") {
+      ASSERT_LT(r.step, steps);
+      EXPECT_TRUE(r.payload == fc2_outputs[static_cast<size_t>(r.step)]) << "step " << r.step;
+      ++fc2;
+    }
+  }
+  EXPECT_EQ(fc2, steps);
+}
+
+TEST_P(CudaIpcTest, KilledDaemonLeavesTrainingRunningWithFlatGpuMemory) {
+  const bool ipc = GetParam();
+  const std::string log1 = dir_.path() + "/first.log", log2 = dir_.path() + "/second.log";
+  auto sink = start_sink("kill", log1, !ipc);
+  ASSERT_TRUE(sink);
+  Client client(options("kill"));
+  ASSERT_TRUE(wait_connected(client));
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA, 0);
+  torch::Tensor t = torch::zeros({1 << 20}, cuda);  // 4 MiB
+
+  size_t free_after_warmup = 0, free_at_end = 0, total = 0;
+  std::map<PushResult, int> results;
+  for (int i = 0; i < 600; ++i) {
+    t.fill_(static_cast<float>(i));
+    results[client.push("x", t)]++;
+    if (i == 20) {
+      torch::cuda::synchronize();
+      ASSERT_EQ(cudaMemGetInfo(&free_after_warmup, &total), cudaSuccess);
+    }
+    if (i == 200) sink->kill_group();  // SIGKILL in the middle of pushes
+    if (i == 300) {
+      sink = start_sink("kill", log2, !ipc);
+      ASSERT_TRUE(sink);
+      ASSERT_TRUE(wait_until([&] { return client.stats().connections == 2; }, Millis(10000)));
+    }
+  }
+  torch::cuda::synchronize();
+  ASSERT_EQ(cudaMemGetInfo(&free_at_end, &total), cudaSuccess);
+  EXPECT_GT(results[PushResult::kPushed], 100);
+  EXPECT_EQ(results[PushResult::kRefused], 0);
+  // The staging pools were allocated before the warm-up mark and never grew.
+  EXPECT_LT(static_cast<int64_t>(free_after_warmup) - static_cast<int64_t>(free_at_end), int64_t{16} << 20)
+      << "GPU memory grew across the daemon's death and restart";
+  EXPECT_EQ(client.stats().connections, 2u);
+  // The second daemon received values pushed after the restart, intact.
+  ASSERT_TRUE(wait_until([&] { return !read_records(log2).empty(); }, Millis(10000)));
+  for (const auto& r : read_records(log2)) {
+    ASSERT_EQ(r.payload.size(), size_t{4} << 20);
+    float first = 0, last = 0;
+    std::memcpy(&first, r.payload.data(), 4);
+    std::memcpy(&last, r.payload.data() + r.payload.size() - 4, 4);
+    EXPECT_EQ(first, last);
+    EXPECT_GE(first, 300.0f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CudaIpcTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "CudaIpc" : "PinnedHost"; });
+
+}  // namespace
+}  // namespace tensorscope::itest
