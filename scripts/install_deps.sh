@@ -13,6 +13,7 @@ packages=(
   libyaml-cpp-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
+  python3-numpy
 )
 
 missing=()
