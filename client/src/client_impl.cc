@@ -77,7 +77,13 @@ ClientImpl::ClientImpl(ClientOptions options)
       options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms())});
 }
 
-ClientImpl::~ClientImpl() = default;
+ClientImpl::~ClientImpl() {
+#ifdef TENSORSCOPE_WITH_CUDA
+  // The daemon may still be copying blocks of our CUDA pools: let it finish (bounded)
+  // before the connection goes and the pools are freed.
+  if (cuda_ && connection_) cuda_->wait_released(*connection_, std::chrono::seconds(2));
+#endif
+}
 
 PushResult ClientImpl::precheck() {
   if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "tensorscope/shared/device_pool_table.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/wire_format.h"
@@ -192,7 +193,17 @@ void Connection::retire(const std::string& why) {
   Active* old = active_.exchange(nullptr, std::memory_order_seq_cst);
   channel_.close();
   if (old == nullptr) return;
-  while (inflight_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  // Pinned-host copies in flight hold guards until their GPU copy is done.
+  for (int spins = 0; inflight_.load(std::memory_order_seq_cst) != 0; ++spins) {
+    if (spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  // A worker of the old daemon may still be copying device blocks: it drops what it
+  // copied once it sees the pools revoked, before we reuse them for a new registration.
+  revoke_pools(old->segment->pool(0));
   (void)old->segment->unlink_file();
   delete old;
   if (!stop_.load()) TS_LOG_INFO("tensorscope client: disconnected ({})", why);

@@ -6,8 +6,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "op_observer.h"
@@ -76,7 +79,8 @@ struct CudaStaging::Device {
   // tensor's stream wait for the copy. Empty on success.
   std::string enqueue_copy(const at::Tensor& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
                            cudaEvent_t done);
-  std::string setup_ipc(uint64_t bytes);
+  std::string setup_ipc(uint64_t bytes);      // try_setup_ipc, undone on failure
+  std::string try_setup_ipc(uint64_t bytes);
   std::string setup_host(uint64_t bytes);
   void release();
 };
@@ -100,6 +104,9 @@ std::string CudaStaging::Device::enqueue_copy(const at::Tensor& tensor, void* ds
     source = source.resolve_conj().resolve_neg().contiguous();
   }
   const c10::Stream stream = impl->getStream(tensor.device());
+  // The memory may belong to another stream's pool: tell the caching allocator that the
+  // current stream (which waits for our copy below) uses it, so it is not reused early.
+  impl->recordDataPtrOnStream(source.storage().data_ptr(), stream);
   impl->record(&order, stream, static_cast<c10::DeviceIndex>(index), c10::EventFlag::PYTORCH_DEFAULT);
   DeviceScope scope(index);
   cudaError_t err = cudaStreamWaitEvent(side, static_cast<cudaEvent_t>(order), 0);
@@ -116,6 +123,19 @@ std::string CudaStaging::Device::enqueue_copy(const at::Tensor& tensor, void* ds
 
 std::string CudaStaging::Device::setup_ipc(uint64_t bytes) {
   ipc_tried = true;
+  std::string why = try_setup_ipc(bytes);
+  if (!why.empty()) {  // give back what was made: the pinned path is used instead
+    DeviceScope scope(index);
+    destroy_events(ipc_events);
+    if (pool_base != nullptr) cudaFree(pool_base);
+    pool_base = nullptr;
+    identity.event_handles.clear();
+    pool.reset();
+  }
+  return why;
+}
+
+std::string CudaStaging::Device::try_setup_ipc(uint64_t bytes) {
   DeviceScope scope(index);
   const uint64_t capacity = bytes / wire::kDevicePoolAlignment * wire::kDevicePoolAlignment;
   if (capacity == 0) return "cuda_staging_bytes is smaller than one block";
@@ -127,8 +147,8 @@ std::string CudaStaging::Device::setup_ipc(uint64_t bytes) {
   err = cudaIpcGetMemHandle(&mem, base);
   if (err != cudaSuccess) return cuda_error_text("cudaIpcGetMemHandle", err);
   std::memcpy(identity.mem_handle.data(), &mem, sizeof(mem));
-  std::string why = create_events(&ipc_events, kIpcEvents,
-                                  cudaEventInterprocess | cudaEventDisableTiming);
+  const std::string why = create_events(&ipc_events, kIpcEvents,
+                                        cudaEventInterprocess | cudaEventDisableTiming);
   if (!why.empty()) return why;
   for (cudaEvent_t e : ipc_events) {
     cudaIpcEventHandle_t handle{};
@@ -187,7 +207,11 @@ CudaStaging::CudaStaging(uint64_t staging_bytes, bool allow_ipc)
     : staging_bytes_(staging_bytes), allow_ipc_(allow_ipc), pid_(static_cast<long>(::getpid())) {}
 
 CudaStaging::~CudaStaging() {
-  if (static_cast<long>(::getpid()) != pid_) return;  // forked child: CUDA is the parent's
+  if (static_cast<long>(::getpid()) != pid_) {
+    // Forked child: CUDA, the thread and the connection are the parent's; leak them.
+    for (auto& p : queue_) (void)p->guard.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     stop_ = true;
@@ -213,6 +237,28 @@ CudaStaging::Device* CudaStaging::device(int index) {
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&dev.join, cudaEventDisableTiming);
   if (err != cudaSuccess) dev.error = cuda_error_text("creating the copy stream", err);
   return &dev;
+}
+
+void CudaStaging::wait_released(Connection& connection, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool held = false;
+    {
+      Connection::Guard guard = connection.acquire();
+      if (!guard) return;  // no daemon: nobody reads the pools
+      std::lock_guard<std::mutex> lock(devices_mutex_);
+      for (auto& [index, dev] : devices_) {
+        std::lock_guard<std::mutex> dev_lock(dev->mutex);
+        if (!dev->pool || dev->published_serial != guard->serial) continue;
+        const PoolReleases r = read_pool_releases(*guard->segment->pool(dev->table_index),
+                                                  dev->pool->generation_start_position(),
+                                                  dev->pool->generation_start_ordinal());
+        held |= r.released_to < dev->pool->head();
+      }
+    }
+    if (!held || std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void CudaStaging::note(const std::string& transport, const std::string& why) {
@@ -249,6 +295,9 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
                   (active.cuda_note.empty() ? std::string() : ": " + active.cuda_note);
   } else if (dev.table_index >= wire::kMaxDevicePools) {
     why_not_ipc = "more than " + std::to_string(wire::kMaxDevicePools) + " devices";
+  } else if (dev.published_serial == active.serial &&
+             active.segment->pool(dev.table_index)->consumer_refused.load(std::memory_order_acquire) != 0) {
+    why_not_ipc = "the daemon could not open this device's CUDA pool (its log says why)";
   } else {
     if (!dev.ipc_tried) dev.ipc_error = dev.setup_ipc(staging_bytes_);
     why_not_ipc = dev.ipc_error;
@@ -308,16 +357,20 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
   h.pool_index = dev.table_index;
   h.pool_generation = block->generation;
   h.pool_event = block->event;
-  std::string failed;
+  char failed[256] = {};  // no allocation between reserve and commit/cancel
   try {
-    failed = dev.enqueue_copy(tensor, dev.pool_base + block->offset, bytes, cudaMemcpyDeviceToDevice,
+    const std::string error = dev.enqueue_copy(tensor, dev.pool_base + block->offset, bytes, cudaMemcpyDeviceToDevice,
                               dev.ipc_events[block->event]);
+    std::snprintf(failed, sizeof(failed), "%s", error.c_str());
   } catch (const std::exception& e) {
-    failed = e.what();
+    std::snprintf(failed, sizeof(failed), "%s", e.what());
+    if (failed[0] == '\0') failed[0] = '?';
+  } catch (...) {
+    std::snprintf(failed, sizeof(failed), "unknown exception");
   }
-  if (!failed.empty()) {
+  if (failed[0] != '\0') {
     active.writer->cancel(r);  // keeps kRecordDevicePayload: the daemon frees the block
-    return Outcome{PushResult::kRefused, "CUDA copy failed: " + failed};
+    return Outcome{PushResult::kRefused, std::string("CUDA copy failed: ") + failed};
   }
   active.writer->commit(r);
   ipc_pushed_.fetch_add(1, std::memory_order_relaxed);
@@ -355,17 +408,21 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
     return Outcome{PushResult::kDroppedFull, {}};
   }
   copy_record_fields(fields, r.header);
-  std::string failed;
+  char failed[256] = {};  // no allocation between reserve and commit/cancel
   try {
-    failed = dev.enqueue_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost,
+    const std::string error = dev.enqueue_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost,
                               dev.host_events[block->event]);
+    std::snprintf(failed, sizeof(failed), "%s", error.c_str());
   } catch (const std::exception& e) {
-    failed = e.what();
+    std::snprintf(failed, sizeof(failed), "%s", e.what());
+    if (failed[0] == '\0') failed[0] = '?';
+  } catch (...) {
+    std::snprintf(failed, sizeof(failed), "unknown exception");
   }
   pending->device = &dev;
   pending->block = *block;
   pending->writer = active.writer.get();
-  if (!failed.empty()) {
+  if (failed[0] != '\0') {
     active.writer->cancel(r);
     pending->guard.reset();  // only the block's release is left to do, in order
   } else {
@@ -377,7 +434,7 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
     if (completer_ == nullptr) completer_ = new std::thread([this] { complete_loop(); });
   }
   queue_cv_.notify_one();
-  if (!failed.empty()) return Outcome{PushResult::kRefused, "CUDA copy failed: " + failed};
+  if (failed[0] != '\0') return Outcome{PushResult::kRefused, std::string("CUDA copy failed: ") + failed};
   host_pushed_.fetch_add(1, std::memory_order_relaxed);
   return Outcome{};
 }
@@ -394,7 +451,7 @@ void CudaStaging::complete_loop() {
     }
     Device& dev = *p->device;
     if (p->reservation.header != nullptr) {
-      DeviceScope scope(dev.index);
+      set_device(dev.index);  // our thread: no restore (see cuda_util.h)
       const cudaError_t err = cudaEventSynchronize(dev.host_events[p->block.event]);
       if (err == cudaSuccess) {
         std::memcpy(p->reservation.payload, dev.host_base + p->block.offset, p->block.bytes);

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,6 +58,10 @@ class CudaStaging {
   // the connection `active`, held by the caller through a guard of `connection`.
   Outcome push(Connection& connection, Connection::Active& active, const wire::RecordHeader& fields,
                const at::Tensor& tensor, uint64_t bytes);
+
+  // Waits (at most `timeout`) until the daemon has released every block of the pools
+  // published in the current registration: the pools may then be freed.
+  void wait_released(Connection& connection, std::chrono::milliseconds timeout);
 
   // cuda_transport, cuda_note, cuda_ipc_pushed, cuda_host_pushed, cuda_failed.
   void fill_stats(ClientStats* stats) const;

@@ -31,8 +31,10 @@ struct DevicePayloadReader::State {};
 DevicePayloadReader::DevicePayloadReader() = default;
 DevicePayloadReader::~DevicePayloadReader() = default;
 
-Status DevicePayloadReader::fetch(uint64_t, const SharedSegment&, RecordView*) {
-  return Status::error("device payload: this daemon was built without CUDA support");
+DevicePayloadReader::Result DevicePayloadReader::fetch(uint64_t, const SharedSegment&, RecordView*,
+                                                       std::chrono::milliseconds, std::string* why) {
+  *why = "device payload: this daemon was built without CUDA support";
+  return Result::kFailed;
 }
 
 void DevicePayloadReader::forget_producer(uint64_t) {}
@@ -40,8 +42,6 @@ void DevicePayloadReader::forget_producer(uint64_t) {}
 #else  // TENSORSCOPE_WITH_CUDA
 
 namespace {
-
-constexpr auto kEventDeadline = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -66,10 +66,12 @@ struct DevicePayloadReader::State {
   uint64_t host_bytes = 0;
   std::map<int, cudaStream_t> streams;  // one copy stream per device
 
+  // Every CUDA call runs on the worker's reader thread, which is ours: set_device()
+  // switches devices without restoring (restoring device 0 would make a context there).
   ~State() {
     for (auto& [key, pool] : pools) close(pool);
     for (auto& [device, stream] : streams) {
-      DeviceScope scope(device);
+      set_device(device);
       cudaStreamDestroy(stream);
     }
     if (host != nullptr) cudaFreeHost(host);
@@ -77,7 +79,7 @@ struct DevicePayloadReader::State {
 
   void close(Pool& pool) {
     if (pool.device < 0) return;
-    DeviceScope scope(pool.device);
+    set_device(pool.device);
     for (cudaEvent_t e : pool.events) cudaEventDestroy(e);
     if (pool.base != nullptr) cudaIpcCloseMemHandle(pool.base);
     pool.events.clear();
@@ -111,7 +113,7 @@ struct DevicePayloadReader::State {
                            " is not visible to this daemon (check CUDA_VISIBLE_DEVICES)");
     }
     pool.device = found->second;
-    DeviceScope scope(pool.device);
+    if (!set_device(pool.device)) return Status::error("cannot select the producer's device");
     cudaIpcMemHandle_t mem{};
     std::memcpy(&mem, pool.identity.mem_handle.data(), sizeof(mem));
     void* base = nullptr;
@@ -160,47 +162,62 @@ struct DevicePayloadReader::State {
 DevicePayloadReader::DevicePayloadReader() : state_(std::make_unique<State>()) {}
 DevicePayloadReader::~DevicePayloadReader() = default;
 
-Status DevicePayloadReader::fetch(uint64_t producer_id, const SharedSegment& segment,
-                                  RecordView* view) {
-  std::string why;
-  if (!device_payloads_supported(&why)) return Status::error("device payload: " + why);
+DevicePayloadReader::Result DevicePayloadReader::fetch(uint64_t producer_id,
+                                                       const SharedSegment& segment,
+                                                       RecordView* view,
+                                                       std::chrono::milliseconds wait,
+                                                       std::string* why) {
+  if (!device_payloads_supported(why)) {
+    *why = "device payload: " + *why;
+    return Result::kFailed;
+  }
   const wire::RecordHeader& h = view->header;
+  wire::DevicePoolEntry& entry = *segment.pool(h.pool_index);
   auto [it, inserted] = state_->pools.try_emplace({producer_id, h.pool_index});
   State::Pool& pool = it->second;
   if (inserted) {
-    pool.opened = state_->open(pool, *segment.pool(h.pool_index));
+    pool.opened = state_->open(pool, entry);
     if (!pool.opened) {
-      TS_LOG_WARN("producer {}: device pool {} cannot be read: {}", producer_id, h.pool_index,
-                  pool.opened.message());
-      // An entry not yet published may be published later: try again next time.
-      if (segment.pool(h.pool_index)->state.load(std::memory_order_acquire) != wire::kPoolPublished) {
-        const Status st = pool.opened;
+      const Status st = pool.opened;
+      if (entry.state.load(std::memory_order_acquire) == wire::kPoolPublished) {
+        // Tell the producer to send this device's tensors through the ring instead.
+        entry.consumer_refused.store(1, std::memory_order_release);
+        TS_LOG_WARN("producer {}: device pool {} cannot be read ({}); the producer falls back "
+                    "to pinned host memory",
+                    producer_id, h.pool_index, st.message());
+      } else {  // not (or no longer) published: nothing to remember
         state_->close(pool);
         state_->pools.erase(it);
-        return st;
       }
+      *why = st.message();
+      return Result::kFailed;
     }
   }
-  if (!pool.opened) return pool.opened;
-  const std::string bad = validate_device_location(h, pool.identity);
-  if (!bad.empty()) return Status::error(bad);
-  if (Status st = state_->reserve_host(h.payload_bytes); !st) return st;
+  if (!pool.opened) {
+    *why = pool.opened.message();
+    return Result::kFailed;
+  }
+  *why = validate_device_location(h, pool.identity);
+  if (!why->empty()) return Result::kFailed;
 
-  DeviceScope scope(pool.device);
+  set_device(pool.device);
   cudaEvent_t event = pool.events[h.pool_event];
-  const auto deadline = std::chrono::steady_clock::now() + kEventDeadline;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   auto pause = std::chrono::microseconds(10);
   for (;;) {
     const cudaError_t err = cudaEventQuery(event);
     if (err == cudaSuccess) break;
     if (err != cudaErrorNotReady) {
-      return Status::error(cuda_error_text("waiting for the block's event", err));
+      *why = cuda_error_text("waiting for the block's event", err);
+      return Result::kFailed;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status::error("the producer's copy did not complete within 5 s");
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return Result::kPending;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  if (Status st = state_->reserve_host(h.payload_bytes); !st) {
+    *why = st.message();
+    return Result::kFailed;
   }
   const uint64_t offset = h.pool_position % pool.identity.capacity;
   cudaStream_t stream = state_->streams[pool.device];
@@ -208,12 +225,19 @@ Status DevicePayloadReader::fetch(uint64_t producer_id, const SharedSegment& seg
                                     cudaMemcpyDeviceToHost, stream);
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
-    return Status::error(cuda_error_text("copying the block to the host", err));
+    *why = cuda_error_text("copying the block to the host", err);
+    return Result::kFailed;
+  }
+  // The producer revokes its pools before it reuses their blocks for a new
+  // registration: if that happened during the copy, the bytes may be someone else's.
+  if (entry.state.load(std::memory_order_acquire) != wire::kPoolPublished) {
+    *why = "the producer revoked its device pool (it registered again)";
+    return Result::kFailed;
   }
   view->payload = state_->host;
   ++fetched_;
   fetched_bytes_ += h.payload_bytes;
-  return Status::ok();
+  return Result::kCopied;
 }
 
 void DevicePayloadReader::forget_producer(uint64_t producer_id) {

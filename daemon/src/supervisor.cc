@@ -527,6 +527,17 @@ void Supervisor::shutdown_workers() {
 }
 
 int Supervisor::run() {
+  {
+    // Probe CUDA once, now: the first registration must not wait for driver start-up.
+    std::string why;
+    if (device_payloads_supported(&why)) {
+      TS_LOG_INFO("CUDA IPC payloads: supported");
+    } else {
+      TS_LOG_INFO("CUDA IPC payloads: not supported ({}); clients send CUDA tensors through "
+                  "pinned host memory",
+                  why);
+    }
+  }
   Status started = start();
   if (!started) {
     TS_LOG_ERROR("tensorscoped cannot start: {}", started.message());

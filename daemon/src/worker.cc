@@ -128,6 +128,11 @@ void Worker::handle(const nlohmann::json& message, int fd) {
   }
 }
 
+// How long a device payload may stay incomplete (the producer's GPU has not run the copy
+// yet) before the record is dropped: a stalled or dead producer costs a drop, never a
+// wedged ring.
+constexpr int64_t kDevicePayloadDeadlineMs = 30000;
+
 int Worker::drain(uint64_t id, Attached& p, int budget) {
   int consumed = 0;
   RecordView view;
@@ -152,13 +157,30 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
     }
     if (result == RingReader::Result::kSkipped) continue;
     if ((view.header.flags & wire::kRecordDevicePayload) != 0) {
-      Status fetched = device_reader_.fetch(id, *p.segment, &view);
-      if (!fetched) {
-        p.reader->drop(view, fetched.message());
+      std::string why;
+      auto fetched = device_reader_.fetch(id, *p.segment, &view, std::chrono::milliseconds(0), &why);
+      if (fetched == DevicePayloadReader::Result::kPending) {
+        // The producer's GPU has not finished the copy: read the other producers and
+        // come back (the record stays at the head of this ring).
+        const int64_t now = now_ms();
+        if (p.pending_position != view.position || p.pending_since_ms == 0) {
+          p.pending_position = view.position;
+          p.pending_since_ms = now;
+        }
+        if (now - p.pending_since_ms < kDevicePayloadDeadlineMs) {
+          --consumed;
+          break;
+        }
+        fetched = DevicePayloadReader::Result::kFailed;
+        why = "the producer's GPU copy did not complete within " +
+              std::to_string(kDevicePayloadDeadlineMs / 1000) + " s";
+      }
+      p.pending_since_ms = 0;
+      if (fetched == DevicePayloadReader::Result::kFailed) {
+        p.reader->drop(view, why);
         ++invalid_;
         if (p.invalid_logged++ < 10) {
-          TS_LOG_WARN("producer {}: dropped device payload '{}': {}", id, view.header.name,
-                      fetched.message());
+          TS_LOG_WARN("producer {}: dropped device payload '{}': {}", id, view.header.name, why);
         }
         continue;
       }

@@ -42,6 +42,8 @@ class Worker {
     bool detaching = false;
     bool poisoned_logged = false;
     uint64_t invalid_logged = 0;
+    uint64_t pending_position = 0;  // slot of a device payload still being copied
+    int64_t pending_since_ms = 0;   // 0: none pending
   };
 
   Status configure(const nlohmann::json& message);

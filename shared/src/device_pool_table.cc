@@ -44,6 +44,7 @@ Status publish_pool(wire::DevicePoolEntry* entry, const DevicePoolIdentity& id) 
   for (size_t i = 0; i < id.event_handles.size(); ++i) {
     std::memcpy(entry->event_handles[i], id.event_handles[i].data(), wire::kIpcHandleBytes);
   }
+  entry->consumer_refused.store(0, std::memory_order_relaxed);
   entry->released_to.store(id.generation_start_position, std::memory_order_relaxed);
   entry->released_ordinal.store(id.generation_start_ordinal, std::memory_order_relaxed);
   entry->state.store(wire::kPoolPublished, std::memory_order_release);
@@ -108,6 +109,13 @@ void release_device_block(wire::DevicePoolEntry* table, const wire::RecordHeader
   if (entry.state.load(std::memory_order_acquire) != wire::kPoolPublished) return;
   store_max(entry.released_to, device_block_end(h));
   if (h.pool_ordinal < UINT64_MAX) store_max(entry.released_ordinal, h.pool_ordinal + 1);
+}
+
+void revoke_pools(wire::DevicePoolEntry* table) {
+  for (size_t i = 0; i < wire::kMaxDevicePools; ++i) {
+    uint32_t expected = wire::kPoolPublished;
+    table[i].state.compare_exchange_strong(expected, wire::kPoolRevoked, std::memory_order_acq_rel);
+  }
 }
 
 PoolReleases read_pool_releases(const wire::DevicePoolEntry& entry, uint64_t start_position,

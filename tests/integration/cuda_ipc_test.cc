@@ -76,9 +76,11 @@ TEST_P(CudaIpcTest, PushedTensorsArriveByteForByte) {
   torch::manual_seed(7);
   const auto cuda = torch::TensorOptions().device(torch::kCUDA, 0);
   std::map<std::string, std::vector<uint8_t>> expected;
+  // Pushed first, read back after: the push must order its copy after the kernels that
+  // are still computing the tensor (nothing synchronizes before it).
   auto push = [&](const std::string& name, const torch::Tensor& t) {
-    expected[name] = bytes_of(t.cpu());
     EXPECT_EQ(client.push(name, t), PushResult::kPushed) << name;
+    expected[name] = bytes_of(t.cpu());
   };
   const std::vector<torch::ScalarType> types = {torch::kFloat32, torch::kFloat64, torch::kFloat16,
                                                 torch::kBFloat16, torch::kInt8, torch::kInt16,
@@ -89,12 +91,19 @@ TEST_P(CudaIpcTest, PushedTensorsArriveByteForByte) {
     if (torch::isFloatingType(type)) t = t * 0.37;
     push(std::string("dtype.") + c10::toString(type), t);
   }
+  {
+    // A long chain of kernels still running when push is called.
+    torch::Tensor m = torch::randn({2048, 2048}, cuda);
+    for (int i = 0; i < 20; ++i) m = torch::tanh(m.matmul(m) * 1e-3);
+    push("still_computing", m);
+  }
   push("strided", torch::randn({64, 48}, cuda).t());
   push("sliced", torch::randn({100, 100}, cuda).slice(1, 3, 90, 2));
   {
     // Changed in place at once on the same stream: what arrives is the value at push.
     torch::Tensor t = torch::randn({1 << 20}, cuda);
-    push("changed_after_push", t);
+    expected["changed_after_push"] = bytes_of(t.cpu());
+    EXPECT_EQ(client.push("changed_after_push", t), PushResult::kPushed);
     t.mul_(3).add_(1);
   }
   {
@@ -179,12 +188,16 @@ TEST_P(CudaIpcTest, KilledDaemonLeavesTrainingRunningWithFlatGpuMemory) {
   const auto cuda = torch::TensorOptions().device(torch::kCUDA, 0);
   torch::Tensor t = torch::zeros({1 << 20}, cuda);  // 4 MiB
 
+  // Free device memory is measured for the whole GPU, sinks included: the first mark is
+  // taken once the first sink has read a record (its CUDA context exists), the last
+  // one once the second sink has (the first one's context is gone by then).
   size_t free_after_warmup = 0, free_at_end = 0, total = 0;
   std::map<PushResult, int> results;
   for (int i = 0; i < 600; ++i) {
     t.fill_(static_cast<float>(i));
     results[client.push("x", t)]++;
     if (i == 20) {
+      ASSERT_TRUE(wait_until([&] { return !read_records(log1).empty(); }, Millis(10000)));
       torch::cuda::synchronize();
       ASSERT_EQ(cudaMemGetInfo(&free_after_warmup, &total), cudaSuccess);
     }
@@ -195,12 +208,13 @@ TEST_P(CudaIpcTest, KilledDaemonLeavesTrainingRunningWithFlatGpuMemory) {
       ASSERT_TRUE(wait_until([&] { return client.stats().connections == 2; }, Millis(10000)));
     }
   }
+  ASSERT_TRUE(wait_until([&] { return !read_records(log2).empty(); }, Millis(10000)));
   torch::cuda::synchronize();
   ASSERT_EQ(cudaMemGetInfo(&free_at_end, &total), cudaSuccess);
   EXPECT_GT(results[PushResult::kPushed], 100);
   EXPECT_EQ(results[PushResult::kRefused], 0);
   // The staging pools were allocated before the warm-up mark and never grew.
-  EXPECT_LT(static_cast<int64_t>(free_after_warmup) - static_cast<int64_t>(free_at_end), int64_t{16} << 20)
+  EXPECT_LT(static_cast<int64_t>(free_after_warmup) - static_cast<int64_t>(free_at_end), int64_t{64} << 20)
       << "GPU memory grew across the daemon's death and restart";
   EXPECT_EQ(client.stats().connections, 2u);
   // The second daemon received values pushed after the restart, intact.

@@ -45,7 +45,15 @@ int main(int argc, char** argv) {
   if (!host_only) {
     fetch = [&device_reader](uint64_t producer, const tensorscope::SharedSegment& segment,
                              tensorscope::RecordView* view) {
-      return device_reader.fetch(producer, segment, view);
+      std::string why;
+      const auto result = device_reader.fetch(producer, segment, view, std::chrono::seconds(5), &why);
+      if (result == tensorscope::daemon::DevicePayloadReader::Result::kCopied) {
+        return tensorscope::Status::ok();
+      }
+      if (result == tensorscope::daemon::DevicePayloadReader::Result::kPending) {
+        why = "the producer's copy did not complete within 5 s";
+      }
+      return tensorscope::Status::error(why);
     };
   }
   tensorscope::bench::BenchSink sink(

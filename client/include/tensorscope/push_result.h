@@ -36,8 +36,9 @@ struct ClientStats {
   std::string cuda_note;
   uint64_t cuda_ipc_pushed = 0;   // records whose payload stayed on the GPU
   uint64_t cuda_host_pushed = 0;  // records copied through pinned host memory
-  uint64_t cuda_failed = 0;       // asynchronous copies that failed after push returned
-                                  // (their records were cancelled)
+  uint64_t cuda_failed = 0;       // pinned-host copies that failed after push returned
+                                  // kPushed (counted in `pushed` too); their records
+                                  // were cancelled
 };
 
 }  // namespace tensorscope

@@ -54,11 +54,12 @@ TEST(DevicePayloadReader, WithoutADeviceEveryPayloadIsRefusedWithTheReason) {
   RecordView view;
   ASSERT_EQ(reader.next(&view), RingReader::Result::kRecord) << reader.last_error();
   DevicePayloadReader device_reader;
-  Status fetched = device_reader.fetch(1, **segment, &view);
-  ASSERT_FALSE(fetched);
-  EXPECT_NE(fetched.message().find(why), std::string::npos) << fetched.message();
+  std::string refusal;
+  const auto fetched = device_reader.fetch(1, **segment, &view, std::chrono::milliseconds(0), &refusal);
+  ASSERT_EQ(fetched, DevicePayloadReader::Result::kFailed);
+  EXPECT_NE(refusal.find(why), std::string::npos) << refusal;
   EXPECT_EQ(view.payload, nullptr);
-  reader.drop(view, fetched.message());
+  reader.drop(view, refusal);
   EXPECT_EQ((*segment)->header()->dropped_invalid.load(), 1u);
   EXPECT_EQ((*segment)->pool(0)->released_ordinal.load(), 1u);  // the block is free again
   EXPECT_EQ(device_reader.fetched(), 0u);

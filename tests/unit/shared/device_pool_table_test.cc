@@ -213,6 +213,20 @@ TEST(DevicePoolTable, CancelledAndInvalidDeviceRecordsStillFreeTheirBlocks) {
   EXPECT_EQ(m.consumer->header()->dropped_invalid.load(), 2u);
 }
 
+TEST(DevicePoolTable, RetiringASegmentRevokesItsPublishedPoolsOnly) {
+  TempDir dir;
+  Mappings m = make_segment(dir);
+  ASSERT_TRUE(publish_pool(m.producer->pool(1), sample_pool()));
+  ASSERT_TRUE(publish_pool(m.producer->pool(4), sample_pool()));
+  revoke_pools(m.producer->pool(0));
+  for (size_t i = 0; i < wire::kMaxDevicePools; ++i) {
+    const uint32_t want = (i == 1 || i == 4) ? wire::kPoolRevoked : wire::kPoolEmpty;
+    EXPECT_EQ(m.consumer->pool(i)->state.load(), want) << "entry " << i;
+  }
+  EXPECT_FALSE(read_pool_identity(*m.consumer->pool(1)));  // a worker stops using it
+  EXPECT_FALSE(publish_pool(m.producer->pool(1), sample_pool()));  // never republished
+}
+
 TEST(DevicePoolTable, StaleReleasesReadAsTheGenerationStart) {
   TempDir dir;
   Mappings m = make_segment(dir);

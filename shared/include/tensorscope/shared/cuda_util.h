@@ -17,7 +17,9 @@ inline std::string cuda_error_text(const char* what, cudaError_t err) {
   return std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
 }
 
-// Makes `device` current for the scope and restores the previous one.
+// Makes `device` current for the scope and restores the previous one. For threads of
+// the training program, which have a current device of their own. On a thread we own,
+// use set_device() instead: restoring device 0 there would create a context on GPU 0.
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
@@ -33,5 +35,12 @@ class DeviceScope {
  private:
   int previous_ = -1;
 };
+
+// Makes `device` current on a thread we own (no restore); false on failure.
+inline bool set_device(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return true;
+  return cudaSetDevice(device) == cudaSuccess;
+}
 
 }  // namespace tensorscope

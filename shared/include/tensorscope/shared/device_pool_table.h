@@ -53,6 +53,10 @@ uint64_t device_block_end(const wire::RecordHeader& header);
 // release fields only grow; an out-of-range pool index is ignored.
 void release_device_block(wire::DevicePoolEntry* table, const wire::RecordHeader& header);
 
+// Producer: marks every published pool of the table revoked (the segment is being
+// retired; its blocks are about to be reused).
+void revoke_pools(wire::DevicePoolEntry* table);
+
 // Producer: what the consumer has released, clamped to the generation that started at
 // (`start_position`, `start_ordinal`): stale values from before it read as that start.
 struct PoolReleases {

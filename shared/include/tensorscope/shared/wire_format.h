@@ -76,6 +76,14 @@
 //   EMPTY        state == kPoolEmpty       consumer ignores the entry
 //      | producer fills every identity field, then state.store(kPoolPublished, release)
 //   PUBLISHED    identity fields are read-only until the segment is dropped
+//      | producer retires the segment (daemon gone or segment poisoned), before it
+//      | reuses any block for a new registration: state.store(kPoolRevoked, release)
+//   REVOKED      a consumer still copying a block drops the record (it re-checks the
+//                state after its copy)
+//
+//   A consumer that cannot use a published pool at all (device not visible, IPC
+//   refused) stores consumer_refused = 1; the producer then sends that device's
+//   tensors through the data ring instead, for the rest of the segment.
 //
 //   Blocks: the producer allocates them in record order (pool and slot claimed under one
 //   lock) and never reuses bytes before `released_to` or an event before
@@ -179,6 +187,7 @@ enum RecordFlags : uint8_t {
 enum PoolState : uint32_t {
   kPoolEmpty = 0,
   kPoolPublished = 1,
+  kPoolRevoked = 2,  // the producer left this segment: its blocks may be reused at once
 };
 
 struct alignas(64) SegmentHeader {
@@ -276,7 +285,8 @@ struct alignas(64) DevicePoolEntry {
   // --- consumer (own cache line) -----------------------------------------------------
   std::atomic<uint64_t> released_to;       // pool bytes before this position are free
   std::atomic<uint64_t> released_ordinal;  // blocks before this ordinal are free
-  uint8_t reserved_consumer[64 - 16];
+  std::atomic<uint32_t> consumer_refused;  // 1: the consumer cannot read this pool
+  uint8_t reserved_consumer[64 - 20];
 
   uint8_t reserved_tail[64];
   uint8_t event_handles[kMaxPoolEvents][kIpcHandleBytes];  // cudaIpcEventHandle_t each
@@ -360,6 +370,7 @@ static_assert(offsetof(DevicePoolEntry, device_uuid) == 40);
 static_assert(offsetof(DevicePoolEntry, mem_handle) == 64);
 static_assert(offsetof(DevicePoolEntry, released_to) == 128);
 static_assert(offsetof(DevicePoolEntry, released_ordinal) == 136);
+static_assert(offsetof(DevicePoolEntry, consumer_refused) == 144);
 static_assert(offsetof(DevicePoolEntry, event_handles) == 256);
 // Producer identity and consumer releases never share a cache line.
 static_assert(offsetof(DevicePoolEntry, released_to) / 64 != offsetof(DevicePoolEntry, mem_handle) / 64);
