@@ -1,8 +1,9 @@
-// tensorscope — the command-line tool: `tensorscope status --session NAME [--json]`.
+// tensorscope — the command-line tool: `tensorscope status --session NAME [--json]` and
+// `tensorscope compare A B [--atol X] [--rtol Y] [--json]` (compare_main.cc).
 //
-// Asks the session's daemon over its Unix socket for producers, streams, frames, drops
-// and worker restarts. Exit 0 when a daemon answered, 1 when none runs for the session,
-// 2 on bad usage.
+// status asks the session's daemon over its Unix socket for producers, streams, frames,
+// drops and worker restarts. Exit 0 when a daemon answered, 1 when none runs for the
+// session, 2 on bad usage. compare: exit 0 all match, 1 something differs, 2 bad input.
 #include <cstdio>
 #include <string>
 
@@ -10,12 +11,21 @@
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/session_name.h"
 
+namespace tensorscope::daemon {
+// compare_main.cc; argv[0] is "compare". Returns the exit code.
+int run_compare_command(int argc, char** argv);
+}  // namespace tensorscope::daemon
+
 namespace {
 
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: tensorscope status [--session NAME] [--runtime-dir DIR] [--json]\n"
-               "Shows what the session's daemon is doing. Exit 1 when no daemon runs.\n");
+               "Shows what the session's daemon is doing. Exit 1 when no daemon runs.\n"
+               "usage: tensorscope compare A B [--atol X] [--rtol Y] [--json]\n"
+               "Compares two .npy files or two directories of them (numpy allclose).\n"
+               "Exit 0 all match, 1 something differs, 2 bad input. HDF5 datasets and\n"
+               "libtorch-saved tensors are not supported yet. More: tensorscope compare --help\n");
 }
 
 void print_table(const nlohmann::json& s) {
@@ -56,6 +66,9 @@ void print_table(const nlohmann::json& s) {
 
 int main(int argc, char** argv) {
   using namespace tensorscope;
+  if (argc >= 2 && std::string(argv[1]) == "compare") {
+    return daemon::run_compare_command(argc - 1, argv + 1);
+  }
   if (argc < 2 || std::string(argv[1]) != "status") {
     usage(argc < 2 ? stderr : (std::string(argv[1]) == "--help" ? stdout : stderr));
     return argc >= 2 && std::string(argv[1]) == "--help" ? 0 : 2;

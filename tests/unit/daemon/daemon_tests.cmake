@@ -16,3 +16,4 @@ target_link_libraries(daemon_unit_tests PRIVATE
   tensorscope_daemon_core tensorscope_test_support nlohmann_json::nlohmann_json GTest::gtest_main)
 gtest_discover_tests(daemon_unit_tests)
 include(${CMAKE_CURRENT_LIST_DIR}/sinks_tests.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/compare_tests.cmake)

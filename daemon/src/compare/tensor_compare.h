@@ -1,0 +1,103 @@
+// tensor_compare.h — streaming element-wise comparison of two tensors (numpy allclose
+// semantics plus error metrics), and of two .npy files read in fixed-size chunks.
+//
+// Used by the `tensorscope compare` command-line tool (and its benchmark); no daemon
+// process uses it. Semantics, all computed in double:
+//   close(a, b)  :=  |a - b| <= atol + rtol * |b|   (numpy.isclose; asymmetric in b)
+//   NaN is close to NaN only at the same position (numpy's equal_nan=True; numpy's
+//   default is equal_nan=False); +Inf/-Inf are close only to the same infinity.
+//   max_abs_error = max |a - b| and max_rel_error = max |a - b| / |b| over the
+//   positions where both values are finite; positions with b == 0 are skipped for
+//   max_rel_error (never inf). Non-finite positions that are not close are counted in
+//   nonfinite_mismatches (and in mismatches).
+//   cosine = sum(a*b) / (||a|| * ||b||) over positions where both are finite; 1 when
+//   both norms are 0 (two all-zero or empty tensors), 0 when exactly one is 0.
+//   int64 values beyond 2^53 lose precision on the way to double.
+//   Different dtypes are compared as values. A shape difference (number of dims or
+//   any dim) is a difference ("shape mismatch"); no values are read then.
+// Thread safety: TensorComparer is used by one thread at a time; the free functions
+// are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensorscope/shared/status.h"
+#include "tensorscope/shared/wire_format.h"
+
+namespace tensorscope::daemon {
+
+// numpy.allclose defaults.
+struct CompareTolerance {
+  double atol = 1e-8;
+  double rtol = 1e-5;
+};
+
+// Default read size per file and per step of compare_npy_files.
+inline constexpr size_t kCompareChunkBytes = size_t{4} << 20;
+
+struct TensorCompareResult {
+  wire::DType dtype_a = wire::DType::kInvalid;
+  wire::DType dtype_b = wire::DType::kInvalid;
+  std::vector<int64_t> shape_a;
+  std::vector<int64_t> shape_b;
+  bool shape_mismatch = false;
+  uint64_t total = 0;       // elements compared (0 on a shape mismatch)
+  uint64_t mismatches = 0;  // elements that are not close
+  uint64_t nonfinite_mismatches = 0;
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;
+  double cosine = 1.0;
+  int64_t first_mismatch = -1;  // flat index of the first element not close, -1 if none
+  double first_mismatch_a = 0.0;
+  double first_mismatch_b = 0.0;
+
+  bool allclose() const { return !shape_mismatch && mismatches == 0; }
+};
+
+// Accumulates the comparison of two equally long element sequences fed in pieces.
+class TensorComparer {
+ public:
+  explicit TensorComparer(CompareTolerance tolerance) : tolerance_(tolerance) {}
+
+  // Compares a[0..n) with b[0..n), the next n elements of both tensors.
+  void add(const double* a, const double* b, size_t n);
+  // Converts the next n elements of each side (raw little-endian bytes of the given
+  // dtypes) to double and adds them. Both dtypes must be valid.
+  void add_raw(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n);
+  // Metrics so far (total, mismatches, errors, cosine, first mismatch); dtype and
+  // shape fields are left for the caller.
+  TensorCompareResult result() const;
+
+ private:
+  CompareTolerance tolerance_;
+  uint64_t total_ = 0;
+  uint64_t mismatches_ = 0;
+  uint64_t nonfinite_mismatches_ = 0;
+  double max_abs_ = 0.0;
+  double max_rel_ = 0.0;
+  double dot_ = 0.0;
+  double norm_a_ = 0.0;
+  double norm_b_ = 0.0;
+  int64_t first_mismatch_ = -1;
+  double first_a_ = 0.0;
+  double first_b_ = 0.0;
+};
+
+// Converts n elements of `dtype` at `src` to double (bool is 0/1). dtype must be valid.
+void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst);
+
+// "float32[4,8]" ("float32[]" for a 0-d array).
+std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape);
+
+// Opens both files with NpyReader and compares them, reading at most `chunk_bytes`
+// per file at a time (never a whole file). Errors: those of NpyReader (they name the
+// file: missing, corrupt, truncated, unsupported dtype), chunk_bytes < 8.
+StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
+                                                const std::string& path_b,
+                                                const CompareTolerance& tolerance,
+                                                size_t chunk_bytes = kCompareChunkBytes);
+
+}  // namespace tensorscope::daemon

@@ -1,0 +1,117 @@
+// compare_main.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json]`.
+//
+// Part of the `tensorscope` command-line tool (status_main.cc dispatches here).
+// Compares two .npy files, or two directories of them paired by relative path (see
+// compare/dump_compare.h for the pairing, ordering and semantics). Prints a line per
+// tensor and a summary (or one JSON document with --json). Exit 0 when everything
+// matches, 1 when something differs, 2 on bad input (message on stderr), including
+// an unreadable .npy file inside a directory (reported in its line first).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "compare/dump_compare.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+void compare_usage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: tensorscope compare A B [--atol X] [--rtol Y] [--json]\n"
+      "Compares two .npy files, or two directories of .npy files paired by relative path\n"
+      "(recursively; e.g. dumps laid out as step_<n>/<stream>_rank<r>.npy).\n"
+      "  per tensor: allclose verdict |a-b| <= atol + rtol*|b| (numpy.isclose; defaults\n"
+      "  atol 1e-8, rtol 1e-5), values in double, dtypes may differ; NaN equals NaN only\n"
+      "  at the same position; max_abs and max_rel = |a-b|/|b| over finite pairs, skipping\n"
+      "  b == 0; cosine similarity (1 for two all-zero tensors); mismatch count. Different\n"
+      "  shapes are a difference. Files on one side only are differences; the summary\n"
+      "  names the first diverging step and stream (ordered by step_<n>, then name).\n"
+      "  Not yet supported: HDF5 datasets, libtorch-saved tensors (.pt).\n"
+      "Exit 0 all match, 1 something differs, 2 bad input (missing path, file vs\n"
+      "directory, bad option, an unreadable .npy file: reported, then exit 2).\n");
+}
+
+bool parse_tolerance(const std::string& text, double* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  const double parsed = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(parsed) || parsed < 0.0) return false;
+  *value = parsed;
+  return true;
+}
+
+}  // namespace
+
+// args[0] is "compare".
+int run_compare_command(int argc, char** argv) {
+  CompareTolerance tolerance;
+  bool json = false;
+  std::vector<std::string> paths;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
+      has_value = true;
+    }
+    if (arg == "--help" || arg == "-h") {
+      compare_usage(stdout);
+      return 0;
+    } else if (arg == "--json" && !has_value) {
+      json = true;
+    } else if (arg == "--atol" || arg == "--rtol") {
+      if (!has_value) {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "tensorscope compare: %s needs a value\n", arg.c_str());
+          return 2;
+        }
+        value = argv[++i];
+      }
+      if (!parse_tolerance(value, arg == "--atol" ? &tolerance.atol : &tolerance.rtol)) {
+        std::fprintf(stderr,
+                     "tensorscope compare: bad %s value '%s' (want a finite number >= 0)\n",
+                     arg.c_str(), value.c_str());
+        return 2;
+      }
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      std::fprintf(stderr, "tensorscope compare: unknown option '%s'\n", argv[i]);
+      compare_usage(stderr);
+      return 2;
+    } else {
+      paths.push_back(argv[i]);
+    }
+  }
+  if (paths.size() != 2) {
+    std::fprintf(stderr, "tensorscope compare: need exactly two paths (A and B), got %zu\n",
+                 paths.size());
+    compare_usage(stderr);
+    return 2;
+  }
+  auto report = compare_paths(paths[0], paths[1], tolerance);
+  if (!report) {
+    std::fprintf(stderr, "tensorscope compare: %s\n", report.message().c_str());
+    return 2;
+  }
+  if (json) {
+    std::printf("%s\n", format_json(*report, tolerance).c_str());
+  } else {
+    for (const CompareEntry& entry : report->entries) {
+      std::printf("%s\n", format_entry(entry).c_str());
+    }
+    std::printf("%s\n", format_summary(*report).c_str());
+  }
+  std::fflush(stdout);
+  if (report->errors > 0) {
+    std::fprintf(stderr, "tensorscope compare: %llu file(s) could not be read (see ERROR lines)\n",
+                 static_cast<unsigned long long>(report->errors));
+  }
+  return report->exit_code();
+}
+
+}  // namespace tensorscope::daemon
