@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
   python3-numpy
+  libhdf5-dev python3-h5py
 )
 
 missing=()

@@ -1,0 +1,941 @@
+// hdf5_sink_test.cc — Hdf5Sink: byte-exact round trips of every dtype read back with the
+// HDF5 C API, change detection, rotation by bytes and by time, dtype conversion, shape
+// changes, bad records, HDF5 errors as Status, a writer killed before finalize, and
+// (when /usr/bin/python3 has h5py) files read with h5py.
+#include "sinks/hdf5_sink.h"
+
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "temp_dir.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using testing::TempDir;
+using wire::DType;
+
+const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
+                                       DType::kBFloat16, DType::kInt8,   DType::kInt16,
+                                       DType::kInt32,   DType::kInt64,   DType::kUInt8,
+                                       DType::kBool};
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Names in `dir` that are final sink files ("<base>.<n>.h5", not hidden).
+std::vector<std::string> final_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& n : list_dir(dir)) {
+    if (n[0] != '.' && ends_with(n, ".h5")) out.push_back(n);
+  }
+  return out;
+}
+
+size_t count_partial(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& name : list_dir(dir)) n += ends_with(name, ".partial") ? 1 : 0;
+  return n;
+}
+
+// `n` distinct, exactly representable values of `dtype` (seeded by `seed`) as bytes.
+std::string make_bytes(DType dtype, size_t n, int seed) {
+  std::string out;
+  auto put = [&out](const auto& x) { out.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
+  for (size_t i = 0; i < n; ++i) {
+    const int v = static_cast<int>(i) * 3 + seed * 7 - 5;
+    switch (dtype) {
+      case DType::kFloat32: put(static_cast<float>(v) * 0.25f); break;
+      case DType::kFloat64: put(static_cast<double>(v) * 0.125); break;
+      // Arbitrary bit patterns, stored unchanged.
+      case DType::kFloat16: put(static_cast<uint16_t>(0x3c00 + v * 17)); break;
+      case DType::kBFloat16: put(static_cast<uint16_t>(0x3f80 + v * 13)); break;
+      case DType::kInt8: put(static_cast<int8_t>(v)); break;
+      case DType::kInt16: put(static_cast<int16_t>(v * 300)); break;
+      case DType::kInt32: put(static_cast<int32_t>(v * 100000)); break;
+      case DType::kInt64: put(static_cast<int64_t>(v) * 10000000000LL); break;
+      case DType::kUInt8: put(static_cast<uint8_t>(v + 100)); break;
+      case DType::kBool: put(static_cast<uint8_t>((i + seed) % 3 == 0 ? 1 : 0)); break;
+      case DType::kInvalid: break;
+    }
+  }
+  return out;
+}
+
+Hdf5Record make_record(const std::string& stream, DType dtype, std::vector<int64_t> shape,
+                       const std::string& bytes, int64_t step, int rank = 0,
+                       const std::string& device = "cpu") {
+  Hdf5Record r;
+  r.stream = stream;
+  r.kind = "activation";
+  r.device = device;
+  r.rank = rank;
+  r.step = step;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  r.data = bytes.data();
+  r.bytes = bytes.size();
+  return r;
+}
+
+// ---- reading files back with the HDF5 C API ----
+
+class H5File {
+ public:
+  explicit H5File(const std::string& path) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    id_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  }
+  ~H5File() {
+    if (id_ >= 0) H5Fclose(id_);
+  }
+  H5File(const H5File&) = delete;
+  H5File& operator=(const H5File&) = delete;
+  bool ok() const { return id_ >= 0; }
+  hid_t id() const { return id_; }
+
+  bool has(const std::string& path) const { return H5Lexists(id_, path.c_str(), H5P_DEFAULT) > 0; }
+
+  // Top-level group names.
+  std::vector<std::string> groups() const {
+    std::vector<std::string> names;
+    H5Literate(id_, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+               [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+                 static_cast<std::vector<std::string>*>(data)->push_back(name);
+                 return 0;
+               },
+               &names);
+    return names;
+  }
+
+  // Dims of a dataset.
+  std::vector<hsize_t> dims(const std::string& path) const {
+    const hid_t d = H5Dopen2(id_, path.c_str(), H5P_DEFAULT);
+    if (d < 0) return {};
+    const hid_t s = H5Dget_space(d);
+    std::vector<hsize_t> out(static_cast<size_t>(std::max(0, H5Sget_simple_extent_ndims(s))));
+    H5Sget_simple_extent_dims(s, out.data(), nullptr);
+    H5Sclose(s);
+    H5Dclose(d);
+    return out;
+  }
+
+  // The bytes of a whole dataset, read with its own file type (no conversion).
+  std::string raw(const std::string& path) const {
+    const hid_t d = H5Dopen2(id_, path.c_str(), H5P_DEFAULT);
+    if (d < 0) return "<missing " + path + ">";
+    const hid_t t = H5Dget_type(d);
+    const hid_t s = H5Dget_space(d);
+    const auto n = static_cast<size_t>(H5Sget_simple_extent_npoints(s));
+    std::string out(n * H5Tget_size(t), '\0');
+    if (n > 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0) out = "<read error>";
+    H5Sclose(s);
+    H5Tclose(t);
+    H5Dclose(d);
+    return out;
+  }
+
+  template <typename T>
+  std::vector<T> read(const std::string& path, hid_t mem_type) const {
+    const hid_t d = H5Dopen2(id_, path.c_str(), H5P_DEFAULT);
+    if (d < 0) return {};
+    const hid_t s = H5Dget_space(d);
+    std::vector<T> out(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
+    if (!out.empty() && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0) {
+      out.clear();
+    }
+    H5Sclose(s);
+    H5Dclose(d);
+    return out;
+  }
+  std::vector<int64_t> steps(const std::string& group) const {
+    return read<int64_t>(group + "/steps", H5T_NATIVE_INT64);
+  }
+  std::vector<int32_t> ranks(const std::string& group) const {
+    return read<int32_t>(group + "/ranks", H5T_NATIVE_INT32);
+  }
+  // Fixed-length, NUL-padded strings of wire::kDeviceBytes.
+  std::vector<std::string> devices(const std::string& group) const {
+    const std::string raw_bytes = raw(group + "/devices");
+    std::vector<std::string> out;
+    for (size_t i = 0; i + wire::kDeviceBytes <= raw_bytes.size(); i += wire::kDeviceBytes) {
+      const std::string item = raw_bytes.substr(i, wire::kDeviceBytes);
+      out.push_back(item.substr(0, item.find('\0')));
+    }
+    return out;
+  }
+
+  // A variable-length string attribute of an object.
+  std::string string_attribute(const std::string& object, const std::string& name) const {
+    const hid_t a = H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0) return "<missing " + name + ">";
+    const hid_t t = H5Aget_type(a);
+    std::string out = "<not a variable-length string>";
+    char* p = nullptr;
+    if (H5Tis_variable_str(t) > 0 && H5Aread(a, t, &p) >= 0 && p != nullptr) {
+      out = p;
+      H5free_memory(p);
+    }
+    H5Tclose(t);
+    H5Aclose(a);
+    return out;
+  }
+  std::vector<int64_t> shape_attribute(const std::string& object) const {
+    const hid_t a = H5Aopen_by_name(id_, object.c_str(), "shape", H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0) return {};
+    const hid_t s = H5Aget_space(a);
+    std::vector<int64_t> out(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
+    H5Aread(a, H5T_NATIVE_INT64, out.data());
+    H5Sclose(s);
+    H5Aclose(a);
+    return out;
+  }
+
+  // The HDF5 class and size of a dataset's element type.
+  std::pair<H5T_class_t, size_t> type_of(const std::string& path) const {
+    const hid_t d = H5Dopen2(id_, path.c_str(), H5P_DEFAULT);
+    if (d < 0) return {H5T_NO_CLASS, 0};
+    const hid_t t = H5Dget_type(d);
+    std::pair<H5T_class_t, size_t> out{H5Tget_class(t), H5Tget_size(t)};
+    H5Tclose(t);
+    H5Dclose(d);
+    return out;
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+// An ok Status, or a failure showing its message.
+::testing::AssertionResult is_ok(const Status& s) {
+  if (s.is_ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << s.message();
+}
+#define ASSERT_OK(expr) ASSERT_TRUE(is_ok(expr))
+
+const std::string kOne("\1\0\0\0", 4);  // int32 1
+const std::string kTwo("\2\0\0\0", 4);  // int32 2
+
+Hdf5SinkOptions default_options() {
+  Hdf5SinkOptions o;
+  o.rotate_seconds = 0;  // tests rotate explicitly unless they test rotation
+  return o;
+}
+
+std::unique_ptr<Hdf5Sink> open_sink(const std::string& dir, Hdf5SinkOptions options,
+                                    const std::string& base = "values") {
+  auto sink = Hdf5Sink::open(dir, base, std::move(options));
+  EXPECT_TRUE(sink.is_ok()) << sink.message();
+  return sink.is_ok() ? std::move(sink).value() : nullptr;
+}
+
+// ---- round trips ----
+
+class Hdf5RoundTrip : public ::testing::TestWithParam<int> {};
+
+TEST_P(Hdf5RoundTrip, EveryDTypeByteExact) {
+  TempDir tmp("h5rt");
+  Hdf5SinkOptions options = default_options();
+  options.gzip_level = GetParam();
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  std::map<DType, std::vector<std::string>> written;
+  for (const DType dtype : kAllDTypes) {
+    const std::string stream = std::string("s.") + wire::dtype_name(dtype);
+    for (int i = 0; i < 3; ++i) {
+      written[dtype].push_back(make_bytes(dtype, 6, i));
+      const Status s = sink->append(make_record(stream, dtype, {2, 3}, written[dtype].back(),
+                                                10 * i + 1, i, "cuda" + std::to_string(i)));
+      ASSERT_TRUE(s.is_ok()) << s.message();
+    }
+  }
+  EXPECT_EQ(sink->appended(), 3 * kAllDTypes.size());
+  EXPECT_EQ(sink->skipped_unchanged(), 0u);
+  ASSERT_OK(sink->finalize());
+  ASSERT_EQ(sink->finished_files().size(), 1u);
+  const std::string path = sink->finished_files()[0];
+  EXPECT_EQ(path, tmp.path() + "/values.0.h5");
+  EXPECT_THAT(list_dir(tmp.path()), ElementsAre("values.0.h5"));
+
+  H5File f(path);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f.string_attribute("/", "format"), "tensorscope-hdf5");
+  for (const DType dtype : kAllDTypes) {
+    SCOPED_TRACE(wire::dtype_name(dtype));
+    const std::string g = std::string("/s.") + wire::dtype_name(dtype);
+    ASSERT_TRUE(f.has(g));
+    EXPECT_EQ(f.string_attribute(g, "stream"), g.substr(1));
+    EXPECT_EQ(f.string_attribute(g, "kind"), "activation");
+    EXPECT_EQ(f.string_attribute(g, "dtype"), wire::dtype_name(dtype));
+    EXPECT_THAT(f.shape_attribute(g), ElementsAre(2, 3));
+    EXPECT_THAT(f.dims(g + "/values"), ElementsAre(3u, 2u, 3u));
+    const std::string expected = written[dtype][0] + written[dtype][1] + written[dtype][2];
+    EXPECT_EQ(f.raw(g + "/values"), expected);
+    EXPECT_EQ(f.type_of(g + "/values").second, wire::dtype_size(dtype));
+    EXPECT_THAT(f.steps(g), ElementsAre(1, 11, 21));
+    EXPECT_THAT(f.ranks(g), ElementsAre(0, 1, 2));
+    EXPECT_THAT(f.devices(g), ElementsAre("cuda0", "cuda1", "cuda2"));
+    EXPECT_EQ(f.type_of(g + "/devices"), std::make_pair(H5T_STRING, wire::kDeviceBytes));
+  }
+  EXPECT_EQ(f.type_of("/s.float16/values").first, H5T_FLOAT);
+  EXPECT_EQ(f.type_of("/s.bool/values").first, H5T_ENUM);
+  EXPECT_EQ(f.type_of("/s.bfloat16/values").first, H5T_INTEGER);
+  EXPECT_EQ(f.string_attribute("/s.bfloat16/values", "encoding"), "bfloat16-bits");
+}
+
+INSTANTIATE_TEST_SUITE_P(Gzip, Hdf5RoundTrip, ::testing::Values(0, 4, 9));
+
+TEST(Hdf5Sink, ScalarsAndEmptyTensors) {
+  TempDir tmp("h5scalar");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    const std::string loss = make_bytes(DType::kFloat32, 1, i);
+    ASSERT_OK(sink->append(make_record("loss", DType::kFloat32, {}, loss, i)));
+    ASSERT_OK(sink->append(make_record("empty", DType::kInt32, {3, 0}, "", i)));
+  }
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.dims("/loss/values"), ElementsAre(5u));
+  EXPECT_TRUE(f.shape_attribute("/loss").empty());
+  std::string all;
+  for (int i = 0; i < 5; ++i) all += make_bytes(DType::kFloat32, 1, i);
+  EXPECT_EQ(f.raw("/loss/values"), all);
+  // An empty tensor never changes: change detection keeps the first one only.
+  EXPECT_THAT(f.dims("/empty/values"), ElementsAre(1u, 3u, 0u));
+  EXPECT_THAT(f.steps("/empty"), ElementsAre(0));
+  EXPECT_EQ(sink->skipped_unchanged(), 4u);
+
+  Hdf5SinkOptions keep_all = default_options();
+  keep_all.change_detection = false;
+  auto every = open_sink(tmp.path(), keep_all, "every");
+  ASSERT_NE(every, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(every->append(make_record("empty", DType::kInt32, {0}, "", i)));
+  }
+  ASSERT_OK(every->finalize());
+  H5File g(every->finished_files().at(0));
+  ASSERT_TRUE(g.ok());
+  EXPECT_THAT(g.dims("/empty/values"), ElementsAre(5u, 0u));
+  EXPECT_THAT(g.steps("/empty"), ElementsAre(0, 1, 2, 3, 4));
+}
+
+TEST(Hdf5Sink, LargeTensorIsSplitIntoChunks) {
+  TempDir tmp("h5large");
+  Hdf5SinkOptions options = default_options();
+  options.gzip_level = 1;
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  // 24 MiB per tensor: more than one chunk's limit.
+  std::string bytes(size_t{24} << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); i += 4096) bytes[i] = static_cast<char>(i / 4096);
+  ASSERT_OK(sink->append(make_record("big", DType::kFloat32, {3, 1024, 2048}, bytes, 0)));
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.dims("/big/values"), ElementsAre(1u, 3u, 1024u, 2048u));
+  EXPECT_TRUE(f.raw("/big/values") == bytes);
+}
+
+// ---- change detection ----
+
+TEST(Hdf5Sink, ChangeDetectionSkipsExactlyTheRepeatedValues) {
+  TempDir tmp("h5change");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  std::string expected;
+  for (int step = 0; step < 10; ++step) {
+    // Steps 3 and 4 repeat the value of step 2.
+    const int seed = (step == 3 || step == 4) ? 2 : step;
+    const std::string bytes = make_bytes(DType::kFloat32, 16, seed);
+    if (step != 3 && step != 4) expected += bytes;
+    ASSERT_OK(sink->append(make_record("w", DType::kFloat32, {16}, bytes, step)));
+  }
+  EXPECT_EQ(sink->appended(), 8u);
+  EXPECT_EQ(sink->skipped_unchanged(), 2u);
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.steps("/w"), ElementsAre(0, 1, 2, 5, 6, 7, 8, 9));
+  EXPECT_EQ(f.raw("/w/values"), expected);
+}
+
+TEST(Hdf5Sink, ChangeDetectionIsPerStreamDeviceAndRankAndComparesShapeAndDType) {
+  TempDir tmp("h5change2");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  const std::string v = make_bytes(DType::kInt32, 4, 1);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {4}, v, 0, 0, "cpu")));
+  ASSERT_OK(sink->append(make_record("b", DType::kInt32, {4}, v, 0, 0, "cpu")));
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {4}, v, 0, 1, "cpu")));
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {4}, v, 0, 0, "cuda0")));
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {2, 2}, v, 1, 0, "cpu")));
+  ASSERT_OK(sink->append(make_record("a", DType::kFloat32, {2, 2}, v, 2, 0, "cpu")));
+  EXPECT_EQ(sink->appended(), 6u);
+  EXPECT_EQ(sink->skipped_unchanged(), 0u);
+  ASSERT_OK(sink->append(make_record("a", DType::kFloat32, {2, 2}, v, 3, 0, "cpu")));
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {4}, v, 3, 1, "cpu")));
+  EXPECT_EQ(sink->skipped_unchanged(), 2u);
+}
+
+TEST(Hdf5Sink, ChangeDetectionOffStoresEverything) {
+  TempDir tmp("h5nochange");
+  Hdf5SinkOptions options = default_options();
+  options.change_detection = false;
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  const std::string v = make_bytes(DType::kInt8, 4, 1);
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_OK(sink->append(make_record("a", DType::kInt8, {4}, v, step)));
+  }
+  EXPECT_EQ(sink->appended(), 4u);
+  EXPECT_EQ(sink->skipped_unchanged(), 0u);
+}
+
+TEST(Hdf5Sink, ChangeDetectionSurvivesRotation) {
+  TempDir tmp("h5changerot");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  const std::string v = make_bytes(DType::kFloat64, 8, 1);
+  const std::string w = make_bytes(DType::kFloat64, 8, 2);
+  ASSERT_OK(sink->append(make_record("a", DType::kFloat64, {8}, v, 0)));
+  ASSERT_OK(sink->finalize());
+  // Unchanged since the previous file: skipped, and no new file is created for it.
+  ASSERT_OK(sink->append(make_record("a", DType::kFloat64, {8}, v, 1)));
+  EXPECT_EQ(sink->skipped_unchanged(), 1u);
+  EXPECT_EQ(count_partial(tmp.path()), 0u);
+  ASSERT_OK(sink->append(make_record("a", DType::kFloat64, {8}, w, 2)));
+  ASSERT_OK(sink->finalize());
+  ASSERT_EQ(sink->finished_files().size(), 2u);
+  H5File f(sink->finished_files()[1]);
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.steps("/a"), ElementsAre(2));
+  EXPECT_EQ(f.raw("/a/values"), w);
+}
+
+// ---- rotation ----
+
+TEST(Hdf5Sink, RotationByBytesSplitsIntoCompleteFiles) {
+  TempDir tmp("h5rotbytes");
+  Hdf5SinkOptions options = default_options();
+  options.rotate_bytes = 1000;
+  auto sink = open_sink(tmp.path(), options, "run");
+  ASSERT_NE(sink, nullptr);
+  std::map<std::string, std::map<int64_t, std::string>> written;
+  for (int step = 0; step < 20; ++step) {
+    for (const std::string stream : {"x", "y/z"}) {
+      const std::string bytes = make_bytes(DType::kFloat32, 64, step + (stream == "x" ? 0 : 100));
+      written[stream][step] = bytes;
+      ASSERT_OK(sink->append(make_record(stream, DType::kFloat32, {8, 8}, bytes, step)));
+    }
+  }
+  ASSERT_OK(sink->finalize());
+  const auto files = sink->finished_files();
+  // 256 bytes per value, rotation after 1000 bytes: 4 values per file.
+  EXPECT_EQ(files.size(), 10u);
+  EXPECT_EQ(count_partial(tmp.path()), 0u);
+  EXPECT_EQ(final_files(tmp.path()).size(), files.size());
+  std::map<std::string, std::map<int64_t, std::string>> read_back;
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_EQ(files[i], tmp.path() + "/run." + std::to_string(i) + ".h5");
+    H5File f(files[i]);
+    ASSERT_TRUE(f.ok()) << files[i];
+    for (const auto& g : f.groups()) {
+      const std::string stream = f.string_attribute("/" + g, "stream");
+      const auto steps = f.steps("/" + g);
+      const std::string values = f.raw("/" + g + "/values");
+      ASSERT_EQ(values.size(), steps.size() * 256);
+      for (size_t r = 0; r < steps.size(); ++r) {
+        EXPECT_TRUE(read_back[stream].emplace(steps[r], values.substr(r * 256, 256)).second);
+      }
+    }
+  }
+  EXPECT_EQ(read_back, written);
+}
+
+TEST(Hdf5Sink, RotationByTimeFromPoll) {
+  TempDir tmp("h5rottime");
+  Hdf5SinkOptions options = default_options();
+  options.rotate_seconds = 1;
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, 0), 0))
+                  );
+  ASSERT_OK(sink->poll());
+  EXPECT_TRUE(sink->finished_files().empty());  // not a second yet
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sink->finished_files().empty() && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_OK(sink->poll());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(sink->finished_files().size(), 1u);
+  EXPECT_EQ(count_partial(tmp.path()), 0u);
+  // The next append opens the next file; rotation is also checked by append.
+  ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, 1), 1))
+                  );
+  EXPECT_EQ(count_partial(tmp.path()), 1u);
+  int step = 2;
+  while (sink->finished_files().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2},
+                                         make_bytes(DType::kInt16, 2, step), step))
+                    );
+    ++step;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(sink->finished_files().size(), 2u);
+  H5File f(sink->finished_files()[1]);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f.steps("/a").front(), 1);
+}
+
+TEST(Hdf5Sink, DestructorFinalizesAndNumbersAreNeverReused) {
+  TempDir tmp("h5reuse");
+  {
+    auto sink = open_sink(tmp.path(), default_options());
+    ASSERT_NE(sink, nullptr);
+    ASSERT_OK(sink->append(make_record("a", DType::kUInt8, {1}, "\x01", 0)));
+  }
+  EXPECT_THAT(list_dir(tmp.path()), ElementsAre("values.0.h5"));
+  // A stale partial file (a killed writer) keeps its number too.
+  { std::ofstream(tmp.path() + "/.values.1.h5.partial") << "junk"; }
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kUInt8, {1}, "\x02", 1)));
+  ASSERT_OK(sink->finalize());
+  EXPECT_THAT(sink->finished_files(), ElementsAre(tmp.path() + "/values.2.h5"));
+  H5File first(tmp.path() + "/values.0.h5");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.raw("/a/values"), "\x01");
+  // finalize() with no open file is a no-op.
+  EXPECT_TRUE(sink->finalize().is_ok());
+  EXPECT_EQ(sink->finished_files().size(), 1u);
+}
+
+// ---- dtype conversion ----
+
+template <typename T>
+std::vector<T> as_vector(const std::string& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+template <typename T>
+std::string to_bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+TEST(Hdf5Sink, ConvertsToFloat32) {
+  TempDir tmp("h5conv");
+  Hdf5SinkOptions options = default_options();
+  options.dtype = "float32";
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  const std::vector<int32_t> ints{0, 1, -7, 16777217, 123456789};
+  ASSERT_OK(sink->append(make_record("i", DType::kInt32, {5}, to_bytes(ints), 0)));
+  const std::vector<uint16_t> bf16{0x3f80, 0xc000, 0x7f80};  // 1, -2, +Inf
+  ASSERT_OK(sink->append(make_record("b", DType::kBFloat16, {3}, to_bytes(bf16), 0)));
+  const std::vector<uint8_t> bools{0, 1, 5};
+  ASSERT_OK(sink->append(make_record("t", DType::kBool, {3}, to_bytes(bools), 0)));
+  const std::vector<double> doubles{0.1, -1e300, 2.5};
+  ASSERT_OK(sink->append(make_record("d", DType::kFloat64, {3}, to_bytes(doubles), 0)));
+  const std::vector<float> floats{1.5f, -3.25f};
+  ASSERT_OK(sink->append(make_record("f", DType::kFloat32, {2}, to_bytes(floats), 0)));
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  for (const char* g : {"/i", "/b", "/t", "/d", "/f"}) {
+    EXPECT_EQ(f.string_attribute(g, "dtype"), "float32") << g;
+    EXPECT_EQ(f.type_of(std::string(g) + "/values"), std::make_pair(H5T_FLOAT, size_t{4})) << g;
+  }
+  EXPECT_THAT(as_vector<float>(f.raw("/i/values")),
+              ElementsAre(0.0f, 1.0f, -7.0f, 16777216.0f, 123456792.0f));
+  EXPECT_THAT(as_vector<float>(f.raw("/b/values")),
+              ElementsAre(1.0f, -2.0f, std::numeric_limits<float>::infinity()));
+  EXPECT_THAT(as_vector<float>(f.raw("/t/values")), ElementsAre(0.0f, 1.0f, 1.0f));
+  EXPECT_THAT(as_vector<float>(f.raw("/d/values")),
+              ElementsAre(0.1f, -std::numeric_limits<float>::infinity(), 2.5f));
+  EXPECT_THAT(as_vector<float>(f.raw("/f/values")), ElementsAre(1.5f, -3.25f));
+}
+
+TEST(Hdf5Sink, ConvertsToFloat16AndFloat64) {
+  TempDir tmp("h5conv16");
+  Hdf5SinkOptions options = default_options();
+  options.dtype = "float16";
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  const std::vector<double> values{1.0,     -2.0,    0.1,     65504.0, 65519.0, 65520.0,
+                                   0x1p-24, 0x1p-25, 0x1.8p-24, -0.0,   1e-300,  std::nan("")};
+  ASSERT_OK(sink->append(make_record("h", DType::kFloat64, {12}, to_bytes(values), 0)));
+  const std::vector<int64_t> ints{2049, 2051, -100000};
+  ASSERT_OK(sink->append(make_record("i", DType::kInt64, {3}, to_bytes(ints), 0)));
+  ASSERT_OK(sink->finalize());
+  {
+    H5File f(sink->finished_files().at(0));
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f.type_of("/h/values"), std::make_pair(H5T_FLOAT, size_t{2}));
+    const auto bits = as_vector<uint16_t>(f.raw("/h/values"));
+    ASSERT_EQ(bits.size(), 12u);
+    EXPECT_THAT(std::vector<uint16_t>(bits.begin(), bits.end() - 1),
+                ElementsAre(0x3c00, 0xc000, 0x2e66, 0x7bff, 0x7bff, 0x7c00, 0x0001, 0x0000,
+                            0x0002, 0x8000, 0x0000));
+    EXPECT_EQ(bits.back() & 0x7c00, 0x7c00);  // NaN: all-ones exponent ...
+    EXPECT_NE(bits.back() & 0x03ff, 0);       // ... and a non-zero mantissa
+    // 2049 and 2051 are ties: to even (2048, 2052).
+    EXPECT_THAT(as_vector<uint16_t>(f.raw("/i/values")), ElementsAre(0x6800, 0x6802, 0xfc00));
+  }
+  options.dtype = "float64";
+  auto sink64 = open_sink(tmp.path(), options, "f64");
+  ASSERT_NE(sink64, nullptr);
+  const std::vector<uint16_t> halves{0x3c00, 0x0001, 0xfc00};  // 1, 2^-24, -Inf
+  ASSERT_OK(sink64->append(make_record("h", DType::kFloat16, {3}, to_bytes(halves), 0)));
+  ASSERT_OK(sink64->finalize());
+  H5File f(sink64->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(as_vector<double>(f.raw("/h/values")),
+              ElementsAre(1.0, 0x1p-24, -std::numeric_limits<double>::infinity()));
+}
+
+// ---- layout ----
+
+TEST(Hdf5Sink, ShapeChangeContinuesInANewGroup) {
+  TempDir tmp("h5shape");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  const std::string a0 = make_bytes(DType::kFloat32, 4, 0);
+  const std::string b1 = make_bytes(DType::kFloat32, 6, 1);
+  const std::string a2 = make_bytes(DType::kFloat32, 4, 2);
+  const std::string c3 = make_bytes(DType::kInt64, 4, 3);
+  ASSERT_OK(sink->append(make_record("act", DType::kFloat32, {4}, a0, 0)));
+  ASSERT_OK(sink->append(make_record("act", DType::kFloat32, {2, 3}, b1, 1)));
+  ASSERT_OK(sink->append(make_record("act", DType::kFloat32, {4}, a2, 2)));
+  ASSERT_OK(sink->append(make_record("act", DType::kInt64, {4}, c3, 3)));
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.groups(), ElementsAre("act", "act@1", "act@2"));
+  EXPECT_THAT(f.steps("/act"), ElementsAre(0, 2));
+  EXPECT_EQ(f.raw("/act/values"), a0 + a2);
+  EXPECT_THAT(f.steps("/act@1"), ElementsAre(1));
+  EXPECT_THAT(f.dims("/act@1/values"), ElementsAre(1u, 2u, 3u));
+  EXPECT_EQ(f.raw("/act@1/values"), b1);
+  EXPECT_THAT(f.shape_attribute("/act@1"), ElementsAre(2, 3));
+  EXPECT_EQ(f.string_attribute("/act@2", "dtype"), "int64");
+  EXPECT_EQ(f.raw("/act@2/values"), c3);
+  for (const char* g : {"/act", "/act@1", "/act@2"}) {
+    EXPECT_EQ(f.string_attribute(g, "stream"), "act") << g;
+  }
+}
+
+TEST(Hdf5Sink, StreamNamesBecomeSafeGroupNames) {
+  TempDir tmp("h5names");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"model/fc1.out", "model%2Ffc1.out"},
+      {"a@1", "a%401"},
+      {"100%", "100%25"},
+      {".", "%2E"},
+      {"..", "%2E%2E"},
+      {"/", "%2F"},
+      {"tab\there", "tab%09here"},
+      {"ünïcode.grad", "ünïcode.grad"},
+  };
+  int step = 0;
+  for (const auto& [stream, group] : cases) {
+    // A device name of the full 16 bytes (no NUL) is kept whole.
+    ASSERT_OK(sink->append(
+        make_record(stream, DType::kInt8, {1}, "\x05", step++, 0, "0123456789abcdef")))
+        << stream;
+  }
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f.groups().size(), cases.size());
+  for (const auto& [stream, group] : cases) {
+    ASSERT_TRUE(f.has("/" + group)) << group;
+    EXPECT_EQ(f.string_attribute("/" + group, "stream"), stream);
+    EXPECT_THAT(f.devices("/" + group), ElementsAre("0123456789abcdef"));
+  }
+}
+
+// ---- errors ----
+
+TEST(Hdf5Sink, BadRecordsAreRefusedAndNothingIsWritten) {
+  TempDir tmp("h5bad");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  const std::string four = make_bytes(DType::kFloat32, 4, 0);
+  Hdf5Record wrong_size = make_record("a", DType::kFloat32, {5}, four, 0);
+  EXPECT_THAT(sink->append(wrong_size).message(), HasSubstr("do not match"));
+  Hdf5Record bad_dtype = make_record("a", static_cast<DType>(42), {4}, four, 0);
+  EXPECT_THAT(sink->append(bad_dtype).message(), HasSubstr("invalid dtype"));
+  Hdf5Record invalid = make_record("a", DType::kInvalid, {4}, four, 0);
+  EXPECT_FALSE(sink->append(invalid).is_ok());
+  Hdf5Record negative = make_record("a", DType::kFloat32, {-4}, four, 0);
+  EXPECT_THAT(sink->append(negative).message(), HasSubstr("negative"));
+  Hdf5Record null_data = make_record("a", DType::kFloat32, {4}, four, 0);
+  null_data.data = nullptr;
+  EXPECT_THAT(sink->append(null_data).message(), HasSubstr("null"));
+  Hdf5Record long_device = make_record("a", DType::kFloat32, {4}, four, 0, 0, std::string(17, 'd'));
+  EXPECT_THAT(sink->append(long_device).message(), HasSubstr("device name"));
+  Hdf5Record no_name = make_record("", DType::kFloat32, {4}, four, 0);
+  EXPECT_FALSE(sink->append(no_name).is_ok());
+  Hdf5Record huge = make_record("a", DType::kFloat32, {1LL << 40, 1LL << 40}, four, 0);
+  EXPECT_FALSE(sink->append(huge).is_ok());
+  Hdf5Record too_many_dims = make_record("a", DType::kFloat32, std::vector<int64_t>(40, 1), four, 0);
+  too_many_dims.shape[0] = 4;
+  EXPECT_THAT(sink->append(too_many_dims).message(), HasSubstr("dims"));
+  EXPECT_EQ(sink->appended(), 0u);
+  EXPECT_TRUE(list_dir(tmp.path()).empty());
+  EXPECT_TRUE(sink->finalize().is_ok());
+  EXPECT_TRUE(sink->finished_files().empty());
+}
+
+TEST(Hdf5Sink, BadOptionsAreRefused) {
+  TempDir tmp("h5opts");
+  Hdf5SinkOptions o = default_options();
+  o.dtype = "int8";
+  EXPECT_THAT(Hdf5Sink::open(tmp.path(), "v", o).message(), HasSubstr("unknown dtype"));
+  o = default_options();
+  o.gzip_level = 10;
+  EXPECT_THAT(Hdf5Sink::open(tmp.path(), "v", o).message(), HasSubstr("gzip_level"));
+  EXPECT_FALSE(Hdf5Sink::open(tmp.path(), "a/b", default_options()).is_ok());
+  EXPECT_FALSE(Hdf5Sink::open(tmp.path(), "", default_options()).is_ok());
+  { std::ofstream(tmp.path() + "/file") << "x"; }
+  EXPECT_FALSE(Hdf5Sink::open(tmp.path() + "/file", "v", default_options()).is_ok());
+  // A missing directory is created.
+  EXPECT_TRUE(Hdf5Sink::open(tmp.path() + "/new/dir", "v", default_options()).is_ok());
+}
+
+TEST(Hdf5Sink, Hdf5FailuresBecomeStatusWithoutPrintingAnErrorStack) {
+  TempDir tmp("h5fail");
+  const std::string dir = tmp.path() + "/out";
+  auto sink = open_sink(dir, default_options());
+  ASSERT_NE(sink, nullptr);
+  std::filesystem::remove_all(dir);  // the file cannot be created any more
+  ::testing::internal::CaptureStderr();
+  const Status s = sink->append(make_record("a", DType::kInt32, {1}, kOne, 0));
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_THAT(s.message(), HasSubstr(".values.0.h5.partial: cannot create: "));
+  EXPECT_THAT(s.message(), HasSubstr("H5Fcreate"));                  // the API call ...
+  EXPECT_THAT(s.message(), HasSubstr("No such file or directory"));  // ... and the cause
+  EXPECT_EQ(printed, "");
+  EXPECT_EQ(sink->appended(), 0u);
+  // It recovers once the directory is back.
+  std::filesystem::create_directories(dir);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kOne, 1)));
+  ASSERT_OK(sink->finalize());
+  EXPECT_EQ(sink->finished_files().size(), 1u);
+}
+
+TEST(Hdf5Sink, FinalizeFailureKeepsThePartialName) {
+  TempDir tmp("h5finfail");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kOne, 0)));
+  // The final name is taken by a directory: rename fails.
+  ASSERT_TRUE(std::filesystem::create_directory(tmp.path() + "/values.0.h5"));
+  std::filesystem::create_directory(tmp.path() + "/values.0.h5/x");
+  const Status s = sink->finalize();
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_THAT(s.message(), HasSubstr("cannot rename"));
+  EXPECT_TRUE(sink->finished_files().empty());
+  EXPECT_EQ(count_partial(tmp.path()), 1u);
+  // The next file gets the next number.
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kTwo, 1)));
+  ASSERT_OK(sink->finalize());
+  EXPECT_THAT(sink->finished_files(), ElementsAre(tmp.path() + "/values.1.h5"));
+}
+
+// ---- a writer killed before finalize ----
+
+TEST(Hdf5Sink, KilledWriterLeavesOnlyCompleteFilesUnderFinalNames) {
+  TempDir tmp("h5kill");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    Hdf5SinkOptions options = default_options();
+    options.rotate_bytes = 8 << 10;
+    auto sink = Hdf5Sink::open(tmp.path(), "killed", options);
+    if (!sink.is_ok()) ::_exit(2);
+    bool told = false;
+    for (int64_t step = 0;; ++step) {
+      const std::string bytes = make_bytes(DType::kFloat32, 256, static_cast<int>(step));
+      for (const char* stream : {"a", "b/c"}) {
+        if (!(*sink)->append(make_record(stream, DType::kFloat32, {16, 16}, bytes, step)).is_ok()) {
+          ::_exit(3);
+        }
+      }
+      if (!told && (*sink)->finished_files().size() >= 3) {
+        told = ::write(fds[1], "r", 1) == 1;
+      }
+    }
+  }
+  ::close(fds[1]);
+  pollfd p{fds[0], POLLIN, 0};
+  const int ready = ::poll(&p, 1, 30000);
+  char c = 0;
+  const bool got = ready == 1 && ::read(fds[0], &c, 1) == 1;
+  ::close(fds[0]);
+  ::kill(child, SIGKILL);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(got) << "the writer did not finish 3 files in time (status " << wstatus << ")";
+  EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL);
+
+  const auto finals = final_files(tmp.path());
+  ASSERT_GE(finals.size(), 3u);
+  std::set<int64_t> steps_seen;
+  for (const auto& name : finals) {
+    SCOPED_TRACE(name);
+    H5File f(tmp.path() + "/" + name);
+    ASSERT_TRUE(f.ok());
+    EXPECT_THAT(f.groups(), ElementsAre("a", "b%2Fc"));
+    for (const char* g : {"/a", "/b%2Fc"}) {
+      const auto steps = f.steps(g);
+      ASSERT_FALSE(steps.empty());
+      EXPECT_EQ(f.raw(std::string(g) + "/values").size(), steps.size() * 1024);
+      EXPECT_EQ(f.ranks(g).size(), steps.size());
+      EXPECT_EQ(f.devices(g).size(), steps.size());
+      const std::string values = f.raw(std::string(g) + "/values");
+      for (size_t r = 0; r < steps.size(); ++r) {
+        EXPECT_EQ(values.substr(r * 1024, 1024),
+                  make_bytes(DType::kFloat32, 256, static_cast<int>(steps[r])));
+        if (g[1] == 'a') steps_seen.insert(steps[r]);
+      }
+    }
+  }
+  // The finished files hold steps 0.. without holes.
+  ASSERT_FALSE(steps_seen.empty());
+  EXPECT_EQ(*steps_seen.begin(), 0);
+  EXPECT_EQ(static_cast<size_t>(*steps_seen.rbegin() + 1), steps_seen.size());
+  // Whatever was being written is under a hidden temporary name, never a final one.
+  for (const auto& name : list_dir(tmp.path())) {
+    EXPECT_TRUE(ends_with(name, ".h5") || (name[0] == '.' && ends_with(name, ".h5.partial")))
+        << name;
+  }
+  EXPECT_LE(count_partial(tmp.path()), 1u);
+  // A new writer in the same directory never overwrites those files.
+  auto sink = open_sink(tmp.path(), default_options(), "killed");
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt8, {1}, "\x07", 0)));
+  ASSERT_OK(sink->finalize());
+  EXPECT_EQ(final_files(tmp.path()).size(), finals.size() + 1);
+}
+
+// ---- h5py interoperability (needs /usr/bin/python3 with h5py and numpy) ----
+
+bool h5py_available() {
+  static const bool available =
+      std::system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") == 0;
+  return available;
+}
+
+TEST(Hdf5Sink, H5pyReadsFinalizedFiles) {
+  if (!h5py_available()) GTEST_SKIP() << "/usr/bin/python3 has no h5py";
+  TempDir tmp("h5py");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  // Known values: float32 i*0.5, float16 1.0/-2.0/0.5, bfloat16 1.0/-2.0/0.5, bool, int64.
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<float> f32{step * 0.5f, -1.0f};
+    ASSERT_OK(sink->append(make_record("m/f32", DType::kFloat32, {2}, to_bytes(f32), step * 10,
+                                         step % 2, "cuda1"))
+                    );
+  }
+  const std::vector<uint16_t> f16{0x3c00, 0xc000, 0x3800};
+  ASSERT_OK(sink->append(make_record("f16", DType::kFloat16, {3}, to_bytes(f16), 5)));
+  const std::vector<uint16_t> bf16{0x3f80, 0xc000, 0x3f00};
+  ASSERT_OK(sink->append(make_record("bf16", DType::kBFloat16, {3}, to_bytes(bf16), 6)));
+  const std::vector<uint8_t> bools{1, 0, 1};
+  ASSERT_OK(sink->append(make_record("flags", DType::kBool, {3}, to_bytes(bools), 7)));
+  const std::vector<int64_t> ints{-5, 1LL << 40};
+  ASSERT_OK(sink->append(make_record("ids", DType::kInt64, {1, 2}, to_bytes(ints), 8)));
+  ASSERT_OK(sink->finalize());
+
+  const std::string script = tmp.path() + "/check.py";
+  std::ofstream(script) << R"PY(
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], 'r')
+assert f.attrs['format'] == 'tensorscope-hdf5', f.attrs['format']
+g = f['m%2Ff32']
+assert g.attrs['stream'] == 'm/f32' and g.attrs['kind'] == 'activation' and g.attrs['dtype'] == 'float32'
+v = g['values'][...]
+assert v.dtype == np.float32 and v.shape == (4, 2), (v.dtype, v.shape)
+assert (v == np.array([[s * 0.5, -1.0] for s in range(4)], np.float32)).all(), v
+assert list(g['steps'][...]) == [0, 10, 20, 30], g['steps'][...]
+assert list(g['ranks'][...]) == [0, 1, 0, 1]
+assert [d.decode() if isinstance(d, bytes) else d for d in g['devices'][...]] == ['cuda1'] * 4
+h = f['f16/values'][...]
+assert h.dtype == np.float16 and list(h[0]) == [1.0, -2.0, 0.5], (h.dtype, h)
+b = f['bf16']
+assert b.attrs['dtype'] == 'bfloat16' and b['values'].attrs['encoding'] == 'bfloat16-bits'
+bits = b['values'][...]
+assert bits.dtype == np.uint16
+vals = (bits.astype('<u4') << np.uint32(16)).view('<f4')
+assert list(vals[0]) == [1.0, -2.0, 0.5], vals
+t = f['flags/values'][...]
+assert t.dtype == np.bool_ and list(t[0]) == [True, False, True], (t.dtype, t)
+i = f['ids/values'][...]
+assert i.dtype == np.int64 and i.shape == (1, 1, 2) and list(i[0, 0]) == [-5, 1 << 40], i
+print('ok')
+)PY";
+  const std::string out_path = tmp.path() + "/check.out";
+  const std::string command = "/usr/bin/python3 '" + script + "' '" +
+                              sink->finished_files().at(0) + "' >'" + out_path + "' 2>&1";
+  const int rc = std::system(command.c_str());
+  std::ifstream in(out_path);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "ok\n");
+}
+
+}  // namespace
+}  // namespace tensorscope::daemon
