@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "run_info.h"
 #include "tensor_staging.h"
 #ifdef TENSORSCOPE_WITH_CUDA
 #include "cuda_staging.h"
@@ -74,7 +75,8 @@ ClientImpl::ClientImpl(ClientOptions options)
 #endif
   connection_ = std::make_unique<Connection>(ConnectionConfig{
       options_.session(), default_runtime_dir(options_.runtime_dir()), options_.shm_budget(),
-      options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms())});
+      options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms()),
+      collect_run_info(rank_)});
 }
 
 ClientImpl::~ClientImpl() {

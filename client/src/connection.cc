@@ -137,6 +137,7 @@ void Connection::try_connect() {
                           {"session", config_.session},
                           {"segment", segment_file_name(config_.session, pid_, generation_ - 1)},
                           {"segment_size", (*segment)->size()}};
+  if (config_.run_info.is_object()) hello["run_info"] = config_.run_info;
   Status sent = channel.send(hello);
   auto reply = sent ? channel.receive(kRegisterTimeoutMs) : StatusOr<nlohmann::json>(sent);
   auto string_field = [](const nlohmann::json& j, const char* key) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/ring_writer.h"
 #include "tensorscope/shared/shared_segment.h"
@@ -28,6 +30,7 @@ struct ConnectionConfig {
   uint32_t ring_slots = 0;
   int rank = 0;
   int reconnect_interval_ms = 200;
+  nlohmann::json run_info;  // collect_run_info(): sent in every registration (null: none)
 };
 
 class Connection {

@@ -1,6 +1,7 @@
 #include "supervisor.h"
 
 #include "device_payload_reader.h"
+#include "run_info_writer.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -345,6 +346,9 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   auto& stored = producers_[producer.id] = std::move(producer);
   TS_LOG_INFO("producer {} registered: pid {}, rank {}, worker {}", stored.id, stored.pid,
               stored.rank, stored.worker);
+  // run_info/rank<r>_pid<pid>.json (+ .patch), by a helper process; never fails here.
+  (void)record_run_info(session_dir_, m.value("run_info", nlohmann::json()),
+                        RunInfoProducer{stored.id, static_cast<long>(stored.pid), stored.rank, config_.session});
   attach(stored);
 }
 

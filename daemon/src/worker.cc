@@ -28,6 +28,7 @@ Worker::Worker(int control_fd) : channel_(control_fd) {}
 Worker::~Worker() {
   queue_.reset();  // joins the render thread before the router and videos go
   router_.reset();
+  sinks_.reset();  // writes what is queued, finalizes the recording files
 }
 
 Status Worker::configure(const nlohmann::json& message) {
@@ -42,6 +43,7 @@ Status Worker::configure(const nlohmann::json& message) {
   router_ = std::make_unique<StreamRouter>(config_, session_dir_, [this](const IndexEntry& e) {
     post({{"type", "file"}, {"entry", to_json(e)}});
   });
+  sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
   configured_ = true;
   return Status::ok();
 }
@@ -69,6 +71,7 @@ void Worker::send_heartbeat() {
                           {"render_errors", queue_ ? queue_->errors() : 0},
                           {"dropped_stream_limit", router_ ? router_->dropped_over_limit() : 0},
                           {"queue_depth", queue_ ? queue_->depth() : 0},
+                          {"recording", sinks_ ? sinks_->counters() : nlohmann::json::object()},
                           {"producers", producers_.size()},
                           {"streams", router_ ? router_->stream_summaries() : nlohmann::json::array()}};
   (void)channel_.send({{"type", "heartbeat"}, {"stats", std::move(stats)}});
@@ -187,7 +190,9 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
     }
     std::function<void()> job;
     try {
-      job = router_->route(id, view);
+      const uint8_t sinks = sinks_->wants(view.header.name);
+      sinks_->record(id, p.segment->header()->producer_pid, view, sinks);
+      if ((sinks & RecordSinks::kVideo) != 0) job = router_->route(id, view);
     } catch (const std::exception& e) {
       TS_LOG_ERROR("producer {}: cannot reduce '{}': {}", id, view.header.name, e.what());
     }
@@ -208,6 +213,7 @@ void Worker::detach(uint64_t id) {
   while (drain(id, it->second, 1 << 30) > 0) {
   }
   auto finish = router_->finish_producer(id);
+  sinks_->finish_producer(id);
   producers_.erase(it);
   device_reader_.forget_producer(id);
   queue_->push(
@@ -239,6 +245,7 @@ void Worker::shutdown() {
   producers_.clear();
   queue_->push(router_->finish_all(), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
   while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
+  sinks_.reset();  // writes what is queued, finalizes the recording files
   flush_outbox();
 }
 

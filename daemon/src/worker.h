@@ -4,7 +4,8 @@
 // JSON channel (config, attach with the segment's fd, detach, shutdown in; heartbeat,
 // finished files, detached, bye out). The main (reader) thread drains the rings,
 // validating every record (RingReader) and reducing it on the spot; one render thread
-// draws and encodes. When the supervisor goes away or asks to shut down, every open
+// draws and encodes; the recording sinks (record_sinks.h) write raw values and
+// statistics on a thread of their own. When the supervisor goes away or asks to shut down, every open
 // video is finalized before exit.
 // Thread safety: run() owns the process; the render thread only touches StreamVideos
 // and the outbox (locked).
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device_payload_reader.h"
+#include "record_sinks.h"
 #include "render_queue.h"
 #include "stream_router.h"
 #include "tensorscope/shared/daemon_config.h"
@@ -67,6 +69,7 @@ class Worker {
   bool stopping_ = false;
   std::unique_ptr<RenderQueue> queue_;
   std::unique_ptr<StreamRouter> router_;
+  std::unique_ptr<RecordSinks> sinks_;  // stats table, .npy dumps, HDF5
   std::map<uint64_t, Attached> producers_;
   DevicePayloadReader device_reader_;  // CUDA IPC payloads (declared after producers_:
                                        // its handles close before the segments unmap)

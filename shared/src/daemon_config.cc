@@ -147,7 +147,7 @@ std::optional<double> parse_double(std::string_view s) {
 
 // ---------------------------------------------------------------- rules
 
-enum class StringRule { kAny, kNonEmpty, kSessionName, kColor };
+enum class StringRule { kAny, kNonEmpty, kSessionName, kColor, kRegex };
 
 struct IntRule {
   int64_t lo;
@@ -217,6 +217,14 @@ std::string string_problem(const std::string& v, StringRule rule) {
   if (v.find('\0') != std::string::npos) return "must not contain NUL bytes, got " + quote(v);
   if (!is_valid_utf8(v)) return "must be valid UTF-8 text, got " + quote(v);
   if (rule == StringRule::kNonEmpty && v.empty()) return "expected a non-empty string, got \"\"";
+  if (rule == StringRule::kRegex && !v.empty()) {
+    try {
+      std::regex compiled(v, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return "expected a regular expression (or \"\" for none), got " + quote(v) + " (" +
+             e.what() + ")";
+    }
+  }
   return "";
 }
 
@@ -282,6 +290,18 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.text("style.bar", c.style.bar, StringRule::kColor);
   v.text("style.grid", c.style.grid, StringRule::kColor);
   v.text("style.accent", c.style.accent, StringRule::kColor);
+
+  RecordConfig& r = c.record;
+  v.text("record.video", r.video, StringRule::kRegex);
+  v.text("record.stats", r.stats, StringRule::kRegex);
+  v.text("record.npy", r.npy, StringRule::kRegex);
+  v.text("record.hdf5", r.hdf5, StringRule::kRegex);
+  v.choice("record.hdf5_dtype", r.hdf5_dtype, Choices(kHdf5Dtypes));
+  v.integer("record.hdf5_gzip", r.hdf5_gzip, between(0, 9));
+  v.choice("record.hdf5_change_detection", r.hdf5_change_detection, Choices(kBooleans));
+  v.integer("record.hdf5_rotate_bytes", r.hdf5_rotate_bytes, at_least(1048576));
+  v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_seconds, between(1, 86400));
+  v.integer("record.queue_bytes", r.queue_bytes, at_least(1048576));
 
   v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));
   v.integer("limits.max_streams_per_worker", c.limits.max_streams_per_worker, at_least(1));

@@ -19,6 +19,10 @@
 //                         --count steps with track_model and track_layer on it (every_n
 //                         from --every-n) and push("loss") each step; "calls" then counts
 //                         the loss pushes and "tracked" lists the tracked stream names.
+//          --pattern: instead of random tensors, push per step one [3,5] tensor of each
+//                     dtype, "p.<dtype>", with element k = (7 * step + k) % 100 (bool:
+//                     k % 2), and "p.const" (float32, the same value every step);
+//                     the tests recompute these values.
 #include <poll.h>
 #include <unistd.h>
 
@@ -61,6 +65,13 @@ torch::Tensor make_tensor(std::mt19937& rng, int64_t max_elements, torch::Dtype 
   return out;
 }
 
+// The --pattern tensor of `step` and `dtype`: [3,5], element k = (7 * step + k) % 100
+// (bool: k % 2), exact in every dtype.
+torch::Tensor pattern_tensor(int64_t step, torch::Dtype dtype) {
+  if (dtype == torch::kBool) return (torch::arange(15) % 2).reshape({3, 5}).to(torch::kBool);
+  return ((torch::arange(15) + 7 * step) % 100).reshape({3, 5}).to(dtype);
+}
+
 // Conv2d -> BatchNorm2d -> ReLU -> Flatten -> Linear, trained on random data.
 torch::nn::Sequential make_model() {
   return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3)), torch::nn::BatchNorm2d(4),
@@ -85,7 +96,7 @@ int main(int argc, char** argv) {
   int rank = 0, streams = 4;
   int64_t count = 100, max_elements = 4096, sleep_us = 0, wait_connect_ms = 10000, seed = 1;
   uint64_t budget = 32u << 20;
-  bool bad_inputs = false, stdin_control = false, track_model = false;
+  bool bad_inputs = false, stdin_control = false, track_model = false, pattern = false;
   int64_t every_n = 1;
   int64_t report_ms = 0;
   for (int i = 1; i < argc; ++i) {
@@ -105,6 +116,7 @@ int main(int argc, char** argv) {
     else if (a == "--stdin-control") stdin_control = true;
     else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
     else if (a == "--track-model") track_model = true;
+    else if (a == "--pattern") pattern = true;
     else if (a == "--every-n") every_n = std::atoll(next().c_str());
     else {
       std::fprintf(stderr, "test_producer: unknown argument %s\n", a.c_str());
@@ -181,6 +193,16 @@ int main(int argc, char** argv) {
     if (stop_requested()) break;
     client.set_step(i);
     const auto dtype = kDtypes[static_cast<size_t>(i) % kDtypes.size()];
+    if (pattern) {
+      for (const auto type : kDtypes) {
+        const std::string name = std::string("p.") + c10::toString(type);
+        ++calls;
+        if (client.push(name, pattern_tensor(i, type)) == tensorscope::PushResult::kPushed) ++per_stream[name];
+      }
+      ++calls;
+      if (client.push("p.const", torch::full({4}, 2.5f)) == tensorscope::PushResult::kPushed) ++per_stream["p.const"];
+      continue;
+    }
     const std::string name = "r" + std::to_string(rank) + ".s" + std::to_string(i % streams);
     torch::Tensor t = make_tensor(rng, max_elements, dtype);
     ++calls;

@@ -279,7 +279,7 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_THAT(error_of("video:\n  widht: 800\n"), HasSubstr("did you mean \"video.width\""));
   EXPECT_THAT(error_of("wokers: 3\n"),
               StartsWith("test.yaml: wokers: unknown key (known keys: session, output_dir, "
-                         "runtime_dir, workers, log_level, video, render, style, limits, supervisor)"));
+                         "runtime_dir, workers, log_level, video, render, style, record, limits, supervisor)"));
   // A key in the wrong section points at the right one.
   EXPECT_THAT(error_of("width: 800\n"), HasSubstr("did you mean \"video.width\""));
   EXPECT_THAT(error_of("video:\n  workers: 3\n"),
@@ -601,6 +601,36 @@ TEST(DaemonConfigTest, HistogramRangesAndColours) {
   ASSERT_FALSE(bad_colour.is_ok());
   EXPECT_NE(bad_colour.message().find("style.grid"), std::string::npos) << bad_colour.message();
   EXPECT_NE(bad_colour.message().find("#rrggbb"), std::string::npos) << bad_colour.message();
+}
+
+TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
+  auto ok = parse_daemon_config(
+      "record:\n  stats: \".*\"\n  npy: \"\\\\.grad$\"\n  video: \"\"\n"
+      "  hdf5: \"^net\"\n  hdf5_dtype: float16\n  hdf5_gzip: 0\n"
+      "  hdf5_change_detection: false\n  hdf5_rotate_seconds: 5\n",
+      "t.yaml");
+  ASSERT_TRUE(ok.is_ok()) << ok.message();
+  EXPECT_EQ(ok->record.stats, ".*");
+  EXPECT_EQ(ok->record.npy, "\\.grad$");
+  EXPECT_EQ(ok->record.video, "");
+  EXPECT_EQ(ok->record.hdf5_dtype, "float16");
+  EXPECT_EQ(ok->record.hdf5_gzip, 0);
+  EXPECT_EQ(ok->record.hdf5_change_detection, "false");
+  EXPECT_EQ(ok->record.hdf5_rotate_seconds, 5);
+  auto round = daemon_config_from_json(to_json(*ok));
+  ASSERT_TRUE(round.is_ok()) << round.message();
+  EXPECT_EQ(*round, *ok);
+
+  auto bad_regex = parse_daemon_config("record:\n  npy: \"(unclosed\"\n", "t.yaml");
+  ASSERT_FALSE(bad_regex.is_ok());
+  EXPECT_NE(bad_regex.message().find("record.npy: expected a regular expression"), std::string::npos)
+      << bad_regex.message();
+  auto bad_gzip = parse_daemon_config("record:\n  hdf5_gzip: 10\n", "t.yaml");
+  ASSERT_FALSE(bad_gzip.is_ok());
+  EXPECT_NE(bad_gzip.message().find("record.hdf5_gzip"), std::string::npos) << bad_gzip.message();
+  auto bad_bool = parse_daemon_config("record:\n  hdf5_change_detection: maybe\n", "t.yaml");
+  ASSERT_FALSE(bad_bool.is_ok());
+  EXPECT_NE(bad_bool.message().find("true, false"), std::string::npos) << bad_bool.message();
 }
 
 }  // namespace

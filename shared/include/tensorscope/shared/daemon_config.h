@@ -31,6 +31,9 @@ inline constexpr std::array<std::string_view, 8> kRenderModes = {
 inline constexpr std::array<std::string_view, 2> kHistogramScales = {"linear", "log"};
 inline constexpr std::array<std::string_view, 2> kHeatmapReductions = {"mean", "max_abs"};
 inline constexpr std::array<std::string_view, 2> kPcaLayouts = {"first_dim", "first_two_dims"};
+inline constexpr std::array<std::string_view, 4> kHdf5Dtypes = {"keep", "float32", "float16",
+                                                                "float64"};
+inline constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
 
 // A config file larger than this is refused (protects against /dev/zero and the like).
 inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
@@ -78,6 +81,28 @@ struct RenderConfig {
   bool operator==(const RenderConfig&) const = default;
 };
 
+// What is kept of each stream besides (or instead of) its video. Each sink records the
+// streams whose name matches its regex (ECMAScript, searched anywhere in the name; ""
+// records none). Files go under <output_dir>/<session>/:
+//   stats/rank<r>_pid<p>.csv                 one statistics row per tensor
+//   dumps/step_<n>/<stream>_rank<r>.npy      one .npy file per tensor
+//   hdf5/rank<r>_pid<p>.<k>.h5              HDF5 datasets per stream, files rotated
+struct RecordConfig {
+  std::string video = ".*";  // streams rendered to videos
+  std::string stats = "";
+  std::string npy = "";
+  std::string hdf5 = "";
+  std::string hdf5_dtype = "keep";              // one of kHdf5Dtypes: stored element type
+  int hdf5_gzip = 4;                            // 0 (none) .. 9
+  std::string hdf5_change_detection = "true";   // one of kBooleans: skip repeated values
+  int64_t hdf5_rotate_bytes = 268435456;        // >= 1048576: finalize a file after this
+  int hdf5_rotate_seconds = 60;                 // 1..86400: ... or after this long
+  int64_t queue_bytes = 268435456;              // >= 1048576: payloads waiting to be written;
+                                                // beyond, records are dropped from the
+                                                // sinks (counted; videos are unaffected)
+  bool operator==(const RecordConfig&) const = default;
+};
+
 struct LimitsConfig {
   int64_t max_record_bytes = 1073741824;  // >= 1: larger records are dropped and counted
   int64_t max_streams_per_worker = 4096;  // >= 1
@@ -113,6 +138,7 @@ struct DaemonConfig {
   VideoConfig video;
   RenderConfig render;
   StyleConfig style;
+  RecordConfig record;
   LimitsConfig limits;
   SupervisorConfig supervisor;
 

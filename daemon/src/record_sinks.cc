@@ -1,0 +1,270 @@
+#include "record_sinks.h"
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "file_naming.h"
+#include "sinks/hdf5_sink.h"
+#include "sinks/npy_file.h"
+#include "sinks/stats_table.h"
+#include "tensorscope/shared/logging.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+constexpr size_t kMaxCachedStreams = 1 << 16;  // stream names remembered with their sinks
+constexpr auto kPollInterval = std::chrono::milliseconds(500);
+
+std::regex compile(const std::string& pattern) {
+  // Validated with the config; "" matches nothing.
+  return pattern.empty() ? std::regex("$^") : std::regex(pattern, std::regex::ECMAScript);
+}
+
+// Creates `dir` and its parents with mode 0755 (as the video directory); false on error.
+bool make_dirs(const std::string& dir, std::string* why) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) *why = "cannot create " + dir + ": " + ec.message();
+  return !ec;
+}
+
+}  // namespace
+
+struct RecordSinks::Job {
+  uint64_t producer = 0;
+  int64_t pid = 0;
+  uint8_t sinks = 0;
+  bool finish = false;  // finalize the producer's files (no record)
+  StatsRowMeta meta;
+  std::vector<uint8_t> payload;
+};
+
+struct RecordSinks::ProducerFiles {
+  std::unique_ptr<StatsTableWriter> stats;
+  std::unique_ptr<Hdf5Sink> hdf5;
+  bool stats_failed = false;  // logged once; no more attempts for this producer
+  bool hdf5_failed = false;
+  std::set<std::string> logged;  // error messages already logged
+};
+
+RecordSinks::RecordSinks(const RecordConfig& config, std::string session_dir)
+    : config_(config),
+      session_dir_(std::move(session_dir)),
+      video_(compile(config.video)),
+      stats_(compile(config.stats)),
+      npy_(compile(config.npy)),
+      hdf5_(compile(config.hdf5)),
+      thread_([this] { run(); }) {}
+
+RecordSinks::~RecordSinks() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+uint8_t RecordSinks::wants(const std::string& stream) {
+  const auto it = selection_.find(stream);
+  if (it != selection_.end()) return it->second;
+  uint8_t sinks = 0;
+  if (std::regex_search(stream, video_)) sinks |= kVideo;
+  if (std::regex_search(stream, stats_)) sinks |= kStats;
+  if (std::regex_search(stream, npy_)) sinks |= kNpy;
+  if (std::regex_search(stream, hdf5_)) sinks |= kHdf5;
+  if (selection_.size() < kMaxCachedStreams) selection_.emplace(stream, sinks);
+  return sinks;
+}
+
+void RecordSinks::record(uint64_t producer_id, int64_t pid, const RecordView& view, uint8_t sinks) {
+  sinks &= static_cast<uint8_t>(kStats | kNpy | kHdf5);
+  if (sinks == 0 || view.payload == nullptr) return;
+  const wire::RecordHeader& h = view.header;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queued_bytes_ + h.payload_bytes > static_cast<uint64_t>(config_.queue_bytes)) {
+      if (dropped_.fetch_add(1, std::memory_order_relaxed) % 1000 == 0) {
+        TS_LOG_WARN("recording sinks are behind ({} bytes queued): records dropped from them",
+                    queued_bytes_);
+      }
+      return;
+    }
+    queued_bytes_ += h.payload_bytes;
+  }
+  auto job = std::make_unique<Job>();
+  job->producer = producer_id;
+  job->pid = pid;
+  job->sinks = sinks;
+  job->meta.step = h.step;
+  job->meta.stream = h.name;
+  job->meta.kind = wire::tensor_kind_name(static_cast<wire::TensorKind>(h.kind));
+  job->meta.rank = h.rank;
+  job->meta.device = h.device;
+  job->meta.dtype = static_cast<wire::DType>(h.dtype);
+  job->meta.shape.assign(h.shape, h.shape + h.ndim);
+  job->payload.assign(view.payload, view.payload + h.payload_bytes);
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+void RecordSinks::finish_producer(uint64_t producer_id) {
+  auto job = std::make_unique<Job>();
+  job->producer = producer_id;
+  job->finish = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+nlohmann::json RecordSinks::counters() const {
+  return {{"queued", queued_.load()},
+          {"written", written_.load()},
+          {"dropped_queue_full", dropped_.load()},
+          {"failed", failed_.load()},
+          {"files_finished", files_finished_.load()}};
+}
+
+void RecordSinks::run() {
+  for (;;) {
+    std::unique_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, kPollInterval, [this] { return stop_ || !queue_.empty(); });
+      if (!queue_.empty()) {
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      } else if (stop_) {
+        break;
+      }
+    }
+    if (job) {
+      write(*job);
+      std::lock_guard<std::mutex> lock(mutex_);
+      queued_bytes_ -= job->payload.size();
+    }
+    for (auto& [id, files] : files_) {  // HDF5 rotation by time
+      if (files->hdf5) {
+        Status st = files->hdf5->poll();
+        if (!st) TS_LOG_WARN("HDF5 rotation: {}", st.message());
+      }
+    }
+  }
+  for (auto& [id, files] : files_) {
+    if (files->hdf5) {
+      Status st = files->hdf5->finalize();
+      if (!st) TS_LOG_WARN("HDF5 finalize: {}", st.message());
+      files_finished_.fetch_add(files->hdf5->finished_files().size(), std::memory_order_relaxed);
+    }
+  }
+  files_.clear();
+}
+
+RecordSinks::ProducerFiles& RecordSinks::files_of(const Job& job) {
+  auto& slot = files_[job.producer];
+  if (!slot) slot = std::make_unique<ProducerFiles>();
+  return *slot;
+}
+
+void RecordSinks::write(Job& job) {
+  if (job.finish) {
+    const auto it = files_.find(job.producer);
+    if (it == files_.end()) return;
+    if (it->second->hdf5) {
+      Status st = it->second->hdf5->finalize();
+      if (!st) TS_LOG_WARN("HDF5 finalize: {}", st.message());
+      files_finished_.fetch_add(it->second->hdf5->finished_files().size(), std::memory_order_relaxed);
+    }
+    files_.erase(it);
+    return;
+  }
+  ProducerFiles& files = files_of(job);
+  const std::string owner = "rank" + std::to_string(job.meta.rank) + "_pid" + std::to_string(job.pid);
+  bool ok = true;
+  auto fail = [&](const std::string& message) {
+    ok = false;
+    if (files.logged.size() < 32 && files.logged.insert(message).second) {
+      TS_LOG_WARN("recording '{}': {}", job.meta.stream, message);
+    }
+  };
+  const uint64_t numel = job.meta.dtype == wire::DType::kInvalid
+                             ? 0
+                             : job.payload.size() / wire::dtype_size(job.meta.dtype);
+
+  if ((job.sinks & kStats) != 0 && !files.stats_failed) {
+    if (!files.stats) {
+      std::string why;
+      const std::string dir = session_dir_ + "/stats";
+      auto opened = make_dirs(dir, &why) ? StatsTableWriter::open(dir + "/" + owner + ".csv")
+                                         : StatusOr<StatsTableWriter>(Status::error(why));
+      if (opened) {
+        files.stats = std::make_unique<StatsTableWriter>(std::move(*opened));
+      } else {
+        files.stats_failed = true;
+        fail(opened.message());
+      }
+    }
+    if (files.stats) {
+      Status st = files.stats->append(job.meta, compute_stats_row(job.meta.dtype, job.payload.data(), numel));
+      if (!st) fail(st.message());
+    }
+  }
+
+  if ((job.sinks & kNpy) != 0) {
+    std::string why;
+    const std::string dir = session_dir_ + "/dumps/step_" + std::to_string(job.meta.step);
+    if (make_dirs(dir, &why)) {
+      const std::string path = dir + "/" + sanitize_stream_name(job.meta.stream) + "_rank" +
+                               std::to_string(job.meta.rank) + ".npy";
+      Status st = write_npy(path, job.meta.dtype, job.meta.shape, job.payload.data(), job.payload.size());
+      if (!st) fail(st.message());
+    } else {
+      fail(why);
+    }
+  }
+
+  if ((job.sinks & kHdf5) != 0 && !files.hdf5_failed) {
+    if (!files.hdf5) {
+      std::string why;
+      const std::string dir = session_dir_ + "/hdf5";
+      Hdf5SinkOptions options;
+      options.dtype = config_.hdf5_dtype;
+      options.gzip_level = config_.hdf5_gzip;
+      options.change_detection = config_.hdf5_change_detection == "true";
+      options.rotate_bytes = static_cast<uint64_t>(config_.hdf5_rotate_bytes);
+      options.rotate_seconds = config_.hdf5_rotate_seconds;
+      auto opened = make_dirs(dir, &why) ? Hdf5Sink::open(dir, owner, options)
+                                         : StatusOr<std::unique_ptr<Hdf5Sink>>(Status::error(why));
+      if (opened) {
+        files.hdf5 = std::move(*opened);
+      } else {
+        files.hdf5_failed = true;
+        fail(opened.message());
+      }
+    }
+    if (files.hdf5) {
+      Hdf5Record r;
+      r.stream = job.meta.stream;
+      r.kind = job.meta.kind;
+      r.device = job.meta.device;
+      r.rank = job.meta.rank;
+      r.step = job.meta.step;
+      r.dtype = job.meta.dtype;
+      r.shape = job.meta.shape;
+      r.data = job.payload.data();
+      r.bytes = job.payload.size();
+      Status st = files.hdf5->append(r);
+      if (!st) fail(st.message());
+    }
+  }
+  (ok ? written_ : failed_).fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace tensorscope::daemon

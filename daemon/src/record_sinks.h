@@ -1,0 +1,85 @@
+// record_sinks.h — a worker's recording sinks: what is kept of each stream besides its
+// video (config `record`): the statistics table, .npy dumps and HDF5 files.
+//
+// Used by a worker process. The reader thread asks which sinks want a stream (regexes
+// from the config, decided once per stream name) and hands the record over with
+// record(): its payload is copied into a queue bounded by record.queue_bytes (beyond
+// it, the record is dropped from the sinks and counted; the video is not affected).
+// A sink thread writes the queue in order:
+//   <session>/stats/rank<r>_pid<p>.csv             a line per tensor, written at once
+//   <session>/dumps/step_<n>/<stream>_rank<r>.npy  one file per tensor, atomically
+//   <session>/hdf5/rank<r>_pid<p>.<k>.h5          rotated, each file finalized by rename
+// A write error is logged (once per file) and counted, never fatal. finish_producer()
+// finalizes the producer's files after its queued records; the destructor writes what
+// is queued and finalizes everything.
+// Thread safety: wants(), record(), finish_producer() and counters() from the reader
+// thread (counters() from any); the sink thread is internal.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/ring_reader.h"
+
+namespace tensorscope::daemon {
+
+class RecordSinks {
+ public:
+  enum Sink : uint8_t { kVideo = 1, kStats = 2, kNpy = 4, kHdf5 = 8 };
+
+  RecordSinks(const RecordConfig& config, std::string session_dir);
+  ~RecordSinks();
+  RecordSinks(const RecordSinks&) = delete;
+  RecordSinks& operator=(const RecordSinks&) = delete;
+
+  // The sinks (Sink bits) that take records of `stream`.
+  uint8_t wants(const std::string& stream);
+
+  // Queues `view` (a valid record with its payload in host memory) of producer
+  // `producer_id` (process `pid`) for the recording sinks in `sinks` (kVideo ignored).
+  void record(uint64_t producer_id, int64_t pid, const RecordView& view, uint8_t sinks);
+
+  // The producer detached: its files are finalized after its queued records.
+  void finish_producer(uint64_t producer_id);
+
+  // Queued, written, dropped (queue full) and failed records; files finished.
+  nlohmann::json counters() const;
+
+ private:
+  struct Job;
+  struct ProducerFiles;
+
+  void run();
+  void write(Job& job);
+  ProducerFiles& files_of(const Job& job);
+
+  const RecordConfig config_;
+  const std::string session_dir_;
+  std::regex video_, stats_, npy_, hdf5_;
+  std::unordered_map<std::string, uint8_t> selection_;  // reader thread
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Job>> queue_;
+  uint64_t queued_bytes_ = 0;
+  bool stop_ = false;
+  std::map<uint64_t, std::unique_ptr<ProducerFiles>> files_;  // sink thread
+
+  std::atomic<uint64_t> queued_{0}, written_{0}, dropped_{0}, failed_{0}, files_finished_{0};
+  std::thread thread_;  // last: started once every other member exists
+};
+
+}  // namespace tensorscope::daemon
