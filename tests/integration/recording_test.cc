@@ -176,7 +176,10 @@ TEST_F(RecordingTest, KnownValuesOfEveryDtypeComeBackFromEverySink) {
       EXPECT_EQ(reader->shape(), (std::vector<int64_t>{3, 5})) << path;
       const std::vector<uint8_t> want = pattern_bytes(step, dtype);
       std::vector<uint8_t> got(want.size());
-      ASSERT_TRUE(reader->read(got.data(), got.size())) << path;
+      auto n = reader->read(got.data(), got.size());
+      ASSERT_TRUE(n) << n.message();
+      EXPECT_EQ(*n, want.size()) << path;
+      EXPECT_EQ(reader->remaining_bytes(), 0u) << path;
       EXPECT_EQ(got, want) << path;
     }
   }
@@ -240,6 +243,90 @@ TEST_F(RecordingTest, KnownValuesOfEveryDtypeComeBackFromEverySink) {
   argv.insert(argv.end(), h5.begin(), h5.end());
   const CommandResult r = run_command(argv, logs_, 60s);
   EXPECT_EQ(r.out, "ok\n") << r.err;
+}
+
+TEST_F(RecordingTest, DaemonKilledMidWriteLeavesEveryFinishedFileReadable) {
+  const std::string session = "reckill-" + std::to_string(::getpid());
+  const std::string config = tmp_.path() + "/config.yaml";
+  {
+    std::ofstream out(config);
+    out << "record:\n  video: \"\"\n  stats: \".*\"\n  npy: \".*\"\n  hdf5: \".*\"\n"
+        << "  hdf5_rotate_bytes: 1048576\n"
+        << "supervisor:\n  heartbeat_timeout_ms: 10000\n";
+  }
+  DaemonSpec spec;
+  spec.executable = TENSORSCOPED_PATH;
+  spec.config_path = config;
+  spec.runtime_dir = runtime_dir_;
+  spec.session = session;
+  spec.output_dir = tmp_.path() + "/out";
+  spec.workers = 1;
+  spec.log_path = logs_ + "/daemon.log";
+  std::string error;
+  auto daemon = DaemonProcess::start(spec, &error);
+  ASSERT_NE(daemon, nullptr) << error;
+  ASSERT_TRUE(daemon->wait_ready(30s).is_ok()) << daemon->log();
+
+  ChildProcess::Options producer_options;
+  producer_options.argv = {TEST_PRODUCER_PATH, "--session", session, "--runtime-dir", runtime_dir_,
+                           "--rank", "0", "--count", "0", "--stdin-control", "--max-elements", "4096",
+                           "--streams", "6", "--wait-connect-ms", "30000"};
+  producer_options.env = {"OMP_NUM_THREADS=1"};
+  producer_options.stderr_path = logs_ + "/producer.err";
+  producer_options.pipe_stdin = true;
+  producer_options.pipe_stdout = true;
+  auto producer = ChildProcess::start(producer_options, &error);
+  ASSERT_NE(producer, nullptr) << error;
+
+  // Let the sinks finish a few HDF5 files, then SIGKILL the daemon while they write.
+  const std::string dir = daemon->session_dir();
+  auto finished_h5 = [&] {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/hdf5", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name[0] != '.' && name.size() > 3 && name.substr(name.size() - 3) == ".h5") out.push_back(e.path().string());
+    }
+    return out;
+  };
+  ASSERT_TRUE(wait_until([&] { return finished_h5().size() >= 3; }, 120s)) << daemon->log();
+  daemon->process().kill_group();
+
+  // Every file under a final name reads completely.
+  size_t npy_files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/dumps")) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.rfind(daemon::kTempNpyPrefix, 0) == 0) continue;
+    auto reader = daemon::NpyReader::open(e.path().string());
+    ASSERT_TRUE(reader) << reader.message();
+    std::vector<uint8_t> data(reader->data_bytes());
+    auto n = reader->read(data.data(), data.size());
+    ASSERT_TRUE(n) << n.message();
+    EXPECT_EQ(*n, data.size()) << e.path();
+    ++npy_files;
+  }
+  EXPECT_GT(npy_files, 0u);
+  const auto h5 = finished_h5();
+  if (!python_has("h5py, numpy")) GTEST_SKIP() << "/usr/bin/python3 has no h5py: HDF5 files not read";
+  std::vector<std::string> argv = {"/usr/bin/python3", "-c",
+                                   "import h5py, sys\n"
+                                   "n = 0\n"
+                                   "for f in sys.argv[1:]:\n"
+                                   "    with h5py.File(f, 'r') as h:\n"
+                                   "        for g in h.values():\n"
+                                   "            v, s = g['values'][()], g['steps'][()]\n"
+                                   "            assert len(v) == len(s) == len(g['ranks']) == len(g['devices'])\n"
+                                   "            n += len(s)\n"
+                                   "assert n > 0\n"
+                                   "print('ok')\n"};
+  argv.insert(argv.end(), h5.begin(), h5.end());
+  const CommandResult r = run_command(argv, logs_, 60s);
+  EXPECT_EQ(r.out, "ok\n") << r.err;
+
+  // The training process did not notice beyond counted drops.
+  producer->close_stdin();
+  auto exit = producer->wait_exit(60s);
+  EXPECT_TRUE(exit && exit->exited && exit->code == 0) << (exit ? exit->describe() : "still running");
 }
 
 }  // namespace
