@@ -1,8 +1,10 @@
 // compare_main.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json]`.
 //
 // Part of the `tensorscope` command-line tool (status_main.cc dispatches here).
-// Compares two .npy files, or two directories of them paired by relative path (see
-// compare/dump_compare.h for the pairing, ordering and semantics). Prints a line per
+// Compares two .npy files, or two directories of them paired by relative path, and
+// HDF5 recordings of the daemon's HDF5 sink paired by (step, stream, rank) (see
+// compare/dump_compare.h and compare/hdf5_source.h for the pairing, ordering and
+// semantics). Prints a line per
 // tensor and a summary (or one JSON document with --json). Exit 0 when everything
 // matches, 1 when something differs, 2 on bad input (message on stderr), including
 // an unreadable .npy file inside a directory (reported in its line first).
@@ -29,9 +31,16 @@ void compare_usage(FILE* out) {
       "  b == 0; cosine similarity (1 for two all-zero tensors); mismatch count. Different\n"
       "  shapes are a difference. Files on one side only are differences; the summary\n"
       "  names the first diverging step and stream (ordered by step_<n>, then name).\n"
-      "  Not yet supported: HDF5 datasets, libtorch-saved tensors (.pt).\n"
+      "HDF5 recordings (.h5 files of the HDF5 sink, or directories holding them; the\n"
+      "files of a side are merged): each row is the tensor of one stream at one step and\n"
+      "rank, named step_<n>/<stream>_rank<r>; paired by that name with the other side,\n"
+      "which may be a recording too or a dump directory (.npy files step_<n>/<stream>_\n"
+      "rank<r>.npy). A step stored on one side only (e.g. skipped by change detection)\n"
+      "is a difference. bfloat16 rows are decoded from their stored bits.\n"
+      "  Not yet supported: libtorch-saved tensors (.pt).\n"
       "Exit 0 all match, 1 something differs, 2 bad input (missing path, file vs\n"
-      "directory, bad option, an unreadable .npy file: reported, then exit 2).\n");
+      "directory, bad option, an unreadable .h5 file, an unreadable .npy file: reported,\n"
+      "then exit 2).\n");
 }
 
 bool parse_tolerance(const std::string& text, double* value) {

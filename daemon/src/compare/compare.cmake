@@ -1,5 +1,7 @@
-# `tensorscope compare`: streaming comparison of .npy files and dump directories.
-# include()d from daemon/CMakeLists.txt; adds its sources to tensorscope_daemon_core.
+# `tensorscope compare`: streaming comparison of .npy files, dump directories and HDF5
+# recordings. include()d from daemon/CMakeLists.txt; adds its sources to
+# tensorscope_daemon_core (which has the HDF5 C library, see sinks/sinks.cmake).
 target_sources(tensorscope_daemon_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tensor_compare.cc
-  ${CMAKE_CURRENT_LIST_DIR}/dump_compare.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/dump_compare.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_source.cc)

@@ -6,12 +6,16 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 #include <system_error>
 #include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "compare/hdf5_source.h"
 #include "sinks/npy_file.h"
 
 namespace tensorscope::daemon {
@@ -31,12 +35,9 @@ std::string lower(std::string text) {
 
 Status refuse_unsupported(const std::string& path) {
   const std::string ext = lower(fs::path(path).extension().string());
-  if (ext == ".h5" || ext == ".hdf5") {
-    return Status::error(path + ": HDF5 datasets are not supported yet (only .npy files)");
-  }
   if (ext == ".pt" || ext == ".pth") {
     return Status::error(path +
-                         ": libtorch-saved tensors are not supported yet (only .npy files)");
+                         ": libtorch-saved tensors are not supported yet (only .npy and HDF5 files)");
   }
   return Status::ok();
 }
@@ -100,6 +101,125 @@ std::string number(double value) {
   return text;
 }
 
+
+// ---- HDF5 recordings (and .npy dumps beside them), paired by (step, stream, rank) ----
+
+// One tensor of one side: a .npy file or a row of an HDF5 recording.
+struct SideTensor {
+  bool hdf5 = false;
+  std::string npy_path;
+  Hdf5Tensor h5;
+  int64_t step = -1;
+  std::string stream;
+};
+
+bool is_listed_hdf5(const fs::path& path) {
+  const std::string name = path.filename().string();
+  // Hidden names: Hdf5Sink's unfinished `.<base>.<n>.h5.partial` (not .h5 anyway).
+  return !name.empty() && name[0] != '.' && is_hdf5_path(name);
+}
+
+StatusOr<bool> directory_has_hdf5(const std::string& root) {
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
+  for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
+    std::error_code type_ec;
+    if (is_listed_hdf5(it->path()) && it->is_regular_file(type_ec)) return true;
+  }
+  if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
+  return false;
+}
+
+// Key of a recorded tensor: the path a dump directory would give it, without ".npy".
+std::string recording_key(int64_t step, const std::string& stream, int rank) {
+  return "step_" + std::to_string(step) + "/" + stream + "_rank" + std::to_string(rank);
+}
+
+void add_tensor(std::map<std::string, SideTensor>& side, std::string key, SideTensor tensor) {
+  if (side.count(key) > 0) {  // the same (step, stream, rank) twice: keep both
+    for (int n = 2;; ++n) {
+      const std::string other = key + "#" + std::to_string(n);
+      if (side.count(other) == 0) {
+        key = other;
+        break;
+      }
+    }
+  }
+  side.emplace(std::move(key), std::move(tensor));
+}
+
+Status add_hdf5_file(const std::string& file, std::map<std::string, SideTensor>& side) {
+  auto tensors = list_hdf5_tensors(file);
+  if (!tensors) return tensors.status();
+  for (Hdf5Tensor& t : *tensors) {
+    SideTensor s;
+    s.hdf5 = true;
+    s.step = t.step;
+    s.stream = t.stream;
+    std::string key = recording_key(t.step, t.stream, t.rank);
+    s.h5 = std::move(t);
+    add_tensor(side, std::move(key), std::move(s));
+  }
+  return Status::ok();
+}
+
+// The tensors of one side: an .h5 file, or a directory of .h5 and .npy files (.npy
+// files keyed by their relative path without ".npy").
+StatusOr<std::map<std::string, SideTensor>> collect_side(const std::string& path, bool dir) {
+  std::map<std::string, SideTensor> side;
+  if (!dir) {
+    if (!is_hdf5_path(path)) {
+      return Status::error(path + ": cannot compare a single .npy file with an HDF5 recording "
+                                  "(give a dump directory)");
+    }
+    Status added = add_hdf5_file(path, side);
+    if (!added) return added;
+    return side;
+  }
+  auto npy = list_npy_files(path);
+  if (!npy) return npy.status();
+  for (const std::string& rel : *npy) {
+    SideTensor s;
+    s.npy_path = (fs::path(path) / rel).string();
+    s.step = parse_step(rel);
+    s.stream = stream_of(rel);
+    add_tensor(side, rel.substr(0, rel.size() - 4), std::move(s));
+  }
+  std::set<std::string> h5_files;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
+  if (ec) return Status::error(path + ": cannot list directory: " + ec.message());
+  for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) return Status::error(path + ": cannot list directory: " + ec.message());
+    std::error_code type_ec;
+    if (is_listed_hdf5(it->path()) && it->is_regular_file(type_ec)) {
+      h5_files.insert(it->path().string());
+    }
+  }
+  if (ec) return Status::error(path + ": cannot list directory: " + ec.message());
+  for (const std::string& file : h5_files) {
+    Status added = add_hdf5_file(file, side);
+    if (!added) return added;
+  }
+  return side;
+}
+
+StatusOr<std::unique_ptr<TensorSource>> open_side(const SideTensor& t, size_t chunk_bytes) {
+  return t.hdf5 ? open_hdf5_source(t.h5, chunk_bytes) : open_npy_source(t.npy_path, chunk_bytes);
+}
+
+StatusOr<TensorCompareResult> compare_side_tensors(const SideTensor& a, const SideTensor& b,
+                                                   const CompareTolerance& tolerance,
+                                                   size_t chunk_bytes) {
+  auto source_a = open_side(a, chunk_bytes);
+  if (!source_a) return source_a.status();
+  auto source_b = open_side(b, chunk_bytes);
+  if (!source_b) return source_b.status();
+  return compare_sources(**source_a, **source_b, tolerance);
+}
+
 }  // namespace
 
 const char* verdict_name(CompareVerdict verdict) {
@@ -128,6 +248,53 @@ int64_t parse_step(const std::string& relative_path) {
   return step;
 }
 
+namespace {
+
+// Some side is an HDF5 recording (an .h5 file, or a directory holding one).
+StatusOr<CompareReport> compare_recordings(const std::string& path_a, bool dir_a,
+                                           const std::string& path_b, bool dir_b,
+                                           const CompareTolerance& tolerance,
+                                           size_t chunk_bytes) {
+  if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
+  auto side_a = collect_side(path_a, dir_a);
+  if (!side_a) return side_a.status();
+  auto side_b = collect_side(path_b, dir_b);
+  if (!side_b) return side_b.status();
+  CompareReport report;
+  report.directories = true;
+  std::set<std::string> keys;
+  for (const auto& [key, t] : *side_a) keys.insert(key);
+  for (const auto& [key, t] : *side_b) keys.insert(key);
+  for (const std::string& key : keys) {
+    const auto found_a = side_a->find(key);
+    const auto found_b = side_b->find(key);
+    const bool in_a = found_a != side_a->end();
+    const bool in_b = found_b != side_b->end();
+    const SideTensor& any = in_a ? found_a->second : found_b->second;
+    CompareEntry entry;
+    entry.name = key;
+    entry.step = any.step;
+    // Prefer the stream name of a recording over a .npy file name ("x_rank0").
+    entry.stream = (in_b && found_b->second.hdf5) ? found_b->second.stream : any.stream;
+    if (in_a && in_b) {
+      fill_entry(entry,
+                 compare_side_tensors(found_a->second, found_b->second, tolerance, chunk_bytes));
+    } else {
+      entry.verdict = in_a ? CompareVerdict::kOnlyInA : CompareVerdict::kOnlyInB;
+    }
+    report.entries.push_back(std::move(entry));
+  }
+  std::stable_sort(report.entries.begin(), report.entries.end(),
+                   [](const CompareEntry& x, const CompareEntry& y) {
+                     if (x.step != y.step) return x.step < y.step;
+                     return x.name < y.name;
+                   });
+  tally(report);
+  return report;
+}
+
+}  // namespace
+
 StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::string& path_b,
                                       const CompareTolerance& tolerance, size_t chunk_bytes) {
   std::error_code ec_a, ec_b;
@@ -142,6 +309,17 @@ StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::stri
   }
   const bool dir_a = fs::is_directory(st_a);
   const bool dir_b = fs::is_directory(st_b);
+  bool recording = false;
+  for (const auto& [path, dir] : {std::pair(path_a, dir_a), std::pair(path_b, dir_b)}) {
+    if (!dir) {
+      recording = recording || is_hdf5_path(path);
+      continue;
+    }
+    auto has = directory_has_hdf5(path);
+    if (!has) return has.status();
+    recording = recording || *has;
+  }
+  if (recording) return compare_recordings(path_a, dir_a, path_b, dir_b, tolerance, chunk_bytes);
   if (dir_a != dir_b) {
     return Status::error("cannot compare a " + std::string(dir_a ? "directory" : "file") +
                          " (" + path_a + ") with a " + (dir_b ? "directory" : "file") + " (" +

@@ -10,6 +10,15 @@
 // Entries are ordered by the step number of the last `step_<n>` path component
 // (entries without one first), then by relative path; the first entry that is not a
 // match is the first divergence.
+// HDF5 recordings (see compare/hdf5_source.h): when a side is an .h5/.hdf5 file or a
+// directory holding one (hidden names skipped), every side is read as a set of
+// tensors named step_<n>/<stream>_rank<r>: one per row of each recording (the files
+// of a side merged), and one per .npy file (its relative path without ".npy"); the
+// same name twice on one side gets "#2", "#3", ... appended. Names are paired across
+// the sides and reported like dump directories (a step on one side only, e.g. a
+// change-detection gap, is ONLY_A/ONLY_B). A recording that cannot be listed (not
+// HDF5, corrupt, truncated, not a tensorscope recording) is an error naming the file
+// (exit 2); a row that cannot be read is an error entry.
 // Thread safety: free functions over value types; thread-safe.
 #pragma once
 
@@ -64,8 +73,9 @@ int64_t parse_step(const std::string& relative_path);
 
 // Compares path_a with path_b: two files, or two directories. Errors (bad input, the
 // tool exits 2): a path that does not exist, a file paired with a directory, and for
-// two files any read error (NpyReader's message, naming the file). HDF5 and
-// libtorch-saved files (.h5, .hdf5, .pt, .pth) are refused as not yet supported.
+// two files any read error (NpyReader's message, naming the file), an unreadable HDF5
+// recording, a single .npy file against a recording. libtorch-saved files (.pt,
+// .pth) are refused as not yet supported.
 StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::string& path_b,
                                       const CompareTolerance& tolerance,
                                       size_t chunk_bytes = kCompareChunkBytes);

@@ -9,7 +9,8 @@ include(GoogleTest)
 
 add_executable(daemon_compare_tests
   ${CMAKE_CURRENT_LIST_DIR}/tensor_compare_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/dump_compare_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/dump_compare_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_compare_test.cc)
 target_include_directories(daemon_compare_tests PRIVATE ${PROJECT_SOURCE_DIR}/daemon/src)
 target_link_libraries(daemon_compare_tests PRIVATE
   tensorscope_daemon_core tensorscope_test_support nlohmann_json::nlohmann_json GTest::gtest_main)
