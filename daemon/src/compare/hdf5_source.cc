@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "sinks/hdf5_support.h"
 #include "sinks/npy_file.h"
 
 namespace tensorscope::daemon {
@@ -14,70 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kFormatName[] = "tensorscope-hdf5";
-constexpr char kBFloat16Encoding[] = "bfloat16-bits";
-
-// Turns off HDF5's automatic error printing (per thread in a thread-safe build).
-void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-
-herr_t collect_error(unsigned, const H5E_error2_t* err, void* data) {
-  auto* frames = static_cast<std::vector<std::string>*>(data);
-  if (err->desc != nullptr) frames->push_back(err->desc);
-  return 0;
-}
-
-// The innermost messages of the current HDF5 error stack, which is then cleared.
-std::string hdf5_error_text() {
-  std::vector<std::string> frames;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &frames);
-  H5Eclear2(H5E_DEFAULT);
-  if (frames.empty()) return "unknown HDF5 error";
-  std::string text = frames.front();
-  if (frames.size() > 1) text += "; " + frames.back();
-  return text;
-}
-
-// Owns one HDF5 identifier.
-class Hid {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Hid() = default;
-  Hid(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  Hid(Hid&& other) noexcept
-      : id_(std::exchange(other.id_, H5I_INVALID_HID)), closer_(other.closer_) {}
-  Hid& operator=(Hid&& other) noexcept {
-    if (this != &other) {
-      reset();
-      id_ = std::exchange(other.id_, H5I_INVALID_HID);
-      closer_ = other.closer_;
-    }
-    return *this;
-  }
-  Hid(const Hid&) = delete;
-  Hid& operator=(const Hid&) = delete;
-  ~Hid() { reset(); }
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-  void reset() {
-    if (id_ >= 0 && closer_ != nullptr) closer_(id_);
-    id_ = H5I_INVALID_HID;
-  }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-  Closer closer_ = nullptr;
-};
-
-Status fail(const std::string& file, const std::string& what) {
-  return Status::error(file + ": " + what + ": " + hdf5_error_text());
-}
-
 StatusOr<Hid> open_file(const std::string& file) {
   quiet_hdf5();
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return Status::error(file + ": not a regular file");
   Hid f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) return fail(file, "cannot open as an HDF5 file (corrupt or not HDF5)");
+  if (!f.valid()) return hdf5_error(file, "cannot open as an HDF5 file (corrupt or not HDF5)");
   return f;
 }
 
@@ -190,9 +133,9 @@ Status list_group(const std::string& file, hid_t f, const std::string& group_nam
   if (dtype == wire::DType::kBFloat16) {
     auto encoding = read_string_attr(values.get(), "encoding", &found);
     if (!encoding) return Status::error(where + ": values: " + encoding.message());
-    if (!found || *encoding != kBFloat16Encoding) {
+    if (!found || *encoding != kHdf5BFloat16Encoding) {
       return Status::error(where + ": bfloat16 values without encoding = \"" +
-                           std::string(kBFloat16Encoding) + "\"");
+                           std::string(kHdf5BFloat16Encoding) + "\"");
     }
   }
   const hsize_t rows = (*dims)[0];
@@ -309,7 +252,7 @@ class Hdf5Source final : public TensorSource {
                               count.data(), nullptr) < 0 ||
           H5Dread(values_.get(), type_.get(), mem.get(), space.get(), H5P_DEFAULT,
                   buffer_.get()) < 0) {
-        return fail(name_, "cannot read values");
+        return hdf5_error(name_, "cannot read values");
       }
       end_ = static_cast<size_t>(n);
       read_elems_ += n;
@@ -343,21 +286,21 @@ StatusOr<std::vector<Hdf5Tensor>> list_hdf5_tensors(const std::string& file) {
   bool found = false;
   auto format = read_string_attr(f->get(), "format", &found);
   if (!format) return Status::error(file + ": " + format.message());
-  if (!found || *format != kFormatName) {
+  if (!found || *format != kHdf5FormatName) {
     return Status::error(file + ": not a tensorscope HDF5 recording (root attribute format is not \"" +
-                         std::string(kFormatName) + "\")");
+                         std::string(kHdf5FormatName) + "\")");
   }
   H5G_info_t info;
-  if (H5Gget_info(f->get(), &info) < 0) return fail(file, "cannot list groups");
+  if (H5Gget_info(f->get(), &info) < 0) return hdf5_error(file, "cannot list groups");
   std::vector<std::string> groups;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
     const ssize_t len = H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr,
                                            0, H5P_DEFAULT);
-    if (len < 0) return fail(file, "cannot list groups");
+    if (len < 0) return hdf5_error(file, "cannot list groups");
     std::string name(static_cast<size_t>(len) + 1, '\0');
     if (H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
                            name.size(), H5P_DEFAULT) < 0) {
-      return fail(file, "cannot list groups");
+      return hdf5_error(file, "cannot list groups");
     }
     name.resize(static_cast<size_t>(len));
     groups.push_back(std::move(name));
@@ -385,9 +328,9 @@ StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tenso
   if (!f) return f.status();
   const std::string path = tensor.group + "/values";
   Hid values(H5Dopen2(f->get(), path.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!values.valid()) return fail(tensor.file, "cannot open " + path);
+  if (!values.valid()) return hdf5_error(tensor.file, "cannot open " + path);
   Hid type(H5Dget_type(values.get()), H5Tclose);
-  if (!type.valid()) return fail(tensor.file, "cannot open " + path);
+  if (!type.valid()) return hdf5_error(tensor.file, "cannot open " + path);
   return std::unique_ptr<TensorSource>(
       new Hdf5Source(tensor, std::move(*f), std::move(values), std::move(type), chunk_bytes));
 }

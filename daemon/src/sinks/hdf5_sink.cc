@@ -17,13 +17,12 @@
 #include <utility>
 
 #include "tensorscope/plotting/tensor_view.h"
+#include "sinks/hdf5_support.h"
 
 namespace tensorscope::daemon {
 namespace {
 
-constexpr char kFormatName[] = "tensorscope-hdf5";
 constexpr int32_t kFormatVersion = 1;
-constexpr char kBFloat16Encoding[] = "bfloat16-bits";
 // Chunking of `values`: as many tensors per chunk as fit in kTargetChunkBytes (at most
 // kMaxRowsPerChunk), and inner dims halved until a chunk is at most kMaxChunkBytes.
 constexpr uint64_t kTargetChunkBytes = uint64_t{64} << 10;
@@ -32,81 +31,8 @@ constexpr uint64_t kMaxRowsPerChunk = 4096;
 constexpr hsize_t kIndexChunkRows = 1024;  // steps, ranks, devices
 // values has one more dim than the tensor; HDF5 allows H5S_MAX_RANK dims.
 constexpr size_t kMaxTensorDims = H5S_MAX_RANK - 1;
-// HDF5 error stack entries quoted in a message.
-constexpr size_t kMaxErrorFrames = 3;
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-// ---- HDF5 errors ----
-
-// Turns off HDF5's automatic printing of error stacks. The setting is per thread in a
-// thread-safe HDF5 build, so every entry point calls it.
-void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-
-herr_t collect_error(unsigned, const H5E_error2_t* err, void* data) {
-  std::string frame;
-  if (err->func_name != nullptr) frame = std::string(err->func_name) + ": ";
-  frame += err->desc != nullptr ? err->desc : "(no description)";
-  static_cast<std::vector<std::string>*>(data)->push_back(std::move(frame));
-  return 0;
-}
-
-// The messages of the current thread's HDF5 error stack, which is then cleared: the
-// API call first, then the innermost frames (which name the cause, e.g. errno).
-std::string hdf5_error_text() {
-  std::vector<std::string> frames;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &frames);
-  H5Eclear2(H5E_DEFAULT);
-  if (frames.empty()) return "unknown HDF5 error";
-  std::string text = frames.front();
-  const size_t first_inner =
-      frames.size() > kMaxErrorFrames ? frames.size() - (kMaxErrorFrames - 1) : 1;
-  if (first_inner > 1) text += "; ...";
-  for (size_t i = first_inner; i < frames.size(); ++i) text += "; " + frames[i];
-  return text;
-}
-
-Status hdf5_error(const std::string& where, const std::string& what) {
-  return Status::error(where + ": " + what + ": " + hdf5_error_text());
-}
-
-// Owns one HDF5 identifier and closes it with the matching H5?close function.
-class Hid {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Hid() = default;
-  Hid(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  Hid(Hid&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)), closer_(other.closer_) {}
-  Hid& operator=(Hid&& other) noexcept {
-    if (this != &other) {
-      reset();
-      id_ = std::exchange(other.id_, H5I_INVALID_HID);
-      closer_ = other.closer_;
-    }
-    return *this;
-  }
-  Hid(const Hid&) = delete;
-  Hid& operator=(const Hid&) = delete;
-  ~Hid() { reset(); }
-
-  bool valid() const { return id_ >= 0; }
-  hid_t get() const { return id_; }
-  // Closes now; false (with the error on the HDF5 stack) when the close failed.
-  bool close() {
-    if (id_ < 0) return true;
-    const herr_t r = closer_(std::exchange(id_, H5I_INVALID_HID));
-    return r >= 0;
-  }
-  // Closes now, ignoring a failure (the error stack is left for the caller's message;
-  // every HDF5 API call clears it on entry).
-  void reset() {
-    if (id_ >= 0) closer_(std::exchange(id_, H5I_INVALID_HID));
-  }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-  Closer closer_ = nullptr;
-};
 
 // ---- element types ----
 
@@ -562,7 +488,7 @@ Status Hdf5Sink::open_file() {
   file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
                    H5Fclose);
   if (!file->file.valid()) return hdf5_error(file->partial, "cannot create");
-  Status s = write_string_attribute(file->file.get(), "format", kFormatName, file->partial);
+  Status s = write_string_attribute(file->file.get(), "format", kHdf5FormatName, file->partial);
   if (s.is_ok()) {
     s = write_int_attribute(file->file.get(), "format_version", H5T_STD_I32LE, &kFormatVersion,
                             1, true, file->partial);
@@ -631,7 +557,7 @@ StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record,
                              options_.gzip_level, item);
   if (!g->values.valid()) return hdf5_error(where, "cannot create dataset 'values'");
   if (stored == wire::DType::kBFloat16) {
-    s = write_string_attribute(g->values.get(), "encoding", kBFloat16Encoding, where);
+    s = write_string_attribute(g->values.get(), "encoding", kHdf5BFloat16Encoding, where);
     if (!s.is_ok()) return s;
   }
   const std::vector<hsize_t> index_chunk{kIndexChunkRows};

@@ -6,7 +6,9 @@ target_sources(tensorscope_daemon_core PRIVATE
 
 # HDF5 recording sink (hdf5_sink.cc): the HDF5 C library (Debian: libhdf5-dev, serial).
 find_package(HDF5 REQUIRED COMPONENTS C)
-target_sources(tensorscope_daemon_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/hdf5_sink.cc)
+target_sources(tensorscope_daemon_core PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_sink.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_support.cc)
 target_include_directories(tensorscope_daemon_core SYSTEM PRIVATE ${HDF5_C_INCLUDE_DIRS})
 target_compile_definitions(tensorscope_daemon_core PRIVATE ${HDF5_C_DEFINITIONS})
 target_link_libraries(tensorscope_daemon_core PRIVATE ${HDF5_C_LIBRARIES})
