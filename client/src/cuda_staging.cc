@@ -26,6 +26,7 @@ namespace {
 
 constexpr uint32_t kIpcEvents = wire::kMaxPoolEvents;
 constexpr uint32_t kHostEvents = 256;  // pinned-host copies in flight per device
+constexpr size_t kFailureBytes = 256;   // why a copy failed, in a fixed buffer
 
 void destroy_events(std::vector<cudaEvent_t>& events) {
   for (cudaEvent_t e : events) cudaEventDestroy(e);
@@ -79,6 +80,9 @@ struct CudaStaging::Device {
   // tensor's stream wait for the copy. Empty on success.
   std::string enqueue_copy(const at::Tensor& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
                            cudaEvent_t done);
+  // enqueue_copy that never throws: why it failed lands in `failed` ("" = success).
+  void guarded_copy(const at::Tensor& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
+                    cudaEvent_t done, char (&failed)[kFailureBytes]) noexcept;
   std::string setup_ipc(uint64_t bytes);      // try_setup_ipc, undone on failure
   std::string try_setup_ipc(uint64_t bytes);
   std::string setup_host(uint64_t bytes);
@@ -119,6 +123,20 @@ std::string CudaStaging::Device::enqueue_copy(const at::Tensor& tensor, void* ds
   if (err != cudaSuccess) return cuda_error_text("cudaEventRecord", err);
   impl->block(join, stream);
   return {};
+}
+
+void CudaStaging::Device::guarded_copy(const at::Tensor& tensor, void* dst, uint64_t bytes,
+                                       cudaMemcpyKind kind, cudaEvent_t done,
+                                       char (&failed)[kFailureBytes]) noexcept {
+  try {
+    const std::string error = enqueue_copy(tensor, dst, bytes, kind, done);
+    std::snprintf(failed, kFailureBytes, "%s", error.c_str());
+  } catch (const std::exception& e) {
+    std::snprintf(failed, kFailureBytes, "%s", e.what());
+    if (failed[0] == '\0') failed[0] = '?';
+  } catch (...) {
+    std::snprintf(failed, kFailureBytes, "unknown exception");
+  }
 }
 
 std::string CudaStaging::Device::setup_ipc(uint64_t bytes) {
@@ -357,17 +375,9 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
   h.pool_index = dev.table_index;
   h.pool_generation = block->generation;
   h.pool_event = block->event;
-  char failed[256] = {};  // no allocation between reserve and commit/cancel
-  try {
-    const std::string error = dev.enqueue_copy(tensor, dev.pool_base + block->offset, bytes, cudaMemcpyDeviceToDevice,
-                              dev.ipc_events[block->event]);
-    std::snprintf(failed, sizeof(failed), "%s", error.c_str());
-  } catch (const std::exception& e) {
-    std::snprintf(failed, sizeof(failed), "%s", e.what());
-    if (failed[0] == '\0') failed[0] = '?';
-  } catch (...) {
-    std::snprintf(failed, sizeof(failed), "unknown exception");
-  }
+  char failed[kFailureBytes] = {};
+  dev.guarded_copy(tensor, dev.pool_base + block->offset, bytes, cudaMemcpyDeviceToDevice,
+                         dev.ipc_events[block->event], failed);
   if (failed[0] != '\0') {
     active.writer->cancel(r);  // keeps kRecordDevicePayload: the daemon frees the block
     return Outcome{PushResult::kRefused, std::string("CUDA copy failed: ") + failed};
@@ -408,17 +418,9 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
     return Outcome{PushResult::kDroppedFull, {}};
   }
   copy_record_fields(fields, r.header);
-  char failed[256] = {};  // no allocation between reserve and commit/cancel
-  try {
-    const std::string error = dev.enqueue_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost,
-                              dev.host_events[block->event]);
-    std::snprintf(failed, sizeof(failed), "%s", error.c_str());
-  } catch (const std::exception& e) {
-    std::snprintf(failed, sizeof(failed), "%s", e.what());
-    if (failed[0] == '\0') failed[0] = '?';
-  } catch (...) {
-    std::snprintf(failed, sizeof(failed), "unknown exception");
-  }
+  char failed[kFailureBytes] = {};
+  dev.guarded_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost,
+                         dev.host_events[block->event], failed);
   pending->device = &dev;
   pending->block = *block;
   pending->writer = active.writer.get();

@@ -105,43 +105,59 @@ class RecordingTest : public ::testing::Test {
     std::filesystem::create_directories(logs_);
   }
 
+  // A ready daemon for `session` with `config_text` as its config (one worker).
+  std::unique_ptr<DaemonProcess> start_daemon(const std::string& session, const std::string& config_text) {
+    const std::string config = tmp_.path() + "/config-" + session + ".yaml";
+    std::ofstream(config) << config_text;
+    DaemonSpec spec;
+    spec.executable = TENSORSCOPED_PATH;
+    spec.config_path = config;
+    spec.runtime_dir = runtime_dir_;
+    spec.session = session;
+    spec.output_dir = tmp_.path() + "/out";
+    spec.workers = 1;
+    spec.log_path = logs_ + "/daemon-" + session + ".log";
+    std::string error;
+    auto daemon = DaemonProcess::start(spec, &error);
+    EXPECT_NE(daemon, nullptr) << error;
+    if (!daemon) return nullptr;
+    const Status ready = daemon->wait_ready(30s);
+    EXPECT_TRUE(ready.is_ok()) << ready.message() << "\n" << daemon->log();
+    return ready.is_ok() ? std::move(daemon) : nullptr;
+  }
+
+  // test_producer for `session` (rank 0) with `extra` arguments; stdin and stdout piped.
+  std::unique_ptr<ChildProcess> start_producer(const std::string& session,
+                                               const std::vector<std::string>& extra) {
+    ChildProcess::Options o;
+    o.argv = {TEST_PRODUCER_PATH, "--session", session, "--runtime-dir", runtime_dir_, "--rank", "0",
+              "--wait-connect-ms", "30000", "--stdin-control"};
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.env = {"OMP_NUM_THREADS=1"};
+    o.stderr_path = logs_ + "/producer-" + session + ".err";
+    o.pipe_stdin = true;
+    o.pipe_stdout = true;
+    std::string error;
+    auto producer = ChildProcess::start(o, &error);
+    EXPECT_NE(producer, nullptr) << error;
+    return producer;
+  }
+
   testing::TempDir tmp_{"ts-rec"};
   std::string runtime_dir_, logs_;
 };
 
 TEST_F(RecordingTest, KnownValuesOfEveryDtypeComeBackFromEverySink) {
   const std::string session = "rec-" + std::to_string(::getpid());
-  const std::string config = tmp_.path() + "/config.yaml";
-  {
-    std::ofstream out(config);
-    out << "video:\n  width: 160\n  height: 120\n"
-        << "record:\n  video: \"^p\\\\.Float$\"\n  stats: \".*\"\n  npy: \"^p\\\\.\"\n"
-        << "  hdf5: \"^p\\\\.\"\n  hdf5_gzip: 1\n"
-        << "supervisor:\n  heartbeat_timeout_ms: 10000\n";
-  }
-  DaemonSpec spec;
-  spec.executable = TENSORSCOPED_PATH;
-  spec.config_path = config;
-  spec.runtime_dir = runtime_dir_;
-  spec.session = session;
-  spec.output_dir = tmp_.path() + "/out";
-  spec.workers = 1;
-  spec.log_path = logs_ + "/daemon.log";
-  std::string error;
-  auto daemon = DaemonProcess::start(spec, &error);
-  ASSERT_NE(daemon, nullptr) << error;
-  ASSERT_TRUE(daemon->wait_ready(30s).is_ok()) << daemon->log();
-
-  ChildProcess::Options producer_options;
-  producer_options.argv = {TEST_PRODUCER_PATH, "--session", session, "--runtime-dir", runtime_dir_,
-                           "--rank", "0", "--pattern", "--count", std::to_string(kSteps),
-                           "--wait-connect-ms", "30000", "--stdin-control"};
-  producer_options.env = {"OMP_NUM_THREADS=1"};
-  producer_options.stderr_path = logs_ + "/producer.err";
-  producer_options.pipe_stdin = true;
-  producer_options.pipe_stdout = true;
-  auto producer = ChildProcess::start(producer_options, &error);
-  ASSERT_NE(producer, nullptr) << error;
+  std::ostringstream config;
+  config << "video:\n  width: 160\n  height: 120\n"
+         << "record:\n  video: \"^p\\\\.Float$\"\n  stats: \".*\"\n  npy: \"^p\\\\.\"\n"
+         << "  hdf5: \"^p\\\\.\"\n  hdf5_gzip: 1\n"
+         << "supervisor:\n  heartbeat_timeout_ms: 10000\n";
+  auto daemon = start_daemon(session, config.str());
+  ASSERT_NE(daemon, nullptr);
+  auto producer = start_producer(session, {"--pattern", "--count", std::to_string(kSteps)});
+  ASSERT_NE(producer, nullptr);
   const pid_t producer_pid = producer->pid();
   // The producer stays connected (its stdin open) until the daemon has every record.
   ASSERT_TRUE(producer->wait_for_line([](const std::string& l) {
@@ -247,36 +263,13 @@ TEST_F(RecordingTest, KnownValuesOfEveryDtypeComeBackFromEverySink) {
 
 TEST_F(RecordingTest, DaemonKilledMidWriteLeavesEveryFinishedFileReadable) {
   const std::string session = "reckill-" + std::to_string(::getpid());
-  const std::string config = tmp_.path() + "/config.yaml";
-  {
-    std::ofstream out(config);
-    out << "record:\n  video: \"\"\n  stats: \".*\"\n  npy: \".*\"\n  hdf5: \".*\"\n"
-        << "  hdf5_rotate_bytes: 1048576\n"
-        << "supervisor:\n  heartbeat_timeout_ms: 10000\n";
-  }
-  DaemonSpec spec;
-  spec.executable = TENSORSCOPED_PATH;
-  spec.config_path = config;
-  spec.runtime_dir = runtime_dir_;
-  spec.session = session;
-  spec.output_dir = tmp_.path() + "/out";
-  spec.workers = 1;
-  spec.log_path = logs_ + "/daemon.log";
-  std::string error;
-  auto daemon = DaemonProcess::start(spec, &error);
-  ASSERT_NE(daemon, nullptr) << error;
-  ASSERT_TRUE(daemon->wait_ready(30s).is_ok()) << daemon->log();
-
-  ChildProcess::Options producer_options;
-  producer_options.argv = {TEST_PRODUCER_PATH, "--session", session, "--runtime-dir", runtime_dir_,
-                           "--rank", "0", "--count", "0", "--stdin-control", "--max-elements", "4096",
-                           "--streams", "6", "--wait-connect-ms", "30000"};
-  producer_options.env = {"OMP_NUM_THREADS=1"};
-  producer_options.stderr_path = logs_ + "/producer.err";
-  producer_options.pipe_stdin = true;
-  producer_options.pipe_stdout = true;
-  auto producer = ChildProcess::start(producer_options, &error);
-  ASSERT_NE(producer, nullptr) << error;
+  auto daemon = start_daemon(session,
+                             "record:\n  video: \"\"\n  stats: \".*\"\n  npy: \".*\"\n  hdf5: \".*\"\n"
+                             "  hdf5_rotate_bytes: 1048576\n"
+                             "supervisor:\n  heartbeat_timeout_ms: 10000\n");
+  ASSERT_NE(daemon, nullptr);
+  auto producer = start_producer(session, {"--count", "0", "--max-elements", "4096", "--streams", "6"});
+  ASSERT_NE(producer, nullptr);
 
   // Let the sinks finish a few HDF5 files, then SIGKILL the daemon while they write.
   const std::string dir = daemon->session_dir();
