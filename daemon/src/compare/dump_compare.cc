@@ -95,6 +95,16 @@ void tally(CompareReport& report) {
   }
 }
 
+// Orders the entries by step, then name, and counts them (tally).
+void sort_and_tally(CompareReport& report) {
+  std::stable_sort(report.entries.begin(), report.entries.end(),
+                   [](const CompareEntry& x, const CompareEntry& y) {
+                     if (x.step != y.step) return x.step < y.step;
+                     return x.name < y.name;
+                   });
+  tally(report);
+}
+
 std::string number(double value) {
   char text[64];
   std::snprintf(text, sizeof(text), "%.6g", value);
@@ -284,12 +294,7 @@ StatusOr<CompareReport> compare_recordings(const std::string& path_a, bool dir_a
     }
     report.entries.push_back(std::move(entry));
   }
-  std::stable_sort(report.entries.begin(), report.entries.end(),
-                   [](const CompareEntry& x, const CompareEntry& y) {
-                     if (x.step != y.step) return x.step < y.step;
-                     return x.name < y.name;
-                   });
-  tally(report);
+  sort_and_tally(report);
   return report;
 }
 
@@ -366,12 +371,7 @@ StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::stri
     }
     report.entries.push_back(std::move(entry));
   }
-  std::stable_sort(report.entries.begin(), report.entries.end(),
-                   [](const CompareEntry& x, const CompareEntry& y) {
-                     if (x.step != y.step) return x.step < y.step;
-                     return x.name < y.name;
-                   });
-  tally(report);
+  sort_and_tally(report);
   return report;
 }
 

@@ -365,12 +365,7 @@ StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,
     b.consume(n);
     left -= n;
   }
-  TensorCompareResult metrics = comparer.result();
-  metrics.dtype_a = result.dtype_a;
-  metrics.dtype_b = result.dtype_b;
-  metrics.shape_a = std::move(result.shape_a);
-  metrics.shape_b = std::move(result.shape_b);
-  return metrics;
+  return comparer.result(std::move(result));
 }
 
 }  // namespace tensorscope::daemon

@@ -134,6 +134,15 @@ TensorCompareResult TensorComparer::result() const {
   return r;
 }
 
+TensorCompareResult TensorComparer::result(TensorCompareResult&& layout) const {
+  TensorCompareResult metrics = result();
+  metrics.dtype_a = layout.dtype_a;
+  metrics.dtype_b = layout.dtype_b;
+  metrics.shape_a = std::move(layout.shape_a);
+  metrics.shape_b = std::move(layout.shape_b);
+  return metrics;
+}
+
 std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape) {
   std::string text = wire::dtype_name(dtype);
   text += '[';
@@ -186,12 +195,7 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
     comparer.add_raw(buffer_a.get(), result.dtype_a, buffer_b.get(), result.dtype_b, count);
     left -= count;
   }
-  TensorCompareResult metrics = comparer.result();
-  metrics.dtype_a = result.dtype_a;
-  metrics.dtype_b = result.dtype_b;
-  metrics.shape_a = std::move(result.shape_a);
-  metrics.shape_b = std::move(result.shape_b);
-  return metrics;
+  return comparer.result(std::move(result));
 }
 
 }  // namespace tensorscope::daemon

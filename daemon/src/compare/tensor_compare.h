@@ -70,6 +70,8 @@ class TensorComparer {
   // Metrics so far (total, mismatches, errors, cosine, first mismatch); dtype and
   // shape fields are left for the caller.
   TensorCompareResult result() const;
+  // The metrics with the dtypes and shapes of `layout`.
+  TensorCompareResult result(TensorCompareResult&& layout) const;
 
  private:
   CompareTolerance tolerance_;

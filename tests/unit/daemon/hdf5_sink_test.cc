@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "dir_listing.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {
@@ -47,18 +48,7 @@ const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::
                                        DType::kInt32,   DType::kInt64,   DType::kUInt8,
                                        DType::kBool};
 
-std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using testing::list_dir;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "dir_listing.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {
@@ -51,18 +52,7 @@ void write_file(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using testing::list_dir;
 
 std::string random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
