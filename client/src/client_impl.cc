@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <ATen/Functions.h>
+
 #include "run_info.h"
 #include "tensor_staging.h"
 #ifdef TENSORSCOPE_WITH_CUDA
@@ -121,9 +123,27 @@ PushResult ClientImpl::send(const std::string& name, const at::Tensor& tensor, w
   }
 }
 
+PushResult ClientImpl::send_module_tree(const std::string& track, const std::string& payload,
+                                        int64_t step) noexcept {
+  try {
+    const PushResult early = precheck();
+    if (early != PushResult::kPushed) return early;
+    Connection::Guard guard = connection_->acquire();
+    if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    // The payload is copied into the ring before this returns: a view of it suffices.
+    const at::Tensor bytes = at::from_blob(const_cast<char*>(payload.data()),
+                                           {static_cast<int64_t>(payload.size())},
+                                           at::TensorOptions().dtype(at::kByte));
+    return stage(*guard.operator->(), track, bytes, wire::TensorKind::kModuleTree, 0, TransformFn(), step);
+  } catch (...) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
+}
+
 PushResult ClientImpl::stage(Connection::Active& active, const std::string& name,
                              const at::Tensor& input, wire::TensorKind kind, uint8_t render_hint,
-                             const TransformFn& transform) {
+                             const TransformFn& transform, std::optional<int64_t> step) {
   std::string refusal = name_refusal(name);
   at::Tensor tensor = input;
   if (refusal.empty() && transform) {
@@ -151,7 +171,7 @@ PushResult ClientImpl::stage(Connection::Active& active, const std::string& name
   // reserve() and commit()/cancel() only plain stores and the guarded copy run, so a
   // claimed slot is always published.
   wire::RecordHeader fields;
-  fields.step = step_.load(std::memory_order_relaxed);
+  fields.step = step ? *step : step_.load(std::memory_order_relaxed);
   fields.timestamp_unix_ns = now_unix_ns();
   fields.rank = rank_;
   fields.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -41,6 +42,10 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   PushResult send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
                   uint8_t render_hint, const TransformFn* transform) noexcept;
 
+  // A module tree record (module_tree_format.h) of step `step`, named after the track.
+  // Never throws.
+  PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept;
+
   // A push that was not admitted by a track's own gate.
   void count_gated() { gated_.fetch_add(1, std::memory_order_relaxed); }
   // The hint set with Client::set_render_mode for `name` (0 when none).
@@ -69,7 +74,8 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
 
  private:
   PushResult stage(Connection::Active& active, const std::string& name, const at::Tensor& input,
-                   wire::TensorKind kind, uint8_t render_hint, const TransformFn& transform);
+                   wire::TensorKind kind, uint8_t render_hint, const TransformFn& transform,
+                   std::optional<int64_t> step = std::nullopt);
   // Copies the payload into the ring (CPU tensors; CUDA tensors without CUDA staging).
   PushResult stage_in_ring(Connection::Active& active, const std::string& name,
                            const wire::RecordHeader& fields, const at::Tensor& tensor, uint64_t bytes);

@@ -33,6 +33,24 @@ void link(std::vector<ModuleEntry>& entries) {
   }
 }
 
+// "torch::nn::LinearImpl" -> "Linear", "Net" -> "Net", "__torch__.x.Linear" -> "Linear".
+std::string short_type_name(std::string name) {
+  const size_t colon = name.rfind("::");
+  if (colon != std::string::npos) name = name.substr(colon + 2);
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos) name = name.substr(dot + 1);
+  const std::string impl = "Impl";
+  if (name.size() > impl.size() && name.compare(name.size() - impl.size(), impl.size(), impl) == 0) {
+    name.resize(name.size() - impl.size());
+  }
+  return name;
+}
+
+std::string type_of(const torch::jit::Module& module) {
+  const auto name = module.type()->name();
+  return name ? short_type_name(name->qualifiedName()) : std::string();
+}
+
 }  // namespace
 
 std::vector<ModuleEntry> index_modules(const torch::nn::Module& module) {
@@ -40,12 +58,14 @@ std::vector<ModuleEntry> index_modules(const torch::nn::Module& module) {
   // The root by hand: named_modules(include_self=true) needs the module to be held by a
   // shared_ptr, which a module on the stack is not.
   ModuleEntry root;
+  root.type = short_type_name(module.name());
   for (const auto& p : module.named_parameters(/*recurse=*/false)) root.params.emplace_back(p.key(), p.value());
   for (const auto& b : module.named_buffers(/*recurse=*/false)) root.buffers.push_back(b.value());
   entries.push_back(std::move(root));
   for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
     ModuleEntry e;
     e.path = item.key();
+    e.type = short_type_name(item.value()->name());
     for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) e.params.emplace_back(p.key(), p.value());
     for (const auto& b : item.value()->named_buffers(/*recurse=*/false)) e.buffers.push_back(b.value());
     entries.push_back(std::move(e));
@@ -59,6 +79,7 @@ std::vector<ModuleEntry> index_modules(const torch::jit::Module& module) {
   for (const auto& item : module.named_modules()) {
     ModuleEntry e;
     e.path = item.name;
+    e.type = type_of(item.value);
     for (const auto& p : item.value.named_parameters(/*recurse=*/false)) e.params.emplace_back(p.name, p.value);
     for (const auto& b : item.value.named_buffers(/*recurse=*/false)) e.buffers.push_back(b.value);
     entries.push_back(std::move(e));

@@ -22,6 +22,7 @@ namespace tensorscope {
 
 struct ModuleEntry {
   std::string path;                                         // "" for the root, "features.0", ...
+  std::string type;                                         // class name: "Linear", "Net", ...
   std::vector<std::pair<std::string, at::Tensor>> params;   // its own parameters
   std::vector<at::Tensor> buffers;                          // its own buffers
   std::vector<int> chain;       // itself, then every ancestor, innermost first (indices)

@@ -99,7 +99,8 @@ ModuleTrack::ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std
       kinds_(kinds),
       gate_(1, track_max_hz(client_)),
       param_grads_(client_, options_),
-      every_n_(track_every_n(client_, options_)) {
+      every_n_(track_every_n(client_, options_)),
+      tree_log_(options_.tree_log() && has_kind(kinds_, TrackKinds::kOutput)) {
   modules_.reserve(modules.size());
   for (auto& entry : modules) {
     Module m;
@@ -143,6 +144,12 @@ void ModuleTrack::listen(bool on) {
 }
 
 void ModuleTrack::step_changed() {
+  std::pair<std::string, int64_t> tree;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tree = take_tree();
+  }
+  send_tree(tree);
   bool send_next;
   {
     std::lock_guard<std::mutex> lock(listen_mutex_);
@@ -275,11 +282,28 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
     const void* grad = storage_of(param.grad());
     if (grad != nullptr && others.has(grad)) return kNoToken;  // optimizer arithmetic
   }
-  return static_cast<uint64_t>(owner) + 1;
+  // Low half: the owner; high half: where the call's input descriptions wait.
+  const uint64_t ticket = tree_log_ ? ModuleTreeLog::stash_inputs(describe_inputs(inputs, *map)) : 0;
+  return (static_cast<uint64_t>(owner) + 1) | (ticket << 32);
+}
+
+std::vector<std::string> ModuleTrack::describe_inputs(c10::ArrayRef<const c10::IValue> inputs,
+                                                      const StorageMap& map) {
+  std::vector<std::string> out;
+  for (const c10::IValue& value : inputs) {
+    for_each_tensor(value, [&](const at::Tensor& t) {
+      if (!t.defined() || out.size() >= ModuleTree::kMaxInputs) return;
+      const void* storage = storage_of(t);
+      if (storage != nullptr && map.owners.count(storage) > 0) return;  // the module's own tensor
+      out.push_back(ModuleTreeLog::describe(t));
+    });
+  }
+  return out;
 }
 
 void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) {
-  const int owner = static_cast<int>(token - 1);
+  const int owner = static_cast<int>((token & 0xffffffffu) - 1);
+  std::vector<std::string> inputs = ModuleTreeLog::take_inputs(static_cast<uint32_t>(token >> 32));
   const StorageMap* map = map_.load(std::memory_order_acquire);
   at::Tensor output;
   for (const c10::IValue& value : outputs) {
@@ -301,6 +325,7 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
   const uint64_t thread = current_op_thread_id();
   const void* storage = storage_of(output);
   std::vector<Pending> finished;
+  std::pair<std::string, int64_t> older_tree;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_.load(std::memory_order_relaxed)) return;
@@ -309,6 +334,8 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
       calls_.clear();
       calls_step_ = step;
     }
+    if (!tree_.empty() && tree_.step() != step) older_tree = take_tree();
+    std::vector<int> begun;  // modules whose call begins with this op, innermost first
     std::vector<Pending>& open = open_[thread];
     close_calls(open, &modules_[owner].entry.chain, finished);
     for (int m : modules_[owner].notify) {
@@ -323,14 +350,39 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
         if (p->admitted) p->output = output;
         p->storage = storage;
         p->thread = thread;
+        tree_.set_output(p->tree_index, output);
       } else {
         open.push_back(begin_call(client.get(), thread, m, output));
         set_open_count(open_count_ + 1);
+        begun.push_back(m);
+      }
+    }
+    if (tree_log_) {
+      // Listed outermost first: a parent before the children it begins with.
+      for (auto m = begun.rbegin(); m != begun.rend(); ++m) {
+        auto p = std::find_if(open.begin(), open.end(), [&](const Pending& x) { return x.module == *m; });
+        p->tree_index = tree_.begin(step, thread, p->call, modules_[*m].entry.path, modules_[*m].entry.type,
+                                    m + 1 == begun.rend() ? std::move(inputs) : inputs, output);
       }
     }
     if (open.empty()) open_.erase(thread);
   }
+  send_tree(older_tree);
   finish(finished);
+}
+
+std::pair<std::string, int64_t> ModuleTrack::take_tree() {
+  if (tree_.empty()) return {};
+  const int64_t step = tree_.step();
+  return {tree_.take(), step};
+}
+
+void ModuleTrack::send_tree(const std::pair<std::string, int64_t>& tree) {
+  if (tree.first.empty()) return;
+  auto client = client_.lock();
+  if (!client) return;
+  ObserverPause pause;
+  client->send_module_tree(name_, tree.first, tree.second);
 }
 
 ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread, int module,
@@ -461,6 +513,7 @@ void ModuleTrack::stop() {
   }
   std::vector<std::unique_ptr<GradHook>> hooks;
   std::vector<Pending> finished;
+  std::pair<std::string, int64_t> tree;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     hooks = std::move(hooks_);
@@ -468,9 +521,11 @@ void ModuleTrack::stop() {
     open_.clear();
     grad_targets_.clear();
     grad_keys_.store(0, std::memory_order_relaxed);
+    tree = take_tree();
   }
   hooks.clear();
   finish(finished);
+  send_tree(tree);
 }
 
 std::vector<TrackedStream> ModuleTrack::streams() const {

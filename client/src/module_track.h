@@ -20,6 +20,11 @@
 //   in-place op writes its output, when backward starts on the thread that ran it, when
 //   the client's step changes, on flush() and on stop(). Call indices count per thread
 //   within a step.
+// With TrackOptions::tree_log on a track that sends outputs, each begun call is also
+// listed in a ModuleTreeLog (inputs: the non-parameter tensors read by the op that
+// opened it; output as sent), parents before the children they begin with; the list is
+// sent as one kModuleTree record when the step changes or the track stops (or when a
+// call of a newer step begins first).
 // every_n applies to steps: the op observer listens only during the 1st, (n+1)th, ...
 // step the track sees (every call of a sent step is sent, up to max_hz), so a step that
 // sends nothing costs nothing; with one call per module and step this is the same as
@@ -38,6 +43,7 @@
 
 #include "grad_hook.h"
 #include "module_index.h"
+#include "module_tree_log.h"
 #include "op_observer.h"
 #include "track.h"
 #include "tensorscope/track_options.h"
@@ -99,6 +105,7 @@ class ModuleTrack : public Track,
     at::Tensor output;             // held only when admitted
     const void* storage = nullptr; // the output's storage
     uint64_t thread = 0;           // op thread that produced it (autograd's forward thread)
+    int tree_index = -1;           // its line in tree_, -1 when not listed
   };
   struct GradTarget {
     std::string stream;
@@ -122,6 +129,13 @@ class ModuleTrack : public Track,
   // Outside mutex_: sends a finished call.
   void finish(std::vector<Pending>& finished);
   void send_param_grad(const std::string& stream, const at::Tensor& grad);
+  // Under mutex_: the listed calls as a payload, and their step (an empty payload when
+  // nothing is listed).
+  std::pair<std::string, int64_t> take_tree();
+  // Outside mutex_.
+  void send_tree(const std::pair<std::string, int64_t>& tree);
+  // The input descriptions of an op that opens a call (tree_log only).
+  static std::vector<std::string> describe_inputs(c10::ArrayRef<const c10::IValue> inputs, const StorageMap& map);
   static const void* storage_of(const at::Tensor& t);
 
   const std::weak_ptr<ClientImpl> client_;
@@ -140,6 +154,7 @@ class ModuleTrack : public Track,
   std::atomic<int> open_calls_{0};      // pending calls over all threads
   std::atomic<int> grad_keys_{0};
   const int64_t every_n_;       // steps
+  const bool tree_log_;         // TrackOptions::tree_log, for tracks sending outputs
   std::mutex listen_mutex_;     // listener_, steps_seen_
   std::shared_ptr<OpListener> listener_;  // registered while listening (a WeakOpListener)
   int64_t steps_seen_ = 0;
@@ -152,6 +167,7 @@ class ModuleTrack : public Track,
   // (forward thread, grad_fn sequence number) -> where its input gradients go
   std::unordered_map<uint64_t, std::unordered_map<int64_t, std::vector<GradTarget>>> grad_targets_;
   bool over_calls_logged_ = false;
+  ModuleTreeLog tree_;
 };
 
 }  // namespace tensorscope

@@ -1,5 +1,6 @@
 #include "record_sinks.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -8,6 +9,7 @@
 #include "sinks/hdf5_sink.h"
 #include "sinks/npy_file.h"
 #include "sinks/stats_table.h"
+#include "sinks/tree_log.h"
 #include "tensorscope/shared/logging.h"
 
 namespace tensorscope::daemon {
@@ -22,6 +24,10 @@ std::regex compile(const std::string& pattern) {
 }
 
 // Creates `dir` and its parents with mode 0755 (as the video directory); false on error.
+bool is_module_tree(const RecordView& view) {
+  return view.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
+}
+
 bool make_dirs(const std::string& dir, std::string* why) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -43,8 +49,10 @@ struct RecordSinks::Job {
 struct RecordSinks::ProducerFiles {
   std::unique_ptr<StatsTableWriter> stats;
   std::unique_ptr<Hdf5Sink> hdf5;
+  std::unique_ptr<TreeLogWriter> tree;
   bool stats_failed = false;  // logged once; no more attempts for this producer
   bool hdf5_failed = false;
+  bool tree_failed = false;
   std::set<std::string> logged;  // error messages already logged
 };
 
@@ -55,6 +63,7 @@ RecordSinks::RecordSinks(const RecordConfig& config, std::string session_dir)
       stats_(compile(config.stats)),
       npy_(compile(config.npy)),
       hdf5_(compile(config.hdf5)),
+      tree_(compile(config.tree)),
       thread_([this] { run(); }) {}
 
 RecordSinks::~RecordSinks() {
@@ -74,12 +83,14 @@ uint8_t RecordSinks::wants(const std::string& stream) {
   if (std::regex_search(stream, stats_)) sinks |= kStats;
   if (std::regex_search(stream, npy_)) sinks |= kNpy;
   if (std::regex_search(stream, hdf5_)) sinks |= kHdf5;
+  if (std::regex_search(stream, tree_)) sinks |= kTree;
   if (selection_.size() < kMaxCachedStreams) selection_.emplace(stream, sinks);
   return sinks;
 }
 
 void RecordSinks::record(uint64_t producer_id, int64_t pid, const RecordView& view, uint8_t sinks) {
-  sinks &= static_cast<uint8_t>(kStats | kNpy | kHdf5);
+  // A module tree record goes to the tree log only; tensors never do.
+  sinks &= is_module_tree(view) ? static_cast<uint8_t>(kTree) : static_cast<uint8_t>(kStats | kNpy | kHdf5);
   if (sinks == 0 || view.payload == nullptr) return;
   const wire::RecordHeader& h = view.header;
   {
@@ -129,7 +140,11 @@ nlohmann::json RecordSinks::counters() const {
           {"written", written_.load()},
           {"dropped_queue_full", dropped_.load()},
           {"failed", failed_.load()},
-          {"files_finished", files_finished_.load()}};
+          {"files_finished", files_finished_.load()},
+          {"hdf5_skipped_unchanged", hdf5_skipped_.load()},
+          {"hdf5_stored_over_cap", hdf5_over_cap_.load()},
+          {"hdf5_partials_recovered", hdf5_recovered_.load()},
+          {"hdf5_partials_removed", hdf5_removed_.load()}};
 }
 
 void RecordSinks::run() {
@@ -198,6 +213,24 @@ void RecordSinks::write(Job& job) {
                              ? 0
                              : job.payload.size() / wire::dtype_size(job.meta.dtype);
 
+  if ((job.sinks & kTree) != 0 && !files.tree_failed) {
+    if (!files.tree) {
+      auto opened = TreeLogWriter::open(session_dir_ + "/tree/" + owner + ".log");
+      if (opened) {
+        files.tree = std::move(*opened);
+      } else {
+        files.tree_failed = true;
+        fail(opened.message());
+      }
+    }
+    if (files.tree) {
+      Status st = files.tree->append(
+          job.meta.stream, job.meta.step,
+          std::string_view(reinterpret_cast<const char*>(job.payload.data()), job.payload.size()));
+      if (!st) fail(st.message());
+    }
+  }
+
   if ((job.sinks & kStats) != 0 && !files.stats_failed) {
     if (!files.stats) {
       std::string why;
@@ -240,6 +273,21 @@ void RecordSinks::write(Job& job) {
       options.change_detection = config_.hdf5_change_detection == "true";
       options.rotate_bytes = static_cast<uint64_t>(config_.hdf5_rotate_bytes);
       options.rotate_seconds = config_.hdf5_rotate_seconds;
+      if (!hdf5_budget_) {
+        hdf5_budget_ = std::make_shared<Hdf5ChangeBudget>(
+            static_cast<uint64_t>(std::max<int64_t>(config_.hdf5_change_detection_bytes, 0)));
+      }
+      options.change_budget = hdf5_budget_;
+      if (!hdf5_recovery_done_) {  // once: partials of dead writers (sinks/hdf5_sink.h)
+        hdf5_recovery_done_ = true;
+        auto recovery = recover_stale_partials(dir);
+        if (recovery) {
+          hdf5_recovered_.fetch_add(recovery->recovered.size(), std::memory_order_relaxed);
+          hdf5_removed_.fetch_add(recovery->removed.size(), std::memory_order_relaxed);
+        } else {
+          TS_LOG_WARN("HDF5 recovery: {}", recovery.message());
+        }
+      }
       auto opened = make_dirs(dir, &why) ? Hdf5Sink::open(dir, owner, options)
                                          : StatusOr<std::unique_ptr<Hdf5Sink>>(Status::error(why));
       if (opened) {
@@ -260,8 +308,12 @@ void RecordSinks::write(Job& job) {
       r.shape = job.meta.shape;
       r.data = job.payload.data();
       r.bytes = job.payload.size();
+      const uint64_t skipped = files.hdf5->skipped_unchanged();
+      const uint64_t over_cap = files.hdf5->stored_over_cap();
       Status st = files.hdf5->append(r);
       if (!st) fail(st.message());
+      hdf5_skipped_.fetch_add(files.hdf5->skipped_unchanged() - skipped, std::memory_order_relaxed);
+      hdf5_over_cap_.fetch_add(files.hdf5->stored_over_cap() - over_cap, std::memory_order_relaxed);
     }
   }
   (ok ? written_ : failed_).fetch_add(1, std::memory_order_relaxed);

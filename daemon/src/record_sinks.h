@@ -9,6 +9,17 @@
 //   <session>/stats/rank<r>_pid<p>.csv             a line per tensor, written at once
 //   <session>/dumps/step_<n>/<stream>_rank<r>.npy  one file per tensor, atomically
 //   <session>/hdf5/rank<r>_pid<p>.<k>.h5          rotated, each file finalized by rename
+//                                                  (sinks/hdf5_sink.h); before its first
+//                                                  HDF5 file the worker runs
+//                                                  recover_stale_partials() on hdf5/ once:
+//                                                  partials of dead writers become
+//                                                  <k>.recovered.h5 or are removed; the
+//                                                  producers' HDF5 sinks share one
+//                                                  change-detection memory cap
+//                                                  (record.hdf5_change_detection_bytes)
+//   <session>/tree/rank<r>_pid<p>.log              module tree log (sinks/tree_log.h): the
+//                                                  kModuleTree records of the tracks whose
+//                                                  names match record.tree, a block per step
 // A write error is logged (once per file) and counted, never fatal. finish_producer()
 // finalizes the producer's files after its queued records; the destructor writes what
 // is queued and finalizes everything.
@@ -36,16 +47,19 @@
 
 namespace tensorscope::daemon {
 
+class Hdf5ChangeBudget;  // sinks/hdf5_sink.h
+
 class RecordSinks {
  public:
-  enum Sink : uint8_t { kVideo = 1, kStats = 2, kNpy = 4, kHdf5 = 8 };
+  enum Sink : uint8_t { kVideo = 1, kStats = 2, kNpy = 4, kHdf5 = 8, kTree = 16 };
 
   RecordSinks(const RecordConfig& config, std::string session_dir);
   ~RecordSinks();
   RecordSinks(const RecordSinks&) = delete;
   RecordSinks& operator=(const RecordSinks&) = delete;
 
-  // The sinks (Sink bits) that take records of `stream`.
+  // The sinks (Sink bits) that take records of `stream` (for a kModuleTree record, the
+  // track's name: only kTree counts).
   uint8_t wants(const std::string& stream);
 
   // Queues `view` (a valid record with its payload in host memory) of producer
@@ -55,7 +69,9 @@ class RecordSinks {
   // The producer detached: its files are finalized after its queued records.
   void finish_producer(uint64_t producer_id);
 
-  // Queued, written, dropped (queue full) and failed records; files finished.
+  // Queued, written, dropped (queue full) and failed records; files finished; HDF5:
+  // values skipped as unchanged, values stored for want of a kept copy (the memory
+  // cap), partial files recovered and removed.
   nlohmann::json counters() const;
 
  private:
@@ -68,7 +84,7 @@ class RecordSinks {
 
   const RecordConfig config_;
   const std::string session_dir_;
-  std::regex video_, stats_, npy_, hdf5_;
+  std::regex video_, stats_, npy_, hdf5_, tree_;
   std::unordered_map<std::string, uint8_t> selection_;  // reader thread
 
   std::mutex mutex_;
@@ -79,6 +95,10 @@ class RecordSinks {
   std::map<uint64_t, std::unique_ptr<ProducerFiles>> files_;  // sink thread
 
   std::atomic<uint64_t> queued_{0}, written_{0}, dropped_{0}, failed_{0}, files_finished_{0};
+  // HDF5 (sink thread): the shared change-detection budget, whether hdf5/ was cleaned.
+  std::shared_ptr<Hdf5ChangeBudget> hdf5_budget_;
+  bool hdf5_recovery_done_ = false;
+  std::atomic<uint64_t> hdf5_skipped_{0}, hdf5_over_cap_{0}, hdf5_recovered_{0}, hdf5_removed_{0};
   std::thread thread_;  // last: started once every other member exists
 };
 

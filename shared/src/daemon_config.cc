@@ -296,11 +296,13 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.text("record.stats", r.stats, StringRule::kRegex);
   v.text("record.npy", r.npy, StringRule::kRegex);
   v.text("record.hdf5", r.hdf5, StringRule::kRegex);
+  v.text("record.tree", r.tree, StringRule::kRegex);
   v.choice("record.hdf5_dtype", r.hdf5_dtype, Choices(kHdf5Dtypes));
   v.integer("record.hdf5_gzip", r.hdf5_gzip, between(0, 9));
   v.choice("record.hdf5_change_detection", r.hdf5_change_detection, Choices(kBooleans));
   v.integer("record.hdf5_rotate_bytes", r.hdf5_rotate_bytes, at_least(1048576));
   v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_seconds, between(1, 86400));
+  v.integer("record.hdf5_change_detection_bytes", r.hdf5_change_detection_bytes, at_least(0));
   v.integer("record.queue_bytes", r.queue_bytes, at_least(1048576));
 
   v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));

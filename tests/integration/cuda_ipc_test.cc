@@ -167,6 +167,7 @@ TEST_P(CudaIpcTest, ModelTrainedOnTheGpuSendsItsTrackedTensors) {
       << read_records(log).size() << " of " << want;
   int fc2 = 0;
   for (const auto& r : read_records(log)) {
+    if (r.name == "net") continue;  // the track's module tree records (text, on the CPU)
     EXPECT_EQ(r.device, "cuda0") << r.name;
     EXPECT_EQ(r.by_ipc, ipc) << r.name;
     if (r.name == "net.2") {

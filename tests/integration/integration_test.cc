@@ -770,8 +770,9 @@ TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
   const std::set<std::string> expected_tracked = {"model.0", "model.1", "model.4", "model.0.grad",
                                                   "model.1.grad", "model.4.grad"};
   EXPECT_EQ(tracked, expected_tracked);
-  // 6 tracked streams on every 3rd step, and the loss on every step.
-  EXPECT_EQ(u64(f, "pushed"), 6u * (kSteps / kEveryN) + kSteps) << f.dump();
+  // 6 tracked streams and the model's module tree on every 3rd step, and the loss on
+  // every step.
+  EXPECT_EQ(u64(f, "pushed"), 7u * (kSteps / kEveryN) + kSteps) << f.dump();
   EXPECT_EQ(u64(f, "dropped_full") + u64(f, "refused") + u64(f, "not_connected"), 0u) << f.dump();
   json last;
   EXPECT_TRUE(daemon->wait_status([&](const json& s) {
@@ -795,6 +796,26 @@ TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
   EXPECT_EQ(frames["loss"], kSteps);
   EXPECT_EQ(frames.size(), expected_tracked.size() + 1);
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+
+  // The module tree log: the first logged step in full (the Sequential's modules that own
+  // tensors, under the container, with the shapes this batch gives), then the same calls.
+  const std::string tree_path =
+      daemon->session_dir() + "/tree/rank0_pid" + std::to_string(producer->pid()) + ".log";
+  std::ifstream in(tree_path);
+  ASSERT_TRUE(in.good()) << tree_path;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::vector<std::string> expected_lines = {
+      "# tensorscope module tree log",
+      "== step 0 | model | 3 calls | first logged step",
+      "    model",
+      "      model.0  Conv2d       float32[8,1,8,8]@cpu -> float32[8,4,6,6]@cpu",
+      "      model.1  BatchNorm2d  float32[8,4,6,6]@cpu -> float32[8,4,6,6]@cpu",
+      "      model.4  Linear       float32[8,144]@cpu -> float32[8,3]@cpu",
+      "== step 3 | model | 3 calls | same as step 0",
+      "== step 6 | model | 3 calls | same as step 3",
+      "== step 9 | model | 3 calls | same as step 6"};
+  EXPECT_EQ(lines, expected_lines);
 }
 
 }  // namespace

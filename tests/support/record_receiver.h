@@ -59,18 +59,18 @@ class RecordReceiver {
   bool ready() const { return started_ && client_->connected(); }
   Client& client() { return *client_; }
 
-  // Every record pushed so far, once the sink has received them all (arrival order).
+  // Every tensor record pushed so far, once the sink has received every record
+  // (arrival order). Module tree records are kept apart: trees().
   std::vector<ReceivedRecord> records() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (records_.size() >= client_->stats().pushed) return records_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    wait_all();
     std::lock_guard<std::mutex> lock(mutex_);
     return records_;
+  }
+  // The module tree records (kind "module_tree", payload: module_tree_format.h text).
+  std::vector<ReceivedRecord> trees() {
+    wait_all();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return trees_;
   }
   std::vector<ReceivedRecord> named(const std::string& name) {
     std::vector<ReceivedRecord> out;
@@ -86,6 +86,16 @@ class RecordReceiver {
   }
 
  private:
+  void wait_all() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (records_.size() + trees_.size() >= client_->stats().pushed) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
   void keep(const RecordView& v) {
     ReceivedRecord r;
     r.name = v.header.name;
@@ -95,7 +105,7 @@ class RecordReceiver {
     r.shape.assign(v.header.shape, v.header.shape + v.header.ndim);
     r.payload.assign(v.payload, v.payload + v.header.payload_bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    records_.push_back(std::move(r));
+    (v.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree) ? trees_ : records_).push_back(std::move(r));
   }
 
   TempDir dir_;
@@ -104,6 +114,7 @@ class RecordReceiver {
   std::unique_ptr<Client> client_;
   std::mutex mutex_;
   std::vector<ReceivedRecord> records_;
+  std::vector<ReceivedRecord> trees_;
 };
 
 }  // namespace tensorscope::testing

@@ -51,6 +51,12 @@ class TrackOptions {
   TENSORSCOPE_TRACK_OPTION(RenderMode, render_mode, RenderMode::kDefault)
   // What to send; kDefault = the method's own kind.
   TENSORSCOPE_TRACK_OPTION(TrackKinds, kinds, TrackKinds::kDefault)
+  // track_model (kinds with kOutput): on each sent step, also send the step's module calls in
+  // order, with their input and output shapes, dtypes and devices (one small record
+  // per step, named after the track); the daemon writes them to its tree log
+  // (config `record.tree`). The step's list is sent when the step changes
+  // (Client::set_step / next_step) or the track stops.
+  TENSORSCOPE_TRACK_OPTION(bool, tree_log, true)
 };
 
 #undef TENSORSCOPE_TRACK_OPTION

@@ -1,11 +1,15 @@
 // hdf5_sink.cc — see hdf5_sink.h.
 #include "sinks/hdf5_sink.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>  // renameat2, RENAME_NOREPLACE (glibc >= 2.28, _GNU_SOURCE)
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +18,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "tensorscope/plotting/tensor_view.h"
@@ -31,8 +36,63 @@ constexpr uint64_t kMaxRowsPerChunk = 4096;
 constexpr hsize_t kIndexChunkRows = 1024;  // steps, ranks, devices
 // values has one more dim than the tensor; HDF5 allows H5S_MAX_RANK dims.
 constexpr size_t kMaxTensorDims = H5S_MAX_RANK - 1;
+// Numbers tried when a just-created partial file is taken by a cleaner (see open_file).
+constexpr int kMaxCreateAttempts = 16;
+// recover_stale_partials(): the largest piece of a dataset read at once, the suffix of
+// partial names, and how many "<stem>.recovered.<i>.h5" names are tried.
+constexpr uint64_t kVerifyReadBytes = uint64_t{16} << 20;
+constexpr char kPartialSuffix[] = ".h5.partial";
+constexpr int kMaxRecoveredNames = 1000;
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+// Owns a file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  bool valid() const { return fd_ >= 0; }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Takes the writer lock (an open file description lock on the whole file, exclusive,
+// not waiting) on `fd`, which must be open for writing. 0, or the errno: EAGAIN or
+// EACCES when another open file description holds a lock on the file.
+int take_writer_lock(int fd) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 0;  // the whole file, however long it grows
+  return ::fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : errno;
+}
+
+bool lock_held_by_other(int err) { return err == EAGAIN || err == EACCES; }
+
+// Whether `path` names the file open as `fd` (same device and inode).
+bool same_file(int fd, const std::string& path) {
+  struct stat a {};
+  struct stat b {};
+  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
 
 // ---- element types ----
 
@@ -384,13 +444,16 @@ struct Hdf5Sink::StreamState {
   std::vector<int64_t> shape;
   uint64_t bytes = 0;
   bool has_copy = false;
-  std::vector<unsigned char> copy;  // the received bytes, when bytes <= kHdf5ExactCompareBytes
+  // No copy because the budget refused it: the next value is not skipped on its hash.
+  bool copy_refused = false;
+  std::vector<unsigned char> copy;  // the received bytes, when has_copy (counted in budget_)
 };
 
 struct Hdf5Sink::OpenFile {
   uint64_t index = 0;
   std::string partial;
   std::string final_name;
+  UniqueFd lock;  // holds the writer lock on `partial` (see hdf5_sink.h); -1: none
   Hid file;
   std::chrono::steady_clock::time_point created;
   uint64_t payload_bytes = 0;
@@ -405,11 +468,33 @@ Hdf5Sink::Hdf5Sink(std::string dir, std::string base, Hdf5SinkOptions options,
       base_(std::move(base)),
       options_(std::move(options)),
       target_(target),
-      next_index_(next_index) {}
+      next_index_(next_index) {
+  budget_ = options_.change_budget != nullptr
+                ? options_.change_budget
+                : std::make_shared<Hdf5ChangeBudget>(options_.change_detection_bytes);
+}
 
 Hdf5Sink::~Hdf5Sink() {
   const Status s = finalize();
   if (!s.is_ok()) spdlog::warn("tensorscope: HDF5 sink: {}", s.message());
+  budget_->release(kept_copy_bytes_);  // the copies go with last_
+}
+
+bool Hdf5ChangeBudget::try_reserve(uint64_t bytes, bool* first_refusal) {
+  if (first_refusal != nullptr) *first_refusal = false;
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (bytes > cap_ || used > cap_ - bytes) {
+      const bool first = !refused_.exchange(true, std::memory_order_relaxed);
+      if (first_refusal != nullptr) *first_refusal = first;
+      return false;
+    }
+    if (used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed)) return true;
+  }
+}
+
+void Hdf5ChangeBudget::release(uint64_t bytes) {
+  used_.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
 std::string Hdf5Sink::final_path(uint64_t n) const {
@@ -417,7 +502,16 @@ std::string Hdf5Sink::final_path(uint64_t n) const {
 }
 
 std::string Hdf5Sink::partial_path(uint64_t n) const {
-  return dir_ + "/." + base_ + "." + std::to_string(n) + ".h5.partial";
+  return dir_ + "/." + base_ + "." + std::to_string(n) + kPartialSuffix;
+}
+
+std::string Hdf5Sink::recovered_path(uint64_t n) const {
+  return dir_ + "/" + base_ + "." + std::to_string(n) + ".recovered.h5";
+}
+
+bool Hdf5Sink::number_taken(uint64_t n) const {
+  return path_exists(final_path(n)) || path_exists(partial_path(n)) ||
+         path_exists(recovered_path(n));
 }
 
 StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string base,
@@ -454,11 +548,8 @@ StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string 
     if (!std::filesystem::is_directory(dir, ec)) return Status::error(dir + ": not a directory");
     std::unique_ptr<Hdf5Sink> sink(new Hdf5Sink(std::move(dir), std::move(base), std::move(options),
                                                 target, 0));
-    // Never reuse the number of an existing file, finished or partial.
-    while (path_exists(sink->final_path(sink->next_index_)) ||
-           path_exists(sink->partial_path(sink->next_index_))) {
-      ++sink->next_index_;
-    }
+    // Never reuse the number of an existing file, finished, partial or recovered.
+    while (sink->number_taken(sink->next_index_)) ++sink->next_index_;
     return sink;
   } catch (const std::exception& e) {
     return Status::error("HDF5 sink: cannot open: " + std::string(e.what()));
@@ -474,20 +565,63 @@ bool Hdf5Sink::rotate_due() const {
 }
 
 Status Hdf5Sink::open_file() {
-  while (path_exists(final_path(next_index_)) || path_exists(partial_path(next_index_))) {
-    ++next_index_;
-  }
   auto file = std::make_unique<OpenFile>();
-  file->index = next_index_++;
-  file->partial = partial_path(file->index);
+  // The partial file is created, and its writer lock taken, before HDF5 writes to it
+  // (see "Writer lock" in hdf5_sink.h). A cleaner in another process may lock the
+  // empty file in between (it then removes it): this number is left to the cleaner and
+  // the next one is tried.
+  for (int attempt = 1;; ++attempt) {
+    while (number_taken(next_index_)) ++next_index_;
+    const uint64_t n = next_index_++;
+    const std::string partial = partial_path(n);
+    UniqueFd fd(::open(partial.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+    if (!fd.valid()) {
+      const int err = errno;
+      if (err == EEXIST && attempt < kMaxCreateAttempts) continue;  // created meanwhile
+      return Status::error(partial + ": cannot create: " + errno_text(err));
+    }
+    const int err = take_writer_lock(fd.get());
+    if (err == 0 && !same_file(fd.get(), partial)) {
+      // Locked after a cleaner removed it: the lock is on a file without a name.
+      if (attempt < kMaxCreateAttempts) continue;
+      return Status::error(partial + ": cannot create: removed by another process, " +
+                           std::to_string(attempt) + " times");
+    }
+    if (lock_held_by_other(err)) {
+      if (attempt < kMaxCreateAttempts) continue;
+      return Status::error(partial + ": cannot lock: held by another process, " +
+                           std::to_string(attempt) + " times");
+    }
+    if (err != 0) {
+      // No OFD locks on this file system: write unlocked (cleaners leave a file they
+      // cannot lock alone, so it is never taken away), and say so once.
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true)) {
+        spdlog::warn("tensorscope: HDF5 sink: {}: cannot take the writer lock ({}); partial "
+                     "files are written unlocked and never recovered",
+                     partial, errno_text(err));
+      }
+      fd.reset();
+    }
+    file->index = n;
+    file->partial = partial;
+    file->lock = std::move(fd);
+    break;
+  }
   file->final_name = final_path(file->index);
   Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (!fapl.valid() || H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG) < 0) {
+    ::unlink(file->partial.c_str());
     return hdf5_error(file->partial, "cannot make file access properties");
   }
-  file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
+  // The file exists (empty, ours): HDF5 truncates it.
+  file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
                    H5Fclose);
-  if (!file->file.valid()) return hdf5_error(file->partial, "cannot create");
+  if (!file->file.valid()) {
+    Status s = hdf5_error(file->partial, "cannot create");
+    ::unlink(file->partial.c_str());
+    return s;
+  }
   Status s = write_string_attribute(file->file.get(), "format", kHdf5FormatName, file->partial);
   if (s.is_ok()) {
     s = write_int_attribute(file->file.get(), "format_version", H5T_STD_I32LE, &kFormatVersion,
@@ -648,6 +782,7 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
     // Change detection, on the received bytes.
     const auto key = std::make_tuple(record.stream, record.device, record.rank);
     uint64_t hash = 0;
+    bool over_cap = false;  // maybe unchanged, but the previous value has no copy (the cap)
     if (options_.change_detection) {
       hash = hash_bytes(record.data, record.bytes);
       auto it = last_.find(key);
@@ -657,6 +792,9 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
                     prev.shape == record.shape && prev.bytes == record.bytes;
         if (same && prev.has_copy) {
           same = record.bytes == 0 || std::memcmp(prev.copy.data(), record.data, record.bytes) == 0;
+        } else if (same && prev.copy_refused) {
+          same = false;  // never skipped on the hash alone: stored, and counted
+          over_cap = true;
         }
         if (same) {
           ++skipped_unchanged_;
@@ -699,6 +837,7 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
     Status s = write_record(record, group_name, stored, values, value_bytes);
     if (!s.is_ok()) return s;
     ++appended_;
+    if (over_cap) ++stored_over_cap_;
 
     if (options_.change_detection) {
       StreamState& state = last_[key];
@@ -706,14 +845,7 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
       state.dtype = record.dtype;
       state.shape = record.shape;
       state.bytes = record.bytes;
-      state.has_copy = record.bytes <= kHdf5ExactCompareBytes;
-      if (state.has_copy) {
-        const auto* src = static_cast<const unsigned char*>(record.data);
-        state.copy.assign(src, src + record.bytes);
-      } else {
-        state.copy.clear();
-        state.copy.shrink_to_fit();
-      }
+      keep_copy(state, record);
     }
     if (options_.rotate_bytes > 0 && file_->payload_bytes >= options_.rotate_bytes) {
       s = finalize();
@@ -727,6 +859,49 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
     return Status::error("HDF5 sink: cannot append to stream '" + record.stream +
                          "': unknown error");
   }
+}
+
+void Hdf5Sink::keep_copy(StreamState& state, const Hdf5Record& record) {
+  // The previous copy goes first: its memory counts no more.
+  if (state.has_copy) {
+    budget_->release(state.copy.size());
+    kept_copy_bytes_ -= state.copy.size();
+  }
+  state.has_copy = false;
+  state.copy_refused = false;
+  auto drop = [&state] { std::vector<unsigned char>().swap(state.copy); };
+  if (record.bytes > kHdf5ExactCompareBytes) {
+    drop();  // compared by hash alone, by design (see hdf5_sink.h)
+    return;
+  }
+  bool first_refusal = false;
+  if (!budget_->try_reserve(record.bytes, &first_refusal)) {
+    drop();
+    state.copy_refused = true;
+    if (first_refusal) {
+      spdlog::warn("tensorscope: HDF5 change detection: a copy of '{}' ({} bytes) would exceed "
+                   "the cap of {} bytes (record.hdf5_change_detection_bytes, {} in use); values "
+                   "whose previous copy is not kept are stored even when unchanged (counted as "
+                   "stored_over_cap; logged once)",
+                   record.stream, record.bytes, budget_->cap(), budget_->used());
+    }
+    return;
+  }
+  try {
+    const auto* src = static_cast<const unsigned char*>(record.data);
+    if (state.copy.size() == record.bytes) {
+      if (record.bytes > 0) std::memcpy(state.copy.data(), src, record.bytes);
+    } else {
+      std::vector<unsigned char>(src, src + record.bytes).swap(state.copy);  // capacity == size
+    }
+  } catch (const std::bad_alloc&) {
+    budget_->release(record.bytes);
+    drop();
+    state.copy_refused = true;
+    return;
+  }
+  state.has_copy = true;
+  kept_copy_bytes_ += record.bytes;
 }
 
 Status Hdf5Sink::poll() {
@@ -756,7 +931,11 @@ Status Hdf5Sink::finalize() {
     if (!handles_closed || !file_closed) {
       return hdf5_error(file->partial, "cannot close (the file keeps this name)");
     }
-    const std::string problem = fsync_path(file->partial, false);
+    // The writer lock's descriptor is the same file; HDF5's own one is closed.
+    const std::string problem =
+        file->lock.valid()
+            ? (::fsync(file->lock.get()) == 0 ? "" : "fsync failed: " + errno_text(errno))
+            : fsync_path(file->partial, false);
     if (!problem.empty()) {
       return Status::error(file->partial + ": " + problem + " (the file keeps this name)");
     }
@@ -766,6 +945,7 @@ Status Hdf5Sink::finalize() {
                            errno_text(err));
     }
     finished_files_.push_back(file->final_name);
+    file->lock.reset();  // renamed: the lock is not needed any more
     // Make the rename durable; best effort, the file is in place already.
     const std::string dir_problem = fsync_path(dir_, true);
     if (!dir_problem.empty()) spdlog::warn("tensorscope: fsync of {}: {}", dir_, dir_problem);
@@ -776,6 +956,300 @@ Status Hdf5Sink::finalize() {
   } catch (...) {
     file_.reset();
     return Status::error("HDF5 sink: cannot finalize: unknown error");
+  }
+}
+
+// ---- partial files of dead writers ----
+
+namespace {
+
+// Reads all of `dataset` with its own type, in pieces of at most kVerifyReadBytes: a
+// block of indices along one axis `k`, every index of the axes after it, one index of
+// the axes before it.
+Status read_whole_dataset(hid_t dataset, const std::string& where) {
+  Hid type(H5Dget_type(dataset), H5Tclose);
+  Hid space(H5Dget_space(dataset), H5Sclose);
+  if (!type.valid() || !space.valid()) return hdf5_error(where, "cannot get type and space");
+  const size_t item = H5Tget_size(type.get());
+  const int ndims = H5Sget_simple_extent_ndims(space.get());
+  if (item == 0 || ndims < 1) return Status::error(where + ": not a dataset of rows");
+  std::vector<hsize_t> dims(static_cast<size_t>(ndims));
+  if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
+    return hdf5_error(where, "cannot get dims");
+  }
+  for (const hsize_t d : dims) {
+    if (d == 0) return Status::ok();  // nothing stored
+  }
+  // Every chunk within the extent must exist: the writer writes each row it adds, so a
+  // missing chunk is a row whose data never reached the file (reading it would give
+  // fill values, not an error).
+  Hid dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) {
+    H5Eclear2(H5E_DEFAULT);
+    return Status::error(where + ": not a chunked dataset");
+  }
+  std::vector<hsize_t> chunk(dims.size());
+  if (H5Pget_chunk(dcpl.get(), ndims, chunk.data()) != ndims) {
+    return hdf5_error(where, "cannot get the chunk dims");
+  }
+  uint64_t expected_chunks = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (chunk[i] == 0) return Status::error(where + ": a chunk dim is 0");
+    const uint64_t along = (dims[i] + chunk[i] - 1) / chunk[i];
+    if (along > std::numeric_limits<uint64_t>::max() / expected_chunks) {
+      return Status::error(where + ": too many chunks");
+    }
+    expected_chunks *= along;
+  }
+  hsize_t stored_chunks = 0;
+  if (H5Dget_num_chunks(dataset, space.get(), &stored_chunks) < 0) {
+    return hdf5_error(where, "cannot count chunks");
+  }
+  if (stored_chunks != expected_chunks) {
+    return Status::error(where + ": " + std::to_string(stored_chunks) + " of " +
+                         std::to_string(expected_chunks) + " chunks were written");
+  }
+  // tail[i]: bytes of one index along axis i (all of the axes after it).
+  std::vector<uint64_t> tail(dims.size());
+  uint64_t bytes = item;
+  for (size_t i = dims.size(); i-- > 0;) {
+    tail[i] = bytes;
+    bytes = dims[i] > std::numeric_limits<uint64_t>::max() / bytes
+                ? std::numeric_limits<uint64_t>::max()
+                : bytes * dims[i];
+  }
+  size_t k = 0;
+  while (k + 1 < dims.size() && tail[k] > kVerifyReadBytes) ++k;
+  const hsize_t block =
+      static_cast<hsize_t>(std::clamp<uint64_t>(kVerifyReadBytes / tail[k], 1, dims[k]));
+  std::vector<unsigned char> buffer(static_cast<size_t>(tail[k] * block));
+  std::vector<hsize_t> start(dims.size(), 0);
+  std::vector<hsize_t> count(dims.size(), 1);
+  for (size_t i = k + 1; i < dims.size(); ++i) count[i] = dims[i];
+  for (;;) {
+    count[k] = std::min<hsize_t>(block, dims[k] - start[k]);
+    Hid memory(H5Screate_simple(ndims, count.data(), nullptr), H5Sclose);
+    if (!memory.valid() ||
+        H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr) < 0 ||
+        H5Dread(dataset, type.get(), memory.get(), space.get(), H5P_DEFAULT, buffer.data()) < 0) {
+      return hdf5_error(where, "cannot read");
+    }
+    // Next piece: along axis k, then to the next index of the axes before it.
+    start[k] += count[k];
+    if (start[k] < dims[k]) continue;
+    start[k] = 0;
+    bool done = true;
+    for (size_t i = k; i-- > 0;) {
+      if (++start[i] < dims[i]) {
+        done = false;
+        break;
+      }
+      start[i] = 0;
+    }
+    if (done) return Status::ok();
+  }
+}
+
+// Whether `path` is a tensorscope HDF5 recording that HDF5 reads whole (see
+// recover_stale_partials in hdf5_sink.h); the reason when not.
+Status check_recording(const std::string& path) {
+  Hid file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) return hdf5_error(path, "cannot open");
+  {
+    Hid attribute(H5Aopen(file.get(), "format", H5P_DEFAULT), H5Aclose);
+    if (!attribute.valid()) return hdf5_error(path, "no format attribute");
+    // Read with the attribute's own type (a variable-length string, any character set).
+    Hid text(H5Aget_type(attribute.get()), H5Tclose);
+    if (!text.valid() || H5Tis_variable_str(text.get()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return Status::error(path + ": the format attribute is not a variable-length string");
+    }
+    char* value = nullptr;
+    if (H5Aread(attribute.get(), text.get(), &value) < 0) {
+      return hdf5_error(path, "cannot read the format attribute");
+    }
+    const bool ours = value != nullptr && std::strcmp(value, kHdf5FormatName) == 0;
+    if (value != nullptr) H5free_memory(value);
+    if (!ours) return Status::error(path + ": not a tensorscope recording");
+  }
+  std::vector<std::string> groups;
+  const herr_t listed = H5Literate(
+      file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+        return 0;
+      },
+      &groups);
+  if (listed < 0) return hdf5_error(path, "cannot list groups");
+  if (groups.empty()) return Status::error(path + ": holds no tensors");
+  for (const std::string& name : groups) {
+    const std::string where = path + ": group '" + name + "'";
+    Hid group(H5Gopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
+    if (!group.valid()) return hdf5_error(where, "cannot open");
+    hsize_t rows = 0;
+    for (const char* dataset_name : {"values", "steps", "ranks", "devices"}) {
+      const std::string at = where + " dataset '" + dataset_name + "'";
+      Hid dataset(H5Dopen2(group.get(), dataset_name, H5P_DEFAULT), H5Dclose);
+      if (!dataset.valid()) return hdf5_error(at, "cannot open");
+      Hid space(H5Dget_space(dataset.get()), H5Sclose);
+      const int ndims = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+      if (ndims < 1) return Status::error(at + ": not a dataset of rows");
+      std::vector<hsize_t> dims(static_cast<size_t>(ndims));
+      H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+      const bool index = std::strcmp(dataset_name, "values") != 0;
+      if (!index) {
+        rows = dims[0];
+      } else if (ndims != 1 || dims[0] != rows) {
+        return Status::error(at + ": " + std::to_string(dims[0]) + " rows, values has " +
+                             std::to_string(rows));
+      }
+      Status s = read_whole_dataset(dataset.get(), at);
+      if (!s.is_ok()) return s;
+    }
+  }
+  return Status::ok();
+}
+
+// Renames `from` to the first free "<dir>/<stem>.recovered[.<i>].h5", never replacing
+// a file; the new path.
+StatusOr<std::string> rename_recovered(const std::string& from, const std::string& dir,
+                                       const std::string& stem) {
+  for (int i = 0; i < kMaxRecoveredNames; ++i) {
+    const std::string to =
+        dir + "/" + stem + ".recovered" + (i == 0 ? "" : "." + std::to_string(i)) + ".h5";
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return to;
+    }
+    int err = errno;
+    if (err == EEXIST) continue;
+    if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
+      // No RENAME_NOREPLACE on this file system: link() never replaces either.
+      if (::link(from.c_str(), to.c_str()) == 0) {
+        if (::unlink(from.c_str()) != 0) {
+          err = errno;
+          return Status::error("linked " + from + " to " + to + " but cannot remove it: " +
+                               errno_text(err));
+        }
+        return to;
+      }
+      err = errno;
+      if (err == EEXIST) continue;
+    }
+    return Status::error("cannot rename " + from + " to " + to + ": " + errno_text(err));
+  }
+  return Status::error("cannot rename " + from + ": every recovered name is taken");
+}
+
+// ".<stem>.h5.partial" with a non-empty stem: the stem; "" otherwise.
+std::string partial_stem(const std::string& name) {
+  const size_t suffix = sizeof(kPartialSuffix) - 1;
+  if (name.size() < suffix + 2 || name[0] != '.' ||
+      name.compare(name.size() - suffix, suffix, kPartialSuffix) != 0) {
+    return "";
+  }
+  return name.substr(1, name.size() - suffix - 1);
+}
+
+}  // namespace
+
+StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) {
+  try {
+    quiet_hdf5();
+    std::string dir = dir_in.empty() ? "." : dir_in;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    Hdf5PartialRecovery out;
+    std::vector<std::string> names;
+    DIR* listing = ::opendir(dir.c_str());
+    if (listing == nullptr) {
+      const int err = errno;
+      if (err == ENOENT) return out;  // no directory: nothing left behind
+      return Status::error(dir + ": cannot list: " + errno_text(err));
+    }
+    errno = 0;
+    while (const dirent* entry = ::readdir(listing)) {
+      const std::string name = entry->d_name;
+      if (!partial_stem(name).empty()) names.push_back(name);
+      errno = 0;
+    }
+    const int list_err = errno;
+    ::closedir(listing);
+    if (list_err != 0) return Status::error(dir + ": cannot list: " + errno_text(list_err));
+    std::sort(names.begin(), names.end());
+
+    bool changed = false;
+    for (const std::string& name : names) {
+      const std::string path = dir + "/" + name;
+      auto problem = [&](const std::string& why) {
+        out.problems.push_back(path + ": " + why);
+        spdlog::warn("tensorscope: HDF5 recovery: {}: {} (left in place)", path, why);
+      };
+      UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+      if (!fd.valid()) {
+        const int err = errno;
+        if (err != ENOENT) problem("cannot open: " + errno_text(err));  // ENOENT: done by another
+        continue;
+      }
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        problem("not a regular file");
+        continue;
+      }
+      const int err = take_writer_lock(fd.get());
+      if (lock_held_by_other(err)) {
+        ++out.in_use;  // a live writer, or another cleaner
+        continue;
+      }
+      if (err != 0) {
+        problem("cannot take the writer lock: " + errno_text(err));
+        continue;
+      }
+      if (!same_file(fd.get(), path)) continue;  // renamed or removed by another cleaner
+      // An HDF5 writer without our lock (e.g. h5py) holds flock(): not ours to touch.
+      if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+          ++out.in_use;
+          continue;
+        }
+      } else {
+        ::flock(fd.get(), LOCK_UN);
+      }
+      const Status readable = check_recording(path);
+      if (readable.is_ok()) {
+        if (::fsync(fd.get()) != 0) {
+          problem("fsync failed: " + errno_text(errno));
+          continue;
+        }
+        auto renamed = rename_recovered(path, dir, partial_stem(name));
+        if (!renamed.is_ok()) {
+          problem(renamed.message());
+          continue;
+        }
+        changed = true;
+        spdlog::warn("tensorscope: HDF5 recovery: {} was left by a dead writer and reads whole: "
+                     "renamed to {}",
+                     path, *renamed);
+        out.recovered.push_back(std::move(renamed).value());
+      } else if (::unlink(path.c_str()) == 0) {
+        changed = true;
+        spdlog::warn("tensorscope: HDF5 recovery: removed {}, left by a dead writer and not "
+                     "readable: {}",
+                     path, readable.message());
+        out.removed.push_back(path);
+      } else {
+        problem("unreadable (" + readable.message() + ") and cannot be removed: " +
+                errno_text(errno));
+      }
+    }  // the lock goes with fd, after the rename or removal
+    if (changed) {
+      const std::string dir_problem = fsync_path(dir, true);
+      if (!dir_problem.empty()) spdlog::warn("tensorscope: fsync of {}: {}", dir, dir_problem);
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return Status::error(dir_in + ": HDF5 recovery failed: " + e.what());
+  } catch (...) {
+    return Status::error(dir_in + ": HDF5 recovery failed: unknown error");
   }
 }
 

@@ -1,17 +1,36 @@
 // hdf5_sink.h — Hdf5Sink: records the raw values of received tensors in rotating HDF5 files.
 //
 // Used by a worker process's raw-value sink (append() per received tensor, poll()
-// periodically, finalize() on shutdown); the files are read with h5py or the HDF5 C API.
+// periodically, finalize() on shutdown; recover_stale_partials() once per session
+// directory); the files are read with h5py or the HDF5 C API.
 //
 // Files: `<dir>/<base>.<n>.h5`, n = 0, 1, 2, ... The file being written is named
 // `<dir>/.<base>.<n>.h5.partial` and is renamed to its final name only after it was
 // closed and fsync'ed, so every file with a final name is complete and readable; a
 // killed writer leaves a `.partial` file behind, never a final name. open() starts at
-// the first n for which neither name exists, so a restarted worker never overwrites
-// (or reuses the number of) an earlier file. A file is created by the first append()
-// after open() or finalize() (no empty files), and finalized when it holds
-// rotate_bytes of values, when rotate_seconds passed since it was created (checked by
-// append() and poll()), by finalize(), and by the destructor.
+// the first n for which no name of that number exists (final, partial, or
+// `<base>.<n>.recovered.h5`), so a restarted worker never overwrites (or reuses the
+// number of) an earlier file. A file is created by the first append() after open() or
+// finalize() (no empty files), and finalized when it holds rotate_bytes of values,
+// when rotate_seconds passed since it was created (checked by append() and poll()), by
+// finalize(), and by the destructor.
+//
+// Writer lock: while a partial file is written, the sink holds an open file
+// description lock (fcntl F_OFD_SETLK, F_WRLCK, whole file) on it, on a descriptor of
+// its own, taken right after creating the file and released after the rename (or when
+// finalize fails). It is independent of the flock() HDF5 1.10 takes on its own
+// descriptor (Linux keeps flock and fcntl locks apart on local file systems; on NFS,
+// where flock is emulated with fcntl locks, the two would conflict), and it is not
+// dropped when HDF5 closes its descriptor (as a classic POSIX lock would be). A partial
+// nobody holds locked was left by a dead writer: recover_stale_partials() (below) turns
+// it into `<base>.<n>.recovered.h5` when HDF5 reads it whole, and removes it otherwise.
+// The file is created (O_EXCL) before it is locked; a cleaner that locks it in between
+// gets an empty file (and removes it), and the writer, failing to lock it or finding
+// its name gone, moves on to the next number. Where OFD locks are not supported the
+// file is written unlocked (logged once); cleaners leave files they cannot lock alone.
+// Note: HDF5 1.10 keeps most metadata in its cache until close, so the partial of a
+// writer killed mid-file is usually unreadable and gets removed; recovery keeps the
+// files of writers that died between close and rename, or whose finalize failed.
 //
 // Layout of a file:
 //   /                       attributes: format = "tensorscope-hdf5", format_version = 1
@@ -58,6 +77,16 @@
 // kHdf5ExactCompareBytes (64 MiB) no copy is kept and equal hashes count as unchanged.
 // The state lives in the sink, not the file: a value unchanged since the previous
 // file is skipped in the next one too.
+// Memory cap: the kept copies count against an Hdf5ChangeBudget (options
+// change_detection_bytes, or a budget shared by several sinks: a worker shares one
+// among all its producers' sinks). When keeping a value's copy would exceed the cap,
+// no copy is kept for that (stream, device, rank) and the next value is NOT skipped
+// on its hash alone: it is stored even when it is unchanged (counted in
+// stored_over_cap(); a value is never lost to a hash collision), and a copy of it is
+// tried again. The first refusal of a budget is logged (once per budget). A copy's
+// memory is released when the stream's next stored value replaces it and when the
+// sink is destroyed (the producer finished). Cap 0 keeps no copy: change detection
+// then skips only values over kHdf5ExactCompareBytes (by hash) and empty values.
 //
 // Errors: every HDF5 failure becomes a Status naming the file and HDF5's messages (the
 // library's automatic error printing is turned off); bad records (invalid dtype,
@@ -67,9 +96,11 @@
 //
 // Thread safety: an Hdf5Sink is used by one thread at a time. Several sinks in one
 // process must use distinct (dir, base) pairs; Debian's HDF5 is built thread-safe
-// (calls are serialized by a global lock).
+// (calls are serialized by a global lock). Hdf5ChangeBudget and
+// recover_stale_partials() are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -86,12 +117,41 @@ namespace tensorscope::daemon {
 // Values up to this size are compared byte by byte before being skipped as unchanged.
 inline constexpr uint64_t kHdf5ExactCompareBytes = uint64_t{64} << 20;
 
+// The memory that change detection may use for kept copies of previous values, shared
+// by the sinks that hold it (see "Memory cap" above). Thread-safe.
+class Hdf5ChangeBudget {
+ public:
+  explicit Hdf5ChangeBudget(uint64_t cap_bytes) : cap_(cap_bytes) {}
+  Hdf5ChangeBudget(const Hdf5ChangeBudget&) = delete;
+  Hdf5ChangeBudget& operator=(const Hdf5ChangeBudget&) = delete;
+
+  // Reserves `bytes`; false (nothing reserved) when used() + bytes would exceed cap().
+  // *first_refusal (when given) is set to whether this is the budget's first refusal.
+  bool try_reserve(uint64_t bytes, bool* first_refusal = nullptr);
+  // Gives back `bytes` reserved before.
+  void release(uint64_t bytes);
+
+  uint64_t cap() const { return cap_; }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t cap_;
+  std::atomic<uint64_t> used_{0};
+  std::atomic<bool> refused_{false};
+};
+
 struct Hdf5SinkOptions {
   // "keep" (the received type), or "float32" / "float16" / "float64": every value is
   // converted to that type on write (ints and bool too).
   std::string dtype = "keep";
   int gzip_level = 4;              // 0 = no compression, 1..9 deflate
   bool change_detection = true;    // skip a value identical to the stream's previous one
+  // Cap on the kept copies of change detection (0: keep none), used when change_budget
+  // is null; see "Memory cap" above.
+  uint64_t change_detection_bytes = uint64_t{256} << 20;
+  // A budget shared with other sinks; null: the sink makes its own of
+  // change_detection_bytes.
+  std::shared_ptr<Hdf5ChangeBudget> change_budget;
   // Finalize the current file once it holds this many bytes of values (as stored,
   // after conversion; 0 = no limit) ...
   uint64_t rotate_bytes = uint64_t{256} << 20;
@@ -144,12 +204,19 @@ class Hdf5Sink {
   uint64_t appended() const { return appended_; }
   // Values skipped by change detection, over the sink's life.
   uint64_t skipped_unchanged() const { return skipped_unchanged_; }
+  // Values stored although their hash, dtype and shape equal the previous value's,
+  // because no copy of it was kept (the memory cap), over the sink's life.
+  uint64_t stored_over_cap() const { return stored_over_cap_; }
+  // Bytes of the copies this sink keeps now (counted in its budget).
+  uint64_t kept_copy_bytes() const { return kept_copy_bytes_; }
   // Paths of the files finalized so far, in order.
   std::vector<std::string> finished_files() const { return finished_files_; }
 
   // Where the sink writes: the final and temporary path of file `n`.
   std::string final_path(uint64_t n) const;
   std::string partial_path(uint64_t n) const;
+  // The name recover_stale_partials() gives partial_path(n) first.
+  std::string recovered_path(uint64_t n) const;
 
  private:
   struct Layout;
@@ -161,6 +228,8 @@ class Hdf5Sink {
            uint64_t next_index);
 
   Status open_file();
+  bool number_taken(uint64_t n) const;
+  void keep_copy(StreamState& state, const Hdf5Record& record);
   Status write_record(const Hdf5Record& record, const std::string& group_name,
                       wire::DType stored, const void* values, uint64_t value_bytes);
   StatusOr<OpenGroup*> group_for(const Hdf5Record& record, const std::string& group_name,
@@ -180,10 +249,48 @@ class Hdf5Sink {
   // Per stream: the layouts seen so far, in order (index k = group suffix "@k").
   std::map<std::string, std::vector<Layout>> layouts_;
   std::vector<unsigned char> scratch_;  // converted values
+  std::shared_ptr<Hdf5ChangeBudget> budget_;  // kept copies of last_
 
   uint64_t appended_ = 0;
   uint64_t skipped_unchanged_ = 0;
+  uint64_t stored_over_cap_ = 0;
+  uint64_t kept_copy_bytes_ = 0;
   std::vector<std::string> finished_files_;
 };
+
+// ---- partial files of dead writers ----
+
+// What recover_stale_partials() did in one directory.
+struct Hdf5PartialRecovery {
+  std::vector<std::string> recovered;  // new paths, `<base>.<n>.recovered[.<i>].h5`
+  std::vector<std::string> removed;    // partials HDF5 could not read whole (or empty)
+  uint64_t in_use = 0;                 // held by a live writer (or another cleaner)
+  std::vector<std::string> problems;   // files left in place, with the reason
+};
+
+// Cleans up the partial files (`.<base>.<n>.h5.partial`, no other names) that dead
+// writers left in `dir` (not recursive). For each one it takes the writer lock
+// (F_OFD_SETLK, F_WRLCK, non-blocking) on a descriptor of its own; a partial it cannot
+// lock belongs to a live writer (or another cleaner) and is left alone, and so is one
+// on which another descriptor holds flock() (an HDF5 writer without the writer lock,
+// e.g. h5py). Holding the lock, it checks that the path still names the locked file
+// (another cleaner may have renamed or removed it meanwhile: then it is skipped), then
+// opens it read-only with HDF5 (error printing off) and reads it whole: the root
+// attribute format = "tensorscope-hdf5", at least one group, and in every group the
+// datasets values, steps, ranks and devices with one length, each chunked with every
+// chunk of its extent present (a missing chunk is a row whose data never reached the
+// disk: HDF5 would read it as zeros) and read back completely (in pieces of at most
+// 16 MiB). When all of this works the file is fsync'ed and renamed to
+// `<base>.<n>.recovered.h5` (or, when that name is taken, `<base>.<n>.recovered.1.h5`,
+// .2, ...; never overwriting: renameat2 RENAME_NOREPLACE, or link + unlink where that
+// is not supported); otherwise it is removed. Each action is logged. The lock is
+// released after the rename or removal, so a second cleaner of the same directory
+// either fails to lock or finds the name gone. Errors: `dir` cannot be listed (a
+// missing `dir` is not an error: nothing to do); per-file failures are in `problems`,
+// never fatal.
+// Used by a worker (RecordSinks) once per session directory before its first HDF5
+// file, and usable standalone. Thread-safe (several threads and processes may clean
+// one directory at a time). Cost: reads every stale partial whole, once.
+StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir);
 
 }  // namespace tensorscope::daemon

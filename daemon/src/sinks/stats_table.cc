@@ -1,17 +1,11 @@
 // stats_table.cc — see stats_table.h.
 #include "sinks/stats_table.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <exception>
-#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -25,8 +19,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Elements copied (one memcpy) into a private buffer per step of the second pass.
 constexpr size_t kBlockElements = 2048;
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 TensorStatsRow empty_row() {
   TensorStatsRow row;
@@ -95,36 +87,6 @@ std::string shape_field(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s;
-}
-
-Status write_all(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return Status::error(path + ": cannot write: " + errno_text(err));
-    }
-    if (n == 0) return Status::error(path + ": cannot write: no progress");
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
-Status pread_exact(int fd, char* dst, size_t bytes, off_t offset, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd, dst + done, bytes - done, offset + static_cast<off_t>(done));
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return Status::error(path + ": cannot read: " + errno_text(err));
-    }
-    if (n == 0) return Status::error(path + ": cannot read: file shrank");
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
 }
 
 }  // namespace
@@ -222,88 +184,21 @@ std::string stats_table_line(const StatsRowMeta& meta, const TensorStatsRow& row
   return line;
 }
 
-StatsTableWriter::StatsTableWriter(StatsTableWriter&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
-
-StatsTableWriter& StatsTableWriter::operator=(StatsTableWriter&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    path_ = std::move(other.path_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-StatsTableWriter::~StatsTableWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 StatusOr<StatsTableWriter> StatsTableWriter::open(const std::string& path) {
-  try {
-    if (path.empty()) return Status::error("stats table: empty path");
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(parent, ec);
-      if (ec) {
-        return Status::error(path + ": cannot create directory " + parent.string() + ": " +
-                             ec.message());
-      }
-    }
-    StatsTableWriter writer;
-    writer.path_ = path;
-    writer.fd_ = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (writer.fd_ < 0) {
-      const int err = errno;
-      return Status::error(path + ": cannot open: " + errno_text(err));
-    }
-    struct stat st {};
-    if (::fstat(writer.fd_, &st) != 0) {
-      const int err = errno;
-      return Status::error(path + ": cannot stat: " + errno_text(err));
-    }
-    if (!S_ISREG(st.st_mode)) return Status::error(path + ": not a regular file");
-    const int flags = ::fcntl(writer.fd_, F_GETFL);
-    if (flags >= 0) ::fcntl(writer.fd_, F_SETFL, flags & ~O_NONBLOCK);
-
-    const std::string header = std::string(kStatsTableHeader) + "\n";
-    const auto size = static_cast<uint64_t>(st.st_size);
-    if (size == 0) {
-      Status s = write_all(writer.fd_, header, path);
-      if (!s.is_ok()) return s;
-      return writer;
-    }
-    std::string first(std::min<uint64_t>(size, header.size()), '\0');
-    Status s = pread_exact(writer.fd_, first.data(), first.size(), 0, path);
-    if (!s.is_ok()) return s;
-    if (first != header) {
-      return Status::error(path + ": exists and is not a stats table (its first line is not \"" +
-                           std::string(kStatsTableHeader) + "\"); not appending to it");
-    }
-    char last = '\n';
-    s = pread_exact(writer.fd_, &last, 1, static_cast<off_t>(size - 1), path);
-    if (!s.is_ok()) return s;
-    if (last != '\n') {
-      // A writer died mid-line: end that line so the next row is whole on its own.
-      s = write_all(writer.fd_, "\n", path);
-      if (!s.is_ok()) return s;
-    }
-    return writer;
-  } catch (const std::exception& e) {
-    return Status::error(path + ": cannot open stats table: " + e.what());
-  } catch (...) {
-    return Status::error(path + ": cannot open stats table: unknown error");
-  }
+  auto file = AppendFile::open(path, kStatsTableHeader, "stats table");
+  if (!file) return file.status();
+  StatsTableWriter writer;
+  writer.file_.emplace(std::move(*file));
+  return writer;
 }
 
 Status StatsTableWriter::append(const StatsRowMeta& meta, const TensorStatsRow& row) {
-  if (fd_ < 0) return Status::error(path_ + ": stats table is not open");
   try {
     std::string line = stats_table_line(meta, row);
     line += '\n';
-    return write_all(fd_, line, path_);
+    return file_->append(line);
   } catch (const std::exception& e) {
-    return Status::error(path_ + ": cannot append a row: " + e.what());
+    return Status::error(path() + ": cannot append a row: " + e.what());
   }
 }
 

@@ -24,9 +24,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sinks/append_file.h"
 #include "tensorscope/shared/status.h"
 #include "tensorscope/shared/wire_format.h"
 
@@ -80,23 +82,17 @@ class StatsTableWriter {
   // new rows start on a line of their own.
   static StatusOr<StatsTableWriter> open(const std::string& path);
 
-  StatsTableWriter(StatsTableWriter&& other) noexcept;
-  StatsTableWriter& operator=(StatsTableWriter&& other) noexcept;
-  StatsTableWriter(const StatsTableWriter&) = delete;
-  StatsTableWriter& operator=(const StatsTableWriter&) = delete;
-  ~StatsTableWriter();
 
   // Writes one line (stats_table_line + '\n') to the file with a single write().
   // Errors: I/O errors (disk full, ...), naming the file.
   Status append(const StatsRowMeta& meta, const TensorStatsRow& row);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_->path(); }
 
  private:
   StatsTableWriter() = default;
 
-  std::string path_;
-  int fd_ = -1;
+  std::optional<AppendFile> file_;  // set by open()
 };
 
 }  // namespace tensorscope::daemon

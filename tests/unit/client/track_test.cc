@@ -14,6 +14,7 @@
 
 #include "record_receiver.h"
 #include "temp_dir.h"
+#include "tensorscope/shared/module_tree_format.h"
 
 namespace tensorscope {
 namespace {
@@ -220,7 +221,14 @@ TEST_F(Track, EveryNGatesEachStreamExactly) {
     EXPECT_EQ(got[1].step, 3);
     EXPECT_EQ(got[2].step, 6);
   }
-  EXPECT_EQ(rx.client().stats().pushed, 4u * 3u);
+  // 4 outputs and the module tree on each of steps 0, 3 and 6.
+  const auto trees = rx.trees();
+  ASSERT_EQ(trees.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(trees[i].name, "net");
+    EXPECT_EQ(trees[i].step, static_cast<int64_t>(3 * i));
+  }
+  EXPECT_EQ(rx.client().stats().pushed, 4u * 3u + 3u);
 }
 
 TEST_F(Track, EveryNCountsStepsNotCalls) {
@@ -605,6 +613,106 @@ TEST_F(Track, TheClientGoingAwayFirstLeavesHandlesHarmless) {
   }
   net->forward(input()).sum().backward();  // nothing to send to, nothing breaks
   handle.reset();
+}
+
+// A composite module (its own parameter and a child Linear), the root of the track.
+struct ScaledImpl : torch::nn::Module {
+  ScaledImpl() : fc(register_module("fc", torch::nn::Linear(5, 4))) {
+    scale = register_parameter("scale", torch::ones({2, 1, 1}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x).unsqueeze(0) * scale; }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor scale;
+};
+TORCH_MODULE(Scaled);
+
+ModuleTree tree_of(const ReceivedRecord& r) {
+  auto tree = parse_module_tree(std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
+  EXPECT_TRUE(tree.is_ok()) << tree.message();
+  return tree.is_ok() ? *tree : ModuleTree();
+}
+
+TEST_F(Track, TheModuleTreeListsEachCallInOrderWithShapesDtypesAndDevices) {
+  Net net;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("net", net);
+  rx.client().set_step(5);
+  net->forward(input());
+  rx.client().next_step();
+  const auto trees = rx.trees();
+  ASSERT_EQ(trees.size(), 1u);
+  EXPECT_EQ(trees[0].name, "net");
+  EXPECT_EQ(trees[0].kind, "module_tree");
+  EXPECT_EQ(trees[0].step, 5);
+  const ModuleTree tree = tree_of(trees[0]);
+  auto call = [](const char* path, const char* type, const char* in, const char* out) {
+    ModuleTreeCall c;
+    c.path = path;
+    c.type = type;
+    c.inputs = {in};
+    c.output = out;
+    return c;
+  };
+  const std::vector<ModuleTreeCall> expected = {
+      call("conv", "Conv2d", "float32[2,1,8,8]@cpu", "float32[2,4,6,6]@cpu"),
+      call("bn", "BatchNorm2d", "float32[2,4,6,6]@cpu", "float32[2,4,6,6]@cpu"),
+      call("fc1", "Linear", "float32[2,144]@cpu", "float32[2,16]@cpu"),
+      call("fc2", "Linear", "float32[2,16]@cpu", "float32[2,3]@cpu")};
+  EXPECT_EQ(tree.calls, expected);
+  EXPECT_EQ(tree.omitted, 0u);
+}
+
+TEST_F(Track, TheModuleTreeNumbersRepeatedCallsAndListsAParentBeforeItsChild) {
+  Twice twice;
+  Scaled scaled;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle a = rx.client().track_model("m", twice);
+  TrackHandle b = rx.client().track_model("s", scaled);
+  twice->forward(torch::randn({3, 5}));
+  scaled->forward(torch::randn({3, 5}));
+  rx.client().next_step();
+  ModuleTree m, s;
+  for (const auto& r : rx.trees()) (r.name == "m" ? m : s) = tree_of(r);
+  ASSERT_EQ(m.calls.size(), 4u);
+  const std::vector<std::pair<std::string, uint32_t>> order = {{"fc", 0}, {"fc", 1}, {"fc", 2}, {"out", 0}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(m.calls[i].path, order[i].first) << i;
+    EXPECT_EQ(m.calls[i].call, order[i].second) << i;
+    EXPECT_EQ(m.calls[i].thread, 0u);
+  }
+  // The root spans both ops: its output is the scaled, unsqueezed result.
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[0].path, "");
+  EXPECT_EQ(s.calls[0].type, "Scaled");
+  EXPECT_EQ(s.calls[0].inputs, std::vector<std::string>{"float32[3,5]@cpu"});
+  EXPECT_EQ(s.calls[0].output, "float32[2,3,4]@cpu");
+  EXPECT_EQ(s.calls[1].path, "fc");
+  EXPECT_EQ(s.calls[1].output, "float32[3,4]@cpu");
+}
+
+TEST_F(Track, TheModuleTreeCanBeTurnedOffAndFollowsEveryN) {
+  Net net;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle off = rx.client().track_model("off", net, TrackOptions().tree_log(false));
+  TrackHandle grads = rx.client().track_layer("grads", net);
+  TrackHandle sparse = rx.client().track_model("sparse", net, TrackOptions().every_n(2).include("fc"));
+  for (int step = 0; step < 4; ++step) {
+    net->forward(input()).sum().backward();
+    rx.client().next_step();
+  }
+  std::vector<int64_t> steps;
+  for (const auto& r : rx.trees()) {
+    EXPECT_EQ(r.name, "sparse");
+    steps.push_back(r.step);
+    const ModuleTree tree = tree_of(r);
+    ASSERT_EQ(tree.calls.size(), 2u);  // only the selected modules
+    EXPECT_EQ(tree.calls[0].path, "fc1");
+    EXPECT_EQ(tree.calls[1].path, "fc2");
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 2}));
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
 // hdf5_sink_test.cc — Hdf5Sink: byte-exact round trips of every dtype read back with the
-// HDF5 C API, change detection, rotation by bytes and by time, dtype conversion, shape
-// changes, bad records, HDF5 errors as Status, a writer killed before finalize, and
+// HDF5 C API, change detection and its memory cap (also through RecordSinks'
+// counters), rotation by bytes and by time, dtype conversion, shape changes, bad
+// records, HDF5 errors as Status, a writer killed before finalize, the writer lock and
+// recover_stale_partials() (live writers in this and other processes, readable,
+// garbage and foreign files, two cleaners at once, a cleaner racing a writer), and
 // (when /usr/bin/python3 has h5py) files read with h5py.
 #include "sinks/hdf5_sink.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -19,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -32,6 +38,7 @@
 #include <vector>
 
 #include "dir_listing.h"
+#include "record_sinks.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {
@@ -445,6 +452,118 @@ TEST(Hdf5Sink, ChangeDetectionSurvivesRotation) {
   EXPECT_EQ(f.raw("/a/values"), w);
 }
 
+// ---- change detection's memory cap ----
+
+TEST(Hdf5ChangeBudget, ReservesUpToTheCapAndReportsTheFirstRefusalOnce) {
+  Hdf5ChangeBudget budget(100);
+  bool first = true;
+  EXPECT_TRUE(budget.try_reserve(60, &first));
+  EXPECT_FALSE(first);
+  EXPECT_TRUE(budget.try_reserve(40));  // exactly the cap
+  EXPECT_EQ(budget.used(), 100u);
+  EXPECT_TRUE(budget.try_reserve(0));
+  EXPECT_FALSE(budget.try_reserve(1, &first));
+  EXPECT_TRUE(first);
+  EXPECT_FALSE(budget.try_reserve(1, &first));
+  EXPECT_FALSE(first);
+  EXPECT_FALSE(budget.try_reserve(UINT64_MAX, &first));  // no overflow
+  budget.release(60);
+  EXPECT_EQ(budget.used(), 40u);
+  EXPECT_TRUE(budget.try_reserve(60));
+  Hdf5ChangeBudget none(0);
+  EXPECT_TRUE(none.try_reserve(0));
+  EXPECT_FALSE(none.try_reserve(1));
+}
+
+TEST(Hdf5Sink, ChangeDetectionCapStoresRepeatsOfStreamsWhoseCopyDoesNotFit) {
+  TempDir tmp("h5cap");
+  Hdf5SinkOptions options = default_options();
+  options.change_detection_bytes = 100;
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  const std::string small = make_bytes(DType::kInt32, 4, 1);     // 16 bytes: fits
+  const std::string big = make_bytes(DType::kFloat32, 64, 2);    // 256 bytes: does not
+  const std::string big2 = make_bytes(DType::kFloat32, 64, 3);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_OK(sink->append(make_record("small", DType::kInt32, {4}, small, step)));
+    ASSERT_OK(sink->append(make_record("big", DType::kFloat32, {64}, big, step)));
+  }
+  // A changed value is stored as usual: not counted as over the cap.
+  ASSERT_OK(sink->append(make_record("big", DType::kFloat32, {64}, big2, 4)));
+  const std::string logged = ::testing::internal::GetCapturedStdout() +
+                             ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(sink->skipped_unchanged(), 3u);  // the small stream's repeats
+  EXPECT_EQ(sink->stored_over_cap(), 3u);    // the big stream's repeats
+  EXPECT_EQ(sink->appended(), 1u + 5u);
+  EXPECT_EQ(sink->kept_copy_bytes(), 16u);
+  // Logged once, however many copies were refused.
+  size_t mentions = 0;
+  for (size_t at = logged.find("hdf5_change_detection_bytes"); at != std::string::npos;
+       at = logged.find("hdf5_change_detection_bytes", at + 1)) {
+    ++mentions;
+  }
+  EXPECT_EQ(mentions, 1u) << logged;
+  ASSERT_OK(sink->finalize());
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.steps("/small"), ElementsAre(0));
+  EXPECT_THAT(f.steps("/big"), ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_EQ(f.raw("/big/values"), big + big + big + big + big2);
+}
+
+TEST(Hdf5Sink, ChangeDetectionBudgetIsSharedAndReleasedOnReplaceAndDestruction) {
+  TempDir tmp("h5budget");
+  auto budget = std::make_shared<Hdf5ChangeBudget>(64);
+  Hdf5SinkOptions options = default_options();
+  options.change_detection_bytes = 1 << 20;  // ignored: the shared budget counts
+  options.change_budget = budget;
+  auto a = open_sink(tmp.path(), options, "a");
+  auto b = open_sink(tmp.path(), options, "b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::string a48 = make_bytes(DType::kInt8, 48, 1);
+  const std::string a16 = make_bytes(DType::kInt8, 16, 2);
+  const std::string b32 = make_bytes(DType::kInt8, 32, 3);
+  ASSERT_OK(a->append(make_record("x", DType::kInt8, {48}, a48, 0)));
+  EXPECT_EQ(budget->used(), 48u);
+  ASSERT_OK(b->append(make_record("y", DType::kInt8, {32}, b32, 0)));  // 48 + 32 > 64
+  EXPECT_EQ(budget->used(), 48u);
+  ASSERT_OK(b->append(make_record("y", DType::kInt8, {32}, b32, 1)));
+  EXPECT_EQ(b->stored_over_cap(), 1u);
+  EXPECT_EQ(b->skipped_unchanged(), 0u);
+  // a's copy is replaced by a smaller one: 16 in use; b's next copy fits again.
+  ASSERT_OK(a->append(make_record("x", DType::kInt8, {16}, a16, 1)));
+  EXPECT_EQ(budget->used(), 16u);
+  ASSERT_OK(b->append(make_record("y", DType::kInt8, {32}, b32, 2)));  // stored, copy kept
+  EXPECT_EQ(b->stored_over_cap(), 2u);
+  EXPECT_EQ(budget->used(), 48u);
+  ASSERT_OK(b->append(make_record("y", DType::kInt8, {32}, b32, 3)));  // compared: skipped
+  EXPECT_EQ(b->skipped_unchanged(), 1u);
+  EXPECT_EQ(b->stored_over_cap(), 2u);
+  EXPECT_EQ(a->kept_copy_bytes() + b->kept_copy_bytes(), budget->used());
+  a.reset();  // the producer finished: its copies go
+  EXPECT_EQ(budget->used(), 32u);
+  b.reset();
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+TEST(Hdf5Sink, ChangeDetectionCapZeroKeepsNoCopyAndStoresEveryNonEmptyValue) {
+  TempDir tmp("h5cap0");
+  Hdf5SinkOptions options = default_options();
+  options.change_detection_bytes = 0;
+  auto sink = open_sink(tmp.path(), options);
+  ASSERT_NE(sink, nullptr);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_OK(sink->append(make_record("v", DType::kInt32, {1}, kOne, step)));
+    ASSERT_OK(sink->append(make_record("e", DType::kInt32, {0}, "", step)));
+  }
+  EXPECT_EQ(sink->stored_over_cap(), 2u);
+  EXPECT_EQ(sink->skipped_unchanged(), 2u);  // empty values need no copy
+  EXPECT_EQ(sink->kept_copy_bytes(), 0u);
+}
+
 // ---- rotation ----
 
 TEST(Hdf5Sink, RotationByBytesSplitsIntoCompleteFiles) {
@@ -750,9 +869,9 @@ TEST(Hdf5Sink, Hdf5FailuresBecomeStatusWithoutPrintingAnErrorStack) {
   const Status s = sink->append(make_record("a", DType::kInt32, {1}, kOne, 0));
   const std::string printed = ::testing::internal::GetCapturedStderr();
   ASSERT_FALSE(s.is_ok());
+  // The partial file is created (and locked) before HDF5 opens it: the cause is named.
   EXPECT_THAT(s.message(), HasSubstr(".values.0.h5.partial: cannot create: "));
-  EXPECT_THAT(s.message(), HasSubstr("H5Fcreate"));                  // the API call ...
-  EXPECT_THAT(s.message(), HasSubstr("No such file or directory"));  // ... and the cause
+  EXPECT_THAT(s.message(), HasSubstr("No such file or directory"));
   EXPECT_EQ(printed, "");
   EXPECT_EQ(sink->appended(), 0u);
   // It recovers once the directory is back.
@@ -858,6 +977,444 @@ TEST(Hdf5Sink, KilledWriterLeavesOnlyCompleteFilesUnderFinalNames) {
   ASSERT_OK(sink->append(make_record("a", DType::kInt8, {1}, "\x07", 0)));
   ASSERT_OK(sink->finalize());
   EXPECT_EQ(final_files(tmp.path()).size(), finals.size() + 1);
+  // The killed writer's partial is not locked any more: recovered when it reads whole
+  // (with aligned datasets), removed otherwise; either way no partial is left.
+  const size_t partials = count_partial(tmp.path());
+  auto r = recover_stale_partials(tmp.path());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->recovered.size() + r->removed.size(), partials);
+  EXPECT_EQ(r->in_use, 0u);
+  EXPECT_TRUE(r->problems.empty());
+  EXPECT_EQ(count_partial(tmp.path()), 0u);
+  for (const auto& path : r->recovered) {
+    H5File f(path);
+    ASSERT_TRUE(f.ok()) << path;
+    for (const auto& g : f.groups()) {
+      const auto steps = f.steps("/" + g);
+      EXPECT_EQ(f.raw("/" + g + "/values").size(), steps.size() * 1024) << path;
+    }
+  }
+}
+
+// ---- the writer lock and partial files of dead writers ----
+
+// Takes an OFD write lock on the whole file open as `fd`: 0 or the errno.
+int try_ofd_lock(int fd) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  return ::fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : errno;
+}
+
+// Opens `path` and tries the OFD lock on it (then closes it): 0 or the errno.
+int lock_errno(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  const int err = try_ofd_lock(fd);
+  ::close(fd);
+  return err;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A complete recording of `steps` steps of int32 stream "a" (value = step), finalized
+// as <dir>/<base>.0.h5 and then renamed to the partial name `.<base>.<n>.h5.partial`,
+// as a writer killed just before its rename would leave it. Returns the partial path.
+std::string make_readable_partial(const std::string& dir, const std::string& base, int steps,
+                                  int n = 0) {
+  const std::string scratch = dir + "/scratch";
+  std::filesystem::create_directories(scratch);
+  {
+    Hdf5SinkOptions options = default_options();
+    options.gzip_level = 0;  // sizes as written
+    auto sink = Hdf5Sink::open(scratch, base, options);
+    EXPECT_TRUE(sink.is_ok()) << sink.message();
+    if (!sink.is_ok()) return "";
+    for (int32_t step = 0; step < steps; ++step) {
+      const std::string bytes(reinterpret_cast<const char*>(&step), sizeof(step));
+      EXPECT_TRUE((*sink)->append(make_record("a", DType::kInt32, {1}, bytes, step)).is_ok());
+    }
+    EXPECT_TRUE((*sink)->finalize().is_ok());
+  }
+  const std::string partial = dir + "/." + base + "." + std::to_string(n) + ".h5.partial";
+  std::filesystem::rename(scratch + "/" + base + ".0.h5", partial);
+  std::filesystem::remove_all(scratch);
+  return partial;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(Hdf5Sink, WriterHoldsAnOfdLockOnItsPartialBesidesHdf5sOwnFlock) {
+  TempDir tmp("h5lock");
+  auto sink = open_sink(tmp.path(), default_options());
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kOne, 0)));
+  const std::string partial = sink->partial_path(0);
+  ASSERT_TRUE(exists(partial));
+  // Another open file description, in this process and in another one, cannot lock it.
+  EXPECT_EQ(lock_errno(partial), EAGAIN);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(lock_errno(partial) == EAGAIN ? 0 : 1);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  // HDF5 still holds its own flock (unless turned off by the environment): the two
+  // kinds of lock coexist on the file.
+  if (std::getenv("HDF5_USE_FILE_LOCKING") == nullptr) {
+    const int fd = ::open(partial.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_NE(::flock(fd, LOCK_SH | LOCK_NB), 0);
+    ::close(fd);
+  }
+  // Appending and rotating with both locks held works; afterwards the lock is gone.
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kTwo, 1)));
+  ASSERT_OK(sink->finalize());
+  EXPECT_FALSE(exists(partial));
+  EXPECT_EQ(lock_errno(sink->finished_files().at(0)), 0);
+  H5File f(sink->finished_files().at(0));
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.steps("/a"), ElementsAre(0, 1));
+}
+
+TEST(Hdf5Recovery, LeavesThePartialOfALiveWriterInThisProcessAlone) {
+  TempDir tmp("h5reclive");
+  auto sink = open_sink(tmp.path(), default_options(), "live");
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kOne, 0)));
+  auto r = recover_stale_partials(tmp.path());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->in_use, 1u);
+  EXPECT_TRUE(r->recovered.empty());
+  EXPECT_TRUE(r->removed.empty());
+  EXPECT_TRUE(r->problems.empty());
+  EXPECT_TRUE(exists(sink->partial_path(0)));
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kTwo, 1)));
+  ASSERT_OK(sink->finalize());
+  H5File f(tmp.path() + "/live.0.h5");
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.steps("/a"), ElementsAre(0, 1));
+}
+
+TEST(Hdf5Recovery, LeavesAPartialLockedByAnotherProcessAloneUntilItDies) {
+  TempDir tmp("h5recother");
+  const std::string partial = make_readable_partial(tmp.path(), "held", 3);
+  ASSERT_FALSE(partial.empty());
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(go[1]);
+    const int fd = ::open(partial.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 || try_ofd_lock(fd) != 0) ::_exit(2);
+    if (::write(ready[1], "r", 1) != 1) ::_exit(3);
+    char c = 0;
+    (void)!::read(go[0], &c, 1);  // until the parent closes its end
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  pollfd p{ready[0], POLLIN, 0};
+  char c = 0;
+  const bool locked = ::poll(&p, 1, 30000) == 1 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (locked) {
+    auto r = recover_stale_partials(tmp.path());
+    ASSERT_TRUE(r.is_ok()) << r.message();
+    EXPECT_EQ(r->in_use, 1u);
+    EXPECT_TRUE(r->recovered.empty());
+    EXPECT_TRUE(r->removed.empty());
+    EXPECT_TRUE(exists(partial));
+  }
+  ::close(go[1]);  // the "writer" exits: its lock goes with it
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(locked) << "the child did not lock the file (status " << wstatus << ")";
+  auto r = recover_stale_partials(tmp.path());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->in_use, 0u);
+  EXPECT_THAT(r->recovered, ElementsAre(tmp.path() + "/held.0.recovered.h5"));
+  EXPECT_FALSE(exists(partial));
+}
+
+TEST(Hdf5Recovery, RenamesReadablePartialsWithoutEverOverwriting) {
+  TempDir tmp("h5recok");
+  const std::string partial = make_readable_partial(tmp.path(), "r", 5);
+  ASSERT_FALSE(partial.empty());
+  const std::string original = read_file(partial);
+  auto r = recover_stale_partials(tmp.path() + "/");
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  const std::string recovered = tmp.path() + "/r.0.recovered.h5";
+  EXPECT_THAT(r->recovered, ElementsAre(recovered));
+  EXPECT_TRUE(r->removed.empty());
+  EXPECT_TRUE(r->problems.empty());
+  EXPECT_FALSE(exists(partial));
+  EXPECT_EQ(read_file(recovered), original);
+  {
+    H5File f(recovered);
+    ASSERT_TRUE(f.ok());
+    EXPECT_THAT(f.steps("/a"), ElementsAre(0, 1, 2, 3, 4));
+    EXPECT_EQ(f.string_attribute("/a", "stream"), "a");
+  }
+  // The same name again: the recovered file is kept, the new one gets ".1".
+  ASSERT_FALSE(make_readable_partial(tmp.path(), "r", 2).empty());
+  r = recover_stale_partials(tmp.path());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_THAT(r->recovered, ElementsAre(tmp.path() + "/r.0.recovered.1.h5"));
+  EXPECT_EQ(read_file(recovered), original);
+  // A new writer of the same base does not reuse number 0.
+  auto sink = open_sink(tmp.path(), default_options(), "r");
+  ASSERT_NE(sink, nullptr);
+  ASSERT_OK(sink->append(make_record("a", DType::kInt32, {1}, kOne, 0)));
+  ASSERT_OK(sink->finalize());
+  EXPECT_THAT(sink->finished_files(), ElementsAre(tmp.path() + "/r.1.h5"));
+  // Nothing to do: nothing done; a missing directory is not an error.
+  r = recover_stale_partials(tmp.path());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_TRUE(r->recovered.empty() && r->removed.empty() && r->problems.empty());
+  r = recover_stale_partials(tmp.path() + "/missing");
+  ASSERT_TRUE(r.is_ok()) << r.message();
+}
+
+TEST(Hdf5Recovery, RemovesUnreadablePartialsAndLeavesOtherNamesAlone) {
+  TempDir tmp("h5recbad");
+  const std::string dir = tmp.path();
+  write_file(dir + "/.garbage.0.h5.partial", std::string(5000, 'x'));
+  write_file(dir + "/.empty.0.h5.partial", "");
+  {  // HDF5, but not a tensorscope recording
+    const hid_t f = H5Fcreate((dir + "/.foreign.0.h5.partial").c_str(), H5F_ACC_EXCL,
+                              H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5Fclose(f);
+  }
+  {  // Layout and extents as the sink writes them, but the rows' data never written.
+    const hid_t f = H5Fcreate((dir + "/.holes.0.h5.partial").c_str(), H5F_ACC_EXCL,
+                              H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    const hid_t scalar = H5Screate(H5S_SCALAR);
+    const hid_t attr = H5Acreate2(f, "format", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const char* format = "tensorscope-hdf5";
+    ASSERT_GE(H5Awrite(attr, str, &format), 0);
+    H5Aclose(attr);
+    const hid_t g = H5Gcreate2(f, "a", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t device = H5Tcopy(H5T_C_S1);
+    H5Tset_size(device, wire::kDeviceBytes);
+    for (const auto& [name, type] : std::vector<std::pair<const char*, hid_t>>{
+             {"values", H5T_STD_I32LE}, {"steps", H5T_STD_I64LE}, {"ranks", H5T_STD_I32LE},
+             {"devices", device}}) {
+      const hsize_t rows = 10;
+      const hsize_t chunk = 4;
+      const hid_t space = H5Screate_simple(1, &rows, nullptr);
+      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      H5Pset_chunk(dcpl, 1, &chunk);
+      const hid_t d = H5Dcreate2(g, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+      ASSERT_GE(d, 0);
+      H5Dclose(d);
+      H5Pclose(dcpl);
+      H5Sclose(space);
+    }
+    H5Tclose(device);
+    H5Gclose(g);
+    H5Sclose(scalar);
+    H5Tclose(str);
+    H5Fclose(f);
+  }
+  // A recording cut short (as a writer killed while HDF5 wrote would leave it).
+  const std::string whole = make_readable_partial(dir, "cut", 2000);
+  ASSERT_FALSE(whole.empty());
+  const std::string bytes = read_file(whole);
+  ASSERT_GT(bytes.size(), 4096u);
+  write_file(whole, bytes.substr(0, bytes.size() / 2));
+  // Not partial files of the sink: never touched.
+  const std::vector<std::string> others = {"notes.partial", ".x.npy.partial", "y.h5",
+                                           "z.h5.partial", ".h5.partial"};
+  for (const auto& name : others) write_file(dir + "/" + name, "keep");
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/.dir.0.h5.partial"));
+
+  ::testing::internal::CaptureStderr();
+  auto r = recover_stale_partials(dir);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_TRUE(r->recovered.empty());
+  std::vector<std::string> removed = r->removed;
+  std::sort(removed.begin(), removed.end());
+  EXPECT_THAT(removed, ElementsAre(dir + "/.cut.0.h5.partial", dir + "/.empty.0.h5.partial",
+                                   dir + "/.foreign.0.h5.partial",
+                                   dir + "/.garbage.0.h5.partial",
+                                   dir + "/.holes.0.h5.partial"));
+  ASSERT_EQ(r->problems.size(), 1u);
+  EXPECT_THAT(r->problems[0], HasSubstr(".dir.0.h5.partial"));
+  EXPECT_THAT(printed, ::testing::Not(HasSubstr("HDF5-DIAG")));  // no HDF5 error stacks
+  std::vector<std::string> expected = others;
+  expected.push_back(".dir.0.h5.partial");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(list_dir(dir), expected);
+}
+
+TEST(Hdf5Recovery, TwoCleanersAtOnceHandleEveryPartialOnce) {
+  TempDir tmp("h5rectwo");
+  const std::string dir = tmp.path();
+  constexpr int kEach = 10;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    std::map<std::string, std::string> originals;  // recovered name -> bytes
+    for (int i = 0; i < kEach; ++i) {
+      const std::string base = "w" + std::to_string(round) + "_" + std::to_string(i);
+      const std::string partial = make_readable_partial(dir, base, 3 + i);
+      ASSERT_FALSE(partial.empty());
+      originals[dir + "/" + base + ".0.recovered.h5"] = read_file(partial);
+      write_file(dir + "/.g" + std::to_string(round) + "_" + std::to_string(i) + ".0.h5.partial",
+                 std::string(100 + i, 'g'));
+    }
+    StatusOr<Hdf5PartialRecovery> results[2] = {Status::error("not run"), Status::error("not run")};
+    std::thread other([&] { results[1] = recover_stale_partials(dir); });
+    results[0] = recover_stale_partials(dir);
+    other.join();
+    std::vector<std::string> recovered;
+    size_t removed = 0;
+    for (const auto& r : results) {
+      ASSERT_TRUE(r.is_ok()) << r.message();
+      EXPECT_TRUE(r->problems.empty()) << r->problems.front();
+      recovered.insert(recovered.end(), r->recovered.begin(), r->recovered.end());
+      removed += r->removed.size();
+    }
+    std::sort(recovered.begin(), recovered.end());
+    std::vector<std::string> expected;
+    for (const auto& [name, bytes] : originals) expected.push_back(name);
+    EXPECT_EQ(recovered, expected);  // each once, under its first name
+    EXPECT_EQ(removed, static_cast<size_t>(kEach));
+    EXPECT_EQ(count_partial(dir), 0u);
+    for (const auto& [name, bytes] : originals) EXPECT_EQ(read_file(name), bytes) << name;
+  }
+}
+
+TEST(Hdf5Recovery, ACleanerRacingAWriterNeverTakesItsFiles) {
+  TempDir tmp("h5recrace");
+  constexpr int kSteps = 400;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Hdf5SinkOptions options = default_options();
+    options.rotate_bytes = 4 << 10;  // a new partial file every 4 records
+    options.change_detection = false;
+    auto sink = Hdf5Sink::open(tmp.path(), "race", options);
+    if (!sink.is_ok()) ::_exit(2);
+    for (int step = 0; step < kSteps; ++step) {
+      const std::string bytes = make_bytes(DType::kFloat32, 256, step);
+      if (!(*sink)->append(make_record("a", DType::kFloat32, {256}, bytes, step)).is_ok()) {
+        ::_exit(3);
+      }
+    }
+    ::_exit((*sink)->finalize().is_ok() ? 0 : 4);
+  }
+  size_t recovered = 0;
+  size_t runs = 0;
+  int wstatus = 0;
+  for (;;) {
+    auto r = recover_stale_partials(tmp.path());
+    ++runs;
+    ASSERT_TRUE(r.is_ok()) << r.message();
+    recovered += r->recovered.size();
+    const pid_t done = ::waitpid(child, &wstatus, WNOHANG);
+    ASSERT_GE(done, 0);
+    if (done == child) break;
+  }
+  // Only an empty file created a moment before its lock can be taken (and removed; the
+  // writer then takes the next number): a live writer's data never is.
+  EXPECT_EQ(recovered, 0u);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "writer status " << wstatus;
+  EXPECT_EQ(count_partial(tmp.path()), 0u);
+  std::vector<int64_t> steps;
+  for (const auto& name : final_files(tmp.path())) {
+    H5File f(tmp.path() + "/" + name);
+    ASSERT_TRUE(f.ok()) << name;
+    const auto s = f.steps("/a");
+    steps.insert(steps.end(), s.begin(), s.end());
+  }
+  std::sort(steps.begin(), steps.end());
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps)) << runs << " cleaner runs";
+  for (int i = 0; i < kSteps; ++i) EXPECT_EQ(steps[static_cast<size_t>(i)], i);
+}
+
+// ---- RecordSinks: the HDF5 counters and the recovery on the first write ----
+
+TEST(RecordSinksHdf5, CountersReportTheCapAndTheRecoveryOfTheSessionDirectory) {
+  TempDir tmp("h5recsinks");
+  const std::string session = tmp.path() + "/session";
+  std::filesystem::create_directories(session + "/hdf5");
+  ASSERT_FALSE(make_readable_partial(session + "/hdf5", "rank0_pid1", 2).empty());
+  write_file(session + "/hdf5/.rank0_pid2.0.h5.partial", "garbage");
+
+  RecordConfig config;
+  config.video = "";
+  config.hdf5 = ".*";
+  config.hdf5_gzip = 0;
+  config.hdf5_change_detection_bytes = 100;
+  const std::string small = make_bytes(DType::kInt32, 4, 1);   // 16 bytes
+  const std::string big = make_bytes(DType::kFloat32, 64, 2);  // 256 bytes
+  uint64_t written = 0;
+  nlohmann::json counters;
+  {
+    RecordSinks sinks(config, session);
+    auto push = [&](const char* name, DType dtype, int64_t n, const std::string& bytes,
+                    int64_t step) {
+      RecordView view;
+      wire::RecordHeader& h = view.header;
+      h.payload_bytes = bytes.size();
+      h.step = step;
+      h.rank = 0;
+      h.dtype = static_cast<uint8_t>(dtype);
+      h.kind = static_cast<uint8_t>(wire::TensorKind::kActivation);
+      h.ndim = 1;
+      h.shape[0] = n;
+      std::snprintf(h.name, sizeof(h.name), "%s", name);
+      std::snprintf(h.device, sizeof(h.device), "cpu");
+      view.payload = reinterpret_cast<const uint8_t*>(bytes.data());
+      const uint8_t wanted = sinks.wants(name);
+      ASSERT_NE(wanted & RecordSinks::kHdf5, 0);
+      sinks.record(7, 4242, view, wanted);
+    };
+    for (int step = 0; step < 4; ++step) {
+      push("small", DType::kInt32, 4, small, step);
+      push("big", DType::kFloat32, 64, big, step);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (sinks.counters()["written"].get<uint64_t>() < 8 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    counters = sinks.counters();
+    written = counters["written"].get<uint64_t>();
+    sinks.finish_producer(7);
+  }
+  ASSERT_EQ(written, 8u) << counters.dump();
+  EXPECT_EQ(counters["failed"], 0u) << counters.dump();
+  EXPECT_EQ(counters["hdf5_skipped_unchanged"], 3u) << counters.dump();
+  EXPECT_EQ(counters["hdf5_stored_over_cap"], 3u) << counters.dump();
+  EXPECT_EQ(counters["hdf5_partials_recovered"], 1u) << counters.dump();
+  EXPECT_EQ(counters["hdf5_partials_removed"], 1u) << counters.dump();
+  EXPECT_THAT(list_dir(session + "/hdf5"),
+              ElementsAre("rank0_pid1.0.recovered.h5", "rank0_pid4242.0.h5"));
+  H5File f(session + "/hdf5/rank0_pid4242.0.h5");
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(f.steps("/small"), ElementsAre(0));
+  EXPECT_THAT(f.steps("/big"), ElementsAre(0, 1, 2, 3));
 }
 
 // ---- h5py interoperability (needs /usr/bin/python3 with h5py and numpy) ----
@@ -925,6 +1482,25 @@ print('ok')
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "ok\n");
+}
+
+TEST(Hdf5Recovery, H5pyReadsARecoveredFile) {
+  if (!h5py_available()) GTEST_SKIP() << "/usr/bin/python3 has no h5py";
+  TempDir tmp("h5pyrec");
+  ASSERT_FALSE(make_readable_partial(tmp.path(), "rank3_pid9", 4, 2).empty());
+  auto r = recover_stale_partials(tmp.path());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  ASSERT_THAT(r->recovered, ElementsAre(tmp.path() + "/rank3_pid9.2.recovered.h5"));
+  const std::string out_path = tmp.path() + "/check.out";
+  const std::string command =
+      "/usr/bin/python3 -c \"import sys, h5py; f = h5py.File(sys.argv[1], 'r'); "
+      "assert f.attrs['format'] == 'tensorscope-hdf5'; "
+      "print(f['a/steps'][...].tolist(), f['a/values'][:, 0].tolist())\" '" +
+      r->recovered[0] + "' >'" + out_path + "' 2>&1";
+  const int rc = std::system(command.c_str());
+  const std::string out = read_file(out_path);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "[0, 1, 2, 3] [0, 1, 2, 3]\n");
 }
 
 }  // namespace

@@ -607,7 +607,7 @@ TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
   auto ok = parse_daemon_config(
       "record:\n  stats: \".*\"\n  npy: \"\\\\.grad$\"\n  video: \"\"\n"
       "  hdf5: \"^net\"\n  hdf5_dtype: float16\n  hdf5_gzip: 0\n"
-      "  hdf5_change_detection: false\n  hdf5_rotate_seconds: 5\n",
+      "  hdf5_change_detection: false\n  hdf5_rotate_seconds: 5\n  tree: \"^net$\"\n",
       "t.yaml");
   ASSERT_TRUE(ok.is_ok()) << ok.message();
   EXPECT_EQ(ok->record.stats, ".*");
@@ -617,6 +617,8 @@ TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
   EXPECT_EQ(ok->record.hdf5_gzip, 0);
   EXPECT_EQ(ok->record.hdf5_change_detection, "false");
   EXPECT_EQ(ok->record.hdf5_rotate_seconds, 5);
+  EXPECT_EQ(ok->record.tree, "^net$");
+  EXPECT_EQ(parse_daemon_config("record:\n  npy: x\n", "t.yaml")->record.tree, ".*");
   auto round = daemon_config_from_json(to_json(*ok));
   ASSERT_TRUE(round.is_ok()) << round.message();
   EXPECT_EQ(*round, *ok);
@@ -625,12 +627,38 @@ TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
   ASSERT_FALSE(bad_regex.is_ok());
   EXPECT_NE(bad_regex.message().find("record.npy: expected a regular expression"), std::string::npos)
       << bad_regex.message();
+  auto bad_tree = parse_daemon_config("record:\n  tree: \"[\"\n", "t.yaml");
+  ASSERT_FALSE(bad_tree.is_ok());
+  EXPECT_NE(bad_tree.message().find("record.tree"), std::string::npos) << bad_tree.message();
   auto bad_gzip = parse_daemon_config("record:\n  hdf5_gzip: 10\n", "t.yaml");
   ASSERT_FALSE(bad_gzip.is_ok());
   EXPECT_NE(bad_gzip.message().find("record.hdf5_gzip"), std::string::npos) << bad_gzip.message();
   auto bad_bool = parse_daemon_config("record:\n  hdf5_change_detection: maybe\n", "t.yaml");
   ASSERT_FALSE(bad_bool.is_ok());
   EXPECT_NE(bad_bool.message().find("true, false"), std::string::npos) << bad_bool.message();
+}
+
+TEST(DaemonConfigTest, Hdf5ChangeDetectionBytesIsACapOfAtLeastZero) {
+  EXPECT_EQ(DaemonConfig::defaults().record.hdf5_change_detection_bytes, 268435456);
+  for (const int64_t bytes : {int64_t{0}, int64_t{1}, int64_t{1} << 40}) {
+    auto ok = parse_daemon_config(
+        "record:\n  hdf5_change_detection_bytes: " + std::to_string(bytes) + "\n", "t.yaml");
+    ASSERT_TRUE(ok.is_ok()) << bytes << ": " << ok.message();
+    EXPECT_EQ(ok->record.hdf5_change_detection_bytes, bytes);
+    auto round = daemon_config_from_json(to_json(*ok));
+    ASSERT_TRUE(round.is_ok()) << round.message();
+    EXPECT_EQ(round->record.hdf5_change_detection_bytes, bytes);
+  }
+  for (const char* bad : {"-1", "lots", "1.5"}) {
+    auto refused = parse_daemon_config(
+        std::string("record:\n  hdf5_change_detection_bytes: ") + bad + "\n", "t.yaml");
+    ASSERT_FALSE(refused.is_ok()) << bad;
+    EXPECT_NE(refused.message().find("record.hdf5_change_detection_bytes"), std::string::npos)
+        << refused.message();
+  }
+  DaemonConfig negative = DaemonConfig::defaults();
+  negative.record.hdf5_change_detection_bytes = -5;
+  EXPECT_FALSE(validate_daemon_config(negative).is_ok());
 }
 
 }  // namespace

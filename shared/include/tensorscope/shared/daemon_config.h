@@ -92,11 +92,15 @@ struct RecordConfig {
   std::string stats = "";
   std::string npy = "";
   std::string hdf5 = "";
+  std::string tree = ".*";  // tracks (by name) whose module tree log is written
   std::string hdf5_dtype = "keep";              // one of kHdf5Dtypes: stored element type
   int hdf5_gzip = 4;                            // 0 (none) .. 9
   std::string hdf5_change_detection = "true";   // one of kBooleans: skip repeated values
   int64_t hdf5_rotate_bytes = 268435456;        // >= 1048576: finalize a file after this
   int hdf5_rotate_seconds = 60;                 // 1..86400: ... or after this long
+  int64_t hdf5_change_detection_bytes = 268435456;  // >= 0: cap on the copies change
+                                                    // detection keeps, per worker (0: none;
+                                                    // values without one are stored)
   int64_t queue_bytes = 268435456;              // >= 1048576: payloads waiting to be written;
                                                 // beyond, records are dropped from the
                                                 // sinks (counted; videos are unaffected)

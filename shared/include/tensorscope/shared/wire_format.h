@@ -148,8 +148,12 @@ enum class TensorKind : uint8_t {
   kGradient = 3,           // a gradient at a module output or of a tracked tensor
   kParameter = 4,          // a module parameter's value
   kParameterGradient = 5,  // a module parameter's gradient
+  kModuleTree = 6,         // not a tensor: the module calls of one step of a track, as
+                           // text (module_tree_format.h); dtype uint8, ndim 1, in the
+                           // data ring, at most kMaxModuleTreeBytes; named after the track
 };
-inline constexpr uint8_t kMaxTensorKind = 5;
+inline constexpr uint8_t kMaxTensorKind = 6;
+inline constexpr uint64_t kMaxModuleTreeBytes = uint64_t{1} << 20;
 
 // RecordHeader::render_hint values: the client's choice of render mode for the stream.
 // Values are part of the ABI. The daemon's per-stream config rules take precedence.

@@ -1,0 +1,66 @@
+// tree_log.h — the module tree log: per producer (rank, pid), which modules each logged
+// step of a tracked model called, in order and indented by nesting, with their input and
+// output shapes, dtypes and devices, and what changed since the track's previous logged
+// step. Fed with the kModuleTree records the client sends (module_tree_format.h).
+//
+// Used by a worker process's sink thread (RecordSinks): tree/rank<r>_pid<p>.log.
+// A step block (format_tree_step) is one header line, then, for the first logged step
+// of a track and for any step that differs from the track's previous one, the whole
+// tree:
+//   == step 20 | net | 4 calls | changed since step 10: 1 changed, 1 new, 1 gone
+//     net
+//   *   net.fc1      Linear  float32[16,784]@cpu -> float32[16,128]@cpu  (was float32[32,784]@cpu -> float32[32,128]@cpu)
+//   +   net.fc3      Linear  float32[16,128]@cpu -> float32[16,10]@cpu
+//   -   net.fc2      (not called; was float32[32,128]@cpu -> float32[32,10]@cpu)
+// A step identical to the previous one is the header line alone ("| same as step 10").
+// Marks: ' ' as before, '*' changed (type, inputs or output), '+' new, '-' gone. Calls are
+// keyed by (thread, path, call number); "#<n>" follows the n-th call of a module in the
+// step, "[thread <t>] " precedes calls on other op threads than the first; a module's
+// ancestors that made no call of their own are shown as plain lines for the nesting;
+// "order changed" is added when the common calls came in another order. Inputs are
+// joined by ", " ("-": none).
+// Each block is written with a single write() as soon as the record arrives (AppendFile).
+// Thread safety: format_tree_step is pure; a TreeLogWriter is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "sinks/append_file.h"
+#include "tensorscope/shared/module_tree_format.h"
+#include "tensorscope/shared/status.h"
+
+namespace tensorscope::daemon {
+
+// The block for step `step` of track `track` (ends with '\n'); `previous` is the track's
+// previous logged step (null for its first).
+std::string format_tree_step(const std::string& track, int64_t step, const ModuleTree& tree,
+                             const ModuleTree* previous, int64_t previous_step);
+
+class TreeLogWriter {
+ public:
+  // Tracks whose previous step is remembered; further tracks are logged as first steps.
+  static constexpr size_t kMaxTracks = 256;
+
+  // Opens (appends to) `path`, whose first line is `# tensorscope module tree log`.
+  static StatusOr<std::unique_ptr<TreeLogWriter>> open(const std::string& path);
+
+  // Parses `payload` and appends the step's block. Errors: a malformed payload (nothing
+  // is written), I/O errors; each names the file.
+  Status append(const std::string& track, int64_t step, std::string_view payload);
+
+ private:
+  explicit TreeLogWriter(AppendFile file) : file_(std::move(file)) {}
+
+  struct Logged {
+    int64_t step = 0;
+    ModuleTree tree;
+  };
+  AppendFile file_;
+  std::map<std::string, Logged> previous_;  // by track
+};
+
+}  // namespace tensorscope::daemon
