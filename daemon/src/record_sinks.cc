@@ -23,11 +23,11 @@ std::regex compile(const std::string& pattern) {
   return pattern.empty() ? std::regex("$^") : std::regex(pattern, std::regex::ECMAScript);
 }
 
-// Creates `dir` and its parents with mode 0755 (as the video directory); false on error.
 bool is_module_tree(const RecordView& view) {
   return view.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
 }
 
+// Creates `dir` and its parents with mode 0755 (as the video directory); false on error.
 bool make_dirs(const std::string& dir, std::string* why) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
