@@ -1,13 +1,15 @@
 // compare_main.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json]`.
 //
 // Part of the `tensorscope` command-line tool (status_main.cc dispatches here).
-// Compares two .npy files, or two directories of them paired by relative path, and
-// HDF5 recordings of the daemon's HDF5 sink paired by (step, stream, rank) (see
-// compare/dump_compare.h and compare/hdf5_source.h for the pairing, ordering and
-// semantics). Prints a line per
-// tensor and a summary (or one JSON document with --json). Exit 0 when everything
-// matches, 1 when something differs, 2 on bad input (message on stderr), including
-// an unreadable .npy file inside a directory (reported in its line first).
+// Compares two .npy files, or two directories of them paired by relative path, HDF5
+// recordings of the daemon's HDF5 sink paired by (step, stream, rank), and PyTorch
+// files (.pt/.pth from torch.save, torch::save, torch::pickle_save; read without
+// libtorch) paired by tensor name (see compare/dump_compare.h, compare/hdf5_source.h
+// and compare/torch_file_source.h for the pairing, naming, ordering and semantics).
+// Prints a line per tensor and a summary (or one JSON document with --json). Exit 0
+// when everything matches, 1 when something differs, 2 on bad input (message on
+// stderr), including an unreadable .npy or .pt file inside a directory (reported in
+// its line first).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,14 +35,25 @@ void compare_usage(FILE* out) {
       "  names the first diverging step and stream (ordered by step_<n>, then name).\n"
       "HDF5 recordings (.h5 files of the HDF5 sink, or directories holding them; the\n"
       "files of a side are merged): each row is the tensor of one stream at one step and\n"
-      "rank, named step_<n>/<stream>_rank<r>; paired by that name with the other side,\n"
-      "which may be a recording too or a dump directory (.npy files step_<n>/<stream>_\n"
-      "rank<r>.npy). A step stored on one side only (e.g. skipped by change detection)\n"
+      "rank, named step_<n>/<stream>_rank<r> (the stream name made a file name as the\n"
+      ".npy sink does); paired by that name with the other side, which may be a\n"
+      "recording too or a dump directory (.npy files step_<n>/<stream>_rank<r>.npy).\n"
+      "A step stored on one side only (e.g. skipped by change detection)\n"
       "is a difference. bfloat16 rows are decoded from their stored bits.\n"
-      "  Not yet supported: libtorch-saved tensors (.pt).\n"
+      "PyTorch files (.pt/.pth written by torch.save, torch::save, torch::pickle_save;\n"
+      "zip format of PyTorch >= 1.6, read without libtorch): tensors are named by their\n"
+      "place in the saved object: dict keys (a state_dict's 'fc.weight'), list/tuple\n"
+      "indices, nested with '.' ('opt.state.0.exp_avg'); torch::save(tensor or vector)\n"
+      "gives '0', '1', ...; a lone torch.save(t) tensor is unnamed. Two files holding one\n"
+      "tensor each (.pt or .npy) are compared directly; otherwise tensors are paired by\n"
+      "name with the other side: a .pt file, or a directory whose .npy files are named\n"
+      "<tensor name>.npy. Inside a directory, x/model.pt's tensors are 'x/model/<name>'\n"
+      "(just 'x/model' for a lone tensor). Views (transposed, sliced, expanded) are\n"
+      "read in logical order. Refused with a message: the legacy non-zip format,\n"
+      "big-endian files, complex, quantized and sparse tensors.\n"
       "Exit 0 all match, 1 something differs, 2 bad input (missing path, file vs\n"
-      "directory, bad option, an unreadable .h5 file, an unreadable .npy file: reported,\n"
-      "then exit 2).\n");
+      "directory, bad option, an unreadable .h5 or .pt file; an unreadable .npy or .pt\n"
+      "file inside a directory, or a tensor that cannot be read: reported, then exit 2).\n");
 }
 
 bool parse_tolerance(const std::string& text, double* value) {

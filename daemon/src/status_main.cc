@@ -23,9 +23,9 @@ void usage(FILE* out) {
                "usage: tensorscope status [--session NAME] [--runtime-dir DIR] [--json]\n"
                "Shows what the session's daemon is doing. Exit 1 when no daemon runs.\n"
                "usage: tensorscope compare A B [--atol X] [--rtol Y] [--json]\n"
-               "Compares .npy files, dump directories and HDF5 recordings (numpy allclose).\n"
-               "Exit 0 all match, 1 something differs, 2 bad input. libtorch-saved\n"
-               "tensors are not supported yet. More: tensorscope compare --help\n");
+               "Compares .npy files, dump directories, HDF5 recordings and PyTorch files\n"
+               "(.pt/.pth, read without libtorch), with numpy's allclose rule.\n"
+               "Exit 0 all match, 1 something differs, 2 bad input. More: tensorscope compare --help\n");
 }
 
 void print_table(const nlohmann::json& s) {

@@ -1,7 +1,11 @@
-# `tensorscope compare`: streaming comparison of .npy files, dump directories and HDF5
-# recordings. include()d from daemon/CMakeLists.txt; adds its sources to
+# `tensorscope compare`: streaming comparison of .npy files, dump directories, HDF5
+# recordings and PyTorch-saved files (.pt/.pth, read without libtorch: a zip reader and
+# a safe unpickler). include()d from daemon/CMakeLists.txt; adds its sources to
 # tensorscope_daemon_core (which has the HDF5 C library, see sinks/sinks.cmake).
 target_sources(tensorscope_daemon_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tensor_compare.cc
   ${CMAKE_CURRENT_LIST_DIR}/dump_compare.cc
-  ${CMAKE_CURRENT_LIST_DIR}/hdf5_source.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_source.cc
+  ${CMAKE_CURRENT_LIST_DIR}/zip_archive.cc
+  ${CMAKE_CURRENT_LIST_DIR}/pickle_machine.cc
+  ${CMAKE_CURRENT_LIST_DIR}/torch_file_source.cc)

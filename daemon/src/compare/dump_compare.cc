@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/hdf5_source.h"
+#include "compare/torch_file_source.h"
+#include "file_naming.h"
 #include "sinks/npy_file.h"
 
 namespace tensorscope::daemon {
@@ -26,20 +28,6 @@ namespace fs = std::filesystem;
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
-Status refuse_unsupported(const std::string& path) {
-  const std::string ext = lower(fs::path(path).extension().string());
-  if (ext == ".pt" || ext == ".pth") {
-    return Status::error(path +
-                         ": libtorch-saved tensors are not supported yet (only .npy and HDF5 files)");
-  }
-  return Status::ok();
 }
 
 // Relative paths of the *.npy regular files under `root`, sorted.
@@ -112,43 +100,76 @@ std::string number(double value) {
 }
 
 
-// ---- HDF5 recordings (and .npy dumps beside them), paired by (step, stream, rank) ----
+// ---- Named tensors: HDF5 recordings, PyTorch files, and .npy files beside them ----
 
-// One tensor of one side: a .npy file or a row of an HDF5 recording.
+enum class SideKind { kNpy, kHdf5, kTorch, kUnreadable };
+
+// One tensor of one side: a .npy file, a row of an HDF5 recording, a tensor of a .pt
+// file, or a .pt file inside a directory that could not be read.
 struct SideTensor {
-  bool hdf5 = false;
+  SideKind kind = SideKind::kNpy;
   std::string npy_path;
   Hdf5Tensor h5;
+  TorchTensor pt;
+  std::string error;  // kUnreadable: why (names the file)
   int64_t step = -1;
   std::string stream;
 };
 
-bool is_listed_hdf5(const fs::path& path) {
+// The tensors of one side by name.
+struct Side {
+  std::map<std::string, SideTensor> tensors;
+  bool dir = false;
+  bool npy_file = false;   // a single .npy file
+  bool recording = false;  // an .h5 file, or a directory holding one
+};
+
+bool is_hidden(const fs::path& path) {
   const std::string name = path.filename().string();
-  // Hidden names: Hdf5Sink's unfinished `.<base>.<n>.h5.partial` (not .h5 anyway).
-  return !name.empty() && name[0] != '.' && is_hdf5_path(name);
+  return name.empty() || name[0] == '.';
 }
 
-StatusOr<bool> directory_has_hdf5(const std::string& root) {
+// Hidden names are skipped: Hdf5Sink's unfinished `.<base>.<n>.h5.partial` (not .h5
+// anyway), editors' and copy tools' temporary files.
+bool is_listed_hdf5(const fs::path& path) { return !is_hidden(path) && is_hdf5_path(path.filename().string()); }
+bool is_listed_torch(const fs::path& path) { return !is_hidden(path) && is_torch_path(path.filename().string()); }
+
+struct DirectoryContents {
+  std::set<std::string> npy;    // relative paths of the .npy files
+  std::set<std::string> hdf5;   // relative paths of the .h5/.hdf5 files
+  std::set<std::string> torch;  // relative paths of the .pt/.pth files
+};
+
+StatusOr<DirectoryContents> list_directory(const std::string& root) {
+  DirectoryContents contents;
   std::error_code ec;
   fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
   if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
   for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
     if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
+    const fs::path& path = it->path();
+    const std::string name = path.filename().string();
+    const bool npy = ends_with(name, ".npy") && name.rfind(kTempNpyPrefix, 0) != 0;
+    const bool hdf5 = is_listed_hdf5(path);
+    const bool torch = is_listed_torch(path);
+    if (!npy && !hdf5 && !torch) continue;
     std::error_code type_ec;
-    if (is_listed_hdf5(it->path()) && it->is_regular_file(type_ec)) return true;
+    if (!it->is_regular_file(type_ec)) continue;
+    const std::string rel = path.lexically_relative(root).generic_string();
+    (npy ? contents.npy : hdf5 ? contents.hdf5 : contents.torch).insert(rel);
   }
   if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
-  return false;
+  return contents;
 }
 
-// Key of a recorded tensor: the path a dump directory would give it, without ".npy".
+// Key of a recorded tensor: the path the .npy sink gives it in a dump directory, without
+// ".npy" (the stream name made a safe file name the same way: "a/b" -> "a_b~<hash>").
 std::string recording_key(int64_t step, const std::string& stream, int rank) {
-  return "step_" + std::to_string(step) + "/" + stream + "_rank" + std::to_string(rank);
+  return "step_" + std::to_string(step) + "/" + sanitize_stream_name(stream) + "_rank" + std::to_string(rank);
 }
 
 void add_tensor(std::map<std::string, SideTensor>& side, std::string key, SideTensor tensor) {
-  if (side.count(key) > 0) {  // the same (step, stream, rank) twice: keep both
+  if (side.count(key) > 0) {  // the same name twice: keep both
     for (int n = 2;; ++n) {
       const std::string other = key + "#" + std::to_string(n);
       if (side.count(other) == 0) {
@@ -165,7 +186,7 @@ Status add_hdf5_file(const std::string& file, std::map<std::string, SideTensor>&
   if (!tensors) return tensors.status();
   for (Hdf5Tensor& t : *tensors) {
     SideTensor s;
-    s.hdf5 = true;
+    s.kind = SideKind::kHdf5;
     s.step = t.step;
     s.stream = t.stream;
     std::string key = recording_key(t.step, t.stream, t.rank);
@@ -175,49 +196,87 @@ Status add_hdf5_file(const std::string& file, std::map<std::string, SideTensor>&
   return Status::ok();
 }
 
-// The tensors of one side: an .h5 file, or a directory of .h5 and .npy files (.npy
-// files keyed by their relative path without ".npy").
-StatusOr<std::map<std::string, SideTensor>> collect_side(const std::string& path, bool dir) {
-  std::map<std::string, SideTensor> side;
+// The tensors of a .pt file, keyed "<base>/<tensor name>" ("<base>" for the lone
+// tensor "", the tensor name alone when base is ""). A file inside a directory that
+// cannot be read becomes one kUnreadable entry keyed <base>; a file given as a side is
+// an error.
+Status add_torch_file(const std::string& file, const std::string& base, bool in_directory,
+                      std::map<std::string, SideTensor>& side) {
+  auto tensors = list_torch_tensors(file);
+  if (!tensors) {
+    if (!in_directory) return tensors.status();
+    SideTensor s;
+    s.kind = SideKind::kUnreadable;
+    s.error = tensors.message();
+    s.step = parse_step(base);
+    s.stream = fs::path(file).stem().string();
+    add_tensor(side, base, std::move(s));
+    return Status::ok();
+  }
+  for (TorchTensor& t : *tensors) {
+    std::string key = base.empty() ? t.name : t.name.empty() ? base : base + "/" + t.name;
+    SideTensor s;
+    s.kind = SideKind::kTorch;
+    s.step = parse_step(key);
+    s.stream = t.name.empty() ? fs::path(file).stem().string() : t.name;
+    s.pt = std::move(t);
+    add_tensor(side, std::move(key), std::move(s));
+  }
+  return Status::ok();
+}
+
+// One side: an .h5 file, a .pt file, a .npy file (one tensor named ""), or a directory
+// of .npy (keyed by relative path without ".npy"), .h5 and .pt files.
+StatusOr<Side> collect_side(const std::string& path, bool dir) {
+  Side side;
+  side.dir = dir;
   if (!dir) {
-    if (!is_hdf5_path(path)) {
-      return Status::error(path + ": cannot compare a single .npy file with an HDF5 recording "
-                                  "(give a dump directory)");
+    if (is_hdf5_path(path)) {
+      side.recording = true;
+      Status added = add_hdf5_file(path, side.tensors);
+      if (!added) return added;
+    } else if (is_torch_path(path)) {
+      Status added = add_torch_file(path, "", false, side.tensors);
+      if (!added) return added;
+    } else {
+      side.npy_file = true;
+      SideTensor s;
+      s.npy_path = path;
+      s.stream = stream_of(path);
+      add_tensor(side.tensors, "", std::move(s));
     }
-    Status added = add_hdf5_file(path, side);
-    if (!added) return added;
     return side;
   }
-  auto npy = list_npy_files(path);
-  if (!npy) return npy.status();
-  for (const std::string& rel : *npy) {
+  auto contents = list_directory(path);
+  if (!contents) return contents.status();
+  for (const std::string& rel : contents->npy) {
     SideTensor s;
     s.npy_path = (fs::path(path) / rel).string();
     s.step = parse_step(rel);
     s.stream = stream_of(rel);
-    add_tensor(side, rel.substr(0, rel.size() - 4), std::move(s));
+    add_tensor(side.tensors, rel.substr(0, rel.size() - 4), std::move(s));
   }
-  std::set<std::string> h5_files;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
-  if (ec) return Status::error(path + ": cannot list directory: " + ec.message());
-  for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
-    if (ec) return Status::error(path + ": cannot list directory: " + ec.message());
-    std::error_code type_ec;
-    if (is_listed_hdf5(it->path()) && it->is_regular_file(type_ec)) {
-      h5_files.insert(it->path().string());
-    }
+  for (const std::string& rel : contents->hdf5) {
+    side.recording = true;
+    Status added = add_hdf5_file((fs::path(path) / rel).string(), side.tensors);
+    if (!added) return added;
   }
-  if (ec) return Status::error(path + ": cannot list directory: " + ec.message());
-  for (const std::string& file : h5_files) {
-    Status added = add_hdf5_file(file, side);
+  for (const std::string& rel : contents->torch) {
+    const std::string base = fs::path(rel).replace_extension().generic_string();
+    Status added = add_torch_file((fs::path(path) / rel).string(), base, true, side.tensors);
     if (!added) return added;
   }
   return side;
 }
 
 StatusOr<std::unique_ptr<TensorSource>> open_side(const SideTensor& t, size_t chunk_bytes) {
-  return t.hdf5 ? open_hdf5_source(t.h5, chunk_bytes) : open_npy_source(t.npy_path, chunk_bytes);
+  switch (t.kind) {
+    case SideKind::kNpy: return open_npy_source(t.npy_path, chunk_bytes);
+    case SideKind::kHdf5: return open_hdf5_source(t.h5, chunk_bytes);
+    case SideKind::kTorch: return open_torch_source(t.pt, chunk_bytes);
+    case SideKind::kUnreadable: break;
+  }
+  return Status::error(t.error);
 }
 
 StatusOr<TensorCompareResult> compare_side_tensors(const SideTensor& a, const SideTensor& b,
@@ -228,6 +287,14 @@ StatusOr<TensorCompareResult> compare_side_tensors(const SideTensor& a, const Si
   auto source_b = open_side(b, chunk_bytes);
   if (!source_b) return source_b.status();
   return compare_sources(**source_a, **source_b, tolerance);
+}
+
+// "a directory", "an HDF5 recording", "x.pt, which holds 3 tensors".
+std::string describe_side(const std::string& path, const Side& side) {
+  if (side.dir) return "a directory (" + path + ")";
+  if (side.recording) return "an HDF5 recording (" + path + ")";
+  const size_t n = side.tensors.size();
+  return path + ", which holds " + std::to_string(n) + " tensor" + (n == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -260,33 +327,66 @@ int64_t parse_step(const std::string& relative_path) {
 
 namespace {
 
-// Some side is an HDF5 recording (an .h5 file, or a directory holding one).
-StatusOr<CompareReport> compare_recordings(const std::string& path_a, bool dir_a,
-                                           const std::string& path_b, bool dir_b,
-                                           const CompareTolerance& tolerance,
-                                           size_t chunk_bytes) {
+// Some side is an HDF5 recording or a PyTorch file (a file, or a directory holding
+// one): every side is a set of named tensors (see dump_compare.h).
+StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a,
+                                      const std::string& path_b, bool dir_b,
+                                      const CompareTolerance& tolerance, size_t chunk_bytes) {
   if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
   auto side_a = collect_side(path_a, dir_a);
   if (!side_a) return side_a.status();
   auto side_b = collect_side(path_b, dir_b);
   if (!side_b) return side_b.status();
   CompareReport report;
+  // Two files of one tensor each (.npy, or .pt holding one tensor): compared with each
+  // other whatever the tensors' names.
+  const bool single_a = !dir_a && !side_a->recording && side_a->tensors.size() == 1;
+  const bool single_b = !dir_b && !side_b->recording && side_b->tensors.size() == 1;
+  if (single_a && single_b) {
+    const SideTensor& a = side_a->tensors.begin()->second;
+    const SideTensor& b = side_b->tensors.begin()->second;
+    CompareEntry entry;
+    entry.name = path_a + " vs " + path_b;
+    entry.stream = a.stream;
+    fill_entry(entry, compare_side_tensors(a, b, tolerance, chunk_bytes));
+    report.entries.push_back(std::move(entry));
+    tally(report);
+    return report;
+  }
+  // A single .npy file has no name to pair by.
+  if (side_a->npy_file || side_b->npy_file) {
+    const bool a_is_npy = side_a->npy_file;
+    return Status::error("cannot compare a single .npy file (" + (a_is_npy ? path_a : path_b) +
+                         ") with " +
+                         (a_is_npy ? describe_side(path_b, *side_b) : describe_side(path_a, *side_a)) +
+                         ": a .npy file pairs only with a .npy file or a .pt file holding one "
+                         "tensor (give a directory of .npy files named like the tensors)");
+  }
   report.directories = true;
   std::set<std::string> keys;
-  for (const auto& [key, t] : *side_a) keys.insert(key);
-  for (const auto& [key, t] : *side_b) keys.insert(key);
+  for (const auto& [key, t] : side_a->tensors) keys.insert(key);
+  for (const auto& [key, t] : side_b->tensors) keys.insert(key);
   for (const std::string& key : keys) {
-    const auto found_a = side_a->find(key);
-    const auto found_b = side_b->find(key);
-    const bool in_a = found_a != side_a->end();
-    const bool in_b = found_b != side_b->end();
+    const auto found_a = side_a->tensors.find(key);
+    const auto found_b = side_b->tensors.find(key);
+    const bool in_a = found_a != side_a->tensors.end();
+    const bool in_b = found_b != side_b->tensors.end();
     const SideTensor& any = in_a ? found_a->second : found_b->second;
     CompareEntry entry;
-    entry.name = key;
+    entry.name = key.empty() ? "(unnamed tensor)" : key;
     entry.step = any.step;
     // Prefer the stream name of a recording over a .npy file name ("x_rank0").
-    entry.stream = (in_b && found_b->second.hdf5) ? found_b->second.stream : any.stream;
-    if (in_a && in_b) {
+    entry.stream = (in_b && found_b->second.kind == SideKind::kHdf5) ? found_b->second.stream
+                                                                      : any.stream;
+    const SideTensor* unreadable = (in_a && found_a->second.kind == SideKind::kUnreadable)
+                                       ? &found_a->second
+                                   : (in_b && found_b->second.kind == SideKind::kUnreadable)
+                                       ? &found_b->second
+                                       : nullptr;
+    if (unreadable != nullptr) {
+      entry.verdict = CompareVerdict::kError;
+      entry.error = unreadable->error;
+    } else if (in_a && in_b) {
       fill_entry(entry,
                  compare_side_tensors(found_a->second, found_b->second, tolerance, chunk_bytes));
     } else {
@@ -314,17 +414,18 @@ StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::stri
   }
   const bool dir_a = fs::is_directory(st_a);
   const bool dir_b = fs::is_directory(st_b);
-  bool recording = false;
+  // HDF5 recordings or PyTorch files on some side: sides are sets of named tensors.
+  bool named = false;
   for (const auto& [path, dir] : {std::pair(path_a, dir_a), std::pair(path_b, dir_b)}) {
     if (!dir) {
-      recording = recording || is_hdf5_path(path);
+      named = named || is_hdf5_path(path) || is_torch_path(path);
       continue;
     }
-    auto has = directory_has_hdf5(path);
-    if (!has) return has.status();
-    recording = recording || *has;
+    auto contents = list_directory(path);
+    if (!contents) return contents.status();
+    named = named || !contents->hdf5.empty() || !contents->torch.empty();
   }
-  if (recording) return compare_recordings(path_a, dir_a, path_b, dir_b, tolerance, chunk_bytes);
+  if (named) return compare_named(path_a, dir_a, path_b, dir_b, tolerance, chunk_bytes);
   if (dir_a != dir_b) {
     return Status::error("cannot compare a " + std::string(dir_a ? "directory" : "file") +
                          " (" + path_a + ") with a " + (dir_b ? "directory" : "file") + " (" +
@@ -333,10 +434,6 @@ StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::stri
 
   CompareReport report;
   if (!dir_a) {
-    for (const std::string* path : {&path_a, &path_b}) {
-      Status supported = refuse_unsupported(*path);
-      if (!supported) return supported;
-    }
     auto compared = compare_npy_files(path_a, path_b, tolerance, chunk_bytes);
     if (!compared) return compared.status();
     CompareEntry entry;

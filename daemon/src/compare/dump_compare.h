@@ -1,5 +1,6 @@
 // dump_compare.h — compares two .npy files, or two directories of them (e.g. raw-value
-// dumps laid out as step_<n>/<stream>_rank<r>.npy), and formats the report.
+// dumps laid out as step_<n>/<stream>_rank<r>.npy), HDF5 recordings and PyTorch files,
+// and formats the report.
 //
 // Used by the `tensorscope compare` command-line tool; no daemon process uses it.
 // Directories are walked recursively; regular files named *.npy are paired by their
@@ -10,15 +11,36 @@
 // Entries are ordered by the step number of the last `step_<n>` path component
 // (entries without one first), then by relative path; the first entry that is not a
 // match is the first divergence.
-// HDF5 recordings (see compare/hdf5_source.h): when a side is an .h5/.hdf5 file or a
-// directory holding one (hidden names skipped), every side is read as a set of
-// tensors named step_<n>/<stream>_rank<r>: one per row of each recording (the files
-// of a side merged), and one per .npy file (its relative path without ".npy"); the
-// same name twice on one side gets "#2", "#3", ... appended. Names are paired across
-// the sides and reported like dump directories (a step on one side only, e.g. a
-// change-detection gap, is ONLY_A/ONLY_B). A recording that cannot be listed (not
-// HDF5, corrupt, truncated, not a tensorscope recording) is an error naming the file
-// (exit 2); a row that cannot be read is an error entry.
+// Named tensors: when some side is an HDF5 recording (.h5/.hdf5) or a PyTorch file
+// (.pt/.pth, see compare/torch_file_source.h), or a directory holding one (hidden
+// names skipped), every side is read as a set of named tensors, and names are paired
+// across the sides and reported like dump directories (a name on one side only is
+// ONLY_A/ONLY_B; entries ordered by the last step_<n> component of the name, then
+// name). The names:
+//   - a row of a recording (compare/hdf5_source.h): step_<n>/<stream>_rank<r> (the
+//     files of a side merged), <stream> made a safe file name exactly as the .npy sink
+//     names its dumps (file_naming.h: "model/fc" -> "model_fc~<hash>"), so a recording
+//     and a dump of the same run pair up; the entry's `stream` is the stream's own name;
+//   - a .npy file in a directory: its relative path without ".npy";
+//   - a .pt file given as a side: its tensors' names (torch_file_source.h: state_dict
+//     keys, "0", "1", ... for torch::save of a tensor or a vector, "" for a lone
+//     torch.save'd tensor, shown as "(unnamed tensor)");
+//   - a .pt file in a directory: <relative path without .pt/.pth>/<tensor name>, or
+//     just the relative path for a lone unnamed tensor (so dir/x.pt holding one tensor
+//     pairs with dir/x.npy, and dir/m.pt holding {"w": ...} with dir/m/w.npy).
+//   The same name twice on one side gets "#2", "#3", ... appended.
+// So a multi-tensor .pt file pairs with a directory of .npy files named like its
+// tensors (fc.weight.npy) or with another .pt file. Two files that hold one tensor each
+// (a .npy file, a .pt file with a single tensor whatever its name) are compared with
+// each other directly, like two .npy files; a single .npy file against anything else
+// (a directory holding .pt or HDF5 files, a recording, a .pt file of several tensors)
+// is an error. Unreadable input: a recording that cannot be listed (not HDF5, corrupt,
+// truncated, not a tensorscope recording) is an error naming the file (exit 2); a .pt
+// file given as a side that cannot be read likewise (not a zip, legacy format,
+// truncated, corrupt pickle, big-endian); a .pt file inside a directory that cannot be
+// read is one error entry named by its relative path without the extension (the walk
+// goes on, exit 2); a row or tensor that cannot be read (e.g. a complex tensor) is an
+// error entry.
 // Thread safety: free functions over value types; thread-safe.
 #pragma once
 
@@ -45,9 +67,9 @@ enum class CompareVerdict {
 const char* verdict_name(CompareVerdict verdict);
 
 struct CompareEntry {
-  std::string name;       // relative path for directories, "A vs B" text for two files
+  std::string name;       // relative path or tensor name, "A vs B" text for two files
   int64_t step = -1;      // from the last step_<n> path component, -1 if none
-  std::string stream;     // file name without ".npy"
+  std::string stream;     // file name without ".npy" (recordings: the stream; .pt: the tensor name)
   CompareVerdict verdict = CompareVerdict::kMatch;
   TensorCompareResult result;  // valid for kMatch, kDiffer, kShapeMismatch
   std::string error;           // for kError
@@ -71,11 +93,12 @@ struct CompareReport {
 // The step number of the last path component of the form step_<digits>, -1 if none.
 int64_t parse_step(const std::string& relative_path);
 
-// Compares path_a with path_b: two files, or two directories. Errors (bad input, the
-// tool exits 2): a path that does not exist, a file paired with a directory, and for
-// two files any read error (NpyReader's message, naming the file), an unreadable HDF5
-// recording, a single .npy file against a recording. libtorch-saved files (.pt,
-// .pth) are refused as not yet supported.
+// Compares path_a with path_b: two files, or two directories (or named-tensor sides,
+// see the top of this file). Errors (bad input, the tool exits 2): a path that does
+// not exist, a .npy file paired with a directory, and for two .npy files any read
+// error (NpyReader's message, naming the file), an unreadable HDF5 recording or .pt
+// file given as a side, a single .npy file against a recording, a directory of
+// named tensors or a .pt file holding other than one tensor.
 StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::string& path_b,
                                       const CompareTolerance& tolerance,
                                       size_t chunk_bytes = kCompareChunkBytes);

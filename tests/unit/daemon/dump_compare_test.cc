@@ -352,11 +352,11 @@ TEST(CompareCliTest, UsageMentionsCompareAndStatusStillWorks) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("tensorscope status"));
   EXPECT_THAT(r.out, HasSubstr("tensorscope compare A B"));
-  EXPECT_THAT(r.out, HasSubstr("not supported yet"));
+  EXPECT_THAT(r.out, HasSubstr("PyTorch files"));
   r = run_cli({"compare", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("HDF5 recordings"));
-  EXPECT_THAT(r.out, HasSubstr("Not yet supported: libtorch-saved tensors"));
+  EXPECT_THAT(r.out, HasSubstr("PyTorch files (.pt/.pth"));
   r = run_cli({});
   EXPECT_EQ(r.exit_code, 2);
   r = run_cli({"status", "--bogus"});

@@ -17,6 +17,7 @@
 
 #include "compare/dump_compare.h"
 #include "compare/hdf5_source.h"
+#include "file_naming.h"
 #include "sinks/hdf5_sink.h"
 #include "sinks/npy_file.h"
 #include "temp_dir.h"
@@ -81,6 +82,9 @@ std::vector<Value> run_values() {
   return values;
 }
 
+// How the .npy sink names stream "model/y" in a dump directory (and so compare names it).
+std::string y_file() { return sanitize_stream_name("model/y"); }
+
 const CompareEntry* find_entry(const CompareReport& r, const std::string& name) {
   for (const CompareEntry& e : r.entries) {
     if (e.name == name) return &e;
@@ -119,7 +123,7 @@ TEST(Hdf5Compare, EqualRecordingsMatch) {
     EXPECT_EQ(r->entries.size(), 6u);
     EXPECT_EQ(r->matched, 6u);
     EXPECT_EQ(r->exit_code(), 0);
-    const CompareEntry* e = find_entry(*r, "step_2/model/y_rank0");
+    const CompareEntry* e = find_entry(*r, "step_2/" + y_file() + "_rank0");
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->step, 2);
     EXPECT_EQ(e->stream, "model/y");
@@ -142,7 +146,7 @@ TEST(Hdf5Compare, DifferentValuesGiveExactMetricsAndFirstDivergence) {
   EXPECT_EQ(r->exit_code(), 1);
   ASSERT_GE(r->first_divergence, 0);
   const CompareEntry& first = r->entries[static_cast<size_t>(r->first_divergence)];
-  EXPECT_EQ(first.name, "step_2/model/y_rank0");
+  EXPECT_EQ(first.name, "step_2/" + y_file() + "_rank0");
   EXPECT_EQ(first.verdict, CompareVerdict::kDiffer);
   EXPECT_EQ(first.result.total, 6u);
   EXPECT_EQ(first.result.mismatches, 1u);
@@ -161,7 +165,7 @@ TEST(Hdf5Compare, DifferentValuesGiveExactMetricsAndFirstDivergence) {
   // Tiny chunks (one element at a time) give the same metrics.
   auto small = compare_paths(a.path(), b.path(), CompareTolerance{}, 8);
   ASSERT_TRUE(small) << small.message();
-  const CompareEntry* y2 = find_entry(*small, "step_2/model/y_rank0");
+  const CompareEntry* y2 = find_entry(*small, "step_2/" + y_file() + "_rank0");
   ASSERT_NE(y2, nullptr);
   EXPECT_EQ(y2->result.mismatches, 1u);
   EXPECT_DOUBLE_EQ(y2->result.max_abs_error, 46.0);
@@ -184,7 +188,7 @@ TEST(Hdf5Compare, StreamOnOneSideOnlyIsADifference) {
   EXPECT_EQ(r->only_in_b, 0u);
   EXPECT_EQ(r->exit_code(), 1);
   const CompareEntry& first = r->entries[static_cast<size_t>(r->first_divergence)];
-  EXPECT_EQ(first.name, "step_1/model/y_rank0");
+  EXPECT_EQ(first.name, "step_1/" + y_file() + "_rank0");
   EXPECT_EQ(first.verdict, CompareVerdict::kOnlyInA);
   // And the other way round.
   auto back = compare_paths(b.path(), a.path(), CompareTolerance{});
@@ -254,6 +258,28 @@ TEST(Hdf5Compare, BFloat16RecordingAgainstNpyDump) {
   auto file_vs_dir = compare_paths(a.path() + "/rank1_pid7.0.h5", b.path(), CompareTolerance{});
   ASSERT_TRUE(file_vs_dir) << file_vs_dir.message();
   EXPECT_EQ(file_vs_dir->matched, 1u);
+}
+
+// A stream whose name holds '/' pairs with the file the .npy sink wrote for it, and the
+// entry keeps the stream's own name.
+TEST(Hdf5Compare, StreamNamesWithSlashesPairWithTheirNpyDumps) {
+  TempDir a("h5a"), b("npyb");
+  record(a.path(), run_values(), /*change_detection=*/true);
+  for (const Value& v : run_values()) {
+    const std::string dir = b.path() + "/step_" + std::to_string(v.step);
+    fs::create_directories(dir);
+    const std::string file = dir + "/" + sanitize_stream_name(v.stream) + "_rank0.npy";
+    ASSERT_TRUE(write_npy(file, DType::kFloat32, {2, 3}, v.data.data(), 24));
+  }
+  EXPECT_NE(y_file(), "model_y");  // made unique: it is not the name of a stream "model_y"
+  auto r = compare_paths(a.path(), b.path(), CompareTolerance{});
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->matched, 6u) << format_summary(*r);
+  EXPECT_TRUE(r->all_match());
+  const CompareEntry* y = find_entry(*r, "step_3/" + y_file() + "_rank0");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->stream, "model/y");
+  EXPECT_EQ(y->verdict, CompareVerdict::kMatch);
 }
 
 int run_cli(const std::string& a, const std::string& b, std::string* err) {
