@@ -67,6 +67,13 @@ void expect_equal(const ReceivedRecord& r, const torch::Tensor& expected) {
                                                                  << (got - expected).abs().max().item<float>();
 }
 
+// The module tree a kModuleTree record carries.
+ModuleTree tree_of(const ReceivedRecord& r) {
+  auto tree = parse_module_tree(std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
+  EXPECT_TRUE(tree.is_ok()) << tree.message();
+  return tree.is_ok() ? *tree : ModuleTree();
+}
+
 class Track : public ::testing::Test {
  protected:
   void SetUp() override { torch::manual_seed(7); }
@@ -540,6 +547,15 @@ TEST_F(Track, TorchScriptModuleLoadedFromFileIsTracked) {
     rx.client().next_step();
   }
   EXPECT_EQ(rx.names(), (std::set<std::string>{"jit.fc1", "jit.fc2"}));
+  // The module tree names TorchScript modules by their class.
+  const auto trees = rx.trees();
+  ASSERT_EQ(trees.size(), 3u);
+  const ModuleTree tree = tree_of(trees[2]);
+  ASSERT_EQ(tree.calls.size(), 2u);
+  EXPECT_EQ(tree.calls[0].path, "fc1");
+  EXPECT_EQ(tree.calls[0].type, "Fc1");
+  EXPECT_EQ(tree.calls[1].type, "Fc2");
+  EXPECT_EQ(tree.calls[1].output, "float32[3,2]@cpu");
   ASSERT_EQ(rx.named("jit.fc1").size(), 3u);
   ASSERT_EQ(rx.named("jit.fc2").size(), 3u);
   for (int step = 0; step < 3; ++step) {
@@ -625,12 +641,6 @@ struct ScaledImpl : torch::nn::Module {
   torch::Tensor scale;
 };
 TORCH_MODULE(Scaled);
-
-ModuleTree tree_of(const ReceivedRecord& r) {
-  auto tree = parse_module_tree(std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
-  EXPECT_TRUE(tree.is_ok()) << tree.message();
-  return tree.is_ok() ? *tree : ModuleTree();
-}
 
 TEST_F(Track, TheModuleTreeListsEachCallInOrderWithShapesDtypesAndDevices) {
   Net net;
