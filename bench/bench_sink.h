@@ -85,7 +85,8 @@ class BenchSink {
             p.reader = std::make_unique<RingReader>(p.segment.get(), UINT64_MAX);
             (void)p.channel.send({{"type", "registered"},
                                   {"producer_id", producers.size() + 1},
-                                  {"cuda_ipc", static_cast<bool>(fetch_device_)}});
+                                  {"cuda_ipc", static_cast<bool>(fetch_device_)},
+                                  {"module_tree", true}});
             producers.push_back(std::move(p));
           }
         }

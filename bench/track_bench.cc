@@ -8,7 +8,9 @@
 //   observer only         track_model on an unrelated tiny module: the global op observer
 //                         is installed and sees every op, but no op matches
 //   track_model n=100     track_model on the model (every module with parameters), every_n 100
-//   track_model n=1       the same, every_n 1: every module output copied every step
+//   n=1 no tree log       track_model, every_n 1, TrackOptions::tree_log(false)
+//   track_model n=1       the same with the module tree log (the default): every module
+//                         output copied every step, and the step's module tree sent
 //   model+layer n=1       track_model and track_layer, every_n 1: outputs and their gradients
 // Configurations run in blocks of 100 steps (so every_n 100 sends exactly once a block),
 // interleaved in rounds, each round starting with a different one, so that drift of the
@@ -66,9 +68,10 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-enum class Config { kNone, kControl, kObserverOnly, kModel100, kModel1, kModelLayer1 };
-const std::vector<Config> kConfigs = {Config::kNone,    Config::kControl, Config::kObserverOnly,
-                                      Config::kModel100, Config::kModel1,  Config::kModelLayer1};
+enum class Config { kNone, kControl, kObserverOnly, kModel100, kModel1NoTree, kModel1, kModelLayer1 };
+const std::vector<Config> kConfigs = {Config::kNone,         Config::kControl, Config::kObserverOnly,
+                                      Config::kModel100,     Config::kModel1NoTree, Config::kModel1,
+                                      Config::kModelLayer1};
 
 const char* name_of(Config c) {
   switch (c) {
@@ -76,6 +79,7 @@ const char* name_of(Config c) {
     case Config::kControl: return "none (control)";
     case Config::kObserverOnly: return "observer only";
     case Config::kModel100: return "track_model n=100";
+    case Config::kModel1NoTree: return "n=1 no tree log";
     case Config::kModel1: return "track_model n=1";
     case Config::kModelLayer1: return "model+layer n=1";
   }
@@ -103,6 +107,9 @@ void run_block(tensorscope::Client& client, torch::nn::Module& model, const torc
       break;
     case Config::kModel100:
       handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(100)));
+      break;
+    case Config::kModel1NoTree:
+      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1).tree_log(false)));
       break;
     case Config::kModel1:
       handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1)));

@@ -130,6 +130,7 @@ PushResult ClientImpl::send_module_tree(const std::string& track, const std::str
     if (early != PushResult::kPushed) return early;
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    if (!guard->module_tree) return PushResult::kGated;  // a daemon that would drop it: not sent, not counted
     // The payload is copied into the ring before this returns: a view of it suffices.
     const at::Tensor bytes = at::from_blob(const_cast<char*>(payload.data()),
                                            {static_cast<int64_t>(payload.size())},

@@ -164,6 +164,8 @@ void Connection::try_connect() {
   const auto ipc = reply->find("cuda_ipc");
   active->cuda_ipc = ipc != reply->end() && ipc->is_boolean() && ipc->get<bool>();
   active->cuda_note = string_field(*reply, "cuda_note");
+  const auto tree = reply->find("module_tree");
+  active->module_tree = tree != reply->end() && tree->is_boolean() && tree->get<bool>();
   channel_ = std::move(channel);
   last_error_.clear();
   connections_.fetch_add(1, std::memory_order_relaxed);

@@ -41,6 +41,7 @@ class Connection {
     uint64_t serial = 0;     // 1 for the first registration, then 2, 3 ...
     bool cuda_ipc = false;   // the daemon's workers can read CUDA IPC payloads
     std::string cuda_note;   // why not, as the daemon said
+    bool module_tree = false;  // the daemon reads kModuleTree records (older ones drop them)
   };
 
   // Keeps the segment mapped while held.

@@ -146,8 +146,13 @@ void ModuleTrack::listen(bool on) {
 void ModuleTrack::step_changed() {
   std::pair<std::string, int64_t> tree;
   {
+    const auto client = client_.lock();
     std::lock_guard<std::mutex> lock(mutex_);
     tree = take_tree();
+    // An op of another thread may still read the ending step before the client stores
+    // the next one: its calls must not start a second list for this step.
+    tree_closed_ = client != nullptr;
+    if (client) tree_closed_step_ = client->step();
   }
   send_tree(tree);
   bool send_next;
@@ -335,6 +340,7 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
       calls_step_ = step;
     }
     if (!tree_.empty() && tree_.step() != step) older_tree = take_tree();
+    const bool list = tree_log_ && !(tree_closed_ && step == tree_closed_step_);
     std::vector<int> begun;  // modules whose call begins with this op, innermost first
     std::vector<Pending>& open = open_[thread];
     close_calls(open, &modules_[owner].entry.chain, finished);
@@ -357,7 +363,7 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
         begun.push_back(m);
       }
     }
-    if (tree_log_) {
+    if (list) {
       // Listed outermost first: a parent before the children it begins with.
       for (auto m = begun.rbegin(); m != begun.rend(); ++m) {
         auto p = std::find_if(open.begin(), open.end(), [&](const Pending& x) { return x.module == *m; });
@@ -373,6 +379,9 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
 
 std::pair<std::string, int64_t> ModuleTrack::take_tree() {
   if (tree_.empty()) return {};
+  for (auto& [thread, open] : open_) {
+    for (Pending& p : open) p.tree_index = -1;  // their lines leave with the list
+  }
   const int64_t step = tree_.step();
   return {tree_.take(), step};
 }

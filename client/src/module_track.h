@@ -24,7 +24,9 @@
 // listed in a ModuleTreeLog (inputs: the non-parameter tensors read by the op that
 // opened it; output as sent), parents before the children they begin with; the list is
 // sent as one kModuleTree record when the step changes or the track stops (or when a
-// call of a newer step begins first).
+// call of a newer step begins first). Calls another thread makes in a step whose list
+// was already sent (while the step changes) are not listed: one list per step. The
+// daemon must say it reads these records (Connection::Active::module_tree).
 // every_n applies to steps: the op observer listens only during the 1st, (n+1)th, ...
 // step the track sees (every call of a sent step is sent, up to max_hz), so a step that
 // sends nothing costs nothing; with one call per module and step this is the same as
@@ -130,7 +132,7 @@ class ModuleTrack : public Track,
   void finish(std::vector<Pending>& finished);
   void send_param_grad(const std::string& stream, const at::Tensor& grad);
   // Under mutex_: the listed calls as a payload, and their step (an empty payload when
-  // nothing is listed).
+  // nothing is listed); open calls lose their line index.
   std::pair<std::string, int64_t> take_tree();
   // Outside mutex_.
   void send_tree(const std::pair<std::string, int64_t>& tree);
@@ -168,6 +170,8 @@ class ModuleTrack : public Track,
   std::unordered_map<uint64_t, std::unordered_map<int64_t, std::vector<GradTarget>>> grad_targets_;
   bool over_calls_logged_ = false;
   ModuleTreeLog tree_;
+  bool tree_closed_ = false;     // step_changed() sent the list of tree_closed_step_
+  int64_t tree_closed_step_ = 0;
 };
 
 }  // namespace tensorscope

@@ -1,7 +1,8 @@
 // module_tree_log.cc — see module_tree_log.h.
 #include "module_tree_log.h"
 
-#include <array>
+#include <deque>
+#include <iterator>
 #include <utility>
 
 #include "tensor_staging.h"
@@ -9,11 +10,9 @@
 namespace tensorscope {
 namespace {
 
-constexpr uint32_t kStashSlots = 16;  // ops whose end is awaited, over every track
-
 struct InputStash {
   uint32_t last = 0;
-  std::array<std::pair<uint32_t, std::vector<std::string>>, kStashSlots> slots;
+  std::deque<std::pair<uint32_t, std::vector<std::string>>> waiting;  // oldest first
 };
 
 InputStash& stash() {
@@ -35,16 +34,22 @@ std::string ModuleTreeLog::describe(const at::Tensor& tensor) {
 uint32_t ModuleTreeLog::stash_inputs(std::vector<std::string> inputs) {
   InputStash& s = stash();
   if (++s.last == 0) s.last = 1;
-  s.slots[s.last % kStashSlots] = {s.last, std::move(inputs)};
+  if (s.waiting.size() >= kMaxStashed) s.waiting.pop_front();
+  s.waiting.emplace_back(s.last, std::move(inputs));
   return s.last;
 }
 
 std::vector<std::string> ModuleTreeLog::take_inputs(uint32_t ticket) {
   if (ticket == 0) return {};
-  auto& slot = stash().slots[ticket % kStashSlots];
-  if (slot.first != ticket) return {};
-  slot.first = 0;
-  return std::move(slot.second);
+  auto& waiting = stash().waiting;
+  // Ops end in reverse order of their start: the ticket is almost always the last one.
+  for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) {
+    if (it->first != ticket) continue;
+    std::vector<std::string> inputs = std::move(it->second);
+    waiting.erase(std::next(it).base());
+    return inputs;
+  }
+  return {};
 }
 
 int ModuleTreeLog::begin(int64_t step, uint64_t thread, int call, const std::string& path,

@@ -24,8 +24,10 @@ class ModuleTreeLog {
   static std::string describe(const at::Tensor& tensor);
 
   // Keeps the input descriptions of an op until its end (same thread); returns a
-  // nonzero ticket for take_inputs. Only the last few ops' stashes are kept: a ticket
-  // whose slot was reused takes nothing.
+  // nonzero ticket for take_inputs. Each track stashes for each op it opens a call
+  // with; a thread keeps at most kMaxStashed stashes not taken yet (an op whose end
+  // never came), the oldest are dropped: their tickets take nothing.
+  static constexpr size_t kMaxStashed = 256;
   static uint32_t stash_inputs(std::vector<std::string> inputs);
   static std::vector<std::string> take_inputs(uint32_t ticket);
 

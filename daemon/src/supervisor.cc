@@ -337,6 +337,7 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   Status replied = connection.send({{"type", "registered"},
                                     {"producer_id", producer.id},
                                     {"cuda_ipc", cuda_ipc},
+                                    {"module_tree", true},
                                     {"cuda_note", cuda_note}});
   if (!replied) {
     ::close(segment_fd);

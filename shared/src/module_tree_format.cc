@@ -30,8 +30,9 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
   }
 }
 
-// <dtype>[<d0>,...]@<device>
+// <dtype>[<d0>,...]@<device>, or "?"
 bool valid_description(std::string_view d) {
+  if (d == "?") return true;
   const size_t open = d.find('[');
   const size_t close = d.find(']');
   if (open == 0 || open == std::string_view::npos || close == std::string_view::npos || close < open) return false;
@@ -71,8 +72,22 @@ std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t
   }
   out += "]@";
   out += device;
+  return out.size() > ModuleTree::kMaxFieldBytes ? std::string("?") : out;
+}
+
+namespace {
+
+// A description as it goes into the payload: cleaned, "?" when too long.
+std::string description_field(std::string_view description) {
+  if (description.size() > ModuleTree::kMaxFieldBytes) return "?";
+  std::string out = module_tree_field(description);
+  for (char& c : out) {
+    if (c == ' ') c = '_';
+  }
   return out;
 }
+
+}  // namespace
 
 std::string module_tree_field(std::string_view text) {
   std::string out(text.substr(0, ModuleTree::kMaxFieldBytes));
@@ -92,14 +107,10 @@ std::string format_module_tree(const ModuleTree& tree) {
     if (call.inputs.empty()) line += '-';
     for (size_t i = 0; i < call.inputs.size() && i < ModuleTree::kMaxInputs; ++i) {
       if (i > 0) line += ' ';
-      std::string input = module_tree_field(call.inputs[i]);
-      for (char& c : input) {
-        if (c == ' ') c = '_';
-      }
-      line += input;
+      line += description_field(call.inputs[i]);
     }
     line += '\t';
-    line += call.output.empty() ? std::string("-") : module_tree_field(call.output);
+    line += call.output.empty() ? std::string("-") : description_field(call.output);
     line += '\n';
     // Room for the header (with the largest count) is kept.
     if (listed == ModuleTree::kMaxCalls || body.size() + line.size() + 64 > wire::kMaxModuleTreeBytes) {

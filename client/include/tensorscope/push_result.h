@@ -18,6 +18,8 @@ enum class PushResult : uint8_t {
 
 const char* to_string(PushResult result);
 
+// Records of every kind are counted: tensors, and the module tree records of
+// track_model (one per logged step; TrackOptions::tree_log).
 struct ClientStats {
   uint64_t pushed = 0;
   uint64_t gated = 0;

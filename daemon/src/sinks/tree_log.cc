@@ -12,6 +12,8 @@ namespace {
 
 constexpr size_t kMaxNameColumn = 56;
 constexpr size_t kMaxTypeColumn = 24;
+constexpr size_t kMaxNesting = 32;                 // ancestor lines and indentation levels
+constexpr size_t kMaxBlockBytes = size_t{2} << 20;  // lines of one step beyond are cut
 
 std::string key_of(const ModuleTreeCall& c) {
   return std::to_string(c.thread) + '\x1f' + std::to_string(c.call) + '\x1f' + c.path;
@@ -35,6 +37,8 @@ std::vector<std::string> ancestors_of(const std::string& path) {
 size_t depth_of(const std::string& path) {
   return path.empty() ? 0 : static_cast<size_t>(std::count(path.begin(), path.end(), '.')) + 1;
 }
+
+std::string indent(const std::string& path) { return std::string(2 * std::min(depth_of(path), kMaxNesting), ' '); }
 
 std::string flow(const ModuleTreeCall& c) {
   std::string out;
@@ -75,53 +79,24 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
   std::unordered_map<std::string, const ModuleTreeCall*> now;
   for (const ModuleTreeCall& c : tree.calls) now.emplace(key_of(c), &c);
 
+  // Marks against the previous step.
   size_t changed = 0, added = 0, gone = 0;
-  std::vector<Line> lines;
-  std::vector<std::string> context;  // ancestors and path of the last call line
-  uint32_t context_thread = 0;
-  for (const ModuleTreeCall& c : tree.calls) {
-    char mark = ' ';
-    std::string note;
-    if (previous != nullptr) {
-      const auto it = before.find(key_of(c));
-      if (it == before.end()) {
-        mark = '+';
-        ++added;
-      } else if (!same_call(*it->second, c)) {
-        mark = '*';
-        ++changed;
-        note = "  (was " + (it->second->type != c.type ? it->second->type + " " : std::string()) +
-               flow(*it->second) + ")";
-      }
-    }
-    if (c.thread != context_thread) context.clear();
-    context_thread = c.thread;
-    const std::string thread = c.thread == 0 ? std::string() : "[thread " + std::to_string(c.thread) + "] ";
-    const std::vector<std::string> ancestors = ancestors_of(c.path);
-    size_t common = 0;
-    while (common < ancestors.size() && common < context.size() && context[common] == ancestors[common]) ++common;
-    for (size_t a = common; a < ancestors.size(); ++a) {
-      lines.push_back({' ', std::string(2 * depth_of(ancestors[a]), ' ') + thread + module_name(track, ancestors[a]), {}, {}});
-    }
-    context = ancestors;
-    context.push_back(c.path);
-    std::string name = std::string(2 * depth_of(c.path), ' ') + thread + module_name(track, c.path);
-    if (c.call > 0) name += "#" + std::to_string(c.call);
-    lines.push_back({mark, std::move(name), c.type.empty() ? std::string("?") : c.type, flow(c) + note});
-  }
-  std::vector<std::string> gone_lines;
-  if (previous != nullptr) {
-    for (const ModuleTreeCall& c : previous->calls) {
-      if (now.count(key_of(c)) > 0) continue;
-      ++gone;
-      std::string name = (c.thread == 0 ? std::string() : "[thread " + std::to_string(c.thread) + "] ") +
-                         module_name(track, c.path);
-      if (c.call > 0) name += "#" + std::to_string(c.call);
-      gone_lines.push_back("-   " + name + "  (not called; was " + flow(c) + ")");
-    }
-  }
+  std::vector<char> marks(tree.calls.size(), ' ');
+  std::vector<const ModuleTreeCall*> was(tree.calls.size(), nullptr);
   bool reordered = false;
   if (previous != nullptr) {
+    for (size_t i = 0; i < tree.calls.size(); ++i) {
+      const auto it = before.find(key_of(tree.calls[i]));
+      if (it == before.end()) {
+        marks[i] = '+';
+        ++added;
+      } else if (!same_call(*it->second, tree.calls[i])) {
+        marks[i] = '*';
+        was[i] = it->second;
+        ++changed;
+      }
+    }
+    for (const ModuleTreeCall& c : previous->calls) gone += now.count(key_of(c)) == 0 ? 1 : 0;
     std::vector<std::string> order_now, order_before;
     for (const ModuleTreeCall& c : tree.calls) {
       if (before.count(key_of(c)) > 0) order_now.push_back(key_of(c));
@@ -131,10 +106,13 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     }
     reordered = order_now != order_before;
   }
+  const size_t unchanged = tree.calls.size() - changed - added;
 
   std::string out = "== step " + std::to_string(step) + " | " + track + " | " + std::to_string(tree.calls.size()) +
                     (tree.calls.size() == 1 ? " call" : " calls");
   if (tree.omitted > 0) out += " (+" + std::to_string(tree.omitted) + " not listed)";
+  // The whole tree for a first step or a new order; else only what changed.
+  const bool whole = previous == nullptr || reordered;
   if (previous == nullptr) {
     out += " | first logged step\n";
   } else {
@@ -143,11 +121,53 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     if (added > 0) parts.push_back(std::to_string(added) + " new");
     if (gone > 0) parts.push_back(std::to_string(gone) + " gone");
     if (reordered) parts.push_back("order changed");
-    if (tree.omitted != previous->omitted) parts.push_back("not listed " + std::to_string(previous->omitted) + " -> " + std::to_string(tree.omitted));
+    if (tree.omitted != previous->omitted) {
+      parts.push_back("not listed " + std::to_string(previous->omitted) + " -> " + std::to_string(tree.omitted));
+    }
     if (parts.empty()) return out + " | same as step " + std::to_string(previous_step) + "\n";
     out += " | changed since step " + std::to_string(previous_step) + ":";
     for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? " " : ", ") + parts[i];
+    if (!whole && unchanged > 0) {
+      out += "; " + std::to_string(unchanged) + (unchanged == 1 ? " unchanged call" : " unchanged calls") +
+             " not shown";
+    }
     out += "\n";
+  }
+
+  // The lines, each call under the ancestors not shown just before it (at most
+  // kMaxNesting levels), until the block's byte budget is spent.
+  std::vector<Line> lines;
+  size_t bytes = out.size(), calls_cut = 0;
+  std::vector<std::string> context;  // ancestors and path of the last call line
+  uint32_t context_thread = 0;
+  for (size_t i = 0; i < tree.calls.size(); ++i) {
+    const ModuleTreeCall& c = tree.calls[i];
+    if (!whole && marks[i] == ' ') continue;
+    if (bytes > kMaxBlockBytes) {
+      ++calls_cut;
+      continue;
+    }
+    if (c.thread != context_thread) context.clear();
+    context_thread = c.thread;
+    const std::string thread = c.thread == 0 ? std::string() : "[thread " + std::to_string(c.thread) + "] ";
+    std::vector<std::string> ancestors = ancestors_of(c.path);
+    if (ancestors.size() > kMaxNesting) ancestors.erase(ancestors.begin(), ancestors.end() - kMaxNesting);
+    size_t common = 0;
+    while (common < ancestors.size() && common < context.size() && context[common] == ancestors[common]) ++common;
+    for (size_t a = common; a < ancestors.size(); ++a) {
+      lines.push_back({' ', indent(ancestors[a]) + thread + module_name(track, ancestors[a]), {}, {}});
+      bytes += lines.back().name.size() + 8;
+    }
+    context = ancestors;
+    context.push_back(c.path);
+    std::string name = indent(c.path) + thread + module_name(track, c.path);
+    if (c.call > 0) name += "#" + std::to_string(c.call);
+    std::string rest = flow(c);
+    if (was[i] != nullptr) {
+      rest += "  (was " + (was[i]->type != c.type ? was[i]->type + " " : std::string()) + flow(*was[i]) + ")";
+    }
+    lines.push_back({marks[i], std::move(name), c.type.empty() ? std::string("?") : c.type, std::move(rest)});
+    bytes += lines.back().name.size() + lines.back().type.size() + lines.back().rest.size() + 8;
   }
   size_t name_width = 0, type_width = 0;
   for (const Line& l : lines) {
@@ -165,7 +185,20 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     }
     out += '\n';
   }
-  for (const std::string& g : gone_lines) out += g + "\n";
+  if (previous != nullptr) {
+    for (const ModuleTreeCall& c : previous->calls) {
+      if (now.count(key_of(c)) > 0) continue;
+      if (out.size() > kMaxBlockBytes) {
+        ++calls_cut;
+        continue;
+      }
+      std::string name = (c.thread == 0 ? std::string() : "[thread " + std::to_string(c.thread) + "] ") +
+                         module_name(track, c.path);
+      if (c.call > 0) name += "#" + std::to_string(c.call);
+      out += "-   " + name + "  (not called; was " + flow(c) + ")\n";
+    }
+  }
+  if (calls_cut > 0) out += "... " + std::to_string(calls_cut) + " more calls not shown (block over 2 MiB)\n";
   return out;
 }
 
@@ -183,10 +216,15 @@ Status TreeLogWriter::append(const std::string& track, int64_t step, std::string
     const Logged* before = it == previous_.end() ? nullptr : &it->second;
     Status s = file_.append(format_tree_step(track, step, *tree, before ? &before->tree : nullptr,
                                              before ? before->step : 0));
+    // Remembered for the next step's comparison, within kMaxTracks and kMaxRememberedBytes
+    // (counted as payload bytes); a track that does not fit is logged whole each step.
     if (it != previous_.end()) {
-      it->second = Logged{step, std::move(*tree)};
-    } else if (previous_.size() < kMaxTracks) {
-      previous_.emplace(track, Logged{step, std::move(*tree)});
+      remembered_bytes_ -= it->second.bytes;
+      previous_.erase(it);
+    }
+    if (previous_.size() < kMaxTracks && remembered_bytes_ + payload.size() <= kMaxRememberedBytes) {
+      previous_.emplace(track, Logged{step, payload.size(), std::move(*tree)});
+      remembered_bytes_ += payload.size();
     }
     return s;
   } catch (const std::exception& e) {

@@ -4,15 +4,17 @@
 // step. Fed with the kModuleTree records the client sends (module_tree_format.h).
 //
 // Used by a worker process's sink thread (RecordSinks): tree/rank<r>_pid<p>.log.
-// A step block (format_tree_step) is one header line, then, for the first logged step
-// of a track and for any step that differs from the track's previous one, the whole
-// tree:
-//   == step 20 | net | 4 calls | changed since step 10: 1 changed, 1 new, 1 gone
+// A step block (format_tree_step) is one header line, then the whole tree for the first
+// logged step of a track (and when the calls came in another order), and only the calls
+// that changed for a step that differs from the track's previous one:
+//   == step 20 | net | 4 calls | changed since step 10: 1 changed, 1 new, 1 gone; 2 unchanged calls not shown
 //     net
 //   *   net.fc1      Linear  float32[16,784]@cpu -> float32[16,128]@cpu  (was float32[32,784]@cpu -> float32[32,128]@cpu)
 //   +   net.fc3      Linear  float32[16,128]@cpu -> float32[16,10]@cpu
-//   -   net.fc2      (not called; was float32[32,128]@cpu -> float32[32,10]@cpu)
+//   -   net.fc2  (not called; was float32[32,128]@cpu -> float32[32,10]@cpu)
 // A step identical to the previous one is the header line alone ("| same as step 10").
+// Bounds: at most 32 levels of nesting are shown; a block stops at about 2 MiB ("... N
+// more calls not shown").
 // Marks: ' ' as before, '*' changed (type, inputs or output), '+' new, '-' gone. Calls are
 // keyed by (thread, path, call number); "#<n>" follows the n-th call of a module in the
 // step, "[thread <t>] " precedes calls on other op threads than the first; a module's
@@ -42,8 +44,10 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
 
 class TreeLogWriter {
  public:
-  // Tracks whose previous step is remembered; further tracks are logged as first steps.
+  // Tracks whose previous step is remembered, and their payload bytes at most; further
+  // tracks are logged whole at each step ("first logged step").
   static constexpr size_t kMaxTracks = 256;
+  static constexpr size_t kMaxRememberedBytes = size_t{64} << 20;
 
   // Opens (appends to) `path`, whose first line is `# tensorscope module tree log`.
   static StatusOr<std::unique_ptr<TreeLogWriter>> open(const std::string& path);
@@ -57,10 +61,12 @@ class TreeLogWriter {
 
   struct Logged {
     int64_t step = 0;
+    size_t bytes = 0;  // of its payload
     ModuleTree tree;
   };
   AppendFile file_;
   std::map<std::string, Logged> previous_;  // by track
+  size_t remembered_bytes_ = 0;
 };
 
 }  // namespace tensorscope::daemon

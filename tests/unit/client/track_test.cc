@@ -4,6 +4,7 @@
 // and attention layers, TorchScript, inference modes and threads.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -723,6 +724,81 @@ TEST_F(Track, TheModuleTreeCanBeTurnedOffAndFollowsEveryN) {
     EXPECT_EQ(tree.calls[1].path, "fc2");
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 2}));
+}
+
+// Stopping a track (its handle reset) sends the list of the step in progress; more calls
+// than a list holds are counted, not listed.
+TEST_F(Track, TheModuleTreeIsSentOnStopAndCountsCallsItCannotList) {
+  torch::nn::Sequential seq;
+  for (int i = 0; i < 20; ++i) seq->push_back(torch::nn::Linear(2, 2));
+  RecordReceiver rx(ClientOptions().ring_slots(16384));  // every call's output fits
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("t", seq);
+  rx.client().set_step(3);
+  const torch::Tensor x = torch::randn({1, 2});
+  for (int call = 0; call < 210; ++call) seq->forward(x);  // 4200 calls
+  handle.reset();
+  const auto trees = rx.trees();
+  ASSERT_EQ(trees.size(), 1u);
+  EXPECT_EQ(trees[0].step, 3);
+  const ModuleTree tree = tree_of(trees[0]);
+  ASSERT_EQ(tree.calls.size(), ModuleTree::kMaxCalls);
+  EXPECT_EQ(tree.omitted, 4200u - ModuleTree::kMaxCalls);
+  EXPECT_EQ(tree.calls.back().path, std::to_string((ModuleTree::kMaxCalls - 1) % 20));
+  EXPECT_EQ(tree.calls.back().call, (ModuleTree::kMaxCalls - 1) / 20);
+}
+
+// Every one of many tracks on one model lists its calls' inputs.
+TEST_F(Track, ManyTracksOnOneModelEachListTheInputs) {
+  torch::nn::Sequential seq(torch::nn::Linear(2, 3), torch::nn::Linear(3, 2));
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  std::vector<TrackHandle> handles;
+  for (int k = 0; k < 40; ++k) handles.push_back(rx.client().track_model("t" + std::to_string(k), seq));
+  seq->forward(torch::randn({1, 2}));
+  rx.client().next_step();
+  const auto trees = rx.trees();
+  ASSERT_EQ(trees.size(), 40u);
+  for (const auto& r : trees) {
+    const ModuleTree tree = tree_of(r);
+    ASSERT_EQ(tree.calls.size(), 2u) << r.name;
+    EXPECT_EQ(tree.calls[0].inputs, std::vector<std::string>{"float32[1,2]@cpu"}) << r.name;
+    EXPECT_EQ(tree.calls[1].inputs, std::vector<std::string>{"float32[1,3]@cpu"}) << r.name;
+  }
+}
+
+// A forward running on another thread while the training thread changes steps: each step
+// gets one list at most, with its own step number.
+TEST_F(Track, OneModuleTreePerStepWhileAnotherThreadRunsForward) {
+  Net net;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle handle = rx.client().track_model("net", net);
+  std::atomic<bool> done{false};
+  std::atomic<int> forwards{0};
+  std::thread other([&] {
+    torch::NoGradGuard no_grad;
+    while (!done.load()) {
+      net->forward(input());
+      forwards.fetch_add(1);
+    }
+  });
+  // Steps change as fast as they can while forwards run (once the first one ran).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (forwards.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const int first = forwards.load();
+  while (forwards.load() < first + 50 && std::chrono::steady_clock::now() < deadline) rx.client().next_step();
+  done = true;
+  other.join();
+  handle.reset();
+  std::set<int64_t> steps;
+  for (const auto& r : rx.trees()) {
+    EXPECT_TRUE(steps.insert(r.step).second) << "two lists for step " << r.step;
+    const ModuleTree tree = tree_of(r);
+    for (const auto& c : tree.calls) EXPECT_FALSE(c.output.empty()) << c.path;
+  }
+  EXPECT_GE(forwards.load(), 50);
+  EXPECT_FALSE(steps.empty());  // lists were sent while steps changed
 }
 
 }  // namespace

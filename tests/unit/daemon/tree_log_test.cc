@@ -64,15 +64,33 @@ TEST(TreeLog, ChangesNewAndGoneCallsAreMarked) {
   now.calls.erase(now.calls.begin());              // features.0 gone ...
   now.calls.push_back(call("head", "Linear", "float32[4,3]@cpu", "float32[4,3]@cpu", 1));  // ... head#1 new
   const std::string got = format_tree_step("net", 20, now, &before, 10);
+  // Only what changed is shown (under its parents).
   EXPECT_EQ(got,
-            "== step 20 | net | 3 calls | changed since step 10: 1 changed, 1 new, 1 gone\n"
+            "== step 20 | net | 3 calls | changed since step 10: 1 changed, 1 new, 1 gone; "
+            "1 unchanged call not shown\n"
             "    net\n"
-            "      net.features\n"
-            "        net.features.1  BatchNorm2d  float32[8,4,6,6]@cpu -> float32[8,4,6,6]@cpu\n"
-            "*     net.head          Linear       float32[4,144]@cpu -> float32[4,3]@cpu"
+            "*     net.head    Linear  float32[4,144]@cpu -> float32[4,3]@cpu"
             "  (was float32[8,144]@cpu -> float32[8,3]@cpu)\n"
-            "+     net.head#1        Linear       float32[4,3]@cpu -> float32[4,3]@cpu\n"
+            "+     net.head#1  Linear  float32[4,3]@cpu -> float32[4,3]@cpu\n"
             "-   net.features.0  (not called; was float32[8,1,8,8]@cpu -> float32[8,4,6,6]@cpu)\n");
+}
+
+// A payload built to blow the log up (thousands of calls, each nested hundreds of levels
+// deep, on alternating threads) gives a bounded block that says what it left out.
+TEST(TreeLog, AHugeTreeGivesABoundedBlock) {
+  ModuleTree t;
+  std::string deep = "m";
+  for (int i = 0; i < 250; ++i) deep += ".m";
+  for (uint32_t i = 0; i < 2000; ++i) t.calls.push_back(call(deep, "Linear", "float32[1]@cpu", "float32[1]@cpu", i, i % 2));
+  const std::string payload = format_module_tree(t);
+  auto parsed = parse_module_tree(payload);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.message();
+  const std::string got = format_tree_step("net", 0, *parsed, nullptr, 0);
+  EXPECT_LT(got.size(), size_t{3} << 20);
+  EXPECT_NE(got.find("more calls not shown (block over 2 MiB)\n"), std::string::npos);
+  // Indentation stops at 32 levels (after the mark column of 4).
+  EXPECT_NE(got.find("\n" + std::string(4 + 2 * 32, ' ') + "net.m"), std::string::npos);
+  EXPECT_EQ(got.find(std::string(4 + 2 * 32 + 1, ' ') + "net.m"), std::string::npos);
 }
 
 TEST(TreeLog, ReorderedCallsAndOtherThreadsAreShown) {

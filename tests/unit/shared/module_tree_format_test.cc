@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tensorscope/shared/module_tree_format.h"
+#include "tensorscope/shared/ring_reader.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
@@ -117,6 +118,30 @@ TEST(ModuleTreeFormat, RandomBytesNeverCrashTheParser) {
     }
   }
   EXPECT_GT(accepted, 0);
+}
+
+// The consumer takes a module tree record only as at most 1 MiB of uint8 text in the ring.
+TEST(ModuleTreeFormat, RecordHeadersOfModuleTreesAreValidated) {
+  // RecordHeader is not copyable (its sequence is atomic): each case fills a fresh one.
+  auto check = [](uint64_t bytes, void (*change)(wire::RecordHeader&)) {
+    wire::RecordHeader h{};
+    h.kind = static_cast<uint8_t>(wire::TensorKind::kModuleTree);
+    h.dtype = static_cast<uint8_t>(wire::DType::kUInt8);
+    h.ndim = 1;
+    h.shape[0] = static_cast<int64_t>(bytes);
+    h.payload_bytes = bytes;
+    h.name[0] = 'n';
+    h.device[0] = 'c';
+    if (change != nullptr) change(h);
+    const uint64_t capacity = uint64_t{4} << 20;
+    return validate_record_header(h, capacity, 0, capacity, capacity);
+  };
+  EXPECT_EQ(check(100, nullptr), "");
+  EXPECT_EQ(check(wire::kMaxModuleTreeBytes, nullptr), "");
+  EXPECT_NE(check(wire::kMaxModuleTreeBytes + 1, nullptr), "");
+  EXPECT_NE(check(100, [](wire::RecordHeader& h) { h.dtype = static_cast<uint8_t>(wire::DType::kInt8); }), "");
+  EXPECT_NE(check(100, [](wire::RecordHeader& h) { h.ndim = 2; h.shape[1] = 1; }), "");
+  EXPECT_NE(check(100, [](wire::RecordHeader& h) { h.flags = wire::kRecordDevicePayload; }), "");
 }
 
 }  // namespace

@@ -14,11 +14,12 @@
 //         stream names)
 // path    the module's qualified path in the model ("" for the root, "features.0")
 // type    the module's class name ("Linear", "Conv2d"; "" when unknown)
-// inputs  tensor descriptions separated by ' ' ("-" when none): the tensors, other than
-//         the module's own parameters and buffers, read by the op that opened the call
+// inputs  tensor descriptions separated by ' ' ("-" when none): the tensors read by the
+//         op that opened the call, other than parameters and buffers of the tracked model
 // output  a tensor description, "-" when none
 // A tensor description is <dtype>[<d0>,<d1>,...]@<device>, e.g. float32[32,784]@cpu,
-// int64[]@cuda:0 for a 0-d tensor. Fields hold no tab, newline or other control byte.
+// int64[]@cuda0 for a 0-d tensor, or "?" for one whose description would be longer
+// than kMaxFieldBytes. Fields hold no tab, newline or other control byte.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +55,8 @@ struct ModuleTree {
   bool operator==(const ModuleTree&) const = default;
 };
 
-// A tensor description from its parts (dtype name, sizes, device string).
+// A tensor description from its parts (dtype name, sizes, device string); "?" when it
+// would be longer than kMaxFieldBytes.
 std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t ndim,
                             std::string_view device);
 
