@@ -9,10 +9,13 @@
 // Prints a line per tensor and a summary (or one JSON document with --json). Exit 0
 // when everything matches, 1 when something differs, 2 on bad input (message on
 // stderr), including an unreadable .npy or .pt file inside a directory (reported in
-// its line first).
+// its line first). No exception escapes: one (e.g. running out of memory) is reported
+// as bad input, exit 2.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -65,10 +68,7 @@ bool parse_tolerance(const std::string& text, double* value) {
   return true;
 }
 
-}  // namespace
-
-// args[0] is "compare".
-int run_compare_command(int argc, char** argv) {
+int run_compare(int argc, char** argv) {
   CompareTolerance tolerance;
   bool json = false;
   std::vector<std::string> paths;
@@ -134,6 +134,29 @@ int run_compare_command(int argc, char** argv) {
                  static_cast<unsigned long long>(report->errors));
   }
   return report->exit_code();
+}
+
+}  // namespace
+
+// args[0] is "compare".
+int run_compare_command(int argc, char** argv) {
+  // Reported with fixed text, the exception's own and the arguments: nothing allocated.
+  const char* problem = "internal error";
+  const char* detail = "";
+  try {
+    return run_compare(argc, argv);
+  } catch (const std::bad_alloc&) {
+    problem = "out of memory";
+  } catch (const std::exception& e) {
+    detail = e.what();
+  } catch (...) {
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "tensorscope compare: %s%s%s while comparing", problem, *detail ? ": " : "",
+               detail);
+  for (int i = 1; i < argc; ++i) std::fprintf(stderr, " %s", argv[i]);
+  std::fputs("\n", stderr);
+  return 2;
 }
 
 }  // namespace tensorscope::daemon

@@ -4,20 +4,71 @@
 // (ZIP64 records and extra fields, comments, compressed or misplaced entries, sparse
 // entries of several GiB) that a test then corrupts.
 //
+// Also: limit_address_space(), for running a reader on hostile input in a child process
+// that must fail cleanly instead of exhausting the machine's memory.
+//
 // Test-only; used by one test thread at a time. Not a general ZIP or pickle writer:
 // CRCs are left 0 (the reader does not check them).
 #pragma once
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace tensorscope::testing {
+
+// ---- memory limits ---------------------------------------------------------------------
+
+// True when built with a sanitizer that reserves huge address ranges (a limit on the
+// address space would break it).
+constexpr bool kSanitizedBuild =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
+// Limits this process's address space to what it maps now plus `extra_mib` MiB (for a
+// child process about to read hostile input); an allocation beyond it fails
+// (std::bad_alloc) instead of exhausting the machine. No-op in sanitized builds. False
+// when the limit could not be set.
+inline bool limit_address_space(size_t extra_mib) {
+  if (kSanitizedBuild) return true;
+  unsigned long long vm_kib = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (std::sscanf(line, "VmSize: %llu kB", &vm_kib) == 1) break;
+    }
+    std::fclose(f);
+  }
+  if (vm_kib == 0) return false;
+  struct rlimit limit {};
+  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(vm_kib * 1024 + (uint64_t{extra_mib} << 20));
+  return ::setrlimit(RLIMIT_AS, &limit) == 0;
+}
+
+// Limits the address space to `mib` MiB in all (e.g. in a child before exec).
+inline bool limit_total_address_space(size_t mib) {
+  if (kSanitizedBuild) return true;
+  struct rlimit limit {};
+  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(uint64_t{mib} << 20);
+  return ::setrlimit(RLIMIT_AS, &limit) == 0;
+}
 
 inline void put_le(std::string& out, uint64_t v, size_t n) {
   for (size_t i = 0; i < n; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
@@ -223,6 +274,19 @@ class PickleBytes {
   PickleBytes& boolean(bool b) { return op(b ? 0x88 : 0x89); }
   PickleBytes& put(uint8_t i) { return op('q').op(i); }
   PickleBytes& get(uint8_t i) { return op('h').op(i); }
+  PickleBytes& long_put(uint32_t i) {  // LONG_BINPUT
+    op('r');
+    put_le(bytes_, i, 4);
+    return *this;
+  }
+  PickleBytes& long_get(uint32_t i) {  // LONG_BINGET
+    op('j');
+    put_le(bytes_, i, 4);
+    return *this;
+  }
+  PickleBytes& pop() { return op('0'); }
+  PickleBytes& dict() { return op('d'); }  // MARK k v k v ... DICT
+  PickleBytes& list() { return op('l'); }  // MARK v v ... LIST
   PickleBytes& stop() { return op('.'); }
   PickleBytes& int_tuple(const std::vector<int64_t>& values) {
     mark();

@@ -8,9 +8,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
+#include <stdexcept>
 #include <system_error>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -119,6 +122,8 @@ struct SideTensor {
 // The tensors of one side by name.
 struct Side {
   std::map<std::string, SideTensor> tensors;
+  // Per name given more than once, the next "#<n>" suffix to try (add_tensor).
+  std::unordered_map<std::string, uint64_t> next_suffix;
   bool dir = false;
   bool npy_file = false;   // a single .npy file
   bool recording = false;  // an .h5 file, or a directory holding one
@@ -168,20 +173,21 @@ std::string recording_key(int64_t step, const std::string& stream, int rank) {
   return "step_" + std::to_string(step) + "/" + sanitize_stream_name(stream) + "_rank" + std::to_string(rank);
 }
 
-void add_tensor(std::map<std::string, SideTensor>& side, std::string key, SideTensor tensor) {
-  if (side.count(key) > 0) {  // the same name twice: keep both
-    for (int n = 2;; ++n) {
-      const std::string other = key + "#" + std::to_string(n);
-      if (side.count(other) == 0) {
-        key = other;
-        break;
-      }
-    }
+// The same name twice: keep both, the later one named "<key>#2", "#3", ... (a counter
+// per name, so k copies take O(k) tries, not O(k^2)).
+void add_tensor(Side& side, std::string key, SideTensor tensor) {
+  if (side.tensors.count(key) > 0) {
+    uint64_t& n = side.next_suffix.try_emplace(key, 2).first->second;
+    std::string other;
+    do {
+      other = key + "#" + std::to_string(n++);
+    } while (side.tensors.count(other) > 0);
+    key = std::move(other);
   }
-  side.emplace(std::move(key), std::move(tensor));
+  side.tensors.emplace(std::move(key), std::move(tensor));
 }
 
-Status add_hdf5_file(const std::string& file, std::map<std::string, SideTensor>& side) {
+Status add_hdf5_file(const std::string& file, Side& side) {
   auto tensors = list_hdf5_tensors(file);
   if (!tensors) return tensors.status();
   for (Hdf5Tensor& t : *tensors) {
@@ -201,7 +207,7 @@ Status add_hdf5_file(const std::string& file, std::map<std::string, SideTensor>&
 // cannot be read becomes one kUnreadable entry keyed <base>; a file given as a side is
 // an error.
 Status add_torch_file(const std::string& file, const std::string& base, bool in_directory,
-                      std::map<std::string, SideTensor>& side) {
+                      Side& side) {
   auto tensors = list_torch_tensors(file);
   if (!tensors) {
     if (!in_directory) return tensors.status();
@@ -233,17 +239,17 @@ StatusOr<Side> collect_side(const std::string& path, bool dir) {
   if (!dir) {
     if (is_hdf5_path(path)) {
       side.recording = true;
-      Status added = add_hdf5_file(path, side.tensors);
+      Status added = add_hdf5_file(path, side);
       if (!added) return added;
     } else if (is_torch_path(path)) {
-      Status added = add_torch_file(path, "", false, side.tensors);
+      Status added = add_torch_file(path, "", false, side);
       if (!added) return added;
     } else {
       side.npy_file = true;
       SideTensor s;
       s.npy_path = path;
       s.stream = stream_of(path);
-      add_tensor(side.tensors, "", std::move(s));
+      add_tensor(side, "", std::move(s));
     }
     return side;
   }
@@ -254,16 +260,16 @@ StatusOr<Side> collect_side(const std::string& path, bool dir) {
     s.npy_path = (fs::path(path) / rel).string();
     s.step = parse_step(rel);
     s.stream = stream_of(rel);
-    add_tensor(side.tensors, rel.substr(0, rel.size() - 4), std::move(s));
+    add_tensor(side, rel.substr(0, rel.size() - 4), std::move(s));
   }
   for (const std::string& rel : contents->hdf5) {
     side.recording = true;
-    Status added = add_hdf5_file((fs::path(path) / rel).string(), side.tensors);
+    Status added = add_hdf5_file((fs::path(path) / rel).string(), side);
     if (!added) return added;
   }
   for (const std::string& rel : contents->torch) {
     const std::string base = fs::path(rel).replace_extension().generic_string();
-    Status added = add_torch_file((fs::path(path) / rel).string(), base, true, side.tensors);
+    Status added = add_torch_file((fs::path(path) / rel).string(), base, true, side);
     if (!added) return added;
   }
   return side;
@@ -400,8 +406,10 @@ StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a,
 
 }  // namespace
 
-StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::string& path_b,
-                                      const CompareTolerance& tolerance, size_t chunk_bytes) {
+namespace {
+
+StatusOr<CompareReport> compare_any(const std::string& path_a, const std::string& path_b,
+                                    const CompareTolerance& tolerance, size_t chunk_bytes) {
   std::error_code ec_a, ec_b;
   const fs::file_status st_a = fs::status(path_a, ec_a);
   const fs::file_status st_b = fs::status(path_b, ec_b);
@@ -470,6 +478,19 @@ StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::stri
   }
   sort_and_tally(report);
   return report;
+}
+
+}  // namespace
+
+StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::string& path_b,
+                                      const CompareTolerance& tolerance, size_t chunk_bytes) {
+  try {
+    return compare_any(path_a, path_b, tolerance, chunk_bytes);
+  } catch (const std::bad_alloc&) {
+    return Status::error("comparing " + path_a + " with " + path_b + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status::error("comparing " + path_a + " with " + path_b + ": " + e.what());
+  }
 }
 
 std::string format_entry(const CompareEntry& e) {

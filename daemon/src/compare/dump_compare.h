@@ -28,7 +28,8 @@
 //   - a .pt file in a directory: <relative path without .pt/.pth>/<tensor name>, or
 //     just the relative path for a lone unnamed tensor (so dir/x.pt holding one tensor
 //     pairs with dir/x.npy, and dir/m.pt holding {"w": ...} with dir/m/w.npy).
-//   The same name twice on one side gets "#2", "#3", ... appended.
+//   The same name twice on one side gets "#2", "#3", ... appended (the first of these
+//   not taken yet; a counter per name keeps k copies linear).
 // So a multi-tensor .pt file pairs with a directory of .npy files named like its
 // tensors (fc.weight.npy) or with another .pt file. Two files that hold one tensor each
 // (a .npy file, a .pt file with a single tensor whatever its name) are compared with
@@ -41,6 +42,7 @@
 // read is one error entry named by its relative path without the extension (the walk
 // goes on, exit 2); a row or tensor that cannot be read (e.g. a complex tensor) is an
 // error entry.
+// No exception escapes: running out of memory (or any other exception) is an error.
 // Thread safety: free functions over value types; thread-safe.
 #pragma once
 

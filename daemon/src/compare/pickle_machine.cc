@@ -1,7 +1,10 @@
 #include "compare/pickle_machine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 namespace tensorscope::daemon {
 namespace {
@@ -63,7 +66,17 @@ enum : uint8_t {
   kByteArray8 = 0x96,
 };
 
-constexpr size_t kMaxLineBytes = 4096;  // GLOBAL module and name lines
+constexpr size_t kMaxLineBytes = 4096;  // GLOBAL / STACK_GLOBAL module and name
+
+// The kind of a memo slot that was never stored.
+constexpr PickleKind kUnsetMemo = static_cast<PickleKind>(0xff);
+
+std::string byte_size_text(size_t bytes) {
+  if (bytes >= (size_t{1} << 20) && bytes % (size_t{1} << 20) == 0) {
+    return std::to_string(bytes >> 20) + " MiB";
+  }
+  return std::to_string(bytes) + " bytes";
+}
 
 uint64_t le_uint(const unsigned char* p, size_t n) {
   uint64_t v = 0;
@@ -80,6 +93,10 @@ std::string opcode_text(uint8_t op) {
   }
   return text;
 }
+
+// The sizes pickle_machine.h documents (on 64-bit targets).
+static_assert(sizeof(void*) != 8 || sizeof(PickleObject) == 88);
+static_assert(sizeof(PickleCall) == 64);
 
 }  // namespace
 
@@ -105,6 +122,11 @@ const PickleObject* PickleMachine::as(PickleValue v, PickleType type) const {
   return o.type == type ? &o : nullptr;
 }
 
+const PickleCall& PickleMachine::call(const PickleObject& o) const {
+  static const PickleCall kNoCall;
+  return o.call == PickleObject::kNoCall ? kNoCall : calls_[o.call];
+}
+
 bool PickleMachine::is_global(PickleValue v, std::string_view module, std::string_view name) const {
   const PickleObject* g = as(v, PickleType::kGlobal);
   return g != nullptr && g->text == module && g->name == name;
@@ -112,7 +134,11 @@ bool PickleMachine::is_global(PickleValue v, std::string_view module, std::strin
 
 std::string PickleMachine::global_name(PickleValue v) const {
   const PickleObject* g = as(v, PickleType::kGlobal);
-  return g == nullptr ? std::string() : g->text + "." + g->name;
+  if (g == nullptr) return std::string();
+  std::string out(g->text);
+  out += '.';
+  out += g->name;
+  return out;
 }
 
 Status PickleMachine::fail(const std::string& problem) const {
@@ -120,19 +146,65 @@ Status PickleMachine::fail(const std::string& problem) const {
                        std::to_string(op_pos_) + ")");
 }
 
+Status PickleMachine::charge(size_t bytes) {
+  if (bytes > limits_.max_bytes - charged_) {
+    return fail("it needs more than " + byte_size_text(limits_.max_bytes) + " of memory");
+  }
+  charged_ += bytes;
+  return Status::ok();
+}
+
+template <typename V>
+Status PickleMachine::make_room(V& v, size_t n) {
+  if (n <= v.capacity() - v.size()) return Status::ok();
+  return grow_to(v, std::max({v.size() + n, 2 * v.capacity(), size_t{4}}));
+}
+
+template <typename V>
+Status PickleMachine::grow_to(V& v, size_t capacity) {
+  constexpr size_t kElem = sizeof(typename V::value_type);
+  if (capacity > limits_.max_bytes / kElem) {
+    return fail("it needs more than " + byte_size_text(limits_.max_bytes) + " of memory");
+  }
+  const size_t old_bytes = v.capacity() * kElem;
+  Status charged = charge(capacity * kElem);  // the new buffer, before the old one is freed
+  if (!charged) return charged;
+  v.reserve(capacity);
+  charged_ -= old_bytes;
+  return Status::ok();
+}
+
 StatusOr<uint32_t> PickleMachine::new_object(PickleType type) {
   if (objects_.size() >= limits_.max_objects) {
     return fail("more than " + std::to_string(limits_.max_objects) + " objects");
   }
-  objects_.emplace_back();
-  objects_.back().type = type;
+  if (objects_.full()) {
+    Status charged = charge(decltype(objects_)::kChunkBytes);
+    if (!charged) return charged;
+  }
+  objects_.emplace_back().type = type;
   return static_cast<uint32_t>(objects_.size() - 1);
+}
+
+StatusOr<PickleCall*> PickleMachine::call_of(uint32_t ref) {
+  PickleObject& o = objects_[ref];
+  if (o.call == PickleObject::kNoCall) {
+    if (calls_.full()) {
+      Status charged = charge(decltype(calls_)::kChunkBytes);
+      if (!charged) return charged;
+    }
+    calls_.emplace_back();
+    o.call = static_cast<uint32_t>(calls_.size() - 1);
+  }
+  return &calls_[o.call];
 }
 
 Status PickleMachine::push(PickleValue v) {
   if (stack_.size() >= limits_.max_stack) {
     return fail("stack deeper than " + std::to_string(limits_.max_stack) + " values");
   }
+  Status room = make_room(stack_, 1);
+  if (!room) return room;
   stack_.push_back(v);
   return Status::ok();
 }
@@ -156,12 +228,10 @@ StatusOr<PickleValue> PickleMachine::pop() {
   return v;
 }
 
-Status PickleMachine::pop_mark(std::vector<PickleValue>* out) {
+Status PickleMachine::pop_mark(size_t* first) {
   if (marks_.empty()) return fail("no MARK to close");
-  const size_t mark = marks_.back();
+  *first = marks_.back();
   marks_.pop_back();
-  out->assign(stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
-  stack_.resize(mark);
   return Status::ok();
 }
 
@@ -170,7 +240,7 @@ Status PickleMachine::read_bytes(size_t n, std::string_view* out) {
     return fail("truncated: needs " + std::to_string(n) + " more bytes, " +
                 std::to_string(data_.size() - pos_) + " left");
   }
-  *out = data_.substr(pos_, n);
+  *out = std::string_view(data_).substr(pos_, n);
   pos_ += n;
   return Status::ok();
 }
@@ -179,7 +249,7 @@ Status PickleMachine::read_line(std::string_view* out) {
   const size_t limit = std::min(data_.size(), pos_ + kMaxLineBytes + 1);
   for (size_t i = pos_; i < limit; ++i) {
     if (data_[i] == '\n') {
-      *out = data_.substr(pos_, i - pos_);
+      *out = std::string_view(data_).substr(pos_, i - pos_);
       pos_ = i + 1;
       return Status::ok();
     }
@@ -194,65 +264,90 @@ Status PickleMachine::push_text(PickleType type, size_t n) {
   if (!read) return read;
   auto ref = new_object(type);
   if (!ref) return ref.status();
-  objects_[*ref].text.assign(bytes.data(), bytes.size());
+  objects_[*ref].text = bytes;
   return push(PickleValue::of_ref(*ref));
 }
 
-Status PickleMachine::make_global(std::string module, std::string name) {
+Status PickleMachine::make_global(std::string_view module, std::string_view name) {
   auto ref = new_object(PickleType::kGlobal);
   if (!ref) return ref.status();
-  objects_[*ref].text = std::move(module);
-  objects_[*ref].name = std::move(name);
+  objects_[*ref].text = module;
+  objects_[*ref].name = name;
   return push(PickleValue::of_ref(*ref));
 }
 
 Status PickleMachine::memo_put(uint64_t index) {
   if (available() == 0) return fail("memo store from an empty stack");
-  auto found = memo_.find(index);
-  if (found == memo_.end() && memo_.size() >= limits_.max_memo) {
-    return fail("more than " + std::to_string(limits_.max_memo) + " memo entries");
+  if (index >= limits_.max_memo) {
+    return fail("memo index " + std::to_string(index) + " out of range (more than " +
+                std::to_string(limits_.max_memo) + " memo entries)");
   }
-  memo_[index] = stack_.back();
+  const size_t slot = static_cast<size_t>(index);
+  if (slot >= memo_.size()) {
+    if (slot >= memo_.capacity()) {
+      // Grow at least twice, but never past max_memo slots (slot < max_memo).
+      const size_t want =
+          std::min(std::max({slot + 1, 2 * memo_.capacity(), size_t{16}}), limits_.max_memo);
+      Status room = grow_to(memo_, want);
+      if (!room) return room;
+    }
+    PickleValue unset;
+    unset.kind = kUnsetMemo;
+    memo_.resize(slot + 1, unset);
+  }
+  if (memo_[slot].kind == kUnsetMemo) ++memo_count_;
+  memo_[slot] = stack_.back();
   return Status::ok();
 }
 
 Status PickleMachine::memo_get(uint64_t index) {
-  auto found = memo_.find(index);
-  if (found == memo_.end()) return fail("memo entry " + std::to_string(index) + " was never stored");
-  return push(found->second);
+  if (index >= memo_.size() || memo_[static_cast<size_t>(index)].kind == kUnsetMemo) {
+    return fail("memo entry " + std::to_string(index) + " was never stored");
+  }
+  return push(memo_[static_cast<size_t>(index)]);
 }
 
-Status PickleMachine::set_items(PickleValue target, std::vector<PickleValue>&& kv) {
-  if (kv.size() % 2 != 0) return fail("SETITEMS with an odd number of values");
+Status PickleMachine::set_items(PickleValue target, size_t first) {
+  const size_t n = stack_.size() - first;
+  if (n % 2 != 0) return fail("SETITEMS with an odd number of values");
   if (target.kind != PickleKind::kRef) return fail("SETITEM(S) on a non-object");
   PickleObject& o = objects_[target.ref];
   if (o.type != PickleType::kDict && o.type != PickleType::kObject) {
     return fail(std::string("SETITEM(S) on a ") + pickle_type_name(o.type));
   }
-  Status counted = count_items(kv.size());
-  if (!counted) return counted;
-  for (size_t i = 0; i < kv.size(); i += 2) o.entries.emplace_back(kv[i], kv[i + 1]);
+  Status st = count_items(n);
+  if (!st) return st;
+  if (!(st = make_room(o.entries, n / 2))) return st;
+  for (size_t i = first; i < stack_.size(); i += 2) o.entries.emplace_back(stack_[i], stack_[i + 1]);
+  stack_.resize(first);
   return Status::ok();
 }
 
-Status PickleMachine::append_items(PickleValue target, std::vector<PickleValue>&& values) {
+Status PickleMachine::append_items(PickleValue target, size_t first) {
   if (target.kind != PickleKind::kRef) return fail("APPEND(S) on a non-object");
   PickleObject& o = objects_[target.ref];
   if (o.type != PickleType::kList && o.type != PickleType::kSet && o.type != PickleType::kObject) {
     return fail(std::string("APPEND(S)/ADDITEMS on a ") + pickle_type_name(o.type));
   }
-  Status counted = count_items(values.size());
-  if (!counted) return counted;
-  o.items.insert(o.items.end(), values.begin(), values.end());
+  const size_t n = stack_.size() - first;
+  Status st = count_items(n);
+  if (!st) return st;
+  if (!(st = make_room(o.items, n))) return st;
+  o.items.insert(o.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end());
+  stack_.resize(first);
   return Status::ok();
 }
 
-Status PickleMachine::make_tuple(std::vector<PickleValue>&& values) {
-  Status counted = count_items(values.size());
-  if (!counted) return counted;
-  auto ref = new_object(PickleType::kTuple);
+Status PickleMachine::make_container(PickleType type, size_t first) {
+  const size_t n = stack_.size() - first;
+  Status st = count_items(n);
+  if (!st) return st;
+  auto ref = new_object(type);
   if (!ref) return ref.status();
-  objects_[*ref].items = std::move(values);
+  PickleObject& o = objects_[*ref];
+  if (!(st = make_room(o.items, n))) return st;
+  o.items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end());
+  stack_.resize(first);
   return push(PickleValue::of_ref(*ref));
 }
 
@@ -266,19 +361,34 @@ Status PickleMachine::reduce_to_object(PickleValue callable, PickleValue args, P
   }
   auto ref = new_object(PickleType::kObject);
   if (!ref) return ref.status();
-  PickleObject& o = objects_[*ref];
-  o.callable = callable;
-  o.args = args;
-  o.kwargs = kwargs;
+  auto call = call_of(*ref);
+  if (!call) return call.status();
+  (*call)->callable = callable;
+  (*call)->args = args;
+  (*call)->kwargs = kwargs;
   return push(PickleValue::of_ref(*ref));
 }
 
-Status PickleMachine::run(std::string_view data, const std::string& what) {
-  what_ = what;
-  data_ = data;
-  pos_ = 0;
-  std::vector<PickleValue> values;
+Status PickleMachine::run(std::string data, const std::string& what) {
+  try {
+    what_ = what;
+    data_ = std::move(data);
+    pos_ = 0;
+    return run_opcodes();
+  } catch (const std::bad_alloc&) {
+    return Status::error(what_ + ": out of memory while unpickling (opcode at offset " +
+                         std::to_string(op_pos_) + ")");
+  } catch (const std::exception& e) {
+    return Status::error(what_ + ": cannot unpickle: " + e.what() + " (opcode at offset " +
+                         std::to_string(op_pos_) + ")");
+  }
+}
+
+Status PickleMachine::run_opcodes() {
   Status st;
+  size_t first = 0;
+  // The base of the values above the innermost mark once it is popped.
+  auto base = [this]() { return marks_.empty() ? size_t{0} : marks_.back(); };
   while (pos_ < data_.size()) {
     op_pos_ = pos_;
     const uint8_t op = static_cast<uint8_t>(data_[pos_++]);
@@ -305,6 +415,7 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         if (marks_.size() >= limits_.max_marks) {
           return fail("more than " + std::to_string(limits_.max_marks) + " nested MARKs");
         }
+        if (!(st = make_room(marks_, 1))) return st;
         marks_.push_back(stack_.size());
         break;
       case kPop:
@@ -315,7 +426,8 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         }
         break;
       case kPopMark:
-        if (!(st = pop_mark(&values))) return st;
+        if (!(st = pop_mark(&first))) return st;
+        stack_.resize(first);
         break;
       case kDup:
         if (available() == 0) return fail("DUP on an empty stack");
@@ -401,7 +513,7 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         std::string_view module, name;
         if (!(st = read_line(&module))) return st;
         if (!(st = read_line(&name))) return st;
-        if (!(st = make_global(std::string(module), std::string(name)))) return st;
+        if (!(st = make_global(module, name))) return st;
         break;
       }
       case kStackGlobal: {
@@ -412,8 +524,11 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         const PickleObject* n = as(*name, PickleType::kString);
         const PickleObject* m = as(*module, PickleType::kString);
         if (n == nullptr || m == nullptr) return fail("STACK_GLOBAL without two strings");
-        std::string module_text = m->text, name_text = n->text;
-        if (!(st = make_global(std::move(module_text), std::move(name_text)))) return st;
+        if (n->text.size() > kMaxLineBytes || m->text.size() > kMaxLineBytes) {
+          return fail("STACK_GLOBAL module or name longer than " + std::to_string(kMaxLineBytes) +
+                      " bytes");
+        }
+        if (!(st = make_global(m->text, n->text))) return st;
         break;
       }
       case kBinPut:
@@ -424,7 +539,7 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         break;
       }
       case kMemoize:
-        if (!(st = memo_put(memo_.size()))) return st;
+        if (!(st = memo_put(memo_count_))) return st;
         break;
       case kBinGet:
       case kLongBinGet: {
@@ -434,21 +549,19 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         break;
       }
       case kEmptyTuple:
-        if (!(st = make_tuple({}))) return st;
+        if (!(st = make_container(PickleType::kTuple, stack_.size()))) return st;
         break;
       case kTuple1:
       case kTuple2:
       case kTuple3: {
         const size_t n = static_cast<size_t>(op - kTuple1 + 1);
         if (available() < n) return fail("stack underflow");
-        values.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
-        stack_.resize(stack_.size() - n);
-        if (!(st = make_tuple(std::move(values)))) return st;
+        if (!(st = make_container(PickleType::kTuple, stack_.size() - n))) return st;
         break;
       }
       case kTuple:
-        if (!(st = pop_mark(&values))) return st;
-        if (!(st = make_tuple(std::move(values)))) return st;
+        if (!(st = pop_mark(&first))) return st;
+        if (!(st = make_container(PickleType::kTuple, first))) return st;
         break;
       case kEmptyList:
       case kEmptyDict:
@@ -461,49 +574,38 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         break;
       }
       case kList:
-      case kFrozenSet: {
-        if (!(st = pop_mark(&values))) return st;
-        auto ref = new_object(op == kList ? PickleType::kList : PickleType::kSet);
-        if (!ref) return ref.status();
-        if (!(st = count_items(values.size()))) return st;
-        objects_[*ref].items = std::move(values);
-        if (!(st = push(PickleValue::of_ref(*ref)))) return st;
+      case kFrozenSet:
+        if (!(st = pop_mark(&first))) return st;
+        if (!(st = make_container(op == kList ? PickleType::kList : PickleType::kSet, first))) return st;
         break;
-      }
       case kDict: {
-        if (!(st = pop_mark(&values))) return st;
+        if (!(st = pop_mark(&first))) return st;
         auto ref = new_object(PickleType::kDict);
         if (!ref) return ref.status();
-        if (!(st = set_items(PickleValue::of_ref(*ref), std::move(values)))) return st;
+        if (!(st = set_items(PickleValue::of_ref(*ref), first))) return st;
         if (!(st = push(PickleValue::of_ref(*ref)))) return st;
         break;
       }
-      case kAppend: {
-        auto v = pop();
-        if (!v) return v.status();
-        if (available() == 0) return fail("APPEND without a list");
-        if (!(st = append_items(stack_.back(), {*v}))) return st;
+      case kAppend:
+        if (available() == 0) return fail("stack underflow");
+        if (available() == 1) return fail("APPEND without a list");
+        if (!(st = append_items(stack_[stack_.size() - 2], stack_.size() - 1))) return st;
         break;
-      }
       case kAppends:
       case kAddItems:
-        if (!(st = pop_mark(&values))) return st;
-        if (available() == 0) return fail("APPENDS/ADDITEMS without a target");
-        if (!(st = append_items(stack_.back(), std::move(values)))) return st;
+        if (!(st = pop_mark(&first))) return st;
+        if (first == base()) return fail("APPENDS/ADDITEMS without a target");
+        if (!(st = append_items(stack_[first - 1], first))) return st;
         break;
-      case kSetItem: {
-        auto value = pop();
-        if (!value) return value.status();
-        auto key = pop();
-        if (!key) return key.status();
-        if (available() == 0) return fail("SETITEM without a dict");
-        if (!(st = set_items(stack_.back(), {*key, *value}))) return st;
+      case kSetItem:
+        if (available() < 2) return fail("stack underflow");
+        if (available() == 2) return fail("SETITEM without a dict");
+        if (!(st = set_items(stack_[stack_.size() - 3], stack_.size() - 2))) return st;
         break;
-      }
       case kSetItems:
-        if (!(st = pop_mark(&values))) return st;
-        if (available() == 0) return fail("SETITEMS without a dict");
-        if (!(st = set_items(stack_.back(), std::move(values)))) return st;
+        if (!(st = pop_mark(&first))) return st;
+        if (first == base()) return fail("SETITEMS without a dict");
+        if (!(st = set_items(stack_[first - 1], first))) return st;
         break;
       case kReduce:
       case kNewObj: {
@@ -536,18 +638,16 @@ Status PickleMachine::run(std::string_view data, const std::string& what) {
         if (available() == 0) return fail("BUILD without an object");
         const PickleValue target = stack_.back();
         if (target.kind != PickleKind::kRef) return fail("BUILD on a non-object");
-        PickleObject& o = objects_[target.ref];
-        o.state = *state;
-        o.has_state = true;
+        auto call = call_of(target.ref);
+        if (!call) return call.status();
+        (*call)->state = *state;
+        objects_[target.ref].has_state = true;
         break;
       }
       case kBinPersId: {
-        auto pid = pop();
-        if (!pid) return pid.status();
-        auto ref = new_object(PickleType::kPersistentId);
-        if (!ref) return ref.status();
-        objects_[*ref].items.push_back(*pid);
-        if (!(st = push(PickleValue::of_ref(*ref)))) return st;
+        // The id (the top of the stack) becomes the object's one item.
+        if (available() == 0) return fail("stack underflow");
+        if (!(st = make_container(PickleType::kPersistentId, stack_.size() - 1))) return st;
         break;
       }
       default:

@@ -10,10 +10,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <exception>
 #include <map>
+#include <new>
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "compare/pickle_machine.h"
@@ -26,7 +29,11 @@ namespace fs = std::filesystem;
 using wire::DType;
 
 constexpr int kMaxWalkDepth = 200;
-constexpr size_t kMaxWalkVisits = size_t{1} << 22;
+// Objects visited plus container items looked at, over the whole walk (shared
+// containers are walked again each time they are reached): bounds its time.
+constexpr size_t kMaxWalkSteps = size_t{1} << 25;
+// Longest piece of a key, location or type quoted in a message.
+constexpr size_t kMaxQuotedBytes = 64;
 // Gathering non-contiguous tensors: logical elements per chunk, and the largest gap
 // (bytes) between two needed storage ranges that is read through rather than skipped.
 constexpr size_t kMaxGatherElements = size_t{1} << 20;
@@ -40,13 +47,13 @@ struct StorageDType {
 };
 
 // torch.<X>Storage or a torch.<dtype> global.
-StorageDType storage_dtype(const std::string& module, const std::string& name) {
+StorageDType storage_dtype(std::string_view module, std::string_view name) {
   StorageDType out;
   if (module != "torch") {
-    out.unsupported = "unknown storage type " + module + "." + name;
+    out.unsupported = "unknown storage type " + std::string(module) + "." + std::string(name);
     return out;
   }
-  static const std::map<std::string, DType> kTypes = {
+  static const std::map<std::string, DType, std::less<>> kTypes = {
       {"FloatStorage", DType::kFloat32},   {"float32", DType::kFloat32},
       {"float", DType::kFloat32},          {"DoubleStorage", DType::kFloat64},
       {"float64", DType::kFloat64},        {"double", DType::kFloat64},
@@ -61,7 +68,7 @@ StorageDType storage_dtype(const std::string& module, const std::string& name) {
       {"ByteStorage", DType::kUInt8},      {"uint8", DType::kUInt8},
       {"BoolStorage", DType::kBool},       {"bool", DType::kBool},
   };
-  static const std::map<std::string, std::string> kUnsupported = {
+  static const std::map<std::string, std::string, std::less<>> kUnsupported = {
       {"ComplexFloatStorage", "complex64"},  {"ComplexDoubleStorage", "complex128"},
       {"ComplexHalfStorage", "complex32"},   {"QInt8Storage", "qint8 (quantized)"},
       {"QUInt8Storage", "quint8 (quantized)"}, {"QInt32Storage", "qint32 (quantized)"},
@@ -73,7 +80,7 @@ StorageDType storage_dtype(const std::string& module, const std::string& name) {
   } else if (auto bad = kUnsupported.find(name); bad != kUnsupported.end()) {
     out.unsupported = bad->second;
   } else {
-    out.unsupported = "torch." + name;
+    out.unsupported = "torch." + std::string(name);
   }
   return out;
 }
@@ -106,7 +113,7 @@ bool is_other_tensor_call(const PickleMachine& m, PickleValue callable) {
 
 // args[i] of a kObject, or kNone.
 PickleValue arg_of(const PickleMachine& m, const PickleObject& o, size_t i) {
-  const PickleObject* args = m.as(o.args, PickleType::kTuple);
+  const PickleObject* args = m.as(m.call(o).args, PickleType::kTuple);
   if (args == nullptr || i >= args->items.size()) return PickleValue::none();
   return args->items[i];
 }
@@ -117,28 +124,36 @@ std::string format_float(double value) {
   return text;
 }
 
+// `text`, or its first kMaxQuotedBytes bytes and "...".
+std::string clip(std::string_view text) {
+  if (text.size() <= kMaxQuotedBytes) return std::string(text);
+  return std::string(text.substr(0, kMaxQuotedBytes)) + "...";
+}
+
 struct FoundTensor {
   std::string name;
   PickleValue value;  // a kObject: a rebuild call (possibly wrapped by _rebuild_from_type)
 };
 
+// Walks the object graph from the root, naming what it passes through; every tensor
+// reached (again each time it is reached through a shared container) is found with its
+// name. The current name is one buffer, extended and cut back as the walk goes down and
+// up: a name is copied only for a tensor found.
 class TensorWalker {
  public:
   TensorWalker(const PickleMachine& m, const std::string& file) : m_(m), file_(file) {}
 
-  Status walk(PickleValue v, const std::string& name, int depth) {
+  Status walk(PickleValue v, int depth) {
     if (v.kind != PickleKind::kRef) return Status::ok();
     if (depth > kMaxWalkDepth) {
       return Status::error(file_ + ": objects nested deeper than " +
                            std::to_string(kMaxWalkDepth) + " containers");
     }
-    if (++visits_ > kMaxWalkVisits) {
-      return Status::error(file_ + ": more than " + std::to_string(kMaxWalkVisits) +
-                           " objects to visit (shared containers?)");
-    }
+    Status spent = spend(1);
+    if (!spent) return spent;
     if (std::find(path_.begin(), path_.end(), v.ref) != path_.end()) return Status::ok();  // cycle
     path_.push_back(v.ref);
-    Status st = visit(v, name, depth);
+    Status st = visit(v, depth);
     path_.pop_back();
     return st;
   }
@@ -146,43 +161,107 @@ class TensorWalker {
   std::vector<FoundTensor>& found() { return found_; }
 
  private:
-  static std::string join(const std::string& name, const std::string& part) {
-    return name.empty() ? part : name + "." + part;
+  static constexpr size_t kOverflow = SIZE_MAX;
+
+  // Counts `n` steps of the walk against kMaxWalkSteps.
+  Status spend(size_t n) {
+    if (n > kMaxWalkSteps - steps_) {
+      return Status::error(file_ + ": more than " + std::to_string(kMaxWalkSteps) +
+                           " objects and container items to visit (shared containers?)");
+    }
+    steps_ += n;
+    return Status::ok();
   }
 
-  std::string key_text(PickleValue key, size_t index) const {
+  // Appends ".part" ("part" to the empty name) to the current name; a name that would
+  // grow past kMaxTorchNameBytes is left as it is and marked overflowing instead.
+  // Returns what end_part() needs to undo it.
+  size_t begin_part(std::string_view part) {
+    const size_t old = name_.size();
+    if (overflow_ > 0 || old + (old > 0 ? 1 : 0) + part.size() > kMaxTorchNameBytes) {
+      if (overflow_++ == 0) {  // how the long name starts, for the message
+        overflow_start_ = clip(name_);
+        if (overflow_start_.size() < kMaxQuotedBytes) {
+          overflow_start_ = clip(std::string(name_) + (old > 0 ? "." : "") +
+                                 std::string(part.substr(0, kMaxQuotedBytes + 1)));
+        }
+      }
+      return kOverflow;
+    }
+    if (old > 0) name_ += '.';
+    name_.append(part.data(), part.size());
+    return old;
+  }
+  void end_part(size_t old) {
+    if (old == kOverflow) {
+      --overflow_;
+    } else {
+      name_.resize(old);
+    }
+  }
+
+  // Walks `v` named by the current name and `part`.
+  Status walk_part(PickleValue v, std::string_view part, int depth) {
+    if (v.kind != PickleKind::kRef) return Status::ok();
+    const size_t old = begin_part(part);
+    Status st = walk(v, depth);
+    end_part(old);
+    return st;
+  }
+
+  // The name part of a dict key; `buffer` holds it when it is formatted.
+  std::string_view key_text(PickleValue key, size_t index, std::string& buffer) const {
     switch (key.kind) {
       case PickleKind::kNone: return "None";
       case PickleKind::kBool: return key.boolean ? "True" : "False";
-      case PickleKind::kInt: return std::to_string(key.integer);
-      case PickleKind::kFloat: return format_float(key.real);
+      case PickleKind::kInt: return buffer = std::to_string(key.integer);
+      case PickleKind::kFloat: return buffer = format_float(key.real);
       case PickleKind::kRef: break;
     }
     const PickleObject& o = m_.object(key.ref);
     if (o.type == PickleType::kString || o.type == PickleType::kBytes) return o.text;
-    return std::to_string(index);
+    return buffer = std::to_string(index);
   }
 
-  Status add(const std::string& name, PickleValue v) {
-    if (found_.size() >= kMaxTorchTensors) {
-      return Status::error(file_ + ": more than " + std::to_string(kMaxTorchTensors) + " tensors");
+  Status add(PickleValue v) {
+    if (overflow_ > 0) {
+      return Status::error(file_ + ": a tensor name longer than " + std::to_string(kMaxTorchNameBytes) +
+                           " bytes (starting '" + overflow_start_ + "')");
     }
-    found_.push_back({name, v});
+    if (found_.size() >= kMaxTorchTensors) {
+      return Status::error(file_ + ": more than " + std::to_string(kMaxTorchTensors) +
+                           " tensors (counting each one again wherever a shared container "
+                           "holds it)");
+    }
+    if (name_.size() > kMaxTorchNameTotalBytes - name_bytes_) {
+      return Status::error(file_ + ": tensor names longer than " +
+                           std::to_string(kMaxTorchNameTotalBytes >> 20) + " MiB in all, after " +
+                           std::to_string(found_.size()) +
+                           " tensors (long names repeated through shared containers?)");
+    }
+    name_bytes_ += name_.size();
+    found_.push_back({name_, v});
     return Status::ok();
   }
 
-  Status walk_entries(const std::vector<std::pair<PickleValue, PickleValue>>& entries,
-                      const std::string& name, int depth) {
+  Status walk_entries(const std::vector<std::pair<PickleValue, PickleValue>>& entries, int depth) {
+    Status st = spend(entries.size());
+    if (!st) return st;
+    std::string buffer;
     for (size_t i = 0; i < entries.size(); ++i) {
-      Status st = walk(entries[i].second, join(name, key_text(entries[i].first, i)), depth + 1);
+      if (entries[i].second.kind != PickleKind::kRef) continue;
+      st = walk_part(entries[i].second, key_text(entries[i].first, i, buffer), depth + 1);
       if (!st) return st;
     }
     return Status::ok();
   }
 
-  Status walk_items(const std::vector<PickleValue>& items, const std::string& name, int depth) {
+  Status walk_items(const std::vector<PickleValue>& items, int depth) {
+    Status st = spend(items.size());
+    if (!st) return st;
     for (size_t i = 0; i < items.size(); ++i) {
-      Status st = walk(items[i], join(name, std::to_string(i)), depth + 1);
+      if (items[i].kind != PickleKind::kRef) continue;
+      st = walk_part(items[i], std::to_string(i), depth + 1);
       if (!st) return st;
     }
     return Status::ok();
@@ -198,31 +277,34 @@ class TensorWalker {
   }
 
   // A pickled torch.nn.Module: named like its state_dict.
-  Status walk_module_state(const PickleObject& state, const std::string& name, int depth) {
+  Status walk_module_state(const PickleObject& state, int depth) {
+    Status spent = spend(4 * state.entries.size());  // the field lookups and the loop below
+    if (!spent) return spent;
     for (const char* field : {"_parameters", "_buffers", "_modules"}) {
       const PickleValue* v = state_field(state, field);
       if (v == nullptr) continue;
       const PickleObject* d = m_.as(*v, PickleType::kDict);
       if (d == nullptr) continue;
-      Status st = walk_entries(d->entries, name, depth + 1);
+      Status st = walk_entries(d->entries, depth + 1);
       if (!st) return st;
     }
     for (size_t i = 0; i < state.entries.size(); ++i) {  // plain tensor attributes
       const PickleObject* k = m_.as(state.entries[i].first, PickleType::kString);
       if (k == nullptr || k->text.empty() || k->text[0] == '_') continue;
-      Status st = walk(state.entries[i].second, join(name, k->text), depth + 1);
+      Status st = walk_part(state.entries[i].second, k->text, depth + 1);
       if (!st) return st;
     }
     return Status::ok();
   }
 
-  Status walk_object(PickleValue v, const PickleObject& o, const std::string& name, int depth) {
-    const PickleValue callable = o.callable;
-    if (is_tensor_rebuild(m_, callable) || is_other_tensor_call(m_, callable)) return add(name, v);
+  Status walk_object(PickleValue v, const PickleObject& o, int depth) {
+    const PickleCall& call = m_.call(o);
+    const PickleValue callable = call.callable;
+    if (is_tensor_rebuild(m_, callable) || is_other_tensor_call(m_, callable)) return add(v);
     if (is_torch_utils(m_, callable, "_rebuild_from_type_v2") ||
         is_torch_utils(m_, callable, "_rebuild_from_type") ||
         m_.is_global(callable, "torch._tensor", "_rebuild_from_type_v2")) {
-      return add(name, v);  // a tensor subclass: unwrapped when it is described
+      return add(v);  // a tensor subclass: unwrapped when it is described
     }
     // Wrappers whose first argument is the value: Parameter, TorchScript type tags.
     if (is_torch_utils(m_, callable, "_rebuild_parameter") ||
@@ -231,54 +313,57 @@ class TensorWalker {
         (m_.as(callable, PickleType::kGlobal) != nullptr &&
          m_.object(callable.ref).text == "torch.jit._pickle" &&
          m_.object(callable.ref).name.rfind("build_", 0) == 0)) {
-      return walk(arg_of(m_, o, 0), name, depth + 1);
+      return walk(arg_of(m_, o, 0), depth + 1);
     }
     // Any other object: its state, its items, its constructor arguments.
     if (o.has_state) {
-      const PickleObject* state = m_.as(o.state, PickleType::kDict);
-      const PickleObject* pair = m_.as(o.state, PickleType::kTuple);
+      const PickleObject* state = m_.as(call.state, PickleType::kDict);
+      const PickleObject* pair = m_.as(call.state, PickleType::kTuple);
+      if (state != nullptr) {
+        Status spent = spend(2 * state->entries.size());  // the two lookups below
+        if (!spent) return spent;
+      }
       if (state != nullptr && state_field(*state, "_parameters") != nullptr &&
           state_field(*state, "_modules") != nullptr) {
-        Status st = walk_module_state(*state, name, depth);
+        Status st = walk_module_state(*state, depth);
         if (!st) return st;
       } else if (state != nullptr) {
-        Status st = walk_entries(state->entries, name, depth);
+        Status st = walk_entries(state->entries, depth);
         if (!st) return st;
       } else if (pair != nullptr && pair->items.size() == 2) {  // (dict state, slot state)
         for (const PickleValue& part : pair->items) {
           const PickleObject* d = m_.as(part, PickleType::kDict);
-          Status st = d != nullptr ? walk_entries(d->entries, name, depth) : walk(part, name, depth + 1);
+          Status st = d != nullptr ? walk_entries(d->entries, depth) : walk(part, depth + 1);
           if (!st) return st;
         }
       } else {
-        Status st = walk(o.state, name, depth + 1);
+        Status st = walk(call.state, depth + 1);
         if (!st) return st;
       }
     }
-    Status st = walk_entries(o.entries, name, depth);
+    Status st = walk_entries(o.entries, depth);
     if (!st) return st;
-    st = walk_items(o.items, name, depth);
+    st = walk_items(o.items, depth);
     if (!st) return st;
-    if (const PickleObject* args = m_.as(o.args, PickleType::kTuple)) {
-      // Copy: `args` points into the arena, which does not change during the walk.
-      st = walk_items(args->items, name, depth);
+    if (const PickleObject* args = m_.as(call.args, PickleType::kTuple)) {
+      st = walk_items(args->items, depth);
       if (!st) return st;
     }
-    if (const PickleObject* kwargs = m_.as(o.kwargs, PickleType::kDict)) {
-      st = walk_entries(kwargs->entries, name, depth);
+    if (const PickleObject* kwargs = m_.as(call.kwargs, PickleType::kDict)) {
+      st = walk_entries(kwargs->entries, depth);
       if (!st) return st;
     }
     return Status::ok();
   }
 
-  Status visit(PickleValue v, const std::string& name, int depth) {
+  Status visit(PickleValue v, int depth) {
     const PickleObject& o = m_.object(v.ref);
     switch (o.type) {
-      case PickleType::kDict: return walk_entries(o.entries, name, depth);
+      case PickleType::kDict: return walk_entries(o.entries, depth);
       case PickleType::kList:
       case PickleType::kTuple:
-      case PickleType::kSet: return walk_items(o.items, name, depth);
-      case PickleType::kObject: return walk_object(v, o, name, depth);
+      case PickleType::kSet: return walk_items(o.items, depth);
+      case PickleType::kObject: return walk_object(v, o, depth);
       default: return Status::ok();
     }
   }
@@ -287,13 +372,16 @@ class TensorWalker {
   const std::string& file_;
   std::vector<FoundTensor> found_;
   std::vector<uint32_t> path_;
-  size_t visits_ = 0;
+  std::string name_;       // the current name
+  size_t overflow_ = 0;    // parts not appended to name_ (it would be too long)
+  std::string overflow_start_;  // the start of the name that was too long
+  size_t name_bytes_ = 0;  // of the names found
+  size_t steps_ = 0;
 };
 
 // ---- describing one tensor -----------------------------------------------------------
 
 struct StorageInfo {
-  std::string entry;
   uint64_t data_offset = 0;
   uint64_t bytes = 0;
   std::string error;
@@ -303,7 +391,14 @@ class TensorDescriber {
  public:
   TensorDescriber(const PickleMachine& m, const ZipArchive& zip, std::string prefix)
       : m_(m), zip_(zip), prefix_(std::move(prefix)) {
-    for (size_t i = 0; i < zip_.entries().size(); ++i) by_name_.emplace(zip_.entries()[i].name, i);
+    // The storage entries <prefix>/data/<key> by key (the first of a repeated name).
+    const std::string data_dir = prefix_ + "/data/";
+    for (size_t i = 0; i < zip_.entries().size(); ++i) {
+      const std::string& name = zip_.entries()[i].name;
+      if (name.size() >= data_dir.size() && name.compare(0, data_dir.size(), data_dir) == 0) {
+        by_key_.emplace(std::string_view(name).substr(data_dir.size()), i);
+      }
+    }
   }
 
   // Fills t (name and file set) from the rebuild call `v`; problems go to t.error.
@@ -312,6 +407,9 @@ class TensorDescriber {
     if (!problem.empty()) t.error = t.display_name() + ": " + problem;
   }
 
+  // Memory held by the cache of storages (keys, messages), about.
+  size_t cache_bytes() const { return cache_bytes_; }
+
  private:
   static bool int_of(PickleValue v, int64_t* out) {
     if (v.kind != PickleKind::kInt) return false;
@@ -319,27 +417,29 @@ class TensorDescriber {
     return true;
   }
 
-  bool int_tuple(PickleValue v, std::vector<int64_t>* out) const {
+  // A tuple (or list) of ints: "" and *out filled, else the problem.
+  std::string int_tuple(PickleValue v, std::vector<int64_t>* out) const {
     const PickleObject* tuple = m_.as(v, PickleType::kTuple);
     if (tuple == nullptr) tuple = m_.as(v, PickleType::kList);
-    if (tuple == nullptr) return false;
+    if (tuple == nullptr) return "corrupt tensor: storage offset, size or stride of the wrong type";
+    if (tuple->items.size() > kMaxTorchDims) return "more than " + std::to_string(kMaxTorchDims) + " dims";
     out->clear();
     for (PickleValue item : tuple->items) {
       int64_t x = 0;
-      if (!int_of(item, &x)) return false;
+      if (!int_of(item, &x)) return "corrupt tensor: storage offset, size or stride of the wrong type";
       out->push_back(x);
     }
-    return true;
+    return "";
   }
 
-  const StorageInfo& storage(const std::string& key) {
+  const StorageInfo& storage(std::string_view key) {
     auto cached = storages_.find(key);
     if (cached != storages_.end()) return cached->second;
     StorageInfo info;
-    info.entry = prefix_ + "/data/" + key;
-    auto found = by_name_.find(info.entry);
-    if (found == by_name_.end()) {
-      info.error = "its storage entry '" + info.entry + "' is missing from the archive";
+    auto found = by_key_.find(key);
+    if (found == by_key_.end()) {
+      info.error = "its storage entry '" + prefix_ + "/data/" + std::string(key) +
+                   "' is missing from the archive";
     } else {
       const ZipEntry& entry = zip_.entries()[found->second];
       auto offset = zip_.data_offset(entry);
@@ -350,14 +450,15 @@ class TensorDescriber {
         info.bytes = entry.size;
       }
     }
-    return storages_.emplace(key, std::move(info)).first->second;
+    cache_bytes_ += key.size() + info.error.size() + sizeof(info) + 64;
+    return storages_.emplace(std::string(key), std::move(info)).first->second;
   }
 
   // Returns "" on success, else the problem.
   std::string describe_call(PickleValue v, TorchTensor& t, int depth) {
     const PickleObject* call = m_.as(v, PickleType::kObject);
     if (call == nullptr) return "not a tensor";
-    const PickleValue callable = call->callable;
+    const PickleValue callable = m_.call(*call).callable;
     if (is_torch_utils(m_, callable, "_rebuild_from_type_v2") ||
         is_torch_utils(m_, callable, "_rebuild_from_type") ||
         m_.is_global(callable, "torch._tensor", "_rebuild_from_type_v2")) {
@@ -379,7 +480,7 @@ class TensorDescriber {
       if (g.find("meta") != std::string::npos) kind = "meta tensors (no data)";
       return kind + " (" + g + ") are not supported";
     }
-    const PickleObject* args = m_.as(call->args, PickleType::kTuple);
+    const PickleObject* args = m_.as(m_.call(*call).args, PickleType::kTuple);
     if (args == nullptr) return "corrupt tensor: no arguments";
     return describe_rebuild(callable, args->items, t);
   }
@@ -407,27 +508,32 @@ class TensorDescriber {
     }
     const StorageDType sd = storage_dtype(type->text, type->name);
     if (sd.dtype == DType::kInvalid) {
-      return "dtype " + sd.unsupported + " (" + type->text + "." + type->name +
+      return "dtype " + sd.unsupported + " (" + m_.global_name(pid->items[1]) +
              ") is not supported (float32/64/16, bfloat16, int8/16/32/64, uint8, bool are)";
     }
     t.dtype = sd.dtype;
-    if (!int_of(args[1], &t.storage_offset) || !int_tuple(args[2], &t.shape) ||
-        !int_tuple(args[3], &t.stride)) {
+    if (!int_of(args[1], &t.storage_offset)) {
       return "corrupt tensor: storage offset, size or stride of the wrong type";
     }
+    std::string problem = int_tuple(args[2], &t.shape);
+    if (problem.empty()) problem = int_tuple(args[3], &t.stride);
+    if (!problem.empty()) return problem;
     if (t.shape.size() != t.stride.size()) {
       return "corrupt tensor: " + std::to_string(t.shape.size()) + " sizes but " +
              std::to_string(t.stride.size()) + " strides";
-    }
-    if (t.shape.size() > kMaxTorchDims) {
-      return "more than " + std::to_string(kMaxTorchDims) + " dims";
     }
     if (t.storage_offset < 0) return "corrupt tensor: negative storage offset";
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (t.shape[d] < 0 || t.stride[d] < 0) return "corrupt tensor: negative size or stride";
     }
+    // A longer entry name could not be in the archive (zip_archive.h).
+    if (prefix_.size() + 6 + key->text.size() > kMaxZipNameBytes) {
+      return "corrupt tensor: its storage key of " + std::to_string(key->text.size()) +
+             " bytes ('" + clip(key->text) + "') is too long";
+    }
+    t.storage_entry = prefix_ + "/data/";
+    t.storage_entry += key->text;
     const StorageInfo& info = storage(key->text);
-    t.storage_entry = info.entry;
     if (!info.error.empty()) return info.error;
     t.data_offset = info.data_offset;
     t.storage_bytes = info.bytes;
@@ -435,7 +541,7 @@ class TensorDescriber {
     const uint64_t entry_elems = info.bytes / elem;
     if (static_cast<uint64_t>(storage_numel) > entry_elems) {
       return "corrupt or truncated: its storage holds " + std::to_string(storage_numel) +
-             " elements but entry '" + info.entry + "' has only " + std::to_string(info.bytes) +
+             " elements but entry '" + t.storage_entry + "' has only " + std::to_string(info.bytes) +
              " bytes";
     }
     // numel * elem must fit in int64; every element must lie inside the storage.
@@ -452,8 +558,8 @@ class TensorDescriber {
       if (last >= static_cast<uint64_t>(storage_numel)) {
         return "corrupt tensor: its elements reach storage index " +
                std::to_string(static_cast<uint64_t>(std::min<unsigned __int128>(last, UINT64_MAX))) +
-               " but the storage ('" + info.entry + "', " +
-               (location != nullptr ? location->text + ", " : std::string()) +
+               " but the storage ('" + t.storage_entry + "', " +
+               (location != nullptr ? clip(location->text) + ", " : std::string()) +
                std::to_string(storage_numel) + " elements) ends before";
       }
     }
@@ -463,8 +569,9 @@ class TensorDescriber {
   const PickleMachine& m_;
   const ZipArchive& zip_;
   std::string prefix_;
-  std::unordered_map<std::string, size_t> by_name_;
-  std::map<std::string, StorageInfo> storages_;
+  std::unordered_map<std::string_view, size_t> by_key_;  // names in zip_
+  std::map<std::string, StorageInfo, std::less<>> storages_;
+  size_t cache_bytes_ = 0;
 };
 
 // ---- the archive ---------------------------------------------------------------------
@@ -506,6 +613,18 @@ class TorchSource final : public TensorSource {
   const std::vector<int64_t>& shape() const override { return t_.shape; }
 
   StatusOr<size_t> peek(const unsigned char** data) override {
+    try {
+      return peek_chunk(data);
+    } catch (const std::bad_alloc&) {
+      return Status::error(name_ + ": out of memory while reading it");
+    } catch (const std::exception& e) {
+      return Status::error(name_ + ": cannot read it: " + e.what());
+    }
+  }
+  void consume(size_t n) override { begin_ += n; }
+
+ private:
+  StatusOr<size_t> peek_chunk(const unsigned char** data) {
     if (begin_ == end_) {
       begin_ = end_ = 0;
       if (produced_ >= total_) return size_t{0};
@@ -517,9 +636,7 @@ class TorchSource final : public TensorSource {
     *data = buffer_.get() + begin_ * elem_;
     return end_ - begin_;
   }
-  void consume(size_t n) override { begin_ += n; }
 
- private:
   Status read_storage(uint64_t first_elem, uint64_t count, unsigned char* dst) {
     const uint64_t offset = t_.data_offset + first_elem * elem_;
     uint64_t bytes = count * elem_;
@@ -665,7 +782,15 @@ bool is_torch_path(const std::string& path) {
   return ext == ".pt" || ext == ".pth";
 }
 
-StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file) {
+namespace {
+
+// Memory of a listed tensor, about (strings and vectors by size).
+size_t listing_bytes(const TorchTensor& t) {
+  return sizeof(TorchTensor) + t.file.size() + t.name.size() + t.storage_entry.size() +
+         t.error.size() + (t.shape.size() + t.stride.size()) * sizeof(int64_t);
+}
+
+StatusOr<std::vector<TorchTensor>> list_tensors(const std::string& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
     return Status::error(file + (fs::exists(file, ec) ? ": not a regular file" : ": no such file"));
@@ -686,6 +811,7 @@ StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file) {
   }
   auto zip = ZipArchive::open(file);
   if (!zip) {
+    if (zip.message().find(": out of memory") != std::string::npos) return zip.status();
     return Status::error(zip.message() + " (not a PyTorch file saved by torch.save / torch::save)");
   }
   // The one top-level folder holding data.pkl.
@@ -721,34 +847,56 @@ StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file) {
   auto pickle = zip->read_entry(*pkl, kMaxTorchPickleBytes);
   if (!pickle) return pickle.status();
   PickleMachine machine;
-  Status ran = machine.run(*pickle, file + ": " + pkl->name);
+  Status ran = machine.run(std::move(*pickle), file + ": " + pkl->name);
   if (!ran) return ran;
 
   TensorWalker walker(machine, file);
-  Status walked = walker.walk(machine.root(), "", 0);
+  Status walked = walker.walk(machine.root(), 0);
   if (!walked) return walked;
   TensorDescriber describer(machine, *zip, prefix);
   std::vector<TorchTensor> tensors;
-  std::set<std::string> names;
   tensors.reserve(walker.found().size());
+  // The names given so far (views of tensors[i].name: `tensors` never reallocates), and
+  // per name given more than once the next "#<n>" suffix to try.
+  std::unordered_set<std::string_view> names;
+  std::unordered_map<std::string_view, uint64_t> next_suffix;
+  size_t bytes = 0;
   for (FoundTensor& found : walker.found()) {
     TorchTensor t;
     t.file = file;
     t.name = std::move(found.name);
-    if (names.count(t.name) > 0) {
-      for (int n = 2;; ++n) {
-        const std::string other = t.name + "#" + std::to_string(n);
-        if (names.count(other) == 0) {
-          t.name = other;
-          break;
-        }
-      }
+    if (auto taken = names.find(t.name); taken != names.end()) {
+      uint64_t& n = next_suffix.try_emplace(*taken, 2).first->second;
+      std::string other;
+      do {
+        other = t.name + "#" + std::to_string(n++);
+      } while (names.count(other) > 0);
+      t.name = std::move(other);
     }
-    names.insert(t.name);
     describer.describe(found.value, t);
+    bytes += listing_bytes(t);
+    if (bytes + describer.cache_bytes() > kMaxTorchListingBytes) {
+      return Status::error(file + ": listing its tensors would take more than " +
+                           std::to_string(kMaxTorchListingBytes >> 20) + " MiB of memory (after " +
+                           std::to_string(tensors.size()) +
+                           " tensors; shapes, names or messages too long?)");
+    }
     tensors.push_back(std::move(t));
+    names.insert(tensors.back().name);
   }
   return tensors;
+}
+
+}  // namespace
+
+StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file) {
+  try {
+    return list_tensors(file);
+  } catch (const std::bad_alloc&) {
+    return Status::error(file + ": out of memory while listing its tensors");
+  } catch (const std::exception& e) {
+    return Status::error(file + ": cannot list its tensors: " + e.what());
+  }
 }
 
 StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor,
@@ -763,7 +911,16 @@ StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& ten
     ::close(fd);
     return Status::error(tensor.display_name() + ": the file is shorter than when it was listed");
   }
-  return std::unique_ptr<TensorSource>(new TorchSource(tensor, fd, chunk_bytes));
+  // The source owns fd only once it is built.
+  try {
+    return std::unique_ptr<TensorSource>(new TorchSource(tensor, fd, chunk_bytes));
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    return Status::error(tensor.display_name() + ": out of memory while opening it");
+  } catch (const std::exception& e) {
+    ::close(fd);
+    return Status::error(tensor.display_name() + ": cannot open it: " + e.what());
+  }
 }
 
 }  // namespace tensorscope::daemon

@@ -52,12 +52,21 @@
 
 namespace tensorscope::daemon {
 
-// Largest data.pkl read (a state_dict of 100000 tensors pickles to about 10 MB).
-inline constexpr uint64_t kMaxTorchPickleBytes = uint64_t{64} << 20;
+// Largest data.pkl read (a state_dict of 100000 tensors pickles to about 10 MB; the
+// unpickler's memory is bounded separately, see compare/pickle_machine.h).
+inline constexpr uint64_t kMaxTorchPickleBytes = uint64_t{32} << 20;
 // Most dims of one tensor.
 inline constexpr size_t kMaxTorchDims = 255;
-// Most tensors in one file.
-inline constexpr size_t kMaxTorchTensors = size_t{1} << 20;
+// Most tensors in one file, counting a tensor again each time a shared container
+// (the pickle's memo) reaches it.
+inline constexpr size_t kMaxTorchTensors = size_t{1} << 18;
+// Longest tensor name (containers' names joined with '.').
+inline constexpr size_t kMaxTorchNameBytes = 4096;
+// Most bytes of all the tensor names of one file (counted as kMaxTorchTensors is).
+inline constexpr size_t kMaxTorchNameTotalBytes = size_t{32} << 20;
+// Most memory the listing of one file takes (its TorchTensor records with their names,
+// shapes, storage entry names and messages, about), besides the unpickler's.
+inline constexpr size_t kMaxTorchListingBytes = size_t{128} << 20;
 
 // One tensor of a PyTorch file.
 struct TorchTensor {
@@ -88,12 +97,23 @@ bool is_torch_path(const std::string& path);
 // regular file / cannot be opened, the legacy format (PyTorch < 1.6 or
 // _use_new_zipfile_serialization=False), not a zip archive, a corrupt or truncated
 // archive, no or several */data.pkl, a big-endian byteorder, a data.pkl over
-// kMaxTorchPickleBytes, a pickle that is corrupt, truncated or uses unsupported
-// opcodes, over kMaxTorchTensors tensors or nested deeper than 200 containers.
+// kMaxTorchPickleBytes, a pickle that is corrupt, truncated, uses unsupported opcodes
+// or needs more memory than the unpickler's bounds (pickle_machine.h), objects nested
+// deeper than 200 containers, more than 2^25 objects and container items to visit
+// (shared containers are walked again wherever they are reached), over
+// kMaxTorchTensors tensors, a tensor name over kMaxTorchNameBytes, names over
+// kMaxTorchNameTotalBytes in all, a listing over kMaxTorchListingBytes, running out of
+// memory (never an exception). Memory, whatever the file: data.pkl (at most 32 MiB),
+// the unpickler (at most 256 MiB more, and its allocator's overhead), the names found
+// (at most 32 MiB, and 12 MiB of records) and the listing (at most 128 MiB): about
+// half a GiB at the very most, plus the zip directory (zip_archive.h). Time: linear in
+// the pickle, the walk's steps and the tensors listed (the "#<n>" suffixes of repeated
+// names included).
 StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file);
 
 // Errors: the tensor's `error`; the file cannot be opened or is now shorter than the
-// storage; later read errors come from peek() (naming the file and tensor).
+// storage; running out of memory; later read errors come from peek() (naming the file
+// and tensor; no exception escapes it either).
 StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor,
                                                           size_t chunk_bytes);
 

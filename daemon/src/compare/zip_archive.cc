@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <utility>
 
 namespace tensorscope::daemon {
@@ -72,6 +74,16 @@ ZipArchive::~ZipArchive() {
 }
 
 StatusOr<ZipArchive> ZipArchive::open(const std::string& path) {
+  try {
+    return open_archive(path);
+  } catch (const std::bad_alloc&) {
+    return Status::error(path + ": out of memory while reading its zip directory");
+  } catch (const std::exception& e) {
+    return Status::error(path + ": cannot read its zip directory: " + e.what());
+  }
+}
+
+StatusOr<ZipArchive> ZipArchive::open_archive(const std::string& path) {
   ZipArchive zip;
   zip.path_ = path;
   zip.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -296,6 +308,16 @@ const ZipEntry* ZipArchive::find(const std::string& name) const {
 }
 
 StatusOr<uint64_t> ZipArchive::data_offset(const ZipEntry& entry) const {
+  try {
+    return find_data(entry);
+  } catch (const std::bad_alloc&) {
+    return Status::error(path_ + ": out of memory while reading zip entry '" + entry.name + "'");
+  } catch (const std::exception& e) {
+    return Status::error(path_ + ": cannot read zip entry '" + entry.name + "': " + e.what());
+  }
+}
+
+StatusOr<uint64_t> ZipArchive::find_data(const ZipEntry& entry) const {
   const std::string where = path_ + ": zip entry '" + entry.name + "'";
   if (entry.flags & 1) return Status::error(where + " is encrypted; cannot read it");
   if (entry.method != 0) {
@@ -338,10 +360,15 @@ StatusOr<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max
   }
   auto offset = data_offset(entry);
   if (!offset) return offset.status();
-  std::string data(static_cast<size_t>(entry.size), '\0');
-  Status read = read_at(*offset, data.data(), data.size());
-  if (!read) return read;
-  return data;
+  try {
+    std::string data(static_cast<size_t>(entry.size), '\0');
+    Status read = read_at(*offset, data.data(), data.size());
+    if (!read) return read;
+    return data;
+  } catch (const std::bad_alloc&) {
+    return Status::error(path_ + ": out of memory reading zip entry '" + entry.name + "' (" +
+                         std::to_string(entry.size) + " bytes)");
+  }
 }
 
 }  // namespace tensorscope::daemon

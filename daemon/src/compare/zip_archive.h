@@ -17,7 +17,10 @@
 // file size before use, the central directory is at most kMaxZipCentralDirectoryBytes
 // and kMaxZipEntries entries, a name at most kMaxZipNameBytes bytes; a corrupt or
 // truncated file gives a Status naming the file, never a crash or an allocation sized
-// by the file beyond those caps.
+// by the file beyond those caps. Memory: open() reads the central directory whole (at
+// most 64 MiB, freed when it returns) and keeps a ZipEntry per entry (at most 2^19
+// of 64 bytes plus their names, which the directory's size bounds): under 100 MiB
+// kept. Running out of memory is an error naming the file, never an exception.
 // Thread safety: a ZipArchive is immutable after open(); read_at() uses pread and may
 // be called from several threads at once.
 #pragma once
@@ -31,9 +34,11 @@
 
 namespace tensorscope::daemon {
 
-inline constexpr size_t kMaxZipEntries = size_t{1} << 20;
+// (PyTorch writes one entry per storage, plus a few: torch_file_source.h lists at most
+// 2^18 tensors.)
+inline constexpr size_t kMaxZipEntries = size_t{1} << 19;
 inline constexpr size_t kMaxZipNameBytes = 4096;
-inline constexpr uint64_t kMaxZipCentralDirectoryBytes = uint64_t{256} << 20;
+inline constexpr uint64_t kMaxZipCentralDirectoryBytes = uint64_t{64} << 20;
 
 struct ZipEntry {
   std::string name;
@@ -82,6 +87,8 @@ class ZipArchive {
 
  private:
   ZipArchive() = default;
+  static StatusOr<ZipArchive> open_archive(const std::string& path);
+  StatusOr<uint64_t> find_data(const ZipEntry& entry) const;
   Status read_central_directory();
 
   std::string path_;

@@ -1,13 +1,14 @@
 // pickle_machine_test.cc — the safe unpickler on hand-built pickles: scalars, strings,
 // containers, the memo, GLOBAL/REDUCE/NEWOBJ/BUILD objects, persistent ids, protocol 4
 // framing, and bad input: unsupported opcodes, underflow, unknown memo entries, every
-// truncation and every single-byte corruption of valid pickles, the limits, and deep or
-// cyclic graphs.
+// truncation and every single-byte corruption of valid pickles, the limits (the memory
+// charged included, and running out of memory), and deep or cyclic graphs.
 #include "compare/pickle_machine.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -110,9 +111,9 @@ TEST(PickleMachineTest, GlobalsBecomeInertObjects) {
   ASSERT_NE(w, nullptr);
   const PickleObject* call = m.as(*w, PickleType::kObject);
   ASSERT_NE(call, nullptr);  // recorded, never called
-  EXPECT_TRUE(m.is_global(call->callable, "os", "system"));
-  EXPECT_EQ(m.global_name(call->callable), "os.system");
-  const PickleObject* args = m.as(call->args, PickleType::kTuple);
+  EXPECT_TRUE(m.is_global(m.call(*call).callable, "os", "system"));
+  EXPECT_EQ(m.global_name(m.call(*call).callable), "os.system");
+  const PickleObject* args = m.as(m.call(*call).args, PickleType::kTuple);
   ASSERT_NE(args, nullptr);
   EXPECT_EQ(m.as(args->items[0], PickleType::kString)->text, "rm -rf /");
 
@@ -125,9 +126,9 @@ TEST(PickleMachineTest, GlobalsBecomeInertObjects) {
   run_ok(n, q.bytes());
   const PickleObject* obj = n.as(n.root(), PickleType::kObject);
   ASSERT_NE(obj, nullptr);
-  EXPECT_TRUE(n.is_global(obj->callable, "__torch__", "Module"));
+  EXPECT_TRUE(n.is_global(n.call(*obj).callable, "__torch__", "Module"));
   ASSERT_TRUE(obj->has_state);
-  const PickleObject* state = n.as(obj->state, PickleType::kDict);
+  const PickleObject* state = n.as(n.call(*obj).state, PickleType::kDict);
   ASSERT_NE(state, nullptr);
   const PickleObject* pid = n.as(*dict_get(n, *state, "0"), PickleType::kPersistentId);
   ASSERT_NE(pid, nullptr);
@@ -197,7 +198,7 @@ TEST(PickleMachineTest, EveryTruncationIsAnError) {
     run_ok(whole, full);
     for (size_t len = 0; len < full.size(); ++len) {
       PickleMachine m;
-      Status st = m.run(std::string_view(full).substr(0, len), "test.pkl");
+      Status st = m.run(full.substr(0, len), "test.pkl");
       EXPECT_FALSE(st) << "length " << len;
     }
   }
@@ -230,9 +231,9 @@ TEST(PickleMachineTest, LimitsAreEnforced) {
   EXPECT_THAT(run_error("\x80\x02(((((N.", small), HasSubstr("more than 4 nested MARKs"));
 
   small = {};
-  small.max_memo = 2;
+  small.max_memo = 2;  // indices 0 and 1
   EXPECT_THAT(run_error(std::string("\x80\x02Nq\x01q\x02q\x03.", 10), small),
-              HasSubstr("more than 2 memo entries"));
+              HasSubstr("memo index 2 out of range (more than 2 memo entries)"));
   // Storing the same index again is not a new entry.
   PickleMachine reuse(small);
   EXPECT_TRUE(reuse.run(std::string("\x80\x02Nq\x01q\x01q\x01.", 10), "test.pkl"));
@@ -264,6 +265,114 @@ TEST(PickleMachineTest, DeepAndCyclicGraphs) {
   ASSERT_NE(l, nullptr);
   ASSERT_EQ(l->items.size(), 1u);
   EXPECT_EQ(l->items[0].ref, cyclic.root().ref);
+}
+
+// Everything the machine allocates is charged against max_bytes; strings are views of
+// the input, never copied.
+TEST(PickleMachineTest, MemoryIsChargedAndBounded) {
+  // 1M empty lists, each popped at once: 2 bytes of input per object.
+  std::string lists = "\x80\x02";
+  for (int i = 0; i < 1000000; ++i) lists += "]0";
+  lists += "N.";
+  {
+    PickleMachine m;
+    run_ok(m, lists);
+    EXPECT_GE(m.bytes_charged(), 1000000 * sizeof(PickleObject));
+    EXPECT_LE(m.bytes_charged(), 1000000 * sizeof(PickleObject) + (size_t{2} << 20));
+  }
+  PickleLimits small;
+  small.max_bytes = size_t{8} << 20;
+  EXPECT_THAT(run_error(lists, small), HasSubstr("it needs more than 8 MiB of memory"));
+
+  // At the default limits the worst input (3M objects from 6 MB) stops at the object
+  // cap, well under max_bytes.
+  std::string more = "\x80\x02";
+  for (int i = 0; i < 3000000; ++i) more += "]0";
+  more += "N.";
+  PickleMachine capped;
+  Status st = capped.run(more, "test.pkl");
+  ASSERT_FALSE(st);
+  EXPECT_THAT(st.message(), HasSubstr("more than 2097152 objects"));
+  EXPECT_LE(capped.bytes_charged(), PickleLimits{}.max_bytes);
+  EXPECT_LE(capped.bytes_charged(), size_t{200} << 20);
+
+  // Container items are charged by capacity: 1M Nones appended one at a time.
+  std::string appended = "\x80\x02]";
+  for (int i = 0; i < 1000000; ++i) appended += "Na";
+  appended += ".";
+  PickleMachine items;
+  run_ok(items, appended);
+  EXPECT_GE(items.bytes_charged(), 1000000 * sizeof(PickleValue));
+  small = {};
+  small.max_bytes = size_t{4} << 20;
+  EXPECT_THAT(run_error(appended, small), HasSubstr("it needs more than 4 MiB of memory"));
+}
+
+// STACK_GLOBAL of a memoized 4000-byte module and name, 100000 times: each global is
+// an object viewing the two strings (copying them took 800 MB).
+TEST(PickleMachineTest, GlobalsViewTheirStrings) {
+  PickleBytes p;
+  p.proto().str(std::string(4000, 'm')).put(0).pop().str(std::string(4000, 'n')).put(1).pop();
+  p.empty_list();
+  for (int i = 0; i < 100000; ++i) p.get(0).get(1).op(0x93).op('a');
+  PickleMachine m;
+  run_ok(m, p.stop().bytes());
+  EXPECT_LE(m.bytes_charged(), size_t{16} << 20);
+  const PickleObject* list = m.as(m.root(), PickleType::kList);
+  ASSERT_NE(list, nullptr);
+  ASSERT_EQ(list->items.size(), 100000u);
+  EXPECT_EQ(m.global_name(list->items[99999]), std::string(4000, 'm') + "." + std::string(4000, 'n'));
+
+  // A module or name over 4096 bytes is refused, as GLOBAL's lines are.
+  PickleBytes q;
+  q.proto().str(std::string(4097, 'm')).str("name").op(0x93).stop();
+  EXPECT_THAT(run_error(q.bytes()), HasSubstr("STACK_GLOBAL module or name longer than 4096 bytes"));
+}
+
+// Memo slots are a table up to the highest index stored (charged), indices up to
+// max_memo - 1; MEMOIZE numbers from the count of entries stored, as Python does.
+TEST(PickleMachineTest, MemoIndicesAreBounded) {
+  const uint32_t last = static_cast<uint32_t>(PickleLimits{}.max_memo - 1);
+  PickleBytes p;
+  p.proto().integer(7).long_put(last).pop().long_get(last).stop();
+  PickleMachine m;
+  run_ok(m, p.bytes());
+  EXPECT_EQ(m.root().integer, 7);
+  EXPECT_GE(m.bytes_charged(), PickleLimits{}.max_memo * sizeof(PickleValue));
+  EXPECT_LE(m.bytes_charged(), PickleLimits{}.max_bytes);
+
+  PickleBytes beyond;
+  beyond.proto().none().long_put(last + 1).stop();
+  EXPECT_THAT(run_error(beyond.bytes()), HasSubstr("memo index " + std::to_string(last + 1) + " out of range"));
+  PickleLimits small;
+  small.max_bytes = size_t{16} << 20;
+  EXPECT_THAT(run_error(p.bytes(), small), HasSubstr("it needs more than 16 MiB of memory"));
+
+  // MEMOIZE after BINPUT 5: entry 1 (one entry stored so far).
+  PickleMachine memoize;
+  run_ok(memoize, std::string("\x80\x04K\x07q\x05\x30K\x08\x94\x30h\x01.", 14));
+  EXPECT_EQ(memoize.root().integer, 8);
+}
+
+// An allocation failing (here under a limit on the address space, with max_bytes out
+// of the way) is an error, never an exception.
+TEST(PickleMachineTest, RunningOutOfMemoryIsAnError) {
+  if (testing::kSanitizedBuild) GTEST_SKIP() << "no address-space limit under a sanitizer";
+  std::string lists = "\x80\x02";
+  for (int i = 0; i < 4000000; ++i) lists += "]0";
+  lists += "N.";
+  EXPECT_EXIT(
+      {
+        if (!testing::limit_address_space(64)) std::_Exit(3);
+        PickleLimits unlimited;
+        unlimited.max_objects = size_t{1} << 30;
+        unlimited.max_bytes = size_t{1} << 40;
+        PickleMachine m(unlimited);
+        Status st = m.run(lists, "test.pkl");
+        std::fprintf(stderr, "%s\n", st ? "ran" : st.message().c_str());
+        std::_Exit(!st && st.message().find("test.pkl: out of memory while unpickling") == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // torch.save (state_dict, dict, lone and transposed tensors, bfloat16), checked for exact
 // equality against .npy files written by write_npy with the same values and for a
 // difference when one value changes; the pairing of .pt files with .npy files and
-// directories; and the real command-line tool's exit codes and messages on .pt input.
+// directories (names repeated on one side included); and the real command-line tool's
+// exit codes and messages on .pt input, hostile files (under a memory limit) included.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -397,6 +398,21 @@ TEST(TorchComparePairing, FilesAndDirectories) {
   EXPECT_THAT(format_summary(r), HasSubstr("(unnamed tensor)"));
 }
 
+// Several files of a directory giving one name (x.npy and lone tensors in x.pt, x.PT,
+// x.pth, x.Pth: all "x"), beside a file named "x#3": kept as x, x#2, x#4, ...
+TEST(TorchComparePairing, RepeatedNamesOnOneSideAreKeptApart) {
+  PtFiles f;
+  TempDir a("ptrep"), b("ptrepb");
+  for (const char* name : {"x.pt", "x.PT", "x.pth", "x.Pth"}) fs::copy_file(f.lone, a.path() + "/" + name);
+  fs::copy_file(f.npy_near, a.path() + "/x.npy");
+  fs::copy_file(f.npy_near, a.path() + "/x#3.npy");
+  CompareReport r = compare_ok(a.path(), b.path());
+  std::vector<std::string> names;
+  for (const CompareEntry& e : r.entries) names.push_back(e.name);
+  EXPECT_THAT(names, ElementsAre("x", "x#2", "x#3", "x#4", "x#5", "x#6"));
+  EXPECT_EQ(r.only_in_a, 6u);
+}
+
 struct CliRun {
   int exit_code = -1;
   std::string out, err;
@@ -410,7 +426,8 @@ std::string slurp(const std::string& path) {
 }
 
 // Runs the tensorscope tool; kills it and fails when it does not exit within a deadline.
-CliRun run_cli(const std::vector<std::string>& args) {
+// `memory_mib` > 0: the tool's address space is limited to that many MiB.
+CliRun run_cli(const std::vector<std::string>& args, size_t memory_mib = 0) {
   TempDir io("ptio");
   const std::string out = io.path() + "/out", err = io.path() + "/err";
   std::vector<std::string> argv_text = {TENSORSCOPE_CLI_PATH};
@@ -423,6 +440,7 @@ CliRun run_cli(const std::vector<std::string>& args) {
     const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(127);
+    if (memory_mib > 0 && !testing::limit_total_address_space(memory_mib)) ::_exit(126);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -509,6 +527,53 @@ TEST(TorchCompareCli, ExitCodesOnPtInput) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr(".pt"));
   EXPECT_THAT(r.out, Not(HasSubstr("Not yet supported")));
+}
+
+// Hostile files, read by the tool under a 192 MiB limit on its address space: exit 2
+// with a message naming the file, never an abort ("terminate called ... bad_alloc").
+TEST(TorchCompareCli, HostileFilesExitTwoWithAMessage) {
+  PtFiles f;
+  // 20 levels of {A: prev, B: prev} with 4 KiB keys: 2^20 tensors with 80 KiB names.
+  PickleBytes dag;
+  dag.proto().str(std::string(4096, 'a')).put(0).pop().str(std::string(4096, 'b')).put(1).pop();
+  dag.tensor("FloatStorage", "0", 6, 0, {6}, {1}).put(2);
+  for (uint8_t level = 0; level < 20; ++level) {
+    dag.mark().get(0).get(2 + level).get(1).get(2 + level).dict().put(3 + level);
+  }
+  const std::string dag_pt = f.dir.path() + "/dag.pt";
+  ASSERT_TRUE(testing::write_zip_file(dag_pt, testing::torch_zip_spec("archive", dag.stop().bytes(), {})));
+  // 2M empty lists (a 4 MB data.pkl): the unpickler needs more than the limit allows.
+  std::string lists = "\x80\x02";
+  for (int i = 0; i < 2000000; ++i) lists += "]0";
+  lists += "N.";
+  const std::string lists_pt = f.dir.path() + "/lists.pt";
+  ASSERT_TRUE(testing::write_zip_file(lists_pt, testing::torch_zip_spec("archive", lists, {})));
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"compare", dag_pt, f.multi}, dag_pt + ": a tensor name longer than 4096 bytes"},
+      {{"compare", f.multi, dag_pt}, dag_pt + ": a tensor name longer than 4096 bytes"},
+  };
+  if (!testing::kSanitizedBuild) {  // no address-space limit there
+    cases.push_back({{"compare", lists_pt, f.multi}, lists_pt + ": archive/data.pkl: out of memory"});
+  }
+  for (const Case& c : cases) {
+    const CliRun run = run_cli(c.args, 192);
+    EXPECT_EQ(run.exit_code, 2) << c.message << "\n" << run.out << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+    EXPECT_THAT(run.err, Not(HasSubstr("terminate called")));
+  }
+  // Inside a directory: that file's ERROR line, the others compared, exit 2.
+  TempDir a("pthosta"), b("pthostb");
+  fs::copy_file(dag_pt, a.path() + "/dag.pt");
+  fs::copy_file(f.multi, a.path() + "/m.pt");
+  fs::copy_file(f.multi, b.path() + "/m.pt");
+  const CliRun run = run_cli({"compare", a.path(), b.path()}, 192);
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("ERROR  dag  error: " + a.path() + "/dag.pt: a tensor name longer"));
+  EXPECT_THAT(run.out, HasSubstr("MATCH  m/w"));
 }
 
 }  // namespace

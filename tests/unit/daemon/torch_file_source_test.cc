@@ -4,14 +4,18 @@
 // transposed, stride 0) at several chunk sizes; storages beyond 4 GiB; and bad input:
 // unsupported dtypes and kinds, elements outside their storage, missing or compressed
 // storages, big-endian and legacy files, every truncation and every single-byte
-// corruption of a small file.
+// corruption of a small file; hostile files (long names repeated through shared
+// containers, too many tensors, too much to walk, too large a listing) refused with an
+// error within bounded memory; many repeated names renamed in linear time.
 #include "compare/torch_file_source.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "compare/tensor_compare.h"
@@ -438,6 +442,202 @@ TEST(TorchFileSourceTest, StorageBeyondFourGiB) {
   auto n = (*big)->peek(&data);
   ASSERT_TRUE(n) << n.message();
   EXPECT_EQ(*n, size_t{1} << 14);  // at most chunk_bytes at a time
+}
+
+// ---- hostile files ----------------------------------------------------------------------
+
+// A .pt file whose data.pkl is `pickle`, with one float storage "0" of `numel` elements.
+std::string write_hostile(const TempDir& dir, const std::string& name, const std::string& pickle,
+                          size_t numel = 6) {
+  return write_pt(dir, name,
+                  torch_zip_spec("archive", pickle, {{"0", testing::bytes_of(iota_floats(numel))}}));
+}
+
+// Lists `path` in a child process whose address space may grow only 1 GiB more: the
+// listing must fail with a message naming the file and containing `want`, never
+// exhaust the memory, throw or abort.
+void expect_refused(const std::string& path, const std::string& want) {
+  EXPECT_EXIT(
+      {
+        if (!testing::limit_address_space(1024)) std::_Exit(3);
+        auto tensors = list_torch_tensors(path);
+        const bool ok = !tensors && tensors.message().find(path) != std::string::npos &&
+                        tensors.message().find(want) != std::string::npos;
+        std::fprintf(stderr, "%s\n", tensors ? "listed" : tensors.message().substr(0, 300).c_str());
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "")
+      << path << ": want '" << want << "'";
+}
+
+// `depth` levels of {A: prev, B: prev} over one tensor, the keys (of `key_bytes` bytes)
+// shared through the memo: 2^depth tensors whose names are depth keys long.
+std::string shared_dict_dag(int depth, size_t key_bytes) {
+  PickleBytes p;
+  p.proto().str(std::string(key_bytes, 'a')).put(0).pop();
+  p.str(std::string(key_bytes, 'b')).put(1).pop();
+  p.tensor("FloatStorage", "0", 6, 0, {6}, {1}).put(2);
+  for (int level = 0; level < depth; ++level) {
+    p.mark().get(0).get(static_cast<uint8_t>(2 + level)).get(1).get(static_cast<uint8_t>(2 + level));
+    p.dict().put(static_cast<uint8_t>(3 + level));
+  }
+  return p.stop().bytes();
+}
+
+// `depth` levels of [prev, prev] over `leaf` (a pickle fragment that leaves one value
+// on the stack): 2^depth references to it.
+std::string shared_list_dag(int depth, const std::string& leaf) {
+  PickleBytes p;
+  p.proto().raw(leaf).long_put(0);
+  for (int level = 0; level < depth; ++level) {
+    p.mark().long_get(static_cast<uint32_t>(level)).long_get(static_cast<uint32_t>(level)).list();
+    p.long_put(static_cast<uint32_t>(level + 1));
+  }
+  return p.stop().bytes();
+}
+
+std::string tensor_fragment(const std::vector<int64_t>& shape = {6},
+                            const std::vector<int64_t>& stride = {1}) {
+  PickleBytes p;
+  p.tensor("FloatStorage", "0", 6, 0, shape, stride);
+  return p.bytes();
+}
+
+// 20 levels of {A: prev, B: prev} with 4 KiB keys (a 9 KB file): 2^20 tensors with
+// names of 80 KiB, some 86 GB copied out before names were capped.
+TEST(TorchFileSourceTest, LongNamesThroughSharedDictsAreRefused) {
+  TempDir dir("pt");
+  const std::string path = write_hostile(dir, "dag.pt", shared_dict_dag(20, 4096));
+  expect_refused(path, "a tensor name longer than 4096 bytes (starting 'aaaa");
+  auto tensors = list_torch_tensors(path);  // cheap now: refused at the second level
+  ASSERT_FALSE(tensors);
+}
+
+// 199 nested dicts reusing one 1 MiB key: a single name of 199 MiB.
+TEST(TorchFileSourceTest, OneLongKeyReusedByNestedDictsIsRefused) {
+  TempDir dir("pt");
+  PickleBytes p;
+  p.proto().str(std::string(1 << 20, 'k')).put(0).pop();
+  for (int i = 0; i < 199; ++i) p.mark().get(0);
+  p.raw(tensor_fragment());
+  for (int i = 0; i < 199; ++i) p.dict();
+  const std::string path = write_hostile(dir, "chain.pt", p.stop().bytes());
+  expect_refused(path, "a tensor name longer than 4096 bytes (starting 'kkkk");
+}
+
+// Names up to kMaxTorchNameBytes are fine; long keys of containers holding no tensor
+// are never refused.
+TEST(TorchFileSourceTest, NamesUpToTheLimitAndLongKeysWithoutTensors) {
+  TempDir dir("pt");
+  const std::string longest(kMaxTorchNameBytes - 2, 'n');  // "a." + longest: at the limit
+  PickleBytes p;
+  p.proto().empty_dict().mark();
+  p.str("a").empty_dict().str(longest).raw(tensor_fragment()).setitem();
+  p.str(std::string(100000, 'x')).empty_list().mark().integer(1).str("text").appends();
+  p.setitems().stop();
+  auto tensors = list_torch_tensors(write_hostile(dir, "long.pt", p.bytes()));
+  ASSERT_TRUE(tensors) << tensors.message();
+  ASSERT_EQ(tensors->size(), 1u);
+  EXPECT_EQ((*tensors)[0].name, "a." + longest);
+  EXPECT_TRUE((*tensors)[0].error.empty()) << (*tensors)[0].error;
+
+  PickleBytes q;  // one byte more
+  q.proto().empty_dict().str("a").empty_dict().str(longest + "n").raw(tensor_fragment());
+  q.setitem().setitem().stop();
+  const std::string too_long = write_hostile(dir, "too_long.pt", q.bytes());
+  auto refused = list_torch_tensors(too_long);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.message(), HasSubstr(too_long + ": a tensor name longer than 4096 bytes"));
+}
+
+// 2^19 references to one tensor through [prev, prev] lists: over kMaxTorchTensors.
+TEST(TorchFileSourceTest, TensorsReachedAgainThroughSharedListsAreCounted) {
+  TempDir dir("pt");
+  const std::string path = write_hostile(dir, "fan.pt", shared_list_dag(19, tensor_fragment()));
+  expect_refused(path, "more than " + std::to_string(kMaxTorchTensors) + " tensors");
+  // Just under the limit: listed.
+  auto tensors = list_torch_tensors(write_hostile(dir, "fan17.pt", shared_list_dag(17, tensor_fragment())));
+  ASSERT_TRUE(tensors) << tensors.message();
+  EXPECT_EQ(tensors->size(), size_t{1} << 17);
+  EXPECT_EQ((*tensors)[5].name, "0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.1");
+}
+
+// 9000 tensors named by one 4000-byte key each: 36 MB of names in all.
+TEST(TorchFileSourceTest, NamesInAllAreCapped) {
+  TempDir dir("pt");
+  PickleBytes leaf;
+  leaf.empty_dict().str(std::string(4000, 'w')).raw(tensor_fragment()).setitem();
+  PickleBytes p;
+  p.proto().raw(leaf.bytes()).put(0).pop().empty_list().mark();
+  for (int i = 0; i < 9000; ++i) p.get(0);
+  const std::string path = write_hostile(dir, "names.pt", p.appends().stop().bytes());
+  expect_refused(path, "tensor names longer than " + std::to_string(kMaxTorchNameTotalBytes >> 20) +
+                           " MiB in all");
+}
+
+// A dict of 20000 entries (no tensor) reached 4096 times: 82M steps, refused quickly
+// instead of walked for as long as it takes.
+TEST(TorchFileSourceTest, WalkingSharedContainersIsBounded) {
+  TempDir dir("pt");
+  PickleBytes leaf;
+  leaf.empty_dict().mark();
+  for (int i = 0; i < 20000; ++i) leaf.integer(i).integer(i);
+  leaf.setitems();
+  const std::string path = write_hostile(dir, "walk.pt", shared_list_dag(12, leaf.bytes()));
+  expect_refused(path, "objects and container items to visit");
+}
+
+// A 255-dim tensor reached 2^17 times: its shape and stride alone would take 530 MB.
+TEST(TorchFileSourceTest, TheListingIsCapped) {
+  TempDir dir("pt");
+  const std::string path = write_hostile(
+      dir, "dims.pt",
+      shared_list_dag(17, tensor_fragment(std::vector<int64_t>(255, 1), std::vector<int64_t>(255, 0))));
+  expect_refused(path, "listing its tensors would take more than " +
+                           std::to_string(kMaxTorchListingBytes >> 20) + " MiB");
+}
+
+// A storage key too long for any zip entry: that tensor's error, quoting only its start.
+TEST(TorchFileSourceTest, StorageKeyTooLongIsATensorError) {
+  TempDir dir("pt");
+  PickleBytes p;
+  p.proto().empty_dict().mark();
+  p.str("bad").tensor("FloatStorage", std::string(5000, '7'), 6, 0, {6}, {1});
+  p.str("good").raw(tensor_fragment());
+  p.setitems().stop();
+  auto tensors = list_torch_tensors(write_hostile(dir, "key.pt", p.bytes()));
+  ASSERT_TRUE(tensors) << tensors.message();
+  ASSERT_EQ(tensors->size(), 2u);
+  EXPECT_THAT((*tensors)[0].error, HasSubstr("(tensor 'bad'): corrupt tensor: its storage key of 5000 bytes"));
+  EXPECT_LT((*tensors)[0].error.size(), 400u);
+  EXPECT_TRUE((*tensors)[1].error.empty()) << (*tensors)[1].error;
+}
+
+// 200000 tensors under one repeated key: renamed x, x#2, ..., x#200000 with a counter
+// per name (trying #2, #3, ... afresh for each copy took hours).
+TEST(TorchFileSourceTest, ManyRepeatedNamesAreRenamedInLinearTime) {
+  TempDir dir("pt");
+  const int copies = 200000;
+  PickleBytes p;
+  p.proto().str("x").put(0).pop().raw(tensor_fragment()).put(1).pop();
+  p.str("x#3").put(2).pop();  // a name the renaming must skip
+  p.empty_dict().mark();
+  p.get(2).get(1);  // "x#3" first
+  for (int i = 0; i < copies; ++i) p.get(0).get(1);
+  const std::string path = write_hostile(dir, "dup.pt", p.setitems().stop().bytes());
+  auto tensors = list_torch_tensors(path);
+  ASSERT_TRUE(tensors) << tensors.message();
+  ASSERT_EQ(tensors->size(), size_t{copies} + 1);
+  std::unordered_set<std::string> names;
+  for (const TorchTensor& t : *tensors) {
+    EXPECT_TRUE(names.insert(t.name).second) << "repeated name " << t.name;
+  }
+  EXPECT_EQ((*tensors)[0].name, "x#3");
+  EXPECT_EQ((*tensors)[1].name, "x");
+  EXPECT_EQ((*tensors)[2].name, "x#2");
+  EXPECT_EQ((*tensors)[3].name, "x#4");
+  EXPECT_EQ((*tensors)[copies].name, "x#" + std::to_string(copies + 1));
+  EXPECT_EQ(names.count("x#" + std::to_string(copies)), 1u);
 }
 
 }  // namespace
