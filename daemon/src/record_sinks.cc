@@ -168,7 +168,7 @@ void RecordSinks::run() {
     for (auto& [id, files] : files_) {  // HDF5 rotation by time
       if (files->hdf5) {
         Status st = files->hdf5->poll();
-        if (!st) TS_LOG_WARN("HDF5 rotation: {}", st.message());
+        if (!st) TS_LOG_WARN("HDF5 rotation or flush: {}", st.message());
       }
     }
   }
@@ -273,6 +273,7 @@ void RecordSinks::write(Job& job) {
       options.change_detection = config_.hdf5_change_detection == "true";
       options.rotate_bytes = static_cast<uint64_t>(config_.hdf5_rotate_bytes);
       options.rotate_seconds = config_.hdf5_rotate_seconds;
+      options.flush_seconds = config_.hdf5_flush_seconds;
       if (!hdf5_budget_) {
         hdf5_budget_ = std::make_shared<Hdf5ChangeBudget>(
             static_cast<uint64_t>(std::max<int64_t>(config_.hdf5_change_detection_bytes, 0)));

@@ -302,6 +302,7 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.choice("record.hdf5_change_detection", r.hdf5_change_detection, Choices(kBooleans));
   v.integer("record.hdf5_rotate_bytes", r.hdf5_rotate_bytes, at_least(1048576));
   v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_seconds, between(1, 86400));
+  v.integer("record.hdf5_flush_seconds", r.hdf5_flush_seconds, between(0, 3600));
   v.integer("record.hdf5_change_detection_bytes", r.hdf5_change_detection_bytes, at_least(0));
   v.integer("record.queue_bytes", r.queue_bytes, at_least(1048576));
 

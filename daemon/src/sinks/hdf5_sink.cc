@@ -43,6 +43,20 @@ constexpr int kMaxCreateAttempts = 16;
 constexpr uint64_t kVerifyReadBytes = uint64_t{16} << 20;
 constexpr char kPartialSuffix[] = ".h5.partial";
 constexpr int kMaxRecoveredNames = 1000;
+// Flush markers (see "Flushes" in hdf5_sink.h): the user block, its header (the bytes
+// of it that are used; one pwrite within the file's first page) and the two record
+// slots after the header's 512 bytes.
+constexpr uint64_t kUserblockBytes = uint64_t{256} << 10;
+constexpr uint64_t kHeaderSpan = 512;
+constexpr uint64_t kHeaderBytes = 64;
+constexpr uint64_t kSlotBytes = (kUserblockBytes - kHeaderSpan) / 2;
+constexpr uint64_t kRecordFixedBytes = 32;  // magic, generation, count; checksum
+static_assert((kSlotBytes - kRecordFixedBytes) / 16 == kHdf5RecordGroups);
+constexpr char kHeaderMagic[8] = {'T', 'S', 'H', '5', 'F', 'L', 'S', 'H'};
+constexpr char kRecordMagic[8] = {'T', 'S', 'H', '5', 'R', 'E', 'C', 'D'};
+constexpr uint32_t kMarkerVersion = 1;
+// How far past the file's end the end of allocated space is moved after a flush.
+constexpr hsize_t kEoaGuardBytes = 8;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -297,6 +311,122 @@ uint64_t hash_bytes(const void* data, uint64_t n) {
   return h;
 }
 
+// ---- flush markers (see "Flushes" in hdf5_sink.h) ----
+
+enum class MarkState : uint32_t { kCreated = 1, kFlushing = 2, kFlushed = 3 };
+
+// The header of the user block.
+struct FlushHeader {
+  MarkState state = MarkState::kCreated;
+  uint64_t generation = 0;  // the flush in progress (flushing) or just completed (flushed)
+  uint64_t completed = 0;   // the last completed flush (0: none); what follows is of it
+  uint32_t record_slot = 0;
+  bool record_complete = false;  // the slot holds a record of every group
+  uint64_t groups = 0;
+  uint64_t digest = 0;  // group_digest() of its groups
+};
+
+// One group's rows at a flush: the hash of its name and its row count.
+struct GroupRows {
+  uint64_t name_hash = 0;
+  uint64_t rows = 0;
+};
+
+uint64_t name_hash(const std::string& name) { return hash_bytes(name.data(), name.size()); }
+
+void put_u64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+void put_u32(unsigned char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint64_t get_u64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint32_t get_u32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Order-independent digest of the groups of a flush.
+uint64_t group_digest(const std::vector<GroupRows>& groups) {
+  uint64_t digest = 0;
+  for (const GroupRows& g : groups) {
+    unsigned char bytes[16];
+    put_u64(bytes, g.name_hash);
+    put_u64(bytes + 8, g.rows);
+    digest += hash_bytes(bytes, sizeof(bytes));
+  }
+  return digest;
+}
+
+// Layout (little-endian): magic[8], version u32, state u32, generation u64, completed
+// u64, record_slot u32, record_complete u32, groups u64, digest u64, checksum u64 (of
+// the 56 bytes before it).
+std::vector<unsigned char> encode_header(const FlushHeader& h) {
+  std::vector<unsigned char> b(kHeaderBytes, 0);
+  std::memcpy(b.data(), kHeaderMagic, 8);
+  put_u32(&b[8], kMarkerVersion);
+  put_u32(&b[12], static_cast<uint32_t>(h.state));
+  put_u64(&b[16], h.generation);
+  put_u64(&b[24], h.completed);
+  put_u32(&b[32], h.record_slot);
+  put_u32(&b[36], h.record_complete ? 1 : 0);
+  put_u64(&b[40], h.groups);
+  put_u64(&b[48], h.digest);
+  put_u64(&b[56], hash_bytes(b.data(), 56));
+  return b;
+}
+
+uint64_t slot_offset(uint32_t slot) { return kHeaderSpan + slot * kSlotBytes; }
+
+// Layout (little-endian): magic[8], generation u64, count u64, count x (name hash u64,
+// rows u64), checksum u64 (of everything before it).
+std::vector<unsigned char> encode_record(uint64_t generation, const std::vector<GroupRows>& groups) {
+  std::vector<unsigned char> b(24 + 16 * groups.size() + 8, 0);
+  std::memcpy(b.data(), kRecordMagic, 8);
+  put_u64(&b[8], generation);
+  put_u64(&b[16], groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    put_u64(&b[24 + 16 * i], groups[i].name_hash);
+    put_u64(&b[32 + 16 * i], groups[i].rows);
+  }
+  put_u64(&b[b.size() - 8], hash_bytes(b.data(), b.size() - 8));
+  return b;
+}
+
+// Writes all of `bytes` at `offset` of `fd` (the file `path`).
+Status pwrite_all(int fd, const std::string& path, uint64_t offset,
+                  const std::vector<unsigned char>& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Status::error(path + ": cannot write the flush marker: " +
+                           (n < 0 ? errno_text(errno) : std::string("nothing written")));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+// Reads `n` bytes at `offset`; false when fewer are there.
+bool pread_all(int fd, uint64_t offset, unsigned char* out, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd, out + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
 // ---- names ----
 
 // The stream name as an HDF5 link name (see the top of hdf5_sink.h).
@@ -453,9 +583,15 @@ struct Hdf5Sink::OpenFile {
   uint64_t index = 0;
   std::string partial;
   std::string final_name;
-  UniqueFd lock;  // holds the writer lock on `partial` (see hdf5_sink.h); -1: none
+  // The sink's own descriptor of `partial`: flush markers, fsync, and the writer lock
+  // (see hdf5_sink.h) when `locked`.
+  UniqueFd fd;
+  bool locked = false;
   Hid file;
   std::chrono::steady_clock::time_point created;
+  std::chrono::steady_clock::time_point last_flush;  // or creation
+  bool dirty = false;        // rows were added since the last flush
+  FlushHeader header;        // the header as last written
   uint64_t payload_bytes = 0;
   std::map<std::string, std::unique_ptr<OpenGroup>> groups;
 };
@@ -538,6 +674,10 @@ StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string 
       return Status::error("HDF5 sink: gzip_level " + std::to_string(options.gzip_level) +
                            " is outside 0..9");
     }
+    if (options.flush_seconds < 0) {
+      return Status::error("HDF5 sink: flush_seconds " + std::to_string(options.flush_seconds) +
+                           " is negative (0: flush only before closing)");
+    }
     if (options.gzip_level > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) {
       H5Eclear2(H5E_DEFAULT);
       return Status::error("HDF5 sink: this HDF5 library has no deflate (gzip) filter");
@@ -601,21 +741,39 @@ Status Hdf5Sink::open_file() {
                      "files are written unlocked and never recovered",
                      partial, errno_text(err));
       }
-      fd.reset();
     }
     file->index = n;
     file->partial = partial;
-    file->lock = std::move(fd);
+    file->locked = err == 0;
+    file->fd = std::move(fd);
     break;
   }
   file->final_name = final_path(file->index);
+  // Metadata reaches the file only when flushed or closed; freed space is never reused
+  // (see "Flushes" in hdf5_sink.h).
   Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!fapl.valid() || H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG) < 0) {
+  Hid fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  H5AC_cache_config_t cache{};
+  cache.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  bool properties = fapl.valid() && fcpl.valid() &&
+                    H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG) >= 0 &&
+                    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0 &&
+                    H5Pget_mdc_config(fapl.get(), &cache) >= 0;
+  if (properties) {
+    cache.incr_mode = H5C_incr__off;
+    cache.flash_incr_mode = H5C_flash_incr__off;
+    cache.decr_mode = H5C_decr__off;
+    cache.evictions_enabled = false;
+    properties = H5Pset_mdc_config(fapl.get(), &cache) >= 0 &&
+                 H5Pset_userblock(fcpl.get(), kUserblockBytes) >= 0 &&
+                 H5Pset_file_space_strategy(fcpl.get(), H5F_FSPACE_STRATEGY_NONE, false, 1) >= 0;
+  }
+  if (!properties) {
     ::unlink(file->partial.c_str());
-    return hdf5_error(file->partial, "cannot make file access properties");
+    return hdf5_error(file->partial, "cannot make file properties");
   }
   // The file exists (empty, ours): HDF5 truncates it.
-  file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
+  file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()),
                    H5Fclose);
   if (!file->file.valid()) {
     Status s = hdf5_error(file->partial, "cannot create");
@@ -627,12 +785,15 @@ Status Hdf5Sink::open_file() {
     s = write_int_attribute(file->file.get(), "format_version", H5T_STD_I32LE, &kFormatVersion,
                             1, true, file->partial);
   }
+  // The header "created": no flush completed yet.
+  if (s.is_ok()) s = pwrite_all(file->fd.get(), file->partial, 0, encode_header(file->header));
   if (!s.is_ok()) {
     file->file.reset();
     ::unlink(file->partial.c_str());
     return s;
   }
   file->created = std::chrono::steady_clock::now();
+  file->last_flush = file->created;
   file_ = std::move(file);
   return Status::ok();
 }
@@ -737,6 +898,7 @@ Status Hdf5Sink::write_record(const Hdf5Record& record, const std::string& group
   }
   g->rows = row + 1;
   file_->payload_bytes += value_bytes;
+  file_->dirty = true;
   return Status::ok();
 }
 
@@ -905,8 +1067,125 @@ void Hdf5Sink::keep_copy(StreamState& state, const Hdf5Record& record) {
 }
 
 Status Hdf5Sink::poll() {
-  if (!rotate_due()) return Status::ok();
-  return finalize();
+  if (rotate_due()) return finalize();
+  if (!flush_due()) return Status::ok();
+  return flush();
+}
+
+bool Hdf5Sink::flush_due() const {
+  if (file_ == nullptr || !file_->dirty || options_.flush_seconds <= 0) return false;
+  return std::chrono::steady_clock::now() - file_->last_flush >=
+         std::chrono::seconds(options_.flush_seconds);
+}
+
+Status Hdf5Sink::flush() {
+  if (file_ == nullptr || !file_->dirty) return Status::ok();
+  try {
+    quiet_hdf5();
+    return flush_file(true);
+  } catch (const std::exception& e) {
+    return Status::error("HDF5 sink: cannot flush: " + std::string(e.what()));
+  } catch (...) {
+    return Status::error("HDF5 sink: cannot flush: unknown error");
+  }
+}
+
+// The flush protocol of "Flushes" in hdf5_sink.h. The dataset handles are closed
+// first: HDF5 then writes their cached chunks without copying each first (as H5Fflush
+// does for open datasets: several times slower, and the chunk caches stay full), and
+// H5Fflush writes metadata only. `reopen`: open them again afterwards (not when the
+// file is being finalized).
+Status Hdf5Sink::flush_file(bool reopen) {
+  OpenFile& f = *file_;
+  auto report = [this](Hdf5FlushStage stage) {
+    if (flush_hook_) flush_hook_(stage);
+  };
+  f.last_flush = std::chrono::steady_clock::now();  // a failed flush is retried an interval later
+  std::vector<GroupRows> groups;
+  groups.reserve(f.groups.size());
+  for (const auto& [name, g] : f.groups) groups.push_back({name_hash(name), g->rows});
+  FlushHeader header = f.header;  // the last completed flush, as written
+  header.state = MarkState::kFlushing;
+  header.generation = std::max(header.generation, header.completed) + 1;
+  Status s = pwrite_all(f.fd.get(), f.partial, 0, encode_header(header));
+  if (!s.is_ok()) return s;
+  f.header = header;
+  report(Hdf5FlushStage::kMarkedFlushing);
+
+  // Closing a dataset writes its cached chunks: a failure there (disk full) is kept.
+  bool closed = true;
+  for (auto& [name, g] : f.groups) {
+    for (Hid* h : {&g->values, &g->steps, &g->ranks, &g->devices}) {
+      if (!h->close()) closed = false;
+    }
+  }
+  if (!closed) {
+    // Chunks may be lost (HDF5 drops those it cannot write): the file can hold no
+    // complete flush any more. It is given up under its partial name with the header
+    // "flushing" (recovery cuts it back to its last completed flush); the next append
+    // starts the next file.
+    s = hdf5_error(f.partial, "cannot write its datasets (given up under this name; its last "
+                              "completed flush is kept)");
+    // Closing would write the metadata of rows whose chunks are lost: HDF5's descriptor
+    // is pointed at /dev/null (read-only) first, so its writes fail from now on.
+    void* handle = nullptr;
+    if (H5Fget_vfd_handle(f.file.get(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr) {
+      UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (null_fd.valid()) ::dup2(null_fd.get(), *static_cast<int*>(handle));
+    }
+    close_file_handles();
+    file_->file.reset();
+    H5Eclear2(H5E_DEFAULT);
+    file_.reset();
+    return s;
+  }
+  if (H5Fflush(f.file.get(), H5F_SCOPE_LOCAL) < 0) {
+    s = hdf5_error(f.partial, "cannot flush");
+  }
+  // Space freed from now on at the file's end is not handed out again (see hdf5_sink.h).
+  if (s.is_ok() && H5Fincrement_filesize(f.file.get(), kEoaGuardBytes) < 0) {
+    s = hdf5_error(f.partial, "cannot move the end of allocated space");
+  }
+  if (s.is_ok()) {
+    report(Hdf5FlushStage::kHdf5Flushed);
+    FlushHeader done;
+    done.state = MarkState::kFlushed;
+    done.generation = header.generation;
+    done.completed = header.generation;
+    done.groups = groups.size();
+    done.digest = group_digest(groups);
+    done.record_complete = groups.size() <= kHdf5RecordGroups;
+    if (done.record_complete) {
+      // The slot the header does not name: a kill before the header below keeps the
+      // previous record readable.
+      done.record_slot =
+          header.completed > 0 && header.record_complete ? 1 - header.record_slot : 0;
+      s = pwrite_all(f.fd.get(), f.partial, slot_offset(done.record_slot),
+                     encode_record(done.generation, groups));
+    }
+    if (s.is_ok()) s = pwrite_all(f.fd.get(), f.partial, 0, encode_header(done));
+    if (s.is_ok()) {
+      f.header = done;
+      f.dirty = false;
+      ++flushes_;
+      report(Hdf5FlushStage::kMarkedFlushed);
+    }
+  }
+  if (!reopen) return s;
+  // Appends go on (after a failure too: the rows stay in the file, the next flush or
+  // finalize tries again).
+  for (auto& [name, g] : f.groups) {
+    const std::pair<Hid*, const char*> datasets[] = {
+        {&g->values, "values"}, {&g->steps, "steps"}, {&g->ranks, "ranks"}, {&g->devices, "devices"}};
+    for (const auto& [h, dataset_name] : datasets) {
+      *h = Hid(H5Dopen2(g->group.get(), dataset_name, H5P_DEFAULT), H5Dclose);
+      if (!h->valid() && s.is_ok()) {
+        s = hdf5_error(f.partial + ": group '" + name + "'",
+                       std::string("cannot reopen dataset '") + dataset_name + "'");
+      }
+    }
+  }
+  return s;
 }
 
 bool Hdf5Sink::close_file_handles() {
@@ -925,16 +1204,20 @@ Status Hdf5Sink::finalize() {
   if (file_ == nullptr) return Status::ok();
   try {
     quiet_hdf5();
+    // The last flush: the markers then name everything the file holds.
+    const Status flushed = file_->dirty ? flush_file(false) : Status::ok();
+    if (file_ == nullptr) return flushed;  // given up (see flush_file)
     const bool handles_closed = close_file_handles();
     std::unique_ptr<OpenFile> file = std::move(file_);  // no file is open, whatever happens
     const bool file_closed = file->file.close();
+    if (!flushed.is_ok()) return Status::error(flushed.message() + " (the file keeps this name)");
     if (!handles_closed || !file_closed) {
       return hdf5_error(file->partial, "cannot close (the file keeps this name)");
     }
-    // The writer lock's descriptor is the same file; HDF5's own one is closed.
+    // The sink's descriptor is the same file; HDF5's own one is closed.
     const std::string problem =
-        file->lock.valid()
-            ? (::fsync(file->lock.get()) == 0 ? "" : "fsync failed: " + errno_text(errno))
+        file->fd.valid()
+            ? (::fsync(file->fd.get()) == 0 ? "" : "fsync failed: " + errno_text(errno))
             : fsync_path(file->partial, false);
     if (!problem.empty()) {
       return Status::error(file->partial + ": " + problem + " (the file keeps this name)");
@@ -945,7 +1228,7 @@ Status Hdf5Sink::finalize() {
                            errno_text(err));
     }
     finished_files_.push_back(file->final_name);
-    file->lock.reset();  // renamed: the lock is not needed any more
+    file->fd.reset();  // renamed: the lock is not needed any more
     // Make the rename durable; best effort, the file is in place already.
     const std::string dir_problem = fsync_path(dir_, true);
     if (!dir_problem.empty()) spdlog::warn("tensorscope: fsync of {}: {}", dir_, dir_problem);
@@ -1001,13 +1284,34 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
     }
     expected_chunks *= along;
   }
+  // H5Dget_num_chunks counts every chunk of the index, also chunks beyond the extent
+  // (which a file cut back to its last flush may keep): fewer is a missing chunk; else
+  // each chunk of the extent is looked up.
   hsize_t stored_chunks = 0;
   if (H5Dget_num_chunks(dataset, space.get(), &stored_chunks) < 0) {
     return hdf5_error(where, "cannot count chunks");
   }
-  if (stored_chunks != expected_chunks) {
+  if (stored_chunks < expected_chunks) {
     return Status::error(where + ": " + std::to_string(stored_chunks) + " of " +
                          std::to_string(expected_chunks) + " chunks were written");
+  }
+  std::vector<hsize_t> at(dims.size(), 0);  // the first element of a chunk
+  for (uint64_t c = 0; c < expected_chunks; ++c) {
+    unsigned filter_mask = 0;
+    haddr_t address = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(dataset, at.data(), &filter_mask, &address, &size) < 0) {
+      return hdf5_error(where, "cannot look up a chunk");
+    }
+    if (size == 0) {
+      return Status::error(where + ": the chunk at row " + std::to_string(at[0]) +
+                           " was never written");
+    }
+    for (size_t i = dims.size(); i-- > 0;) {  // the next chunk, last axis fastest
+      at[i] += chunk[i];
+      if (at[i] < dims[i]) break;
+      at[i] = 0;
+    }
   }
   // tail[i]: bytes of one index along axis i (all of the axes after it).
   std::vector<uint64_t> tail(dims.size());
@@ -1052,8 +1356,10 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
 }
 
 // Whether `path` is a tensorscope HDF5 recording that HDF5 reads whole (see
-// recover_stale_partials in hdf5_sink.h); the reason when not.
-Status check_recording(const std::string& path) {
+// recover_stale_partials in hdf5_sink.h); the reason when not. `rows_out` (when given)
+// receives each group's name and row count.
+Status check_recording(const std::string& path,
+                       std::vector<std::pair<std::string, uint64_t>>* rows_out) {
   Hid file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) return hdf5_error(path, "cannot open");
   {
@@ -1107,8 +1413,194 @@ Status check_recording(const std::string& path) {
       Status s = read_whole_dataset(dataset.get(), at);
       if (!s.is_ok()) return s;
     }
+    if (rows_out != nullptr) rows_out->emplace_back(name, rows);
   }
   return Status::ok();
+}
+
+// What recover_stale_partials() reads of a partial's flush markers.
+struct Markers {
+  enum class Kind { kAbsent, kDamaged, kUsable } kind = Kind::kAbsent;
+  std::string problem;  // kDamaged: why
+  FlushHeader header;
+  bool has_record = false;  // `record` is that of header.completed
+  std::map<uint64_t, uint64_t> record;  // name hash -> rows
+};
+
+Markers read_markers(int fd) {
+  Markers m;
+  unsigned char b[kHeaderBytes];
+  if (!pread_all(fd, 0, b, sizeof(b)) || std::memcmp(b, kHeaderMagic, 8) != 0) return m;
+  m.kind = Markers::Kind::kDamaged;
+  if (get_u64(&b[56]) != hash_bytes(b, 56)) {
+    m.problem = "its flush marker is damaged";
+    return m;
+  }
+  const uint32_t state = get_u32(&b[12]);
+  if (get_u32(&b[8]) != kMarkerVersion || state < static_cast<uint32_t>(MarkState::kCreated) ||
+      state > static_cast<uint32_t>(MarkState::kFlushed)) {
+    m.problem = "its flush marker is of an unknown version";
+    return m;
+  }
+  FlushHeader& h = m.header;
+  h.state = static_cast<MarkState>(state);
+  h.generation = get_u64(&b[16]);
+  h.completed = get_u64(&b[24]);
+  h.record_slot = get_u32(&b[32]);
+  h.record_complete = get_u32(&b[36]) != 0;
+  h.groups = get_u64(&b[40]);
+  h.digest = get_u64(&b[48]);
+  if (h.record_slot > 1 || (h.state == MarkState::kFlushed && h.generation != h.completed)) {
+    m.problem = "its flush marker is inconsistent";
+    return m;
+  }
+  m.kind = Markers::Kind::kUsable;
+  if (h.completed == 0 || !h.record_complete) return m;
+  // The record, written before the header that names it.
+  const uint64_t at = slot_offset(h.record_slot);
+  unsigned char head[24];
+  const uint64_t count = pread_all(fd, at, head, sizeof(head)) ? get_u64(&head[16]) : 0;
+  if (std::memcmp(head, kRecordMagic, 8) != 0 || get_u64(&head[8]) != h.completed ||
+      count != h.groups || count > kHdf5RecordGroups) {
+    m.kind = Markers::Kind::kDamaged;
+    m.problem = "the record of its last flush is damaged";
+    return m;
+  }
+  std::vector<unsigned char> bytes(24 + 16 * count + 8);
+  if (!pread_all(fd, at, bytes.data(), bytes.size()) ||
+      get_u64(&bytes[bytes.size() - 8]) != hash_bytes(bytes.data(), bytes.size() - 8)) {
+    m.kind = Markers::Kind::kDamaged;
+    m.problem = "the record of its last flush is damaged";
+    return m;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    m.record[get_u64(&bytes[24 + 16 * i])] = get_u64(&bytes[32 + 16 * i]);
+  }
+  m.has_record = m.record.size() == count;  // distinct names (no hash collision)
+  return m;
+}
+
+// Whether the groups and row counts read from a file are those of the last completed
+// flush the markers name.
+bool matches_markers(const std::vector<std::pair<std::string, uint64_t>>& rows,
+                     const Markers& m) {
+  std::vector<GroupRows> groups;
+  for (const auto& [name, n] : rows) groups.push_back({name_hash(name), n});
+  if (groups.size() != m.header.groups || group_digest(groups) != m.header.digest) return false;
+  if (!m.has_record) return true;
+  for (const GroupRows& g : groups) {
+    auto it = m.record.find(g.name_hash);
+    if (it == m.record.end() || it->second != g.rows) return false;
+  }
+  return true;
+}
+
+// Cuts `path` back to `record` (see recover_stale_partials in hdf5_sink.h): deletes the
+// groups it does not name, shrinks longer datasets; refuses when a group is missing or
+// a dataset is shorter.
+Status cut_back(const std::string& path, const std::map<uint64_t, uint64_t>& record) {
+  Hid file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) return hdf5_error(path, "cannot open to cut back");
+  // New space goes beyond everything on disk: the blocks a mix of two flushes refers to
+  // may lie past the end of allocated space its superblock names.
+  if (H5Fincrement_filesize(file.get(), 0) < 0) {
+    return hdf5_error(path, "cannot move the end of allocated space");
+  }
+  std::vector<std::string> names;
+  if (H5Literate(file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                 [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+                   static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+                   return 0;
+                 },
+                 &names) < 0) {
+    return hdf5_error(path, "cannot list groups");
+  }
+  size_t kept = 0;
+  for (const std::string& name : names) {
+    const std::string where = path + ": group '" + name + "'";
+    auto it = record.find(name_hash(name));
+    if (it == record.end()) {
+      if (H5Ldelete(file.get(), name.c_str(), H5P_DEFAULT) < 0) {
+        return hdf5_error(where, "cannot delete (not in the last flush)");
+      }
+      continue;
+    }
+    ++kept;
+    Hid group(H5Gopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
+    if (!group.valid()) return hdf5_error(where, "cannot open");
+    for (const char* dataset_name : {"values", "steps", "ranks", "devices"}) {
+      const std::string at = where + " dataset '" + dataset_name + "'";
+      Hid dataset(H5Dopen2(group.get(), dataset_name, H5P_DEFAULT), H5Dclose);
+      Hid space(dataset.valid() ? H5Dget_space(dataset.get()) : H5I_INVALID_HID, H5Sclose);
+      const int ndims = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+      if (ndims < 1 || ndims > H5S_MAX_RANK) return hdf5_error(at, "cannot open");
+      std::vector<hsize_t> dims(static_cast<size_t>(ndims));
+      if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
+        return hdf5_error(at, "cannot get dims");
+      }
+      if (dims[0] < it->second) {
+        return Status::error(at + ": " + std::to_string(dims[0]) + " rows, its last flush had " +
+                             std::to_string(it->second));
+      }
+      if (dims[0] == it->second) continue;
+      dims[0] = it->second;
+      if (H5Dset_extent(dataset.get(), dims.data()) < 0) return hdf5_error(at, "cannot shrink");
+      if (!dataset.close()) return hdf5_error(at, "cannot close");
+    }
+    if (!group.close()) return hdf5_error(where, "cannot close");
+  }
+  if (kept != record.size()) {
+    return Status::error(path + ": " + std::to_string(record.size() - kept) +
+                         " group(s) of its last flush are missing");
+  }
+  if (!file.close()) return hdf5_error(path, "cannot close after cutting back");
+  return Status::ok();
+}
+
+// What a stale partial holds once checked: kept (maybe cut back), or the reason to
+// remove it.
+struct Verdict {
+  Status status;
+  bool cut_back = false;
+};
+
+// Decides about the partial `path` (locked, open as `fd`); may cut it back.
+Verdict judge_partial(const std::string& path, int fd) {
+  const Markers m = read_markers(fd);
+  if (m.kind == Markers::Kind::kAbsent) return {check_recording(path, nullptr)};  // older writer
+  if (m.kind == Markers::Kind::kDamaged) return {Status::error(path + ": " + m.problem)};
+  if (m.header.completed == 0) {
+    return {Status::error(path + (m.header.state == MarkState::kFlushing
+                                      ? ": its writer died during its first flush"
+                                      : ": its writer died before its first flush"))};
+  }
+  std::vector<std::pair<std::string, uint64_t>> rows;
+  const Status read = check_recording(path, &rows);
+  if (read.is_ok() && matches_markers(rows, m)) return {Status::ok()};
+  const std::string why =
+      read.is_ok() ? "it holds other rows than its last completed flush (generation " +
+                         std::to_string(m.header.completed) + ")"
+                   : read.message();
+  if (!m.has_record) {
+    return {Status::error(path + ": " + why + "; no record of its last flush to cut it back to")};
+  }
+  Status cut = cut_back(path, m.record);
+  if (!cut.is_ok()) return {Status::error(why + "; cannot cut it back: " + cut.message())};
+  FlushHeader header = m.header;
+  header.state = MarkState::kFlushed;
+  header.generation = header.completed;
+  cut = pwrite_all(fd, path, 0, encode_header(header));
+  if (!cut.is_ok()) return {Status::error(why + "; " + cut.message())};
+  rows.clear();
+  const Status again = check_recording(path, &rows);
+  if (!again.is_ok()) return {Status::error(why + "; cut back, still: " + again.message())};
+  if (!matches_markers(rows, m)) {
+    return {Status::error(path + ": " + why + "; cut back, still not its last flush")};
+  }
+  spdlog::warn("tensorscope: HDF5 recovery: {}: {}: cut back to its last completed flush "
+               "(generation {})",
+               path, why, m.header.completed);
+  return {Status::ok(), true};
 }
 
 // Renames `from` to the first free "<dir>/<stem>.recovered[.<i>].h5", never replacing
@@ -1214,7 +1706,8 @@ StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) 
       } else {
         ::flock(fd.get(), LOCK_UN);
       }
-      const Status readable = check_recording(path);
+      const Verdict verdict = judge_partial(path, fd.get());
+      const Status& readable = verdict.status;
       if (readable.is_ok()) {
         if (::fsync(fd.get()) != 0) {
           problem("fsync failed: " + errno_text(errno));
@@ -1229,15 +1722,16 @@ StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) 
         spdlog::warn("tensorscope: HDF5 recovery: {} was left by a dead writer and reads whole: "
                      "renamed to {}",
                      path, *renamed);
+        if (verdict.cut_back) out.truncated.push_back(*renamed);
         out.recovered.push_back(std::move(renamed).value());
       } else if (::unlink(path.c_str()) == 0) {
         changed = true;
         spdlog::warn("tensorscope: HDF5 recovery: removed {}, left by a dead writer and not "
-                     "readable: {}",
+                     "recoverable: {}",
                      path, readable.message());
         out.removed.push_back(path);
       } else {
-        problem("unreadable (" + readable.message() + ") and cannot be removed: " +
+        problem("not recoverable (" + readable.message() + ") and cannot be removed: " +
                 errno_text(errno));
       }
     }  // the lock goes with fd, after the rename or removal

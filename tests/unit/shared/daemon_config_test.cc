@@ -661,5 +661,28 @@ TEST(DaemonConfigTest, Hdf5ChangeDetectionBytesIsACapOfAtLeastZero) {
   EXPECT_FALSE(validate_daemon_config(negative).is_ok());
 }
 
+TEST(DaemonConfigTest, Hdf5FlushSecondsIsZeroToAnHour) {
+  EXPECT_EQ(DaemonConfig::defaults().record.hdf5_flush_seconds, 5);
+  for (const int seconds : {0, 1, 3600}) {
+    auto ok = parse_daemon_config(
+        "record:\n  hdf5_flush_seconds: " + std::to_string(seconds) + "\n", "t.yaml");
+    ASSERT_TRUE(ok.is_ok()) << seconds << ": " << ok.message();
+    EXPECT_EQ(ok->record.hdf5_flush_seconds, seconds);
+    auto round = daemon_config_from_json(to_json(*ok));
+    ASSERT_TRUE(round.is_ok()) << round.message();
+    EXPECT_EQ(round->record.hdf5_flush_seconds, seconds);
+  }
+  for (const char* bad : {"-1", "3601", "often", "2.5"}) {
+    auto refused = parse_daemon_config(
+        std::string("record:\n  hdf5_flush_seconds: ") + bad + "\n", "t.yaml");
+    ASSERT_FALSE(refused.is_ok()) << bad;
+    EXPECT_NE(refused.message().find("record.hdf5_flush_seconds"), std::string::npos)
+        << refused.message();
+  }
+  DaemonConfig too_long = DaemonConfig::defaults();
+  too_long.record.hdf5_flush_seconds = 7200;
+  EXPECT_FALSE(validate_daemon_config(too_long).is_ok());
+}
+
 }  // namespace
 }  // namespace tensorscope

@@ -98,6 +98,8 @@ struct RecordConfig {
   std::string hdf5_change_detection = "true";   // one of kBooleans: skip repeated values
   int64_t hdf5_rotate_bytes = 268435456;        // >= 1048576: finalize a file after this
   int hdf5_rotate_seconds = 60;                 // 1..86400: ... or after this long
+  int hdf5_flush_seconds = 5;                   // 0..3600: flush the open file this often
+                                                // (0: only before closing it)
   int64_t hdf5_change_detection_bytes = 268435456;  // >= 0: cap on the copies change
                                                     // detection keeps, per worker (0: none;
                                                     // values without one are stored)
