@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinks/npy_file.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {
@@ -29,6 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::CliRun;
 using testing::TempDir;
 using wire::DType;
 namespace fs = std::filesystem;
@@ -211,58 +213,11 @@ TEST(DumpCompareTest, JsonReport) {
 
 // ---- The real binary -------------------------------------------------------------
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs the tensorscope tool with `args`, stdout and stderr to files; kills it and fails
-// when it does not exit within the deadline.
+// The tensorscope tool with `args` (testing::run_program: 60 s deadline).
 CliRun run_cli(const std::vector<std::string>& args) {
-  TempDir io("cmpio");
-  const std::string out = io.path() + "/out", err = io.path() + "/err";
-  std::vector<std::string> argv_text = {TENSORSCOPE_CLI_PATH};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(127);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  CliRun run;
-  if (pid < 0) {
-    ADD_FAILURE() << "fork failed";
-    return run;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  int status = 0;
-  for (;;) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "tensorscope did not exit within the deadline";
-      return run;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = slurp(out);
-  run.err = slurp(err);
-  return run;
+  std::vector<std::string> argv = {TENSORSCOPE_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testing::run_program(argv);
 }
 
 TEST(CompareCliTest, ExitCodesForFiles) {

@@ -28,6 +28,7 @@
 #include "compare/dump_compare.h"
 #include "compare/torch_file_source.h"
 #include "sinks/npy_file.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 #include "torch_file_builder.h"
 #include "torch_test_values.h"
@@ -38,6 +39,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::CliRun;
+using testing::slurp;
 using testing::PickleBytes;
 using testing::TempDir;
 using testing::torch_test_base;
@@ -413,58 +416,13 @@ TEST(TorchComparePairing, RepeatedNamesOnOneSideAreKeptApart) {
   EXPECT_EQ(r.only_in_a, 6u);
 }
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs the tensorscope tool; kills it and fails when it does not exit within a deadline.
-// `memory_mib` > 0: the tool's address space is limited to that many MiB.
+// The tensorscope tool with `args` (testing::run_program: 60 s deadline); `memory_mib` > 0
+// limits its address space to that many MiB.
 CliRun run_cli(const std::vector<std::string>& args, size_t memory_mib = 0) {
-  TempDir io("ptio");
-  const std::string out = io.path() + "/out", err = io.path() + "/err";
-  std::vector<std::string> argv_text = {TENSORSCOPE_CLI_PATH};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(127);
-    if (memory_mib > 0 && !testing::limit_total_address_space(memory_mib)) ::_exit(126);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  CliRun run;
-  if (pid < 0) {
-    ADD_FAILURE() << "fork failed";
-    return run;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  int status = 0;
-  for (;;) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "tensorscope did not exit within the deadline";
-      return run;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = slurp(out);
-  run.err = slurp(err);
-  return run;
+  std::vector<std::string> argv = {TENSORSCOPE_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (memory_mib == 0) return testing::run_program(argv);
+  return testing::run_program(argv, [memory_mib] { return testing::limit_total_address_space(memory_mib); });
 }
 
 TEST(TorchCompareCli, ExitCodesOnPtInput) {
