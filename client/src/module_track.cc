@@ -299,7 +299,7 @@ std::vector<std::string> ModuleTrack::describe_inputs(c10::ArrayRef<const c10::I
     for_each_tensor(value, [&](const at::Tensor& t) {
       if (!t.defined() || out.size() >= ModuleTree::kMaxInputs) return;
       const void* storage = storage_of(t);
-      if (storage != nullptr && map.owners.count(storage) > 0) return;  // the module's own tensor
+      if (storage != nullptr && map.owners.count(storage) > 0) return;  // a parameter or buffer of the model
       out.push_back(ModuleTreeLog::describe(t));
     });
   }
