@@ -79,22 +79,29 @@ struct Flags {
   int64_t every_n = 10;
   int64_t batch = 64;
   double lr = 0.01;
+  bool autostart = false;
 };
 
 void usage(const char* program) {
   std::fprintf(stderr,
-               "usage: %s [--session NAME] [--steps N] [--every-n K] [--batch B] [--lr LR]\n"
+               "usage: %s [--session NAME] [--steps N] [--every-n K] [--batch B] [--lr LR] [--autostart]\n"
                "  --session  tensorscope session (the daemon's --session), default demo\n"
                "  --steps    training steps, default 1000\n"
                "  --every-n  send tensors every K-th step, default 10\n"
                "  --batch    images per step (at most 8192), default 64\n"
-               "  --lr       initial learning rate of SGD, default 0.01 (x0.7 every epoch)\n",
+               "  --lr       initial learning rate of SGD, default 0.01 (x0.7 every epoch)\n"
+               "  --autostart  start tensorscoped when none serves the session (videos under\n"
+               "             ./tensorscope_runs/<session>/; it exits 30 s after training ends)\n",
                program);
 }
 
 bool parse_flags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--autostart") {
+      flags->autostart = true;
+      continue;
+    }
     if (arg == "--help" || arg == "-h" || i + 1 >= argc) return false;
     const char* value = argv[++i];
     if (arg == "--session") flags->session = value;
@@ -126,7 +133,8 @@ int main(int argc, char** argv) {
   // -- tensorscope: one client per process. Its every_n applies to push(): each stream
   //    sends its 1st, (K+1)th, ... call. Nothing here ever throws into or blocks the
   //    training loop, daemon or not.
-  tensorscope::Client scope(tensorscope::ClientOptions().session(flags.session).every_n(flags.every_n));
+  tensorscope::Client scope(
+      tensorscope::ClientOptions().session(flags.session).every_n(flags.every_n).autostart(flags.autostart));
 
   Cnn model;
   const Dataset train = make_dataset(kTrainImages);
@@ -226,6 +234,9 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(s.pushed), static_cast<unsigned long long>(s.gated),
               static_cast<unsigned long long>(s.dropped_full), static_cast<unsigned long long>(s.not_connected),
               static_cast<unsigned long long>(s.refused), s.bytes / 1e6);
+  for (const std::string* note : {&s.connection_note, &s.shm_note, &s.autostart}) {
+    if (!note->empty()) std::printf("tensorscope: %s\n", note->c_str());
+  }
   std::printf("tensorscope: tracked streams:\n");
   for (const tensorscope::TrackedStream& stream : scope.tracked()) {
     std::printf("  %-28s %-10s module \"%s\"\n", stream.name.c_str(), stream.kind.c_str(), stream.module.c_str());

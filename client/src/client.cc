@@ -9,6 +9,7 @@
 #include "module_track.h"
 #include "track.h"
 #include "tensorscope/shared/logging.h"
+#include "tensorscope/shared/text_input.h"
 
 namespace tensorscope {
 
@@ -120,7 +121,8 @@ std::vector<TrackedStream> Client::tracked() const { return impl_->tracked(); }
 void Client::set_render_mode(const std::string& stream, RenderMode mode) {
   auto value = static_cast<uint8_t>(mode);
   if (value > wire::kMaxRenderHint) {
-    TS_LOG_WARN("tensorscope client: unknown render mode {} for '{}'; using the default", value, stream);
+    TS_LOG_WARN("tensorscope client: unknown render mode {} for {}; using the default", value,
+                quote_for_message(stream, 120));
     value = 0;
   }
   impl_->gate_.set_render_hint(stream, value);

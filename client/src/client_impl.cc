@@ -1,5 +1,6 @@
 #include "client_impl.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/session_name.h"
+#include "tensorscope/shared/text_input.h"
 
 namespace tensorscope {
 namespace {
@@ -26,7 +28,7 @@ int rank_from_environment() {
   char* end = nullptr;
   const long value = std::strtol(env, &end, 10);
   if (*end != '\0' || value < 0 || value > (1 << 30)) {
-    TS_LOG_WARN("tensorscope client: ignoring RANK='{}' (not a rank); using 0", env);
+    TS_LOG_WARN("tensorscope client: ignoring RANK={} (not a rank); using 0", quote_for_message(env, 40));
     return 0;
   }
   return static_cast<int>(value);
@@ -49,7 +51,7 @@ void copy_field(char* field, size_t capacity, const std::string& text) {
 std::string name_refusal(const std::string& name) {
   if (name.empty()) return "stream name is empty";
   if (name.size() >= wire::kNameBytes) {
-    return "stream name '" + name.substr(0, 32) + "...' is longer than " +
+    return "stream name " + quote_for_message(name, 32) + " is longer than " +
            std::to_string(wire::kNameBytes - 1) + " bytes";
   }
   for (unsigned char c : name) {
@@ -75,10 +77,21 @@ ClientImpl::ClientImpl(ClientOptions options)
 #ifdef TENSORSCOPE_WITH_CUDA
   cuda_ = std::make_unique<CudaStaging>(options_.cuda_staging_bytes(), options_.cuda_ipc());
 #endif
-  connection_ = std::make_unique<Connection>(ConnectionConfig{
-      options_.session(), default_runtime_dir(options_.runtime_dir()), options_.shm_budget(),
-      options_.ring_slots(), rank_, std::max(10, options_.reconnect_interval_ms()),
-      collect_run_info(rank_)});
+  ConnectionConfig config;
+  config.session = options_.session();
+  config.runtime_dir = default_runtime_dir(options_.runtime_dir());
+  config.shm_budget = options_.shm_budget();
+  config.ring_slots = options_.ring_slots();
+  config.rank = rank_;
+  config.reconnect_interval_ms = std::max(10, options_.reconnect_interval_ms());
+  config.connect_timeout_ms = std::clamp(options_.connect_timeout_ms(), 0, 600000);
+  if (options_.autostart()) {
+    config.autostart = AutostartConfig{options_.daemon_executable(), options_.autostart_config(),
+                                       options_.autostart_output(),  options_.session(),
+                                       config.runtime_dir,           std::max(1, options_.autostart_idle_exit_ms())};
+  }
+  config.run_info = collect_run_info(rank_);
+  connection_ = std::make_unique<Connection>(std::move(config));
 }
 
 ClientImpl::~ClientImpl() {
@@ -262,7 +275,7 @@ PushResult ClientImpl::refuse(Connection::Active& active, const std::string& nam
   {
     std::lock_guard<std::mutex> lock(refusal_mutex_);
     if (refused_streams_.size() < 1024 && refused_streams_.insert(name).second) {
-      TS_LOG_WARN("tensorscope client: push of '{}' refused: {}", name, why);
+      TS_LOG_WARN("tensorscope client: push of {} refused: {}", quote_for_message(name, 120), why);
     }
   }
   return count(refused_, PushResult::kRefused, &wire::SegmentHeader::refused, &active);
@@ -354,6 +367,15 @@ ClientStats ClientImpl::stats() const {
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;
+  if (connection_) {
+    Connection::Notes notes = connection_->notes();
+    s.connection_note = s.connected ? std::string() : std::move(notes.state);
+    s.shm_bytes = notes.segment_bytes;
+    s.shm_note = std::move(notes.shm_note);
+    s.autostart = std::move(notes.autostart);
+  } else if (session_error_) {
+    s.connection_note = "invalid session name: every push is refused";
+  }
 #ifdef TENSORSCOPE_WITH_CUDA
   if (cuda_) cuda_->fill_stats(&s);
 #else

@@ -3,14 +3,19 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
+#include "runtime_dir_watch.h"
 #include "tensorscope/shared/device_pool_table.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/segment_cleanup.h"
+#include "tensorscope/shared/text_input.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
@@ -31,27 +36,47 @@ uint64_t now_unix_ns() {
                                    .count());
 }
 
-constexpr int kRegisterTimeoutMs = 3000;
-
-// Touches every page of a fresh segment here, on the background thread, so that the
-// training thread's first lap through the ring does not pay for page faults.
-void prefault(uint8_t* data, uint64_t bytes) {
-  const long page = ::sysconf(_SC_PAGESIZE) > 0 ? ::sysconf(_SC_PAGESIZE) : 4096;
-  for (uint64_t offset = 0; offset < bytes; offset += static_cast<uint64_t>(page)) {
-    reinterpret_cast<volatile uint8_t*>(data)[offset] = 0;
-  }
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+
+std::string mib(uint64_t bytes) {
+  const uint64_t m = bytes >> 20;
+  return m > 0 ? std::to_string(m) + " MiB" : std::to_string(bytes >> 10) + " KiB";
+}
+
+constexpr int kRegisterTimeoutMs = 3000;
 constexpr int kRefusedBackoffMs = 5000;
+constexpr int kAutostartPollMs = 20;  // while a daemon we started comes up
 
 }  // namespace
 
 uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
 
+uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes) {
+  const uint64_t half = free_bytes / 2;
+  if (budget <= half) return budget;
+  if (half < kMinSegmentBudget) return 0;
+  uint64_t fit = kMinSegmentBudget;
+  while (fit * 2 <= half) fit *= 2;
+  return fit;
+}
+
 Connection::Connection(ConnectionConfig config)
     : config_(std::move(config)), pid_(static_cast<long>(::getpid())) {
   install_fork_handler();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (config_.autostart) autostart_ = std::make_unique<DaemonAutostart>(*config_.autostart);
+  const bool daemon_socket =
+      ::access(session_socket_path(config_.runtime_dir, config_.session).c_str(), F_OK) == 0;
   thread_ = new std::thread([this] { run(); });
+  // A daemon is (or will be) there: wait a little for the first registration, so that
+  // the pushes of the first steps are not lost. Without one, do not wait at all.
+  if (config_.connect_timeout_ms > 0 && (daemon_socket || autostart_)) {
+    wait_for_first_connection(config_.connect_timeout_ms);
+  }
 }
 
 Connection::~Connection() {
@@ -66,70 +91,176 @@ Connection::~Connection() {
   thread_->join();
   delete thread_;
   retire("client closed");
+  autostart_.reset();
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-void Connection::wait_ms(int ms) {
-  pollfd p{wake_fd_, POLLIN, 0};
-  ::poll(&p, 1, ms);
+Connection::Notes Connection::notes() const {
+  std::lock_guard<std::mutex> lock(notes_mutex_);
+  return notes_;
+}
+
+void Connection::set_state(const std::string& state) {
+  std::lock_guard<std::mutex> lock(notes_mutex_);
+  notes_.state = state;
+  if (autostart_) notes_.autostart = autostart_->state();
+}
+
+void Connection::wait_for_first_connection(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(notes_mutex_);
+  first_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                     [this] { return first_over_ || active_.load() != nullptr; });
+}
+
+void Connection::first_attempt_over() {
+  {
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    if (first_over_) return;
+    first_over_ = true;
+  }
+  first_cv_.notify_all();
+}
+
+void Connection::remove_leftover_segments() {
+  const SegmentCleanup cleanup = remove_dead_segments(config_.runtime_dir);
+  if (!cleanup.removed.empty()) {
+    TS_LOG_INFO("tensorscope client: removed {} segment(s) of dead processes from {} ({} freed)",
+                cleanup.removed.size(), config_.runtime_dir, mib(cleanup.bytes));
+  }
 }
 
 void Connection::run() {
+  // The directory exists from now on, so a daemon's socket appearing in it can be watched.
+  if (Status dir = ensure_private_dir(config_.runtime_dir); !dir) {
+    TS_LOG_WARN("tensorscope client: {}", dir.message());
+    set_state(dir.message());
+  }
+  remove_leftover_segments();
+  RuntimeDirWatch dir_watch(config_.runtime_dir, config_.session + ".sock");
   while (!stop_.load()) {
     try {
-      if (active_.load() == nullptr) {
-        try_connect();
-        if (active_.load() == nullptr && !stop_.load()) {
-          wait_ms(refusal_backoff_ms_ > 0 ? refusal_backoff_ms_ : config_.reconnect_interval_ms);
-        }
-      } else {
+      if (active_.load() != nullptr) {
         watch();
+        continue;
       }
+      const Attempt attempt = try_connect();
+      if (attempt == Attempt::kConnected) {
+        first_cv_.notify_all();
+        // After the registration reply, while pushes already flow: never writes the ring.
+        active_.load()->segment->prefault_data();
+        continue;
+      }
+      bool launching = false;
+      if (attempt == Attempt::kNoDaemon && autostart_) {
+        autostart_->step(now_ms());
+        launching = autostart_->in_progress();
+        std::lock_guard<std::mutex> lock(notes_mutex_);
+        notes_.autostart = autostart_->state();
+      }
+      if (!launching) first_attempt_over();
+      if (stop_.load()) break;
+      const int wait = launching ? kAutostartPollMs
+                                 : (refusal_backoff_ms_ > 0 ? refusal_backoff_ms_ : config_.reconnect_interval_ms);
+      dir_watch.wait(wake_fd_, wait);
     } catch (const std::exception& e) {
       // Nothing may escape this thread (it would terminate the training process).
       TS_LOG_WARN("tensorscope client: connection error: {}", e.what());
       retire("connection error");
-      wait_ms(kRefusedBackoffMs);
+      first_attempt_over();
+      dir_watch.wait(wake_fd_, kRefusedBackoffMs);
     } catch (...) {
       retire("connection error");
-      wait_ms(kRefusedBackoffMs);
+      first_attempt_over();
+      dir_watch.wait(wake_fd_, kRefusedBackoffMs);
     }
   }
 }
 
-void Connection::try_connect() {
+StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
+  uint64_t free_bytes = UINT64_MAX;
+  struct statvfs fs {};
+  if (::statvfs(config_.runtime_dir.c_str(), &fs) == 0) {
+    free_bytes = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
+  }
+  const std::string where = "runtime directory " + config_.runtime_dir;
+  uint64_t budget = fitting_segment_budget(config_.shm_budget, free_bytes);
+  std::string failure;
+  while (budget > 0) {
+    auto layout = plan_segment_layout(budget, config_.ring_slots);
+    if (!layout) {
+      failure = layout.message();
+      break;
+    }
+    const std::string path = segment_file_path(config_.runtime_dir, config_.session, pid_, generation_);
+    bool out_of_space = false;
+    auto segment = SharedSegment::create(
+        path, *layout, SegmentIdentity{pid_, static_cast<uint32_t>(::geteuid()), config_.rank, config_.session},
+        &out_of_space);
+    if (segment) {
+      ++generation_;
+      std::string note;
+      if (budget < config_.shm_budget) {
+        note = where + " has " + mib(free_bytes) + " free: using a " + mib(layout->segment_size) +
+               " segment instead of the " + mib(config_.shm_budget) +
+               " shm_budget (larger tensors are refused; make it larger, e.g. docker --shm-size, or set "
+               "TENSORSCOPE_RUNTIME_DIR)";
+      }
+      if (note != last_shm_note_ && !note.empty()) TS_LOG_WARN("tensorscope client: {}", note);
+      last_shm_note_ = note;
+      std::lock_guard<std::mutex> lock(notes_mutex_);
+      notes_.segment_bytes = layout->segment_size;
+      notes_.shm_note = note;
+      return segment;
+    }
+    failure = segment.message();
+    if (!out_of_space || budget / 2 < kMinSegmentBudget) break;
+    budget /= 2;  // the space went meanwhile (another producer): try a smaller one
+  }
+  if (failure.empty()) {
+    failure = where + " has only " + mib(free_bytes) + " free; a segment needs " + mib(2 * kMinSegmentBudget) +
+              " free (half stays for others): no tensors can be sent (make it larger, e.g. docker "
+              "--shm-size, or set TENSORSCOPE_RUNTIME_DIR)";
+  }
+  std::lock_guard<std::mutex> lock(notes_mutex_);
+  notes_.shm_note = failure;
+  return Status::error(failure);
+}
+
+Connection::Attempt Connection::try_connect() {
   refusal_backoff_ms_ = 0;
   const std::string socket_path = session_socket_path(config_.runtime_dir, config_.session);
-  if (::access(socket_path.c_str(), F_OK) != 0) return;  // no daemon yet: stay quiet
+  if (::access(socket_path.c_str(), F_OK) != 0) {  // no daemon yet: stay quiet
+    set_state("no daemon for session '" + config_.session + "' (no " + socket_path + ")");
+    return Attempt::kNoDaemon;
+  }
   auto report = [this](const std::string& message) {
     if (message != last_error_) TS_LOG_WARN("tensorscope client: {}", message);
     last_error_ = message;
+    set_state(message);
+    return Attempt::kFailed;
   };
   Status dir = ensure_private_dir(config_.runtime_dir);
   if (!dir) return report(dir.message());
-  auto fd = connect_unix(socket_path);
-  if (!fd) return;  // stale socket, daemon starting or gone
+  int connect_errno = 0;
+  auto fd = connect_unix(socket_path, &connect_errno);
+  if (!fd && connect_errno == EAGAIN) {  // a daemon whose backlog is full: it is there
+    set_state("the daemon does not accept connections fast enough: " + fd.message());
+    return Attempt::kFailed;
+  }
+  if (!fd) {  // stale socket of a daemon that died, or one shutting down
+    set_state("no daemon answers on " + socket_path);
+    return Attempt::kNoDaemon;
+  }
   MessageChannel channel(*fd);
   auto cred = peer_credentials(channel.fd());
   if (!cred || cred->uid != ::geteuid()) {
     return report("daemon socket " + socket_path + " is not served by our user; not connecting");
   }
-  auto layout = plan_segment_layout(config_.shm_budget, config_.ring_slots);
-  if (!layout) return report(layout.message());
-
-  std::string path = segment_file_path(config_.runtime_dir, config_.session, pid_, generation_++);
-  auto segment = SharedSegment::create(
-      path, *layout,
-      SegmentIdentity{pid_, static_cast<uint32_t>(::geteuid()), config_.rank, config_.session});
-  if (!segment && errno == EEXIST) {  // left by a dead process that had our pid
-    ::unlink(path.c_str());
-    segment = SharedSegment::create(
-        path, *layout,
-        SegmentIdentity{pid_, static_cast<uint32_t>(::geteuid()), config_.rank, config_.session});
+  auto segment = create_segment();
+  if (!segment) {
+    refusal_backoff_ms_ = kRefusedBackoffMs;
+    return report(segment.message());
   }
-  if (!segment) return report(segment.message());
-  prefault((*segment)->data(), (*segment)->data_capacity());
-
   nlohmann::json hello = {{"type", "register"},
                           {"abi", wire::kAbiVersion},
                           {"pid", pid_},
@@ -150,7 +281,8 @@ void Connection::try_connect() {
     refusal_backoff_ms_ = kRefusedBackoffMs;  // a daemon that does not answer: go slow
   } else if (string_field(*reply, "type") != "registered") {
     const std::string message = string_field(*reply, "message");
-    refusal = "daemon refused registration: " + (message.empty() ? std::string("no reason given") : message);
+    refusal = "daemon refused registration: " +
+              (message.empty() ? std::string("no reason given") : quote_for_message(message, 300));
     refusal_backoff_ms_ = kRefusedBackoffMs;
   }
   if (!refusal.empty()) {
@@ -168,9 +300,16 @@ void Connection::try_connect() {
   active->module_tree = tree != reply->end() && tree->is_boolean() && tree->get<bool>();
   channel_ = std::move(channel);
   last_error_.clear();
+  set_state("");
   connections_.fetch_add(1, std::memory_order_relaxed);
-  active_.store(active, std::memory_order_seq_cst);
-  TS_LOG_INFO("tensorscope client: connected to session '{}' (segment {})", config_.session, path);
+  {
+    // Published under the mutex the constructor waits on, so its wake-up is not missed.
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    active_.store(active, std::memory_order_seq_cst);
+  }
+  TS_LOG_INFO("tensorscope client: connected to session '{}' (segment {})", config_.session,
+              active->segment->path());
+  return Attempt::kConnected;
 }
 
 void Connection::watch() {
@@ -209,6 +348,7 @@ void Connection::retire(const std::string& why) {
   revoke_pools(old->segment->pool(0));
   (void)old->segment->unlink_file();
   delete old;
+  set_state("disconnected (" + why + ")");
   if (!stop_.load()) TS_LOG_INFO("tensorscope client: disconnected ({})", why);
 }
 

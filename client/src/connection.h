@@ -5,18 +5,30 @@
 // when the daemon goes away (killed, restarted) or poisons the segment, the segment is
 // retired and a new registration starts. The training thread only calls acquire(),
 // which never blocks: it returns an empty guard while not connected.
-// Thread safety: acquire() from any thread; the rest is internal to the thread.
+//
+// Start-up: when a daemon's socket exists at construction (or autostart is on), the
+// constructor waits, at most `connect_timeout_ms`, for the first registration, so the
+// first pushes of a run are not lost; with no socket and no autostart it does not wait
+// at all. A daemon that appears later is noticed at once (RuntimeDirWatch). Segments:
+// their bytes are reserved at creation; when the runtime directory has less room than
+// the budget, a smaller segment that fits (at most half the free space: other programs,
+// e.g. DataLoader workers, need /dev/shm too) is used and notes() says so; the page
+// tables are filled after the registration reply, so nothing slow comes before it.
+// Thread safety: acquire(), connected(), notes() from any thread; the rest is internal.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "daemon_autostart.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/ring_writer.h"
 #include "tensorscope/shared/shared_segment.h"
@@ -29,9 +41,19 @@ struct ConnectionConfig {
   uint64_t shm_budget = 0;
   uint32_t ring_slots = 0;
   int rank = 0;
-  int reconnect_interval_ms = 200;
+  int reconnect_interval_ms = 200;  // fallback poll when the runtime directory cannot be watched
+  int connect_timeout_ms = 0;       // the constructor's wait for the first registration
+  std::optional<AutostartConfig> autostart;
   nlohmann::json run_info;  // collect_run_info(): sent in every registration (null: none)
 };
+
+// The smallest segment budget tried when the runtime directory is short of space.
+inline constexpr uint64_t kMinSegmentBudget = uint64_t{1} << 20;
+
+// The segment budget to try first: `budget` when it fits in half of `free_bytes` (what
+// the runtime directory's filesystem has left), else the largest power of two that does,
+// but not below kMinSegmentBudget (0 when even that does not fit).
+uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes);
 
 class Connection {
  public:
@@ -59,6 +81,14 @@ class Connection {
     Active* active_;
   };
 
+  // What a user should know about the link (ClientStats).
+  struct Notes {
+    uint64_t segment_bytes = 0;  // the segment in use (or last used); 0 before the first
+    std::string shm_note;        // why the segment is smaller than the budget, or none could be made
+    std::string state;           // why not connected, in words ("" while connected)
+    std::string autostart;       // DaemonAutostart::state()
+  };
+
   explicit Connection(ConnectionConfig config);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -70,13 +100,20 @@ class Connection {
   }
   bool connected() const { return active_.load(std::memory_order_acquire) != nullptr; }
   uint64_t connections() const { return connections_.load(std::memory_order_relaxed); }
+  Notes notes() const;
 
  private:
+  enum class Attempt { kConnected, kNoDaemon, kFailed };
+
   void run();
-  void try_connect();
+  Attempt try_connect();
+  StatusOr<std::unique_ptr<SharedSegment>> create_segment();
   void watch();
   void retire(const std::string& why);
-  void wait_ms(int ms);
+  void wait_for_first_connection(int timeout_ms);
+  void first_attempt_over();
+  void set_state(const std::string& state);
+  void remove_leftover_segments();
 
   const ConnectionConfig config_;
   const long pid_;
@@ -88,7 +125,15 @@ class Connection {
   unsigned generation_ = 0;
   int refusal_backoff_ms_ = 0;
   std::string last_error_;  // logged once until it changes
+  std::string last_shm_note_;
   MessageChannel channel_;
+  std::unique_ptr<DaemonAutostart> autostart_;  // the thread's own
+
+  mutable std::mutex notes_mutex_;
+  Notes notes_;
+  std::condition_variable first_cv_;
+  bool first_over_ = false;  // guarded by notes_mutex_
+
   std::thread* thread_ = nullptr;  // a pointer: a forked child must leak, not join, it
 };
 

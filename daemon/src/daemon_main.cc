@@ -4,6 +4,11 @@
 //
 // Runs in the foreground as the supervisor; re-executes itself with --worker-fd for each
 // worker process. SIGINT/SIGTERM finalize every open video and exit 0.
+// --detach (used by the client's autostart): the daemon runs in a child process; this one
+// exits 0 once the daemon listens, or with the daemon's exit status when it cannot start.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -22,8 +27,14 @@ namespace {
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: tensorscoped --config FILE [--output DIR] [--session NAME] [--workers N]\n"
-               "                    [--runtime-dir DIR] [--log-level LEVEL]\n"
-               "Starts the tensorscope daemon in the foreground. Videos go to DIR/NAME/.\n");
+               "                    [--runtime-dir DIR] [--log-level LEVEL] [--idle-exit-ms MS]\n"
+               "                    [--detach] [--autostarted]\n"
+               "Starts the tensorscope daemon in the foreground. Videos go to DIR/NAME/.\n"
+               "  --idle-exit-ms MS  exit (finalizing every video) after MS ms without producers\n"
+               "  --detach           run the daemon in a child; return once it listens\n"
+               "  --autostarted      mark the daemon as started by a client (tensorscope status)\n"
+               "Exit status: 0 stopped cleanly (or, with --detach, listening), 1 could not start,\n"
+               "2 bad arguments or config, 3 a daemon already serves the session.\n");
 }
 
 std::string self_executable(const char* argv0) {
@@ -42,6 +53,37 @@ bool parse_int(const char* text, int* out) {
   return true;
 }
 
+// --detach: forks; the child becomes the daemon and tells the parent through `*ready_fd`
+// once it listens. The parent never returns: it exits with 0 then, or with the child's
+// status when the child exits first.
+void detach(int* ready_fd) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    std::perror("tensorscoped: pipe");
+    std::exit(tensorscope::daemon::kExitStartFailed);
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("tensorscoped: fork");
+    std::exit(tensorscope::daemon::kExitStartFailed);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::setsid();  // a session of its own, whoever started us
+    *ready_fd = fds[1];
+    return;
+  }
+  ::close(fds[1]);
+  char byte = 0;
+  pollfd p{fds[0], POLLIN, 0};
+  // Start-up includes waiting for a previous daemon of the session to finish.
+  if (::poll(&p, 1, 10 * 60 * 1000) <= 0) ::_exit(tensorscope::daemon::kExitStartFailed);
+  if (::read(fds[0], &byte, 1) == 1 && byte == 'R') ::_exit(0);
+  int status = 0;  // no word and the pipe closed: the daemon is exiting
+  if (::waitpid(pid, &status, 0) == pid && WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+  ::_exit(tensorscope::daemon::kExitStartFailed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +97,9 @@ int main(int argc, char** argv) {
 
   std::string config_path, output, session, runtime_dir, log_level;
   int workers = -1;
+  int idle_exit_ms = -1;
+  bool detached = false;
+  daemon::StartMode mode;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -79,6 +124,15 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tensorscoped: --workers: expected an integer, got '%s'\n", argv[i]);
         return 2;
       }
+    } else if (arg == "--idle-exit-ms") {
+      if (!parse_int(value("--idle-exit-ms"), &idle_exit_ms) || idle_exit_ms < 0) {
+        std::fprintf(stderr, "tensorscoped: --idle-exit-ms: expected an integer >= 0, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (arg == "--detach") {
+      detached = true;
+    } else if (arg == "--autostarted") {
+      mode.autostarted = true;
     } else if (arg == "-h" || arg == "--help") {
       usage(stdout);
       return 0;
@@ -101,12 +155,14 @@ int main(int argc, char** argv) {
   if (!runtime_dir.empty()) config.runtime_dir = runtime_dir;
   if (!log_level.empty()) config.log_level = log_level;
   if (workers != -1) config.workers = workers;
+  if (idle_exit_ms != -1) config.supervisor.idle_exit_ms = idle_exit_ms;
   Status valid = validate_daemon_config(config);
   if (!valid) {
     std::fprintf(stderr, "tensorscoped: %s\n", valid.message().c_str());
     return 2;
   }
+  if (detached) detach(&mode.ready_fd);
   (void)init_logging(config.log_level, "supervisor");
-  daemon::Supervisor supervisor(config, self_executable(argv[0]));
+  daemon::Supervisor supervisor(config, self_executable(argv[0]), mode);
   return supervisor.run();
 }

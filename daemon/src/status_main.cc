@@ -32,6 +32,12 @@ void print_table(const nlohmann::json& s) {
   std::printf("session %s (daemon pid %lld, up %.1f s), output %s, %llu finished files\n",
               s.value("session", "").c_str(), s.value("pid", 0LL), s.value("uptime_ms", 0LL) / 1000.0,
               s.value("output_dir", "").c_str(), s.value("files", 0ULL));
+  const long long idle_exit_ms = s.value("idle_exit_ms", 0LL);
+  if (s.value("autostarted", false)) {
+    std::printf("autostarted by a client; exits after %.1f s without producers\n", idle_exit_ms / 1000.0);
+  } else if (idle_exit_ms > 0) {
+    std::printf("exits after %.1f s without producers\n", idle_exit_ms / 1000.0);
+  }
   std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s\n", "index", "pid", "alive",
               "restarts", "records", "invalid", "errors");
   for (const auto& w : s.value("workers", nlohmann::json::array())) {

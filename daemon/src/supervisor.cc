@@ -19,8 +19,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tensorscope/shared/file_lock.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/segment_cleanup.h"
+#include "tensorscope/shared/text_input.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {
@@ -61,13 +64,50 @@ constexpr int kHealthyAfterMs = 10000;  // a worker alive this long resets its b
 
 }  // namespace
 
-Supervisor::Supervisor(DaemonConfig config, std::string worker_executable)
-    : config_(std::move(config)), worker_executable_(std::move(worker_executable)) {}
+Supervisor::Supervisor(DaemonConfig config, std::string worker_executable, StartMode mode)
+    : config_(std::move(config)), worker_executable_(std::move(worker_executable)), mode_(mode) {}
 
 Supervisor::~Supervisor() {
-  if (listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    ::unlink(socket_path_.c_str());
+  stop_listening();
+  if (session_lock_fd_ >= 0) ::close(session_lock_fd_);
+  if (mode_.ready_fd >= 0) ::close(mode_.ready_fd);
+}
+
+void Supervisor::stop_listening() {
+  if (listen_fd_ < 0) return;
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+  ::unlink(socket_path_.c_str());  // ours: the session lock kept every other daemon away
+}
+
+Status Supervisor::take_session_lock() {
+  const std::string path = session_lock_path(runtime_dir_, config_.session);
+  session_lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (session_lock_fd_ < 0) {
+    return Status::error("cannot open the session lock " + path + ": " + std::strerror(errno));
+  }
+  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms + 5000;
+  bool told = false;
+  for (;;) {
+    const int err = try_lock_file(session_lock_fd_);
+    if (err == 0) return Status::ok();
+    if (!lock_held_elsewhere(err)) {
+      return Status::error("cannot take the session lock " + path + ": " + std::strerror(err));
+    }
+    // Held: a daemon that answers serves the session; one that does not is finishing.
+    if (auto probe = connect_unix(socket_path_)) {
+      ::close(*probe);
+      already_running_ = true;
+      return Status::error("a daemon for session '" + config_.session + "' is already running (socket " +
+                           socket_path_ + ")");
+    }
+    if (g_stop_requested) return Status::error("stopped while waiting for the session lock");
+    if (now_ms() > deadline) {
+      return Status::error("the session lock " + path + " is held by a daemon that does not answer");
+    }
+    if (!told) TS_LOG_INFO("waiting for the previous daemon of session '{}' to finish", config_.session);
+    told = true;
+    ::usleep(50000);
   }
 }
 
@@ -81,6 +121,16 @@ Status Supervisor::start() {
   runtime_dir_ = default_runtime_dir(config_.runtime_dir);
   Status dir = ensure_private_dir(runtime_dir_);
   if (!dir) return dir;
+  socket_path_ = session_socket_path(runtime_dir_, config_.session);
+  Status signals = install_signal_handlers();
+  if (!signals) return signals;
+  Status locked = take_session_lock();
+  if (!locked) return locked;
+  const SegmentCleanup cleanup = remove_dead_segments(runtime_dir_);
+  if (!cleanup.removed.empty()) {
+    TS_LOG_INFO("removed {} segment(s) of dead producers from {} ({} bytes)", cleanup.removed.size(),
+                runtime_dir_, cleanup.bytes);
+  }
   session_dir_ = config_.output_dir + "/" + config_.session;
   std::error_code ec;
   std::filesystem::create_directories(session_dir_, ec);
@@ -90,19 +140,24 @@ Status Supervisor::start() {
   if (!loaded) return loaded;
   Status written = index_->write();  // index.json exists from the start, even when empty
   if (!written) return written;
-  socket_path_ = session_socket_path(runtime_dir_, config_.session);
-  auto fd = listen_unix(socket_path_);
-  if (!fd) return fd.status();
-  listen_fd_ = *fd;
-  Status signals = install_signal_handlers();
-  if (!signals) return signals;
   workers_.resize(static_cast<size_t>(config_.workers));
   for (size_t i = 0; i < workers_.size(); ++i) {
     workers_[i].index = static_cast<int>(i);
     workers_[i].backoff_ms = config_.supervisor.restart_backoff_initial_ms;
     spawn_worker(workers_[i]);
   }
+  // Published last: a client that sees the socket is served at once.
+  auto fd = listen_unix(socket_path_);
+  if (!fd) return fd.status();
+  listen_fd_ = *fd;
   started_ms_ = now_ms();
+  last_producer_ms_ = started_ms_;
+  if (mode_.ready_fd >= 0) {
+    const char ready = 'R';
+    (void)!::write(mode_.ready_fd, &ready, 1);
+    ::close(mode_.ready_fd);
+    mode_.ready_fd = -1;
+  }
   TS_LOG_INFO("tensorscoped: session '{}', {} workers, socket {}, output {}", config_.session,
               config_.workers, socket_path_, session_dir_);
   return Status::ok();
@@ -300,10 +355,10 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
                   ": use the same tensorscope version in the client and the daemon");
   }
   const auto session = m.value("session", std::string());
-  if (session != config_.session) return refuse("registration for session '" + session + "'");
+  if (session != config_.session) return refuse("registration for session " + quote_for_message(session));
   const auto segment_name = m.value("segment", std::string());
   if (!is_segment_file_name(segment_name, config_.session)) {
-    return refuse("bad segment name '" + segment_name + "'");
+    return refuse("bad segment name " + quote_for_message(segment_name));
   }
   const std::string expected_prefix = config_.session + "." + std::to_string(cred->pid) + ".";
   if (segment_name.rfind(expected_prefix, 0) != 0) {
@@ -471,6 +526,8 @@ nlohmann::json Supervisor::status_json() const {
   return {{"type", "status"},
           {"session", config_.session},
           {"pid", ::getpid()},
+          {"autostarted", mode_.autostarted},
+          {"idle_exit_ms", config_.supervisor.idle_exit_ms},
           {"uptime_ms", now_ms() - started_ms_},
           {"output_dir", session_dir_},
           {"registrations_refused", registrations_refused_},
@@ -546,7 +603,7 @@ int Supervisor::run() {
   Status started = start();
   if (!started) {
     TS_LOG_ERROR("tensorscoped cannot start: {}", started.message());
-    return 1;
+    return already_running_ ? kExitAlreadyRunning : kExitStartFailed;
   }
   while (!g_stop_requested) {
     std::vector<pollfd> fds;
@@ -603,7 +660,17 @@ int Supervisor::run() {
     if (fds[1].revents != 0) accept_connections();
     check_workers(now);
     flush_index();
+    if (!producers_.empty() || !pending_.empty()) last_producer_ms_ = now;
+    const int idle_exit_ms = config_.supervisor.idle_exit_ms;
+    if (idle_exit_ms > 0 && now - last_producer_ms_ >= idle_exit_ms) {
+      TS_LOG_INFO("no producer for {} ms (supervisor.idle_exit_ms): exiting", now - last_producer_ms_);
+      g_stop_requested = 1;  // from here on exactly as on SIGTERM
+      break;
+    }
   }
+  // New clients find no socket (and may start a new daemon, which waits for our lock)
+  // rather than registering with a daemon that is finishing.
+  stop_listening();
   shutdown_workers();
   for (auto& [id, p] : producers_) {
     if (p.segment_fd >= 0) ::close(p.segment_fd);

@@ -7,6 +7,11 @@
 // and re-attaches its producers (their unread records are still in the ring). Owns
 // index.json: workers report finished files, the supervisor rewrites it atomically.
 // On SIGINT/SIGTERM every worker finalizes its videos; then run() returns 0.
+// Start-up: the session lock (file_lock.h on <runtime>/<session>.lock) makes it the one
+// daemon of its session (a second one exits with kExitAlreadyRunning, or waits while the
+// previous one finishes); segments that dead producers left are removed; the socket is
+// published only once the workers run. With supervisor.idle_exit_ms it exits by itself,
+// as on SIGTERM, once no producer has been connected for that long (autostarted daemons).
 // Thread safety: single-threaded event loop.
 #pragma once
 
@@ -28,9 +33,19 @@
 
 namespace tensorscope::daemon {
 
+// Exit statuses of tensorscoped (daemon_main.cc); the client's autostart reads them.
+inline constexpr int kExitStartFailed = 1;
+inline constexpr int kExitBadUsage = 2;
+inline constexpr int kExitAlreadyRunning = 3;
+
+struct StartMode {
+  bool autostarted = false;  // started by a client (shown by `tensorscope status`)
+  int ready_fd = -1;         // written one byte and closed once the socket is published
+};
+
 class Supervisor {
  public:
-  Supervisor(DaemonConfig config, std::string worker_executable);
+  Supervisor(DaemonConfig config, std::string worker_executable, StartMode mode = {});
   ~Supervisor();
   int run();
 
@@ -65,6 +80,8 @@ class Supervisor {
   };
 
   Status start();
+  Status take_session_lock();
+  void stop_listening();
   void spawn_worker(WorkerSlot& worker);
   void on_worker_exit(WorkerSlot& worker, const std::string& why);
   void reap_children();
@@ -86,6 +103,10 @@ class Supervisor {
 
   DaemonConfig config_;
   const std::string worker_executable_;
+  StartMode mode_;
+  bool already_running_ = false;
+  int session_lock_fd_ = -1;
+  int64_t last_producer_ms_ = 0;  // idle exit: when a producer was last connected
   std::string runtime_dir_;
   std::string session_dir_;
   std::string socket_path_;

@@ -324,6 +324,7 @@ void visit_fields(V& v, DaemonConfig& c) {
                     "an integer >= supervisor.restart_backoff_initial_ms (" +
                         std::to_string(initial) + ")"});
   v.integer("supervisor.shutdown_timeout_ms", s.shutdown_timeout_ms, between(100, 600000));
+  v.integer("supervisor.idle_exit_ms", s.idle_exit_ms, at_least(0));
 }
 
 // The key tree, derived from visit_fields().

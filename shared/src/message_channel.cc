@@ -46,7 +46,8 @@ StatusOr<PeerCredentials> peer_credentials(int fd) {
   return PeerCredentials{cred.pid, cred.uid, cred.gid};
 }
 
-StatusOr<int> connect_unix(const std::string& path) {
+StatusOr<int> connect_unix(const std::string& path, int* error_number) {
+  if (error_number != nullptr) *error_number = 0;
   auto addr = make_address(path);
   if (!addr) return addr.status();
   // Non-blocking: a listener that does not accept (stopped, backlog full) makes connect
@@ -54,6 +55,7 @@ StatusOr<int> connect_unix(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return errno_status("socket");
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_un)) != 0) {
+    if (error_number != nullptr) *error_number = errno;
     Status st = errno_status("connect " + path);
     ::close(fd);
     return st;
@@ -74,16 +76,28 @@ StatusOr<int> listen_unix(const std::string& path) {
       ::close(*probe);
       return Status::error("a daemon is already listening on " + path);
     }
-    ::unlink(path.c_str());  // stale socket of a daemon that died
   }
+  // Bound and listening under a hidden name first, then renamed into place (replacing a
+  // stale socket of a daemon that died): the name appears only once connect() works.
+  const size_t slash = path.find_last_of('/');
+  std::string bind_path = path.substr(0, slash == std::string::npos ? 0 : slash + 1) + "." +
+                          path.substr(slash == std::string::npos ? 0 : slash + 1) + "." +
+                          std::to_string(::getpid());
+  if (bind_path.size() >= sizeof(sockaddr_un::sun_path)) bind_path = path;  // no room: bind in place
+  if (bind_path == path) ::unlink(path.c_str());
+  auto bind_addr = make_address(bind_path);
+  if (!bind_addr) return bind_addr.status();
+  ::unlink(bind_path.c_str());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return errno_status("socket");
   const mode_t old_mask = ::umask(0177);
-  const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_un));
+  const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&*bind_addr), sizeof(sockaddr_un));
   ::umask(old_mask);
-  if (rc != 0 || ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, 64) != 0) {
+  if (rc != 0 || ::chmod(bind_path.c_str(), 0600) != 0 || ::listen(fd, 128) != 0 ||
+      (bind_path != path && ::rename(bind_path.c_str(), path.c_str()) != 0)) {
     Status s = errno_status("bind/listen " + path);
     ::close(fd);
+    if (bind_path != path) ::unlink(bind_path.c_str());
     return s;
   }
   return fd;

@@ -64,6 +64,39 @@ std::string segment_file_path(const std::string& runtime_dir, const std::string&
   return runtime_dir + "/" + segment_file_name(session, pid, generation);
 }
 
+std::string session_lock_path(const std::string& runtime_dir, const std::string& session) {
+  return runtime_dir + "/" + session + ".lock";
+}
+
+std::string autostart_lock_path(const std::string& runtime_dir, const std::string& session) {
+  return runtime_dir + "/" + session + ".autostart.lock";
+}
+
+long segment_file_pid(const std::string& file_name) {
+  std::string name = file_name;
+  const std::string creating = ".creating";
+  if (name.size() > creating.size() + 1 && name[0] == '.' &&
+      name.compare(name.size() - creating.size(), creating.size(), creating) == 0) {
+    name = name.substr(1, name.size() - creating.size() - 1);
+  }
+  const std::string suffix = ".seg";
+  if (name.find('/') != std::string::npos || name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return 0;
+  }
+  name.resize(name.size() - suffix.size());  // <session>.<pid>.<generation>
+  const size_t gen_dot = name.rfind('.');
+  if (gen_dot == std::string::npos || gen_dot == 0 || gen_dot + 1 == name.size()) return 0;
+  const size_t pid_dot = name.rfind('.', gen_dot - 1);
+  if (pid_dot == std::string::npos || pid_dot == 0 || pid_dot + 1 == gen_dot) return 0;
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  const std::string pid = name.substr(pid_dot + 1, gen_dot - pid_dot - 1);
+  if (!digits(pid) || !digits(name.substr(gen_dot + 1))) return 0;
+  return std::stol(pid);
+}
+
 bool is_segment_file_name(const std::string& name, const std::string& session) {
   if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return false;
   const std::string prefix = session + ".";

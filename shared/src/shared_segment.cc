@@ -1,12 +1,15 @@
 #include "tensorscope/shared/shared_segment.h"
 
+#include "tensorscope/shared/file_lock.h"
+
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/interprocess/file_mapping.hpp>
-#include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
+#include <limits>
 #include <cstdio>
 #include <chrono>
 #include <cstring>
@@ -15,7 +18,6 @@
 namespace tensorscope {
 namespace {
 
-namespace bip = boost::interprocess;
 using wire::SegmentHeader;
 
 bool is_power_of_two(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
@@ -101,44 +103,89 @@ Status validate_segment_header(const SegmentHeader& h, uint64_t file_size) {
   return Status::ok();
 }
 
-SharedSegment::~SharedSegment() = default;
+SharedSegment::~SharedSegment() {
+  if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
-StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(const std::string& path,
-                                                            uint64_t size) {
-  auto segment = std::unique_ptr<SharedSegment>(new SharedSegment());
-  try {
-    bip::file_mapping file(path.c_str(), bip::read_write);
-    segment->region_ = std::make_unique<bip::mapped_region>(file, bip::read_write, 0, size);
-  } catch (const std::exception& e) {
-    return Status::error("cannot map segment " + path + ": " + e.what());
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(int fd, uint64_t size,
+                                                            const std::string& label) {
+  if (size == 0 || size > static_cast<uint64_t>(std::numeric_limits<size_t>::max())) {
+    return Status::error("cannot map segment " + label + ": bad size " + std::to_string(size));
   }
-  segment->path_ = path;
+  void* base = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return Status::error(errno_text("cannot map segment", label));
+  auto segment = std::unique_ptr<SharedSegment>(new SharedSegment());
+  segment->base_ = base;
+  segment->mapped_bytes_ = size;
+  segment->path_ = label;
   segment->size_ = size;
-  auto* base = static_cast<uint8_t*>(segment->region_->get_address());
-  segment->header_ = reinterpret_cast<SegmentHeader*>(base);
+  segment->header_ = static_cast<SegmentHeader*>(base);
   return segment;
 }
 
+namespace {
+
+// ".<name>.creating" beside `path`: the name a segment has until it is complete.
+std::string creating_path(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return dir + "." + base + ".creating";
+}
+
+// A file size limit (RLIMIT_FSIZE) below `bytes` would make the kernel send SIGXFSZ
+// while reserving: refuse the size instead.
+bool exceeds_file_size_limit(uint64_t bytes) {
+  rlimit limit{};
+  return ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+         bytes > static_cast<uint64_t>(limit.rlim_cur);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string& path,
                                                                const SegmentLayout& layout,
-                                                               const SegmentIdentity& identity) {
+                                                               const SegmentIdentity& identity,
+                                                               bool* out_of_space) {
+  if (out_of_space != nullptr) *out_of_space = false;
   if (identity.session.size() >= wire::kSessionBytes) {
     return Status::error("session name too long for the segment header");
   }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::error(errno_text("cannot create segment", path));
-  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(layout.segment_size)) != 0) {
-    Status st = Status::error(errno_text("cannot size segment", path));
+  if (exceeds_file_size_limit(layout.segment_size)) {
+    if (out_of_space != nullptr) *out_of_space = true;
+    return Status::error("cannot create segment " + path + " of " + std::to_string(layout.segment_size) +
+                         " bytes: the process's file size limit (ulimit -f) is lower");
+  }
+  const std::string temp = creating_path(path);
+  int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {  // left by a dead process that had our pid
+    ::unlink(temp.c_str());
+    fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return Status::error(errno_text("cannot create segment", temp));
+  auto fail = [&](Status st) {
+    ::unlink(temp.c_str());
     ::close(fd);
-    ::unlink(path.c_str());
     return st;
+  };
+  if (const int err = try_lock_file(fd); err != 0) {
+    errno = err;
+    return fail(Status::error(errno_text("cannot lock segment", temp)));
   }
-  ::close(fd);
-  auto mapped = map(path, layout.segment_size);
-  if (!mapped) {
-    ::unlink(path.c_str());
-    return mapped.status();
+  if (::fchmod(fd, 0600) != 0) return fail(Status::error(errno_text("cannot chmod segment", temp)));
+  // Reserve every byte now: on tmpfs a sparse file whose pages cannot be allocated later
+  // kills whoever touches them with SIGBUS.
+  const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.segment_size));
+  if (reserved != 0) {
+    if (out_of_space != nullptr) *out_of_space = reserved == ENOSPC || reserved == EFBIG;
+    errno = reserved;
+    return fail(Status::error(errno_text("cannot reserve " + std::to_string(layout.segment_size) +
+                                             " bytes for segment",
+                                         path)));
   }
+  auto mapped = map(fd, layout.segment_size, path);
+  if (!mapped) return fail(mapped.status());
   SharedSegment& seg = **mapped;
   // The file is fresh (zero-filled): construct the header in place.
   auto* h = new (seg.header_) SegmentHeader();
@@ -174,7 +221,29 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   std::atomic_thread_fence(std::memory_order_release);
   reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(wire::kSegmentMagic,
                                                              std::memory_order_release);
+  // Complete: give it its name (replacing a leftover of a dead process with our pid).
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    Status st = Status::error(errno_text("cannot name segment", path));
+    mapped = st;  // unmaps
+    return fail(st);
+  }
+  seg.lock_fd_ = fd;  // the lock lives as long as the segment object
   return mapped;
+}
+
+void SharedSegment::prefault_data() const {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096;
+  const auto start = reinterpret_cast<uintptr_t>(data_) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_) + data_capacity_;
+  if (::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  // Older kernels: a read of each page maps it too (the file's pages exist already).
+  uint64_t sum = 0;
+  for (uint64_t offset = 0; offset < data_capacity_; offset += 4096) {
+    sum += reinterpret_cast<const volatile uint8_t*>(data_)[offset];
+  }
+  (void)sum;
 }
 
 StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open(const std::string& path) {
@@ -207,10 +276,9 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
                          " bytes)");
   }
   // Map the very file we checked, through the descriptor.
-  auto mapped = map("/proc/self/fd/" + std::to_string(fd), file_size);
-  if (!mapped) return Status::error("segment " + label + ": " + mapped.message());
+  auto mapped = map(fd, file_size, label);
+  if (!mapped) return mapped.status();
   SharedSegment& seg = **mapped;
-  seg.path_ = label;
   Status valid = validate_segment_header(*seg.header_, file_size);
   if (!valid) return Status::error("segment " + label + ": " + valid.message());
   auto* base = reinterpret_cast<uint8_t*>(seg.header_);

@@ -346,6 +346,18 @@ nlohmann::json parse_json_line(const std::string& line) {
   return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
 }
 
+nlohmann::json wait_json_line(ChildProcess& child, const std::function<bool(const nlohmann::json&)>& predicate,
+                              Millis timeout) {
+  auto line = child.wait_for_line(
+      [&](const std::string& l) {
+        const nlohmann::json j = parse_json_line(l);
+        return j.is_object() && predicate(j);
+      },
+      timeout);
+  if (!line) return nullptr;
+  return parse_json_line(*line);
+}
+
 // ---- DaemonProcess ----
 
 std::unique_ptr<DaemonProcess> DaemonProcess::start(const DaemonSpec& spec, std::string* error) {

@@ -130,6 +130,11 @@ std::vector<std::string> list_dir(const std::string& dir,
 // Parses one JSON line; a discarded value when it is not JSON.
 nlohmann::json parse_json_line(const std::string& line);
 
+// The first JSON object line on `child`'s stdout (pipe_stdout) for which `predicate`
+// holds, old lines included; null at the deadline.
+nlohmann::json wait_json_line(ChildProcess& child, const std::function<bool(const nlohmann::json&)>& predicate,
+                              Millis timeout);
+
 // A tensorscoped supervisor (and, in its process group, its workers).
 struct DaemonSpec {
   std::string executable;

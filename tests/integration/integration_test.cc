@@ -195,23 +195,13 @@ class IntegrationTest : public ::testing::Test {
 
   // Waits for the producer's final JSON line.
   static json final_line(ChildProcess* p, Millis timeout = kProducerTimeout) {
-    auto line = p->wait_for_line([](const std::string& l) {
-      const json j = parse_json_line(l);
-      return j.is_object() && j.value("final", false);
-    }, timeout);
-    if (!line) return nullptr;
-    return parse_json_line(*line);
+    return wait_json_line(*p, [](const json& j) { return j.value("final", false); }, timeout);
   }
 
   // A progress (or final) line for which `predicate` holds.
   static json progress_line(ChildProcess* p, const std::function<bool(const json&)>& predicate,
                             Millis timeout) {
-    auto line = p->wait_for_line([&](const std::string& l) {
-      const json j = parse_json_line(l);
-      return j.is_object() && predicate(j);
-    }, timeout);
-    if (!line) return nullptr;
-    return parse_json_line(*line);
+    return wait_json_line(*p, predicate, timeout);
   }
 
   // Closes the producer's stdin and expects a clean exit.

@@ -23,6 +23,12 @@
 //                     dtype, "p.<dtype>", with element k = (7 * step + k) % 100 (bool:
 //                     k % 2), and "p.const" (float32, the same value every step);
 //                     the tests recompute these values.
+//          --reconnect-ms T (ClientOptions::reconnect_interval_ms, default 20)
+//          --connect-timeout-ms T (ClientOptions::connect_timeout_ms; default: the option's)
+//          --autostart [--autostart-output DIR] [--idle-exit-ms T] [--daemon PATH]
+//                     (ClientOptions::autostart and its companions)
+// The JSON line also carries the client's notes: shm_bytes, shm_note, connection_note,
+// autostart.
 #include <poll.h>
 #include <unistd.h>
 
@@ -35,6 +41,7 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <tensorscope/tensorscope.h>
@@ -99,6 +106,9 @@ int main(int argc, char** argv) {
   bool bad_inputs = false, stdin_control = false, track_model = false, pattern = false;
   int64_t every_n = 1;
   int64_t report_ms = 0;
+  int reconnect_ms = 20, connect_timeout_ms = -1, idle_exit_ms = -1;
+  bool autostart = false;
+  std::string autostart_output, daemon_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -118,6 +128,12 @@ int main(int argc, char** argv) {
     else if (a == "--track-model") track_model = true;
     else if (a == "--pattern") pattern = true;
     else if (a == "--every-n") every_n = std::atoll(next().c_str());
+    else if (a == "--reconnect-ms") reconnect_ms = std::atoi(next().c_str());
+    else if (a == "--connect-timeout-ms") connect_timeout_ms = std::atoi(next().c_str());
+    else if (a == "--autostart") autostart = true;
+    else if (a == "--autostart-output") autostart_output = next();
+    else if (a == "--idle-exit-ms") idle_exit_ms = std::atoi(next().c_str());
+    else if (a == "--daemon") daemon_path = next();
     else {
       std::fprintf(stderr, "test_producer: unknown argument %s\n", a.c_str());
       return 2;
@@ -129,12 +145,18 @@ int main(int argc, char** argv) {
   }
   torch::manual_seed(static_cast<uint64_t>(seed));
   std::mt19937 rng(static_cast<uint32_t>(seed));
-  tensorscope::Client client(tensorscope::ClientOptions()
-                                 .session(session)
-                                 .runtime_dir(runtime_dir)
-                                 .rank(rank)
-                                 .shm_budget(budget)
-                                 .reconnect_interval_ms(20));
+  auto options = tensorscope::ClientOptions()
+                     .session(session)
+                     .runtime_dir(runtime_dir)
+                     .rank(rank)
+                     .shm_budget(budget)
+                     .reconnect_interval_ms(reconnect_ms)
+                     .autostart(autostart)
+                     .daemon_executable(daemon_path);
+  if (connect_timeout_ms >= 0) options.connect_timeout_ms(connect_timeout_ms);
+  if (!autostart_output.empty()) options.autostart_output(autostart_output);
+  if (idle_exit_ms >= 0) options.autostart_idle_exit_ms(idle_exit_ms);
+  tensorscope::Client client(options);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_connect_ms);
   while (wait_connect_ms > 0 && !client.connected() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -146,22 +168,24 @@ int main(int argc, char** argv) {
   int64_t expected_refusals = 0;
   auto print_line = [&](bool final) {
     const auto s = client.stats();
-    std::string per = "{";
-    for (const auto& [name, n] : per_stream) {
-      if (per.size() > 1) per += ",";
-      per += "\"" + name + "\":" + std::to_string(n);
-    }
-    per += "}";
-    std::printf(
-        "{\"calls\":%lld,\"pushed\":%llu,\"gated\":%llu,\"dropped_full\":%llu,\"not_connected\":%llu,"
-        "\"refused\":%llu,\"expected_refusals\":%lld,\"bytes\":%llu,\"connections\":%llu,"
-        "\"connected\":%s,\"final\":%s,\"per_stream\":%s,\"tracked\":%s}\n",
-        static_cast<long long>(calls), static_cast<unsigned long long>(s.pushed),
-        static_cast<unsigned long long>(s.gated), static_cast<unsigned long long>(s.dropped_full),
-        static_cast<unsigned long long>(s.not_connected), static_cast<unsigned long long>(s.refused),
-        static_cast<long long>(expected_refusals), static_cast<unsigned long long>(s.bytes),
-        static_cast<unsigned long long>(s.connections), s.connected ? "true" : "false",
-        final ? "true" : "false", per.c_str(), tracked.c_str());
+    nlohmann::json line = {{"calls", calls},
+                           {"pushed", s.pushed},
+                           {"gated", s.gated},
+                           {"dropped_full", s.dropped_full},
+                           {"not_connected", s.not_connected},
+                           {"refused", s.refused},
+                           {"expected_refusals", expected_refusals},
+                           {"bytes", s.bytes},
+                           {"connections", s.connections},
+                           {"connected", s.connected},
+                           {"final", final},
+                           {"per_stream", per_stream},
+                           {"tracked", nlohmann::json::parse(tracked)},
+                           {"shm_bytes", s.shm_bytes},
+                           {"shm_note", s.shm_note},
+                           {"connection_note", s.connection_note},
+                           {"autostart", s.autostart}};
+    std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     std::fflush(stdout);
   };
   // True once stdin has data or reached EOF (the test's "stop pushing").

@@ -43,8 +43,27 @@ class ClientOptions {
   // Directory of the session socket and segments; "" = $TENSORSCOPE_RUNTIME_DIR, else
   // /dev/shm/tensorscope-<uid>.
   TENSORSCOPE_OPTION(std::string, runtime_dir, "")
-  // How often the client looks for the daemon while not connected.
+  // How often the client looks for the daemon while not connected, besides watching the
+  // runtime directory (a daemon that appears is noticed at once).
   TENSORSCOPE_OPTION(int, reconnect_interval_ms, 200)
+  // How long the constructor waits for the first registration when a daemon's socket
+  // exists (or autostart is on), so the first steps' pushes are not lost; 0 = never wait
+  // (connect in the background). Without a daemon socket it does not wait at all.
+  TENSORSCOPE_OPTION(int, connect_timeout_ms, 500)
+  // Start tensorscoped (detached: its own session, log in autostart_output/<session>/
+  // tensorscoped.log) when no daemon serves the session; ranks starting together end
+  // with one daemon. It exits by itself, finalizing every video, once no producer has
+  // been connected for autostart_idle_exit_ms. Failures show in stats().autostart.
+  TENSORSCOPE_OPTION(bool, autostart, false)
+  // Config file for an autostarted daemon; "" = the daemon's defaults (configs/default.yaml).
+  TENSORSCOPE_OPTION(std::string, autostart_config, "")
+  // Output directory of an autostarted daemon (relative to the working directory).
+  TENSORSCOPE_OPTION(std::string, autostart_output, "tensorscope_runs")
+  // An autostarted daemon exits after this long without producers (milliseconds, >= 1).
+  TENSORSCOPE_OPTION(int, autostart_idle_exit_ms, 30000)
+  // Path of tensorscoped; "" = $TENSORSCOPE_DAEMON, beside the program or library,
+  // the install prefix, then $PATH.
+  TENSORSCOPE_OPTION(std::string, daemon_executable, "")
   // Initial value of set_enabled().
   TENSORSCOPE_OPTION(bool, enabled, true)
   // CUDA tensors: bytes of staging per device, allocated once at the first push of a

@@ -29,6 +29,17 @@ struct ClientStats {
   uint64_t bytes = 0;          // payload bytes pushed
   bool connected = false;      // a daemon holds our segment right now
   uint64_t connections = 0;    // successful registrations so far (reconnects included)
+  // Why not connected right now, in words ("" while connected): no daemon, a refused
+  // registration, no room for a segment, ...
+  std::string connection_note;
+  // Bytes of the shared-memory segment in use (or last used); shm_note says why it is
+  // smaller than ClientOptions::shm_budget (the runtime directory was short of space)
+  // or why none could be made.
+  uint64_t shm_bytes = 0;
+  std::string shm_note;
+  // ClientOptions::autostart: what happened ("started tensorscoped (log ...)", "autostart
+  // failed: ...", ...); "" when autostart is off or was not needed.
+  std::string autostart;
   // How CUDA tensors travel: "" (none pushed yet), "cuda-ipc" (a device-to-device copy
   // into the staging pool, read by the daemon through CUDA IPC), "pinned-host" (an
   // asynchronous copy to pinned host memory, then the shared-memory ring) or

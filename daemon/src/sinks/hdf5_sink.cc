@@ -23,6 +23,7 @@
 
 #include "tensorscope/plotting/tensor_view.h"
 #include "sinks/hdf5_support.h"
+#include "tensorscope/shared/file_lock.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -85,20 +86,6 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
-
-// Takes the writer lock (an open file description lock on the whole file, exclusive,
-// not waiting) on `fd`, which must be open for writing. 0, or the errno: EAGAIN or
-// EACCES when another open file description holds a lock on the file.
-int take_writer_lock(int fd) {
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = 0;
-  fl.l_len = 0;  // the whole file, however long it grows
-  return ::fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : errno;
-}
-
-bool lock_held_by_other(int err) { return err == EAGAIN || err == EACCES; }
 
 // Whether `path` names the file open as `fd` (same device and inode).
 bool same_file(int fd, const std::string& path) {
@@ -720,14 +707,14 @@ Status Hdf5Sink::open_file() {
       if (err == EEXIST && attempt < kMaxCreateAttempts) continue;  // created meanwhile
       return Status::error(partial + ": cannot create: " + errno_text(err));
     }
-    const int err = take_writer_lock(fd.get());
+    const int err = try_lock_file(fd.get());
     if (err == 0 && !same_file(fd.get(), partial)) {
       // Locked after a cleaner removed it: the lock is on a file without a name.
       if (attempt < kMaxCreateAttempts) continue;
       return Status::error(partial + ": cannot create: removed by another process, " +
                            std::to_string(attempt) + " times");
     }
-    if (lock_held_by_other(err)) {
+    if (lock_held_elsewhere(err)) {
       if (attempt < kMaxCreateAttempts) continue;
       return Status::error(partial + ": cannot lock: held by another process, " +
                            std::to_string(attempt) + " times");
@@ -1687,8 +1674,8 @@ StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) 
         problem("not a regular file");
         continue;
       }
-      const int err = take_writer_lock(fd.get());
-      if (lock_held_by_other(err)) {
+      const int err = try_lock_file(fd.get());
+      if (lock_held_elsewhere(err)) {
         ++out.in_use;  // a live writer, or another cleaner
         continue;
       }

@@ -131,6 +131,7 @@ struct SupervisorConfig {
   int restart_backoff_initial_ms = 100;  // 1..60000
   int restart_backoff_max_ms = 5000;     // >= restart_backoff_initial_ms
   int shutdown_timeout_ms = 30000;       // 100..600000: time to finalize videos on SIGTERM
+  int idle_exit_ms = 0;                  // 0 = never; else exit once no producer for this long
   bool operator==(const SupervisorConfig&) const = default;
 };
 

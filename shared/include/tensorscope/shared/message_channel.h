@@ -35,11 +35,16 @@ struct PeerCredentials {
 StatusOr<PeerCredentials> peer_credentials(int fd);
 
 // Binds and listens on `path` with mode 0600. A stale socket file (nobody accepts on
-// it) is replaced; a live one is an error ("already running").
+// it) is replaced; a live one is an error ("already running"). The socket is bound and
+// listening under a hidden name in the same directory and then renamed to `path`, so
+// `path` never names a socket that refuses connections (clients watching the directory
+// connect the moment it appears). Callers that may race for `path` hold a lock first
+// (the daemon's session lock).
 StatusOr<int> listen_unix(const std::string& path);
 // Connects to `path` (a non-blocking socket); fails at once, without retrying, when
-// nobody listens or the listener's backlog is full.
-StatusOr<int> connect_unix(const std::string& path);
+// nobody listens or the listener's backlog is full. *error_number gets connect's errno
+// (ECONNREFUSED or ENOENT: nobody listens; EAGAIN: a listener that does not keep up).
+StatusOr<int> connect_unix(const std::string& path, int* error_number = nullptr);
 
 class MessageChannel {
  public:

@@ -25,6 +25,17 @@ std::string segment_file_name(const std::string& session, long pid, unsigned gen
 std::string segment_file_path(const std::string& runtime_dir, const std::string& session,
                               long pid, unsigned generation);
 
+// The daemon's session lock: held (file_lock.h) by the one daemon serving `session`.
+std::string session_lock_path(const std::string& runtime_dir, const std::string& session);
+// Held by the client that is starting a daemon for `session` (ClientOptions::autostart),
+// so that ranks starting together launch one daemon, not one each.
+std::string autostart_lock_path(const std::string& runtime_dir, const std::string& session);
+
+// The producer pid in a segment file name ("<session>.<pid>.<gen>.seg", or the hidden
+// ".<session>.<pid>.<gen>.seg.creating" a segment has while it is being created);
+// 0 when `file_name` is neither.
+long segment_file_pid(const std::string& file_name);
+
 // True when `file_name` is a segment file name this session could have produced
 // (no '/', the session prefix, ".seg" suffix): used before opening a name a peer sent.
 bool is_segment_file_name(const std::string& file_name, const std::string& session);

@@ -1,9 +1,15 @@
 // shared_segment.h — one producer's shared-memory segment: a 0600 file on tmpfs in the
-// private runtime directory, mapped with Boost.Interprocess.
+// private runtime directory, mapped shared.
 //
 // The client creates it (create), the daemon's supervisor and worker open it (open).
-// Opening never trusts the file: owner, mode, size and every header field are checked
-// before a pointer into it is handed out.
+// Creating reserves every byte of the file for real (posix_fallocate) before anything
+// touches it, so a runtime directory too small for the segment is an error at creation
+// (Docker's 64 MiB /dev/shm), never a SIGBUS later. The file appears under its final
+// name only once sized, locked and given its header (it is built under a hidden
+// ".<name>.creating" name and renamed), and the producer's object holds an OFD lock on
+// it for its lifetime, so segment_cleanup.h can tell a dead producer's leftover from a
+// live one. Opening never trusts the file: owner, mode, size and every header field are
+// checked before a pointer into it is handed out.
 // Thread safety: the object is immutable after construction; the mapped memory follows
 // the rules of wire_format.h.
 #pragma once
@@ -14,10 +20,6 @@
 
 #include "tensorscope/shared/status.h"
 #include "tensorscope/shared/wire_format.h"
-
-namespace boost::interprocess {
-class mapped_region;
-}
 
 namespace tensorscope {
 
@@ -50,10 +52,13 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
-  // Producer: creates `path` (O_EXCL, mode 0600), sizes it, maps it and writes the header.
+  // Producer: creates `path` (mode 0600; a leftover file of that name is replaced),
+  // reserves its bytes, locks it, maps it and writes the header. When the failure is a
+  // lack of space (ENOSPC, or a file size limit), *out_of_space is set.
   static StatusOr<std::unique_ptr<SharedSegment>> create(const std::string& path,
                                                          const SegmentLayout& layout,
-                                                         const SegmentIdentity& identity);
+                                                         const SegmentIdentity& identity,
+                                                         bool* out_of_space = nullptr);
 
   // Consumer: opens an existing segment file, checks owner (our uid), mode (no group or
   // other bits), size and header, and maps it read-write (consumer fields are written).
@@ -78,11 +83,18 @@ class SharedSegment {
   // Removes the file (the mapping stays valid). Missing file is not an error.
   Status unlink_file() const;
 
+  // Producer: maps the page tables of the data region ahead of use (MADV_POPULATE_WRITE,
+  // else a read of each page), so the first lap through the ring takes no page faults.
+  // Never writes the memory: safe while the ring is in use.
+  void prefault_data() const;
+
  private:
   SharedSegment() = default;
-  static StatusOr<std::unique_ptr<SharedSegment>> map(const std::string& path, uint64_t size);
+  static StatusOr<std::unique_ptr<SharedSegment>> map(int fd, uint64_t size, const std::string& label);
 
-  std::unique_ptr<boost::interprocess::mapped_region> region_;
+  void* base_ = nullptr;
+  uint64_t mapped_bytes_ = 0;
+  int lock_fd_ = -1;  // producer: the locked descriptor, closed with the object
   std::string path_;
   uint64_t size_ = 0;
   wire::SegmentHeader* header_ = nullptr;

@@ -1,0 +1,79 @@
+// daemon_autostart.h — ClientOptions::autostart: starting tensorscoped for a session
+// that has no daemon, from inside the training process, without harming it.
+//
+// Used by Connection's background thread only (never the training thread). The daemon
+// is launched with posix_spawn (no fork of the training process's address space) as
+// `tensorscoped --detach ...` in a session of its own, stdin on /dev/null, stdout and
+// stderr appended to <output>/<session>/tensorscoped.log, signals at their defaults. With
+// --detach the spawned process forks the daemon proper and exits once it listens (0),
+// when another daemon already serves the session (3), or when it cannot start (its
+// status, the reason in the log), so the daemon is never a child of the training process.
+// Ranks starting together: the one that takes the session's autostart lock launches;
+// the others wait for its socket. The daemon itself takes the session lock, so however
+// many are launched, one serves. Failures are a state (stats().autostart), never an
+// exception; a daemon that cannot be found or configured is not tried again.
+// Thread safety: one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tensorscope/shared/status.h"
+
+namespace tensorscope {
+
+struct AutostartConfig {
+  std::string executable;   // "" = find_daemon_executable's search
+  std::string config_path;  // "" = the daemon's built-in defaults
+  std::string output_dir;   // made absolute against the working directory
+  std::string session;
+  std::string runtime_dir;
+  int idle_exit_ms = 30000;  // the daemon exits once no producer was connected this long
+};
+
+// tensorscoped, looked for in order: `configured`, $TENSORSCOPE_DAEMON, beside the
+// executable or shared library that holds the client (and ../bin from there), the
+// install prefix's bin directory, then $PATH. The error lists where it looked.
+StatusOr<std::string> find_daemon_executable(const std::string& configured);
+
+class DaemonAutostart {
+ public:
+  explicit DaemonAutostart(AutostartConfig config);
+  ~DaemonAutostart();
+  DaemonAutostart(const DaemonAutostart&) = delete;
+  DaemonAutostart& operator=(const DaemonAutostart&) = delete;
+
+  // Called while no daemon answers for the session: launches one when nobody is
+  // launching, the retry delay after a failure has passed and the failure was not
+  // final; otherwise checks on the launch in progress.
+  void step(int64_t now_ms);
+
+  // A launch (ours or another process's, per the autostart lock) is under way: worth
+  // waiting for a little longer.
+  bool in_progress() const { return child_ > 0 || waiting_for_other_; }
+  // Will never launch again (no executable, the daemon refused its arguments).
+  bool given_up() const { return given_up_; }
+  // For ClientStats::autostart: what happened, in words.
+  const std::string& state() const { return state_; }
+
+ private:
+  void launch(int64_t now_ms);
+  void check_child(int64_t now_ms);
+  void fail(const std::string& why, bool final, int64_t now_ms);
+  void release_lock();
+
+  AutostartConfig config_;
+  std::string log_path_;
+  pid_t child_ = -1;
+  int lock_fd_ = -1;
+  bool waiting_for_other_ = false;
+  bool given_up_ = false;
+  int failures_ = 0;
+  int64_t next_try_ms_ = 0;
+  int64_t launched_ms_ = 0;
+  std::string state_;
+};
+
+}  // namespace tensorscope

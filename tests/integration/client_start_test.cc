@@ -1,0 +1,412 @@
+// client_start_test.cc — what happens to a training process at start-up, with real
+// processes: a runtime directory smaller than the segment (Docker's 64 MiB /dev/shm),
+// the first pushes of a producer started after the daemon, a daemon started after the
+// producer, autostart by several ranks at once, leftovers of killed processes, and
+// hostile input in log lines. The training stand-in is test_producer; its JSON lines
+// carry the client's counters and notes.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon_process.h"
+#include "small_tmpfs.h"
+#include "temp_dir.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/segment_cleanup.h"
+
+namespace tensorscope::itest {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr Millis kStartTimeout = 30s;
+constexpr Millis kProducerTimeout = 240s;
+constexpr Millis kExitTimeout = 90s;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+uint64_t u64(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+std::vector<std::string> segment_files(const std::string& dir) {
+  return list_dir(dir, [](const std::string& n) { return segment_file_pid(n) > 0; });
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Supervisors (not workers) of `session` running now, found by their command lines.
+std::vector<pid_t> supervisors_of(const std::string& session) {
+  std::vector<pid_t> found;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    // Workers run with --worker-fd; the supervisor's helpers (run_info's git) are named apart.
+    if (read_file(e.path().string() + "/comm") != "tensorscoped\n") continue;
+    if (cmdline.find("--worker-fd") == std::string::npos &&
+        cmdline.find("--session " + session + " ") != std::string::npos) {
+      found.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return found;
+}
+
+class ClientStartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    runtime_dir_ = tmp_.path() + "/run";
+    logs_ = tmp_.path() + "/logs";
+    ASSERT_EQ(::mkdir(logs_.c_str(), 0700), 0);
+    config_ = tmp_.path() + "/config.yaml";
+    std::ofstream(config_) << "video:\n  width: 160\n  height: 120\n  fps: 10\n  max_frames: 1000\n"
+                           << "supervisor:\n  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 10000\n";
+  }
+
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const auto& d : daemons_) std::fprintf(stderr, "----- daemon log -----\n%s\n", d->log().c_str());
+      for (const auto& p : producers_) {
+        p->pump_stdout();
+        for (const auto& line : p->all_lines()) std::fprintf(stderr, "producer %d: %s\n", p->pid(), line.c_str());
+        std::fprintf(stderr, "----- producer %d stderr -----\n%s\n", p->pid(), p->stderr_text().c_str());
+      }
+    }
+    producers_.clear();
+    daemons_.clear();
+    for (pid_t pid : detached_) {  // autostarted daemons live in sessions of their own
+      if (process_alive(pid)) ::kill(-pid, SIGKILL), ::kill(pid, SIGKILL);
+    }
+  }
+
+  std::string session(const std::string& tag) const { return tag + "-" + std::to_string(::getpid()); }
+
+  DaemonProcess* start_daemon(const std::string& name, const std::string& runtime_dir) {
+    DaemonSpec spec{TENSORSCOPED_PATH, config_, runtime_dir, name, tmp_.path() + "/out", 1,
+                    logs_ + "/daemon-" + std::to_string(daemons_.size()) + ".log"};
+    std::string error;
+    auto daemon = DaemonProcess::start(spec, &error);
+    EXPECT_NE(daemon, nullptr) << error;
+    if (!daemon) return nullptr;
+    daemons_.push_back(std::move(daemon));
+    return daemons_.back().get();
+  }
+
+  DaemonProcess* start_ready_daemon(const std::string& name, const std::string& runtime_dir) {
+    DaemonProcess* d = start_daemon(name, runtime_dir);
+    if (d == nullptr) return nullptr;
+    Status ready = d->wait_ready(kStartTimeout);
+    EXPECT_TRUE(ready.is_ok()) << ready.message();
+    return ready.is_ok() ? d : nullptr;
+  }
+
+  ChildProcess* start_producer(const std::string& name, const std::string& runtime_dir, int rank,
+                               const std::vector<std::string>& extra) {
+    ChildProcess::Options options;
+    options.argv = {TEST_PRODUCER_PATH, "--session", name, "--runtime-dir", runtime_dir, "--rank",
+                    std::to_string(rank), "--seed", std::to_string(7 + rank)};
+    options.argv.insert(options.argv.end(), extra.begin(), extra.end());
+    options.env = {"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"};
+    options.stderr_path = logs_ + "/producer-" + std::to_string(producers_.size()) + ".err";
+    options.pipe_stdin = true;
+    options.pipe_stdout = true;
+    std::string error;
+    auto child = ChildProcess::start(options, &error);
+    EXPECT_NE(child, nullptr) << error;
+    if (!child) return nullptr;
+    producers_.push_back(std::move(child));
+    return producers_.back().get();
+  }
+
+  static json final_line(ChildProcess* p) {
+    return wait_json_line(*p, [](const json& j) { return j.value("final", false); }, kProducerTimeout);
+  }
+
+  // The producer exits by itself (after --count pushes) or once its stdin closes: status 0.
+  static void expect_clean_exit(ChildProcess* p) {
+    p->close_stdin();
+    auto exit = p->wait_exit(kExitTimeout);
+    ASSERT_TRUE(exit.has_value()) << "producer " << p->pid() << " did not exit";
+    EXPECT_TRUE(exit->exited && exit->code == 0) << "producer " << p->pid() << ": " << exit->describe();
+  }
+
+  testing::TempDir tmp_{"ts-start"};
+  std::string runtime_dir_, logs_, config_;
+  std::vector<std::unique_ptr<DaemonProcess>> daemons_;
+  std::vector<std::unique_ptr<ChildProcess>> producers_;
+  std::vector<pid_t> detached_;
+};
+
+// The issue's scenario: a 64 MiB runtime directory, the default 128 MiB shm_budget, a CNN
+// trained 600 steps with every step tracked. Before: SIGBUS (exit 135) and a 128 MiB
+// segment left filling the tmpfs. Now: a smaller segment, the training exits 0, and four
+// such producers share the 64 MiB.
+TEST_F(ClientStartTest, SmallRuntimeDirectoryNeverKillsTheTraining) {
+  testing::SmallTmpfs tmpfs("64m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << tmpfs.why();
+  const std::string name = session("shm");
+  DaemonProcess* daemon = start_ready_daemon(name, tmpfs.path());
+  ASSERT_NE(daemon, nullptr);
+  std::vector<ChildProcess*> producers;
+  for (int rank = 0; rank < 4; ++rank) {
+    producers.push_back(start_producer(name, tmpfs.path(), rank,
+                                       {"--track-model", "--count", "600", "--every-n", "1", "--budget",
+                                        std::to_string(128 * kMiB), "--wait-connect-ms", "0"}));
+    ASSERT_NE(producers.back(), nullptr);
+  }
+  std::set<uint64_t> sizes;
+  for (ChildProcess* p : producers) {
+    const json line = final_line(p);
+    ASSERT_TRUE(line.is_object()) << "no final line from producer " << p->pid();
+    SCOPED_TRACE(line.dump());
+    EXPECT_GE(u64(line, "connections"), 1u);
+    EXPECT_GT(u64(line, "pushed"), 0u);
+    EXPECT_EQ(u64(line, "refused"), 0u);
+    const uint64_t bytes = u64(line, "shm_bytes");
+    EXPECT_GE(bytes, kMiB);
+    EXPECT_LE(bytes, 32 * kMiB);
+    sizes.insert(bytes);
+    EXPECT_THAT(line.value("shm_note", ""), HasSubstr("instead of the 128 MiB shm_budget"));
+    expect_clean_exit(p);
+  }
+  EXPECT_THAT(segment_files(tmpfs.path()), ::testing::IsEmpty()) << "segments left in the tmpfs";
+  // The daemon is healthy and received every producer.
+  auto status = daemon->status();
+  ASSERT_TRUE(status) << status.message();
+}
+
+TEST_F(ClientStartTest, ARuntimeDirectoryWithNoRoomLeavesTheTrainingRunningAndSaysWhy) {
+  testing::SmallTmpfs tmpfs("1m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << tmpfs.why();
+  const std::string name = session("tiny");
+  ASSERT_NE(start_ready_daemon(name, tmpfs.path()), nullptr);
+  ChildProcess* p = start_producer(name, tmpfs.path(), 0, {"--count", "200", "--wait-connect-ms", "0"});
+  ASSERT_NE(p, nullptr);
+  const json line = final_line(p);
+  ASSERT_TRUE(line.is_object());
+  EXPECT_EQ(u64(line, "connections"), 0u) << line.dump();
+  EXPECT_EQ(u64(line, "not_connected"), 200u) << line.dump();
+  EXPECT_THAT(line.value("shm_note", ""), HasSubstr("no tensors can be sent"));
+  EXPECT_THAT(line.value("connection_note", ""), HasSubstr("free"));
+  expect_clean_exit(p);
+}
+
+// A daemon answering status before the producers start: no push of theirs is lost as
+// not connected (the constructor waits for the registration).
+TEST_F(ClientStartTest, ProducersStartedAfterTheDaemonLoseNoPush) {
+  const std::string name = session("first");
+  ASSERT_NE(start_ready_daemon(name, runtime_dir_), nullptr);
+  std::vector<ChildProcess*> producers;
+  for (int rank = 0; rank < 4; ++rank) {
+    producers.push_back(start_producer(name, runtime_dir_, rank,
+                                       {"--count", "100", "--sleep-us", "2000", "--streams", "2",
+                                        "--wait-connect-ms", "0", "--connect-timeout-ms", "20000"}));
+    ASSERT_NE(producers.back(), nullptr);
+  }
+  for (ChildProcess* p : producers) {
+    const json line = final_line(p);
+    ASSERT_TRUE(line.is_object());
+    EXPECT_EQ(u64(line, "not_connected"), 0u) << line.dump();
+    EXPECT_EQ(u64(line, "pushed") + u64(line, "dropped_full"), 100u) << line.dump();
+    expect_clean_exit(p);
+  }
+}
+
+// The producer polls only every 10 minutes: it connects at once anyway, because it
+// watches the runtime directory for the daemon's socket.
+TEST_F(ClientStartTest, ADaemonStartedLaterIsNoticedAtOnce) {
+  const std::string name = session("late");
+  ChildProcess* p = start_producer(name, runtime_dir_, 0,
+                                   {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--report-ms", "20",
+                                    "--wait-connect-ms", "0", "--reconnect-ms", "600000"});
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(wait_json_line(*p, [](const json& j) { return u64(j, "not_connected") > 10; }, kStartTimeout)
+                  .is_object());
+  DaemonProcess* daemon = start_ready_daemon(name, runtime_dir_);
+  ASSERT_NE(daemon, nullptr);
+  const auto ready = Clock::now();
+  const json connected = wait_json_line(*p, [](const json& j) { return j.value("connected", false); }, 60s);
+  ASSERT_TRUE(connected.is_object()) << "the producer did not notice the daemon";
+  EXPECT_LT(Clock::now() - ready, 20s);
+  expect_clean_exit(p);
+}
+
+// Four ranks with autostart, started together and no daemon: exactly one daemon comes up,
+// detached, serves all four, says it was autostarted, and exits by itself once they are
+// gone, leaving every video finished and listed.
+TEST_F(ClientStartTest, AutostartFourRanksOneDaemonThatExitsWhenIdle) {
+  const std::string name = session("auto");
+  const std::string output = tmp_.path() + "/runs";
+  std::vector<ChildProcess*> producers;
+  for (int rank = 0; rank < 4; ++rank) {
+    producers.push_back(start_producer(
+        name, runtime_dir_, rank,
+        {"--count", "40", "--sleep-us", "2000", "--streams", "2", "--stdin-control", "--wait-connect-ms", "0",
+         "--autostart", "--autostart-output", output, "--idle-exit-ms", "1500", "--connect-timeout-ms", "20000"}));
+    ASSERT_NE(producers.back(), nullptr);
+  }
+  std::map<int, json> lines;
+  for (int rank = 0; rank < 4; ++rank) {
+    lines[rank] = final_line(producers[static_cast<size_t>(rank)]);
+    ASSERT_TRUE(lines[rank].is_object());
+    EXPECT_EQ(u64(lines[rank], "not_connected"), 0u) << lines[rank].dump();
+    EXPECT_EQ(u64(lines[rank], "connections"), 1u) << lines[rank].dump();
+  }
+  auto status = query_status(session_socket_path(runtime_dir_, name));
+  ASSERT_TRUE(status) << status.message();
+  const pid_t daemon_pid = static_cast<pid_t>(status->value("pid", 0LL));
+  detached_.push_back(daemon_pid);
+  EXPECT_TRUE(status->value("autostarted", false));
+  EXPECT_EQ(status->value("idle_exit_ms", 0), 1500);
+  EXPECT_EQ(status->value("producers", json::array()).size(), 4u);
+  EXPECT_EQ(supervisors_of(name), std::vector<pid_t>{daemon_pid}) << "one daemon for the session";
+  // Detached: its own session, not a child of any producer.
+  EXPECT_EQ(::getsid(daemon_pid), daemon_pid);
+  CommandResult table = run_command({TENSORSCOPE_CLI_PATH, "status", "--session", name, "--runtime-dir", runtime_dir_},
+                                    logs_, 30s);
+  EXPECT_THAT(table.out, HasSubstr("autostarted by a client"));
+
+  for (ChildProcess* p : producers) expect_clean_exit(p);
+  ASSERT_TRUE(wait_until([&] { return !process_alive(daemon_pid); }, kExitTimeout))
+      << "the autostarted daemon did not exit once idle";
+  const std::string session_dir = output + "/" + name;
+  EXPECT_THAT(read_file(session_dir + "/tensorscoped.log"), HasSubstr("exiting"));
+  auto files = read_index(session_dir);
+  ASSERT_TRUE(files) << files.message();
+  std::map<std::string, int64_t> listed;  // "<stream>@<rank>" -> frames
+  for (const auto& f : *files) {
+    const std::string path = session_dir + "/" + f.value("path", "");
+    EXPECT_EQ(count_decodable_frames(path), f.value("frames", int64_t{-1})) << path;
+    listed[f.value("stream", "") + "@" + std::to_string(f.value("rank", -1))] += f.value("frames", int64_t{0});
+  }
+  for (const auto& [rank, line] : lines) {
+    const json per_stream = line.value("per_stream", json::object());
+    ASSERT_FALSE(per_stream.empty());
+    for (const auto& [stream, n] : per_stream.items()) {
+      EXPECT_EQ(listed[stream + "@" + std::to_string(rank)], n.get<int64_t>()) << stream << " rank " << rank;
+    }
+  }
+  EXPECT_THAT(segment_files(runtime_dir_), ::testing::IsEmpty());
+}
+
+TEST_F(ClientStartTest, AutostartWithABadDaemonPathIsAStateAndTheTrainingRuns) {
+  const std::string name = session("nodaemon");
+  ChildProcess* p = start_producer(name, runtime_dir_, 0,
+                                   {"--count", "50", "--wait-connect-ms", "0", "--autostart", "--daemon",
+                                    tmp_.path() + "/missing/tensorscoped", "--autostart-output", tmp_.path() + "/runs"});
+  ASSERT_NE(p, nullptr);
+  const json line = final_line(p);
+  ASSERT_TRUE(line.is_object());
+  EXPECT_EQ(u64(line, "not_connected"), 50u);
+  EXPECT_THAT(line.value("autostart", ""), HasSubstr("is not an executable file; not retried"));
+  expect_clean_exit(p);
+}
+
+// kill -9 of a producer and its daemon together leaves the producer's segment; the next
+// daemon to start removes it, and so does the next client; a live producer's segment
+// survives both.
+TEST_F(ClientStartTest, LeftoverSegmentsOfKilledProcessesAreRemovedLiveOnesKept) {
+  const std::string name = session("left");
+  auto kill_both = [&](DaemonProcess* daemon, ChildProcess* producer) {
+    producer->kill_group();
+    daemon->process().kill_group();
+  };
+  auto connected_producer = [&](const std::string& s, int rank) {
+    ChildProcess* p = start_producer(s, runtime_dir_, rank,
+                                     {"--count", "0", "--stdin-control", "--sleep-us", "5000", "--report-ms", "20",
+                                      "--budget", std::to_string(8 * kMiB), "--wait-connect-ms", "20000"});
+    EXPECT_TRUE(wait_json_line(*p, [](const json& j) { return u64(j, "pushed") > 0; }, kStartTimeout).is_object());
+    return p;
+  };
+  DaemonProcess* first = start_ready_daemon(name, runtime_dir_);
+  ASSERT_NE(first, nullptr);
+  ChildProcess* victim = connected_producer(name, 0);
+  ASSERT_EQ(segment_files(runtime_dir_).size(), 1u);
+  kill_both(first, victim);
+  ASSERT_EQ(segment_files(runtime_dir_).size(), 1u) << "the kill should leave the segment behind";
+
+  // A live producer of another session, with its daemon.
+  const std::string other = session("live");
+  ASSERT_NE(start_ready_daemon(other, runtime_dir_), nullptr);
+  ChildProcess* live = connected_producer(other, 1);
+  const std::vector<std::string> live_segment = list_dir(runtime_dir_, [&](const std::string& n) {
+    return segment_file_pid(n) == live->pid();
+  });
+  ASSERT_EQ(live_segment.size(), 1u);
+
+  DaemonProcess* second = start_ready_daemon(name, runtime_dir_);  // a daemon start cleans up
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(segment_files(runtime_dir_), live_segment) << "only the live producer's segment remains";
+
+  ChildProcess* victim2 = connected_producer(name, 2);
+  kill_both(second, victim2);
+  ASSERT_EQ(segment_files(runtime_dir_).size(), 2u);
+  // A client start (no daemon for its session) cleans up too.
+  ChildProcess* newcomer = start_producer(session("new"), runtime_dir_, 3, {"--count", "1", "--wait-connect-ms", "0"});
+  ASSERT_NE(newcomer, nullptr);
+  ASSERT_TRUE(final_line(newcomer).is_object());
+  expect_clean_exit(newcomer);  // its connection thread has run by then
+  EXPECT_EQ(segment_files(runtime_dir_), live_segment);
+  // The live producer never noticed any of it.
+  const json still = wait_json_line(*live, [](const json& j) { return u64(j, "pushed") > 100; }, kStartTimeout);
+  ASSERT_TRUE(still.is_object());
+  EXPECT_EQ(u64(still, "connections"), 1u);
+  expect_clean_exit(live);
+}
+
+// A second daemon for a session exits with status 3 and says why; hostile strings in a
+// registration reach the log escaped and cut.
+TEST_F(ClientStartTest, SecondDaemonRefusedAndHostileRegistrationsLoggedSafely) {
+  const std::string name = session("twin");
+  DaemonProcess* daemon = start_ready_daemon(name, runtime_dir_);
+  ASSERT_NE(daemon, nullptr);
+  DaemonProcess* twin = start_daemon(name, runtime_dir_);
+  ASSERT_NE(twin, nullptr);
+  auto exit = twin->process().wait_exit(kStartTimeout);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->exited && exit->code == 3) << exit->describe();
+  EXPECT_THAT(twin->log(), HasSubstr("already running"));
+
+  const std::string hostile = "\x1b[2J\x1b]0;pwned\x07\nforged line " + std::string(70000, 'B');
+  auto reply = request_reply(daemon->socket_path(),
+                             {{"type", "register"}, {"abi", 2}, {"session", hostile}, {"segment", "x"}});
+  ASSERT_TRUE(reply) << reply.message();
+  EXPECT_EQ(reply->value("type", ""), "error");
+  ASSERT_TRUE(daemon->wait_status([](const json& s) { return s.value("registrations_refused", 0) >= 1; }, 10s));
+  const std::string log = daemon->log();
+  EXPECT_THAT(log, HasSubstr("refused a registration"));
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  EXPECT_EQ(log.find('\x07'), std::string::npos);
+  EXPECT_EQ(log.find("\nforged line"), std::string::npos);
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) EXPECT_LT(line.size(), 5000u);
+}
+
+}  // namespace
+}  // namespace tensorscope::itest
