@@ -34,6 +34,15 @@ int rank_from_environment() {
   return static_cast<int>(value);
 }
 
+// LOCAL_WORLD_SIZE (torchrun): how many ranks share this machine's /dev/shm; 1 if unset.
+uint64_t local_world_size_from_environment() {
+  const char* env = std::getenv("LOCAL_WORLD_SIZE");
+  if (env == nullptr || *env == '\0') return 1;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  return *end == '\0' && value >= 1 && value <= 65536 ? static_cast<uint64_t>(value) : 1;
+}
+
 uint64_t now_unix_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -85,10 +94,11 @@ ClientImpl::ClientImpl(ClientOptions options)
   config.rank = rank_;
   config.reconnect_interval_ms = std::max(10, options_.reconnect_interval_ms());
   config.connect_timeout_ms = std::clamp(options_.connect_timeout_ms(), 0, 600000);
+  config.local_world_size = local_world_size_from_environment();
   if (options_.autostart()) {
     config.autostart = AutostartConfig{options_.daemon_executable(), options_.autostart_config(),
                                        options_.autostart_output(),  options_.session(),
-                                       config.runtime_dir,           std::max(1, options_.autostart_idle_exit_ms())};
+                                       config.runtime_dir,           std::max(1000, options_.autostart_idle_exit_ms())};
   }
   config.run_info = collect_run_info(rank_);
   connection_ = std::make_unique<Connection>(std::move(config));
@@ -367,7 +377,7 @@ ClientStats ClientImpl::stats() const {
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;
-  if (connection_) {
+  if (connection_ && fork_generation() == fork_generation_) {  // a forked child must not take its lock
     Connection::Notes notes = connection_->notes();
     s.connection_note = s.connected ? std::string() : std::move(notes.state);
     s.shm_bytes = notes.segment_bytes;

@@ -22,6 +22,9 @@ namespace tensorscope {
 namespace {
 
 std::atomic<uint64_t> g_fork_generation{0};
+// Segment names carry a generation that is unique in the process, so two Clients of one
+// session in one process (a notebook cell run twice) never share a file name.
+std::atomic<unsigned> g_segment_generation{0};
 
 void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
@@ -55,12 +58,16 @@ constexpr int kAutostartPollMs = 20;  // while a daemon we started comes up
 
 uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
 
-uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes) {
-  const uint64_t half = free_bytes / 2;
-  if (budget <= half) return budget;
-  if (half < kMinSegmentBudget) return 0;
+uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes,
+                                uint64_t local_world_size) {
+  const uint64_t quarter = total_bytes / 4;
+  uint64_t cap = free_bytes / 2;
+  cap = std::min(cap, free_bytes > quarter ? free_bytes - quarter : 0);
+  cap = std::min(cap, total_bytes / 2 / std::max<uint64_t>(1, local_world_size));
+  if (budget <= cap) return budget;
+  if (cap < kMinSegmentBudget) return 0;
   uint64_t fit = kMinSegmentBudget;
-  while (fit * 2 <= half) fit *= 2;
+  while (fit * 2 <= cap) fit *= 2;
   return fit;
 }
 
@@ -152,11 +159,18 @@ void Connection::run() {
       }
       bool launching = false;
       if (attempt == Attempt::kNoDaemon && autostart_) {
-        autostart_->step(now_ms());
+        const bool look_now = autostart_->step(now_ms());
         launching = autostart_->in_progress();
-        std::lock_guard<std::mutex> lock(notes_mutex_);
-        notes_.autostart = autostart_->state();
+        {
+          std::lock_guard<std::mutex> lock(notes_mutex_);
+          notes_.autostart = autostart_->state();
+        }
+        if (look_now && !retried_after_launch_) {
+          retried_after_launch_ = true;  // once: the daemon should answer right away
+          continue;
+        }
       }
+      retried_after_launch_ = false;
       if (!launching) first_attempt_over();
       if (stop_.load()) break;
       const int wait = launching ? kAutostartPollMs
@@ -177,13 +191,21 @@ void Connection::run() {
 }
 
 StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
-  uint64_t free_bytes = UINT64_MAX;
-  struct statvfs fs {};
-  if (::statvfs(config_.runtime_dir.c_str(), &fs) == 0) {
-    free_bytes = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
-  }
+  // Free and total bytes of the runtime directory's filesystem (unknown: unlimited).
+  auto space = [this](uint64_t* free_bytes, uint64_t* total_bytes) {
+    struct statvfs fs {};
+    *free_bytes = *total_bytes = UINT64_MAX;
+    if (::statvfs(config_.runtime_dir.c_str(), &fs) == 0) {
+      *free_bytes = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
+      *total_bytes = static_cast<uint64_t>(fs.f_blocks) * static_cast<uint64_t>(fs.f_frsize);
+    }
+  };
+  uint64_t free_bytes = 0, total_bytes = 0;
+  space(&free_bytes, &total_bytes);
   const std::string where = "runtime directory " + config_.runtime_dir;
-  uint64_t budget = fitting_segment_budget(config_.shm_budget, free_bytes);
+  const std::string room = mib(free_bytes) + " free of " + mib(total_bytes);
+  const std::string advice = "make it larger, e.g. docker --shm-size, or set TENSORSCOPE_RUNTIME_DIR";
+  uint64_t budget = fitting_segment_budget(config_.shm_budget, free_bytes, total_bytes, config_.local_world_size);
   std::string failure;
   while (budget > 0) {
     auto layout = plan_segment_layout(budget, config_.ring_slots);
@@ -191,19 +213,26 @@ StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
       failure = layout.message();
       break;
     }
-    const std::string path = segment_file_path(config_.runtime_dir, config_.session, pid_, generation_);
+    const unsigned generation = g_segment_generation.fetch_add(1, std::memory_order_relaxed);
+    const std::string path = segment_file_path(config_.runtime_dir, config_.session, pid_, generation);
     bool out_of_space = false;
     auto segment = SharedSegment::create(
         path, *layout, SegmentIdentity{pid_, static_cast<uint32_t>(::geteuid()), config_.rank, config_.session},
         &out_of_space);
     if (segment) {
-      ++generation_;
+      // Ranks sizing themselves at the same moment: whoever finds less than a quarter of
+      // the filesystem left afterwards gives its segment back and takes a smaller one.
+      uint64_t free_after = 0, total_after = 0;
+      space(&free_after, &total_after);
+      if (free_after < total_after / 4 && budget / 2 >= kMinSegmentBudget) {
+        (void)(*segment)->unlink_file();
+        budget /= 2;
+        continue;
+      }
       std::string note;
       if (budget < config_.shm_budget) {
-        note = where + " has " + mib(free_bytes) + " free: using a " + mib(layout->segment_size) +
-               " segment instead of the " + mib(config_.shm_budget) +
-               " shm_budget (larger tensors are refused; make it larger, e.g. docker --shm-size, or set "
-               "TENSORSCOPE_RUNTIME_DIR)";
+        note = where + " has " + room + ": using a " + mib(layout->segment_size) + " segment instead of the " +
+               mib(config_.shm_budget) + " shm_budget (larger tensors are refused; " + advice + ")";
       }
       if (note != last_shm_note_ && !note.empty()) TS_LOG_WARN("tensorscope client: {}", note);
       last_shm_note_ = note;
@@ -217,9 +246,8 @@ StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
     budget /= 2;  // the space went meanwhile (another producer): try a smaller one
   }
   if (failure.empty()) {
-    failure = where + " has only " + mib(free_bytes) + " free; a segment needs " + mib(2 * kMinSegmentBudget) +
-              " free (half stays for others): no tensors can be sent (make it larger, e.g. docker "
-              "--shm-size, or set TENSORSCOPE_RUNTIME_DIR)";
+    failure = where + " has " + room + "; a segment of at least " + mib(kMinSegmentBudget) +
+              " would leave too little for others: no tensors can be sent (" + advice + ")";
   }
   std::lock_guard<std::mutex> lock(notes_mutex_);
   notes_.shm_note = failure;
@@ -266,7 +294,7 @@ Connection::Attempt Connection::try_connect() {
                           {"pid", pid_},
                           {"rank", config_.rank},
                           {"session", config_.session},
-                          {"segment", segment_file_name(config_.session, pid_, generation_ - 1)},
+                          {"segment", (*segment)->path().substr((*segment)->path().find_last_of('/') + 1)},
                           {"segment_size", (*segment)->size()}};
   if (config_.run_info.is_object()) hello["run_info"] = config_.run_info;
   Status sent = channel.send(hello);
@@ -276,6 +304,14 @@ Connection::Attempt Connection::try_connect() {
     return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   std::string refusal;
+  const auto says = [&](const char* text) { return !reply && reply.message().find(text) != std::string::npos; };
+  if (!reply && (reply.message() == "closed" || says("reset by peer") || says("Broken pipe"))) {
+    // Closed without a word: a daemon that stopped listening while we connected (idle
+    // exit, shutdown). Not a refusal: look for (or start) the next one.
+    (void)(*segment)->unlink_file();
+    set_state("the daemon closed the connection during registration (it is stopping)");
+    return Attempt::kNoDaemon;
+  }
   if (!reply) {
     refusal = "registration failed: " + reply.message();
     refusal_backoff_ms_ = kRefusedBackoffMs;  // a daemon that does not answer: go slow
@@ -314,6 +350,7 @@ Connection::Attempt Connection::try_connect() {
 
 void Connection::watch() {
   Active* active = active_.load();
+  if (autostart_) autostart_->poll(now_ms());  // the launcher's outcome, and its lock
   pollfd fds[2] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const int rc = ::poll(fds, 2, 100);
   if (stop_.load()) return;

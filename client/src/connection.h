@@ -11,9 +11,9 @@
 // first pushes of a run are not lost; with no socket and no autostart it does not wait
 // at all. A daemon that appears later is noticed at once (RuntimeDirWatch). Segments:
 // their bytes are reserved at creation; when the runtime directory has less room than
-// the budget, a smaller segment that fits (at most half the free space: other programs,
-// e.g. DataLoader workers, need /dev/shm too) is used and notes() says so; the page
-// tables are filled after the registration reply, so nothing slow comes before it.
+// the budget, a smaller segment that fits (fitting_segment_budget: other programs, e.g.
+// DataLoader workers, need /dev/shm too) is used and notes() says so; the page tables
+// are filled after the registration reply, so nothing slow comes before it.
 // Thread safety: acquire(), connected(), notes() from any thread; the rest is internal.
 #pragma once
 
@@ -43,6 +43,7 @@ struct ConnectionConfig {
   int rank = 0;
   int reconnect_interval_ms = 200;  // fallback poll when the runtime directory cannot be watched
   int connect_timeout_ms = 0;       // the constructor's wait for the first registration
+  uint64_t local_world_size = 1;    // processes per machine sharing the runtime directory
   std::optional<AutostartConfig> autostart;
   nlohmann::json run_info;  // collect_run_info(): sent in every registration (null: none)
 };
@@ -50,10 +51,14 @@ struct ConnectionConfig {
 // The smallest segment budget tried when the runtime directory is short of space.
 inline constexpr uint64_t kMinSegmentBudget = uint64_t{1} << 20;
 
-// The segment budget to try first: `budget` when it fits in half of `free_bytes` (what
-// the runtime directory's filesystem has left), else the largest power of two that does,
-// but not below kMinSegmentBudget (0 when even that does not fit).
-uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes);
+// The segment budget to try first. One producer takes at most half of what is free, never
+// leaves less than a quarter of the filesystem free, and never more than its share of
+// half the filesystem among `local_world_size` ranks (LOCAL_WORLD_SIZE, as torchrun sets
+// it): DataLoader workers and NCCL need /dev/shm too. `budget` when it fits, else the
+// largest power of two that does, but not below kMinSegmentBudget (0 when even that does
+// not fit).
+uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes,
+                                uint64_t local_world_size);
 
 class Connection {
  public:
@@ -122,7 +127,7 @@ class Connection {
   std::atomic<uint64_t> connections_{0};
   std::atomic<bool> stop_{false};
   int wake_fd_ = -1;  // eventfd: wakes the thread's poll on shutdown
-  unsigned generation_ = 0;
+  bool retried_after_launch_ = false;
   int refusal_backoff_ms_ = 0;
   std::string last_error_;  // logged once until it changes
   std::string last_shm_note_;

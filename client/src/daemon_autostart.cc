@@ -32,6 +32,9 @@ constexpr const char* kDaemonName = "tensorscoped";
 constexpr int kExitBadUsage = 2;
 constexpr int kExitAlreadyRunning = 3;
 constexpr int64_t kStillStartingMs = 60000;
+constexpr int64_t kWaitForOtherMs = 5000;    // then launch anyway: the session lock arbitrates
+constexpr int64_t kMinLaunchGapMs = 1000;    // between two launches of one client
+constexpr int64_t kUnknownOutcomeRetryMs = 5000;
 
 bool is_executable_file(const std::string& path) {
   struct stat st {};
@@ -119,7 +122,10 @@ StatusOr<std::string> find_daemon_executable(const std::string& configured) {
                        "); set TENSORSCOPE_DAEMON or ClientOptions::daemon_executable");
 }
 
-DaemonAutostart::DaemonAutostart(AutostartConfig config) : config_(std::move(config)) {}
+DaemonAutostart::DaemonAutostart(AutostartConfig config)
+    : config_(std::move(config)), executable_(find_daemon_executable(config_.executable)) {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment_.emplace_back(*e);
+}
 
 DaemonAutostart::~DaemonAutostart() {
   // The launched process exits as soon as its daemon listens; reap it if it is about to.
@@ -136,39 +142,52 @@ void DaemonAutostart::release_lock() {
   lock_fd_ = -1;
 }
 
-void DaemonAutostart::step(int64_t now_ms) {
-  if (given_up_) return;
+bool DaemonAutostart::step(int64_t now_ms) {
+  if (given_up_) return false;
   if (child_ > 0) return check_child(now_ms);
-  if (now_ms < next_try_ms_) return;
-  if (Status dir = ensure_private_dir(config_.runtime_dir); !dir) return fail(dir.message(), false, now_ms);
+  if (now_ms < next_try_ms_) return false;
+  if (Status dir = ensure_private_dir(config_.runtime_dir); !dir) {
+    fail(dir.message(), false, now_ms);
+    return false;
+  }
   // Ranks starting together: whoever holds the autostart lock launches; the others wait.
   const std::string lock_path = autostart_lock_path(config_.runtime_dir, config_.session);
+  release_lock();
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock_fd_ < 0) {
-    return fail("cannot open " + lock_path + ": " + std::strerror(errno), false, now_ms);
+    fail("cannot open " + lock_path + ": " + std::strerror(errno), false, now_ms);
+    return false;
   }
   const int err = try_lock_file(lock_fd_);
+  if (err != 0 && !lock_held_elsewhere(err)) {
+    fail("cannot lock " + lock_path + ": " + std::strerror(err), false, now_ms);
+    return false;
+  }
   if (err != 0) {
     release_lock();
-    waiting_for_other_ = lock_held_elsewhere(err);
+    if (waiting_since_ms_ < 0) waiting_since_ms_ = now_ms;
+    waiting_for_other_ = now_ms - waiting_since_ms_ < kWaitForOtherMs;
     if (waiting_for_other_) {
       state_ = "waiting for the daemon that another process is starting";
-      return;
+      return false;
     }
-    return fail("cannot lock " + lock_path + ": " + std::strerror(err), false, now_ms);
+    // Still held after that long: its holder may be a forked child of a launcher that
+    // moved on. Launch anyway; the daemon's own session lock keeps it to one.
   }
   waiting_for_other_ = false;
+  waiting_since_ms_ = -1;
   // It may have come up while we took the lock.
   if (auto fd = connect_unix(session_socket_path(config_.runtime_dir, config_.session))) {
     ::close(*fd);
     release_lock();
-    return;
+    return true;
   }
   launch(now_ms);
+  return false;
 }
 
 void DaemonAutostart::launch(int64_t now_ms) {
-  auto executable = find_daemon_executable(config_.executable);
+  const StatusOr<std::string>& executable = executable_;
   if (!executable) return fail(executable.message(), true, now_ms);
   std::error_code ec;
   std::string output = config_.output_dir.empty() ? std::string("tensorscope_runs") : config_.output_dir;
@@ -189,6 +208,9 @@ void DaemonAutostart::launch(int64_t now_ms) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : environment_) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -210,47 +232,53 @@ void DaemonAutostart::launch(int64_t now_ms) {
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return fail("cannot start " + *executable + ": " + std::strerror(rc), false, now_ms);
   child_ = pid;
   launched_ms_ = now_ms;
+  next_try_ms_ = now_ms + kMinLaunchGapMs;
   state_ = "starting " + *executable + " (log " + log_path_ + ")";
   TS_LOG_INFO("tensorscope client: no daemon for session '{}': starting {} (output {}, log {})", config_.session,
               *executable, output, log_path_);
 }
 
-void DaemonAutostart::check_child(int64_t now_ms) {
+bool DaemonAutostart::check_child(int64_t now_ms) {
   int status = 0;
   const pid_t r = ::waitpid(child_, &status, WNOHANG);
   if (r == 0) {
     if (now_ms - launched_ms_ > kStillStartingMs) {
       state_ = "tensorscoped has been starting for over a minute (log " + log_path_ + ")";
     }
-    return;
+    return false;
   }
   child_ = -1;
   release_lock();
-  if (r < 0) {  // reaped by someone else (a SIGCHLD handler of the program): look at the socket
-    state_ = "started tensorscoped (log " + log_path_ + ")";
-    return;
+  if (r < 0) {
+    // Reaped by someone else (a SIGCHLD handler of the program): the outcome is unknown.
+    // Look at the socket; launch again only after a while.
+    next_try_ms_ = now_ms + kUnknownOutcomeRetryMs;
+    state_ = "launched tensorscoped; its exit status was collected elsewhere (log " + log_path_ + ")";
+    return true;
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     failures_ = 0;
     state_ = "started tensorscoped (log " + log_path_ + ")";
-    return;
+    return true;
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kExitAlreadyRunning) {
     state_ = "a daemon started by another process serves the session";
-    return;
+    return true;
   }
   const std::string line = last_log_line(log_path_);
   fail("tensorscoped " + describe_exit(status) + (line.empty() ? "" : ": " + line) + " (log " + log_path_ + ")",
        WIFEXITED(status) && WEXITSTATUS(status) == kExitBadUsage, now_ms);
+  return false;
 }
 
 void DaemonAutostart::fail(const std::string& why, bool final, int64_t now_ms) {
+  release_lock();
   ++failures_;
   given_up_ = final;
   const int64_t delay = std::min<int64_t>(60000, int64_t{1000} << std::min(failures_, 6));

@@ -9,16 +9,21 @@
 // when another daemon already serves the session (3), or when it cannot start (its
 // status, the reason in the log), so the daemon is never a child of the training process.
 // Ranks starting together: the one that takes the session's autostart lock launches;
-// the others wait for its socket. The daemon itself takes the session lock, so however
-// many are launched, one serves. Failures are a state (stats().autostart), never an
-// exception; a daemon that cannot be found or configured is not tried again.
-// Thread safety: one thread.
+// the others wait for its socket (at most kWaitForOtherMs: a lock kept by a forked
+// child of the launcher must not stop them for good). The daemon itself takes the
+// session lock, so however many are launched, one serves. Failures are a state
+// (stats().autostart), never an exception; a daemon that cannot be found or configured
+// is not tried again. The executable and the environment it gets are resolved when the
+// object is made (on the thread that makes the Client: the environment is not read from
+// another thread while the program may change it).
+// Thread safety: construction on any thread, then one thread.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensorscope/shared/status.h"
 
@@ -47,8 +52,13 @@ class DaemonAutostart {
 
   // Called while no daemon answers for the session: launches one when nobody is
   // launching, the retry delay after a failure has passed and the failure was not
-  // final; otherwise checks on the launch in progress.
-  void step(int64_t now_ms);
+  // final; otherwise checks on the launch in progress. True when a daemon should answer
+  // now (ours is up, or another one serves the session): worth connecting at once.
+  bool step(int64_t now_ms);
+  // Collects the launch's outcome (and frees the autostart lock) while connected.
+  void poll(int64_t now_ms) {
+    if (child_ > 0) (void)check_child(now_ms);
+  }
 
   // A launch (ours or another process's, per the autostart lock) is under way: worth
   // waiting for a little longer.
@@ -60,12 +70,15 @@ class DaemonAutostart {
 
  private:
   void launch(int64_t now_ms);
-  void check_child(int64_t now_ms);
+  bool check_child(int64_t now_ms);
   void fail(const std::string& why, bool final, int64_t now_ms);
   void release_lock();
 
   AutostartConfig config_;
+  StatusOr<std::string> executable_;
+  std::vector<std::string> environment_;  // copied at construction
   std::string log_path_;
+  int64_t waiting_since_ms_ = -1;
   pid_t child_ = -1;
   int lock_fd_ = -1;
   bool waiting_for_other_ = false;

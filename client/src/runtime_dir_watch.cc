@@ -4,6 +4,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 namespace tensorscope {
@@ -26,9 +27,22 @@ void RuntimeDirWatch::rewatch() {
 }
 
 bool RuntimeDirWatch::wait(int wake_fd, int timeout_ms) {
-  rewatch();
-  pollfd fds[2] = {{wake_fd, POLLIN, 0}, {watch_ >= 0 ? inotify_fd_ : -1, POLLIN, 0}};
-  if (::poll(fds, 2, timeout_ms) <= 0 || (fds[1].revents & POLLIN) == 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    rewatch();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return false;
+    pollfd fds[2] = {{wake_fd, POLLIN, 0}, {watch_ >= 0 ? inotify_fd_ : -1, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(left)) <= 0) continue;  // timeout (or EINTR): checked above
+    if ((fds[0].revents & POLLIN) != 0) return false;           // woken: shutting down
+    if ((fds[1].revents & POLLIN) != 0 && drain_events()) return true;
+    // Other files came and went (segments, lock files): keep waiting until the deadline.
+  }
+}
+
+bool RuntimeDirWatch::drain_events() {
   bool appeared = false;
   alignas(inotify_event) char buffer[4096];
   for (;;) {
@@ -36,10 +50,13 @@ bool RuntimeDirWatch::wait(int wake_fd, int timeout_ms) {
     if (n <= 0) break;
     for (ssize_t offset = 0; offset + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
-      if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
-        watch_ = -1;  // the directory went away: watch it again once it is back
-      } else if (event->len > 0 && std::strncmp(event->name, file_name_.c_str(), event->len) == 0 &&
-                 file_name_.size() < event->len && event->name[file_name_.size()] == '\0') {
+      if ((event->mask & IN_Q_OVERFLOW) != 0) {
+        appeared = true;  // events were lost: look at the directory now
+      } else if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+        if (watch_ >= 0 && (event->mask & IN_IGNORED) == 0) ::inotify_rm_watch(inotify_fd_, watch_);
+        watch_ = -1;  // the directory went away or moved: watch the path again once it is back
+      } else if (event->len > file_name_.size() && event->name[file_name_.size()] == '\0' &&
+                 std::memcmp(event->name, file_name_.data(), file_name_.size()) == 0) {
         appeared = true;
       }
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);

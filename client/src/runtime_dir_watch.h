@@ -23,12 +23,14 @@ class RuntimeDirWatch {
   // Whether inotify watches the directory (else wait() is a plain timed wait).
   bool active() const { return watch_ >= 0; }
 
-  // Waits up to `timeout_ms` for the file to appear or `wake_fd` to become readable.
-  // True when the file appeared (a reason to look now).
+  // Waits up to `timeout_ms` for the file to appear (true: a reason to look now; also
+  // when the event queue overflowed) or `wake_fd` to become readable (false). Events for
+  // other files do not end the wait, so a backoff is never cut short by them.
   bool wait(int wake_fd, int timeout_ms);
 
  private:
   void rewatch();
+  bool drain_events();  // reads every queued event; true when one concerns the file
 
   std::string dir_;
   std::string file_name_;

@@ -84,10 +84,20 @@ void detach(int* ready_fd) {
   ::_exit(tensorscope::daemon::kExitStartFailed);
 }
 
+// --detach: started from inside a training process, which may have left descriptors open
+// without close-on-exec (its sockets, pipes): keep none of them.
+void close_inherited_descriptors() {
+  if (::close_range(3, ~0U, 0) == 0) return;
+  for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tensorscope;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--detach") == 0) close_inherited_descriptors();
+  }
   if (argc == 3 && std::strcmp(argv[1], "--worker-fd") == 0) {
     int fd = -1;
     if (!parse_int(argv[2], &fd) || fd < 0) return 2;

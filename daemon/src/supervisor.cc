@@ -603,6 +603,9 @@ int Supervisor::run() {
   Status started = start();
   if (!started) {
     TS_LOG_ERROR("tensorscoped cannot start: {}", started.message());
+    if (std::any_of(workers_.begin(), workers_.end(), [](const WorkerSlot& w) { return w.alive; })) {
+      shutdown_workers();  // it failed after they were started
+    }
     return already_running_ ? kExitAlreadyRunning : kExitStartFailed;
   }
   while (!g_stop_requested) {

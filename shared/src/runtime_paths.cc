@@ -90,11 +90,12 @@ long segment_file_pid(const std::string& file_name) {
   const size_t pid_dot = name.rfind('.', gen_dot - 1);
   if (pid_dot == std::string::npos || pid_dot == 0 || pid_dot + 1 == gen_dot) return 0;
   auto digits = [](const std::string& s) {
-    return !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos;
+    return !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
   };
   const std::string pid = name.substr(pid_dot + 1, gen_dot - pid_dot - 1);
   if (!digits(pid) || !digits(name.substr(gen_dot + 1))) return 0;
-  return std::stol(pid);
+  const long value = std::stol(pid);
+  return value <= 0x7fffffffL ? value : 0;
 }
 
 bool is_segment_file_name(const std::string& name, const std::string& session) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 
 #include "tensorscope/shared/file_lock.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -20,15 +21,15 @@ bool process_alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 ||
 SegmentCleanup remove_dead_segments(const std::string& runtime_dir) {
   SegmentCleanup result;
   try {
-    DIR* dir = ::opendir(runtime_dir.c_str());
-    if (dir == nullptr) return result;
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(runtime_dir.c_str()), &::closedir);
+    if (!dir) return result;
     std::vector<std::pair<std::string, long>> candidates;
-    while (dirent* e = ::readdir(dir)) {
+    while (dirent* e = ::readdir(dir.get())) {
       const std::string name = e->d_name;
       const long pid = segment_file_pid(name);
       if (pid > 0) candidates.emplace_back(name, pid);
     }
-    ::closedir(dir);
+    dir.reset();
     for (const auto& [name, pid] : candidates) {
       const std::string path = runtime_dir + "/" + name;
       if (lock_state(path) != LockState::kFree || process_alive(pid)) continue;

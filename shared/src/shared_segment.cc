@@ -3,7 +3,9 @@
 #include "tensorscope/shared/file_lock.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -159,8 +161,8 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   }
   const std::string temp = creating_path(path);
   int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {  // left by a dead process that had our pid
-    ::unlink(temp.c_str());
+  if (fd < 0 && errno == EEXIST && lock_state(temp) != LockState::kHeld) {
+    ::unlink(temp.c_str());  // left by a dead process that had our pid
     fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   }
   if (fd < 0) return Status::error(errno_text("cannot create segment", temp));
@@ -176,9 +178,13 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   if (::fchmod(fd, 0600) != 0) return fail(Status::error(errno_text("cannot chmod segment", temp)));
   // Reserve every byte now: on tmpfs a sparse file whose pages cannot be allocated later
   // kills whoever touches them with SIGBUS.
-  const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.segment_size));
+  int reserved = EINTR;
+  for (int tries = 0; reserved == EINTR && tries < 100; ++tries) {  // tmpfs stops at a pending signal
+    reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.segment_size));
+  }
   if (reserved != 0) {
-    if (out_of_space != nullptr) *out_of_space = reserved == ENOSPC || reserved == EFBIG;
+    // ENOMEM: a memory cgroup limit, which counts tmpfs pages: as short of space as ENOSPC.
+    if (out_of_space != nullptr) *out_of_space = reserved == ENOSPC || reserved == EFBIG || reserved == ENOMEM;
     errno = reserved;
     return fail(Status::error(errno_text("cannot reserve " + std::to_string(layout.segment_size) +
                                              " bytes for segment",
@@ -221,8 +227,14 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   std::atomic_thread_fence(std::memory_order_release);
   reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(wire::kSegmentMagic,
                                                              std::memory_order_release);
-  // Complete: give it its name (replacing a leftover of a dead process with our pid).
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
+  // Complete: give it its name. A file of that name that nobody holds is a leftover of a
+  // dead process with our pid and is replaced; a held one is never touched.
+  int named = ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+  if (named != 0 && errno == EINVAL) named = ::rename(temp.c_str(), path.c_str());  // no renameat2 here
+  if (named != 0 && errno == EEXIST && lock_state(path) != LockState::kHeld) {
+    named = ::rename(temp.c_str(), path.c_str());
+  }
+  if (named != 0) {
     Status st = Status::error(errno_text("cannot name segment", path));
     mapped = st;  // unmaps
     return fail(st);
@@ -274,6 +286,16 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
   if (file_size < wire::kSegmentHeaderSize) {
     return Status::error("segment " + label + " is too small (" + std::to_string(file_size) +
                          " bytes)");
+  }
+  // Producers reserve every byte before registering. Pages of a sparse file may have
+  // nothing behind them on a full tmpfs, and reading one would kill this process (SIGBUS).
+  // (Only on tmpfs, where st_blocks counts exactly the pages there are; a compressing
+  // filesystem reports fewer blocks for a file full of zeros.)
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+      static_cast<uint64_t>(st.st_blocks) * 512 < file_size) {
+    return Status::error("segment " + label + " is sparse (" + std::to_string(st.st_blocks * 512) + " of " +
+                         std::to_string(file_size) + " bytes allocated); refusing it");
   }
   // Map the very file we checked, through the descriptor.
   auto mapped = map(fd, file_size, label);

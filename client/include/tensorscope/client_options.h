@@ -59,7 +59,8 @@ class ClientOptions {
   TENSORSCOPE_OPTION(std::string, autostart_config, "")
   // Output directory of an autostarted daemon (relative to the working directory).
   TENSORSCOPE_OPTION(std::string, autostart_output, "tensorscope_runs")
-  // An autostarted daemon exits after this long without producers (milliseconds, >= 1).
+  // An autostarted daemon exits after this long without producers (milliseconds; at
+  // least 1000).
   TENSORSCOPE_OPTION(int, autostart_idle_exit_ms, 30000)
   // Path of tensorscoped; "" = $TENSORSCOPE_DAEMON, beside the program or library,
   // the install prefix, then $PATH.

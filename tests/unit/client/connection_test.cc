@@ -3,16 +3,22 @@
 // when there is nothing to wait for, that autostart failures are a state and not an
 // exception, and that hostile stream names reach stderr escaped and cut.
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -20,9 +26,13 @@
 #include <tensorscope/tensorscope.h>
 
 #include "bench_sink.h"
+#include "captured_stderr.h"
 #include "connection.h"
+#include "runtime_dir_watch.h"
 #include "daemon_autostart.h"
 #include "temp_dir.h"
+#include "tensorscope/shared/message_channel.h"
+#include "tensorscope/shared/runtime_paths.h"
 
 namespace tensorscope {
 namespace {
@@ -33,15 +43,47 @@ ClientOptions isolated(const testing::TempDir& dir) {
   return ClientOptions().session("unit").runtime_dir(dir.path() + "/run").shm_budget(4 << 20);
 }
 
-TEST(SegmentBudget, TheBudgetWhenItFitsInHalfTheFreeSpaceElseAPowerOfTwoThatDoes) {
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 24 * 1024 * kMiB), 128 * kMiB);
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 256 * kMiB), 128 * kMiB);
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 64 * kMiB), 32 * kMiB);   // Docker's default /dev/shm
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 63 * kMiB), 16 * kMiB);
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 2 * kMiB), 1 * kMiB);
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 2 * kMiB - 1), 0u) << "below the minimum: none";
-  EXPECT_EQ(fitting_segment_budget(512 * 1024, 2 * kMiB), 512u * 1024) << "a small budget that fits stays";
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, UINT64_MAX), 128 * kMiB);
+TEST(SegmentBudget, HalfTheFreeSpaceAQuarterLeftFreeAndAShareOfHalfPerLocalRank) {
+  const uint64_t GiB = 1024 * kMiB;
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 24 * GiB, 24 * GiB, 1), 128 * kMiB);
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 24 * GiB, 24 * GiB, 8), 128 * kMiB);
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 64 * kMiB, 64 * kMiB, 1), 32 * kMiB);  // Docker's /dev/shm
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 32 * kMiB, 64 * kMiB, 1), 16 * kMiB);  // a second producer
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 16 * kMiB, 64 * kMiB, 1), 0u) << "a quarter stays free";
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 64 * kMiB, 64 * kMiB, 4), 8 * kMiB);  // LOCAL_WORLD_SIZE=4
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 40 * kMiB, 64 * kMiB, 4), 8 * kMiB);  // the fourth of them
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 63 * kMiB, 64 * kMiB, 1), 16 * kMiB);  // powers of two
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 2 * kMiB, 2 * kMiB, 1), 1 * kMiB);
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 1 * kMiB, 1 * kMiB, 1), 0u) << "below the minimum: none";
+  EXPECT_EQ(fitting_segment_budget(512 * 1024, 2 * kMiB, 2 * kMiB, 1), 512u * 1024) << "a small budget that fits";
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, UINT64_MAX, UINT64_MAX, 1), 128 * kMiB) << "unknown: the budget";
+}
+
+TEST(RuntimeDirWatch, WakesForTheWatchedNameOnlyAndForTheWakeDescriptor) {
+  testing::TempDir dir("ts-watch");
+  RuntimeDirWatch watch(dir.path(), "s.sock");
+  ASSERT_TRUE(watch.active());
+  const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ofstream(dir.path() + "/s.sock.other") << "x";  // prefixes and other files do not count
+    std::ofstream(dir.path() + "/s.lock") << "x";
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(watch.wait(wake, 300));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(290)) << "cut short by other files";
+  other.join();
+  std::thread appear([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ofstream(dir.path() + "/.s.sock.tmp") << "x";
+    std::filesystem::rename(dir.path() + "/.s.sock.tmp", dir.path() + "/s.sock");
+  });
+  EXPECT_TRUE(watch.wait(wake, 60000));
+  appear.join();
+  const uint64_t one = 1;
+  ASSERT_EQ(::write(wake, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+  EXPECT_FALSE(watch.wait(wake, 60000)) << "the wake descriptor ends the wait";
+  ::close(wake);
 }
 
 class EnvGuard {
@@ -117,23 +159,84 @@ TEST(ClientStart, AnAutostartThatCannotFindTheDaemonIsAStateNotAnException) {
   EXPECT_FALSE(s.connected);
 }
 
-// Runs `body` with stderr sent to a file and returns what it wrote.
-template <typename Body>
-std::string captured_stderr(const testing::TempDir& dir, Body body) {
-  const std::string path = dir.path() + "/stderr.txt";
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  ::dup2(fd, 2);
-  ::close(fd);
-  body();
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// A daemon that refuses every registration: the client tries again only after its
+// backoff, however much happens in the runtime directory meanwhile (its own segments
+// come and go there at every try).
+TEST(ClientStart, ARefusedRegistrationIsRetriedAfterTheBackoffNotInALoop) {
+  testing::TempDir dir("ts-client");
+  const std::string run = dir.path() + "/run";
+  ASSERT_TRUE(ensure_private_dir(run));
+  auto listener = listen_unix(session_socket_path(run, "unit"));
+  ASSERT_TRUE(listener) << listener.message();
+  std::atomic<int> registrations{0};
+  std::atomic<bool> stop{false};
+  std::thread refuser([&] {
+    while (!stop.load()) {
+      pollfd p{*listener, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int fd = ::accept4(*listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      MessageChannel channel(fd);
+      auto hello = channel.receive(2000);
+      if (hello && hello->value("type", "") == "register") ++registrations;
+      (void)channel.send({{"type", "error"}, {"message", "refused by the test"}});
+    }
+  });
+  {
+    Client client(isolated(dir).reconnect_interval_ms(10));
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    EXPECT_GE(registrations.load(), 1);
+    EXPECT_LE(registrations.load(), 2) << "registrations repeated without the backoff";
+    const ClientStats s = client.stats();
+    EXPECT_NE(s.connection_note.find("refused by the test"), std::string::npos) << s.connection_note;
+    EXPECT_EQ(s.connections, 0u);
+  }
+  stop.store(true);
+  refuser.join();
+  ::close(*listener);
+}
+
+// Two clients with autostart in one process (two ranks' worth of locking): when the
+// daemon cannot be found, both end with the failure, neither waits for the other forever.
+TEST(ClientStart, ClientsWhoseAutostartFailsDoNotWaitForEachOtherForever) {
+  testing::TempDir dir("ts-client");
+  auto options = isolated(dir)
+                     .autostart(true)
+                     .daemon_executable(dir.path() + "/no-such-tensorscoped")
+                     .autostart_output(dir.path() + "/out")
+                     .connect_timeout_ms(0);
+  Client a(options), b(options);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto final_state = [](const Client& c) { return c.stats().autostart.find("not retried") != std::string::npos; };
+  while (!(final_state(a) && final_state(b)) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(final_state(a)) << a.stats().autostart;
+  EXPECT_TRUE(final_state(b)) << b.stats().autostart;
+}
+
+// Two clients of one session in one process (a notebook cell run twice): two segments,
+// neither replacing the other's file.
+TEST(ClientStart, TwoClientsOfOneSessionInOneProcessKeepTheirOwnSegments) {
+  testing::TempDir dir("ts-client");
+  std::atomic<int> records{0};
+  bench::BenchSink sink(dir.path() + "/run", "unit", [&](const RecordView&) { ++records; });
+  ASSERT_TRUE(sink.start());
+  Client a(isolated(dir)), b(isolated(dir));
+  ASSERT_TRUE(a.connected());
+  ASSERT_TRUE(b.connected());
+  size_t segments = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/run")) {
+    segments += segment_file_pid(e.path().filename().string()) == ::getpid() ? 1 : 0;
+  }
+  EXPECT_EQ(segments, 2u);
+  EXPECT_EQ(a.push("x", torch::ones({4})), PushResult::kPushed);
+  EXPECT_EQ(b.push("x", torch::ones({4})), PushResult::kPushed);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (records.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(records.load(), 2);
 }
 
 TEST(ClientLog, HostileStreamNamesAreEscapedAndCut) {
@@ -144,7 +247,7 @@ TEST(ClientLog, HostileStreamNamesAreEscapedAndCut) {
   ASSERT_TRUE(client.connected());
   std::string hostile = "evil\n[2026-01-01] [tensorscope] [info] forged line\x1b[2J\x1b]0;title\x07";
   hostile += std::string(65536, 'A');
-  const std::string err = captured_stderr(dir, [&] {
+  const std::string err = testing::captured_stderr([&] {
     EXPECT_EQ(client.push(hostile, torch::ones({1})), PushResult::kRefused);
   });
   ASSERT_FALSE(err.empty());

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "captured_stderr.h"
 #include "small_tmpfs.h"
 #include "temp_dir.h"
 #include "tensorscope/shared/file_lock.h"
@@ -144,6 +145,11 @@ TEST(SegmentCleanup, RemovesOnlyTheSegmentsOfDeadProducers) {
   // A dead process's half-made segment, and files that are not segments.
   const std::string creating = "." + segment_file_name("s", 999999999, 2) + ".creating";
   std::ofstream(dir.path() + "/" + creating) << "x";
+  // Named after a dead pid, but locked by a live process (a pid namespace apart): kept.
+  const std::string locked_dead_pid = segment_file_name("s", 999999998, 0);
+  std::ofstream(dir.path() + "/" + locked_dead_pid) << "x";
+  const int locked_fd = ::open((dir.path() + "/" + locked_dead_pid).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_EQ(try_lock_file(locked_fd), 0);
   std::ofstream(dir.path() + "/s.lock") << "";
   std::ofstream(dir.path() + "/notes.seg.txt") << "";
 
@@ -154,11 +160,15 @@ TEST(SegmentCleanup, RemovesOnlyTheSegmentsOfDeadProducers) {
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(removed, expected);
   EXPECT_GE(cleanup.bytes, uint64_t{1} << 20);
-  std::vector<std::string> left = {segment_file_name("s", ::getpid(), 1), unlocked_alive, "s.lock", "notes.seg.txt"};
+  std::vector<std::string> left = {segment_file_name("s", ::getpid(), 1), unlocked_alive, locked_dead_pid, "s.lock",
+                                   "notes.seg.txt"};
   std::sort(left.begin(), left.end());
   EXPECT_EQ(names_in(dir.path()), left);
   EXPECT_TRUE(remove_dead_segments(dir.path()).removed.empty()) << "a second pass finds nothing";
   EXPECT_TRUE(remove_dead_segments(dir.path() + "/missing").removed.empty());
+  ::close(locked_fd);
+  EXPECT_EQ(remove_dead_segments(dir.path()).removed, std::vector<std::string>{locked_dead_pid})
+      << "once its lock is gone";
 }
 
 TEST(FileLock, HeldUntilTheHolderDies) {
@@ -215,6 +225,16 @@ TEST(ListenUnix, TheSocketAppearsListeningAndReplacesOnlyAStaleOne) {
   EXPECT_TRUE(again) << again.message();
   if (again) ::close(*again);
   ::close(*third);
+}
+
+TEST(LogLines, TheLoggerWritesEveryMessageAsOneEscapedLine) {
+  const std::string hostile = "name\n[2026-01-01] [tensorscope] [info] forged\x1b[2J\x07" + std::string(10000, 'z');
+  const std::string err = testing::captured_stderr([&] { TS_LOG_WARN("raw {}", hostile); });
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(err.find('\x1b'), std::string::npos);
+  EXPECT_EQ(err.find('\x07'), std::string::npos);
+  EXPECT_NE(err.find("raw name\\x0a[2026-01-01]"), std::string::npos) << err.substr(0, 200);
+  EXPECT_LT(err.size(), kMaxLogLineBytes + 100) << "the line is cut";
 }
 
 TEST(LogLines, ControlCharactersAreEscapedAndLongLinesCut) {
