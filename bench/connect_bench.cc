@@ -11,6 +11,8 @@
 //   producer-first: the producers start, the daemon 300 ms later; the figure is the time
 //                   from the daemon answering its first status request to each
 //                   producer's first accepted push, and the pushes lost after that.
+//   autostart:      no daemon; every producer has ClientOptions::autostart, so one of
+//                   them starts the daemon; the figure is as in daemon-first.
 //   connect_bench [--quick]
 #include <signal.h>
 #include <sys/wait.h>
@@ -44,11 +46,16 @@ int64_t now_ns() {
 constexpr int kPushes = 500;
 constexpr int kIntervalUs = 2000;
 
-int run_producer(const std::string& session, const std::string& runtime_dir, int64_t start_ns, int rank) {
+int run_producer(const std::string& session, const std::string& runtime_dir, int64_t start_ns, int rank,
+                 const std::string& autostart_output) {
   while (now_ns() < start_ns) std::this_thread::sleep_for(std::chrono::microseconds(200));
   const torch::Tensor t = torch::ones({256});
   const int64_t t0 = now_ns();
-  tensorscope::Client client(tensorscope::ClientOptions().session(session).runtime_dir(runtime_dir).rank(rank));
+  auto options = tensorscope::ClientOptions().session(session).runtime_dir(runtime_dir).rank(rank);
+  if (!autostart_output.empty()) {
+    options.autostart(true).autostart_output(autostart_output).autostart_idle_exit_ms(1000);
+  }
+  tensorscope::Client client(options);
   int64_t first_pushed_ns = -1;
   nlohmann::json lost = nlohmann::json::array();
   for (int i = 0; i < kPushes; ++i) {
@@ -115,25 +122,35 @@ struct Sample {
   bool never = false;    // no push accepted at all
 };
 
+enum class Scenario { kDaemonFirst, kProducerFirst, kAutostart };
+
+const char* scenario_name(Scenario s) {
+  return s == Scenario::kDaemonFirst ? "daemon-first" : s == Scenario::kProducerFirst ? "producer-first" : "autostart";
+}
+
 // Runs one round with `producers` processes; the daemon is started before them
-// (daemon_first) or 300 ms after.
-std::vector<Sample> run_round(const std::string& self, int producers, bool daemon_first, int round) {
+// (daemon-first), 300 ms after (producer-first), or by one of them (autostart).
+std::vector<Sample> run_round(const std::string& self, int producers, Scenario scenario, int round) {
+  const bool daemon_first = scenario != Scenario::kProducerFirst;
   const std::string base = "/tmp/ts-connect-bench-" + std::to_string(::getpid()) + "-" + std::to_string(round);
   const std::string runtime_dir = base + "/run", output = base + "/out", session = "cbench";
   int64_t ready_ns = -1;
   pid_t daemon = -1;
-  if (daemon_first) daemon = start_daemon(runtime_dir, session, output, &ready_ns);
-  const int64_t start_ns = now_ns() + 100'000'000;  // every producer constructs its Client at this time
+  if (scenario == Scenario::kDaemonFirst) daemon = start_daemon(runtime_dir, session, output, &ready_ns);
+  // Every producer constructs its Client at this time: late enough for all of them to have
+  // loaded libtorch by then (a 2-core machine needs a while for 8).
+  const int64_t start_ns = now_ns() + 300'000'000 + int64_t{150'000'000} * producers;
   std::vector<std::pair<pid_t, int>> children;
   for (int p = 0; p < producers; ++p) {
     int fds[2];
     if (::pipe(fds) != 0) std::abort();
-    const pid_t pid =
-        spawn({self, "--producer", session, runtime_dir, std::to_string(start_ns), std::to_string(p)}, fds[1]);
+    const pid_t pid = spawn({self, "--producer", session, runtime_dir, std::to_string(start_ns), std::to_string(p),
+                             scenario == Scenario::kAutostart ? output : ""},
+                            fds[1]);
     ::close(fds[1]);
     children.emplace_back(pid, fds[0]);
   }
-  if (!daemon_first) {
+  if (scenario == Scenario::kProducerFirst) {
     std::this_thread::sleep_until(Clock::time_point(std::chrono::nanoseconds(start_ns + 300'000'000)));
     daemon = start_daemon(runtime_dir, session, output, &ready_ns);
   }
@@ -161,6 +178,12 @@ std::vector<Sample> run_round(const std::string& self, int producers, bool daemo
     samples.push_back(s);
   }
   if (daemon > 0) stop(daemon);
+  if (scenario == Scenario::kAutostart) {  // it exits by itself, 1 s after the producers
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (daemon_answers(runtime_dir, session) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   std::string rm = "rm -rf '" + base + "'";
   (void)!std::system(rm.c_str());
   return samples;
@@ -176,8 +199,8 @@ double percentile(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 6 && std::strcmp(argv[1], "--producer") == 0) {
-    return run_producer(argv[2], argv[3], std::atoll(argv[4]), std::atoi(argv[5]));
+  if (argc == 7 && std::strcmp(argv[1], "--producer") == 0) {
+    return run_producer(argv[2], argv[3], std::atoll(argv[4]), std::atoi(argv[5]), argv[6]);
   }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   char self[4096];
@@ -188,13 +211,13 @@ int main(int argc, char** argv) {
               kPushes, kIntervalUs / 1000);
   std::printf("%-15s %9s %7s %12s %12s %14s %10s\n", "scenario", "producers", "rounds", "first p50 ms",
               "first p99 ms", "lost per prod", "never");
-  for (const bool daemon_first : {true, false}) {
+  for (const Scenario scenario : {Scenario::kDaemonFirst, Scenario::kProducerFirst, Scenario::kAutostart}) {
     for (const int producers : {1, 4, 8}) {
       const int rounds = quick ? 2 : std::max(3, 24 / producers);
       std::vector<double> firsts;
       int lost = 0, never = 0, total = 0;
       for (int r = 0; r < rounds; ++r) {
-        for (const Sample& s : run_round(self, producers, daemon_first, r)) {
+        for (const Sample& s : run_round(self, producers, scenario, r)) {
           ++total;
           lost += s.lost;
           if (s.never) {
@@ -204,7 +227,7 @@ int main(int argc, char** argv) {
           }
         }
       }
-      std::printf("%-15s %9d %7d %12.1f %12.1f %14.1f %10d\n", daemon_first ? "daemon-first" : "producer-first",
+      std::printf("%-15s %9d %7d %12.1f %12.1f %14.1f %10d\n", scenario_name(scenario),
                   producers, rounds, percentile(firsts, 0.5), percentile(firsts, 0.99),
                   total > 0 ? static_cast<double>(lost) / total : 0.0, never);
       std::fflush(stdout);

@@ -76,8 +76,10 @@ Connection::Connection(ConnectionConfig config)
   install_fork_handler();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (config_.autostart) autostart_ = std::make_unique<DaemonAutostart>(*config_.autostart);
-  const bool daemon_socket =
-      ::access(session_socket_path(config_.runtime_dir, config_.session).c_str(), F_OK) == 0;
+  const std::string socket_path = session_socket_path(config_.runtime_dir, config_.session);
+  const bool daemon_socket = ::access(socket_path.c_str(), F_OK) == 0;
+  notes_.state = daemon_socket ? "connecting to the daemon of session '" + config_.session + "'"
+                               : no_daemon_note(socket_path);
   thread_ = new std::thread([this] { run(); });
   // A daemon is (or will be) there: wait a little for the first registration, so that
   // the pushes of the first steps are not lost. Without one, do not wait at all.
@@ -105,6 +107,10 @@ Connection::~Connection() {
 Connection::Notes Connection::notes() const {
   std::lock_guard<std::mutex> lock(notes_mutex_);
   return notes_;
+}
+
+std::string Connection::no_daemon_note(const std::string& socket_path) const {
+  return "no daemon for session '" + config_.session + "' (no " + socket_path + ")";
 }
 
 void Connection::set_state(const std::string& state) {
@@ -258,7 +264,7 @@ Connection::Attempt Connection::try_connect() {
   refusal_backoff_ms_ = 0;
   const std::string socket_path = session_socket_path(config_.runtime_dir, config_.session);
   if (::access(socket_path.c_str(), F_OK) != 0) {  // no daemon yet: stay quiet
-    set_state("no daemon for session '" + config_.session + "' (no " + socket_path + ")");
+    set_state(no_daemon_note(socket_path));
     return Attempt::kNoDaemon;
   }
   auto report = [this](const std::string& message) {
@@ -350,7 +356,11 @@ Connection::Attempt Connection::try_connect() {
 
 void Connection::watch() {
   Active* active = active_.load();
-  if (autostart_) autostart_->poll(now_ms());  // the launcher's outcome, and its lock
+  if (autostart_ && autostart_->in_progress()) {  // the launcher's outcome, and its lock
+    autostart_->poll(now_ms());
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    notes_.autostart = autostart_->state();
+  }
   pollfd fds[2] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const int rc = ::poll(fds, 2, 100);
   if (stop_.load()) return;

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "process_fixture.h"
 #include "small_tmpfs.h"
 #include "temp_dir.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -83,90 +84,44 @@ std::vector<pid_t> supervisors_of(const std::string& session) {
   return found;
 }
 
-class ClientStartTest : public ::testing::Test {
+class ClientStartTest : public ProcessFixture {
  protected:
+  ClientStartTest() : ProcessFixture("ts-start") {}
+
   void SetUp() override {
-    ASSERT_FALSE(tmp_.path().empty());
-    runtime_dir_ = tmp_.path() + "/run";
-    logs_ = tmp_.path() + "/logs";
-    ASSERT_EQ(::mkdir(logs_.c_str(), 0700), 0);
+    ProcessFixture::SetUp();
     config_ = tmp_.path() + "/config.yaml";
     std::ofstream(config_) << "video:\n  width: 160\n  height: 120\n  fps: 10\n  max_frames: 1000\n"
                            << "supervisor:\n  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 10000\n";
   }
 
   void TearDown() override {
-    if (HasFailure()) {
-      for (const auto& d : daemons_) std::fprintf(stderr, "----- daemon log -----\n%s\n", d->log().c_str());
-      for (const auto& p : producers_) {
-        p->pump_stdout();
-        for (const auto& line : p->all_lines()) std::fprintf(stderr, "producer %d: %s\n", p->pid(), line.c_str());
-        std::fprintf(stderr, "----- producer %d stderr -----\n%s\n", p->pid(), p->stderr_text().c_str());
-      }
-    }
-    producers_.clear();
-    daemons_.clear();
+    ProcessFixture::TearDown();
     for (pid_t pid : detached_) {  // autostarted daemons live in sessions of their own
       if (process_alive(pid)) ::kill(-pid, SIGKILL), ::kill(pid, SIGKILL);
     }
   }
 
-  std::string session(const std::string& tag) const { return tag + "-" + std::to_string(::getpid()); }
-
   DaemonProcess* start_daemon(const std::string& name, const std::string& runtime_dir) {
-    DaemonSpec spec{TENSORSCOPED_PATH, config_, runtime_dir, name, tmp_.path() + "/out", 1,
-                    logs_ + "/daemon-" + std::to_string(daemons_.size()) + ".log"};
-    std::string error;
-    auto daemon = DaemonProcess::start(spec, &error);
-    EXPECT_NE(daemon, nullptr) << error;
-    if (!daemon) return nullptr;
-    daemons_.push_back(std::move(daemon));
-    return daemons_.back().get();
+    return ProcessFixture::start_daemon({"", config_, runtime_dir, name, tmp_.path() + "/out", 1, ""});
   }
 
   DaemonProcess* start_ready_daemon(const std::string& name, const std::string& runtime_dir) {
-    DaemonProcess* d = start_daemon(name, runtime_dir);
-    if (d == nullptr) return nullptr;
-    Status ready = d->wait_ready(kStartTimeout);
-    EXPECT_TRUE(ready.is_ok()) << ready.message();
-    return ready.is_ok() ? d : nullptr;
+    return ProcessFixture::start_ready_daemon({"", config_, runtime_dir, name, tmp_.path() + "/out", 1, ""},
+                                              kStartTimeout);
   }
 
   ChildProcess* start_producer(const std::string& name, const std::string& runtime_dir, int rank,
                                const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
-    ChildProcess::Options options;
-    options.argv = {TEST_PRODUCER_PATH, "--session", name, "--runtime-dir", runtime_dir, "--rank",
-                    std::to_string(rank), "--seed", std::to_string(7 + rank)};
-    options.argv.insert(options.argv.end(), extra.begin(), extra.end());
-    options.env = {"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"};
-    options.env.insert(options.env.end(), env.begin(), env.end());
-    options.stderr_path = logs_ + "/producer-" + std::to_string(producers_.size()) + ".err";
-    options.pipe_stdin = true;
-    options.pipe_stdout = true;
-    std::string error;
-    auto child = ChildProcess::start(options, &error);
-    EXPECT_NE(child, nullptr) << error;
-    if (!child) return nullptr;
-    producers_.push_back(std::move(child));
-    return producers_.back().get();
+    std::vector<std::string> args = {"--session", name,   "--runtime-dir", runtime_dir,
+                                     "--rank",    std::to_string(rank), "--seed", std::to_string(7 + rank)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return ProcessFixture::start_producer(args, env);
   }
 
-  static json final_line(ChildProcess* p) {
-    return wait_json_line(*p, [](const json& j) { return j.value("final", false); }, kProducerTimeout);
-  }
+  static json final_line(ChildProcess* p) { return ProcessFixture::final_line(p, kProducerTimeout); }
 
-  // The producer exits by itself (after --count pushes) or once its stdin closes: status 0.
-  static void expect_clean_exit(ChildProcess* p) {
-    p->close_stdin();
-    auto exit = p->wait_exit(kExitTimeout);
-    ASSERT_TRUE(exit.has_value()) << "producer " << p->pid() << " did not exit";
-    EXPECT_TRUE(exit->exited && exit->code == 0) << "producer " << p->pid() << ": " << exit->describe();
-  }
-
-  testing::TempDir tmp_{"ts-start"};
-  std::string runtime_dir_, logs_, config_;
-  std::vector<std::unique_ptr<DaemonProcess>> daemons_;
-  std::vector<std::unique_ptr<ChildProcess>> producers_;
+  std::string config_;
   std::vector<pid_t> detached_;
 };
 
@@ -194,7 +149,7 @@ TEST_F(ClientStartTest, SmallRuntimeDirectoryNeverKillsTheTraining) {
     EXPECT_GT(u64(line, "pushed"), 600u);
     EXPECT_EQ(u64(line, "shm_bytes"), expected_bytes);
     EXPECT_THAT(line.value("shm_note", ""), HasSubstr("instead of the 128 MiB shm_budget"));
-    expect_clean_exit(p);
+    release_producer(p);
   };
   ChildProcess* alone = start_producer(name, tmpfs.path(), 0, train);
   ASSERT_NE(alone, nullptr);
@@ -229,7 +184,7 @@ TEST_F(ClientStartTest, ARuntimeDirectoryWithNoRoomLeavesTheTrainingRunningAndSa
   EXPECT_EQ(u64(line, "not_connected"), 200u) << line.dump();
   EXPECT_THAT(line.value("shm_note", ""), HasSubstr("no tensors can be sent"));
   EXPECT_THAT(line.value("connection_note", ""), HasSubstr("free"));
-  expect_clean_exit(p);
+  release_producer(p);
 }
 
 // A daemon answering status before the producers start: no push of theirs is lost as
@@ -249,7 +204,7 @@ TEST_F(ClientStartTest, ProducersStartedAfterTheDaemonLoseNoPush) {
     ASSERT_TRUE(line.is_object());
     EXPECT_EQ(u64(line, "not_connected"), 0u) << line.dump();
     EXPECT_EQ(u64(line, "pushed") + u64(line, "dropped_full"), 100u) << line.dump();
-    expect_clean_exit(p);
+    release_producer(p);
   }
 }
 
@@ -269,7 +224,7 @@ TEST_F(ClientStartTest, ADaemonStartedLaterIsNoticedAtOnce) {
   const json connected = wait_json_line(*p, [](const json& j) { return j.value("connected", false); }, 60s);
   ASSERT_TRUE(connected.is_object()) << "the producer did not notice the daemon";
   EXPECT_LT(Clock::now() - ready, 20s);
-  expect_clean_exit(p);
+  release_producer(p);
 }
 
 // Four ranks with autostart, started together and no daemon: exactly one daemon comes up,
@@ -307,7 +262,7 @@ TEST_F(ClientStartTest, AutostartFourRanksOneDaemonThatExitsWhenIdle) {
                                     logs_, 30s);
   EXPECT_THAT(table.out, HasSubstr("autostarted by a client"));
 
-  for (ChildProcess* p : producers) expect_clean_exit(p);
+  for (ChildProcess* p : producers) release_producer(p);
   ASSERT_TRUE(wait_until([&] { return !process_alive(daemon_pid); }, kExitTimeout))
       << "the autostarted daemon did not exit once idle";
   const std::string session_dir = output + "/" + name;
@@ -340,7 +295,7 @@ TEST_F(ClientStartTest, AutostartWithABadDaemonPathIsAStateAndTheTrainingRuns) {
   ASSERT_TRUE(line.is_object());
   EXPECT_EQ(u64(line, "not_connected"), 50u);
   EXPECT_THAT(line.value("autostart", ""), HasSubstr("is not an executable file; not retried"));
-  expect_clean_exit(p);
+  release_producer(p);
 }
 
 // kill -9 of a producer and its daemon together leaves the producer's segment; the next
@@ -389,13 +344,13 @@ TEST_F(ClientStartTest, LeftoverSegmentsOfKilledProcessesAreRemovedLiveOnesKept)
   ChildProcess* newcomer = start_producer(session("new"), runtime_dir_, 3, {"--count", "1", "--wait-connect-ms", "0"});
   ASSERT_NE(newcomer, nullptr);
   ASSERT_TRUE(final_line(newcomer).is_object());
-  expect_clean_exit(newcomer);  // its connection thread has run by then
+  release_producer(newcomer);  // its connection thread has run by then
   EXPECT_EQ(segment_files(runtime_dir_), live_segment);
   // The live producer never noticed any of it.
   const json still = wait_json_line(*live, [](const json& j) { return u64(j, "pushed") > 100; }, kStartTimeout);
   ASSERT_TRUE(still.is_object());
   EXPECT_EQ(u64(still, "connections"), 1u);
-  expect_clean_exit(live);
+  release_producer(live);
 }
 
 // A second daemon for a session exits with status 3 and says why; hostile strings in a

@@ -25,11 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "process_fixture.h"
 #include "temp_dir.h"
-
-#ifndef TENSORSCOPED_PATH
-#error "TENSORSCOPED_PATH must be defined by the build"
-#endif
 
 namespace tensorscope::itest {
 namespace {
@@ -97,38 +94,9 @@ void expect_accounted(const json& line, const std::string& who) {
   EXPECT_EQ(per_stream_total, u64(line, "pushed"));
 }
 
-class IntegrationTest : public ::testing::Test {
+class IntegrationTest : public ProcessFixture {
  protected:
-  void SetUp() override {
-    ASSERT_FALSE(tmp_.path().empty()) << "mkdtemp failed";
-    runtime_dir_ = tmp_.path() + "/run";
-    logs_ = tmp_.path() + "/logs";
-    ASSERT_EQ(::mkdir(logs_.c_str(), 0700), 0);
-  }
-
-  void TearDown() override {
-    if (HasFailure()) {
-      for (const auto& d : daemons_) dump_log("tensorscoped " + d->spec().session, d->log());
-      for (const auto& p : producers_) {
-        p->pump_stdout();
-        std::string out;
-        for (const auto& line : p->all_lines()) out += line + "\n";
-        dump_log("producer pid " + std::to_string(p->pid()) + " stdout", out);
-        dump_log("producer pid " + std::to_string(p->pid()) + " stderr", p->stderr_text());
-      }
-    }
-    producers_.clear();  // SIGKILL process groups and reap
-    daemons_.clear();
-  }
-
-  static void dump_log(const std::string& title, const std::string& text) {
-    constexpr size_t kTail = 6000;
-    const std::string shown = text.size() > kTail ? "...\n" + text.substr(text.size() - kTail) : text;
-    std::fprintf(stderr, "----- %s -----\n%s\n", title.c_str(), shown.c_str());
-  }
-
-  // A session name unique to this test (and this test process).
-  std::string session(const std::string& tag) const { return tag + "-" + std::to_string(::getpid()); }
+  IntegrationTest() : ProcessFixture("ts-itest") {}
 
   std::string output_dir(const std::string& tag) const { return tmp_.path() + "/out-" + tag; }
 
@@ -148,68 +116,33 @@ class IntegrationTest : public ::testing::Test {
 
   DaemonProcess* start_daemon(const std::string& session_name, const std::string& output, int workers,
                               const std::string& config) {
-    DaemonSpec spec;
-    spec.executable = TENSORSCOPED_PATH;
-    spec.config_path = config;
-    spec.runtime_dir = runtime_dir_;
-    spec.session = session_name;
-    spec.output_dir = output;
-    spec.workers = workers;
-    spec.log_path = logs_ + "/daemon-" + std::to_string(daemons_.size()) + ".log";
-    std::string error;
-    auto daemon = DaemonProcess::start(spec, &error);
-    EXPECT_NE(daemon, nullptr) << error;
-    if (!daemon) return nullptr;
-    daemons_.push_back(std::move(daemon));
-    return daemons_.back().get();
+    return ProcessFixture::start_daemon({"", config, runtime_dir_, session_name, output, workers, ""});
   }
 
-  // Starts a daemon and waits until it answers status.
   DaemonProcess* start_ready_daemon(const std::string& session_name, const std::string& output,
                                     int workers, const std::string& config) {
-    DaemonProcess* d = start_daemon(session_name, output, workers, config);
-    if (d == nullptr) return nullptr;
-    Status ready = d->wait_ready(kStartTimeout);
-    EXPECT_TRUE(ready.is_ok()) << ready.message();
-    return ready.is_ok() ? d : nullptr;
+    return ProcessFixture::start_ready_daemon({"", config, runtime_dir_, session_name, output, workers, ""},
+                                              kStartTimeout);
   }
 
   ChildProcess* start_producer(const std::string& session_name, int rank,
                                const std::vector<std::string>& extra) {
-    ChildProcess::Options options;
-    options.argv = {TEST_PRODUCER_PATH, "--session", session_name, "--runtime-dir", runtime_dir_,
-                    "--rank", std::to_string(rank), "--seed", std::to_string(1000 + rank),
-                    "--wait-connect-ms", "30000"};
-    options.argv.insert(options.argv.end(), extra.begin(), extra.end());
-    options.env = {"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"};
-    options.stderr_path = logs_ + "/producer-" + std::to_string(producers_.size()) + ".err";
-    options.pipe_stdin = true;
-    options.pipe_stdout = true;
-    std::string error;
-    auto child = ChildProcess::start(options, &error);
-    EXPECT_NE(child, nullptr) << error;
-    if (!child) return nullptr;
-    producers_.push_back(std::move(child));
-    return producers_.back().get();
+    std::vector<std::string> args = {"--session", session_name, "--runtime-dir", runtime_dir_,
+                                     "--rank", std::to_string(rank), "--seed", std::to_string(1000 + rank),
+                                     "--wait-connect-ms", "30000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return ProcessFixture::start_producer(args);
   }
 
   // Waits for the producer's final JSON line.
   static json final_line(ChildProcess* p, Millis timeout = kProducerTimeout) {
-    return wait_json_line(*p, [](const json& j) { return j.value("final", false); }, timeout);
+    return ProcessFixture::final_line(p, timeout);
   }
 
   // A progress (or final) line for which `predicate` holds.
   static json progress_line(ChildProcess* p, const std::function<bool(const json&)>& predicate,
                             Millis timeout) {
     return wait_json_line(*p, predicate, timeout);
-  }
-
-  // Closes the producer's stdin and expects a clean exit.
-  static void release_producer(ChildProcess* p) {
-    p->close_stdin();
-    auto exit = p->wait_exit(kExitTimeout);
-    ASSERT_TRUE(exit.has_value()) << "producer " << p->pid() << " did not exit after its stdin closed";
-    EXPECT_TRUE(exit->exited && exit->code == 0) << "producer " << p->pid() << ": " << exit->describe();
   }
 
   // SIGTERM and a clean exit within the deadline; returns the seconds it took.
@@ -267,13 +200,7 @@ class IntegrationTest : public ::testing::Test {
     return run_command(argv, logs_, 30s);
   }
 
-  testing::TempDir tmp_{"ts-itest"};
-  std::string runtime_dir_;
-  std::string logs_;
   int configs_ = 0;
-  // Declared after tmp_, destroyed before it: processes die before their files go.
-  std::vector<std::unique_ptr<DaemonProcess>> daemons_;
-  std::vector<std::unique_ptr<ChildProcess>> producers_;
 };
 
 // 1. Four producers x 500 pushes of varied shapes and dtypes, two workers, rotating
