@@ -159,6 +159,11 @@ void Connection::run() {
       const Attempt attempt = try_connect();
       if (attempt == Attempt::kConnected) {
         first_cv_.notify_all();
+        if (autostart_) {
+          autostart_->on_connected();
+          std::lock_guard<std::mutex> lock(notes_mutex_);
+          notes_.autostart = autostart_->state();
+        }
         // After the registration reply, while pushes already flow: never writes the ring.
         active_.load()->segment->prefault_data();
         continue;

@@ -142,6 +142,12 @@ void DaemonAutostart::release_lock() {
   lock_fd_ = -1;
 }
 
+void DaemonAutostart::on_connected() {
+  if (waiting_for_other_) state_ = "a daemon started by another process serves the session";
+  waiting_for_other_ = false;
+  waiting_since_ms_ = -1;
+}
+
 bool DaemonAutostart::step(int64_t now_ms) {
   if (given_up_) return false;
   if (child_ > 0) return check_child(now_ms);

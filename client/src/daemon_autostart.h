@@ -55,6 +55,8 @@ class DaemonAutostart {
   // final; otherwise checks on the launch in progress. True when a daemon should answer
   // now (ours is up, or another one serves the session): worth connecting at once.
   bool step(int64_t now_ms);
+  // The client registered with a daemon (whoever started it).
+  void on_connected();
   // Collects the launch's outcome (and frees the autostart lock) while connected.
   void poll(int64_t now_ms) {
     if (child_ > 0) (void)check_child(now_ms);

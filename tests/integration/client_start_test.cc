@@ -242,12 +242,18 @@ TEST_F(ClientStartTest, AutostartFourRanksOneDaemonThatExitsWhenIdle) {
     ASSERT_NE(producers.back(), nullptr);
   }
   std::map<int, json> lines;
+  int launchers = 0;
   for (int rank = 0; rank < 4; ++rank) {
     lines[rank] = final_line(producers[static_cast<size_t>(rank)]);
     ASSERT_TRUE(lines[rank].is_object());
     EXPECT_EQ(u64(lines[rank], "not_connected"), 0u) << lines[rank].dump();
     EXPECT_EQ(u64(lines[rank], "connections"), 1u) << lines[rank].dump();
+    const std::string state = lines[rank].value("autostart", "");
+    EXPECT_EQ(state.find("waiting"), std::string::npos) << state;
+    EXPECT_EQ(state.find("failed"), std::string::npos) << state;
+    launchers += state.rfind("started tensorscoped", 0) == 0 ? 1 : 0;
   }
+  EXPECT_GE(launchers, 1) << "no rank says it started the daemon";
   auto status = query_status(session_socket_path(runtime_dir_, name));
   ASSERT_TRUE(status) << status.message();
   const pid_t daemon_pid = static_cast<pid_t>(status->value("pid", 0LL));
