@@ -1,6 +1,7 @@
 #include "connection.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/statvfs.h>
@@ -143,6 +144,12 @@ void Connection::remove_leftover_segments() {
 }
 
 void Connection::run() {
+  // Signals are for the training program's own threads (Python handles them on its main
+  // thread); here they would only interrupt a segment's reservation, over and over.
+  sigset_t all;
+  sigfillset(&all);
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, s);
+  ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
   // The directory exists from now on, so a daemon's socket appearing in it can be watched.
   if (Status dir = ensure_private_dir(config_.runtime_dir); !dir) {
     TS_LOG_WARN("tensorscope client: {}", dir.message());
@@ -316,13 +323,16 @@ Connection::Attempt Connection::try_connect() {
   };
   std::string refusal;
   const auto says = [&](const char* text) { return !reply && reply.message().find(text) != std::string::npos; };
-  if (!reply && (reply.message() == "closed" || says("reset by peer") || says("Broken pipe"))) {
+  const bool closed = !reply && (reply.message() == "closed" || says("reset by peer") || says("Broken pipe"));
+  if (closed && ++closed_in_registration_ == 1) {
     // Closed without a word: a daemon that stopped listening while we connected (idle
-    // exit, shutdown). Not a refusal: look for (or start) the next one.
+    // exit, shutdown). Not a refusal: look for (or start) the next one. Twice in a row
+    // is a daemon that will not take us: a refusal, with its backoff.
     (void)(*segment)->unlink_file();
     set_state("the daemon closed the connection during registration (it is stopping)");
     return Attempt::kNoDaemon;
   }
+  if (!closed) closed_in_registration_ = 0;
   if (!reply) {
     refusal = "registration failed: " + reply.message();
     refusal_backoff_ms_ = kRefusedBackoffMs;  // a daemon that does not answer: go slow
@@ -347,6 +357,7 @@ Connection::Attempt Connection::try_connect() {
   active->module_tree = tree != reply->end() && tree->is_boolean() && tree->get<bool>();
   channel_ = std::move(channel);
   last_error_.clear();
+  closed_in_registration_ = 0;
   set_state("");
   connections_.fetch_add(1, std::memory_order_relaxed);
   {

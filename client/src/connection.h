@@ -129,6 +129,7 @@ class Connection {
   std::atomic<bool> stop_{false};
   int wake_fd_ = -1;  // eventfd: wakes the thread's poll on shutdown
   bool retried_after_launch_ = false;
+  int closed_in_registration_ = 0;  // consecutive registrations the daemon closed unanswered
   int refusal_backoff_ms_ = 0;
   std::string last_error_;  // logged once until it changes
   std::string last_shm_note_;

@@ -73,14 +73,24 @@ std::string describe_exit(int status) {
 
 }  // namespace
 
-StatusOr<std::string> find_daemon_executable(const std::string& configured) {
+DaemonSearch DaemonSearch::from_environment(const std::string& configured) {
+  DaemonSearch search;
+  search.configured = configured;
+  if (const char* env = std::getenv("TENSORSCOPE_DAEMON"); env != nullptr && *env != '\0') search.env_daemon = env;
+  if (const char* path = std::getenv("PATH"); path != nullptr) search.path = path;
+  return search;
+}
+
+StatusOr<std::string> find_daemon_executable(const DaemonSearch& search) {
+  const std::string& configured = search.configured;
   if (!configured.empty()) {
     if (is_executable_file(configured)) return configured;
     return Status::error("ClientOptions::daemon_executable " + quote_for_message(configured, 200) +
                          " is not an executable file");
   }
-  if (const char* env = std::getenv("TENSORSCOPE_DAEMON"); env != nullptr && *env != '\0') {
-    if (is_executable_file(env)) return std::string(env);
+  if (search.env_daemon) {
+    const std::string& env = *search.env_daemon;
+    if (is_executable_file(env)) return env;
     return Status::error("TENSORSCOPE_DAEMON=" + quote_for_message(env, 200) + " is not an executable file");
   }
   std::vector<std::string> candidates;
@@ -100,8 +110,8 @@ StatusOr<std::string> find_daemon_executable(const std::string& configured) {
 #ifdef TENSORSCOPE_INSTALL_BINDIR
   candidates.push_back(std::string(TENSORSCOPE_INSTALL_BINDIR) + "/" + kDaemonName);
 #endif
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::string dirs = path;
+  {
+    const std::string& dirs = search.path;
     size_t begin = 0;
     while (begin <= dirs.size()) {
       const size_t end = std::min(dirs.find(':', begin), dirs.size());
@@ -123,8 +133,16 @@ StatusOr<std::string> find_daemon_executable(const std::string& configured) {
 }
 
 DaemonAutostart::DaemonAutostart(AutostartConfig config)
-    : config_(std::move(config)), executable_(find_daemon_executable(config_.executable)) {
+    : config_(std::move(config)), search_(DaemonSearch::from_environment(config_.executable)) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment_.emplace_back(*e);
+  std::error_code ec;  // relative to the working directory the program has now
+  if (config_.output_dir.empty()) config_.output_dir = "tensorscope_runs";
+  const auto output = std::filesystem::absolute(config_.output_dir, ec);
+  if (!ec) config_.output_dir = output.lexically_normal().string();
+  if (!config_.config_path.empty()) {
+    const auto config_path = std::filesystem::absolute(config_.config_path, ec);
+    if (!ec) config_.config_path = config_path.string();
+  }
 }
 
 DaemonAutostart::~DaemonAutostart() {
@@ -186,6 +204,7 @@ bool DaemonAutostart::step(int64_t now_ms) {
   if (auto fd = connect_unix(session_socket_path(config_.runtime_dir, config_.session))) {
     ::close(*fd);
     release_lock();
+    state_ = "a daemon started by another process serves the session";
     return true;
   }
   launch(now_ms);
@@ -193,12 +212,11 @@ bool DaemonAutostart::step(int64_t now_ms) {
 }
 
 void DaemonAutostart::launch(int64_t now_ms) {
-  const StatusOr<std::string>& executable = executable_;
+  if (!executable_) executable_ = find_daemon_executable(search_);
+  const StatusOr<std::string>& executable = *executable_;
   if (!executable) return fail(executable.message(), true, now_ms);
   std::error_code ec;
-  std::string output = config_.output_dir.empty() ? std::string("tensorscope_runs") : config_.output_dir;
-  output = std::filesystem::absolute(output, ec).lexically_normal().string();
-  if (ec) return fail("cannot resolve the output directory: " + ec.message(), true, now_ms);
+  const std::string& output = config_.output_dir;
   const std::string session_dir = output + "/" + config_.session;
   std::filesystem::create_directories(session_dir, ec);
   if (ec) return fail("cannot create " + session_dir + ": " + ec.message(), false, now_ms);
@@ -209,7 +227,7 @@ void DaemonAutostart::launch(int64_t now_ms) {
                                    output,          "--idle-exit-ms", std::to_string(config_.idle_exit_ms)};
   if (!config_.config_path.empty()) {
     args.push_back("--config");
-    args.push_back(std::filesystem::absolute(config_.config_path, ec).string());
+    args.push_back(config_.config_path);
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -264,7 +282,8 @@ bool DaemonAutostart::check_child(int64_t now_ms) {
   if (r < 0) {
     // Reaped by someone else (a SIGCHLD handler of the program): the outcome is unknown.
     // Look at the socket; launch again only after a while.
-    next_try_ms_ = now_ms + kUnknownOutcomeRetryMs;
+    ++failures_;  // counted: reset only by a launch known to have worked
+    next_try_ms_ = now_ms + std::min<int64_t>(60000, kUnknownOutcomeRetryMs << std::min(failures_ - 1, 4));
     state_ = "launched tensorscoped; its exit status was collected elsewhere (log " + log_path_ + ")";
     return true;
   }

@@ -13,15 +13,18 @@
 // child of the launcher must not stop them for good). The daemon itself takes the
 // session lock, so however many are launched, one serves. Failures are a state
 // (stats().autostart), never an exception; a daemon that cannot be found or configured
-// is not tried again. The executable and the environment it gets are resolved when the
-// object is made (on the thread that makes the Client: the environment is not read from
-// another thread while the program may change it).
+// is not tried again. The environment (and the search path in it) and the output
+// directory are taken when the object is made (on the thread that makes the Client: the
+// environment is not read from
+// another thread while the program may change it); the search for it happens at the
+// first launch, on the connection thread.
 // Thread safety: construction on any thread, then one thread.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,10 +41,20 @@ struct AutostartConfig {
   int idle_exit_ms = 30000;  // the daemon exits once no producer was connected this long
 };
 
+// Where to look for tensorscoped: the configured path and the environment's say, copied
+// (from_environment reads the environment: call it on the thread that may change it).
+struct DaemonSearch {
+  std::string configured;                 // ClientOptions::daemon_executable
+  std::optional<std::string> env_daemon;  // $TENSORSCOPE_DAEMON
+  std::string path;                       // $PATH
+  static DaemonSearch from_environment(const std::string& configured);
+};
+
 // tensorscoped, looked for in order: `configured`, $TENSORSCOPE_DAEMON, beside the
 // executable or shared library that holds the client (and ../bin from there), the
-// install prefix's bin directory, then $PATH. The error lists where it looked.
-StatusOr<std::string> find_daemon_executable(const std::string& configured);
+// install prefix's bin directory, then $PATH. The error lists where it looked. Touches
+// the filesystem (stat of each candidate): not for the training thread.
+StatusOr<std::string> find_daemon_executable(const DaemonSearch& search);
 
 class DaemonAutostart {
  public:
@@ -76,8 +89,9 @@ class DaemonAutostart {
   void fail(const std::string& why, bool final, int64_t now_ms);
   void release_lock();
 
-  AutostartConfig config_;
-  StatusOr<std::string> executable_;
+  AutostartConfig config_;  // output_dir made absolute at construction
+  DaemonSearch search_;
+  std::optional<StatusOr<std::string>> executable_;  // found at the first launch
   std::vector<std::string> environment_;  // copied at construction
   std::string log_path_;
   int64_t waiting_since_ms_ = -1;

@@ -31,7 +31,8 @@ void usage(FILE* out) {
                "                    [--detach] [--autostarted]\n"
                "Starts the tensorscope daemon in the foreground. Videos go to DIR/NAME/.\n"
                "  --idle-exit-ms MS  exit (finalizing every video) after MS ms without producers\n"
-               "  --detach           run the daemon in a child; return once it listens\n"
+               "  --detach           (first argument) run the daemon in a child; return once it\n"
+               "                     listens\n"
                "  --autostarted      mark the daemon as started by a client (tensorscope status)\n"
                "Exit status: 0 stopped cleanly (or, with --detach, listening), 1 could not start,\n"
                "2 bad arguments or config, 3 a daemon already serves the session.\n");
@@ -84,8 +85,9 @@ void detach(int* ready_fd) {
   ::_exit(tensorscope::daemon::kExitStartFailed);
 }
 
-// --detach: started from inside a training process, which may have left descriptors open
-// without close-on-exec (its sockets, pipes): keep none of them.
+// --detach (first, as the client's autostart passes it): started from inside a training
+// process, which may have left descriptors open without close-on-exec (its sockets,
+// pipes): keep none of them.
 void close_inherited_descriptors() {
   if (::close_range(3, ~0U, 0) == 0) return;
   for (int fd = 3; fd < 65536; ++fd) ::close(fd);
@@ -95,9 +97,7 @@ void close_inherited_descriptors() {
 
 int main(int argc, char** argv) {
   using namespace tensorscope;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--detach") == 0) close_inherited_descriptors();
-  }
+  if (argc > 1 && std::strcmp(argv[1], "--detach") == 0) close_inherited_descriptors();
   if (argc == 3 && std::strcmp(argv[1], "--worker-fd") == 0) {
     int fd = -1;
     if (!parse_int(argv[2], &fd) || fd < 0) return 2;

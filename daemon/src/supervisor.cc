@@ -126,6 +126,18 @@ Status Supervisor::start() {
   if (!signals) return signals;
   Status locked = take_session_lock();
   if (!locked) return locked;
+  {
+    // Probe CUDA once, now (once the session is ours: a daemon that is not needed exits
+    // before starting a driver): the first registration must not wait for it.
+    std::string why;
+    if (device_payloads_supported(&why)) {
+      TS_LOG_INFO("CUDA IPC payloads: supported");
+    } else {
+      TS_LOG_INFO("CUDA IPC payloads: not supported ({}); clients send CUDA tensors through "
+                  "pinned host memory",
+                  why);
+    }
+  }
   const SegmentCleanup cleanup = remove_dead_segments(runtime_dir_);
   if (!cleanup.removed.empty()) {
     TS_LOG_INFO("removed {} segment(s) of dead producers from {} ({} bytes)", cleanup.removed.size(),
@@ -589,17 +601,6 @@ void Supervisor::shutdown_workers() {
 }
 
 int Supervisor::run() {
-  {
-    // Probe CUDA once, now: the first registration must not wait for driver start-up.
-    std::string why;
-    if (device_payloads_supported(&why)) {
-      TS_LOG_INFO("CUDA IPC payloads: supported");
-    } else {
-      TS_LOG_INFO("CUDA IPC payloads: not supported ({}); clients send CUDA tensors through "
-                  "pinned host memory",
-                  why);
-    }
-  }
   Status started = start();
   if (!started) {
     TS_LOG_ERROR("tensorscoped cannot start: {}", started.message());

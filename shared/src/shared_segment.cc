@@ -229,11 +229,14 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
                                                              std::memory_order_release);
   // Complete: give it its name. A file of that name that nobody holds is a leftover of a
   // dead process with our pid and is replaced; a held one is never touched.
-  int named = ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
-  if (named != 0 && errno == EINVAL) named = ::rename(temp.c_str(), path.c_str());  // no renameat2 here
-  if (named != 0 && errno == EEXIST && lock_state(path) != LockState::kHeld) {
+  // link() never replaces (an atomic no-replace rename on every local filesystem).
+  int named = ::link(temp.c_str(), path.c_str());
+  if (named != 0 && (errno == EPERM || errno == EOPNOTSUPP) && ::access(path.c_str(), F_OK) != 0) {
+    named = ::rename(temp.c_str(), path.c_str());  // a filesystem without hard links
+  } else if (named != 0 && errno == EEXIST && lock_state(path) != LockState::kHeld) {
     named = ::rename(temp.c_str(), path.c_str());
   }
+  if (named == 0) ::unlink(temp.c_str());  // after rename() it is gone already
   if (named != 0) {
     Status st = Status::error(errno_text("cannot name segment", path));
     mapped = st;  // unmaps

@@ -138,7 +138,8 @@ TEST_F(ClientStartTest, SmallRuntimeDirectoryNeverKillsTheTraining) {
   DaemonProcess* daemon = start_ready_daemon(name, tmpfs.path());
   ASSERT_NE(daemon, nullptr);
   const std::vector<std::string> train = {"--track-model", "--count", "600", "--every-n", "1", "--budget",
-                                          std::to_string(128 * kMiB), "--wait-connect-ms", "0"};
+                                          std::to_string(128 * kMiB), "--wait-connect-ms", "0",
+                                          "--connect-timeout-ms", "20000"};
   auto check = [&](ChildProcess* p, uint64_t expected_bytes) {
     const json line = final_line(p);
     ASSERT_TRUE(line.is_object()) << "no final line from producer " << p->pid();

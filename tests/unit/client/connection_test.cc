@@ -106,25 +106,25 @@ TEST(DaemonExecutable, ConfiguredThenEnvironmentThenBesideTheProgram) {
   std::ofstream(fake) << "#!/bin/sh\n";
   ::chmod(fake.c_str(), 0700);
 
-  auto configured = find_daemon_executable(fake);
+  auto configured = find_daemon_executable(DaemonSearch::from_environment(fake));
   ASSERT_TRUE(configured) << configured.message();
   EXPECT_EQ(*configured, fake);
-  auto missing = find_daemon_executable(dir.path() + "/nope");
+  auto missing = find_daemon_executable(DaemonSearch::from_environment(dir.path() + "/nope"));
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.message().find("daemon_executable"), std::string::npos) << missing.message();
 
   ::setenv("TENSORSCOPE_DAEMON", fake.c_str(), 1);
-  auto from_env = find_daemon_executable("");
+  auto from_env = find_daemon_executable(DaemonSearch::from_environment(""));
   ASSERT_TRUE(from_env) << from_env.message();
   EXPECT_EQ(*from_env, fake);
   ::setenv("TENSORSCOPE_DAEMON", (dir.path() + "/nope").c_str(), 1);
-  auto bad_env = find_daemon_executable("");
+  auto bad_env = find_daemon_executable(DaemonSearch::from_environment(""));
   ASSERT_FALSE(bad_env);
   EXPECT_NE(bad_env.message().find("TENSORSCOPE_DAEMON"), std::string::npos) << bad_env.message();
 
   // The test program lives in build/bin beside tensorscoped.
   ::unsetenv("TENSORSCOPE_DAEMON");
-  auto beside = find_daemon_executable("");
+  auto beside = find_daemon_executable(DaemonSearch::from_environment(""));
   ASSERT_TRUE(beside) << beside.message();
   EXPECT_EQ(beside->substr(beside->size() - std::string("/tensorscoped").size()), "/tensorscoped");
   EXPECT_EQ(::access(beside->c_str(), X_OK), 0);
@@ -222,7 +222,7 @@ TEST(ClientStart, TwoClientsOfOneSessionInOneProcessKeepTheirOwnSegments) {
   std::atomic<int> records{0};
   bench::BenchSink sink(dir.path() + "/run", "unit", [&](const RecordView&) { ++records; });
   ASSERT_TRUE(sink.start());
-  Client a(isolated(dir)), b(isolated(dir));
+  Client a(isolated(dir).connect_timeout_ms(20000)), b(isolated(dir).connect_timeout_ms(20000));
   ASSERT_TRUE(a.connected());
   ASSERT_TRUE(b.connected());
   size_t segments = 0;
@@ -243,7 +243,7 @@ TEST(ClientLog, HostileStreamNamesAreEscapedAndCut) {
   testing::TempDir dir("ts-client");
   bench::BenchSink sink(dir.path() + "/run", "unit");
   ASSERT_TRUE(sink.start());
-  Client client(isolated(dir));  // waits for the registration: its socket exists
+  Client client(isolated(dir).connect_timeout_ms(20000));  // waits for the registration: its socket exists
   ASSERT_TRUE(client.connected());
   std::string hostile = "evil\n[2026-01-01] [tensorscope] [info] forged line\x1b[2J\x1b]0;title\x07";
   hostile += std::string(65536, 'A');
