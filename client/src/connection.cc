@@ -117,7 +117,11 @@ std::string Connection::no_daemon_note(const std::string& socket_path) const {
 void Connection::set_state(const std::string& state) {
   std::lock_guard<std::mutex> lock(notes_mutex_);
   notes_.state = state;
-  if (autostart_) notes_.autostart = autostart_->state();
+}
+
+void Connection::refresh_autostart_note() {
+  std::lock_guard<std::mutex> lock(notes_mutex_);
+  notes_.autostart = autostart_->state();
 }
 
 void Connection::wait_for_first_connection(int timeout_ms) {
@@ -168,8 +172,7 @@ void Connection::run() {
         first_cv_.notify_all();
         if (autostart_) {
           autostart_->on_connected();
-          std::lock_guard<std::mutex> lock(notes_mutex_);
-          notes_.autostart = autostart_->state();
+          refresh_autostart_note();
         }
         // After the registration reply, while pushes already flow: never writes the ring.
         active_.load()->segment->prefault_data();
@@ -179,10 +182,7 @@ void Connection::run() {
       if (attempt == Attempt::kNoDaemon && autostart_) {
         const bool look_now = autostart_->step(now_ms());
         launching = autostart_->in_progress();
-        {
-          std::lock_guard<std::mutex> lock(notes_mutex_);
-          notes_.autostart = autostart_->state();
-        }
+        refresh_autostart_note();
         if (look_now && !retried_after_launch_) {
           retried_after_launch_ = true;  // once: the daemon should answer right away
           continue;
@@ -374,8 +374,7 @@ void Connection::watch() {
   Active* active = active_.load();
   if (autostart_ && autostart_->in_progress()) {  // the launcher's outcome, and its lock
     autostart_->poll(now_ms());
-    std::lock_guard<std::mutex> lock(notes_mutex_);
-    notes_.autostart = autostart_->state();
+    refresh_autostart_note();
   }
   pollfd fds[2] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const int rc = ::poll(fds, 2, 100);

@@ -118,6 +118,7 @@ class Connection {
   void wait_for_first_connection(int timeout_ms);
   void first_attempt_over();
   void set_state(const std::string& state);
+  void refresh_autostart_note();  // notes_.autostart = autostart_->state()
   std::string no_daemon_note(const std::string& socket_path) const;
   void remove_leftover_segments();
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/file_lock.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/message_channel.h"
@@ -28,9 +29,6 @@ namespace tensorscope {
 namespace {
 
 constexpr const char* kDaemonName = "tensorscoped";
-// Exit statuses of `tensorscoped --detach` (daemon_main.cc).
-constexpr int kExitBadUsage = 2;
-constexpr int kExitAlreadyRunning = 3;
 constexpr int64_t kStillStartingMs = 60000;
 constexpr int64_t kWaitForOtherMs = 5000;    // then launch anyway: the session lock arbitrates
 constexpr int64_t kMinLaunchGapMs = 1000;    // between two launches of one client
@@ -287,18 +285,18 @@ bool DaemonAutostart::check_child(int64_t now_ms) {
     state_ = "launched tensorscoped; its exit status was collected elsewhere (log " + log_path_ + ")";
     return true;
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kDaemonExitOk) {
     failures_ = 0;
     state_ = "started tensorscoped (log " + log_path_ + ")";
     return true;
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == kExitAlreadyRunning) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kDaemonExitAlreadyRunning) {
     state_ = "a daemon started by another process serves the session";
     return true;
   }
   const std::string line = last_log_line(log_path_);
   fail("tensorscoped " + describe_exit(status) + (line.empty() ? "" : ": " + line) + " (log " + log_path_ + ")",
-       WIFEXITED(status) && WEXITSTATUS(status) == kExitBadUsage, now_ms);
+       WIFEXITED(status) && WEXITSTATUS(status) == kDaemonExitBadUsage, now_ms);
   return false;
 }
 

@@ -17,9 +17,11 @@
 #include <cstring>
 #include <string>
 
+#include "inherited_descriptors.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "tensorscope/shared/daemon_config.h"
+#include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/logging.h"
 
 namespace {
@@ -61,12 +63,12 @@ void detach(int* ready_fd) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     std::perror("tensorscoped: pipe");
-    std::exit(tensorscope::daemon::kExitStartFailed);
+    std::exit(tensorscope::kDaemonExitStartFailed);
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
     std::perror("tensorscoped: fork");
-    std::exit(tensorscope::daemon::kExitStartFailed);
+    std::exit(tensorscope::kDaemonExitStartFailed);
   }
   if (pid == 0) {
     ::close(fds[0]);
@@ -78,26 +80,20 @@ void detach(int* ready_fd) {
   char byte = 0;
   pollfd p{fds[0], POLLIN, 0};
   // Start-up includes waiting for a previous daemon of the session to finish.
-  if (::poll(&p, 1, 10 * 60 * 1000) <= 0) ::_exit(tensorscope::daemon::kExitStartFailed);
+  if (::poll(&p, 1, 10 * 60 * 1000) <= 0) ::_exit(tensorscope::kDaemonExitStartFailed);
   if (::read(fds[0], &byte, 1) == 1 && byte == 'R') ::_exit(0);
   int status = 0;  // no word and the pipe closed: the daemon is exiting
   if (::waitpid(pid, &status, 0) == pid && WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
-  ::_exit(tensorscope::daemon::kExitStartFailed);
-}
-
-// --detach (first, as the client's autostart passes it): started from inside a training
-// process, which may have left descriptors open without close-on-exec (its sockets,
-// pipes): keep none of them.
-void close_inherited_descriptors() {
-  if (::close_range(3, ~0U, 0) == 0) return;
-  for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+  ::_exit(tensorscope::kDaemonExitStartFailed);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tensorscope;
-  if (argc > 1 && std::strcmp(argv[1], "--detach") == 0) close_inherited_descriptors();
+  // --detach comes first (as the client's autostart passes it): the training process that
+  // started us may have left descriptors open without close-on-exec.
+  if (argc > 1 && std::strcmp(argv[1], "--detach") == 0) daemon::close_inherited_descriptors();
   if (argc == 3 && std::strcmp(argv[1], "--worker-fd") == 0) {
     int fd = -1;
     if (!parse_int(argv[2], &fd) || fd < 0) return 2;
@@ -115,7 +111,7 @@ int main(int argc, char** argv) {
     auto value = [&](const char* name) -> const char* {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "tensorscoped: %s needs a value\n", name);
-        std::exit(2);
+        std::exit(kDaemonExitBadUsage);
       }
       return argv[++i];
     };
@@ -132,12 +128,12 @@ int main(int argc, char** argv) {
     } else if (arg == "--workers") {
       if (!parse_int(value("--workers"), &workers)) {
         std::fprintf(stderr, "tensorscoped: --workers: expected an integer, got '%s'\n", argv[i]);
-        return 2;
+        return kDaemonExitBadUsage;
       }
     } else if (arg == "--idle-exit-ms") {
       if (!parse_int(value("--idle-exit-ms"), &idle_exit_ms) || idle_exit_ms < 0) {
         std::fprintf(stderr, "tensorscoped: --idle-exit-ms: expected an integer >= 0, got '%s'\n", argv[i]);
-        return 2;
+        return kDaemonExitBadUsage;
       }
     } else if (arg == "--detach") {
       detached = true;
@@ -149,7 +145,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "tensorscoped: unknown argument '%s'\n", arg.c_str());
       usage(stderr);
-      return 2;
+      return kDaemonExitBadUsage;
     }
   }
 
@@ -157,7 +153,7 @@ int main(int argc, char** argv) {
                                      : load_daemon_config(config_path);
   if (!loaded) {
     std::fprintf(stderr, "tensorscoped: %s\n", loaded.message().c_str());
-    return 2;
+    return kDaemonExitBadUsage;
   }
   DaemonConfig config = *loaded;
   if (!output.empty()) config.output_dir = output;
@@ -169,7 +165,7 @@ int main(int argc, char** argv) {
   Status valid = validate_daemon_config(config);
   if (!valid) {
     std::fprintf(stderr, "tensorscoped: %s\n", valid.message().c_str());
-    return 2;
+    return kDaemonExitBadUsage;
   }
   if (detached) detach(&mode.ready_fd);
   (void)init_logging(config.log_level, "supervisor");

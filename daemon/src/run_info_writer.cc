@@ -1,6 +1,8 @@
 // run_info_writer.cc — see run_info_writer.h.
 #include "run_info_writer.h"
 
+#include "inherited_descriptors.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -314,11 +316,6 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
-void close_inherited_descriptors() {
-  if (::close_range(3, ~0U, 0) == 0) return;
-  const long max_fd = ::sysconf(_SC_OPEN_MAX);
-  for (long fd = 3; fd < (max_fd > 0 ? std::min(max_fd, 65536L) : 1024L); ++fd) ::close(static_cast<int>(fd));
-}
 
 // The helper's work, in the forked child.
 int run_helper(const std::string& session_dir, const std::string& base, const json& doc,

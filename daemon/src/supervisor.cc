@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/file_lock.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -607,7 +608,7 @@ int Supervisor::run() {
     if (std::any_of(workers_.begin(), workers_.end(), [](const WorkerSlot& w) { return w.alive; })) {
       shutdown_workers();  // it failed after they were started
     }
-    return already_running_ ? kExitAlreadyRunning : kExitStartFailed;
+    return already_running_ ? kDaemonExitAlreadyRunning : kDaemonExitStartFailed;
   }
   while (!g_stop_requested) {
     std::vector<pollfd> fds;

@@ -8,7 +8,7 @@
 // index.json: workers report finished files, the supervisor rewrites it atomically.
 // On SIGINT/SIGTERM every worker finalizes its videos; then run() returns 0.
 // Start-up: the session lock (file_lock.h on <runtime>/<session>.lock) makes it the one
-// daemon of its session (a second one exits with kExitAlreadyRunning, or waits while the
+// daemon of its session (a second one exits with kDaemonExitAlreadyRunning, or waits while the
 // previous one finishes); segments that dead producers left are removed; the socket is
 // published only once the workers run. With supervisor.idle_exit_ms it exits by itself,
 // as on SIGTERM, once no producer has been connected for that long (autostarted daemons).
@@ -32,11 +32,6 @@
 #include "tensorscope/shared/shared_segment.h"
 
 namespace tensorscope::daemon {
-
-// Exit statuses of tensorscoped (daemon_main.cc); the client's autostart reads them.
-inline constexpr int kExitStartFailed = 1;
-inline constexpr int kExitBadUsage = 2;
-inline constexpr int kExitAlreadyRunning = 3;
 
 struct StartMode {
   bool autostarted = false;  // started by a client (shown by `tensorscope status`)

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "daemon_process.h"
 #include "process_fixture.h"
 #include "small_tmpfs.h"
@@ -36,6 +37,7 @@ namespace tensorscope::itest {
 namespace {
 
 using nlohmann::json;
+using testing::slurp;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -59,23 +61,16 @@ std::vector<std::string> segment_files(const std::string& dir) {
   return list_dir(dir, [](const std::string& n) { return segment_file_pid(n) > 0; });
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Supervisors (not workers) of `session` running now, found by their command lines.
 std::vector<pid_t> supervisors_of(const std::string& session) {
   std::vector<pid_t> found;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_file(e.path().string() + "/cmdline");
+    std::string cmdline = slurp(e.path().string() + "/cmdline");
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     // Workers run with --worker-fd; the supervisor's helpers (run_info's git) are named apart.
-    if (read_file(e.path().string() + "/comm") != "tensorscoped\n") continue;
+    if (slurp(e.path().string() + "/comm") != "tensorscoped\n") continue;
     if (cmdline.find("--worker-fd") == std::string::npos &&
         cmdline.find("--session " + session + " ") != std::string::npos) {
       found.push_back(static_cast<pid_t>(std::stol(name)));
@@ -273,7 +268,7 @@ TEST_F(ClientStartTest, AutostartFourRanksOneDaemonThatExitsWhenIdle) {
   ASSERT_TRUE(wait_until([&] { return !process_alive(daemon_pid); }, kExitTimeout))
       << "the autostarted daemon did not exit once idle";
   const std::string session_dir = output + "/" + name;
-  EXPECT_THAT(read_file(session_dir + "/tensorscoped.log"), HasSubstr("exiting"));
+  EXPECT_THAT(slurp(session_dir + "/tensorscoped.log"), HasSubstr("exiting"));
   auto files = read_index(session_dir);
   ASSERT_TRUE(files) << files.message();
   std::map<std::string, int64_t> listed;  // "<stream>@<rank>" -> frames

@@ -11,7 +11,8 @@ add_executable(daemon_unit_tests
   ${CMAKE_CURRENT_LIST_DIR}/stream_router_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mode_selector_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_payload_reader_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/run_info_writer_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/run_info_writer_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/inherited_descriptors_test.cc)
 target_include_directories(daemon_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/daemon/src)
 target_link_libraries(daemon_unit_tests PRIVATE
   tensorscope_daemon_core tensorscope_test_support nlohmann_json::nlohmann_json GTest::gtest_main)
