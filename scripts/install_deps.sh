@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev
   python3-numpy
   libhdf5-dev python3-h5py
-  python3-torch
+  python3-torch python3-dev python3-pytest
 )
 
 missing=()

@@ -13,17 +13,6 @@
 
 namespace tensorscope {
 
-const char* to_string(PushResult result) {
-  switch (result) {
-    case PushResult::kPushed: return "pushed";
-    case PushResult::kGated: return "gated";
-    case PushResult::kDroppedFull: return "dropped_full";
-    case PushResult::kNotConnected: return "not_connected";
-    case PushResult::kRefused: return "refused";
-  }
-  return "unknown";
-}
-
 // RenderMode is the public face of wire::RenderHint: same values.
 static_assert(static_cast<uint8_t>(RenderMode::kDefault) == static_cast<uint8_t>(wire::RenderHint::kNone));
 static_assert(static_cast<uint8_t>(RenderMode::kAuto) == static_cast<uint8_t>(wire::RenderHint::kAuto));
@@ -78,7 +67,7 @@ PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexc
   try {
     return impl_->push(name, tensor);
   } catch (...) {
-    impl_->refused_.fetch_add(1, std::memory_order_relaxed);
+    impl_->count_refused(name, "push failed");
     return PushResult::kRefused;
   }
 }
@@ -125,27 +114,27 @@ void Client::set_render_mode(const std::string& stream, RenderMode mode) {
                 quote_for_message(stream, 120));
     value = 0;
   }
-  impl_->gate_.set_render_hint(stream, value);
+  impl_->core().set_render_hint(stream, value);
 }
 
-void Client::set_label(const std::string& text) { impl_->set_label(text); }
-void Client::set_enabled(bool enabled) { impl_->enabled_.store(enabled, std::memory_order_relaxed); }
+void Client::set_label(const std::string& text) { impl_->core().set_label(text); }
+void Client::set_enabled(bool enabled) { impl_->core().set_enabled(enabled); }
 bool Client::enabled() const { return impl_->enabled(); }
 
 void Client::set_step(int64_t step) {
   // Calls of the ending step are sent with its number.
   impl_->end_module_calls(step != impl_->step());
-  impl_->step_.store(step, std::memory_order_relaxed);
+  impl_->core().set_step(step);
 }
 int64_t Client::step() const { return impl_->step(); }
 int64_t Client::next_step() {
   impl_->end_module_calls(true);
-  return impl_->step_.fetch_add(1, std::memory_order_relaxed) + 1;
+  return impl_->core().next_step();
 }
 
-ClientStats Client::stats() const { return impl_->stats(); }
-bool Client::connected() const { return impl_->connected(); }
+ClientStats Client::stats() const { return impl_->core().stats(); }
+bool Client::connected() const { return impl_->core().connected(); }
 const ClientOptions& Client::options() const { return impl_->options_; }
-int Client::rank() const { return impl_->rank_; }
+int Client::rank() const { return impl_->core().rank(); }
 
 }  // namespace tensorscope

@@ -1,308 +1,84 @@
 #include "client_impl.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
-#include <ATen/Functions.h>
+#include <ATen/core/grad_mode.h>
 
-#include "run_info.h"
+#include "op_observer.h"
 #include "tensor_staging.h"
-#ifdef TENSORSCOPE_WITH_CUDA
-#include "cuda_staging.h"
-#endif
 #include "track.h"
 #include "tensorscope/shared/logging.h"
-#include "tensorscope/shared/runtime_paths.h"
-#include "tensorscope/shared/session_name.h"
-#include "tensorscope/shared/text_input.h"
 
 namespace tensorscope {
-namespace {
 
-int rank_from_environment() {
-  const char* env = std::getenv("RANK");
-  if (env == nullptr || *env == '\0') return 0;
-  char* end = nullptr;
-  const long value = std::strtol(env, &end, 10);
-  if (*end != '\0' || value < 0 || value > (1 << 30)) {
-    TS_LOG_WARN("tensorscope client: ignoring RANK={} (not a rank); using 0", quote_for_message(env, 40));
-    return 0;
-  }
-  return static_cast<int>(value);
+CoreOptions core_options(const ClientOptions& options) {
+  CoreOptions core;
+  core.session = options.session();
+  core.every_n = options.every_n();
+  core.max_hz = options.max_hz();
+  core.rank = options.rank();
+  core.shm_budget = options.shm_budget();
+  core.ring_slots = options.ring_slots();
+  core.max_tensor_bytes = options.max_tensor_bytes();
+  core.runtime_dir = options.runtime_dir();
+  core.reconnect_interval_ms = options.reconnect_interval_ms();
+  core.connect_timeout_ms = options.connect_timeout_ms();
+  core.autostart = options.autostart();
+  core.autostart_config = options.autostart_config();
+  core.autostart_output = options.autostart_output();
+  core.autostart_idle_exit_ms = options.autostart_idle_exit_ms();
+  core.daemon_executable = options.daemon_executable();
+  core.enabled = options.enabled();
+  core.cuda_staging_bytes = options.cuda_staging_bytes();
+  core.cuda_ipc = options.cuda_ipc();
+  core.framework_versions = {{"libtorch", libtorch_version()}};
+  return core;
 }
 
-// LOCAL_WORLD_SIZE (torchrun): how many ranks share this machine's /dev/shm; 1 if unset.
-uint64_t local_world_size_from_environment() {
-  const char* env = std::getenv("LOCAL_WORLD_SIZE");
-  if (env == nullptr || *env == '\0') return 1;
-  char* end = nullptr;
-  const long value = std::strtol(env, &end, 10);
-  return *end == '\0' && value >= 1 && value <= 65536 ? static_cast<uint64_t>(value) : 1;
-}
-
-uint64_t now_unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-// Copies `text` into a fixed NUL-terminated field, cutting at a UTF-8 boundary.
-void copy_field(char* field, size_t capacity, const std::string& text) {
-  size_t n = std::min(text.size(), capacity - 1);
-  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  std::memcpy(field, text.data(), n);
-  std::memset(field + n, 0, capacity - n);
-}
-
-std::string name_refusal(const std::string& name) {
-  if (name.empty()) return "stream name is empty";
-  if (name.size() >= wire::kNameBytes) {
-    return "stream name " + quote_for_message(name, 32) + " is longer than " +
-           std::to_string(wire::kNameBytes - 1) + " bytes";
-  }
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) return "stream name has control characters";
-  }
-  return {};
-}
-
-}  // namespace
-
-ClientImpl::ClientImpl(ClientOptions options)
-    : options_(std::move(options)),
-      rank_(options_.rank().has_value() ? *options_.rank() : rank_from_environment()),
-      gate_(options_.every_n(), options_.max_hz()),
-      enabled_(options_.enabled()),
-      fork_generation_(fork_generation()) {
-  Status valid = validate_session_name(options_.session());
-  if (!valid) {
-    TS_LOG_ERROR("tensorscope client: {}; every push will be refused", valid.message());
-    session_error_ = true;
-    return;
-  }
-#ifdef TENSORSCOPE_WITH_CUDA
-  cuda_ = std::make_unique<CudaStaging>(options_.cuda_staging_bytes(), options_.cuda_ipc());
-#endif
-  ConnectionConfig config;
-  config.session = options_.session();
-  config.runtime_dir = default_runtime_dir(options_.runtime_dir());
-  config.shm_budget = options_.shm_budget();
-  config.ring_slots = options_.ring_slots();
-  config.rank = rank_;
-  config.reconnect_interval_ms = std::max(10, options_.reconnect_interval_ms());
-  config.connect_timeout_ms = std::clamp(options_.connect_timeout_ms(), 0, 600000);
-  config.local_world_size = local_world_size_from_environment();
-  if (options_.autostart()) {
-    config.autostart = AutostartConfig{options_.daemon_executable(), options_.autostart_config(),
-                                       options_.autostart_output(),  options_.session(),
-                                       config.runtime_dir,           std::max(1000, options_.autostart_idle_exit_ms())};
-  }
-  config.run_info = collect_run_info(rank_);
-  connection_ = std::make_unique<Connection>(std::move(config));
-}
-
-ClientImpl::~ClientImpl() {
-#ifdef TENSORSCOPE_WITH_CUDA
-  // The daemon may still be copying blocks of our CUDA pools: let it finish (bounded)
-  // before the connection goes and the pools are freed.
-  if (cuda_ && connection_) cuda_->wait_released(*connection_, std::chrono::seconds(2));
-#endif
-}
-
-PushResult ClientImpl::precheck() {
-  if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);
-  if (session_error_) return count(refused_, PushResult::kRefused);
-  if (fork_generation() != fork_generation_) return count(not_connected_, PushResult::kNotConnected);
-  return PushResult::kPushed;
-}
+ClientImpl::ClientImpl(ClientOptions options) : options_(std::move(options)), core_(core_options(options_)) {}
 
 PushResult ClientImpl::push(const std::string& name, const at::Tensor& tensor) {
-  const PushResult early = precheck();
-  if (early != PushResult::kPushed) return early;
-  const StreamGate::Admission admission = gate_.admit(name);
-  if (!admission.admitted) return count(gated_, PushResult::kGated);
-  Connection::Guard guard = connection_->acquire();
-  if (!guard) return count(not_connected_, PushResult::kNotConnected);
-  return stage(*guard.operator->(), name, tensor, wire::TensorKind::kTensor, admission.render_hint,
-               options_.transform());
+  const StreamGate::Admission admission = core_.admit(name);
+  if (!admission.admitted) return PushResult::kGated;
+  return stage(name, tensor, wire::TensorKind::kTensor, admission.render_hint, options_.transform());
 }
 
 PushResult ClientImpl::send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
                             uint8_t render_hint, const TransformFn* transform) noexcept {
+  const TransformFn& chosen = transform != nullptr && *transform ? *transform : options_.transform();
+  return stage(name, tensor, kind, render_hint, chosen);
+}
+
+PushResult ClientImpl::stage(const std::string& name, const at::Tensor& input, wire::TensorKind kind,
+                             uint8_t render_hint, const TransformFn& transform) noexcept {
+  const PushResult early = core_.ready();
+  if (early != PushResult::kPushed) return early;
+  std::string refusal;
   try {
-    const PushResult early = precheck();
-    if (early != PushResult::kPushed) return early;
-    Connection::Guard guard = connection_->acquire();
-    if (!guard) return count(not_connected_, PushResult::kNotConnected);
-    const TransformFn& chosen =
-        transform != nullptr && *transform ? *transform : options_.transform();
-    return stage(*guard.operator->(), name, tensor, kind, render_hint, chosen);
-  } catch (...) {
-    refused_.fetch_add(1, std::memory_order_relaxed);
-    return PushResult::kRefused;
-  }
-}
-
-PushResult ClientImpl::send_module_tree(const std::string& track, const std::string& payload,
-                                        int64_t step) noexcept {
-  try {
-    const PushResult early = precheck();
-    if (early != PushResult::kPushed) return early;
-    Connection::Guard guard = connection_->acquire();
-    if (!guard) return count(not_connected_, PushResult::kNotConnected);
-    if (!guard->module_tree) return PushResult::kGated;  // a daemon that would drop it: not sent, not counted
-    // The payload is copied into the ring before this returns: a view of it suffices.
-    const at::Tensor bytes = at::from_blob(const_cast<char*>(payload.data()),
-                                           {static_cast<int64_t>(payload.size())},
-                                           at::TensorOptions().dtype(at::kByte));
-    return stage(*guard.operator->(), track, bytes, wire::TensorKind::kModuleTree, 0, TransformFn(), step);
-  } catch (...) {
-    refused_.fetch_add(1, std::memory_order_relaxed);
-    return PushResult::kRefused;
-  }
-}
-
-PushResult ClientImpl::stage(Connection::Active& active, const std::string& name,
-                             const at::Tensor& input, wire::TensorKind kind, uint8_t render_hint,
-                             const TransformFn& transform, std::optional<int64_t> step) {
-  std::string refusal = name_refusal(name);
-  at::Tensor tensor = input;
-  if (refusal.empty() && transform) {
-    try {
-      tensor = transform(name, input);
-      if (!tensor.defined()) refusal = "transform returned an undefined tensor";
-    } catch (const std::exception& e) {
-      refusal = std::string("transform threw: ") + e.what();
-    } catch (...) {
-      refusal = "transform threw";
+    ObserverPause pause;  // our own ops (transform, contiguous, copies) are not the model's
+    at::NoGradGuard no_grad;
+    at::Tensor tensor = input;
+    if (transform) {
+      try {
+        tensor = transform(name, input);
+        if (!tensor.defined()) refusal = "transform returned an undefined tensor";
+      } catch (const std::exception& e) {
+        refusal = std::string("transform threw: ") + e.what();
+      } catch (...) {
+        refusal = "transform threw";
+      }
     }
-  }
-  if (refusal.empty()) refusal = staging_refusal(tensor);
-  uint64_t bytes = 0;
-  if (refusal.empty()) {
-    bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
-    if (options_.max_tensor_bytes() > 0 && bytes > options_.max_tensor_bytes()) {
-      refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds ClientOptions::max_tensor_bytes (" +
-                std::to_string(options_.max_tensor_bytes()) + ")";
+    if (refusal.empty()) refusal = staging_refusal(tensor);
+    if (refusal.empty()) {
+      const StagedTensor staged(tensor);
+      return core_.send(name, staged.ref(), kind, render_hint);
     }
-  }
-  if (!refusal.empty()) return refuse(active, name, refusal);
-
-  // Everything that can fail or throw happens before the reservation: between
-  // reserve() and commit()/cancel() only plain stores and the guarded copy run, so a
-  // claimed slot is always published.
-  wire::RecordHeader fields;
-  fields.step = step ? *step : step_.load(std::memory_order_relaxed);
-  fields.timestamp_unix_ns = now_unix_ns();
-  fields.rank = rank_;
-  fields.dtype = static_cast<uint8_t>(wire_dtype(tensor.scalar_type()));
-  fields.kind = static_cast<uint8_t>(kind);
-  fields.ndim = static_cast<uint8_t>(tensor.dim());
-  fields.render_hint = render_hint;
-  for (size_t d = 0; d < wire::kMaxDims; ++d) {
-    fields.shape[d] = d < fields.ndim ? tensor.size(static_cast<int64_t>(d)) : 0;
-  }
-  copy_field(fields.name, wire::kNameBytes, name);
-  copy_field(fields.device, wire::kDeviceBytes, device_string(tensor));
-  {
-    std::lock_guard<std::mutex> lock(label_mutex_);
-    std::memcpy(fields.label, label_, wire::kLabelBytes);
-  }
-
-  if (tensor.is_cuda() && bytes > 0) {
-#ifdef TENSORSCOPE_WITH_CUDA
-    const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
-    if (!outcome.fallback) return counted(active, name, outcome.result, outcome.why, bytes);
-#else
-    sync_cuda_copies_.fetch_add(1, std::memory_order_relaxed);
-#endif
-  }
-  return stage_in_ring(active, name, fields, tensor, bytes);
-}
-
-PushResult ClientImpl::counted(Connection::Active& active, const std::string& name, PushResult result,
-                               const std::string& why, uint64_t bytes) {
-  switch (result) {
-    case PushResult::kPushed:
-      bytes_.fetch_add(bytes, std::memory_order_relaxed);
-      active.segment->header()->bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
-      return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
-    case PushResult::kDroppedFull:
-      return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
-    case PushResult::kNotConnected:
-      return count(not_connected_, PushResult::kNotConnected);
-    case PushResult::kGated:
-      return count(gated_, PushResult::kGated);
-    case PushResult::kRefused:
-      break;
-  }
-  return refuse(active, name, why);
-}
-
-PushResult ClientImpl::stage_in_ring(Connection::Active& active, const std::string& name,
-                                     const wire::RecordHeader& fields, const at::Tensor& tensor,
-                                     uint64_t bytes) {
-  {
-    const uint64_t limit = active.writer->max_payload_bytes();
-    if (bytes > limit) {
-      return refuse(active, name,
-                    "tensor of " + std::to_string(bytes) + " bytes exceeds the shared-memory ring's " +
-                        std::to_string(limit) + " bytes (ClientOptions::shm_budget)");
-    }
-  }
-  RingWriter::Reservation r;
-  const auto reserved = active.writer->reserve(bytes, &r);
-  if (reserved == RingWriter::ReserveResult::kTooLarge) {
-    return refuse(active, name, "tensor does not fit in the shared-memory ring");
-  }
-  if (reserved == RingWriter::ReserveResult::kFull) {
-    return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full,
-                 &active);
-  }
-  copy_record_fields(fields, r.header);
-  char copy_error[256] = {};  // no allocation between reserve and cancel
-  try {
-    copy_into(tensor, r.payload, bytes);
   } catch (const std::exception& e) {
-    std::snprintf(copy_error, sizeof(copy_error), "%s", e.what());
-    if (copy_error[0] == '\0') copy_error[0] = '?';
+    refusal = std::string("copy failed: ") + e.what();
   } catch (...) {
-    std::snprintf(copy_error, sizeof(copy_error), "unknown exception");
+    refusal = "copy failed: unknown exception";
   }
-  if (copy_error[0] != '\0') {
-    active.writer->cancel(r);
-    return refuse(active, name, std::string("copy failed: ") + copy_error);
-  }
-  active.writer->commit(r);
-  return counted(active, name, PushResult::kPushed, {}, bytes);
-}
-
-PushResult ClientImpl::refuse(Connection::Active& active, const std::string& name,
-                              const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(refusal_mutex_);
-    if (refused_streams_.size() < 1024 && refused_streams_.insert(name).second) {
-      TS_LOG_WARN("tensorscope client: push of {} refused: {}", quote_for_message(name, 120), why);
-    }
-  }
-  return count(refused_, PushResult::kRefused, &wire::SegmentHeader::refused, &active);
-}
-
-PushResult ClientImpl::count(std::atomic<uint64_t>& local, PushResult result,
-                             SegmentCounter mirrored, Connection::Active* active) {
-  local.fetch_add(1, std::memory_order_relaxed);
-  if (mirrored != nullptr) {
-    if (active != nullptr) {
-      (active->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
-    } else if (connection_) {
-      Connection::Guard guard = connection_->acquire();
-      if (guard) (guard->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  return result;
+  return core_.refuse(name, refusal);
 }
 
 void ClientImpl::add_track(const std::shared_ptr<Track>& track) {
@@ -357,48 +133,6 @@ std::vector<TrackedStream> ClientImpl::tracked() const {
     for (auto& s : track->streams()) out.push_back(std::move(s));
   }
   return out;
-}
-
-void ClientImpl::set_label(const std::string& text) {
-  std::lock_guard<std::mutex> lock(label_mutex_);
-  copy_field(label_, wire::kLabelBytes, text);
-  for (char& c : label_) {
-    if (c != '\0' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = ' ';
-  }
-}
-
-ClientStats ClientImpl::stats() const {
-  ClientStats s;
-  s.pushed = pushed_.load(std::memory_order_relaxed);
-  s.gated = gated_.load(std::memory_order_relaxed);
-  s.dropped_full = dropped_full_.load(std::memory_order_relaxed);
-  s.not_connected = not_connected_.load(std::memory_order_relaxed);
-  s.refused = refused_.load(std::memory_order_relaxed);
-  s.bytes = bytes_.load(std::memory_order_relaxed);
-  s.connected = connected();
-  s.connections = connection_ ? connection_->connections() : 0;
-  if (connection_ && fork_generation() == fork_generation_) {  // a forked child must not take its lock
-    Connection::Notes notes = connection_->notes();
-    s.connection_note = s.connected ? std::string() : std::move(notes.state);
-    s.shm_bytes = notes.segment_bytes;
-    s.shm_note = std::move(notes.shm_note);
-    s.autostart = std::move(notes.autostart);
-  } else if (session_error_) {
-    s.connection_note = "invalid session name: every push is refused";
-  }
-#ifdef TENSORSCOPE_WITH_CUDA
-  if (cuda_) cuda_->fill_stats(&s);
-#else
-  if (sync_cuda_copies_.load(std::memory_order_relaxed) > 0) {
-    s.cuda_transport = "sync-copy";
-    s.cuda_note = "tensorscope was built without CUDA support";
-  }
-#endif
-  return s;
-}
-
-bool ClientImpl::connected() const {
-  return connection_ && fork_generation() == fork_generation_ && connection_->connected();
 }
 
 }  // namespace tensorscope

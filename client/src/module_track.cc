@@ -410,7 +410,7 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
                   "sent (advance the step with Client::next_step())",
                   modules_[module].stream, kMaxCallsPerStep);
     }
-    client->refused_.fetch_add(1, std::memory_order_relaxed);
+    client->count_refused(modules_[module].stream, "more calls in one step than tracked");
     return p;
   }
   if (gate_.admit(call_stream(module, p.call)).admitted) {

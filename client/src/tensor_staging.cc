@@ -1,11 +1,33 @@
+// tensor_staging.cc — see tensor_staging.h.
 #include "tensor_staging.h"
 
 #include <ATen/Functions.h>
-#include <ATen/core/grad_mode.h>
-
-#include <cstring>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/version.h>
 
 namespace tensorscope {
+namespace {
+
+const c10::impl::DeviceGuardImplInterface* cuda_guard() {
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+}
+
+template <typename Fn>
+std::string guarded(const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+    return {};
+  } catch (const std::exception& e) {
+    return std::string(what) + ": " + e.what();
+  } catch (...) {
+    return std::string(what) + ": unknown exception";
+  }
+}
+
+#define TS_STRINGIFY_INNER(x) #x
+#define TS_STRINGIFY(x) TS_STRINGIFY_INNER(x)
+
+}  // namespace
 
 wire::DType wire_dtype(c10::ScalarType type) {
   switch (type) {
@@ -49,32 +71,56 @@ std::string staging_refusal(const at::Tensor& tensor) {
   return {};
 }
 
-void copy_record_fields(const wire::RecordHeader& from, wire::RecordHeader* to) {
-  to->step = from.step;
-  to->timestamp_unix_ns = from.timestamp_unix_ns;
-  to->rank = from.rank;
-  to->dtype = from.dtype;
-  to->kind = from.kind;
-  to->ndim = from.ndim;
-  to->render_hint = from.render_hint;
-  std::memcpy(to->shape, from.shape, sizeof(to->shape));
-  std::memcpy(to->name, from.name, sizeof(to->name));
-  std::memcpy(to->device, from.device, sizeof(to->device));
-  std::memcpy(to->label, from.label, sizeof(to->label));
+StagedTensor::StagedTensor(const at::Tensor& tensor) : tensor_(tensor) {
+  if (!tensor_.is_cpu() && !tensor_.is_cuda()) tensor_ = tensor_.to(at::kCPU);
+  if (tensor_.is_neg() || tensor_.is_conj()) tensor_ = tensor_.resolve_conj().resolve_neg();
+  if (tensor_.is_cuda()) {
+    // A strided view becomes contiguous on the tensor's own stream (ordered before the
+    // copy); the memory may belong to another stream's pool: tell the caching allocator
+    // that the current stream (which waits for the copy) uses it.
+    if (!tensor_.is_contiguous()) tensor_ = tensor_.contiguous();
+    stream_ = cuda_guard()->getStream(tensor_.device());
+    if (tensor_.numel() > 0) cuda_guard()->recordDataPtrOnStream(tensor_.storage().data_ptr(), stream_);
+    ref_.device = DeviceType::kCuda;
+    ref_.device_index = tensor_.device().index();
+    ref_.ordering = this;
+  }
+  ref_.data = tensor_.data_ptr();
+  ref_.dtype = wire_dtype(tensor_.scalar_type());
+  ref_.ndim = static_cast<int>(tensor_.dim());
+  for (int d = 0; d < ref_.ndim; ++d) {
+    ref_.shape[d] = tensor_.size(d);
+    ref_.strides[d] = tensor_.stride(d);
+  }
 }
 
-void copy_into(const at::Tensor& tensor, void* dst, size_t bytes) {
-  if (bytes == 0) return;
-  if (tensor.is_cpu() && tensor.is_contiguous() && !tensor.is_neg() && !tensor.is_conj()) {
-    std::memcpy(dst, tensor.data_ptr(), bytes);
-    return;
-  }
-  // Strided or non-CPU: let ATen write the C-contiguous layout straight into the ring
-  // (without recording anything for autograd).
-  at::NoGradGuard no_grad;
-  at::Tensor target = at::from_blob(dst, tensor.sizes(),
-                                    at::TensorOptions().dtype(tensor.scalar_type()).device(at::kCPU));
-  target.copy_(tensor);
+std::string StagedTensor::record_on_producer(void* event) {
+  return guarded("recording an event on the tensor's stream", [&] {
+    void* e = event;  // c10 records on an event given to it
+    cuda_guard()->record(&e, stream_, stream_.device_index(), c10::EventFlag::PYTORCH_DEFAULT);
+  });
+}
+
+std::string StagedTensor::producer_waits_for(void* event) {
+  return guarded("ordering the tensor's stream after the copy", [&] { cuda_guard()->block(event, stream_); });
+}
+
+std::string StagedTensor::copy_to_host(void* dst, uint64_t bytes) {
+  return guarded("copying to the host", [&] {
+    at::Tensor target = at::from_blob(dst, tensor_.sizes(), at::TensorOptions().dtype(tensor_.scalar_type()));
+    target.copy_(tensor_);
+  });
+}
+
+std::string libtorch_version() {
+#if defined(TORCH_VERSION)
+  return TORCH_VERSION;
+#elif defined(TORCH_VERSION_MAJOR) && defined(TORCH_VERSION_MINOR) && defined(TORCH_VERSION_PATCH)
+  return TS_STRINGIFY(TORCH_VERSION_MAJOR) "." TS_STRINGIFY(TORCH_VERSION_MINOR) "." TS_STRINGIFY(
+      TORCH_VERSION_PATCH);
+#else
+  return "unknown";
+#endif
 }
 
 }  // namespace tensorscope

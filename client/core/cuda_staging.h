@@ -1,9 +1,9 @@
 // cuda_staging.h — how a CUDA tensor reaches the daemon without a host synchronization
 // on the training thread.
 //
-// Used by ClientImpl (built only with TENSORSCOPE_WITH_CUDA). Per device, allocated once
+// Used by ClientCore (built only with TENSORSCOPE_WITH_CUDA). Per device, allocated once
 // at the first push of a tensor on it, never grown:
-//   - CUDA IPC (the daemon's workers can read it, ClientOptions::cuda_ipc): a staging
+//   - CUDA IPC (the daemon's workers can read it, the cuda_ipc option): a staging
 //     pool of cuda_staging_bytes (one cudaMalloc, exported once) and kMaxPoolEvents
 //     interprocess events, published in each new segment's pool table. A push orders a
 //     side stream after the tensor's current stream (an event), copies the tensor there
@@ -33,9 +33,8 @@
 #include <string>
 #include <thread>
 
-#include <ATen/core/Tensor.h>
-
 #include "connection.h"
+#include "tensor_ref.h"
 #include "tensorscope/push_result.h"
 #include "tensorscope/shared/wire_format.h"
 
@@ -57,7 +56,11 @@ class CudaStaging {
   // Stages CUDA `tensor` (`bytes` of payload, every other header field in `fields`) for
   // the connection `active`, held by the caller through a guard of `connection`.
   Outcome push(Connection& connection, Connection::Active& active, const wire::RecordHeader& fields,
-               const at::Tensor& tensor, uint64_t bytes);
+               const TensorRef& tensor, uint64_t bytes);
+
+  // A synchronous copy of CUDA `tensor` (ordered by its cuda_stream) to host memory,
+  // when staging is not possible. Empty on success, else why.
+  static std::string copy_to_host_now(const TensorRef& tensor, void* dst, uint64_t bytes) noexcept;
 
   // Waits (at most `timeout`) until the daemon has released every block of the pools
   // published in the current registration: the pools may then be freed.
@@ -72,9 +75,9 @@ class CudaStaging {
 
   Device* device(int index);
   Outcome push_ipc(Device& dev, Connection::Active& active, const wire::RecordHeader& fields,
-                   const at::Tensor& tensor, uint64_t bytes);
+                   const TensorRef& tensor, uint64_t bytes);
   Outcome push_host(Device& dev, Connection& connection, Connection::Active& active,
-                    const wire::RecordHeader& fields, const at::Tensor& tensor, uint64_t bytes);
+                    const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
   void complete_loop();
   void note(const std::string& transport, const std::string& why);
 

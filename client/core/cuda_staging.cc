@@ -1,7 +1,5 @@
 #include "cuda_staging.h"
 
-#include <ATen/core/grad_mode.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cuda_runtime_api.h>
 
 #include <unistd.h>
@@ -13,9 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "op_observer.h"
+#include "record_fields.h"
 #include "staging_pool.h"
-#include "tensor_staging.h"
 #include "tensorscope/shared/cuda_probe.h"
 #include "tensorscope/shared/cuda_util.h"
 #include "tensorscope/shared/device_pool_table.h"
@@ -54,7 +51,7 @@ struct CudaStaging::Device {
   std::string error;  // the side stream could not be made: copy synchronously
   cudaStream_t side = nullptr;
   cudaEvent_t join = nullptr;  // side stream -> tensor's stream
-  void* order = nullptr;       // c10 event: tensor's stream -> side stream
+  cudaEvent_t order = nullptr; // tensor's stream -> side stream
 
   // CUDA IPC pool (set up on first use; ipc_error when that failed).
   bool ipc_tried = false;
@@ -78,10 +75,10 @@ struct CudaStaging::Device {
   // Orders the side stream after the tensor's current stream, copies `bytes` of the
   // (contiguous) tensor to `dst`, records `done` on the side stream and makes the
   // tensor's stream wait for the copy. Empty on success.
-  std::string enqueue_copy(const at::Tensor& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
+  std::string enqueue_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
                            cudaEvent_t done);
   // enqueue_copy that never throws: why it failed lands in `failed` ("" = success).
-  void guarded_copy(const at::Tensor& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
+  void guarded_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
                     cudaEvent_t done, char (&failed)[kFailureBytes]) noexcept;
   std::string setup_ipc(uint64_t bytes);      // try_setup_ipc, undone on failure
   std::string try_setup_ipc(uint64_t bytes);
@@ -97,35 +94,33 @@ struct CudaStaging::Pending {
   std::unique_ptr<Connection::Guard> guard;  // keeps the segment mapped until commit
 };
 
-std::string CudaStaging::Device::enqueue_copy(const at::Tensor& tensor, void* dst, uint64_t bytes,
+std::string CudaStaging::Device::enqueue_copy(const TensorRef& tensor, void* dst, uint64_t bytes,
                                               cudaMemcpyKind kind, cudaEvent_t done) {
-  const c10::impl::DeviceGuardImplInterface* impl =
-      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-  // A strided, negated or conjugated view becomes contiguous on the tensor's own stream
-  // (ordered before the event below); its memory is reused only after the join.
-  at::Tensor source = tensor;
-  if (!source.is_contiguous() || source.is_neg() || source.is_conj()) {
-    source = source.resolve_conj().resolve_neg().contiguous();
-  }
-  const c10::Stream stream = impl->getStream(tensor.device());
-  // The memory may belong to another stream's pool: tell the caching allocator that the
-  // current stream (which waits for our copy below) uses it, so it is not reused early.
-  impl->recordDataPtrOnStream(source.storage().data_ptr(), stream);
-  impl->record(&order, stream, static_cast<c10::DeviceIndex>(index), c10::EventFlag::PYTORCH_DEFAULT);
   DeviceScope scope(index);
-  cudaError_t err = cudaStreamWaitEvent(side, static_cast<cudaEvent_t>(order), 0);
+  const auto producer = reinterpret_cast<cudaStream_t>(tensor.cuda_stream);
+  cudaError_t err = cudaSuccess;
+  if (tensor.ordering != nullptr) {
+    std::string why = tensor.ordering->record_on_producer(order);
+    if (!why.empty()) return why;
+  } else {
+    err = cudaEventRecord(order, producer);
+    if (err != cudaSuccess) return cuda_error_text("cudaEventRecord on the tensor's stream", err);
+  }
+  err = cudaStreamWaitEvent(side, order, 0);
   if (err != cudaSuccess) return cuda_error_text("cudaStreamWaitEvent", err);
-  err = cudaMemcpyAsync(dst, source.data_ptr(), bytes, kind, side);
+  err = cudaMemcpyAsync(dst, tensor.data, bytes, kind, side);
   if (err != cudaSuccess) return cuda_error_text("cudaMemcpyAsync", err);
   err = cudaEventRecord(done, side);
   if (err != cudaSuccess) return cuda_error_text("cudaEventRecord", err);
   err = cudaEventRecord(join, side);
   if (err != cudaSuccess) return cuda_error_text("cudaEventRecord", err);
-  impl->block(join, stream);
+  if (tensor.ordering != nullptr) return tensor.ordering->producer_waits_for(join);
+  err = cudaStreamWaitEvent(producer, join, 0);
+  if (err != cudaSuccess) return cuda_error_text("cudaStreamWaitEvent on the tensor's stream", err);
   return {};
 }
 
-void CudaStaging::Device::guarded_copy(const at::Tensor& tensor, void* dst, uint64_t bytes,
+void CudaStaging::Device::guarded_copy(const TensorRef& tensor, void* dst, uint64_t bytes,
                                        cudaMemcpyKind kind, cudaEvent_t done,
                                        char (&failed)[kFailureBytes]) noexcept {
   try {
@@ -211,14 +206,8 @@ void CudaStaging::Device::release() {
   if (pool_base != nullptr) cudaFree(pool_base);
   if (host_base != nullptr) cudaFreeHost(host_base);
   if (join != nullptr) cudaEventDestroy(join);
+  if (order != nullptr) cudaEventDestroy(order);
   if (side != nullptr) cudaStreamDestroy(side);
-  if (order != nullptr) {
-    try {
-      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
-          ->destroyEvent(order, static_cast<c10::DeviceIndex>(index));
-    } catch (...) {
-    }
-  }
 }
 
 CudaStaging::CudaStaging(uint64_t staging_bytes, bool allow_ipc)
@@ -253,6 +242,7 @@ CudaStaging::Device* CudaStaging::device(int index) {
   DeviceScope scope(index);
   cudaError_t err = cudaStreamCreateWithFlags(&dev.side, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&dev.join, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&dev.order, cudaEventDisableTiming);
   if (err != cudaSuccess) dev.error = cuda_error_text("creating the copy stream", err);
   return &dev;
 }
@@ -291,15 +281,13 @@ void CudaStaging::note(const std::string& transport, const std::string& why) {
 }
 
 CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Active& active,
-                                       const wire::RecordHeader& fields, const at::Tensor& tensor,
+                                       const wire::RecordHeader& fields, const TensorRef& tensor,
                                        uint64_t bytes) {
   if (!cuda_probe().usable) {
     note("sync-copy", cuda_probe().reason);
     return Outcome{PushResult::kPushed, {}, true};
   }
-  ObserverPause pause;   // our own copies are not the model's ops
-  at::NoGradGuard no_grad;
-  Device& dev = *device(tensor.device().index());
+  Device& dev = *device(tensor.device_index);
   std::lock_guard<std::mutex> lock(dev.mutex);
   if (!dev.error.empty()) {
     note("sync-copy", dev.error);
@@ -307,7 +295,7 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
   }
   std::string why_not_ipc;
   if (!allow_ipc_) {
-    why_not_ipc = "ClientOptions::cuda_ipc is off";
+    why_not_ipc = "the cuda_ipc option is off";
   } else if (!active.cuda_ipc) {
     why_not_ipc = "the daemon cannot read CUDA IPC payloads" +
                   (active.cuda_note.empty() ? std::string() : ": " + active.cuda_note);
@@ -337,12 +325,12 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
 
 CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& active,
                                            const wire::RecordHeader& fields,
-                                           const at::Tensor& tensor, uint64_t bytes) {
+                                           const TensorRef& tensor, uint64_t bytes) {
   StagingPool& pool = *dev.pool;
   if (wire::align_up(bytes, wire::kDevicePoolAlignment) > pool.capacity()) {
     return Outcome{PushResult::kRefused,
                    "tensor of " + std::to_string(bytes) + " bytes exceeds the CUDA staging pool of " +
-                       std::to_string(pool.capacity()) + " bytes (ClientOptions::cuda_staging_bytes)"};
+                       std::to_string(pool.capacity()) + " bytes (option cuda_staging_bytes)"};
   }
   wire::DevicePoolEntry* entry = active.segment->pool(dev.table_index);
   if (dev.published_serial != active.serial) {
@@ -390,7 +378,7 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
 CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
                                             Connection::Active& active,
                                             const wire::RecordHeader& fields,
-                                            const at::Tensor& tensor, uint64_t bytes) {
+                                            const TensorRef& tensor, uint64_t bytes) {
   StagingPool& pool = *dev.host_pool;
   if (wire::align_up(bytes, StagingPool::kAlignment) > pool.capacity()) {
     return Outcome{PushResult::kRefused,
@@ -471,6 +459,15 @@ void CudaStaging::complete_loop() {
     dev.host_released_to = p->block.end;
     dev.host_released_ordinal = p->block.ordinal + 1;
   }
+}
+
+std::string CudaStaging::copy_to_host_now(const TensorRef& tensor, void* dst, uint64_t bytes) noexcept {
+  DeviceScope scope(tensor.device_index);
+  cudaError_t err = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(tensor.cuda_stream));
+  if (err != cudaSuccess) return cuda_error_text("cudaStreamSynchronize", err);
+  err = cudaMemcpy(dst, tensor.data, bytes, cudaMemcpyDeviceToHost);
+  if (err != cudaSuccess) return cuda_error_text("cudaMemcpy", err);
+  return {};
 }
 
 void CudaStaging::fill_stats(ClientStats* stats) const {

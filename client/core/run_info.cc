@@ -8,8 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 
-#include <torch/version.h>
-
 #ifdef TENSORSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -20,20 +18,6 @@
 
 namespace tensorscope {
 namespace {
-
-#define TS_STRINGIFY_INNER(x) #x
-#define TS_STRINGIFY(x) TS_STRINGIFY_INNER(x)
-
-std::string libtorch_version() {
-#if defined(TORCH_VERSION)
-  return TORCH_VERSION;
-#elif defined(TORCH_VERSION_MAJOR) && defined(TORCH_VERSION_MINOR) && defined(TORCH_VERSION_PATCH)
-  return TS_STRINGIFY(TORCH_VERSION_MAJOR) "." TS_STRINGIFY(TORCH_VERSION_MINOR) "." TS_STRINGIFY(
-      TORCH_VERSION_PATCH);
-#else
-  return "unknown";
-#endif
-}
 
 // Reads at most `max_bytes` of a /proc file; *truncated when there was more.
 std::string read_proc_file(const char* path, std::size_t max_bytes, bool* truncated) {
@@ -96,8 +80,13 @@ void collect_env(nlohmann::json* info) {
   (*info)["env"] = std::move(env);
 }
 
-void collect_versions(nlohmann::json* info) {
-  nlohmann::json versions = {{"tensorscope", TENSORSCOPE_VERSION}, {"libtorch", libtorch_version()}};
+void collect_versions(nlohmann::json* info, const nlohmann::json& framework_versions) {
+  nlohmann::json versions = {{"tensorscope", TENSORSCOPE_VERSION}};
+  if (framework_versions.is_object()) {
+    for (const auto& [name, value] : framework_versions.items()) {
+      if (value.is_string()) versions[name] = bounded_utf8(value.get<std::string>(), 128);
+    }
+  }
 #ifdef TENSORSCOPE_WITH_CUDA
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess && runtime > 0) {
@@ -133,7 +122,7 @@ std::string bounded_utf8(const std::string& text, std::size_t max_bytes) {
   return text.substr(0, n);
 }
 
-nlohmann::json collect_run_info(int rank) noexcept {
+nlohmann::json collect_run_info(int rank, const nlohmann::json& framework_versions) noexcept {
   try {
     nlohmann::json info = nlohmann::json::object();
     info["pid"] = static_cast<long>(::getpid());
@@ -144,7 +133,7 @@ nlohmann::json collect_run_info(int rank) noexcept {
     collect_argv(&info);
     collect_paths(&info);
     collect_env(&info);
-    collect_versions(&info);
+    collect_versions(&info, framework_versions);
     return info;
   } catch (...) {  // allocation failure: registration goes on without it
     return nlohmann::json();

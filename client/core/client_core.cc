@@ -1,0 +1,381 @@
+// client_core.cc — see client_core.h.
+#include "client_core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "record_fields.h"
+#include "run_info.h"
+#ifdef TENSORSCOPE_WITH_CUDA
+#include "cuda_staging.h"
+#include "tensorscope/shared/cuda_probe.h"
+#endif
+#include "tensorscope/shared/logging.h"
+#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/session_name.h"
+#include "tensorscope/shared/text_input.h"
+
+namespace tensorscope {
+namespace {
+
+// LOCAL_WORLD_SIZE (torchrun): how many ranks share this machine's /dev/shm; 1 if unset.
+uint64_t local_world_size_from_environment() {
+  const char* env = std::getenv("LOCAL_WORLD_SIZE");
+  if (env == nullptr || *env == '\0') return 1;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  return *end == '\0' && value >= 1 && value <= 65536 ? static_cast<uint64_t>(value) : 1;
+}
+
+uint64_t now_unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Copies `text` into a fixed NUL-terminated field, cutting at a UTF-8 boundary.
+void copy_field(char* field, size_t capacity, const std::string& text) {
+  size_t n = std::min(text.size(), capacity - 1);
+  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  std::memcpy(field, text.data(), n);
+  std::memset(field + n, 0, capacity - n);
+}
+
+std::string name_refusal(const std::string& name) {
+  if (name.empty()) return "stream name is empty";
+  if (name.size() >= wire::kNameBytes) {
+    return "stream name " + quote_for_message(name, 32) + " is longer than " +
+           std::to_string(wire::kNameBytes - 1) + " bytes";
+  }
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return "stream name has control characters";
+  }
+  return {};
+}
+
+}  // namespace
+
+const char* to_string(PushResult result) {
+  switch (result) {
+    case PushResult::kPushed: return "pushed";
+    case PushResult::kGated: return "gated";
+    case PushResult::kDroppedFull: return "dropped_full";
+    case PushResult::kNotConnected: return "not_connected";
+    case PushResult::kRefused: return "refused";
+  }
+  return "unknown";
+}
+
+int rank_from_environment() {
+  const char* env = std::getenv("RANK");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  if (*end != '\0' || value < 0 || value > (1 << 30)) {
+    TS_LOG_WARN("tensorscope client: ignoring RANK={} (not a rank); using 0", quote_for_message(env, 40));
+    return 0;
+  }
+  return static_cast<int>(value);
+}
+
+ClientCore::ClientCore(CoreOptions options)
+    : options_(std::move(options)),
+      rank_(options_.rank.has_value() ? *options_.rank : rank_from_environment()),
+      fork_generation_(fork_generation()),
+      gate_(options_.every_n, options_.max_hz),
+      enabled_(options_.enabled) {
+  Status valid = validate_session_name(options_.session);
+  if (!valid) {
+    TS_LOG_ERROR("tensorscope client: {}; every push will be refused", valid.message());
+    session_error_ = true;
+    return;
+  }
+#ifdef TENSORSCOPE_WITH_CUDA
+  cuda_ = std::make_unique<CudaStaging>(options_.cuda_staging_bytes, options_.cuda_ipc);
+#endif
+  ConnectionConfig config;
+  config.session = options_.session;
+  config.runtime_dir = default_runtime_dir(options_.runtime_dir);
+  config.shm_budget = options_.shm_budget;
+  config.ring_slots = options_.ring_slots;
+  config.rank = rank_;
+  config.reconnect_interval_ms = std::max(10, options_.reconnect_interval_ms);
+  config.connect_timeout_ms = std::clamp(options_.connect_timeout_ms, 0, 600000);
+  config.local_world_size = local_world_size_from_environment();
+  if (options_.autostart) {
+    config.autostart = AutostartConfig{options_.daemon_executable, options_.autostart_config,
+                                       options_.autostart_output,  options_.session,
+                                       config.runtime_dir,         std::max(1000, options_.autostart_idle_exit_ms)};
+  }
+  config.run_info = collect_run_info(rank_, options_.framework_versions);
+  connection_ = std::make_unique<Connection>(std::move(config));
+}
+
+ClientCore::~ClientCore() {
+#ifdef TENSORSCOPE_WITH_CUDA
+  // The daemon may still be copying blocks of our CUDA pools: let it finish (bounded)
+  // before the connection goes and the pools are freed.
+  if (cuda_ && connection_) cuda_->wait_released(*connection_, std::chrono::seconds(2));
+#endif
+}
+
+PushResult ClientCore::precheck() {
+  if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);
+  if (session_error_) return count(refused_, PushResult::kRefused);
+  if (fork_generation() != fork_generation_) return count(not_connected_, PushResult::kNotConnected);
+  return PushResult::kPushed;
+}
+
+PushResult ClientCore::ready() {
+  const PushResult early = precheck();
+  if (early != PushResult::kPushed) return early;
+  if (!connection_->connected()) return count(not_connected_, PushResult::kNotConnected);
+  return PushResult::kPushed;
+}
+
+StreamGate::Admission ClientCore::admit(const std::string& name) {
+  StreamGate::Admission admission;
+  if (!enabled_.load(std::memory_order_relaxed)) {
+    count(gated_, PushResult::kGated);
+    return admission;
+  }
+  admission = gate_.admit(name);
+  if (!admission.admitted) count(gated_, PushResult::kGated);
+  return admission;
+}
+
+PushResult ClientCore::send(const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
+                            uint8_t render_hint, std::optional<int64_t> step) noexcept {
+  try {
+    const PushResult early = precheck();
+    if (early != PushResult::kPushed) return early;
+    Connection::Guard guard = connection_->acquire();
+    if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    return stage(*guard.operator->(), name, tensor, kind, render_hint, step);
+  } catch (...) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
+}
+
+PushResult ClientCore::send_module_tree(const std::string& track, const std::string& payload,
+                                        int64_t step) noexcept {
+  try {
+    const PushResult early = precheck();
+    if (early != PushResult::kPushed) return early;
+    Connection::Guard guard = connection_->acquire();
+    if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    if (!guard->module_tree) return PushResult::kGated;  // a daemon that would drop it: not sent, not counted
+    TensorRef bytes;  // copied into the ring before this returns
+    bytes.data = payload.data();
+    bytes.dtype = wire::DType::kUInt8;
+    bytes.ndim = 1;
+    bytes.shape[0] = static_cast<int64_t>(payload.size());
+    bytes.strides[0] = 1;
+    return stage(*guard.operator->(), track, bytes, wire::TensorKind::kModuleTree, 0, step);
+  } catch (...) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
+}
+
+PushResult ClientCore::refuse(const std::string& name, const std::string& why) noexcept {
+  try {
+    return refuse(nullptr, name, why);
+  } catch (...) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
+}
+
+PushResult ClientCore::stage(Connection::Active& active, const std::string& name, const TensorRef& tensor,
+                             wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step) {
+  std::string refusal = name_refusal(name);
+  if (refusal.empty()) refusal = tensor_ref_refusal(tensor);
+  uint64_t bytes = 0;
+  if (refusal.empty()) {
+    bytes = element_count(tensor) * wire::dtype_size(tensor.dtype);
+    if (options_.max_tensor_bytes > 0 && bytes > options_.max_tensor_bytes) {
+      refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds max_tensor_bytes (" +
+                std::to_string(options_.max_tensor_bytes) + ")";
+    }
+  }
+  if (!refusal.empty()) return refuse(&active, name, refusal);
+
+  // Everything that can fail or throw happens before the reservation: between
+  // reserve() and commit()/cancel() only plain stores and the guarded copy run, so a
+  // claimed slot is always published.
+  wire::RecordHeader fields;
+  fields.step = step ? *step : step_.load(std::memory_order_relaxed);
+  fields.timestamp_unix_ns = now_unix_ns();
+  fields.rank = rank_;
+  fields.dtype = static_cast<uint8_t>(tensor.dtype);
+  fields.kind = static_cast<uint8_t>(kind);
+  fields.ndim = static_cast<uint8_t>(tensor.ndim);
+  fields.render_hint = render_hint;
+  for (size_t d = 0; d < wire::kMaxDims; ++d) {
+    fields.shape[d] = static_cast<int>(d) < tensor.ndim ? tensor.shape[d] : 0;
+  }
+  copy_field(fields.name, wire::kNameBytes, name);
+  copy_field(fields.device, wire::kDeviceBytes, device_name(tensor));
+  {
+    std::lock_guard<std::mutex> lock(label_mutex_);
+    std::memcpy(fields.label, label_, wire::kLabelBytes);
+  }
+
+  if (tensor.device == DeviceType::kCuda && bytes > 0) {
+#ifdef TENSORSCOPE_WITH_CUDA
+    const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
+    if (!outcome.fallback) return counted(active, name, outcome.result, outcome.why, bytes);
+    // else CudaStaging noted why: a synchronous copy below
+#else
+    if (tensor.ordering == nullptr) return refuse(&active, name, "tensorscope was built without CUDA support");
+    count_sync_copy("tensorscope was built without CUDA support");
+#endif
+  }
+  return stage_in_ring(active, name, fields, tensor, bytes);
+}
+
+PushResult ClientCore::counted(Connection::Active& active, const std::string& name, PushResult result,
+                               const std::string& why, uint64_t bytes) {
+  switch (result) {
+    case PushResult::kPushed:
+      bytes_.fetch_add(bytes, std::memory_order_relaxed);
+      active.segment->header()->bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
+      return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
+    case PushResult::kDroppedFull:
+      return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
+    case PushResult::kNotConnected:
+      return count(not_connected_, PushResult::kNotConnected);
+    case PushResult::kGated:
+      return count(gated_, PushResult::kGated);
+    case PushResult::kRefused:
+      break;
+  }
+  return refuse(&active, name, why);
+}
+
+PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::string& name,
+                                     const wire::RecordHeader& fields, const TensorRef& tensor,
+                                     uint64_t bytes) {
+  {
+    const uint64_t limit = active.writer->max_payload_bytes();
+    if (bytes > limit) {
+      return refuse(&active, name,
+                    "tensor of " + std::to_string(bytes) + " bytes exceeds the shared-memory ring's " +
+                        std::to_string(limit) + " bytes (option shm_budget)");
+    }
+  }
+  RingWriter::Reservation r;
+  const auto reserved = active.writer->reserve(bytes, &r);
+  if (reserved == RingWriter::ReserveResult::kTooLarge) {
+    return refuse(&active, name, "tensor does not fit in the shared-memory ring");
+  }
+  if (reserved == RingWriter::ReserveResult::kFull) {
+    return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full,
+                 &active);
+  }
+  copy_record_fields(fields, r.header);
+  if (tensor.device == DeviceType::kCuda && bytes > 0) {
+    // A device tensor without staging: a synchronous copy.
+#ifdef TENSORSCOPE_WITH_CUDA
+    const std::string failed = tensor.ordering != nullptr ? tensor.ordering->copy_to_host(r.payload, bytes)
+                                                          : CudaStaging::copy_to_host_now(tensor, r.payload, bytes);
+#else
+    const std::string failed = tensor.ordering->copy_to_host(r.payload, bytes);
+#endif
+    if (!failed.empty()) {
+      active.writer->cancel(r);
+      return refuse(&active, name, "copy failed: " + failed);
+    }
+  } else {
+    copy_strided(tensor, r.payload, bytes);
+  }
+  active.writer->commit(r);
+  return counted(active, name, PushResult::kPushed, {}, bytes);
+}
+
+PushResult ClientCore::refuse(Connection::Active* active, const std::string& name, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(refusal_mutex_);
+    if (refused_streams_.size() < 1024 && refused_streams_.insert(name).second) {
+      TS_LOG_WARN("tensorscope client: push of {} refused: {}", quote_for_message(name, 120), why);
+    }
+  }
+  return count(refused_, PushResult::kRefused, &wire::SegmentHeader::refused, active);
+}
+
+PushResult ClientCore::count(std::atomic<uint64_t>& local, PushResult result,
+                             SegmentCounter mirrored, Connection::Active* active) {
+  local.fetch_add(1, std::memory_order_relaxed);
+  if (mirrored != nullptr) {
+    if (active != nullptr) {
+      (active->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
+    } else if (connection_ && fork_generation() == fork_generation_) {
+      Connection::Guard guard = connection_->acquire();
+      if (guard) (guard->segment->header()->*mirrored).fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return result;
+}
+
+bool ClientCore::cuda_staging_usable() const {
+#ifdef TENSORSCOPE_WITH_CUDA
+  return cuda_probe().usable;
+#else
+  return false;
+#endif
+}
+
+void ClientCore::count_sync_copy(const std::string& why) {
+  sync_copies_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(sync_note_mutex_);
+  if (sync_note_.empty()) sync_note_ = why;
+}
+
+void ClientCore::set_label(const std::string& text) {
+  std::lock_guard<std::mutex> lock(label_mutex_);
+  copy_field(label_, wire::kLabelBytes, text);
+  for (char& c : label_) {
+    if (c != '\0' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) c = ' ';
+  }
+}
+
+ClientStats ClientCore::stats() const {
+  ClientStats s;
+  s.pushed = pushed_.load(std::memory_order_relaxed);
+  s.gated = gated_.load(std::memory_order_relaxed);
+  s.dropped_full = dropped_full_.load(std::memory_order_relaxed);
+  s.not_connected = not_connected_.load(std::memory_order_relaxed);
+  s.refused = refused_.load(std::memory_order_relaxed);
+  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.connected = connected();
+  s.connections = connection_ ? connection_->connections() : 0;
+  if (connection_ && fork_generation() == fork_generation_) {  // a forked child must not take its lock
+    Connection::Notes notes = connection_->notes();
+    s.connection_note = s.connected ? std::string() : std::move(notes.state);
+    s.shm_bytes = notes.segment_bytes;
+    s.shm_note = std::move(notes.shm_note);
+    s.autostart = std::move(notes.autostart);
+  } else if (session_error_) {
+    s.connection_note = "invalid session name: every push is refused";
+  }
+#ifdef TENSORSCOPE_WITH_CUDA
+  if (cuda_) cuda_->fill_stats(&s);
+#endif
+  if (sync_copies_.load(std::memory_order_relaxed) > 0 && s.cuda_transport.empty()) {
+    std::lock_guard<std::mutex> lock(sync_note_mutex_);
+    s.cuda_transport = "sync-copy";
+    s.cuda_note = sync_note_;
+  }
+  return s;
+}
+
+bool ClientCore::connected() const {
+  return connection_ && fork_generation() == fork_generation_ && connection_->connected();
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,149 @@
+// client_core.h — ClientCore: the framework-neutral heart of a tensorscope client. It
+// owns the connection to the daemon, the per-stream gate, the counters, and the copy of
+// a TensorRef into the shared-memory ring (CPU tensors) or a CUDA staging pool.
+//
+// Used inside the training process by the libtorch client (ClientImpl: at::Tensor ->
+// TensorRef, module tracking) and the Python package (python/native: DLPack capsules ->
+// TensorRef). Neither libtorch nor Python is linked here. Nothing here throws into the
+// training program, blocks on the daemon, or waits for a device.
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "connection.h"
+#include "stream_gate.h"
+#include "tensor_ref.h"
+#include "tensorscope/push_result.h"
+#include "tensorscope/shared/wire_format.h"
+
+namespace tensorscope {
+
+class CudaStaging;
+
+// What a client does; every field of the C++ ClientOptions but the transform (see
+// client_options.h for each one's meaning), plus the versions named in run_info.
+struct CoreOptions {
+  std::string session = "default";
+  int64_t every_n = 1;
+  double max_hz = 0.0;
+  std::optional<int> rank;
+  uint64_t shm_budget = uint64_t{128} << 20;
+  uint32_t ring_slots = 1024;
+  uint64_t max_tensor_bytes = 0;
+  std::string runtime_dir;
+  int reconnect_interval_ms = 200;
+  int connect_timeout_ms = 500;
+  bool autostart = false;
+  std::string autostart_config;
+  std::string autostart_output = "tensorscope_runs";
+  int autostart_idle_exit_ms = 30000;
+  std::string daemon_executable;
+  bool enabled = true;
+  uint64_t cuda_staging_bytes = uint64_t{256} << 20;
+  bool cuda_ipc = true;
+  nlohmann::json framework_versions = nlohmann::json::object();  // {"libtorch": "1.13.1"}, ...
+};
+
+// The rank a client without an explicit one uses: $RANK, else 0.
+int rank_from_environment();
+
+class ClientCore {
+ public:
+  explicit ClientCore(CoreOptions options);
+  ~ClientCore();
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
+
+  // The client's own gate (every_n / max_hz per stream) for an explicit push; a call
+  // that is not admitted is counted as gated. Also checks enabled().
+  StreamGate::Admission admit(const std::string& name);
+
+  // Whether a send now would go ahead: kPushed when enabled and connected, else the
+  // outcome, counted (kGated, kRefused for a bad session, kNotConnected). Lets a
+  // framework skip its own work (a transform, a conversion) for a push that cannot be
+  // sent; send() checks again.
+  PushResult ready();
+
+  // Copies `tensor` as a record of `kind` named `name`, stamped with `step` (default: the
+  // client's step). Checks enabled, the session, the name, the tensor and the sizes;
+  // every outcome is counted. Never throws.
+  PushResult send(const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
+                  uint8_t render_hint, std::optional<int64_t> step = std::nullopt) noexcept;
+
+  // A module tree record (module_tree_format.h) of step `step`, named after the track.
+  PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept;
+
+  // A push refused before it reached send() (a string, a complex tensor, a failed
+  // transform): counted, and logged once per stream. Never throws.
+  PushResult refuse(const std::string& name, const std::string& why) noexcept;
+  // A push that was not admitted by a track's own gate.
+  void count_gated() { gated_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Whether a CUDA tensor on `device_index` can be staged without a host copy; when not,
+  // the framework copies it to the host itself and calls count_sync_copy(why).
+  bool cuda_staging_usable() const;
+  void count_sync_copy(const std::string& why);
+
+  void set_render_hint(const std::string& name, uint8_t hint) { gate_.set_render_hint(name, hint); }
+  uint8_t render_hint_for(const std::string& name) { return gate_.render_hint(name); }
+
+  void set_label(const std::string& text);
+  void set_enabled(bool enabled) { enabled_.store(enabled, std::memory_order_relaxed); }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }
+  void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+  int64_t next_step() { return step_.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+  ClientStats stats() const;
+  bool connected() const;
+  int rank() const { return rank_; }
+  const CoreOptions& options() const { return options_; }
+
+ private:
+  PushResult stage(Connection::Active& active, const std::string& name, const TensorRef& tensor,
+                   wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step);
+  PushResult stage_in_ring(Connection::Active& active, const std::string& name,
+                           const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
+  PushResult counted(Connection::Active& active, const std::string& name, PushResult result,
+                     const std::string& why, uint64_t bytes);
+  PushResult refuse(Connection::Active* active, const std::string& name, const std::string& why);
+  using SegmentCounter = std::atomic<uint64_t> wire::SegmentHeader::*;
+  PushResult count(std::atomic<uint64_t>& local, PushResult result,
+                   SegmentCounter mirrored = nullptr, Connection::Active* active = nullptr);
+  PushResult precheck();
+
+  const CoreOptions options_;
+  const int rank_;
+  const uint64_t fork_generation_;
+  StreamGate gate_;
+  std::atomic<bool> enabled_;
+  std::atomic<int64_t> step_{0};
+  bool session_error_ = false;
+#ifdef TENSORSCOPE_WITH_CUDA
+  // Declared before connection_, so destroyed after it: the connection's retirement
+  // waits for the pinned copies that still hold its segment.
+  std::unique_ptr<CudaStaging> cuda_;
+#endif
+  std::unique_ptr<Connection> connection_;
+
+  std::mutex label_mutex_;
+  char label_[wire::kLabelBytes] = {};
+  std::mutex refusal_mutex_;
+  std::unordered_set<std::string> refused_streams_;
+  mutable std::mutex sync_note_mutex_;
+  std::string sync_note_;
+
+  std::atomic<uint64_t> pushed_{0}, gated_{0}, dropped_full_{0}, not_connected_{0}, refused_{0}, bytes_{0},
+      sync_copies_{0};
+};
+
+}  // namespace tensorscope

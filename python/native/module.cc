@@ -1,0 +1,473 @@
+// module.cc — tensorscope._native: the Python face of ClientCore. Built for the stable
+// ABI (Py_LIMITED_API 3.9: one .abi3.so serves every later Python) and without libtorch:
+// tensors arrive as DLPack capsules (dlpack_ref.h), whatever framework made them.
+//
+// Used by the pure-Python package (tensorscope/_client.py), which converts tensors,
+// runs transforms and hooks, and never lets an exception reach the training loop. Only
+// argument errors raise here (TypeError/ValueError). Thread safety: a Core may be used
+// from any thread; copies of more than kReleaseGilBytes run without the GIL.
+#include <Python.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "client_core.h"
+#include "dlpack_ref.h"
+#include "tensorscope/shared/session_name.h"
+
+namespace {
+
+using tensorscope::ClientCore;
+using tensorscope::CoreOptions;
+using tensorscope::PushResult;
+
+// Copies at least this large release the GIL (below it, releasing costs more than it gives).
+constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
+
+struct CoreObject {
+  PyObject_HEAD
+  ClientCore* core;  // null once closed
+};
+
+// UTF-8 text of a str argument; false (with TypeError set) otherwise.
+bool utf8(PyObject* object, const char* what, std::string* out) {
+  if (!PyUnicode_Check(object)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a str", what);
+    return false;
+  }
+  PyObject* bytes = PyUnicode_AsUTF8String(object);
+  if (bytes == nullptr) return false;
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  const bool ok = PyBytes_AsStringAndSize(bytes, &data, &size) == 0;
+  if (ok) out->assign(data, static_cast<size_t>(size));
+  Py_DECREF(bytes);
+  return ok;
+}
+
+ClientCore* live(CoreObject* self) {
+  if (self->core == nullptr) PyErr_SetString(PyExc_ValueError, "the tensorscope client is closed");
+  return self->core;
+}
+
+// ---- options: a dict of the CoreOptions fields ----
+
+template <typename T>
+bool read_int(PyObject* dict, const char* key, T* out) {
+  PyObject* value = PyDict_GetItemString(dict, key);  // borrowed
+  if (value == nullptr) return true;
+  const long long v = PyLong_AsLongLong(value);
+  if (v == -1 && PyErr_Occurred()) return false;
+  *out = static_cast<T>(v);
+  return true;
+}
+
+bool read_bool(PyObject* dict, const char* key, bool* out) {
+  PyObject* value = PyDict_GetItemString(dict, key);
+  if (value == nullptr) return true;
+  const int v = PyObject_IsTrue(value);
+  if (v < 0) return false;
+  *out = v != 0;
+  return true;
+}
+
+bool read_text(PyObject* dict, const char* key, std::string* out) {
+  PyObject* value = PyDict_GetItemString(dict, key);
+  return value == nullptr || utf8(value, key, out);
+}
+
+bool read_options(PyObject* dict, CoreOptions* o) {
+  if (!PyDict_Check(dict)) {
+    PyErr_SetString(PyExc_TypeError, "options must be a dict");
+    return false;
+  }
+  long long rank = -1;
+  PyObject* max_hz = PyDict_GetItemString(dict, "max_hz");
+  if (max_hz != nullptr) {
+    o->max_hz = PyFloat_AsDouble(max_hz);
+    if (o->max_hz == -1.0 && PyErr_Occurred()) return false;
+  }
+  PyObject* versions = PyDict_GetItemString(dict, "framework_versions");
+  if (versions != nullptr && PyDict_Check(versions)) {
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(versions, &pos, &key, &value)) {
+      std::string k, v;
+      if (!utf8(key, "a version name", &k) || !utf8(value, "a version", &v)) return false;
+      o->framework_versions[k] = v;
+    }
+  }
+  if (!(read_text(dict, "session", &o->session) && read_int(dict, "every_n", &o->every_n) &&
+        read_int(dict, "rank", &rank) && read_int(dict, "shm_budget", &o->shm_budget) &&
+        read_int(dict, "ring_slots", &o->ring_slots) && read_int(dict, "max_tensor_bytes", &o->max_tensor_bytes) &&
+        read_text(dict, "runtime_dir", &o->runtime_dir) &&
+        read_int(dict, "reconnect_interval_ms", &o->reconnect_interval_ms) &&
+        read_int(dict, "connect_timeout_ms", &o->connect_timeout_ms) && read_bool(dict, "autostart", &o->autostart) &&
+        read_text(dict, "autostart_config", &o->autostart_config) &&
+        read_text(dict, "autostart_output", &o->autostart_output) &&
+        read_int(dict, "autostart_idle_exit_ms", &o->autostart_idle_exit_ms) &&
+        read_text(dict, "daemon_executable", &o->daemon_executable) && read_bool(dict, "enabled", &o->enabled) &&
+        read_int(dict, "cuda_staging_bytes", &o->cuda_staging_bytes) && read_bool(dict, "cuda_ipc", &o->cuda_ipc))) {
+    return false;
+  }
+  if (rank >= 0) o->rank = static_cast<int>(rank);
+  return true;
+}
+
+// ---- Core ----
+
+int core_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<CoreObject*>(self_object);
+  PyObject* dict = nullptr;
+  if (!PyArg_ParseTuple(args, "O", &dict)) return -1;
+  CoreOptions options;
+  if (!read_options(dict, &options)) return -1;
+  delete self->core;
+  self->core = nullptr;
+  ClientCore* core = nullptr;
+  Py_BEGIN_ALLOW_THREADS  // the constructor may wait for the first registration
+  core = new (std::nothrow) ClientCore(std::move(options));
+  Py_END_ALLOW_THREADS
+  if (core == nullptr) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  self->core = core;
+  return 0;
+}
+
+void close_core(CoreObject* self) {
+  ClientCore* core = self->core;
+  self->core = nullptr;
+  if (core == nullptr) return;
+  Py_BEGIN_ALLOW_THREADS  // the connection's shutdown joins its thread
+  delete core;
+  Py_END_ALLOW_THREADS
+}
+
+void core_dealloc(PyObject* self_object) {
+  auto* self = reinterpret_cast<CoreObject*>(self_object);
+  close_core(self);
+  PyTypeObject* type = Py_TYPE(self_object);
+  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
+  free_fn(self_object);
+  Py_DECREF(type);
+}
+
+PyObject* core_close(PyObject* self, PyObject*) {
+  close_core(reinterpret_cast<CoreObject*>(self));
+  Py_RETURN_NONE;
+}
+
+// admit(name) -> render hint (0..8), or -1 when the client's gate says no (counted).
+PyObject* core_admit(PyObject* self, PyObject* name_object) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  std::string name;
+  if (core == nullptr || !utf8(name_object, "name", &name)) return nullptr;
+  const auto admission = core->admit(name);
+  return PyLong_FromLong(admission.admitted ? admission.render_hint : -1);
+}
+
+// ready() -> result code: 0 (go ahead) or the counted outcome.
+PyObject* core_ready(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyLong_FromLong(static_cast<long>(core->ready()));
+}
+
+// The DLTensor of a DLPack capsule (borrowed: the capsule keeps it alive), or null with
+// why in *error.
+const tensorscope::dlpack::DLTensor* capsule_tensor(PyObject* capsule, std::string* error) {
+  using namespace tensorscope::dlpack;
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    return managed != nullptr ? &managed->dl_tensor : nullptr;
+  }
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (managed == nullptr) return nullptr;
+    if (managed->version.major > kSupportedMajorVersion) {
+      *error = "DLPack version " + std::to_string(managed->version.major) + " is not supported";
+      return nullptr;
+    }
+    return &managed->dl_tensor;
+  }
+  *error = "not an unused DLPack capsule";
+  return nullptr;
+}
+
+// send(name, capsule, kind, hint, step or None, as_bool, cuda_stream) -> result code.
+PyObject* core_send(PyObject* self, PyObject* args) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  PyObject *name_object = nullptr, *capsule = nullptr, *step_object = nullptr;
+  int kind = 0, hint = 0, as_bool = 0;
+  unsigned long long cuda_stream = 0;
+  if (core == nullptr || !PyArg_ParseTuple(args, "OOiiOpK", &name_object, &capsule, &kind, &hint, &step_object,
+                                           &as_bool, &cuda_stream)) {
+    return nullptr;
+  }
+  std::string name;
+  if (!utf8(name_object, "name", &name)) return nullptr;
+  if (kind < 1 || kind > tensorscope::wire::kMaxTensorKind || hint < 0 || hint > tensorscope::wire::kMaxRenderHint) {
+    PyErr_SetString(PyExc_ValueError, "invalid record kind or render hint");
+    return nullptr;
+  }
+  std::optional<int64_t> step;
+  if (step_object != Py_None) {
+    const long long value = PyLong_AsLongLong(step_object);
+    if (value == -1 && PyErr_Occurred()) return nullptr;
+    step = value;
+  }
+  std::string error;
+  const tensorscope::dlpack::DLTensor* tensor = capsule_tensor(capsule, &error);
+  if (tensor == nullptr) {
+    PyErr_Clear();
+    return PyLong_FromLong(static_cast<long>(core->refuse(name, error.empty() ? "bad DLPack capsule" : error)));
+  }
+  tensorscope::TensorRef ref;
+  error = tensorscope::dlpack::to_tensor_ref(*tensor, as_bool != 0, static_cast<uintptr_t>(cuda_stream), &ref);
+  if (!error.empty()) return PyLong_FromLong(static_cast<long>(core->refuse(name, error)));
+  const auto record_kind = static_cast<tensorscope::wire::TensorKind>(kind);
+  PushResult result;
+  const uint64_t bytes = tensorscope::element_count(ref) * tensorscope::wire::dtype_size(ref.dtype);
+  if (bytes >= kReleaseGilBytes && ref.device == tensorscope::DeviceType::kCpu) {
+    Py_BEGIN_ALLOW_THREADS
+    result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
+    Py_END_ALLOW_THREADS
+  } else {
+    result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
+  }
+  return PyLong_FromLong(static_cast<long>(result));
+}
+
+// refuse(name, why) -> result code (refused), counted and logged once per stream.
+PyObject* core_refuse(PyObject* self, PyObject* args) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  PyObject *name_object = nullptr, *why_object = nullptr;
+  if (core == nullptr || !PyArg_ParseTuple(args, "OO", &name_object, &why_object)) return nullptr;
+  std::string name, why;
+  if (!utf8(name_object, "name", &name) || !utf8(why_object, "why", &why)) return nullptr;
+  return PyLong_FromLong(static_cast<long>(core->refuse(name, why)));
+}
+
+PyObject* core_count_gated(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  core->count_gated();
+  Py_RETURN_NONE;
+}
+
+PyObject* core_send_module_tree(PyObject* self, PyObject* args) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  PyObject *track_object = nullptr, *payload_object = nullptr;
+  long long step = 0;
+  if (core == nullptr || !PyArg_ParseTuple(args, "OOL", &track_object, &payload_object, &step)) return nullptr;
+  std::string track, payload;
+  if (!utf8(track_object, "track", &track) || !utf8(payload_object, "payload", &payload)) return nullptr;
+  return PyLong_FromLong(static_cast<long>(core->send_module_tree(track, payload, step)));
+}
+
+PyObject* core_cuda_staging_usable(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyBool_FromLong(core->cuda_staging_usable() ? 1 : 0);
+}
+
+PyObject* core_count_sync_copy(PyObject* self, PyObject* why_object) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  std::string why;
+  if (core == nullptr || !utf8(why_object, "why", &why)) return nullptr;
+  core->count_sync_copy(why);
+  Py_RETURN_NONE;
+}
+
+PyObject* core_set_render_hint(PyObject* self, PyObject* args) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  PyObject* name_object = nullptr;
+  int hint = 0;
+  if (core == nullptr || !PyArg_ParseTuple(args, "Oi", &name_object, &hint)) return nullptr;
+  std::string name;
+  if (!utf8(name_object, "stream", &name)) return nullptr;
+  if (hint < 0 || hint > tensorscope::wire::kMaxRenderHint) {
+    PyErr_SetString(PyExc_ValueError, "invalid render hint");
+    return nullptr;
+  }
+  core->set_render_hint(name, static_cast<uint8_t>(hint));
+  Py_RETURN_NONE;
+}
+
+PyObject* core_render_hint(PyObject* self, PyObject* name_object) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  std::string name;
+  if (core == nullptr || !utf8(name_object, "stream", &name)) return nullptr;
+  return PyLong_FromLong(core->render_hint_for(name));
+}
+
+PyObject* core_set_label(PyObject* self, PyObject* text_object) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  std::string text;
+  if (core == nullptr || !utf8(text_object, "label", &text)) return nullptr;
+  core->set_label(text);
+  Py_RETURN_NONE;
+}
+
+PyObject* core_set_enabled(PyObject* self, PyObject* value) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  const int enabled = PyObject_IsTrue(value);
+  if (enabled < 0) return nullptr;
+  core->set_enabled(enabled != 0);
+  Py_RETURN_NONE;
+}
+
+PyObject* core_enabled(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyBool_FromLong(core->enabled() ? 1 : 0);
+}
+
+PyObject* core_step(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyLong_FromLongLong(core->step());
+}
+
+PyObject* core_set_step(PyObject* self, PyObject* value) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  const long long step = PyLong_AsLongLong(value);
+  if (step == -1 && PyErr_Occurred()) return nullptr;
+  core->set_step(step);
+  Py_RETURN_NONE;
+}
+
+PyObject* core_next_step(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyLong_FromLongLong(core->next_step());
+}
+
+PyObject* core_connected(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyBool_FromLong(core->connected() ? 1 : 0);
+}
+
+PyObject* core_rank(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  return PyLong_FromLong(core->rank());
+}
+
+// Adds `key`: `value` (a new reference, stolen) to `dict`; false on failure.
+bool put(PyObject* dict, const char* key, PyObject* value) {
+  if (value == nullptr) return false;
+  const int rc = PyDict_SetItemString(dict, key, value);
+  Py_DECREF(value);
+  return rc == 0;
+}
+
+PyObject* text(const std::string& s) { return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"); }
+
+PyObject* core_stats(PyObject* self, PyObject*) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  tensorscope::ClientStats s;
+  Py_BEGIN_ALLOW_THREADS  // takes the connection's notes lock
+  s = core->stats();
+  Py_END_ALLOW_THREADS
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return nullptr;
+  const bool ok =
+      put(d, "pushed", PyLong_FromUnsignedLongLong(s.pushed)) && put(d, "gated", PyLong_FromUnsignedLongLong(s.gated)) &&
+      put(d, "dropped_full", PyLong_FromUnsignedLongLong(s.dropped_full)) &&
+      put(d, "not_connected", PyLong_FromUnsignedLongLong(s.not_connected)) &&
+      put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) && put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&
+      put(d, "connected", PyBool_FromLong(s.connected ? 1 : 0)) &&
+      put(d, "connections", PyLong_FromUnsignedLongLong(s.connections)) &&
+      put(d, "connection_note", text(s.connection_note)) && put(d, "shm_bytes", PyLong_FromUnsignedLongLong(s.shm_bytes)) &&
+      put(d, "shm_note", text(s.shm_note)) && put(d, "autostart", text(s.autostart)) &&
+      put(d, "cuda_transport", text(s.cuda_transport)) && put(d, "cuda_note", text(s.cuda_note)) &&
+      put(d, "cuda_ipc_pushed", PyLong_FromUnsignedLongLong(s.cuda_ipc_pushed)) &&
+      put(d, "cuda_host_pushed", PyLong_FromUnsignedLongLong(s.cuda_host_pushed)) &&
+      put(d, "cuda_failed", PyLong_FromUnsignedLongLong(s.cuda_failed));
+  if (!ok) {
+    Py_DECREF(d);
+    return nullptr;
+  }
+  return d;
+}
+
+PyMethodDef core_methods[] = {
+    {"admit", core_admit, METH_O, "admit(name) -> render hint, or -1 when gated (counted)"},
+    {"ready", core_ready, METH_NOARGS, "ready() -> 0 when a send would go ahead, else the counted result code"},
+    {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
+    {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
+    {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
+    {"send_module_tree", core_send_module_tree, METH_VARARGS, "send_module_tree(track, payload, step) -> result code"},
+    {"cuda_staging_usable", core_cuda_staging_usable, METH_NOARGS, "whether CUDA tensors can be staged on the GPU"},
+    {"count_sync_copy", core_count_sync_copy, METH_O, "counts a CUDA tensor copied to the host by the caller"},
+    {"set_render_hint", core_set_render_hint, METH_VARARGS, "set_render_hint(stream, hint)"},
+    {"render_hint", core_render_hint, METH_O, "render_hint(stream) -> hint"},
+    {"set_label", core_set_label, METH_O, "set_label(text)"},
+    {"set_enabled", core_set_enabled, METH_O, "set_enabled(bool)"},
+    {"enabled", core_enabled, METH_NOARGS, "enabled() -> bool"},
+    {"step", core_step, METH_NOARGS, "step() -> int"},
+    {"set_step", core_set_step, METH_O, "set_step(int)"},
+    {"next_step", core_next_step, METH_NOARGS, "next_step() -> int"},
+    {"connected", core_connected, METH_NOARGS, "connected() -> bool"},
+    {"rank", core_rank, METH_NOARGS, "rank() -> int"},
+    {"stats", core_stats, METH_NOARGS, "stats() -> dict of the client's counters and notes"},
+    {"close", core_close, METH_NOARGS, "disconnects; every later call raises ValueError"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot core_slots[] = {
+    {Py_tp_doc, const_cast<char*>("Core(options: dict): a tensorscope client core (use tensorscope.Client)")},
+    {Py_tp_init, reinterpret_cast<void*>(core_init)},
+    {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(core_dealloc)},
+    {Py_tp_methods, core_methods},
+    {0, nullptr},
+};
+
+PyType_Spec core_spec = {"tensorscope._native.Core", sizeof(CoreObject), 0, Py_TPFLAGS_DEFAULT, core_slots};
+
+// session_error(name) -> why the session name is invalid, or None.
+PyObject* session_error(PyObject*, PyObject* name_object) {
+  std::string name;
+  if (!utf8(name_object, "session", &name)) return nullptr;
+  const tensorscope::Status status = tensorscope::validate_session_name(name);
+  if (status) Py_RETURN_NONE;
+  return text(status.message());
+}
+
+PyMethodDef module_methods[] = {
+    {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "tensorscope's native client core", -1, module_methods,
+                          nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native() {
+  PyObject* module = PyModule_Create(&module_def);
+  if (module == nullptr) return nullptr;
+  PyObject* type = PyType_FromSpec(&core_spec);
+  if (type == nullptr || PyModule_AddObject(module, "Core", type) != 0) {
+    Py_XDECREF(type);
+    Py_DECREF(module);
+    return nullptr;
+  }
+#ifdef TENSORSCOPE_WITH_CUDA
+  PyModule_AddIntConstant(module, "WITH_CUDA", 1);
+#else
+  PyModule_AddIntConstant(module, "WITH_CUDA", 0);
+#endif
+  PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
+  return module;
+}

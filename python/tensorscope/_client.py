@@ -1,0 +1,412 @@
+"""tensorscope.Client: the Python client of tensorscope.
+
+Same daemon, shared-memory ring, streams and videos as the C++ client (ClientOptions's
+fields are its keywords). Nothing that happens while training raises: a push returns a
+PushResult and every outcome is counted in stats(). Bad use (a wrong option type, a
+module that is not an nn.Module) raises TypeError/ValueError at the call.
+"""
+
+import os
+import platform
+import threading
+import time
+import weakref
+
+import torch
+from torch import nn
+
+from . import _native
+from . import _results as R
+from ._stats import ClientStats
+from ._tensors import export
+from ._tracks import ModuleTrack, TensorTrack, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
+
+try:
+    from ._build_info import DAEMON as _DEFAULT_DAEMON
+except ImportError:  # pragma: no cover - a package without build info
+    _DEFAULT_DAEMON = ""
+
+_GB = 1 << 30
+
+
+def _check_int(name, value, low=None, high=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise ValueError(f"{name} must be {bounds}, not {value}")
+    return value
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _check_path(name, value):
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or path, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{name} contains a NUL character")
+    return value
+
+
+class Client:
+    """A tensorscope client: pushes tensors to the daemon of `session`.
+
+    Usable as a context manager: leaving it (or close()) removes every hook of its tracks
+    and disconnects.
+    """
+
+    def __init__(
+        self,
+        session="default",
+        *,
+        every_n=1,
+        max_hz=0.0,
+        rank=None,
+        shm_budget=128 << 20,
+        ring_slots=1024,
+        max_tensor_bytes=0,
+        transform=None,
+        runtime_dir="",
+        reconnect_interval_ms=200,
+        connect_timeout_ms=500,
+        autostart=False,
+        autostart_config="",
+        autostart_output="tensorscope_runs",
+        autostart_idle_exit_ms=30000,
+        daemon_executable="",
+        enabled=True,
+        cuda_staging_bytes=256 << 20,
+        cuda_ipc=True,
+    ):
+        if not isinstance(session, str):
+            raise TypeError(f"session must be a str, not {type(session).__name__}")
+        why = _native.session_error(session)
+        if why is not None:
+            raise ValueError(why)
+        if isinstance(max_hz, bool) or not isinstance(max_hz, (int, float)):
+            raise TypeError(f"max_hz must be a number, not {type(max_hz).__name__}")
+        if not max_hz >= 0:
+            raise ValueError(f"max_hz must be at least 0, not {max_hz}")
+        if rank is not None:
+            _check_int("rank", rank, 0, 1 << 30)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable (name, tensor) -> tensor, not {type(transform).__name__}")
+        options = {
+            "session": session,
+            "every_n": _check_int("every_n", every_n, 1),
+            "max_hz": float(max_hz),
+            "rank": -1 if rank is None else rank,
+            "shm_budget": _check_int("shm_budget", shm_budget, 1 << 16, 1 << 40),
+            "ring_slots": _check_int("ring_slots", ring_slots, 1, 1 << 20),
+            "max_tensor_bytes": _check_int("max_tensor_bytes", max_tensor_bytes, 0, 1 << 62),
+            "runtime_dir": _check_path("runtime_dir", runtime_dir),
+            "reconnect_interval_ms": _check_int("reconnect_interval_ms", reconnect_interval_ms, 10, 3_600_000),
+            "connect_timeout_ms": _check_int("connect_timeout_ms", connect_timeout_ms, 0, 600_000),
+            "autostart": _check_bool("autostart", autostart),
+            "autostart_config": _check_path("autostart_config", autostart_config),
+            "autostart_output": _check_path("autostart_output", autostart_output),
+            "autostart_idle_exit_ms": _check_int("autostart_idle_exit_ms", autostart_idle_exit_ms, 1000, 1 << 31),
+            "daemon_executable": _check_path("daemon_executable", daemon_executable),
+            "enabled": _check_bool("enabled", enabled),
+            "cuda_staging_bytes": _check_int("cuda_staging_bytes", cuda_staging_bytes, 1 << 16, 64 * _GB),
+            "cuda_ipc": _check_bool("cuda_ipc", cuda_ipc),
+            "framework_versions": {"python": platform.python_version(), "torch": str(torch.__version__)},
+        }
+        if not options["daemon_executable"] and not os.environ.get("TENSORSCOPE_DAEMON"):
+            if _DEFAULT_DAEMON and os.access(_DEFAULT_DAEMON, os.X_OK):
+                options["daemon_executable"] = _DEFAULT_DAEMON
+        self._options = {k: v for k, v in options.items() if k != "framework_versions"}
+        self._options["rank"] = rank
+        self._options["transform"] = transform
+        self._transform = transform
+        self._max_hz = float(max_hz)
+        self._every_n = every_n
+        self._last_sent = {}  # stream -> monotonic time of its last admitted track push (max_hz)
+        self._explicit_steps = False  # set by next_step()/set_step()
+        self._tracks = []
+        self._tracks_lock = threading.Lock()
+        self._cuda_usable = None
+        self._core = None
+        self._core = _native.Core(options)
+
+    # ---- explicit pushes ----
+
+    def push(self, name, tensor):
+        """Pushes `tensor` (a torch tensor or numpy array) as stream `name`, gated by every_n /
+        max_hz. Never raises and never blocks: returns a PushResult."""
+        core = self._core
+        if core is None:
+            return R.PushResult.NOT_CONNECTED
+        try:
+            hint = core.admit(name)
+            if hint < 0:
+                return R.PushResult.GATED
+            return self._send(name, tensor, R.KIND_TENSOR, hint, self._transform, None)
+        except Exception as e:
+            return self._refuse(name if isinstance(name, str) else repr(name)[:100], f"push failed: {e}")
+
+    def _send(self, name, tensor, kind, hint, transform, step):
+        core = self._core
+        if core is None:
+            return R.PushResult.NOT_CONNECTED
+        code = core.ready()
+        if code:
+            return R.RESULTS[code]
+        try:
+            if transform is not None:
+                tensor = transform(name, tensor)
+        except Exception as e:
+            return R.RESULTS[core.refuse(name, f"transform raised {type(e).__name__}: {e}")]
+        try:
+            exported = export(tensor, self)
+        except Exception as e:
+            return R.RESULTS[core.refuse(name, f"could not read the tensor: {type(e).__name__}: {e}")]
+        if isinstance(exported, str):
+            return R.RESULTS[core.refuse(name, exported)]
+        return R.RESULTS[
+            core.send(name, exported.capsule, kind, hint, step, exported.as_bool, exported.cuda_stream)
+        ]
+
+    def _send_tracked(self, name, tensor, kind, hint, transform, step):
+        """A track's push: the track gated its steps; max_hz still applies per stream."""
+        core = self._core
+        if core is None:
+            return R.PushResult.NOT_CONNECTED
+        if self._max_hz > 0:
+            now = time.monotonic()
+            last = self._last_sent.get(name)
+            if last is not None and now - last < 1.0 / self._max_hz:
+                core.count_gated()
+                return R.PushResult.GATED
+            self._last_sent[name] = now
+        if not hint:
+            hint = core.render_hint(name)
+        return self._send(name, tensor, kind, hint, transform if transform is not None else self._transform, step)
+
+    def _refuse(self, name, why):
+        core = self._core
+        if core is None:
+            return R.PushResult.NOT_CONNECTED
+        try:
+            return R.RESULTS[core.refuse(name, why)]
+        except Exception:
+            return R.PushResult.REFUSED
+
+    def _count_gated(self):
+        core = self._core
+        if core is not None:
+            core.count_gated()
+
+    # used by _tensors.export for CUDA tensors
+    def _cuda_staging_usable(self):
+        if self._cuda_usable is None:
+            core = self._core
+            self._cuda_usable = bool(core is not None and core.cuda_staging_usable())
+        return self._cuda_usable
+
+    def _count_sync_copy(self, why):
+        core = self._core
+        if core is not None:
+            core.count_sync_copy(why)
+
+    # ---- tracks ----
+
+    def track_model(
+        self,
+        name,
+        module,
+        *,
+        every_n=None,
+        include=None,
+        exclude=None,
+        kinds=None,
+        transform=None,
+        render_mode=None,
+    ):
+        """Tracks the forward output of every submodule of `module` that registers
+        parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
+        root; "#<k>" for the k-th further call in a step; "[i]"/"[key]" for each tensor
+        of a tuple, list, dict or dataclass output). `kinds`: some of "output",
+        "gradient", "parameter", "parameter_gradient", "buffer" (default "output")."""
+        return self._track_module(name, module, every_n, include, exclude, kinds, transform, render_mode, "output")
+
+    def track_layer(
+        self,
+        name,
+        module,
+        *,
+        every_n=None,
+        include=None,
+        exclude=None,
+        kinds=None,
+        transform=None,
+        render_mode=None,
+    ):
+        """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
+        d(loss)/d(output). Same selection and options as track_model (kinds defaults to
+        "gradient")."""
+        return self._track_module(name, module, every_n, include, exclude, kinds, transform, render_mode, "gradient")
+
+    def track_tensor(self, name, tensor, *, every_n=None, transform=None, render_mode=None):
+        """Sends the gradient of `tensor` (which must require grad) as stream `name` each
+        n-th time backward computes it. The handle does not keep `tensor` alive."""
+        self._check_track_name(name)
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"track_tensor needs a torch.Tensor, not {type(tensor).__name__}")
+        if not tensor.requires_grad:
+            raise ValueError(f"track_tensor({name!r}): the tensor does not require grad, so it has no gradient")
+        every_n, transform, hint = self._track_options(every_n, transform, render_mode)
+        return self._add(TensorTrack(self, name, tensor, every_n, transform, hint))
+
+    def _track_module(self, name, module, every_n, include, exclude, kinds, transform, render_mode, default_kind):
+        self._check_track_name(name)
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"expected a torch.nn.Module, not {type(module).__name__}")
+        chosen = parse_kinds(kinds, default_kind)
+        include_re = compile_pattern(include, "include")
+        exclude_re = compile_pattern(exclude, "exclude")
+        every_n, transform, hint = self._track_options(every_n, transform, render_mode)
+        root = unwrap(module)
+        entries = select_modules(name, root, include_re, exclude_re)
+        if not entries:
+            return TrackHandle(
+                error=f"track {name!r}: no module registers parameters or buffers and matches include/exclude"
+            )
+        return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint))
+
+    def _check_track_name(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"a track name must be a str, not {type(name).__name__}")
+        if not name:
+            raise ValueError("a track name must not be empty")
+        if self._core is None:
+            raise ValueError("the tensorscope client is closed")
+
+    def _track_options(self, every_n, transform, render_mode):
+        if every_n is None:
+            every_n = self._every_n
+        _check_int("every_n", every_n, 1)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable (name, tensor) -> tensor, not {type(transform).__name__}")
+        return every_n, transform, R.render_hint(render_mode)
+
+    def _add(self, track):
+        with self._tracks_lock:
+            self._tracks = [t for t in self._tracks if t() is not None and not t()._stopped]
+            self._tracks.append(weakref.ref(track))
+        return TrackHandle(track)
+
+    def _live_tracks(self):
+        with self._tracks_lock:
+            return [t for t in (ref() for ref in self._tracks) if t is not None and not t._stopped]
+
+    def tracked(self):
+        """Every stream the live handles of this client may send."""
+        return [s for track in self._live_tracks() for s in track.streams()]
+
+    # ---- steps, state ----
+
+    @property
+    def step(self):
+        """The training step stamped on every record."""
+        return self._core.step() if self._core is not None else 0
+
+    def set_step(self, step):
+        """Sets the step; tracks start a new step (their every_n counts steps)."""
+        _check_int("step", step)
+        core = self._core
+        if core is None:
+            return
+        self._explicit_steps = True
+        changed = step != core.step()
+        core.set_step(step)
+        if changed:
+            for track in self._live_tracks():
+                track.step_changed()
+
+    def next_step(self):
+        """Advances the step by one and returns it."""
+        core = self._core
+        if core is None:
+            return 0
+        self._explicit_steps = True
+        step = core.next_step()
+        for track in self._live_tracks():
+            track.step_changed()
+        return step
+
+    def set_label(self, text):
+        """Text shown on every frame from now on (at most 127 bytes are kept)."""
+        if not isinstance(text, str):
+            raise TypeError(f"a label must be a str, not {type(text).__name__}")
+        if self._core is not None:
+            self._core.set_label(text)
+
+    @property
+    def enabled(self):
+        """Checked by every push and hook; disabled pushes count as gated."""
+        return self._core.enabled() if self._core is not None else False
+
+    @enabled.setter
+    def enabled(self, value):
+        _check_bool("enabled", value)
+        if self._core is not None:
+            self._core.set_enabled(value)
+
+    def set_enabled(self, value):
+        self.enabled = value
+
+    def set_render_mode(self, stream, mode):
+        """How the daemon should draw `stream` from its next push on ("default", "auto",
+        "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats")."""
+        if not isinstance(stream, str):
+            raise TypeError(f"a stream name must be a str, not {type(stream).__name__}")
+        hint = R.render_hint(mode, "mode")
+        if self._core is not None:
+            self._core.set_render_hint(stream, hint)
+
+    def stats(self):
+        """The client's counters and notes (a ClientStats)."""
+        if self._core is None:
+            return ClientStats(closed=True)
+        return ClientStats(**self._core.stats())
+
+    @property
+    def connected(self):
+        """A daemon holds this client's segment right now."""
+        return self._core is not None and self._core.connected()
+
+    @property
+    def rank(self):
+        return self._core.rank() if self._core is not None else self._options["rank"] or 0
+
+    @property
+    def options(self):
+        """The options this client was made with (a copy)."""
+        return dict(self._options)
+
+    def close(self):
+        """Removes every track's hooks and disconnects (finished records stay with the
+        daemon). Later pushes return NOT_CONNECTED."""
+        for track in self._live_tracks():
+            track.stop()
+        core, self._core = self._core, None
+        if core is not None:
+            core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self._core is None else ("connected" if self.connected else "not connected")
+        return f"tensorscope.Client(session={self._options['session']!r}, rank={self.rank}, {state})"

@@ -1,0 +1,41 @@
+"""The tensor leaves of a module's output, named like the C++ client's streams.
+
+A single tensor is the stream itself; in tuples and lists (namedtuples included) each
+tensor leaf gets its index (`[0]`, `[1][0]` for LSTM's `(out, (h, c))`), in mappings
+(dicts, HuggingFace ModelOutput) and dataclasses its key (`[logits]`). `None` leaves and
+values that are not tensors are skipped.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+
+import torch
+
+MAX_DEPTH = 8  # deeper nesting is not searched
+MAX_LEAVES = 256  # leaves of one output beyond this are not sent
+
+
+def tensor_leaves(output):
+    """[(suffix, tensor)] for every tensor leaf of `output`, in order."""
+    leaves = []
+    _collect(output, "", 0, leaves)
+    return leaves
+
+
+def _collect(value, suffix, depth, leaves):
+    if len(leaves) >= MAX_LEAVES:
+        return
+    if isinstance(value, torch.Tensor):
+        leaves.append((suffix, value))
+        return
+    if value is None or depth >= MAX_DEPTH or isinstance(value, (str, bytes)):
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _collect(item, f"{suffix}[{key}]", depth + 1, leaves)
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            _collect(item, f"{suffix}[{index}]", depth + 1, leaves)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            _collect(getattr(value, field.name, None), f"{suffix}[{field.name}]", depth + 1, leaves)

@@ -1,0 +1,42 @@
+"""ClientStats: the client's counters (the C++ ClientStats fields) as attributes."""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientStats:
+    pushed: int = 0  # records copied into shared memory
+    gated: int = 0  # skipped by every_n / max_hz or while disabled
+    dropped_full: int = 0  # the ring had no room (daemon slow)
+    not_connected: int = 0  # no daemon at the time
+    refused: int = 0  # bad input: type, dtype, size, name, failed transform or hook
+    bytes: int = 0  # payload bytes pushed
+    connected: bool = False  # a daemon holds this client's segment now
+    connections: int = 0  # registrations so far (reconnects included)
+    connection_note: str = ""  # why not connected, in words
+    shm_bytes: int = 0  # the shared-memory segment in use
+    shm_note: str = ""  # why the segment is smaller than shm_budget
+    autostart: str = ""  # what autostart did
+    cuda_transport: str = ""  # "cuda-ipc", "pinned-host", "sync-copy" or "" (no CUDA push yet)
+    cuda_note: str = ""  # why CUDA IPC is not used
+    cuda_ipc_pushed: int = 0
+    cuda_host_pushed: int = 0
+    cuda_failed: int = 0
+    closed: bool = False  # the client was closed
+
+    def __repr__(self):
+        counters = (
+            f"pushed={self.pushed}, gated={self.gated}, dropped_full={self.dropped_full}, "
+            f"not_connected={self.not_connected}, refused={self.refused}, bytes={self.bytes}"
+        )
+        if self.closed:
+            state = "closed"
+        elif self.connected:
+            state = f"connected ({self.connections} registration{'s' if self.connections != 1 else ''})"
+        else:
+            state = "not connected" + (f": {self.connection_note}" if self.connection_note else "")
+        notes = [n for n in (self.shm_note, self.autostart) if n]
+        if self.cuda_transport:
+            notes.append(f"CUDA by {self.cuda_transport}" + (f" ({self.cuda_note})" if self.cuda_note else ""))
+        extra = "".join(f"; {n}" for n in notes)
+        return f"ClientStats({counters}; {state}{extra})"

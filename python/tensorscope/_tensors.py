@@ -1,0 +1,115 @@
+"""Turning what a user pushes into what the native core copies: DLPack capsules.
+
+torch tensors (any dtype the C++ client takes, CPU or CUDA, any strides, requiring grad
+or not) and numpy arrays are accepted; anything else is refused with a reason. Nothing
+here raises for a bad tensor: `export` returns a refusal string instead.
+"""
+
+import torch
+
+try:  # numpy is optional for the package (torch does not require it)
+    import numpy as _np
+except ImportError:  # pragma: no cover - Debian's python3-torch depends on numpy
+    _np = None
+
+_TORCH_DTYPES = frozenset(
+    [
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+    ]
+)
+_NUMPY_KINDS = {"f": (2, 4, 8), "i": (1, 2, 4, 8), "u": (1,), "b": (1,)}
+
+
+class Exported:
+    """A tensor ready for the native core: a DLPack capsule and how to read it."""
+
+    __slots__ = ("capsule", "as_bool", "cuda_stream", "keep")
+
+    def __init__(self, capsule, as_bool=False, cuda_stream=0, keep=None):
+        self.capsule = capsule
+        self.as_bool = as_bool  # uint8 bytes of a bool tensor
+        self.cuda_stream = cuda_stream  # the producer's cudaStream_t (CUDA tensors)
+        self.keep = keep  # what the capsule's memory belongs to, kept until the send returns
+
+
+def _torch_refusal(t):
+    if t.is_complex():
+        return f"complex dtype {t.dtype} is not supported: push torch.view_as_real(t) or t.abs() instead"
+    if t.dtype not in _TORCH_DTYPES:
+        return f"dtype {t.dtype} is not supported"
+    if t.layout != torch.strided:
+        return f"only dense (strided) tensors are supported, not {t.layout}"
+    if t.dim() > 8:
+        return f"tensor has {t.dim()} dimensions; at most 8 are supported"
+    return None
+
+
+def export_torch(tensor, client):
+    """An Exported for torch tensor `tensor`, or a refusal string. `client` says whether
+    CUDA staging is usable and counts host copies of device tensors."""
+    why = _torch_refusal(tensor)
+    if why is not None:
+        return why
+    t = tensor.detach()  # DLPack refuses tensors that require grad; values only
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    as_bool = t.dtype == torch.bool
+    if as_bool:  # DLPack before 0.8 has no bool: send the bytes, say they are bool
+        t = t.view(torch.uint8)
+    if t.device.type == "cuda":
+        if not client._cuda_staging_usable():
+            client._count_sync_copy("the CUDA runtime is not usable by tensorscope's staging")
+            t = t.cpu()
+        else:
+            # On the GPU, on the tensor's current stream: a contiguous copy if needed,
+            # and the caching allocator keeps the memory for that stream, which waits
+            # for tensorscope's copy before anything later runs on it.
+            if not t.is_contiguous():
+                t = t.contiguous()
+            stream = torch.cuda.current_stream(t.device)
+            t.record_stream(stream)
+            return Exported(t.__dlpack__(stream=-1), as_bool, stream.cuda_stream, t)
+    elif t.device.type != "cpu":
+        client._count_sync_copy(f"tensors on {t.device.type} are copied to the host first")
+        t = t.cpu()
+    return Exported(t.__dlpack__(), as_bool, 0, t)
+
+
+def export_numpy(array):
+    """An Exported for numpy array `array`, or a refusal string."""
+    kind, size = array.dtype.kind, array.dtype.itemsize
+    if kind == "c":
+        return f"complex dtype {array.dtype} is not supported: push its .real/.imag or abs() instead"
+    if size not in _NUMPY_KINDS.get(kind, ()) or not array.dtype.isnative:
+        return f"numpy dtype {array.dtype} is not supported"
+    if array.ndim > 8:
+        return f"array has {array.ndim} dimensions; at most 8 are supported"
+    a = array
+    as_bool = kind == "b"
+    if as_bool:
+        a = a.view(_np.uint8)
+    if not a.flags.writeable:  # numpy's DLPack export refuses read-only arrays
+        a = a.copy()
+    return Exported(a.__dlpack__(), as_bool, 0, a)
+
+
+def export(value, client):
+    """An Exported for `value` (a torch tensor or numpy array), or a refusal string."""
+    if isinstance(value, torch.Tensor):
+        return export_torch(value, client)
+    if _np is not None and isinstance(value, _np.ndarray):
+        return export_numpy(value)
+    if _np is not None and isinstance(value, _np.generic):
+        return export_numpy(_np.asarray(value))
+    return f"cannot push an object of type {type(value).__name__}: expected a torch.Tensor or numpy.ndarray"

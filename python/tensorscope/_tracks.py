@@ -1,0 +1,354 @@
+"""What Client.track_model / track_layer / track_tensor return: TrackHandle, and the
+hooks behind it.
+
+Module hooks are PyTorch's own. A track is installed only for the steps it sends: on a
+gated step no module of the model carries a hook of ours, so it costs nothing. Outputs
+are sent from forward hooks; the gradient at a module's output comes from a hook the
+forward hook puts on the output tensor (exactly d(loss)/d(output), in-place activations
+after the module included). Nothing here raises into the training loop: a failure in a
+hook is counted as a refused push.
+"""
+
+import re
+import threading
+import warnings
+import weakref
+from functools import partial
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from . import _results as R
+from ._outputs import tensor_leaves
+
+# The kinds a track may send, by name, and their TrackedStream kind.
+KINDS = {
+    "output": "activation",
+    "gradient": "gradient",
+    "parameter": "parameter",
+    "parameter_gradient": "parameter_gradient",
+    "buffer": "buffer",
+}
+MAX_CALLS_PER_STEP = 1024  # calls of one module beyond this in one step are refused
+
+
+class TrackedStream(NamedTuple):
+    """One stream a handle may send."""
+
+    name: str  # e.g. "net.features.0" or "net.fc.weight.grad"
+    kind: str  # "activation", "gradient", "parameter", "parameter_gradient", "buffer"
+    module: str  # qualified module path ("" for the root or a tracked tensor)
+
+
+def parse_kinds(kinds, default):
+    """A frozenset of kind names from `kinds` (a name, an iterable of names, or None)."""
+    if kinds is None:
+        return frozenset([default])
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    try:
+        chosen = frozenset(kinds)
+    except TypeError:
+        raise TypeError(f"kinds must be a str or an iterable of str, not {type(kinds).__name__}") from None
+    for kind in chosen:
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}: expected some of {', '.join(KINDS)}")
+    if not chosen:
+        raise ValueError("kinds is empty")
+    return chosen
+
+
+def compile_pattern(pattern, what):
+    if pattern is None or pattern == "":
+        return None
+    if not isinstance(pattern, str):
+        raise TypeError(f"{what} must be a str (a regular expression), not {type(pattern).__name__}")
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"{what} {pattern!r} is not a valid regular expression: {e}") from None
+
+
+def unwrap(module):
+    """The module a DataParallel / DistributedDataParallel wrapper runs."""
+    while isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+        module = module.module
+    return module
+
+
+class TrackHandle:
+    """Stands for one track. remove() (or leaving a `with` block) removes every hook."""
+
+    def __init__(self, track=None, error=""):
+        self._track = track
+        self._error = error
+
+    @property
+    def ok(self):
+        """False when the track could not be set up; `error` says why."""
+        return self._track is not None
+
+    @property
+    def error(self):
+        return self._error
+
+    @property
+    def streams(self):
+        """The streams this handle may send (calls after the first of a step add "#<k>")."""
+        return self._track.streams() if self._track is not None else []
+
+    def remove(self):
+        """Removes every hook this handle installed; the handle becomes inert."""
+        track, self._track = self._track, None
+        if track is not None:
+            track.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    def __repr__(self):
+        if self._track is None:
+            return f"TrackHandle(ok=False, error={self._error!r})" if self._error else "TrackHandle(removed)"
+        return f"TrackHandle({self._track.name!r}, {len(self.streams)} streams)"
+
+
+class _Track:
+    """Shared by the tracks: the client (weakly), the gate, sending."""
+
+    def __init__(self, client, name, every_n, transform, render_mode):
+        self._client = weakref.ref(client)
+        self.name = name
+        self._every_n = every_n
+        self._transform = transform
+        self._hint = render_mode
+        self._stopped = False
+
+    def _send(self, stream, tensor, kind, step=None):
+        client = self._client()
+        if client is None or self._stopped:
+            return
+        client._send_tracked(stream, tensor, kind, self._hint, self._transform, step)
+
+    def step_changed(self):
+        pass
+
+    def stop(self):
+        self._stopped = True
+
+
+class ModuleTrack(_Track):
+    """track_model / track_layer: the selected modules of one model."""
+
+    def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode):
+        super().__init__(client, name, every_n, transform, render_mode)
+        self._root = root
+        self._entries = entries  # [(path, module, stream)]
+        self._kinds = kinds
+        self._lock = threading.Lock()
+        self._calls = {}  # stream -> calls in this step
+        self._hooks = []
+        self._steps_seen = 1  # the step running now is the first this track sees
+        self._auto_step = 0  # steps counted from the root's training forwards
+        self._auto_started = False
+        self._root_hook = root.register_forward_pre_hook(self._on_root_forward)
+        self._install()
+
+    # -- steps --
+
+    def _on_root_forward(self, module, inputs):
+        """Without next_step()/set_step(), each training forward of the root is a step."""
+        client = self._client()
+        if client is None or client._explicit_steps or not module.training:
+            return
+        if self._auto_started:
+            self._auto_step += 1
+            self.step_changed()
+        self._auto_started = True
+
+    def step_changed(self):
+        with self._lock:
+            if self._stopped:
+                return
+            self._calls.clear()
+            send = self._steps_seen % self._every_n == 0
+            self._steps_seen += 1
+            if send and not self._hooks:
+                self._install()
+            elif not send and self._hooks:
+                self._uninstall()
+
+    def _record_step(self, client):
+        return None if client._explicit_steps else self._auto_step
+
+    # -- hooks (installed only on sent steps) --
+
+    def _install(self):
+        hooks = []
+        for path, module, stream in self._entries:
+            if self._kinds & {"output", "gradient", "parameter", "buffer"}:
+                hooks.append(module.register_forward_hook(partial(self._on_output, stream)))
+            if "parameter_gradient" in self._kinds:
+                for pname, param in module._parameters.items():
+                    if param is not None and param.requires_grad:
+                        hooks.append(param.register_hook(partial(self._on_param_grad, f"{stream}.{pname}.grad")))
+        self._hooks = hooks
+
+    def _uninstall(self):
+        hooks, self._hooks = self._hooks, []
+        for h in hooks:
+            h.remove()
+
+    def _on_output(self, stream, module, inputs, output):
+        try:
+            client = self._client()
+            if client is None or self._stopped:
+                return
+            call = self._calls.get(stream, 0)
+            self._calls[stream] = call + 1
+            if call >= MAX_CALLS_PER_STEP:
+                client._refuse(stream, "more calls of this module in one step than are tracked")
+                return
+            named = stream if call == 0 else f"{stream}#{call}"
+            step = self._record_step(client)
+            kinds = self._kinds
+            if "output" in kinds or "gradient" in kinds:
+                for suffix, tensor in tensor_leaves(output):
+                    if "output" in kinds:
+                        self._send(named + suffix, tensor, R.KIND_ACTIVATION, step)
+                    if "gradient" in kinds and tensor.requires_grad:
+                        tensor.register_hook(partial(self._on_grad, f"{named}{suffix}.grad", step))
+            if call == 0:
+                if "parameter" in kinds:
+                    for pname, param in module._parameters.items():
+                        if param is not None:
+                            self._send(f"{stream}.{pname}", param, R.KIND_PARAMETER, step)
+                if "buffer" in kinds:
+                    for bname, buf in module._buffers.items():
+                        if buf is not None:
+                            self._send(f"{stream}.{bname}", buf, R.KIND_PARAMETER, step)
+        except Exception as e:  # never into the training loop
+            _refuse_quietly(self._client(), stream, e)
+
+    def _on_grad(self, stream, step, grad):
+        try:
+            self._send(stream, grad, R.KIND_GRADIENT, step)
+        except Exception as e:
+            _refuse_quietly(self._client(), stream, e)
+
+    def _on_param_grad(self, stream, grad):
+        try:
+            client = self._client()
+            if client is not None:
+                self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, self._record_step(client))
+        except Exception as e:
+            _refuse_quietly(self._client(), stream, e)
+
+    # -- handle --
+
+    def streams(self):
+        if self._stopped:
+            return []
+        out = []
+        for path, module, stream in self._entries:
+            if "output" in self._kinds:
+                out.append(TrackedStream(stream, "activation", path))
+            if "gradient" in self._kinds:
+                out.append(TrackedStream(stream + ".grad", "gradient", path))
+            for pname, param in module._parameters.items():
+                if param is None:
+                    continue
+                if "parameter" in self._kinds:
+                    out.append(TrackedStream(f"{stream}.{pname}", "parameter", path))
+                if "parameter_gradient" in self._kinds and param.requires_grad:
+                    out.append(TrackedStream(f"{stream}.{pname}.grad", "parameter_gradient", path))
+            if "buffer" in self._kinds:
+                for bname, buf in module._buffers.items():
+                    if buf is not None:
+                        out.append(TrackedStream(f"{stream}.{bname}", "buffer", path))
+        return out
+
+    def stop(self):
+        with self._lock:
+            self._stopped = True
+            self._uninstall()
+            self._root_hook.remove()
+
+
+class TensorTrack(_Track):
+    """track_tensor: the gradient of one tensor, every n-th time backward computes it."""
+
+    def __init__(self, client, name, tensor, every_n, transform, render_mode):
+        super().__init__(client, name, every_n, transform, render_mode)
+        self._calls = 0
+        self._hook = tensor.register_hook(self._on_grad)
+
+    def _on_grad(self, grad):
+        try:
+            call, self._calls = self._calls, self._calls + 1
+            if call % self._every_n != 0:
+                client = self._client()
+                if client is not None:
+                    client._count_gated()
+                return
+            self._send(self.name, grad, R.KIND_GRADIENT)
+        except Exception as e:
+            _refuse_quietly(self._client(), self.name, e)
+
+    def streams(self):
+        return [] if self._stopped else [TrackedStream(self.name, "gradient", "")]
+
+    def stop(self):
+        self._stopped = True
+        self._hook.remove()
+
+
+def _refuse_quietly(client, stream, error):
+    if client is None:
+        return
+    try:
+        client._refuse(stream, f"tracking failed: {type(error).__name__}: {error}")
+    except Exception:
+        pass
+
+
+def select_modules(name, root, include, exclude):
+    """[(path, module, stream)] of the modules of `root` to track, and warnings.
+
+    As in the C++ client: a module is tracked when it registers parameters or buffers
+    itself and its qualified path matches `include` and not `exclude`. TorchScript
+    submodules are skipped with a warning (hooks on them never fire).
+    """
+    entries, scripted = [], []
+    skip_prefixes = []
+    for path, module in root.named_modules():
+        if any(path == p or path.startswith(p + ".") for p in skip_prefixes):
+            continue
+        if isinstance(module, torch.jit.ScriptModule):
+            scripted.append(path or "<root>")
+            skip_prefixes.append(path)
+            if path == "":
+                break
+            continue
+        owns = any(p is not None for p in module._parameters.values()) or any(
+            b is not None for b in module._buffers.values()
+        )
+        if not owns:
+            continue
+        if include is not None and not include.search(path):
+            continue
+        if exclude is not None and exclude.search(path):
+            continue
+        entries.append((path, module, name if path == "" else f"{name}.{path}"))
+    if scripted:
+        warnings.warn(
+            f"tensorscope: track {name!r}: TorchScript modules cannot be hooked (their forward hooks never "
+            f"fire) and are not tracked: {', '.join(scripted[:10])}{' ...' if len(scripted) > 10 else ''}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return entries

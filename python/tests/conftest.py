@@ -1,0 +1,138 @@
+"""Fixtures of the Python package's tests: the package from the build tree and a real
+tensorscoped per test (its own runtime directory, session and output), stopped at the
+end of the test so every file is finalized before it is read."""
+
+import csv
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("TENSORSCOPE_BUILD_DIR", os.path.join(REPO, "build"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+
+DAEMON = os.path.join(BUILD, "bin", "tensorscoped")
+CLI = os.path.join(BUILD, "bin", "tensorscope")
+
+RECORDING_CONFIG = """workers: 2
+log_level: info
+record:
+  video: "{video}"
+  stats: ".*"
+  npy: "{npy}"
+"""
+
+
+def wait_until(predicate, timeout, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+class Daemon:
+    """A tensorscoped for one test, recording statistics of every stream (and .npy values
+    of the streams `npy` matches)."""
+
+    def __init__(self, root, session, npy=".*", video=""):
+        self.root = root
+        self.session = session
+        # Short: the session socket's path must fit in sockaddr_un.
+        self.runtime_dir = tempfile.mkdtemp(prefix="tsrun-", dir="/tmp")
+        self.output = os.path.join(root, "out")
+        self.config = os.path.join(root, "daemon.yaml")
+        self.log_path = os.path.join(root, "tensorscoped.log")
+        with open(self.config, "w") as f:
+            f.write(RECORDING_CONFIG.format(video=video, npy=npy))
+        self.process = None
+
+    def start(self, timeout=30):
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [DAEMON, "--config", self.config, "--output", self.output, "--session", self.session,
+             "--runtime-dir", self.runtime_dir],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        if not wait_until(lambda: self.status() is not None or self.process.poll() is not None, timeout):
+            raise RuntimeError(f"tensorscoped did not start:\n{self.log()}")
+        if self.process.poll() is not None:
+            raise RuntimeError(f"tensorscoped exited ({self.process.returncode}):\n{self.log()}")
+        return self
+
+    def status(self):
+        r = subprocess.run([CLI, "status", "--session", self.session, "--runtime-dir", self.runtime_dir, "--json"],
+                           capture_output=True, text=True, timeout=30)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def client_options(self, **extra):
+        options = {"session": self.session, "runtime_dir": self.runtime_dir, "connect_timeout_ms": 5000}
+        options.update(extra)
+        return options
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+    def stop(self, timeout=120):
+        """SIGTERM and wait: the daemon drains every ring and finalizes every file."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"tensorscoped did not stop in {timeout} s:\n{self.log()}")
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-20000:]
+        except OSError:
+            return ""
+
+    @property
+    def session_dir(self):
+        return os.path.join(self.output, self.session)
+
+    def stats_rows(self):
+        """Every row of every statistics table (dicts keyed by the CSV header)."""
+        rows = []
+        for path in sorted(glob.glob(os.path.join(self.session_dir, "stats", "*.csv"))):
+            with open(path, newline="") as f:
+                rows.extend(csv.DictReader(f))
+        return rows
+
+    def frames(self):
+        """{(stream, rank): frames received}."""
+        counts = {}
+        for row in self.stats_rows():
+            key = (row["stream"], int(row["rank"]))
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def npy(self, stream, step, rank=0):
+        path = os.path.join(self.session_dir, "dumps", f"step_{step}", f"{stream}_rank{rank}.npy")
+        return np.load(path)
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(str(tmp_path), "py-" + uuid.uuid4().hex[:8]).start()
+    yield d
+    if d.process.poll() is None:
+        d.stop()
+    shutil.rmtree(d.runtime_dir, ignore_errors=True)

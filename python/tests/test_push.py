@@ -1,0 +1,174 @@
+"""Client.push through a real daemon: every dtype, strides, devices, numpy, refusals,
+options checked at the call, and a training loop that never notices a missing daemon."""
+
+import numpy as np
+import pytest
+import torch
+
+import tensorscope
+from tensorscope import PushResult
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
+          torch.int32, torch.int64, torch.uint8, torch.bool]
+
+
+def sample(dtype, shape=(3, 5)):
+    g = torch.Generator().manual_seed(7)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 3).to(dtype)
+    return torch.randint(-100 if dtype != torch.uint8 else 0, 100, shape, generator=g).to(dtype)
+
+
+def as_numpy(t):
+    if t.dtype == torch.bfloat16:  # the .npy sink keeps bfloat16 bits as uint16
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def npy_values(a):
+    if a.dtype.names:  # structured bfloat16: its bits
+        return a[a.dtype.names[0]].view(np.uint16)
+    return a
+
+
+def test_every_dtype_arrives_bitwise(daemon):
+    sent = {}
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        assert scope.connected
+        for dtype in DTYPES:
+            t = sample(dtype)
+            name = "t_" + str(dtype).replace("torch.", "")
+            assert scope.push(name, t) == PushResult.PUSHED, name
+            sent[name] = t
+        s = scope.stats()
+        assert s.pushed == len(DTYPES) and s.refused == 0 and s.bytes > 0
+    daemon.stop()
+    rows = {r["stream"]: r for r in daemon.stats_rows()}
+    for name, t in sent.items():
+        got = npy_values(daemon.npy(name, 0))
+        assert got.shape == tuple(t.shape), name
+        assert np.array_equal(got.view(np.uint8), as_numpy(t).view(np.uint8)), name
+        assert rows[name]["dtype"] == name[2:], rows[name]["dtype"]
+
+
+def test_views_requires_grad_and_numpy(daemon):
+    base = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
+    cases = {
+        "transposed": base.transpose(0, 2),
+        "sliced": base[:, 1:3, ::2],
+        "expanded": torch.arange(4.0).expand(3, 4),
+        "negstep": torch.from_numpy(np.arange(10.0)[::-3].copy()).flip(0),
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3),
+        "grad": (base * 2).requires_grad_(),
+        "neg_bit": torch._neg_view(base),  # a view with the negation bit set
+    }
+    arrays = {
+        "np_f64": np.linspace(0, 1, 7),
+        "np_strided": np.arange(24, dtype=np.int32).reshape(4, 6)[::2, ::-1],
+        "np_bool": np.array([True, False, True]),
+        "np_readonly": np.frombuffer(b"\x01\x02\x03\x04", dtype=np.uint8),
+        "np_scalar": np.float32(1.5),
+    }
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        for name, t in cases.items():
+            assert scope.push(name, t) == PushResult.PUSHED, name
+        for name, a in arrays.items():
+            assert scope.push(name, a) == PushResult.PUSHED, name
+    daemon.stop()
+    for name, t in cases.items():
+        assert np.array_equal(daemon.npy(name, 0), t.detach().resolve_neg().numpy()), name
+    for name, a in arrays.items():
+        assert np.array_equal(daemon.npy(name, 0), np.asarray(a)), name
+
+
+def test_refusals_are_counted_never_raised(daemon, capfd):
+    with tensorscope.Client(**daemon.client_options(max_tensor_bytes=1024)) as scope:
+        assert scope.push("text", "not a tensor") == PushResult.REFUSED
+        assert scope.push("complex", torch.zeros(3, dtype=torch.complex64)) == PushResult.REFUSED
+        assert scope.push("big", torch.zeros(1024)) == PushResult.REFUSED  # 4096 bytes
+        assert scope.push("uint16", np.zeros(3, dtype=np.uint16)) == PushResult.REFUSED
+        assert scope.push("", torch.zeros(1)) == PushResult.REFUSED
+        assert scope.push("x" * 300, torch.zeros(1)) == PushResult.REFUSED
+        assert scope.push(42, torch.zeros(1)) == PushResult.REFUSED
+        assert scope.push("sparse", torch.eye(3).to_sparse()) == PushResult.REFUSED
+        assert scope.push("deep", torch.zeros([1] * 9)) == PushResult.REFUSED
+        assert scope.push("ok", torch.zeros(4)) == PushResult.PUSHED
+        s = scope.stats()
+        assert s.refused == 9 and s.pushed == 1
+    err = capfd.readouterr().err
+    assert "complex" in err and "view_as_real" in err
+    assert "max_tensor_bytes" in err
+
+
+def test_transform_and_failing_transform(daemon):
+    def per_channel_std(name, t):
+        if name == "bad":
+            raise RuntimeError("boom")
+        return t.std(dim=(0, 2, 3))
+
+    x = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(1))
+    with tensorscope.Client(**daemon.client_options(transform=per_channel_std)) as scope:
+        assert scope.push("act", x) == PushResult.PUSHED
+        assert scope.push("bad", x) == PushResult.REFUSED
+    daemon.stop()
+    assert np.array_equal(daemon.npy("act", 0), x.std(dim=(0, 2, 3)).numpy())
+
+
+def test_every_n_max_hz_enabled_steps(daemon):
+    with tensorscope.Client(**daemon.client_options(every_n=3)) as scope:
+        results = [scope.push("g", torch.zeros(2)) for _ in range(7)]
+        assert results.count(PushResult.PUSHED) == 3  # calls 1, 4, 7
+        scope.enabled = False
+        assert not scope.enabled
+        assert scope.push("h", torch.zeros(2)) == PushResult.GATED
+        scope.enabled = True
+        assert scope.next_step() == 1 and scope.step == 1
+        scope.set_step(10)
+        assert scope.step == 10
+        scope.set_label("lr=0.1")
+        scope.set_render_mode("h", "histogram")
+        assert scope.push("h", torch.zeros(2)) == PushResult.PUSHED
+        assert scope.stats().gated == 4 + 1
+    with tensorscope.Client(**daemon.client_options(max_hz=1.0)) as scope:
+        assert [scope.push("hz", torch.zeros(1)) for _ in range(3)] == [PushResult.PUSHED] + [PushResult.GATED] * 2
+    daemon.stop()
+    steps = sorted(int(r["step"]) for r in daemon.stats_rows() if r["stream"] == "h")
+    assert steps == [10]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"every_n": "10"}, TypeError),
+        ({"every_n": 0}, ValueError),
+        ({"every_n": True}, TypeError),
+        ({"max_hz": -1}, ValueError),
+        ({"rank": "0"}, TypeError),
+        ({"shm_budget": 1.5}, TypeError),
+        ({"session": "bad name"}, ValueError),
+        ({"session": 3}, TypeError),
+        ({"autostart": 1}, TypeError),
+        ({"transform": 5}, TypeError),
+        ({"runtime_dir": 7}, TypeError),
+        ({"autostart_idle_exit_ms": 10}, ValueError),
+    ],
+)
+def test_bad_options_raise_at_the_call(kwargs, error):
+    with pytest.raises(error):
+        tensorscope.Client(**kwargs)
+
+
+def test_no_daemon_training_goes_on(tmp_path):
+    with tensorscope.Client(session="nobody", runtime_dir=str(tmp_path), connect_timeout_ms=0) as scope:
+        assert not scope.connected
+        for _ in range(5):
+            assert scope.push("x", torch.ones(3)) == PushResult.NOT_CONNECTED
+        s = scope.stats()
+        assert s.not_connected == 5 and s.pushed == 0
+        assert "no daemon" in s.connection_note or s.connection_note
+        assert "not connected" in repr(s)
+    assert scope.push("x", torch.ones(3)) == PushResult.NOT_CONNECTED  # closed: still no exception
+    assert scope.stats().closed
