@@ -12,6 +12,10 @@
 #ifdef TENSORSCOPE_WITH_CUDA
 #include "cuda_staging.h"
 #include "tensorscope/shared/cuda_probe.h"
+#else
+namespace tensorscope {
+class CudaStaging {};  // never made: ClientCore::cuda_ stays null
+}  // namespace tensorscope
 #endif
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"

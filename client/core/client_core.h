@@ -128,11 +128,10 @@ class ClientCore {
   std::atomic<bool> enabled_;
   std::atomic<int64_t> step_{0};
   bool session_error_ = false;
-#ifdef TENSORSCOPE_WITH_CUDA
   // Declared before connection_, so destroyed after it: the connection's retirement
-  // waits for the pinned copies that still hold its segment.
+  // waits for the pinned copies that still hold its segment. Null in builds without
+  // CUDA (declared in every build: the class has one layout for every includer).
   std::unique_ptr<CudaStaging> cuda_;
-#endif
   std::unique_ptr<Connection> connection_;
 
   std::mutex label_mutex_;

@@ -13,7 +13,6 @@ import re
 import threading
 import warnings
 import weakref
-from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -31,6 +30,36 @@ KINDS = {
     "buffer": "buffer",
 }
 MAX_CALLS_PER_STEP = 1024  # calls of one module beyond this in one step are refused
+
+
+def _inert(*args):
+    """What a hook of ours becomes in a copy of the model (deepcopy, pickle, torch.save):
+    the copy is not tracked."""
+    return None
+
+
+class _Hook:
+    """A hook registered with PyTorch: calls `fn(*bound, *hook_args)`. Copies and pickles
+    of a model that carries it (an EMA copy, torch.save of the module) get `_inert`."""
+
+    __slots__ = ("fn", "bound")
+
+    def __init__(self, fn, *bound):
+        self.fn = fn
+        self.bound = bound
+
+    def __call__(self, *args):
+        return self.fn(*self.bound, *args)
+
+    def __deepcopy__(self, memo):
+        return _inert
+
+    def __reduce__(self):
+        return (_inert_hook, ())
+
+
+def _inert_hook():
+    return _inert
 
 
 class TrackedStream(NamedTuple):
@@ -155,7 +184,7 @@ class ModuleTrack(_Track):
         self._steps_seen = 1  # the step running now is the first this track sees
         self._auto_step = 0  # steps counted from the root's training forwards
         self._auto_started = False
-        self._root_hook = root.register_forward_pre_hook(self._on_root_forward)
+        self._root_hook = root.register_forward_pre_hook(_Hook(self._on_root_forward))
         self._install()
 
     # -- steps --
@@ -191,11 +220,11 @@ class ModuleTrack(_Track):
         hooks = []
         for path, module, stream in self._entries:
             if self._kinds & {"output", "gradient", "parameter", "buffer"}:
-                hooks.append(module.register_forward_hook(partial(self._on_output, stream)))
+                hooks.append(module.register_forward_hook(_Hook(self._on_output, stream)))
             if "parameter_gradient" in self._kinds:
                 for pname, param in module._parameters.items():
                     if param is not None and param.requires_grad:
-                        hooks.append(param.register_hook(partial(self._on_param_grad, f"{stream}.{pname}.grad")))
+                        hooks.append(param.register_hook(_Hook(self._on_param_grad, f"{stream}.{pname}.grad")))
         self._hooks = hooks
 
     def _uninstall(self):
@@ -221,7 +250,7 @@ class ModuleTrack(_Track):
                     if "output" in kinds:
                         self._send(named + suffix, tensor, R.KIND_ACTIVATION, step)
                     if "gradient" in kinds and tensor.requires_grad:
-                        tensor.register_hook(partial(self._on_grad, f"{named}{suffix}.grad", step))
+                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step))
             if call == 0:
                 if "parameter" in kinds:
                     for pname, param in module._parameters.items():
@@ -285,7 +314,7 @@ class TensorTrack(_Track):
     def __init__(self, client, name, tensor, every_n, transform, render_mode):
         super().__init__(client, name, every_n, transform, render_mode)
         self._calls = 0
-        self._hook = tensor.register_hook(self._on_grad)
+        self._hook = tensor.register_hook(_Hook(self._on_grad))
 
     def _on_grad(self, grad):
         try:

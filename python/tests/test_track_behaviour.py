@@ -1,0 +1,240 @@
+"""What tracking does in the cases PyTorch users hit: tuple outputs, in-place
+activations, shared modules, no_grad/eval/inference_mode, parameters and buffers,
+include/exclude, every_n with and without next_step, hooks only on sent steps, handle
+removal, wrappers, TorchScript, and bad use."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import tensorscope
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, batch_first=True)
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+class Shared(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.act(self.fc(self.act(self.fc(x))))
+
+
+def hooks_of(model):
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_lstm_tuple_outputs_are_streams(daemon):
+    model = Recurrent()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model)
+        model(torch.randn(3, 7, 4)).sum().backward()
+        assert scope.stats().pushed == 4
+    daemon.stop()
+    assert sorted(daemon.frames()) == [("net.head", 0), ("net.lstm[0]", 0), ("net.lstm[1][0]", 0), ("net.lstm[1][1]", 0)]
+
+
+def test_inplace_relu_gradient_and_shared_module_calls(daemon):
+    torch.manual_seed(3)
+    model = Shared()
+    x = torch.randn(4, 5)
+    # Reference: d(loss)/d(fc output) for each call, with out-of-place ReLUs.
+    y0 = model.fc(x)
+    y1 = model.fc(torch.relu(y0))
+    g0, g1 = torch.autograd.grad(torch.relu(y1).pow(2).sum(), [y0, y1])
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        handle = scope.track_layer("net", model, kinds=["output", "gradient"])
+        model(x).pow(2).sum().backward()
+        assert scope.stats().pushed == 4 and scope.stats().refused == 0
+        handle.remove()
+    daemon.stop()
+    assert sorted(daemon.frames()) == sorted(
+        [("net.fc", 0), ("net.fc#1", 0), ("net.fc.grad", 0), ("net.fc#1.grad", 0)])
+    # The in-place ReLU changed the outputs after they were sent: the values are pre-ReLU.
+    assert np.array_equal(daemon.npy("net.fc", 0), y0.detach().numpy())
+    assert np.array_equal(daemon.npy("net.fc.grad", 0), g0.numpy())
+
+
+def test_no_grad_eval_and_inference_mode_forwards(daemon):
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, kinds=("output", "gradient"))
+        model.eval()
+        with torch.no_grad():
+            model(torch.randn(2, 3))
+        scope.next_step()
+        with torch.inference_mode():
+            model(torch.randn(2, 3))
+        s = scope.stats()
+        assert s.pushed == 4 and s.refused == 0
+
+
+def test_parameters_buffers_and_parameter_gradients(daemon):
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        handle = scope.track_model("net", model, kinds=["parameter", "buffer", "parameter_gradient"])
+        kinds = sorted({s.kind for s in handle.streams})
+        assert kinds == ["buffer", "parameter", "parameter_gradient"]
+        model(torch.randn(5, 3)).sum().backward()
+        weight_grad = model[0].weight.grad.clone()
+    daemon.stop()
+    names = {name for name, _ in daemon.frames()}
+    assert names == {"net.0.weight", "net.0.bias", "net.1.weight", "net.1.bias", "net.1.running_mean",
+                     "net.1.running_var", "net.1.num_batches_tracked", "net.0.weight.grad", "net.0.bias.grad",
+                     "net.1.weight.grad", "net.1.bias.grad"}
+    assert np.array_equal(daemon.npy("net.0.weight.grad", 0), weight_grad.numpy())
+
+
+def test_include_exclude_and_tracked():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Conv2d(2, 2, 3), nn.Linear(2, 2))
+    scope = tensorscope.Client(session="nobody-ie", connect_timeout_ms=0, runtime_dir="/tmp/ts-none")
+    h = scope.track_model("m", model, include=r"^[02]$", exclude="2")
+    assert [s.name for s in h.streams] == ["m.0"]
+    none = scope.track_model("m2", model, include="nothing-matches")
+    assert not none.ok and "no module" in none.error
+    assert [s.name for s in scope.tracked()] == ["m.0"]
+    scope.close()
+
+
+def test_every_n_with_next_step_installs_hooks_only_on_sent_steps(daemon):
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    sent_steps_hooks = []
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, every_n=2)
+        for step in range(5):
+            sent_steps_hooks.append(len(model[0]._forward_hooks))
+            model(torch.randn(1, 2))
+            scope.next_step()
+    daemon.stop()
+    assert sent_steps_hooks == [1, 0, 1, 0, 1]  # gated steps carry no hook of ours
+    steps = sorted(int(r["step"]) for r in daemon.stats_rows() if r["stream"] == "net.0")
+    assert steps == [0, 2, 4]
+
+
+def test_every_n_without_next_step_counts_training_forwards(daemon):
+    model = nn.Sequential(nn.Linear(2, 2))
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, every_n=3)
+        for _ in range(7):
+            model(torch.randn(1, 2)).sum().backward()
+        model.eval()
+        model(torch.randn(1, 2))  # an eval forward is not a step: step 6 is sent, so this is its #1
+    daemon.stop()
+    rows = [(r["stream"], int(r["step"])) for r in daemon.stats_rows()]
+    assert sorted(rows) == [("net.0", 0), ("net.0", 3), ("net.0", 6), ("net.0#1", 6)]
+
+
+def test_disabled_transform_removal_and_late_modules(daemon):
+    model = nn.Sequential(nn.Linear(4, 4))
+    with tensorscope.Client(**daemon.client_options(enabled=False)) as scope:
+        with scope.track_model("net", model, transform=lambda name, t: t.abs().amax(dim=0)) as handle:
+            model(torch.randn(3, 4))
+            assert scope.stats().pushed == 0 and scope.stats().gated == 1
+            scope.enabled = True
+            model.add_module("late", nn.Linear(4, 4))  # added after tracking: ignored
+            out = model(torch.randn(3, 4))
+            assert scope.stats().pushed == 1
+            assert handle.ok and len(handle.streams) == 1
+        assert hooks_of(model) == 0 and not handle.ok
+        model(torch.randn(3, 4))
+        assert scope.stats().pushed == 1
+    assert out.shape == (3, 4)
+    daemon.stop()
+    # No next_step(): each training forward is a step; the sent one was the second.
+    assert daemon.npy("net.0", 1).shape == (4,)
+
+
+def test_wrappers_are_named_after_the_inner_module():
+    model = nn.Sequential(nn.Linear(2, 2))
+    scope = tensorscope.Client(session="nobody-dp", connect_timeout_ms=0, runtime_dir="/tmp/ts-none")
+    handle = scope.track_model("net", nn.DataParallel(model))
+    assert [s.name for s in handle.streams] == ["net.0"]
+    nn.DataParallel(model)(torch.randn(1, 2))
+    assert scope.stats().not_connected == 1  # the hook ran
+    scope.close()
+    assert hooks_of(model) == 0
+
+
+def test_torchscript_submodules_warn():
+    model = nn.Sequential(torch.jit.script(nn.Linear(2, 2)), nn.Linear(2, 2))
+    scope = tensorscope.Client(session="nobody-js", connect_timeout_ms=0, runtime_dir="/tmp/ts-none")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handle = scope.track_model("net", model)
+    assert any("TorchScript" in str(w.message) for w in caught)
+    assert [s.name for s in handle.streams] == ["net.1"]
+    scope.close()
+
+
+def test_track_tensor_gradient(daemon):
+    w = torch.randn(3, requires_grad=True)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_tensor("w.grad", w, every_n=2)
+        for _ in range(3):
+            (w * w).sum().backward()
+        assert scope.stats().pushed == 2 and scope.stats().gated == 1
+    daemon.stop()
+    assert np.array_equal(daemon.npy("w.grad", 0), (2 * w).detach().numpy())
+
+
+def test_bad_use_raises_at_the_call():
+    scope = tensorscope.Client(session="nobody-bad", connect_timeout_ms=0, runtime_dir="/tmp/ts-none")
+    with pytest.raises(TypeError):
+        scope.track_model("net", "not a module")
+    with pytest.raises(ValueError):
+        scope.track_tensor("t", torch.zeros(2))
+    with pytest.raises(ValueError):
+        scope.track_model("net", nn.Linear(2, 2), include="(")
+    with pytest.raises(ValueError):
+        scope.track_model("net", nn.Linear(2, 2), kinds="outputs")
+    with pytest.raises(TypeError):
+        scope.track_model("net", nn.Linear(2, 2), every_n="2")
+    with pytest.raises(ValueError):
+        scope.track_model("", nn.Linear(2, 2))
+    with pytest.raises(ValueError):
+        scope.set_render_mode("s", "sparkle")
+    scope.close()
+
+
+def test_daemon_killed_mid_run_training_goes_on(daemon):
+    model = nn.Sequential(nn.Linear(2, 2))
+    with tensorscope.Client(**daemon.client_options(reconnect_interval_ms=50)) as scope:
+        scope.track_model("net", model)
+        model(torch.randn(1, 2))
+        scope.next_step()
+        daemon.kill()
+        assert tensorscope_wait(lambda: not scope.connected)
+        for _ in range(3):
+            model(torch.randn(1, 2))
+            scope.next_step()
+        assert scope.stats().not_connected >= 1
+        daemon.start()
+        assert scope.connected or tensorscope_wait(lambda: scope.connected)
+        model(torch.randn(1, 2))
+        s = scope.stats()
+        assert s.pushed >= 2 and s.connections == 2, s
+
+
+def tensorscope_wait(predicate, timeout=10.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
