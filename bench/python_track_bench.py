@@ -209,7 +209,6 @@ def main():
 
         step = cnn_rows["model+layer n=1"]
         streams = 12  # 6 outputs + 6 gradients
-        cnn_bytes = None
         handle = [scope.track_model("c", cnn), scope.track_layer("c", cnn)]
         before = scope.stats()
         x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))

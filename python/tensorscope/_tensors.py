@@ -32,13 +32,12 @@ _NUMPY_KINDS = {"f": (2, 4, 8), "i": (1, 2, 4, 8), "u": (1,), "b": (1,)}
 class Exported:
     """A tensor ready for the native core: a DLPack capsule and how to read it."""
 
-    __slots__ = ("capsule", "as_bool", "cuda_stream", "keep")
+    __slots__ = ("capsule", "as_bool", "cuda_stream")
 
-    def __init__(self, capsule, as_bool=False, cuda_stream=0, keep=None):
-        self.capsule = capsule
+    def __init__(self, capsule, as_bool=False, cuda_stream=0):
+        self.capsule = capsule  # keeps the memory it describes alive
         self.as_bool = as_bool  # uint8 bytes of a bool tensor
         self.cuda_stream = cuda_stream  # the producer's cudaStream_t (CUDA tensors)
-        self.keep = keep  # what the capsule's memory belongs to, kept until the send returns
 
 
 def _torch_refusal(t):
@@ -79,11 +78,11 @@ def export_torch(tensor, client):
                 t = t.contiguous()
             stream = torch.cuda.current_stream(t.device)
             t.record_stream(stream)
-            return Exported(t.__dlpack__(stream=-1), as_bool, stream.cuda_stream, t)
+            return Exported(t.__dlpack__(stream=-1), as_bool, stream.cuda_stream)
     elif t.device.type != "cpu":
         client._count_sync_copy(f"tensors on {t.device.type} are copied to the host first")
         t = t.cpu()
-    return Exported(t.__dlpack__(), as_bool, 0, t)
+    return Exported(t.__dlpack__(), as_bool)
 
 
 def export_numpy(array):
@@ -101,7 +100,7 @@ def export_numpy(array):
         a = a.view(_np.uint8)
     if not a.flags.writeable:  # numpy's DLPack export refuses read-only arrays
         a = a.copy()
-    return Exported(a.__dlpack__(), as_bool, 0, a)
+    return Exported(a.__dlpack__(), as_bool)
 
 
 def export(value, client):

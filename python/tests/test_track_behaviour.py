@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import tensorscope
+from conftest import wait_until
 
 
 class Recurrent(nn.Module):
@@ -217,24 +218,14 @@ def test_daemon_killed_mid_run_training_goes_on(daemon):
         model(torch.randn(1, 2))
         scope.next_step()
         daemon.kill()
-        assert tensorscope_wait(lambda: not scope.connected)
+        assert wait_until(lambda: not scope.connected, 10)
         for _ in range(3):
             model(torch.randn(1, 2))
             scope.next_step()
         assert scope.stats().not_connected >= 1
         daemon.start()
-        assert scope.connected or tensorscope_wait(lambda: scope.connected)
+        assert wait_until(lambda: scope.connected, 10)
         model(torch.randn(1, 2))
         s = scope.stats()
         assert s.pushed >= 2 and s.connections == 2, s
 
-
-def tensorscope_wait(predicate, timeout=10.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
