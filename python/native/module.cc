@@ -15,6 +15,8 @@
 
 #include "client_core.h"
 #include "dlpack_ref.h"
+#include "module_tree_args.h"
+#include "py_args.h"
 #include "tensorscope/shared/session_name.h"
 
 namespace {
@@ -22,6 +24,7 @@ namespace {
 using tensorscope::ClientCore;
 using tensorscope::CoreOptions;
 using tensorscope::PushResult;
+using tensorscope::python::utf8;
 
 // Copies at least this large release the GIL (below it, releasing costs more than it gives).
 constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
@@ -30,22 +33,6 @@ struct CoreObject {
   PyObject_HEAD
   ClientCore* core;  // null once closed
 };
-
-// UTF-8 text of a str argument; false (with TypeError set) otherwise.
-bool utf8(PyObject* object, const char* what, std::string* out) {
-  if (!PyUnicode_Check(object)) {
-    PyErr_Format(PyExc_TypeError, "%s must be a str", what);
-    return false;
-  }
-  PyObject* bytes = PyUnicode_AsUTF8String(object);
-  if (bytes == nullptr) return false;
-  char* data = nullptr;
-  Py_ssize_t size = 0;
-  const bool ok = PyBytes_AsStringAndSize(bytes, &data, &size) == 0;
-  if (ok) out->assign(data, static_cast<size_t>(size));
-  Py_DECREF(bytes);
-  return ok;
-}
 
 ClientCore* live(CoreObject* self) {
   if (self->core == nullptr) PyErr_SetString(PyExc_ValueError, "the tensorscope client is closed");
@@ -259,13 +246,20 @@ PyObject* core_count_gated(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// send_module_tree(track, calls, omitted, step): see module_tree_args.h for `calls`.
 PyObject* core_send_module_tree(PyObject* self, PyObject* args) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
-  PyObject *track_object = nullptr, *payload_object = nullptr;
+  PyObject *track_object = nullptr, *calls = nullptr;
+  unsigned long long omitted = 0;
   long long step = 0;
-  if (core == nullptr || !PyArg_ParseTuple(args, "OOL", &track_object, &payload_object, &step)) return nullptr;
-  std::string track, payload;
-  if (!utf8(track_object, "track", &track) || !utf8(payload_object, "payload", &payload)) return nullptr;
+  if (core == nullptr || !PyArg_ParseTuple(args, "OOKL", &track_object, &calls, &omitted, &step)) return nullptr;
+  std::string track;
+  tensorscope::ModuleTree tree;
+  if (!utf8(track_object, "track", &track) ||
+      !tensorscope::python::module_tree_from_python(calls, omitted, &tree)) {
+    return nullptr;
+  }
+  const std::string payload = tensorscope::format_module_tree(tree);
   return PyLong_FromLong(static_cast<long>(core->send_module_tree(track, payload, step)));
 }
 
@@ -406,7 +400,7 @@ PyMethodDef core_methods[] = {
     {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
     {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
-    {"send_module_tree", core_send_module_tree, METH_VARARGS, "send_module_tree(track, payload, step) -> result code"},
+    {"send_module_tree", core_send_module_tree, METH_VARARGS, "send_module_tree(track, calls, omitted, step) -> result code"},
     {"cuda_staging_usable", core_cuda_staging_usable, METH_NOARGS, "whether CUDA tensors can be staged on the GPU"},
     {"count_sync_copy", core_count_sync_copy, METH_O, "counts a CUDA tensor copied to the host by the caller"},
     {"set_render_hint", core_set_render_hint, METH_VARARGS, "set_render_hint(stream, hint)"},

@@ -228,13 +228,18 @@ class Client:
         kinds=None,
         transform=None,
         render_mode=None,
+        tree_log=True,
     ):
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
         root; "#<k>" for the k-th further call in a step; "[i]"/"[key]" for each tensor
         of a tuple, list, dict or dataclass output). `kinds`: some of "output",
-        "gradient", "parameter", "parameter_gradient", "buffer" (default "output")."""
-        return self._track_module(name, module, every_n, include, exclude, kinds, transform, render_mode, "output")
+        "gradient", "parameter", "parameter_gradient", "buffer" (default "output").
+        `tree_log`: with outputs tracked, each sent step's module calls (in order, with
+        their input and output shapes) go to the daemon's module tree log."""
+        return self._track_module(
+            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, "output"
+        )
 
     def track_layer(
         self,
@@ -247,11 +252,14 @@ class Client:
         kinds=None,
         transform=None,
         render_mode=None,
+        tree_log=True,
     ):
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
-        "gradient")."""
-        return self._track_module(name, module, every_n, include, exclude, kinds, transform, render_mode, "gradient")
+        "gradient"; the tree log needs "output" among the kinds)."""
+        return self._track_module(
+            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, "gradient"
+        )
 
     def track_tensor(self, name, tensor, *, every_n=None, transform=None, render_mode=None):
         """Sends the gradient of `tensor` (which must require grad) as stream `name` each
@@ -264,10 +272,14 @@ class Client:
         every_n, transform, hint = self._track_options(every_n, transform, render_mode)
         return self._add(TensorTrack(self, name, tensor, every_n, transform, hint))
 
-    def _track_module(self, name, module, every_n, include, exclude, kinds, transform, render_mode, default_kind):
+    def _track_module(
+        self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, default_kind
+    ):
         self._check_track_name(name)
         if not isinstance(module, nn.Module):
             raise TypeError(f"expected a torch.nn.Module, not {type(module).__name__}")
+        if not isinstance(tree_log, bool):
+            raise TypeError(f"tree_log must be a bool, not {type(tree_log).__name__}")
         chosen = parse_kinds(kinds, default_kind)
         include_re = compile_pattern(include, "include")
         exclude_re = compile_pattern(exclude, "exclude")
@@ -278,7 +290,7 @@ class Client:
             return TrackHandle(
                 error=f"track {name!r}: no module registers parameters or buffers and matches include/exclude"
             )
-        return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint))
+        return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log))
 
     def _check_track_name(self, name):
         if not isinstance(name, str):

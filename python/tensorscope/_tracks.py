@@ -20,6 +20,7 @@ from torch import nn
 
 from . import _results as R
 from ._outputs import tensor_leaves
+from ._tree import TreeLog, owned_tensor_ids
 
 # The kinds a track may send, by name, and their TrackedStream kind.
 KINDS = {
@@ -164,7 +165,7 @@ class _Track:
         client._send_tracked(stream, tensor, kind, self._hint, self._transform, step)
 
     def step_changed(self):
-        pass
+        return False
 
     def stop(self):
         self._stopped = True
@@ -173,11 +174,13 @@ class _Track:
 class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
-    def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode):
+    def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log):
         super().__init__(client, name, every_n, transform, render_mode)
         self._root = root
         self._entries = entries  # [(path, module, stream)]
         self._kinds = kinds
+        # The step's module calls, for the daemon's tree log (outputs tracked only, as in C++).
+        self._tree = TreeLog(owned_tensor_ids(root)) if tree_log and "output" in kinds else None
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []
@@ -196,20 +199,31 @@ class ModuleTrack(_Track):
             return
         if self._auto_started:
             self._auto_step += 1
-            self.step_changed()
+            if self.step_changed() and self._tree is not None:
+                # PyTorch already listed this call's pre-hooks: the root's own tree hook,
+                # installed just now, would miss the call it is in.
+                for path, entry, _ in self._entries:
+                    if entry is module:
+                        self._on_call(path, type(module).__name__, module, inputs)
         self._auto_started = True
 
     def step_changed(self):
+        """A new step begins; True when the track's hooks were installed for it just now."""
+        installed = False
         with self._lock:
             if self._stopped:
-                return
+                return False
             self._calls.clear()
+            tree = self._take_tree()
             send = self._steps_seen % self._every_n == 0
             self._steps_seen += 1
             if send and not self._hooks:
                 self._install()
+                installed = True
             elif not send and self._hooks:
                 self._uninstall()
+        self._send_tree(tree)
+        return installed
 
     def _record_step(self, client):
         return None if client._explicit_steps else self._auto_step
@@ -219,6 +233,8 @@ class ModuleTrack(_Track):
     def _install(self):
         hooks = []
         for path, module, stream in self._entries:
+            if self._tree is not None:
+                hooks.append(module.register_forward_pre_hook(_Hook(self._on_call, path, type(module).__name__)))
             if self._kinds & {"output", "gradient", "parameter", "buffer"}:
                 hooks.append(module.register_forward_hook(_Hook(self._on_output, stream)))
             if "parameter_gradient" in self._kinds:
@@ -232,11 +248,27 @@ class ModuleTrack(_Track):
         for h in hooks:
             h.remove()
 
+    def _on_call(self, path, type_name, module, inputs):
+        try:
+            client = self._client()
+            # PyTorch runs the pre-hooks it listed when the call began: the root's, just
+            # removed by a step change that call made, still runs once.
+            if client is None or self._stopped or not self._hooks or not client.enabled:
+                return  # (disabled: the output hook counts the call as gated)
+            step = self._record_step(client)
+            with self._lock:
+                self._tree.begin(client.step if step is None else step, path, type_name, module, inputs)
+        except Exception as e:  # never into the training loop
+            _refuse_quietly(self._client(), self.name, e)
+
     def _on_output(self, stream, module, inputs, output):
         try:
             client = self._client()
             if client is None or self._stopped:
                 return
+            if self._tree is not None:
+                with self._lock:
+                    self._tree.end(module, output)
             call = self._calls.get(stream, 0)
             self._calls[stream] = call + 1
             if call >= MAX_CALLS_PER_STEP:
@@ -301,11 +333,31 @@ class ModuleTrack(_Track):
                         out.append(TrackedStream(f"{stream}.{bname}", "buffer", path))
         return out
 
+    # -- tree log --
+
+    def _take_tree(self):
+        """The step's calls, if any (with the lock held)."""
+        if self._tree is None or self._tree.empty:
+            return None
+        return self._tree.take()
+
+    def _send_tree(self, tree):
+        client = self._client()
+        if tree is None or client is None or client._core is None:
+            return
+        calls, omitted, step = tree
+        try:
+            client._core.send_module_tree(self.name, calls, omitted, step)
+        except Exception as e:
+            _refuse_quietly(client, self.name, e)
+
     def stop(self):
         with self._lock:
+            tree = self._take_tree()
             self._stopped = True
             self._uninstall()
             self._root_hook.remove()
+        self._send_tree(tree)
 
 
 class TensorTrack(_Track):

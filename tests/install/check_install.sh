@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temporary prefix, then configures, builds and runs a
-# consumer project that uses find_package(tensorscope) and tensorscope::client.
-#   check_install.sh BUILD_DIR SOURCE_DIR
+# consumer project that uses find_package(tensorscope) and tensorscope::client, and
+# imports the installed Python package.
+#   check_install.sh BUILD_DIR SOURCE_DIR   (TENSORSCOPE_PYTHON: the interpreter, default /usr/bin/python3)
 set -euo pipefail
 build_dir=$1
 source_dir=$2
@@ -16,3 +17,21 @@ cmake -S "$source_dir/tests/install/consumer" -B "$work/build" \
   -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" -j2 >/dev/null
 TENSORSCOPE_RUNTIME_DIR="$work/run" "$work/build/consumer"
+
+# The Python package: importable from the prefix alone (outside the source and build
+# trees), and it finds the installed tensorscoped by itself.
+python=${TENSORSCOPE_PYTHON:-/usr/bin/python3}
+site=$(find "$work/prefix" -name _native.abi3.so -path '*/tensorscope/*' -printf '%h\n' | head -1)
+[ -n "$site" ] || { echo "missing after install: tensorscope/_native.abi3.so"; exit 1; }
+(cd "$work" && TENSORSCOPE_RUNTIME_DIR="$work/run" PYTHONPATH="$(dirname "$site")" "$python" - "$work/prefix" <<'PY'
+import os, sys
+import tensorscope
+from tensorscope import _build_info
+prefix = os.path.realpath(sys.argv[1])
+assert os.path.realpath(tensorscope.__file__).startswith(prefix + "/"), tensorscope.__file__
+assert os.path.realpath(_build_info.DAEMON) == os.path.join(prefix, "bin", "tensorscoped"), _build_info.DAEMON
+with tensorscope.Client("install-check", autostart=False, connect_timeout_ms=0) as scope:
+    assert scope.push("x", [1]) == "not_connected", scope.stats()
+print("python package OK:", os.path.dirname(tensorscope.__file__))
+PY
+)

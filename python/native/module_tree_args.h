@@ -1,0 +1,26 @@
+// module_tree_args.h — a ModuleTree (shared/module_tree_format.h) from the calls the
+// Python tracks collected, so the payload is formatted by the same code as the C++
+// client's.
+//
+//   calls:   a list of (thread, call, path, type, inputs, output) tuples
+//            thread, call: non-negative ints; path, type: str
+//            inputs: a list of tensor descriptions; output: one, or None
+//   a tensor description: (dtype, shape, device), e.g. ("float32", (32, 784), "cpu")
+//
+// Used by module.cc (Core.send_module_tree). Thread safety: call with the GIL held.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+
+#include "tensorscope/shared/module_tree_format.h"
+
+namespace tensorscope::python {
+
+// Fills `out` from `calls`; false with TypeError/ValueError set when an item is malformed.
+// Calls beyond ModuleTree::kMaxCalls and inputs beyond kMaxInputs are left out (the
+// calls counted in `out->omitted`).
+bool module_tree_from_python(PyObject* calls, uint64_t omitted, ModuleTree* out);
+
+}  // namespace tensorscope::python

@@ -1,0 +1,36 @@
+// py_args.cc — see py_args.h.
+#include "py_args.h"
+
+namespace tensorscope::python {
+
+bool utf8(PyObject* object, const char* what, std::string* out) {
+  if (!PyUnicode_Check(object)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a str", what);
+    return false;
+  }
+  PyObject* bytes = PyUnicode_AsUTF8String(object);
+  if (bytes == nullptr) return false;
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  const bool ok = PyBytes_AsStringAndSize(bytes, &data, &size) == 0;
+  if (ok) out->assign(data, static_cast<size_t>(size));
+  Py_DECREF(bytes);
+  return ok;
+}
+
+bool non_negative(PyObject* object, const char* what, int64_t* out) {
+  if (!PyLong_Check(object)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int", what);
+    return false;
+  }
+  const long long value = PyLong_AsLongLong(object);
+  if (value == -1 && PyErr_Occurred()) return false;
+  if (value < 0) {
+    PyErr_Format(PyExc_ValueError, "%s must not be negative", what);
+    return false;
+  }
+  *out = static_cast<int64_t>(value);
+  return true;
+}
+
+}  // namespace tensorscope::python

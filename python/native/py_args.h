@@ -1,0 +1,21 @@
+// py_args.h — reading arguments of tensorscope._native's functions (Python C API,
+// stable ABI). Each returns false with a Python exception set when the argument is not
+// what it must be.
+//
+// Used by module.cc and module_tree_args.cc. Thread safety: call with the GIL held.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tensorscope::python {
+
+// The UTF-8 text of a str; TypeError naming `what` otherwise.
+bool utf8(PyObject* object, const char* what, std::string* out);
+
+// A non-negative int that fits in int64; TypeError/ValueError naming `what` otherwise.
+bool non_negative(PyObject* object, const char* what, int64_t* out);
+
+}  // namespace tensorscope::python
