@@ -7,7 +7,8 @@ under each configuration:
   none                 no track: the baseline every ratio is taken against
   none (control)       the baseline again: the ratio shows the run's noise floor
   track_model n=100    track_model on the model, every_n 100 (hooks only on 1 step in 100)
-  track_model n=1      every module output copied every step
+  track_model n=1      every module output copied every step (and the module tree log)
+  no tree n=1          the same with tree_log=False: what the module tree log costs
   model+layer n=1      track_model and track_layer, every_n 1: outputs and their gradients
 Blocks of 100 steps, interleaved in rounds (each round starts with a different
 configuration) after one untimed round; tracks are made and removed outside the timed
@@ -48,7 +49,7 @@ import tensorscope  # noqa: E402
 from cnn_model import Cnn  # noqa: E402
 
 STEPS_PER_BLOCK = 100
-CONFIGS = ["none", "none (control)", "track_model n=100", "track_model n=1", "model+layer n=1"]
+CONFIGS = ["none", "none (control)", "track_model n=100", "track_model n=1", "no tree n=1", "model+layer n=1"]
 
 
 class Mlp(nn.Module):
@@ -80,7 +81,7 @@ def make_tracks(scope, config, model):
     if config.startswith("none"):
         return []
     every_n = 100 if "n=100" in config else 1
-    tracks = [scope.track_model("m", model, every_n=every_n)]
+    tracks = [scope.track_model("m", model, every_n=every_n, tree_log=not config.startswith("no tree"))]
     if config.startswith("model+layer"):
         tracks.append(scope.track_layer("m", model, every_n=every_n))
     return tracks

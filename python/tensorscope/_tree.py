@@ -8,17 +8,33 @@ one record per step to a daemon that reads them (the daemon's `record.tree`).
 
 import threading
 
+import torch
+
 from ._outputs import tensor_leaves
 
 MAX_CALLS = 4096  # per step; more are counted as omitted
 MAX_INPUTS = 16  # per call
+_DTYPE_NAMES = {}  # torch dtype -> "float32", ... (str(dtype) is slow on the hot path)
 
 
 def describe(tensor):
     """(dtype, shape, device) of `tensor`, as the native core formats it."""
-    device = tensor.device
-    where = f"cuda{device.index or 0}" if device.type == "cuda" else device.type
-    return (str(tensor.dtype).replace("torch.", "", 1), tuple(tensor.shape), where)
+    dtype = tensor.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "", 1)
+    if tensor.is_cuda:
+        return (name, tensor.shape, f"cuda{tensor.get_device()}")
+    return (name, tensor.shape, "cpu" if tensor.is_cpu else tensor.device.type)
+
+
+def _leaves(value):
+    """The tensors of a module's arguments or output (fast for the usual cases)."""
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    if isinstance(value, tuple) and all(isinstance(v, torch.Tensor) for v in value):
+        return value
+    return [t for _, t in tensor_leaves(value)]
 
 
 class TreeLog:
@@ -29,7 +45,7 @@ class TreeLog:
         self.clear()
 
     def clear(self):
-        self._calls = []  # (thread, call, path, type, inputs, output) as lists
+        self._calls = []  # (thread, call, path, type, inputs, output)
         self._omitted = 0
         self._threads = {}  # thread ident -> number, by first call in the step
         self._open = {}  # thread ident -> [(module id, index)] calls begun, not ended
@@ -65,7 +81,7 @@ class TreeLog:
         _, index = stack.pop()
         if index < 0:
             return
-        for _, tensor in tensor_leaves(output):
+        for tensor in _leaves(output):
             if id(tensor) not in self._skip:
                 c = self._calls[index]
                 self._calls[index] = (c[0], c[1], c[2], c[3], c[4], describe(tensor))
@@ -73,13 +89,13 @@ class TreeLog:
 
     def take(self):
         """(calls, omitted, step) of the step so far, and a fresh log."""
-        out = ([tuple(c) for c in self._calls], self._omitted, self.step if self.step is not None else 0)
+        out = (self._calls, self._omitted, self.step if self.step is not None else 0)
         self.clear()
         return out
 
     def _describe_inputs(self, inputs):
         out = []
-        for _, tensor in tensor_leaves(inputs):
+        for tensor in _leaves(inputs):
             if len(out) >= MAX_INPUTS:
                 break
             if id(tensor) not in self._skip:
