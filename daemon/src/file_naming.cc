@@ -1,6 +1,7 @@
 // file_naming.cc — see file_naming.h.
 #include "file_naming.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -64,18 +65,19 @@ std::string sanitize_stream_name(const std::string& name) {
 }
 
 std::string video_file_name(const std::string& stream, const std::string& device, int rank,
-                            const std::string& mode, int segment) {
+                            int64_t producer_pid, const std::string& mode, int segment) {
   TENSORSCOPE_CHECK(segment >= 0);
   char seg[16];
   std::snprintf(seg, sizeof(seg), "%04d", segment);
   return sanitize_stream_name(stream) + "__" +
          sanitize_component(device, kMaxDeviceComponentLength, true) + "__rank" +
-         std::to_string(rank) + "__" + sanitize_component(mode, kMaxModeComponentLength, true) +
-         "__" + seg + kVideoExtension;
+         std::to_string(rank) + "__pid" + std::to_string(producer_pid < 0 || producer_pid > INT32_MAX ? 0 : producer_pid) + "__" +
+         sanitize_component(mode, kMaxModeComponentLength, true) + "__" + seg + kVideoExtension;
 }
 
-std::string temp_video_file_name(const std::string& final_name, int worker_pid) {
-  std::string out = std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" + final_name;
+std::string temp_video_file_name(const std::string& final_name, int worker_pid, uint64_t producer_id) {
+  std::string out = std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" +
+                    std::to_string(producer_id) + "-" + final_name;
   const std::string ext = kVideoExtension;
   if (out.size() < ext.size() || out.compare(out.size() - ext.size(), ext.size(), ext) != 0)
     out += ext;

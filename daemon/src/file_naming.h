@@ -33,16 +33,18 @@ uint64_t fnv1a_64(const std::string& s);
 // never equal a changed one.
 std::string sanitize_stream_name(const std::string& name);
 
-// "<stream>__<device>__rank<rank>__<mode>__<segment, 4+ digits>.mp4", e.g.
-// "conv1.out__cpu__rank0__histogram__0000.mp4". Every part is sanitized; in device and
-// mode a "__" and a leading '_' are also replaced (with the hash suffix), so the name
-// splits back from the right unambiguously. `segment` must be >= 0 (a negative one is a bug:
-// aborts).
+// "<stream>__<device>__rank<rank>__pid<producer pid>__<mode>__<segment, 4+ digits>.mp4",
+// e.g. "conv1.out__cpu__rank0__pid4242__histogram__0000.mp4": two training processes of
+// the same rank (no RANK set, or two jobs in one session) never share a name. Every part
+// is sanitized; in device and mode a "__" and a leading '_' are also replaced (with the
+// hash suffix), so the name splits back from the right unambiguously. A pid outside
+// [0, INT32_MAX] (pid_t) is written as 0. `segment` must be >= 0 (a negative one is a bug: aborts).
 std::string video_file_name(const std::string& stream, const std::string& device, int rank,
-                            const std::string& mode, int segment);
+                            int64_t producer_pid, const std::string& mode, int segment);
 
 // The hidden name a worker writes `final_name` under until it is finalized:
-// ".tmp-<worker_pid>-<final_name>", always ending in ".mp4".
-std::string temp_video_file_name(const std::string& final_name, int worker_pid);
+// ".tmp-<worker_pid>-<producer_id>-<final_name>", always ending in ".mp4". The producer
+// id (unique within a daemon) keeps two registrations of one process apart.
+std::string temp_video_file_name(const std::string& final_name, int worker_pid, uint64_t producer_id);
 
 }  // namespace tensorscope::daemon

@@ -96,6 +96,7 @@ std::string render_index(const std::map<std::string, IndexEntry>& entries) {
     f["kind"] = e.kind;
     f["device"] = e.device;
     f["rank"] = e.rank;
+    f["pid"] = e.pid;
     f["mode"] = e.mode;
     f["frames"] = e.frames;
     f["first_step"] = e.first_step;
@@ -146,7 +147,8 @@ Status validate_index_path(const std::string& path) {
 nlohmann::json to_json(const IndexEntry& e) {
   return nlohmann::json{{"path", e.path},          {"stream", e.stream},
                         {"kind", e.kind},          {"device", e.device},
-                        {"rank", e.rank},          {"mode", e.mode},
+                        {"rank", e.rank},          {"pid", e.pid},
+                        {"mode", e.mode},
                         {"frames", e.frames},      {"first_step", e.first_step},
                         {"last_step", e.last_step}};
 }
@@ -171,6 +173,9 @@ StatusOr<IndexEntry> index_entry_from_json(const nlohmann::json& json) {
       if (!s.is_ok()) return s;
     }
     e.rank = static_cast<int>(rank);
+    if (json.contains("pid")) {
+      if (Status s = get_int(json, "pid", 0, kMax, &e.pid); !s.is_ok()) return s;
+    }
     return e;
   } catch (const std::exception& ex) {
     return Status::error(std::string("index entry: ") + ex.what());

@@ -3,7 +3,10 @@
 // index.json lists every finished output file of a session with its stream, kind,
 // device, rank, mode, frame count and first/last step:
 //   {"files": [{"path": ..., "stream": ..., "kind": ..., "device": ..., "rank": ...,
-//               "mode": ..., "frames": ..., "first_step": ..., "last_step": ...}, ...]}
+//               "pid": ..., "mode": ..., "frames": ..., "first_step": ...,
+//               "last_step": ...}, ...]}
+// ("pid": the training process that sent the frames; 0 in indexes written before it
+// was recorded).
 // sorted by path. It is always replaced atomically (write index.json.tmp, fsync,
 // rename), so a reader never sees a partial file.
 // Used by the daemon: workers send IndexEntry values to the supervisor as JSON
@@ -31,6 +34,7 @@ struct IndexEntry {
   std::string kind;    // what the file holds, e.g. "video"
   std::string mode;    // render mode, e.g. "histogram"
   int rank = 0;
+  int64_t pid = 0;         // the producer's process id (0: unknown)
   int64_t frames = 0;      // >= 0
   int64_t first_step = 0;  // training step of the first frame
   int64_t last_step = 0;   // training step of the last frame
@@ -45,7 +49,8 @@ Status validate_index_path(const std::string& path);
 nlohmann::json to_json(const IndexEntry& entry);
 
 // Validates an entry received from a worker or read from disk: an object holding every
-// key with the right type (strings; rank an int; frames an integer >= 0; steps int64),
+// key with the right type (strings; rank an int; frames an integer >= 0; steps int64;
+// pid an integer >= 0, optional),
 // a safe path (validate_index_path). Keys it does not know are ignored. Never throws.
 StatusOr<IndexEntry> index_entry_from_json(const nlohmann::json& json);
 

@@ -22,8 +22,8 @@ std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
   return "histogram";
 }
 
-std::function<void()> StreamRouter::route(uint64_t producer_id, const RecordView& record) {
-  StreamKey key{producer_id, record.header.name, record.header.device, record.header.rank,
+std::function<void()> StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
+  StreamKey key{producer_id, producer_pid, record.header.name, record.header.device, record.header.rank,
                 mode_for(record.header)};
   auto it = streams_.find(key);
   if (it == streams_.end()) {

@@ -30,8 +30,9 @@ class StreamRouter {
  public:
   StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished);
 
-  // A render job for the record, or an empty function when it was dropped.
-  std::function<void()> route(uint64_t producer_id, const RecordView& record);
+  // A render job for the record of producer `producer_id` (process `producer_pid`), or an
+  // empty function when it was dropped.
+  std::function<void()> route(uint64_t producer_id, int64_t producer_pid, const RecordView& record);
 
   // A job (to run on the render thread after the producer's frames) that finalizes
   // every stream of `producer_id`; the streams are forgotten here at once.

@@ -1,5 +1,6 @@
 #include "stream_video.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +10,11 @@
 #include "tensorscope/shared/logging.h"
 
 namespace tensorscope::daemon {
+namespace {
+
+constexpr int kMaxSegment = 1 << 30;
+
+}  // namespace
 
 StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
                          const DaemonConfig& config, std::string session_dir,
@@ -34,8 +40,15 @@ std::function<void()> StreamVideo::prepare(const RecordView& record) {
 }
 
 bool StreamVideo::open_segment(std::string* error) {
-  final_name_ = video_file_name(key_.stream, key_.device, key_.rank, key_.mode, segment_);
-  const std::string temp = temp_video_file_name(final_name_, static_cast<int>(::getpid()));
+  // A process that registers again (after a daemon restart or a fork) comes back with
+  // the same pid: its segment numbers go on after the files it already has.
+  for (;;) {
+    final_name_ = video_file_name(key_.stream, key_.device, key_.rank, key_.producer_pid, key_.mode, segment_);
+    struct stat st;
+    if (segment_ >= kMaxSegment || ::stat((session_dir_ + "/" + final_name_).c_str(), &st) != 0) break;
+    ++segment_;
+  }
+  const std::string temp = temp_video_file_name(final_name_, static_cast<int>(::getpid()), key_.producer_id);
   writer_ = std::make_unique<plotting::VideoWriter>();
   if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp,
                      config_.video.width, config_.video.height, config_.video.fps,
@@ -111,6 +124,7 @@ void StreamVideo::finish() {
   entry.kind = kind_;
   entry.device = key_.device;
   entry.rank = key_.rank;
+  entry.pid = key_.producer_pid;
   entry.mode = key_.mode;
   entry.frames = frames;
   entry.first_step = first_step_;

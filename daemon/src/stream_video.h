@@ -28,6 +28,7 @@ namespace tensorscope::daemon {
 
 struct StreamKey {
   uint64_t producer_id = 0;
+  int64_t producer_pid = 0;  // the same for every key of one producer_id
   std::string stream;
   std::string device;
   int rank = 0;

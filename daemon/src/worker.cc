@@ -191,9 +191,10 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
     std::function<void()> job;
     try {
       const uint8_t sinks = sinks_->wants(view.header.name);
-      sinks_->record(id, p.segment->header()->producer_pid, view, sinks);
+      const int64_t pid = p.segment->header()->producer_pid;
+      sinks_->record(id, pid, view, sinks);
       const bool module_tree = view.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
-      if (!module_tree && (sinks & RecordSinks::kVideo) != 0) job = router_->route(id, view);
+      if (!module_tree && (sinks & RecordSinks::kVideo) != 0) job = router_->route(id, pid, view);
     } catch (const std::exception& e) {
       TS_LOG_ERROR("producer {}: cannot reduce '{}': {}", id, view.header.name, e.what());
     }

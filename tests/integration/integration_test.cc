@@ -291,6 +291,45 @@ TEST_F(IntegrationTest, FourProducersEveryRecordBecomesOneFrame) {
                std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
+// 1b. Eight training processes that all say rank 0 (no RANK set) push the same stream
+// names through one worker: each process gets its own files (named after its pid),
+// every file plays with its listed frames, and every pushed record is a frame.
+TEST_F(IntegrationTest, EightProducersOfOneRankNeverShareAFile) {
+  const std::string name = session("rank0");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("rank0"), 1, write_config(25));
+  ASSERT_NE(daemon, nullptr);
+  constexpr int kProducers = 8;
+  std::vector<ChildProcess*> producers;
+  for (int i = 0; i < kProducers; ++i) {
+    producers.push_back(start_producer(name, 0, {"--count", "120", "--streams", "3", "--stdin-control"}));
+    ASSERT_NE(producers.back(), nullptr);
+  }
+  std::map<int64_t, int64_t> expected;  // pid -> frames
+  for (ChildProcess* p : producers) {
+    json f = final_line(p);
+    ASSERT_TRUE(f.is_object()) << "producer " << p->pid() << " printed no final line";
+    expect_accounted(f, "producer " + std::to_string(p->pid()));
+    EXPECT_EQ(u64(f, "dropped_full"), 0u);
+    expected[p->pid()] = static_cast<int64_t>(u64(f, "pushed"));
+  }
+  for (ChildProcess* p : producers) release_producer(p);
+  json last;
+  EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
+                                  kSettleTimeout, &last))
+      << "producers still listed:\n" << last.dump(2);
+  terminate_daemon(daemon);
+  const auto files = index_or_fail(daemon->session_dir());
+  std::map<int64_t, int64_t> frames;
+  for (const auto& f : files) {
+    const int64_t pid = f.value("pid", int64_t{0});
+    frames[pid] += f.value("frames", int64_t{0});
+    EXPECT_THAT(f.value("path", ""), HasSubstr("__rank0__pid" + std::to_string(pid) + "__")) << f.dump();
+  }
+  EXPECT_EQ(frames, expected);
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+  EXPECT_THAT(daemon->log(), ::testing::Not(HasSubstr("cannot finalize")));
+}
+
 // 2. kill -9 a worker mid-run: the supervisor restarts it, finished files survive, and
 // the producer's later records become new files.
 TEST_F(IntegrationTest, KilledWorkerIsRestartedAndFinishedFilesSurvive) {

@@ -133,11 +133,14 @@ TEST(FileNamingTest, RandomNamesNeverCollideAndAreAlwaysSafe) {
 }
 
 TEST(FileNamingTest, VideoFileName) {
-  EXPECT_EQ(video_file_name("conv1.out", "cpu", 0, "histogram", 0),
-            "conv1.out__cpu__rank0__histogram__0000.mp4");
-  EXPECT_EQ(video_file_name("x", "cuda0", 3, "auto", 12), "x__cuda0__rank3__auto__0012.mp4");
-  EXPECT_EQ(video_file_name("x", "cuda0", 3, "auto", 123456), "x__cuda0__rank3__auto__123456.mp4");
-  const std::string hostile = video_file_name("../a", "../../dev", -1, "a/b", 1);
+  EXPECT_EQ(video_file_name("conv1.out", "cpu", 0, 4242, "histogram", 0),
+            "conv1.out__cpu__rank0__pid4242__histogram__0000.mp4");
+  EXPECT_EQ(video_file_name("x", "cuda0", 3, 7, "auto", 12), "x__cuda0__rank3__pid7__auto__0012.mp4");
+  EXPECT_EQ(video_file_name("x", "cuda0", 3, 7, "auto", 123456), "x__cuda0__rank3__pid7__auto__123456.mp4");
+  // A pid out of pid_t's range is written as 0.
+  EXPECT_EQ(video_file_name("x", "cpu", 0, -5, "auto", 0), "x__cpu__rank0__pid0__auto__0000.mp4");
+  EXPECT_EQ(video_file_name("x", "cpu", 0, int64_t{1} << 40, "auto", 0), "x__cpu__rank0__pid0__auto__0000.mp4");
+  const std::string hostile = video_file_name("../a", "../../dev", -1, 1, "a/b", 1);
   EXPECT_EQ(hostile.find('/'), std::string::npos);
   EXPECT_THAT(hostile, EndsWith("__0001.mp4"));
   EXPECT_THAT(hostile, HasSubstr("__rank-1__"));
@@ -146,28 +149,31 @@ TEST(FileNamingTest, VideoFileName) {
 
 TEST(FileNamingTest, VideoFileNamesSplitUnambiguously) {
   // "__" inside device or mode, or a leading '_', could shift the separators.
-  EXPECT_NE(video_file_name("a_", "b", 0, "m", 0), video_file_name("a", "_b", 0, "m", 0));
-  EXPECT_NE(video_file_name("a", "b__c", 0, "m", 0), video_file_name("a__b", "c", 0, "m", 0));
-  EXPECT_NE(video_file_name("a", "d", 0, "x__rank0__y", 0), video_file_name("a", "d", 0, "x", 0));
-  const std::string dev = video_file_name("s", "__weird__dev__", 0, "_m_", 0);
+  EXPECT_NE(video_file_name("a_", "b", 0, 1, "m", 0), video_file_name("a", "_b", 0, 1, "m", 0));
+  EXPECT_NE(video_file_name("a", "b__c", 0, 1, "m", 0), video_file_name("a__b", "c", 0, 1, "m", 0));
+  EXPECT_NE(video_file_name("a", "d", 0, 1, "x__rank0__y", 0), video_file_name("a", "d", 0, 1, "x", 0));
+  EXPECT_NE(video_file_name("a", "d", 0, 1, "x", 0), video_file_name("a", "d", 0, 2, "x", 0));
+  const std::string dev = video_file_name("s", "__weird__dev__", 0, 1, "_m_", 0);
   const std::string middle = dev.substr(3, dev.find("__rank") - 3);
   EXPECT_EQ(middle.find("__"), std::string::npos) << dev;
   EXPECT_NE(middle[0], '_') << dev;
   // Even hostile parts keep the whole name (and its temp name) under NAME_MAX.
   const std::string longest = video_file_name(std::string(500, '/'), std::string(500, '/'),
-                                              -2147483647 - 1, std::string(500, '/'), 2147483647);
-  EXPECT_LT(temp_video_file_name(longest, 2147483647).size(), 255u);
+                                              -2147483647 - 1, 2147483647, std::string(500, '/'), 2147483647);
+  EXPECT_LT(temp_video_file_name(longest, 2147483647, UINT64_MAX).size(), 255u);
 }
 
 TEST(FileNamingTest, TempVideoFileName) {
-  const std::string final_name = video_file_name("conv1", "cpu", 0, "histogram", 0);
-  const std::string tmp = temp_video_file_name(final_name, 4242);
+  const std::string final_name = video_file_name("conv1", "cpu", 0, 99, "histogram", 0);
+  const std::string tmp = temp_video_file_name(final_name, 4242, 17);
   EXPECT_THAT(tmp, StartsWith(".tmp-"));
   EXPECT_THAT(tmp, EndsWith(".mp4"));
   EXPECT_THAT(tmp, HasSubstr("4242"));
   EXPECT_THAT(tmp, HasSubstr(final_name));
-  EXPECT_NE(tmp, temp_video_file_name(final_name, 4243));
-  EXPECT_THAT(temp_video_file_name("odd", 1), EndsWith(".mp4"));
+  EXPECT_THAT(tmp, StartsWith(".tmp-4242-17-"));
+  EXPECT_NE(tmp, temp_video_file_name(final_name, 4243, 17));
+  EXPECT_NE(tmp, temp_video_file_name(final_name, 4242, 18));  // two producers, one worker
+  EXPECT_THAT(temp_video_file_name("odd", 1, 1), EndsWith(".mp4"));
 }
 
 }  // namespace

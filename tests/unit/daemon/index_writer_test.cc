@@ -74,6 +74,7 @@ IndexEntry entry(const std::string& path, int64_t frames = 10) {
   e.kind = "video";
   e.mode = "histogram";
   e.rank = 1;
+  e.pid = 4242;
   e.frames = frames;
   e.first_step = 100;
   e.last_step = 100 + frames;
@@ -102,10 +103,11 @@ TEST(IndexWriterTest, AddWritesSortedFileAndReplacesByPath) {
   EXPECT_EQ(f["kind"], "video");
   EXPECT_EQ(f["device"], "cuda0");
   EXPECT_EQ(f["rank"], 1);
+  EXPECT_EQ(f["pid"], 4242);
   EXPECT_EQ(f["mode"], "histogram");
   EXPECT_EQ(f["first_step"], 100);
   EXPECT_EQ(f["last_step"], 110);
-  EXPECT_EQ(f.size(), 9u);
+  EXPECT_EQ(f.size(), 10u);
 
   // A second writer (a restarted supervisor) picks the entries up again.
   IndexWriter again(dir.path());
@@ -255,6 +257,15 @@ TEST(IndexEntryJsonTest, TypesAreValidated) {
     nlohmann::json j = good;
     j.erase(key);
     EXPECT_THAT(error_for(j), HasSubstr(std::string(key) + ": missing"));
+  }
+  {  // "pid" is optional (indexes written before it was recorded) but checked when there
+    nlohmann::json old = good;
+    old.erase("pid");
+    StatusOr<IndexEntry> r = index_entry_from_json(old);
+    ASSERT_TRUE(r.is_ok()) << r.message();
+    EXPECT_EQ(r.value().pid, 0);
+    old["pid"] = -3;
+    EXPECT_THAT(error_for(old), HasSubstr("pid: expected an integer >= 0, got -3"));
   }
   nlohmann::json j = good;
   j["stream"] = 5;

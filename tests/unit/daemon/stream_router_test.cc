@@ -1,5 +1,6 @@
 // StreamRouter and StreamVideo without processes: records in, video files and index
 // entries out; the cap on open videos finalizes the least recently written ones.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <opencv2/videoio.hpp>
@@ -59,7 +60,7 @@ TEST(StreamRouter, RotatesFilesEveryMaxFramesAndReportsThem) {
   for (int step = 0; step < 12; ++step) {
     FakeRecord r;
     fill_record(r, "layer.out", step, 100);
-    auto job = router.route(7, r.view);
+    auto job = router.route(7, 1007, r.view);
     ASSERT_TRUE(job);
     job();
   }
@@ -87,7 +88,7 @@ TEST(StreamRouter, AtMostTheCapOfVideosStayOpen) {
   for (size_t s = 0; s < streams; ++s) {
     FakeRecord r;
     fill_record(r, "s" + std::to_string(s), 0, 10);
-    router.route(1, r.view)();
+    router.route(1, 1001, r.view)();
   }
   // The six least recently written videos were finalized to keep the cap.
   ASSERT_EQ(finished.size(), 6u);
@@ -98,10 +99,50 @@ TEST(StreamRouter, AtMostTheCapOfVideosStayOpen) {
   // A finalized stream that gets a frame again opens its next file.
   FakeRecord again;
   fill_record(again, "s0", 1, 10);
-  router.route(1, again.view)();
+  router.route(1, 1001, again.view)();
   router.finish_producer(1)();
   // Every stream's one file, plus s0's second.
   EXPECT_EQ(finished.size(), streams + 1);
+}
+
+// Two training processes of the same rank (no RANK set) push the same stream name to
+// one worker, interleaved: each gets its own files, named after its pid, every frame in
+// them; a process that registers again (same pid, new producer id) continues its
+// segment numbers.
+TEST(StreamRouter, ProducersOfTheSameRankNeverShareAFile) {
+  testing::TempDir dir("ts-router");
+  const DaemonConfig config = small_config();  // 5 frames per file
+  std::vector<IndexEntry> finished;
+  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
+  for (int step = 0; step < 7; ++step) {
+    for (uint64_t producer : {1, 2}) {
+      FakeRecord r;
+      fill_record(r, "layer.out", step, 50);
+      router.route(producer, 4000 + static_cast<int64_t>(producer), r.view)();
+    }
+  }
+  router.finish_producer(1)();
+  router.finish_producer(2)();
+  FakeRecord later;  // pid 4001 again, registered anew
+  fill_record(later, "layer.out", 7, 50);
+  router.route(3, 4001, later.view)();
+  router.finish_producer(3)();
+  std::vector<std::string> paths;
+  for (const IndexEntry& e : finished) {
+    paths.push_back(e.path);
+    EXPECT_EQ(count_frames(dir.path() + "/" + e.path), e.frames) << e.path;
+  }
+  std::sort(paths.begin(), paths.end());
+  EXPECT_EQ(paths, (std::vector<std::string>{
+                       "layer.out__cpu__rank0__pid4001__line__0000.mp4",
+                       "layer.out__cpu__rank0__pid4001__line__0001.mp4",
+                       "layer.out__cpu__rank0__pid4001__line__0002.mp4",
+                       "layer.out__cpu__rank0__pid4002__line__0000.mp4",
+                       "layer.out__cpu__rank0__pid4002__line__0001.mp4",
+                   }));
+  int64_t frames = 0;
+  for (const IndexEntry& e : finished) frames += e.frames;
+  EXPECT_EQ(frames, 15);
 }
 
 TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
@@ -111,7 +152,7 @@ TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
   StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
   FakeRecord r;
   fill_record(r, "empty", 3, 0);
-  router.route(2, r.view)();
+  router.route(2, 1002, r.view)();
   router.finish_all()();
   ASSERT_EQ(finished.size(), 1u);
   EXPECT_EQ(count_frames(dir.path() + "/" + finished[0].path), 1);
@@ -146,7 +187,7 @@ TEST(StreamRouter, EveryModeRendersPlayableVideo) {
       r.view.header.shape[1] = 8;
       r.view.header.render_hint = static_cast<uint8_t>(hint);
       EXPECT_EQ(router.mode_for(r.view.header), name);
-      router.route(3, r.view)();
+      router.route(3, 1003, r.view)();
     }
   }
   router.finish_all()();
