@@ -1,4 +1,4 @@
-// video_writer.cc — cv::VideoWriter behind a temp name, codec fallback, no-replace rename.
+// video_writer.cc — Fmp4Encoder behind a temp name: codec choice, suspend/resume, no-replace rename.
 #include "tensorscope/plotting/video_writer.h"
 
 #include <fcntl.h>
@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include <opencv2/imgproc.hpp>
-#include <opencv2/videoio.hpp>
+
+#include "fmp4_encoder.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -75,35 +77,27 @@ VideoWriter::VideoWriter() = default;
 
 VideoWriter::~VideoWriter() { abandon(); }
 
-VideoWriter::VideoWriter(VideoWriter&& other) noexcept
-    : writer_(std::move(other.writer_)),
-      final_path_(std::move(other.final_path_)),
-      temp_path_(std::move(other.temp_path_)),
-      codec_(std::move(other.codec_)),
-      size_(other.size_),
-      frames_(other.frames_) {
-  other.frames_ = 0;
-  other.codec_.clear();
-  other.temp_path_.clear();
-}
+VideoWriter::VideoWriter(VideoWriter&& other) noexcept { *this = std::move(other); }
 
 VideoWriter& VideoWriter::operator=(VideoWriter&& other) noexcept {
   if (this != &other) {
     abandon();
-    writer_ = std::move(other.writer_);
+    encoder_ = std::move(other.encoder_);
+    fd_ = std::exchange(other.fd_, -1);
+    open_ = std::exchange(other.open_, false);
+    header_ = std::move(other.header_);
     final_path_ = std::move(other.final_path_);
-    temp_path_ = std::move(other.temp_path_);
-    codec_ = std::move(other.codec_);
+    temp_path_ = std::exchange(other.temp_path_, std::string());
+    codec_ = std::exchange(other.codec_, std::string());
+    fps_ = other.fps_;
     size_ = other.size_;
-    frames_ = other.frames_;
-    other.frames_ = 0;
-    other.codec_.clear();
-    other.temp_path_.clear();
+    frames_ = std::exchange(other.frames_, 0);
+    last_error_ = std::move(other.last_error_);
   }
   return *this;
 }
 
-bool VideoWriter::is_open() const { return writer_ != nullptr; }
+bool VideoWriter::is_open() const { return open_; }
 
 bool VideoWriter::open(const std::string& final_path, const std::string& temp_path, int width,
                        int height, double fps, const std::string& codec, std::string* error) {
@@ -126,42 +120,62 @@ bool VideoWriter::open(const std::string& final_path, const std::string& temp_pa
     set_error(error, "bad video fps " + std::to_string(fps));
     return false;
   }
-  std::vector<std::string> candidates;
+  std::string chosen = codec;
   if (codec == "auto" || codec.empty()) {
-    candidates = {"avc1", "mp4v"};
-  } else if (codec.size() == 4) {
-    candidates = {codec};
-  } else {
+    chosen = Fmp4Encoder::codec_available("avc1") ? "avc1" : "mp4v";
+  } else if (codec != "avc1" && codec != "mp4v") {
     set_error(error, "unknown video codec '" + codec + "' (want auto, avc1, mp4v)");
     return false;
   }
-  std::string failures;
-  for (const std::string& cc : candidates) {
-    try {
-      auto writer = std::make_unique<cv::VideoWriter>();
-      const int fourcc = cv::VideoWriter::fourcc(cc[0], cc[1], cc[2], cc[3]);
-      if (writer->open(temp_path, cv::CAP_FFMPEG, fourcc, fps, cv::Size(width, height), true) &&
-          writer->isOpened()) {
-        writer_ = std::move(writer);
-        final_path_ = final_path;
-        temp_path_ = temp_path;
-        codec_ = cc;
-        size_ = cv::Size(width, height);
-        frames_ = 0;
-        return true;
-      }
-      failures += (failures.empty() ? "" : ", ") + cc;
-    } catch (const std::exception& e) {
-      failures += (failures.empty() ? "" : ", ") + cc + " (" + e.what() + ")";
-    }
-    ::unlink(temp_path.c_str());  // a failed open may leave an empty file behind
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    set_error(error, "cannot create '" + temp_path + "': " + errno_text(errno));
+    return false;
   }
-  set_error(error, "OpenCV could not open '" + temp_path + "' for writing with codec " + failures);
-  return false;
+  auto encoder = std::make_unique<Fmp4Encoder>();
+  std::string why;
+  if (!encoder->open_new(fd, Fmp4Settings{width, height, fps, chosen}, &why)) {
+    ::close(fd);
+    ::unlink(temp_path.c_str());
+    set_error(error, "cannot start '" + temp_path + "': " + why);
+    return false;
+  }
+  encoder_ = std::move(encoder);
+  fd_ = fd;
+  open_ = true;
+  header_ = encoder_->header();
+  final_path_ = final_path;
+  temp_path_ = temp_path;
+  codec_ = chosen;
+  fps_ = fps;
+  size_ = cv::Size(width, height);
+  frames_ = 0;
+  last_error_.clear();
+  return true;
+}
+
+bool VideoWriter::resume(std::string* error) {
+  const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot reopen '" + temp_path_ + "': " + errno_text(errno);
+    return false;
+  }
+  auto encoder = std::make_unique<Fmp4Encoder>();
+  if (!encoder->open_continued(fd, Fmp4Settings{size_.width, size_.height, fps_, codec_}, frames_, header_, error)) {
+    ::close(fd);
+    return false;
+  }
+  encoder_ = std::move(encoder);
+  fd_ = fd;
+  return true;
 }
 
 bool VideoWriter::write(const cv::Mat& frame) {
-  if (!is_open() || frame.empty()) return false;
+  if (!is_open() || frame.empty()) {
+    last_error_ = is_open() ? "empty frame" : "video writer is not open";
+    return false;
+  }
+  if (encoder_ == nullptr && !resume(&last_error_)) return false;
   try {
     const cv::Mat* image = &frame;
     cv::Mat converted;
@@ -176,29 +190,38 @@ bool VideoWriter::write(const cv::Mat& frame) {
       cv::cvtColor(*image, scratch_, cv::COLOR_BGRA2BGR);
       image = &scratch_;
     } else if (image->channels() != 3) {
+      last_error_ = "frames must have 1, 3 or 4 channels";
       return false;
     }
+    cv::Mat resized;
     if (image->size() != size_) {
-      cv::Mat resized;
       cv::resize(*image, resized, size_, 0, 0, cv::INTER_AREA);
-      writer_->write(resized);
-    } else {
-      writer_->write(*image);
+      image = &resized;
+    }
+    if (!encoder_->write_frame(image->data, static_cast<int64_t>(image->step[0]), &last_error_)) {
+      suspend();  // the file ends with its last whole frame; the next write() starts a new encoder
+      return false;
     }
     ++frames_;
     return true;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    last_error_ = std::string("frame conversion failed: ") + e.what();
     return false;
   }
 }
 
+void VideoWriter::suspend() {
+  if (encoder_ == nullptr) return;
+  encoder_.reset();  // every frame is a whole fragment already: nothing to flush
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 void VideoWriter::release() {
-  if (writer_ == nullptr) return;
-  try {
-    writer_->release();
-  } catch (...) {
-  }
-  writer_.reset();
+  encoder_.reset();
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  open_ = false;
 }
 
 bool VideoWriter::finalize(std::string* final_path_out, std::string* error) {
@@ -211,9 +234,29 @@ bool VideoWriter::finalize(std::string* final_path_out, std::string* error) {
     set_error(error, "no frames written; video abandoned");
     return false;
   }
-  release();
-  std::string target = final_path_;
   std::string failure;
+  bool ok = true;
+  if (encoder_ != nullptr) {
+    ok = encoder_->finish(&failure);  // the fragment index at the end, for seeking
+  } else {
+    fd_ = ::open(temp_path_.c_str(), O_RDONLY | O_CLOEXEC);  // a suspended video: only sync it
+    if (fd_ < 0) {
+      ok = false;
+      failure = "cannot reopen '" + temp_path_ + "': " + errno_text(errno);
+    }
+  }
+  if (ok && ::fsync(fd_) != 0) {
+    ok = false;
+    failure = "cannot sync '" + temp_path_ + "': " + errno_text(errno);
+  }
+  release();
+  if (!ok) {
+    set_error(error, "could not finalize video: " + failure);
+    ::unlink(temp_path_.c_str());
+    temp_path_.clear();
+    return false;
+  }
+  std::string target = final_path_;
   for (int n = 1; n <= kMaxSuffix; ++n) {
     bool exists = false;
     if (rename_no_replace(temp_path_, target, &exists, &failure)) {

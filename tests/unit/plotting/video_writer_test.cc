@@ -2,11 +2,18 @@
 // file, and cleans up its temporary file when abandoned.
 #include "tensorscope/plotting/video_writer.h"
 
+#include "tensorscope/plotting/fmp4_scan.h"
+
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
@@ -187,6 +194,148 @@ TEST(VideoWriter, OpenRejectsBadArguments) {
   ASSERT_TRUE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 5, "auto", &error)) << error;
   EXPECT_FALSE(writer.open(dir.file("b.mp4"), dir.file(".u.mp4"), 64, 64, 5, "auto", &error))
       << "already open";
+}
+
+// The decoded frames of `path` in order.
+std::vector<cv::Mat> decode_all(const std::string& path) {
+  std::vector<cv::Mat> out;
+  cv::VideoCapture capture(path);
+  cv::Mat frame;
+  while (capture.isOpened() && capture.read(frame)) out.push_back(frame.clone());
+  return out;
+}
+
+// Mean absolute difference per pixel and channel.
+double difference(const cv::Mat& a, const cv::Mat& b) {
+  if (a.size() != b.size() || a.type() != b.type()) return 255;
+  cv::Mat d;
+  cv::absdiff(a, b, d);
+  const cv::Scalar m = cv::mean(d);
+  return (m[0] + m[1] + m[2]) / 3;
+}
+
+// Suspended (encoder and file closed) and resumed twice, a video is one file with every
+// frame in order: each decoded frame is closest to the frame written at its position.
+TEST_P(Codecs, SuspendAndResumeContinueTheSameFile) {
+  TempDir dir;
+  VideoWriter writer;
+  std::string error, used;
+  ASSERT_TRUE(writer.open(dir.file("s.mp4"), dir.file(".tmp-s.mp4"), 320, 240, 10, GetParam(), &error)) << error;
+  int written = 0;
+  for (int part : {5, 4, 3}) {
+    for (int i = 0; i < part; ++i) ASSERT_TRUE(writer.write(test_frame(written++))) << writer.last_error();
+    writer.suspend();
+    EXPECT_TRUE(writer.is_suspended());
+    EXPECT_TRUE(writer.is_open());
+  }
+  ASSERT_TRUE(writer.finalize(&used, &error)) << error;
+  const std::vector<cv::Mat> frames = decode_all(used);
+  ASSERT_EQ(static_cast<int>(frames.size()), written);
+  EXPECT_EQ(read_back(used).claimed, written);
+  for (int i = 0; i < written; ++i) {
+    const double own = difference(frames[i], test_frame(i));
+    EXPECT_LT(own, 6) << "frame " << i;
+    if (i > 0) EXPECT_LT(own, difference(frames[i], test_frame(i - 1))) << "frame " << i;
+  }
+}
+
+// A file cut anywhere (a worker killed mid-write) plays every frame whose fragment is
+// whole: write() returns only once its frame's fragment is in the file.
+TEST_P(Codecs, CutFilePlaysUpToItsLastWholeFrame) {
+  TempDir dir;
+  const std::string temp = dir.file(".tmp-c.mp4");
+  VideoWriter writer;
+  std::string error;
+  ASSERT_TRUE(writer.open(dir.file("c.mp4"), temp, 320, 240, 10, GetParam(), &error)) << error;
+  std::vector<uintmax_t> ends = {fs::file_size(temp)};  // ends[i]: the file after i frames
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(writer.write(test_frame(i)));
+    ends.push_back(fs::file_size(temp));
+  }
+  const std::string whole = read_file(temp);
+  ASSERT_EQ(whole.size(), ends.back());
+  for (size_t frames = 0; frames < ends.size(); ++frames) {
+    for (uintmax_t cut : {ends[frames], frames + 1 < ends.size() ? (ends[frames] + ends[frames + 1]) / 2 : ends[frames]}) {
+      SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
+      const std::string path = dir.file("cut.mp4");
+      write_file(path, whole.substr(0, cut));
+      const Fmp4Extent extent = scan_fmp4(path);
+      EXPECT_TRUE(extent.valid);
+      EXPECT_EQ(extent.frames, static_cast<int64_t>(frames));
+      EXPECT_EQ(extent.whole_bytes, ends[frames]);
+      fs::resize_file(path, extent.whole_bytes);  // what recovery does with a cut file
+      EXPECT_EQ(static_cast<size_t>(read_back(path).decoded), frames);
+    }
+  }
+}
+
+// A full disk (here: the file size limit) fails write() with the reason; the frames
+// written before stay whole.
+TEST(VideoWriter, FullDiskFailsTheWriteAndKeepsEarlierFrames) {
+  TempDir dir;
+  const std::string temp = dir.file(".tmp-f.mp4");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{40000, 40000};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    VideoWriter writer;
+    std::string error;
+    if (!writer.open(dir.file("f.mp4"), temp, 320, 240, 10, "mp4v", &error)) ::_exit(101);
+    int n = 0;
+    while (n < 100 && writer.write(test_frame(n))) ++n;
+    if (n == 100 || writer.last_error().find("too large") == std::string::npos) ::_exit(102);
+    writer.suspend();  // keep the file (a destructor would delete it)
+    std::string kept = temp + ".kept";
+    ::rename(temp.c_str(), kept.c_str());
+    ::_exit(n);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  const int written = WEXITSTATUS(status);
+  ASSERT_GT(written, 0);
+  ASSERT_LT(written, 100) << "exit code " << written;
+  // The failed frame left nothing behind: the file ends with the last whole frame.
+  const Fmp4Extent extent = scan_fmp4(temp + ".kept");
+  EXPECT_EQ(extent.frames, written);
+  EXPECT_EQ(extent.whole_bytes, extent.file_bytes) << extent.error;
+  EXPECT_EQ(read_back(temp + ".kept").decoded, written);
+}
+
+// After a failed write (the disk was full for a moment) the next write continues the
+// same file with a new encoder.
+TEST(VideoWriter, WritesGoOnAfterAFailedOne) {
+  TempDir dir;
+  const std::string temp = dir.file(".tmp-g.mp4");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    VideoWriter writer;
+    std::string error, used;
+    if (!writer.open(dir.file("g.mp4"), temp, 320, 240, 10, "auto", &error)) ::_exit(101);
+    for (int i = 0; i < 3; ++i) writer.write(test_frame(i));
+    const rlimit tight{static_cast<rlim_t>(fs::file_size(temp)), RLIM_INFINITY};
+    ::setrlimit(RLIMIT_FSIZE, &tight);
+    if (writer.write(test_frame(3))) ::_exit(102);  // no room for it
+    const rlimit loose{RLIM_INFINITY, RLIM_INFINITY};
+    ::setrlimit(RLIMIT_FSIZE, &loose);
+    for (int i = 4; i < 7; ++i) {
+      if (!writer.write(test_frame(i))) ::_exit(103);
+    }
+    if (writer.frames() != 6 || !writer.finalize(&used, &error)) ::_exit(104);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  const std::vector<cv::Mat> frames = decode_all(dir.file("g.mp4"));
+  ASSERT_EQ(frames.size(), 6u);
+  for (int i : {0, 1, 2}) EXPECT_LT(difference(frames[i], test_frame(i)), 6) << i;
+  for (int i : {4, 5, 6}) EXPECT_LT(difference(frames[i - 1], test_frame(i)), 6) << i;
 }
 
 TEST(RenameNoReplace, RefusesExistingTarget) {

@@ -1,13 +1,15 @@
-// video_writer.h — writes frames to an MP4 under a temporary name, then renames it to
-// its final name without ever replacing an existing file.
+// video_writer.h — writes frames to a fragmented MP4 under a temporary name, then
+// renames it to its final name without ever replacing an existing file.
 //
 // Used by the daemon's worker processes, one writer per open video segment. Until
-// finalize() the file only exists under temp_path (give a name ending in ".mp4", e.g.
-// ".tmp-<name>.mp4", so OpenCV picks the MP4 container), so every file with a final
-// name is complete and plays. Codecs: "avc1" (H.264, plays in browsers), "mp4v"
-// (MPEG-4 part 2), or "auto" = avc1 if OpenCV can open it, else mp4v. Frame width and
-// height are rounded down to even numbers (H.264 4:2:0 needs them even).
-// No exception escapes; failures return false with a message in *error.
+// finalize() the file only exists under temp_path, so every file with a final name is
+// complete. Every frame is written as its own fragment before write() returns: a file
+// cut off by a crash (kill -9 of the worker) still plays up to its last whole frame.
+// suspend() closes the encoder and the file of an idle video (memory and descriptors)
+// and the next write() continues the same file. Codecs: "avc1" (H.264 through libx264,
+// plays in browsers), "mp4v" (MPEG-4 part 2), or "auto" = avc1 when this FFmpeg has
+// libx264, else mp4v. Frame width and height are rounded down to even numbers (4:2:0
+// needs them even). No exception escapes; failures return false with a message.
 // Thread safety: none; use one writer from one thread at a time.
 #pragma once
 
@@ -17,11 +19,9 @@
 
 #include <opencv2/core.hpp>
 
-namespace cv {
-class VideoWriter;
-}
-
 namespace tensorscope::plotting {
+
+class Fmp4Encoder;
 
 class VideoWriter {
  public:
@@ -32,42 +32,57 @@ class VideoWriter {
   VideoWriter(const VideoWriter&) = delete;
   VideoWriter& operator=(const VideoWriter&) = delete;
 
-  // Starts a video at temp_path (truncated if it exists). codec: "auto", "avc1",
-  // "mp4v" (or another 4-character fourcc). Fails if already open, on bad sizes/fps,
-  // or when OpenCV cannot open the file with that codec.
+  // Starts a video at temp_path (truncated if it exists). codec: "auto", "avc1" or
+  // "mp4v". Fails if already open, on bad sizes/fps, or when the file or the encoder
+  // cannot be opened.
   bool open(const std::string& final_path, const std::string& temp_path, int width, int height,
             double fps, const std::string& codec, std::string* error);
 
+  // Open: between open() and finalize()/abandon(), suspended or not.
   bool is_open() const;
-  // The fourcc the last successful open() chose ("avc1", "mp4v"); kept after
-  // finalize() so it can be logged; empty before the first open().
+  bool is_suspended() const { return is_open() && encoder_ == nullptr; }
+  // The codec the last successful open() chose ("avc1", "mp4v"); kept after finalize()
+  // so it can be logged; empty before the first open().
   const std::string& codec() const { return codec_; }
   cv::Size frame_size() const { return size_; }
   const std::string& temp_path() const { return temp_path_; }
 
-  // Appends one frame. Grey/BGRA and other depths are converted to 8-bit BGR, other
-  // sizes are resized to frame_size(). False when not open or the frame is empty.
+  // Appends one frame (resuming a suspended writer first). Grey/BGRA and other depths
+  // are converted to 8-bit BGR, other sizes are resized to frame_size(). False when not
+  // open, the frame is empty, or the file cannot be written (last_error() says why;
+  // the frames written before stay whole).
   bool write(const cv::Mat& bgr_frame);
   int64_t frames() const { return frames_; }
+  const std::string& last_error() const { return last_error_; }
 
-  // Closes the file and renames temp_path to final_path; if that name exists, to
-  // "<stem>-1<ext>", "<stem>-2<ext>", ... (no existing file is ever replaced). Returns
-  // the name used in *final_path_out. A writer with no frames is abandoned and fails.
-  // After finalize (success or not) the writer is closed.
+  // Closes the encoder and the file, keeping everything written; the next write()
+  // reopens them and continues the same file. No-op when suspended already.
+  void suspend();
+
+  // Closes the file (after syncing it to disk) and renames temp_path to final_path; if
+  // that name exists, to "<stem>-1<ext>", "<stem>-2<ext>", ... (no existing file is
+  // ever replaced). Returns the name used in *final_path_out. A writer with no frames is
+  // abandoned and fails. After finalize (success or not) the writer is closed.
   bool finalize(std::string* final_path_out, std::string* error);
 
   // Closes the file and deletes temp_path. Safe to call at any time.
   void abandon();
 
  private:
+  bool resume(std::string* error);
   void release();
 
-  std::unique_ptr<cv::VideoWriter> writer_;
+  std::unique_ptr<Fmp4Encoder> encoder_;  // null while suspended or closed
+  int fd_ = -1;
+  bool open_ = false;
+  std::string header_;  // the file's first bytes, which a resumed encoder must match
   std::string final_path_;
   std::string temp_path_;
   std::string codec_;
+  double fps_ = 0;
   cv::Size size_;
   int64_t frames_ = 0;
+  std::string last_error_;
   cv::Mat scratch_;
 };
 

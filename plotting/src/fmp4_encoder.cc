@@ -1,0 +1,316 @@
+// fmp4_encoder.cc — see fmp4_encoder.h.
+#include "fmp4_encoder.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/dict.h>
+#include <libavutil/error.h>
+#include <libavutil/opt.h>
+#include <libswscale/swscale.h>
+}
+
+namespace tensorscope::plotting {
+namespace {
+
+constexpr int kIoBufferBytes = 64 << 10;
+
+std::string av_text(int code) {
+  char text[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(code, text, sizeof(text));
+  return text;
+}
+
+const char* encoder_name(const std::string& codec) {
+  if (codec == "avc1") return "libx264";
+  if (codec == "mp4v") return "mpeg4";
+  return nullptr;
+}
+
+// libavformat's write callback lost its const in FFmpeg 6.1 (libavformat 61).
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+using WriteBuffer = const uint8_t*;
+#else
+using WriteBuffer = uint8_t*;
+#endif
+
+}  // namespace
+
+Fmp4Encoder::~Fmp4Encoder() { release(); }
+
+bool Fmp4Encoder::codec_available(const std::string& codec) {
+  const char* name = encoder_name(codec);
+  return name != nullptr && avcodec_find_encoder_by_name(name) != nullptr;
+}
+
+int Fmp4Encoder::write_packet(void* opaque, const uint8_t* data, int size) {
+  auto* self = static_cast<Fmp4Encoder*>(opaque);
+  if (self->capture_header_) {
+    self->header_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
+    return size;
+  }
+  int done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(self->fd_, data + done, static_cast<size_t>(size - done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      self->write_errno_ = errno;
+      return AVERROR(errno);
+    }
+    done += static_cast<int>(n);
+    self->pending_bytes_ += static_cast<uint64_t>(n);
+  }
+  return size;
+}
+
+std::string Fmp4Encoder::io_error(int code) const {
+  if (write_errno_ != 0) return std::strerror(write_errno_);
+  return av_text(code);
+}
+
+bool Fmp4Encoder::open_new(int fd, const Fmp4Settings& settings, std::string* error) {
+  if (!open(fd, settings, 0, error)) return false;
+  // The header was captured; now it goes to the file like every later byte.
+  const int rc = write_packet(this, reinterpret_cast<const uint8_t*>(header_.data()), static_cast<int>(header_.size()));
+  if (rc < 0) {
+    *error = "cannot write the video header: " + io_error(rc);
+    release();
+    return false;
+  }
+  whole_bytes_ = pending_bytes_;
+  return true;
+}
+
+bool Fmp4Encoder::open_continued(int fd, const Fmp4Settings& settings, int64_t frames, const std::string& header,
+                                 std::string* error) {
+  if (!open(fd, settings, frames, error)) return false;
+  if (header_ != header) {
+    *error = "a new " + settings.codec + " encoder made a different header; the video cannot be continued";
+    release();
+    return false;
+  }
+  const off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end < 0) {
+    *error = std::string("cannot find the end of the video: ") + std::strerror(errno);
+    release();
+    return false;
+  }
+  whole_bytes_ = pending_bytes_ = static_cast<uint64_t>(end);
+  return true;
+}
+
+bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std::string* error) {
+  static std::once_flag quiet;
+  std::call_once(quiet, [] { av_log_set_level(AV_LOG_ERROR); });  // no per-file encoder statistics
+  release();
+  fd_ = fd;
+  write_errno_ = 0;
+  pending_bytes_ = whole_bytes_ = 0;
+  header_.clear();
+  const char* name = encoder_name(settings.codec);
+  const AVCodec* codec = name != nullptr ? avcodec_find_encoder_by_name(name) : nullptr;
+  if (codec == nullptr) {
+    *error = "no " + settings.codec + " encoder in this FFmpeg build";
+    return false;
+  }
+  encoder_ = avcodec_alloc_context3(codec);
+  frame_ = av_frame_alloc();
+  packet_ = av_packet_alloc();
+  if (encoder_ == nullptr || frame_ == nullptr || packet_ == nullptr) {
+    *error = "out of memory for the video encoder";
+    release();
+    return false;
+  }
+  const AVRational rate = av_d2q(settings.fps, 100000);
+  encoder_->width = settings.width;
+  encoder_->height = settings.height;
+  encoder_->pix_fmt = AV_PIX_FMT_YUV420P;
+  encoder_->time_base = av_inv_q(rate);
+  encoder_->framerate = rate;
+  // A keyframe per second of video (seeking), no B-frames and no lookahead: every
+  // frame's packet comes out of the encoder at once and becomes its own fragment.
+  encoder_->gop_size = std::max(1, static_cast<int>(std::lround(settings.fps)));
+  encoder_->max_b_frames = 0;
+  encoder_->thread_count = 1;
+  encoder_->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+  AVDictionary* codec_options = nullptr;
+  if (settings.codec == "avc1") {
+    av_dict_set(&codec_options, "preset", "veryfast", 0);
+    av_dict_set(&codec_options, "tune", "zerolatency", 0);
+  } else {
+    encoder_->bit_rate = 0;
+    encoder_->global_quality = FF_QP2LAMBDA * 4;  // constant quality: sharp text and lines
+    encoder_->flags |= AV_CODEC_FLAG_QSCALE;
+  }
+  int rc = avcodec_open2(encoder_, codec, &codec_options);
+  av_dict_free(&codec_options);
+  if (rc < 0) {
+    *error = std::string("cannot open the ") + name + " encoder: " + av_text(rc);
+    release();
+    return false;
+  }
+  frame_->format = AV_PIX_FMT_YUV420P;
+  frame_->width = settings.width;
+  frame_->height = settings.height;
+  if ((rc = av_frame_get_buffer(frame_, 0)) < 0) {
+    *error = "cannot allocate a video frame: " + av_text(rc);
+    release();
+    return false;
+  }
+  scaler_ = sws_getContext(settings.width, settings.height, AV_PIX_FMT_BGR24, settings.width, settings.height,
+                           AV_PIX_FMT_YUV420P, SWS_BILINEAR, nullptr, nullptr, nullptr);
+  if ((rc = avformat_alloc_output_context2(&muxer_, nullptr, "mp4", nullptr)) < 0 || scaler_ == nullptr) {
+    *error = "cannot set up the MP4 muxer: " + (rc < 0 ? av_text(rc) : std::string("no pixel converter"));
+    release();
+    return false;
+  }
+  muxer_->flags |= AVFMT_FLAG_BITEXACT;  // the same header from every encoder of a video
+  // Without edit lists the muxer would otherwise move a continued video's first decode
+  // time to 0 ("make zero"), before frag_discont could keep it.
+  muxer_->avoid_negative_ts = AVFMT_AVOID_NEG_TS_MAKE_NON_NEGATIVE;
+  auto* buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
+  io_ = buffer != nullptr ? avio_alloc_context(buffer, kIoBufferBytes, 1, this, nullptr,
+                                               reinterpret_cast<int (*)(void*, WriteBuffer, int)>(&write_packet),
+                                               nullptr)
+                          : nullptr;
+  stream_ = avformat_new_stream(muxer_, nullptr);
+  if (io_ == nullptr || stream_ == nullptr) {
+    if (io_ == nullptr) av_free(buffer);
+    *error = "out of memory for the MP4 muxer";
+    release();
+    return false;
+  }
+  muxer_->pb = io_;
+  muxer_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  stream_->time_base = encoder_->time_base;
+  avcodec_parameters_from_context(stream_->codecpar, encoder_);
+  AVDictionary* mux_options = nullptr;
+  // A continued video's first fragment starts at its frame's decode time
+  // (frag_discont), not at 0; no edit list, so every encoder writes the same header.
+  av_dict_set(&mux_options, "movflags",
+              frames > 0 ? "frag_custom+empty_moov+default_base_moof+frag_discont"
+                         : "frag_custom+empty_moov+default_base_moof",
+              0);
+  av_dict_set_int(&mux_options, "use_editlist", 0, 0);
+  av_dict_set_int(&mux_options, "fragment_index", frames + 1, 0);
+  capture_header_ = true;
+  rc = avformat_write_header(muxer_, &mux_options);
+  av_dict_free(&mux_options);
+  if (rc >= 0) avio_flush(io_);
+  capture_header_ = false;
+  if (rc < 0) {
+    *error = "cannot write the MP4 header: " + av_text(rc);
+    release();
+    return false;
+  }
+  frames_ = frames;
+  return true;
+}
+
+bool Fmp4Encoder::write_frame(const uint8_t* bgr, int64_t stride, std::string* error) {
+  if (encoder_ == nullptr) {
+    *error = "the video encoder is not open";
+    return false;
+  }
+  int rc = av_frame_make_writable(frame_);
+  if (rc < 0) {
+    *error = "video frame: " + av_text(rc);
+    return false;
+  }
+  const uint8_t* planes[1] = {bgr};
+  const int strides[1] = {static_cast<int>(stride)};
+  sws_scale(scaler_, planes, strides, 0, encoder_->height, frame_->data, frame_->linesize);
+  frame_->pts = frames_;
+  if ((rc = avcodec_send_frame(encoder_, frame_)) < 0) {
+    *error = "video encoder: " + av_text(rc);
+    return fail();
+  }
+  if (!drain(error)) return fail();
+  // Cut the fragment: this frame is on disk, whole, before the call returns.
+  rc = av_write_frame(muxer_, nullptr);
+  if (rc >= 0) avio_flush(io_);
+  if (rc < 0 || io_->error < 0 || write_errno_ != 0) {
+    *error = "cannot write the video: " + io_error(rc < 0 ? rc : io_->error);
+    return fail();
+  }
+  whole_bytes_ = pending_bytes_;
+  ++frames_;
+  return true;
+}
+
+bool Fmp4Encoder::fail() {
+  // Whatever part of the frame reached the file goes: the file ends with a whole frame.
+  if (fd_ >= 0 && pending_bytes_ != whole_bytes_) {
+    if (::ftruncate(fd_, static_cast<off_t>(whole_bytes_)) == 0) pending_bytes_ = whole_bytes_;
+  }
+  release();
+  return false;
+}
+
+bool Fmp4Encoder::drain(std::string* error) {
+  for (;;) {
+    int rc = avcodec_receive_packet(encoder_, packet_);
+    if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return true;
+    if (rc < 0) {
+      *error = "video encoder: " + av_text(rc);
+      return false;
+    }
+    av_packet_rescale_ts(packet_, encoder_->time_base, stream_->time_base);
+    packet_->duration = av_rescale_q(1, encoder_->time_base, stream_->time_base);
+    packet_->stream_index = stream_->index;
+    rc = av_write_frame(muxer_, packet_);
+    av_packet_unref(packet_);
+    if (rc < 0) {
+      *error = "cannot write the video: " + io_error(rc);
+      return false;
+    }
+  }
+}
+
+bool Fmp4Encoder::finish(std::string* error) {
+  if (encoder_ == nullptr) {
+    *error = "the video encoder is not open";
+    return false;
+  }
+  bool ok = avcodec_send_frame(encoder_, nullptr) >= 0 && drain(error);
+  if (ok) {
+    const int rc = av_write_trailer(muxer_);
+    if (rc >= 0) avio_flush(io_);
+    if (rc < 0 || io_->error < 0 || write_errno_ != 0) {
+      *error = "cannot write the end of the video: " + io_error(rc < 0 ? rc : io_->error);
+      ok = false;
+    }
+  }
+  if (!ok) return fail();
+  release();
+  return true;
+}
+
+void Fmp4Encoder::release() {
+  if (muxer_ != nullptr) {
+    muxer_->pb = nullptr;
+    avformat_free_context(muxer_);
+    muxer_ = nullptr;
+  }
+  if (io_ != nullptr) {
+    av_freep(&io_->buffer);
+    avio_context_free(&io_);
+  }
+  stream_ = nullptr;
+  if (encoder_ != nullptr) avcodec_free_context(&encoder_);
+  if (frame_ != nullptr) av_frame_free(&frame_);
+  if (packet_ != nullptr) av_packet_free(&packet_);
+  if (scaler_ != nullptr) {
+    sws_freeContext(scaler_);
+    scaler_ = nullptr;
+  }
+}
+
+}  // namespace tensorscope::plotting
