@@ -359,6 +359,7 @@ ClientStats ClientCore::stats() const {
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;
   if (connection_ && fork_generation() == fork_generation_) {  // a forked child must not take its lock
+    s.dropped_by_daemon = connection_->dropped_by_daemon();
     Connection::Notes notes = connection_->notes();
     s.connection_note = s.connected ? std::string() : std::move(notes.state);
     s.shm_bytes = notes.segment_bytes;

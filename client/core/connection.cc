@@ -393,6 +393,13 @@ void Connection::watch() {
   }
 }
 
+uint64_t Connection::dropped_by_daemon() {
+  uint64_t n = retired_dropped_by_daemon_.load(std::memory_order_relaxed);
+  Guard guard = acquire();
+  if (guard) n += guard->segment->header()->dropped_by_daemon.load(std::memory_order_relaxed);
+  return n;
+}
+
 void Connection::retire(const std::string& why) {
   Active* old = active_.exchange(nullptr, std::memory_order_seq_cst);
   channel_.close();
@@ -408,6 +415,8 @@ void Connection::retire(const std::string& why) {
   // A worker of the old daemon may still be copying device blocks: it drops what it
   // copied once it sees the pools revoked, before we reuse them for a new registration.
   revoke_pools(old->segment->pool(0));
+  retired_dropped_by_daemon_.fetch_add(
+      old->segment->header()->dropped_by_daemon.load(std::memory_order_relaxed), std::memory_order_relaxed);
   (void)old->segment->unlink_file();
   delete old;
   set_state("disconnected (" + why + ")");

@@ -104,6 +104,9 @@ class Connection {
     return Guard(this, active_.load(std::memory_order_seq_cst));
   }
   bool connected() const { return active_.load(std::memory_order_acquire) != nullptr; }
+  // Records the daemon accepted but dropped (SegmentHeader::dropped_by_daemon), summed
+  // over every segment of this connection.
+  uint64_t dropped_by_daemon();
   uint64_t connections() const { return connections_.load(std::memory_order_relaxed); }
   Notes notes() const;
 
@@ -127,6 +130,7 @@ class Connection {
   std::atomic<Active*> active_{nullptr};
   std::atomic<int64_t> inflight_{0};
   std::atomic<uint64_t> connections_{0};
+  std::atomic<uint64_t> retired_dropped_by_daemon_{0};  // of the segments retired so far
   std::atomic<bool> stop_{false};
   int wake_fd_ = -1;  // eventfd: wakes the thread's poll on shutdown
   bool retried_after_launch_ = false;

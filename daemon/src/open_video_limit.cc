@@ -15,7 +15,7 @@ void OpenVideoLimit::touch(StreamVideo* video) {
     StreamVideo* oldest = order_.front();
     if (oldest == video) break;  // cannot happen with max_open_ >= 1; never evict the caller
     ++evictions_;
-    oldest->finish();  // calls forget(oldest)
+    oldest->suspend();  // calls forget(oldest)
   }
 }
 

@@ -1,10 +1,10 @@
 // open_video_limit.h — caps how many videos a worker keeps open at once.
 //
-// Used inside a worker process. Every open video holds an encoder (x264 keeps tens of
-// frames of lookahead, threads and a descriptor), so a worker with thousands of
-// streams would run out of memory or descriptors. When one more video opens than
-// allowed, the least recently written one is finalized (a complete, playable file in
-// index.json); its stream opens its next segment file when its next frame comes.
+// Used inside a worker process. Every open video holds an encoder (megabytes of frame
+// buffers) and a file descriptor, so a worker with thousands of streams would run out
+// of memory or descriptors. When one more video is open than allowed, the least
+// recently written one is suspended (its encoder and file closed, the file kept); its
+// stream's next frame reopens them and continues the same file.
 // Thread safety: render thread only (StreamVideo's render-thread state).
 #pragma once
 
@@ -28,7 +28,7 @@ class OpenVideoLimit {
   void forget(StreamVideo* video);
 
   size_t open_count() const { return order_.size(); }
-  uint64_t evictions() const { return evictions_; }
+  uint64_t evictions() const { return evictions_; }  // suspensions so far
 
  private:
   const size_t max_open_;

@@ -47,13 +47,13 @@ void print_table(const nlohmann::json& s) {
                 w.value("restarts", 0ULL), st.value("records", 0ULL), st.value("invalid", 0ULL),
                 st.value("render_errors", 0ULL));
   }
-  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s\n", "id", "pid",
-              "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused");
+  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s %-12s\n", "id", "pid",
+              "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused", "not_drawn");
   for (const auto& p : s.value("producers", nlohmann::json::array())) {
-    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu%s\n",
+    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu %-12llu%s\n",
                 p.value("id", 0ULL), p.value("pid", 0LL), p.value("rank", 0), p.value("worker", 0),
                 p.value("pushed", 0ULL), p.value("received", 0ULL), p.value("dropped_full", 0ULL),
-                p.value("dropped_invalid", 0ULL), p.value("refused", 0ULL),
+                p.value("dropped_invalid", 0ULL), p.value("refused", 0ULL), p.value("dropped_by_daemon", 0ULL),
                 p.value("connected", true) ? "" : "  (draining)");
   }
   std::printf("\nstreams\n  %-40s %-8s %-5s %-10s %-8s %-10s\n", "stream", "device", "rank", "mode",

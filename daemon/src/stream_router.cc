@@ -9,7 +9,7 @@ StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
     : config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
-      open_limit_(kMaxOpenVideosPerWorker),
+      open_limit_(static_cast<size_t>(config.limits.max_open_videos_per_worker)),
       selector_(config.render) {}
 
 std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
@@ -29,7 +29,8 @@ std::function<void()> StreamRouter::route(uint64_t producer_id, int64_t producer
   if (it == streams_.end()) {
     if (static_cast<int64_t>(streams_.size()) >= config_.limits.max_streams_per_worker) {
       if (dropped_over_limit_++ == 0) {
-        TS_LOG_WARN("stream limit of {} per worker reached; dropping records of new streams",
+        TS_LOG_WARN("stream limit of {} per worker reached (limits.max_streams_per_worker); records of "
+                    "further streams are not drawn (the producer counts them in stats().dropped_by_daemon)",
                     config_.limits.max_streams_per_worker);
       }
       return {};

@@ -4,7 +4,7 @@
 // stream, device, rank, mode), creates them on first sight (up to
 // limits.max_streams_per_worker; records of streams beyond that are dropped and
 // counted) and finalizes a producer's streams when it detaches. At most
-// kMaxOpenVideosPerWorker videos are open at once (see open_video_limit.h).
+// limits.max_open_videos_per_worker videos are open at once (see open_video_limit.h).
 // Thread safety: reader thread only, except stream_summaries() which copies atomics.
 #pragma once
 
@@ -23,8 +23,6 @@
 #include "stream_video.h"
 
 namespace tensorscope::daemon {
-
-inline constexpr size_t kMaxOpenVideosPerWorker = 64;
 
 class StreamRouter {
  public:

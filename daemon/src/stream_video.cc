@@ -99,6 +99,11 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step) {
   }
 }
 
+void StreamVideo::suspend() {
+  if (open_limit_ != nullptr) open_limit_->forget(this);
+  if (writer_) writer_->suspend();
+}
+
 void StreamVideo::finish() {
   if (open_limit_ != nullptr) open_limit_->forget(this);
   if (!writer_) return;

@@ -54,6 +54,9 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
 
   // Render thread: finalizes the open file, if any.
   void finish();
+  // Render thread: closes the encoder and the file of the open segment, which the next
+  // frame continues (OpenVideoLimit, when too many videos are open).
+  void suspend();
 
   const StreamKey& key() const { return key_; }
   const std::string& kind() const { return kind_; }

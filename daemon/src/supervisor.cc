@@ -505,7 +505,10 @@ void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::jso
   } else if (type == "detached") {
     const uint64_t id = m.value("producer_id", uint64_t{0});
     auto it = producers_.find(id);
-    if (it != producers_.end() && it->second.detaching) forget_producer(id);
+    if (it != producers_.end() && it->second.detaching) {
+      flush_index(/*now=*/true);  // its last files, finalized before "detached", are listed first
+      forget_producer(id);
+    }
   } else if (type == "bye") {
     worker.last_heartbeat_ms = now_ms();
   }
@@ -534,7 +537,8 @@ nlohmann::json Supervisor::status_json() const {
                          {"bytes_pushed", h->bytes_pushed.load(std::memory_order_relaxed)},
                          {"received", h->received.load(std::memory_order_relaxed)},
                          {"dropped_invalid", h->dropped_invalid.load(std::memory_order_relaxed)},
-                         {"bytes_received", h->bytes_received.load(std::memory_order_relaxed)}});
+                         {"bytes_received", h->bytes_received.load(std::memory_order_relaxed)},
+                         {"dropped_by_daemon", h->dropped_by_daemon.load(std::memory_order_relaxed)}});
   }
   return {{"type", "status"},
           {"session", config_.session},
@@ -549,8 +553,14 @@ nlohmann::json Supervisor::status_json() const {
           {"files", index_ ? index_->entries().size() : 0}};
 }
 
-void Supervisor::flush_index() {
+void Supervisor::flush_index(bool now) {
   if (!index_dirty_) return;
+  // Many files finishing together (a producer with hundreds of streams leaving) cost one
+  // rewrite per interval, not one per file.
+  constexpr int64_t kIndexWriteIntervalMs = 500;
+  const int64_t ms = now_ms();
+  if (!now && ms - index_written_ms_ < kIndexWriteIntervalMs) return;
+  index_written_ms_ = ms;
   Status written = index_->write();
   if (!written) {
     TS_LOG_ERROR("cannot write index.json: {}", written.message());
@@ -682,7 +692,7 @@ int Supervisor::run() {
     if (p.detaching) ::unlink(p.segment_path.c_str());
   }
   index_dirty_ = true;
-  flush_index();
+  flush_index(/*now=*/true);
   TS_LOG_INFO("tensorscoped: stopped; {} files listed in {}/index.json", index_->entries().size(),
               session_dir_);
   return 0;

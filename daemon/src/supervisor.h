@@ -89,7 +89,10 @@ class Supervisor {
   void handle_worker_message(WorkerSlot& worker, const nlohmann::json& message);
   void dispatch_worker_message(WorkerSlot& worker, const nlohmann::json& message);
   void abandon_worker(WorkerSlot& worker);
-  void flush_index();
+  // Writes index.json when entries changed, at most every kIndexWriteIntervalMs unless
+  // `now` (a producer left: its files are listed before status stops showing it; or
+  // shutdown).
+  void flush_index(bool now = false);
   void producer_gone(Producer& producer);
   void forget_producer(uint64_t id);
   nlohmann::json status_json() const;
@@ -114,6 +117,7 @@ class Supervisor {
   int64_t started_ms_ = 0;
   uint64_t registrations_refused_ = 0;
   bool index_dirty_ = false;
+  int64_t index_written_ms_ = 0;
   int64_t accept_paused_until_ms_ = 0;
 };
 

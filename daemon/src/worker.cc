@@ -194,7 +194,13 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       const int64_t pid = p.segment->header()->producer_pid;
       sinks_->record(id, pid, view, sinks);
       const bool module_tree = view.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
-      if (!module_tree && (sinks & RecordSinks::kVideo) != 0) job = router_->route(id, pid, view);
+      if (!module_tree && (sinks & RecordSinks::kVideo) != 0) {
+        const uint64_t over_limit = router_->dropped_over_limit();
+        job = router_->route(id, pid, view);
+        if (router_->dropped_over_limit() != over_limit) {  // the producer sees it in stats()
+          p.segment->header()->dropped_by_daemon.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
     } catch (const std::exception& e) {
       TS_LOG_ERROR("producer {}: cannot reduce '{}': {}", id, view.header.name, e.what());
     }

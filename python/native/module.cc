@@ -377,6 +377,7 @@ PyObject* core_stats(PyObject* self, PyObject*) {
   const bool ok =
       put(d, "pushed", PyLong_FromUnsignedLongLong(s.pushed)) && put(d, "gated", PyLong_FromUnsignedLongLong(s.gated)) &&
       put(d, "dropped_full", PyLong_FromUnsignedLongLong(s.dropped_full)) &&
+      put(d, "dropped_by_daemon", PyLong_FromUnsignedLongLong(s.dropped_by_daemon)) &&
       put(d, "not_connected", PyLong_FromUnsignedLongLong(s.not_connected)) &&
       put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) && put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&
       put(d, "connected", PyBool_FromLong(s.connected ? 1 : 0)) &&

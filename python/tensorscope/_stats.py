@@ -11,6 +11,7 @@ class ClientStats:
     not_connected: int = 0  # no daemon at the time
     refused: int = 0  # bad input: type, dtype, size, name, failed transform or hook
     bytes: int = 0  # payload bytes pushed
+    dropped_by_daemon: int = 0  # pushed, received, but not drawn (the daemon's stream limit)
     connected: bool = False  # a daemon holds this client's segment now
     connections: int = 0  # registrations so far (reconnects included)
     connection_note: str = ""  # why not connected, in words
@@ -36,6 +37,8 @@ class ClientStats:
         else:
             state = "not connected" + (f": {self.connection_note}" if self.connection_note else "")
         notes = [n for n in (self.shm_note, self.autostart) if n]
+        if self.dropped_by_daemon:
+            notes.append(f"{self.dropped_by_daemon} not drawn by the daemon (its stream limit)")
         if self.cuda_transport:
             notes.append(f"CUDA by {self.cuda_transport}" + (f" ({self.cuda_note})" if self.cuda_note else ""))
         extra = "".join(f"; {n}" for n in notes)

@@ -308,6 +308,7 @@ void visit_fields(V& v, DaemonConfig& c) {
 
   v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));
   v.integer("limits.max_streams_per_worker", c.limits.max_streams_per_worker, at_least(1));
+  v.integer("limits.max_open_videos_per_worker", c.limits.max_open_videos_per_worker, between(1, 4096));
 
   SupervisorConfig& s = c.supervisor;
   v.integer("supervisor.heartbeat_interval_ms", s.heartbeat_interval_ms, between(10, 60000));

@@ -102,7 +102,7 @@ class IntegrationTest : public ProcessFixture {
 
   // Small frames and short timings make the tests fast.
   std::string write_config(int max_frames, int shutdown_timeout_ms = 45000, int width = 160,
-                           int height = 120) {
+                           int height = 120, const std::string& extra_yaml = "") {
     const std::string path = tmp_.path() + "/config-" + std::to_string(configs_++) + ".yaml";
     std::ofstream out(path);
     out << "log_level: info\n"
@@ -110,7 +110,8 @@ class IntegrationTest : public ProcessFixture {
         << max_frames << "\n"
         << "supervisor:\n  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 10000\n"
         << "  restart_backoff_initial_ms: 100\n  restart_backoff_max_ms: 1000\n"
-        << "  shutdown_timeout_ms: " << shutdown_timeout_ms << "\n";
+        << "  shutdown_timeout_ms: " << shutdown_timeout_ms << "\n"
+        << extra_yaml;
     return path;
   }
 
@@ -328,6 +329,95 @@ TEST_F(IntegrationTest, EightProducersOfOneRankNeverShareAFile) {
   EXPECT_EQ(frames, expected);
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
   EXPECT_THAT(daemon->log(), ::testing::Not(HasSubstr("cannot finalize")));
+}
+
+// Descriptors a process has open (-1 when it is gone).
+int open_descriptors(pid_t pid) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return ec ? -1 : n;
+}
+
+// 1c. A thousand streams through one worker that may keep 16 videos open: every stream
+// gets every frame, in whole files (not a file per frame), while the worker's open
+// descriptors stay bounded; the stream limit's drops reach the producer's stats.
+TEST_F(IntegrationTest, AThousandStreamsOnOneWorkerKeepEveryFrame) {
+  const std::string name = session("many");
+  DaemonProcess* daemon = start_ready_daemon(
+      name, output_dir("many"), 1,
+      write_config(1000, 45000, 160, 120, "limits:\n  max_open_videos_per_worker: 16\n"));
+  ASSERT_NE(daemon, nullptr);
+  auto status = daemon->status();
+  ASSERT_TRUE(status.is_ok()) << status.message();
+  const pid_t worker = static_cast<pid_t>((*status)["workers"][0].value("pid", -1));
+  const int idle_fds = open_descriptors(worker);
+  ASSERT_GT(idle_fds, 0);
+
+  constexpr int kStreams = 1000, kRounds = 3;
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", std::to_string(kStreams * kRounds), "--streams", std::to_string(kStreams),
+                "--max-elements", "64", "--sleep-us", "3000", "--stdin-control"});
+  ASSERT_NE(producer, nullptr);
+  int most_fds = idle_fds;
+  json f;
+  while (!(f = progress_line(producer, [](const json& l) { return l.value("final", false); }, 200ms)).is_object()) {
+    most_fds = std::max(most_fds, open_descriptors(worker));
+    ASSERT_TRUE(producer->running()) << "the producer exited without a final line";
+  }
+  expect_accounted(f, "producer");
+  EXPECT_EQ(u64(f, "dropped_full"), 0u);
+  EXPECT_EQ(u64(f, "pushed"), static_cast<uint64_t>(kStreams * kRounds));
+  json last;
+  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
+    const json p = producer_entry(s, producer->pid());
+    most_fds = std::max(most_fds, open_descriptors(worker));
+    return p.is_object() && u64(p, "received") == u64(f, "pushed");
+  }, kSettleTimeout, &last)) << last.dump(2);
+  release_producer(producer);
+  EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
+                                  kSettleTimeout, &last));
+  terminate_daemon(daemon);
+  // 16 videos, the producer's segment and socket, and a few descriptors of libraries.
+  EXPECT_LE(most_fds, idle_fds + 16 + 8) << "idle " << idle_fds;
+  const auto files = index_or_fail(daemon->session_dir());
+  std::map<std::string, int64_t> expected;
+  add_expected(f, 0, &expected);
+  EXPECT_EQ(expected.size(), static_cast<size_t>(kStreams));
+  EXPECT_EQ(frames_by_stream(files), expected);
+  // One file per stream and render mode (the random shapes pick the mode): suspending a
+  // video never splits it.
+  std::map<std::string, int> files_per_video;
+  for (const auto& e : files) ++files_per_video[e.value("stream", "") + "/" + e.value("mode", "")];
+  for (const auto& [video, n] : files_per_video) EXPECT_EQ(n, 1) << video;
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+}
+
+// 1d. Past limits.max_streams_per_worker, records of further streams are not drawn and
+// the producer's stats() says how many.
+TEST_F(IntegrationTest, TheStreamLimitsDropsReachTheProducer) {
+  const std::string name = session("limit");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("limit"), 1,
+                                             write_config(1000, 45000, 160, 120, "limits:\n  max_streams_per_worker: 5\n"));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer =
+      start_producer(name, 0, {"--count", "80", "--streams", "8", "--max-elements", "64", "--stdin-control"});
+  ASSERT_NE(producer, nullptr);
+  json f = final_line(producer);
+  ASSERT_TRUE(f.is_object());
+  json last;
+  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
+    const json p = producer_entry(s, producer->pid());
+    return p.is_object() && u64(p, "received") == u64(f, "pushed") && u64(p, "dropped_by_daemon") > 0;
+  }, kSettleTimeout, &last)) << last.dump(2);
+  const json p = producer_entry(last, producer->pid());
+  EXPECT_GT(u64(p, "dropped_by_daemon"), 0u);
+  EXPECT_LT(u64(p, "dropped_by_daemon"), u64(p, "received"));
+  release_producer(producer);
+  terminate_daemon(daemon);
 }
 
 // 2. kill -9 a worker mid-run: the supervisor restarts it, finished files survive, and

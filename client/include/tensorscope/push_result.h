@@ -27,6 +27,9 @@ struct ClientStats {
   uint64_t not_connected = 0;
   uint64_t refused = 0;
   uint64_t bytes = 0;          // payload bytes pushed
+  // Pushed records the daemon received but could not draw: its per-worker stream limit
+  // (limits.max_streams_per_worker) was reached. Its log says so once.
+  uint64_t dropped_by_daemon = 0;
   bool connected = false;      // a daemon holds our segment right now
   uint64_t connections = 0;    // successful registrations so far (reconnects included)
   // Why not connected right now, in words ("" while connected): no daemon, a refused

@@ -77,6 +77,7 @@ TEST(DaemonConfigTest, DefaultsMatchTheDocumentedValues) {
   EXPECT_EQ(c.render.histogram_margin, 0.1);
   EXPECT_EQ(c.limits.max_record_bytes, 1073741824);
   EXPECT_EQ(c.limits.max_streams_per_worker, 4096);
+  EXPECT_EQ(c.limits.max_open_videos_per_worker, 64);
   EXPECT_EQ(c.supervisor.heartbeat_interval_ms, 200);
   EXPECT_EQ(c.supervisor.heartbeat_timeout_ms, 5000);
   EXPECT_EQ(c.supervisor.restart_backoff_initial_ms, 100);
@@ -142,6 +143,7 @@ render:
 limits:
   max_record_bytes: 9000000000
   max_streams_per_worker: 1
+  max_open_videos_per_worker: 4096
 supervisor:
   heartbeat_interval_ms: 10
   heartbeat_timeout_ms: 11
@@ -165,6 +167,7 @@ supervisor:
   EXPECT_EQ(c->render.histogram_margin, 0.0);
   EXPECT_EQ(c->limits.max_record_bytes, 9000000000LL);
   EXPECT_EQ(c->limits.max_streams_per_worker, 1);
+  EXPECT_EQ(c->limits.max_open_videos_per_worker, 4096);
   EXPECT_EQ(c->supervisor.heartbeat_interval_ms, 10);
   EXPECT_EQ(c->supervisor.heartbeat_timeout_ms, 11);
   EXPECT_EQ(c->supervisor.restart_backoff_initial_ms, 60000);
@@ -229,6 +232,8 @@ TEST(DaemonConfigTest, EveryRangeErrorNamesItsKey) {
       {"limits: {max_record_bytes: 0}", "limits.max_record_bytes"},
       {"limits: {max_record_bytes: 1e9}", "limits.max_record_bytes"},
       {"limits: {max_streams_per_worker: -3}", "limits.max_streams_per_worker"},
+      {"limits: {max_open_videos_per_worker: 0}", "limits.max_open_videos_per_worker"},
+      {"limits: {max_open_videos_per_worker: 4097}", "limits.max_open_videos_per_worker"},
       {"supervisor: {heartbeat_interval_ms: 9}", "supervisor.heartbeat_interval_ms"},
       {"supervisor: {heartbeat_interval_ms: 60001}", "supervisor.heartbeat_interval_ms"},
       {"supervisor: {heartbeat_timeout_ms: 200}", "supervisor.heartbeat_timeout_ms"},

@@ -112,6 +112,7 @@ struct RecordConfig {
 struct LimitsConfig {
   int64_t max_record_bytes = 1073741824;  // >= 1: larger records are dropped and counted
   int64_t max_streams_per_worker = 4096;  // >= 1
+  int64_t max_open_videos_per_worker = 64;  // 1..4096: encoders (and files) open at once
   bool operator==(const LimitsConfig&) const = default;
 };
 

@@ -240,7 +240,10 @@ struct alignas(64) SegmentHeader {
   std::atomic<uint64_t> received;         // records read and accepted
   std::atomic<uint64_t> dropped_invalid;  // records that failed validation
   std::atomic<uint64_t> bytes_received;   // payload bytes of accepted records
-  uint8_t reserved_consumer_counters[64 - 24];
+  // Accepted records the daemon could not draw (limits.max_streams_per_worker reached);
+  // the client shows them in stats().dropped_by_daemon. Zero from daemons before it.
+  std::atomic<uint64_t> dropped_by_daemon;
+  uint8_t reserved_consumer_counters[64 - 32];
 
   uint8_t reserved_tail[kSegmentHeaderSize - 512];
 };
@@ -334,6 +337,7 @@ static_assert(offsetof(SegmentHeader, bytes_pushed) == 416);
 static_assert(offsetof(SegmentHeader, received) == 448);
 static_assert(offsetof(SegmentHeader, dropped_invalid) == 456);
 static_assert(offsetof(SegmentHeader, bytes_received) == 464);
+static_assert(offsetof(SegmentHeader, dropped_by_daemon) == 472);
 // Producer and consumer hot fields never share a cache line.
 static_assert(offsetof(SegmentHeader, slot_tail) / 64 != offsetof(SegmentHeader, data_head) / 64);
 
