@@ -29,6 +29,18 @@ StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameR
 
 StreamVideo::~StreamVideo() {
   if (open_limit_ != nullptr) open_limit_->forget(this);
+  journal_.remove();  // a video never finished is abandoned with its journal (no-op after finish)
+}
+
+IndexEntry StreamVideo::entry_meta() const {
+  IndexEntry entry;
+  entry.stream = key_.stream;
+  entry.kind = kind_;
+  entry.device = key_.device;
+  entry.rank = key_.rank;
+  entry.pid = key_.producer_pid;
+  entry.mode = key_.mode;
+  return entry;
 }
 
 std::function<void()> StreamVideo::prepare(const RecordView& record) {
@@ -55,6 +67,11 @@ bool StreamVideo::open_segment(std::string* error) {
                      config_.video.codec, error)) {
     writer_.reset();
     return false;
+  }
+  // Without its journal a video still plays, but a killed worker's cut copy cannot be listed.
+  if (Status s = journal_.create(session_dir_ + "/" + temp, entry_meta()); !s && !journal_failed_logged_) {
+    TS_LOG_ERROR("video of '{}': {}", key_.stream, s.message());
+    journal_failed_logged_ = true;
   }
   return true;
 }
@@ -89,7 +106,13 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step) {
     first_step_ = step;
   }
   const cv::Mat image = draw(frame_style(config_));
-  if (!writer_->write(image)) throw std::runtime_error("video write failed for " + key_.stream);
+  if (!writer_->write(image)) {
+    throw std::runtime_error("video write failed for " + key_.stream + ": " + writer_->last_error());
+  }
+  if (Status s = journal_.append(step); !s && !journal_failed_logged_) {
+    TS_LOG_ERROR("video of '{}': {}", key_.stream, s.message());
+    journal_failed_logged_ = true;
+  }
   last_step_ = step;
   frames_total_.fetch_add(1, std::memory_order_relaxed);
   if (writer_->frames() >= config_.video.max_frames) {
@@ -102,6 +125,7 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step) {
 void StreamVideo::suspend() {
   if (open_limit_ != nullptr) open_limit_->forget(this);
   if (writer_) writer_->suspend();
+  journal_.close();
 }
 
 void StreamVideo::finish() {
@@ -112,25 +136,25 @@ void StreamVideo::finish() {
   if (frames == 0) {
     writer_->abandon();
     writer_.reset();
+    journal_.remove();
     return;
   }
   if (!writer_->finalize(&final_path, &error)) {
     TS_LOG_ERROR("cannot finalize video for '{}': {}", key_.stream, error);
     writer_.reset();
+    journal_.remove();
     ++segment_;
     return;
   }
   writer_.reset();
   ++segment_;
-  IndexEntry entry;
+  if (Status s = journal_.keep(session_dir_, final_path); !s) {
+    TS_LOG_ERROR("video of '{}': {}", key_.stream, s.message());
+    journal_.remove();
+  }
+  IndexEntry entry = entry_meta();
   const size_t slash = final_path.find_last_of('/');
   entry.path = slash == std::string::npos ? final_path : final_path.substr(slash + 1);
-  entry.stream = key_.stream;
-  entry.kind = kind_;
-  entry.device = key_.device;
-  entry.rank = key_.rank;
-  entry.pid = key_.producer_pid;
-  entry.mode = key_.mode;
   entry.frames = frames;
   entry.first_step = first_step_;
   entry.last_step = last_step_;

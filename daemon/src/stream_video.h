@@ -20,6 +20,7 @@
 #include "frame_renderer.h"
 #include "index_writer.h"
 #include "open_video_limit.h"
+#include "video_journal.h"
 #include "tensorscope/plotting/video_writer.h"
 #include "tensorscope/shared/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
@@ -66,6 +67,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  private:
   void render(const DrawFrame& draw, int64_t step);
   bool open_segment(std::string* error);
+  IndexEntry entry_meta() const;  // the key's fields of this stream's index entries
 
   const StreamKey key_;
   const std::string kind_;
@@ -84,6 +86,8 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   int segment_ = 0;
   int64_t first_step_ = 0, last_step_ = 0;
   bool open_failed_logged_ = false;
+  VideoJournal journal_;  // the open segment's frame steps
+  bool journal_failed_logged_ = false;
   std::atomic<uint64_t> frames_total_{0};
 };
 

@@ -2,6 +2,7 @@
 
 #include "device_payload_reader.h"
 #include "run_info_writer.h"
+#include "video_recovery.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -151,6 +152,17 @@ Status Supervisor::start() {
   index_ = std::make_unique<IndexWriter>(session_dir_);
   Status loaded = index_->load();
   if (!loaded) return loaded;
+  // A daemon killed before: its workers' open videos, and finished videos it had not
+  // listed yet (the session lock is ours, so no other daemon writes here).
+  recover_videos(".tmp-", "an earlier daemon");
+  {
+    std::set<std::string> listed;
+    for (const IndexEntry& e : index_->entries()) listed.insert(e.path);
+    for (const IndexEntry& e : unlisted_videos(session_dir_, listed)) {
+      TS_LOG_WARN("listed {} again ({} frames) from its journal", e.path, e.frames);
+      if (Status st = index_->stage(e); !st) TS_LOG_ERROR("cannot add {} to index.json: {}", e.path, st.message());
+    }
+  }
   Status written = index_->write();  // index.json exists from the start, even when empty
   if (!written) return written;
   workers_.resize(static_cast<size_t>(config_.workers));
@@ -228,16 +240,15 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
   TS_LOG_INFO("worker {} started (pid {})", worker.index, pid);
 }
 
-void Supervisor::remove_temp_files(pid_t pid) {
-  const std::string prefix = ".tmp-" + std::to_string(pid) + "-";
-  DIR* dir = ::opendir(session_dir_.c_str());
-  if (dir == nullptr) return;
-  while (dirent* e = ::readdir(dir)) {
-    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
-      ::unlinkat(::dirfd(dir), e->d_name, 0);
-    }
+void Supervisor::recover_videos(const std::string& prefix, const std::string& whose) {
+  RecoveredVideos found = recover_temp_videos(session_dir_, prefix);
+  for (const IndexEntry& e : found.entries) {
+    TS_LOG_WARN("recovered {} ({} frames, steps {}..{}) from {}", e.path, e.frames, e.first_step, e.last_step,
+                whose);
+    if (Status st = index_->stage(e); !st) TS_LOG_ERROR("cannot add {} to index.json: {}", e.path, st.message());
+    index_dirty_ = true;
   }
-  ::closedir(dir);
+  for (const std::string& why : found.failures) TS_LOG_WARN("deleted an unfinished video of {}: {}", whose, why);
 }
 
 void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
@@ -248,7 +259,9 @@ void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
   nlohmann::json message;
   while (worker.channel.pop(&message)) handle_worker_message(worker, message);
   worker.channel.close();
-  remove_temp_files(worker.pid);  // unfinished videos of a dead worker never play
+  // Its open videos play up to their last whole frame: finished and listed as they are.
+  recover_videos(".tmp-" + std::to_string(worker.pid) + "-", "worker " + std::to_string(worker.index) +
+                                                               " (pid " + std::to_string(worker.pid) + ")");
   const int64_t now = now_ms();
   if (now - worker.started_ms > kHealthyAfterMs) {
     worker.backoff_ms = config_.supervisor.restart_backoff_initial_ms;

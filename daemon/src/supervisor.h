@@ -97,7 +97,9 @@ class Supervisor {
   void forget_producer(uint64_t id);
   nlohmann::json status_json() const;
   void shutdown_workers();
-  void remove_temp_files(pid_t pid);
+  // Recovers (video_recovery.h) the temporary videos whose names start with `prefix`
+  // and lists them; `whose` names their writer in the log.
+  void recover_videos(const std::string& prefix, const std::string& whose);
 
   DaemonConfig config_;
   const std::string worker_executable_;

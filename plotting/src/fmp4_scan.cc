@@ -84,7 +84,7 @@ int64_t samples_in_moof(const std::vector<uint8_t>& moof) {
 
 }  // namespace
 
-Fmp4Extent scan_fmp4(const std::string& path) {
+Fmp4Extent scan_fmp4(const std::string& path, int64_t max_frames) {
   Fmp4Extent out;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -144,6 +144,7 @@ Fmp4Extent scan_fmp4(const std::string& path) {
         out.error = "the fragment at byte " + std::to_string(at) + " has no whole mdat";
         break;
       }
+      if (samples > max_frames - out.frames) break;  // the caller wants no more
       at = next + mdat.size;
       out.frames += samples;
     } else if (std::strcmp(box.type, "mdat") == 0) {

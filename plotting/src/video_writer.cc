@@ -73,6 +73,22 @@ bool rename_no_replace(const std::string& from, const std::string& to, bool* exi
   return true;
 }
 
+bool rename_to_free_name(const std::string& from, const std::string& to, std::string* used, std::string* error) {
+  std::string target = to;
+  std::string failure;
+  for (int n = 1; n <= kMaxSuffix; ++n) {
+    bool exists = false;
+    if (rename_no_replace(from, target, &exists, &failure)) {
+      if (used != nullptr) *used = target;
+      return true;
+    }
+    if (!exists) break;
+    target = with_suffix(to, n);
+  }
+  set_error(error, failure);
+  return false;
+}
+
 VideoWriter::VideoWriter() = default;
 
 VideoWriter::~VideoWriter() { abandon(); }
@@ -256,16 +272,11 @@ bool VideoWriter::finalize(std::string* final_path_out, std::string* error) {
     temp_path_.clear();
     return false;
   }
-  std::string target = final_path_;
-  for (int n = 1; n <= kMaxSuffix; ++n) {
-    bool exists = false;
-    if (rename_no_replace(temp_path_, target, &exists, &failure)) {
-      if (final_path_out != nullptr) *final_path_out = target;
-      temp_path_.clear();
-      return true;
-    }
-    if (!exists) break;
-    target = with_suffix(final_path_, n);
+  std::string used;
+  if (rename_to_free_name(temp_path_, final_path_, &used, &failure)) {
+    if (final_path_out != nullptr) *final_path_out = used;
+    temp_path_.clear();
+    return true;
   }
   set_error(error, "could not finalize video: " + failure);
   ::unlink(temp_path_.c_str());

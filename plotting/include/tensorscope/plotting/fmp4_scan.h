@@ -22,7 +22,8 @@ struct Fmp4Extent {
 
 // Walks the top-level boxes of `path`: ftyp, moov, then moof+mdat pairs (one fragment
 // each) and optional free/sidx/mfra boxes. A fragment counts when both its boxes are in
-// the file whole.
-Fmp4Extent scan_fmp4(const std::string& path);
+// the file whole. With `max_frames`, the scan stops before a fragment that would pass it
+// (whole_bytes is then where the first max_frames frames end).
+Fmp4Extent scan_fmp4(const std::string& path, int64_t max_frames = INT64_MAX);
 
 }  // namespace tensorscope::plotting

@@ -92,4 +92,9 @@ class VideoWriter {
 bool rename_no_replace(const std::string& from, const std::string& to, bool* exists,
                        std::string* error);
 
+// Renames `from` to `to`, or, when that name exists, to "<stem>-1<ext>", "<stem>-2<ext>",
+// ... (never replacing a file); the name used goes to *used.
+bool rename_to_free_name(const std::string& from, const std::string& to, std::string* used,
+                         std::string* error);
+
 }  // namespace tensorscope::plotting

@@ -1,0 +1,174 @@
+// video_journal.cc — see video_journal.h.
+#include "video_journal.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "file_naming.h"
+#include "tensorscope/plotting/fmp4_scan.h"
+#include "tensorscope/plotting/video_writer.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+constexpr char kMagic[] = "tensorscope video steps 1";
+constexpr size_t kMaxLineBytes = 4096;
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Status errno_status(const std::string& what) { return Status::error(what + ": " + std::strerror(errno)); }
+
+}  // namespace
+
+Status VideoJournal::create(const std::string& video_path, const IndexEntry& meta) {
+  close();
+  path_ = video_path + kJournalSuffix;
+  file_ = std::fopen(path_.c_str(), "we");
+  if (file_ == nullptr) return errno_status("cannot create " + path_);
+  const nlohmann::json header = {{"stream", meta.stream}, {"kind", meta.kind}, {"device", meta.device},
+                                 {"rank", meta.rank},     {"pid", meta.pid},   {"mode", meta.mode}};
+  const std::string text =
+      std::string(kMagic) + "\n" + header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0) return errno_status("cannot write " + path_);
+  return Status::ok();
+}
+
+Status VideoJournal::append(int64_t step) {
+  if (path_.empty()) return Status::error("video journal not created");
+  if (file_ == nullptr) {
+    file_ = std::fopen(path_.c_str(), "ae");
+    if (file_ == nullptr) return errno_status("cannot reopen " + path_);
+  }
+  if (std::fprintf(file_, "%lld\n", static_cast<long long>(step)) < 0 || std::fflush(file_) != 0) {
+    return errno_status("cannot write " + path_);
+  }
+  return Status::ok();
+}
+
+void VideoJournal::close() {
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+}
+
+Status VideoJournal::keep(const std::string& session_dir, const std::string& final_path) {
+  close();
+  if (path_.empty()) return Status::ok();
+  const std::string dir = session_dir + "/" + kStepsDirName;
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno_status("cannot create " + dir);
+  const std::string target = dir + "/" + base_name(final_path) + kJournalSuffix;
+  if (::rename(path_.c_str(), target.c_str()) != 0) return errno_status("cannot move " + path_);
+  path_.clear();
+  return Status::ok();
+}
+
+void VideoJournal::remove() {
+  close();
+  if (!path_.empty()) ::unlink(path_.c_str());
+  path_.clear();
+}
+
+StatusOr<IndexEntry> read_video_journal(const std::string& journal_path, int64_t max_frames) {
+  std::ifstream in(journal_path, std::ios::binary);
+  if (!in) return Status::error("cannot open " + journal_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t end_magic = text.find('\n');
+  if (end_magic == std::string::npos || text.compare(0, end_magic, kMagic) != 0) {
+    return Status::error(journal_path + ": not a video journal");
+  }
+  const size_t end_header = text.find('\n', end_magic + 1);
+  if (end_header == std::string::npos || end_header - end_magic > kMaxLineBytes) {
+    return Status::error(journal_path + ": no header line");
+  }
+  nlohmann::json header = nlohmann::json::parse(text.substr(end_magic + 1, end_header - end_magic - 1), nullptr,
+                                                /*allow_exceptions=*/false);
+  if (!header.is_object()) return Status::error(journal_path + ": the header line is not a JSON object");
+  header["path"] = "pending.mp4";  // index_entry_from_json checks every field; the path is set later
+  header["frames"] = 0;
+  header["first_step"] = 0;
+  header["last_step"] = 0;
+  StatusOr<IndexEntry> entry = index_entry_from_json(header);
+  if (!entry.is_ok()) return Status::error(journal_path + ": " + entry.message());
+  IndexEntry e = entry.value();
+  e.path.clear();
+  size_t at = end_header + 1;
+  while (e.frames < max_frames) {
+    const size_t newline = text.find('\n', at);
+    if (newline == std::string::npos) break;  // a last line cut by a crash
+    const std::string line = text.substr(at, newline - at);
+    at = newline + 1;
+    char* end = nullptr;
+    errno = 0;
+    const long long step = std::strtoll(line.c_str(), &end, 10);
+    if (line.empty() || errno != 0 || end != line.c_str() + line.size()) {
+      return Status::error(journal_path + ": line " + std::to_string(e.frames + 3) + " is not a step");
+    }
+    if (e.frames == 0) e.first_step = step;
+    e.last_step = step;
+    ++e.frames;
+  }
+  return e;
+}
+
+std::string final_name_of_temp(const std::string& temp_name) {
+  // ".tmp-" <worker pid> "-" <producer id> "-" <final name>
+  const std::string prefix = kTempVideoPrefix;
+  if (temp_name.compare(0, prefix.size(), prefix) != 0) return {};
+  size_t at = prefix.size();
+  for (int field = 0; field < 2; ++field) {
+    const size_t dash = temp_name.find('-', at);
+    if (dash == std::string::npos || dash == at) return {};
+    for (size_t i = at; i < dash; ++i) {
+      if (temp_name[i] < '0' || temp_name[i] > '9') return {};
+    }
+    at = dash + 1;
+  }
+  return temp_name.substr(at);
+}
+
+StatusOr<IndexEntry> recover_cut_video(const std::string& session_dir, const std::string& temp_name) {
+  const std::string video = session_dir + "/" + temp_name;
+  const std::string journal_path = video + kJournalSuffix;
+  auto discard = [&](const std::string& why) -> StatusOr<IndexEntry> {
+    ::unlink(video.c_str());
+    ::unlink(journal_path.c_str());
+    return Status::error(temp_name + ": " + why);
+  };
+  const std::string final_name = final_name_of_temp(temp_name);
+  if (final_name.empty()) return discard("not a temporary video name");
+  const plotting::Fmp4Extent extent = plotting::scan_fmp4(video);
+  if (!extent.valid || extent.frames <= 0) {
+    return discard(extent.valid ? "no whole frame" : "no video header (" + extent.error + ")");
+  }
+  StatusOr<IndexEntry> read = read_video_journal(journal_path, extent.frames);
+  if (!read.is_ok()) return discard(read.message());
+  IndexEntry entry = read.value();
+  if (entry.frames <= 0) return discard("its journal lists no frame");
+  // A frame is journaled after it is written: a crash in between leaves the journal one
+  // behind, and the file keeps the frames the journal describes.
+  const plotting::Fmp4Extent kept =
+      entry.frames < extent.frames ? plotting::scan_fmp4(video, entry.frames) : extent;
+  if (kept.frames != entry.frames) return discard("its frames and its journal disagree");
+  if (kept.whole_bytes < kept.file_bytes && ::truncate(video.c_str(), static_cast<off_t>(kept.whole_bytes)) != 0) {
+    return discard(std::string("cannot cut it to its whole frames: ") + std::strerror(errno));
+  }
+  std::string used, error;
+  if (!plotting::rename_to_free_name(video, session_dir + "/" + final_name, &used, &error)) return discard(error);
+  entry.path = base_name(used);
+  const std::string steps_dir = session_dir + "/" + kStepsDirName;
+  if (::mkdir(steps_dir.c_str(), 0755) == 0 || errno == EEXIST) {
+    ::rename(journal_path.c_str(), (steps_dir + "/" + entry.path + kJournalSuffix).c_str());
+  } else {
+    ::unlink(journal_path.c_str());
+  }
+  return entry;
+}
+
+}  // namespace tensorscope::daemon
