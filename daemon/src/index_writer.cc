@@ -278,6 +278,20 @@ Status IndexWriter::stage(const IndexEntry& entry) {
   }
 }
 
+size_t IndexWriter::forget_missing_files() {
+  size_t gone = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    struct stat st {};
+    if (::stat((session_dir_ + "/" + it->first).c_str(), &st) != 0 && errno == ENOENT) {
+      it = entries_.erase(it);
+      ++gone;
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
 Status IndexWriter::write() {
   std::string tmp;
   try {
@@ -285,23 +299,25 @@ Status IndexWriter::write() {
     tmp = path + ".tmp";
     const std::string text = render_index(entries_);
 
+    last_errno_ = 0;
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
-      const int err = errno;
-      return Status::error(tmp + ": cannot create: " + errno_text(err));
+      last_errno_ = errno;
+      return Status::error(tmp + ": cannot create: " + errno_text(last_errno_));
     }
     Status s = write_all(fd, text, tmp);
+    if (!s.is_ok()) last_errno_ = errno;
     if (s.is_ok() && ::fsync(fd) != 0) {
-      const int err = errno;
-      s = Status::error(tmp + ": fsync failed: " + errno_text(err));
+      last_errno_ = errno;
+      s = Status::error(tmp + ": fsync failed: " + errno_text(last_errno_));
     }
     if (::close(fd) != 0 && s.is_ok()) {
-      const int err = errno;
-      s = Status::error(tmp + ": close failed: " + errno_text(err));
+      last_errno_ = errno;
+      s = Status::error(tmp + ": close failed: " + errno_text(last_errno_));
     }
     if (s.is_ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      s = Status::error("cannot rename " + tmp + " to " + path + ": " + errno_text(err));
+      last_errno_ = errno;
+      s = Status::error("cannot rename " + tmp + " to " + path + ": " + errno_text(last_errno_));
     }
     if (!s.is_ok()) {
       ::unlink(tmp.c_str());

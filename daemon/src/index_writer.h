@@ -77,6 +77,10 @@ class IndexWriter {
 
   // Atomically rewrites <session_dir>/index.json from the entries in memory.
   Status write();
+  // The errno of write()'s last failure (0 after a success).
+  int last_errno() const { return last_errno_; }
+  // Drops the entries whose file is gone (the output directory was deleted); how many.
+  size_t forget_missing_files();
 
   // Entries sorted by path.
   std::vector<IndexEntry> entries() const;
@@ -87,6 +91,7 @@ class IndexWriter {
  private:
   std::string session_dir_;
   std::map<std::string, IndexEntry> entries_;  // by path, hence sorted
+  int last_errno_ = 0;
   std::string last_corrupt_path_;
 };
 

@@ -68,14 +68,19 @@ void RenderQueue::run() {
     not_full_.notify_one();
     lock.unlock();
     bool failed = false;
+    std::string why;
     try {
       job();
     } catch (const std::exception& e) {
       failed = true;
-      TS_LOG_ERROR("render job failed: {}", e.what());
+      why = e.what();
     } catch (...) {
       failed = true;
-      TS_LOG_ERROR("render job failed with an unknown exception");
+      why = "an unknown exception";
+    }
+    // The first ten failures, then one in a thousand: a failing stream cannot flood the log.
+    if (failed && (errors_ < 10 || errors_ % 1000 == 0)) {
+      TS_LOG_ERROR("render job failed: {} ({} failures so far)", why, errors_ + 1);
     }
     lock.lock();
     running_job_ = false;

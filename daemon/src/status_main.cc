@@ -32,6 +32,15 @@ void print_table(const nlohmann::json& s) {
   std::printf("session %s (daemon pid %lld, up %.1f s), output %s, %llu finished files\n",
               s.value("session", "").c_str(), s.value("pid", 0LL), s.value("uptime_ms", 0LL) / 1000.0,
               s.value("output_dir", "").c_str(), s.value("files", 0ULL));
+  const nlohmann::json output = s.value("output", nlohmann::json::object());
+  if (output.value("state", std::string("ok")) != "ok") {
+    std::printf("OUTPUT %s: %s; %llu frames not written so far (retrying every second)\n",
+                output.value("state", std::string()) == "full" ? "FULL" : "UNWRITABLE",
+                output.value("error", std::string()).c_str(), output.value("not_written", 0ULL));
+  } else if (output.value("not_written", 0ULL) > 0) {
+    std::printf("output ok again; %llu frames were not written while it was full or unwritable\n",
+                output.value("not_written", 0ULL));
+  }
   const long long idle_exit_ms = s.value("idle_exit_ms", 0LL);
   if (s.value("autostarted", false)) {
     std::printf("autostarted by a client; exits after %.1f s without producers\n", idle_exit_ms / 1000.0);

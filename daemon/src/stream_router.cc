@@ -10,6 +10,7 @@ StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
       open_limit_(static_cast<size_t>(config.limits.max_open_videos_per_worker)),
+      output_health_("videos in " + session_dir_),
       selector_(config.render) {}
 
 std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
@@ -38,7 +39,7 @@ std::function<void()> StreamRouter::route(uint64_t producer_id, int64_t producer
     auto video = std::make_shared<StreamVideo>(
         key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
         make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream), config_, session_dir_, on_finished_,
-        &open_limit_);
+        &open_limit_, &output_health_);
     std::lock_guard<std::mutex> lock(mutex_);
     it = streams_.emplace(key, std::move(video)).first;
   }

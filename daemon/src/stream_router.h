@@ -38,6 +38,8 @@ class StreamRouter {
   std::function<void()> finish_all();
 
   uint64_t dropped_over_limit() const { return dropped_over_limit_; }
+  // Whether the videos could be written (output_health.h), for the heartbeat.
+  nlohmann::json output_summary() const { return output_health_.summary(); }
   nlohmann::json stream_summaries() const;
 
   // The render mode a record gets: ModeSelector's choice when this daemon can draw it,
@@ -49,6 +51,7 @@ class StreamRouter {
   const std::string session_dir_;
   const FileFinished on_finished_;
   OpenVideoLimit open_limit_;  // render-thread state, handed to every StreamVideo
+  OutputHealth output_health_;  // written by the render thread, summarized by the heartbeat
   ModeSelector selector_;
   std::set<std::string> unavailable_logged_;
   mutable std::mutex mutex_;  // guards streams_ against stream_summaries()

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "file_naming.h"
+#include "monotonic_clock.h"
 #include "record_frame.h"
 #include "tensorscope/shared/logging.h"
 
@@ -18,13 +19,14 @@ constexpr int kMaxSegment = 1 << 30;
 
 StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
                          const DaemonConfig& config, std::string session_dir,
-                         FileFinished on_finished, OpenVideoLimit* open_limit)
+                         FileFinished on_finished, OpenVideoLimit* open_limit, OutputHealth* health)
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
       open_limit_(open_limit),
+      health_(health),
       renderer_(std::move(renderer)) {}
 
 StreamVideo::~StreamVideo() {
@@ -51,7 +53,7 @@ std::function<void()> StreamVideo::prepare(const RecordView& record) {
   };
 }
 
-bool StreamVideo::open_segment(std::string* error) {
+bool StreamVideo::open_segment(std::string* error, int* err) {
   // A process that registers again (after a daemon restart or a fork) comes back with
   // the same pid: its segment numbers go on after the files it already has.
   for (;;) {
@@ -65,6 +67,7 @@ bool StreamVideo::open_segment(std::string* error) {
   if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp,
                      config_.video.width, config_.video.height, config_.video.fps,
                      config_.video.codec, error)) {
+    *err = writer_->last_errno();
     writer_.reset();
     return false;
   }
@@ -95,20 +98,35 @@ plotting::FrameStyle frame_style(const DaemonConfig& config) {
   return style;
 }
 
+void StreamVideo::output_failed(int err, const std::string& what) {
+  if (err != 0 && health_ != nullptr) {
+    health_->failed(err, what, monotonic_ms());
+    return;
+  }
+  throw std::runtime_error(what);
+}
+
 void StreamVideo::render(const DrawFrame& draw, int64_t step) {
+  if (health_ != nullptr && !health_->may_try(monotonic_ms())) {
+    health_->skipped(monotonic_ms());  // the output is full or unwritable: tried again soon
+    return;
+  }
   if (!writer_) {
     std::string error;
-    if (!open_segment(&error)) {
-      if (!open_failed_logged_) TS_LOG_ERROR("cannot open video for '{}': {}", key_.stream, error);
+    int err = 0;
+    if (!open_segment(&error, &err)) {
+      if (err == 0 && !open_failed_logged_) TS_LOG_ERROR("cannot open video for '{}': {}", key_.stream, error);
       open_failed_logged_ = true;
-      throw std::runtime_error("video open failed: " + error);
+      return output_failed(err, "video open failed: " + error);
     }
     first_step_ = step;
   }
   const cv::Mat image = draw(frame_style(config_));
   if (!writer_->write(image)) {
-    throw std::runtime_error("video write failed for " + key_.stream + ": " + writer_->last_error());
+    return output_failed(writer_->last_errno(),
+                         "video write failed for '" + key_.stream + "': " + writer_->last_error());
   }
+  if (health_ != nullptr) health_->succeeded(monotonic_ms());
   if (Status s = journal_.append(step); !s && !journal_failed_logged_) {
     TS_LOG_ERROR("video of '{}': {}", key_.stream, s.message());
     journal_failed_logged_ = true;
@@ -140,10 +158,18 @@ void StreamVideo::finish() {
     return;
   }
   if (!writer_->finalize(&final_path, &error)) {
-    TS_LOG_ERROR("cannot finalize video for '{}': {}", key_.stream, error);
+    // Its frames stay whole under the temporary name, with the journal: never listed
+    // by this worker, recovered when the worker or the daemon starts again.
+    const int err = writer_->last_errno();
     writer_.reset();
-    journal_.remove();
+    journal_.close();
+    journal_.forget();
     ++segment_;
+    if (err != 0 && health_ != nullptr) {
+      health_->failed(err, "cannot finalize the video of '" + key_.stream + "': " + error, monotonic_ms());
+    } else {
+      TS_LOG_ERROR("cannot finalize video for '{}': {}", key_.stream, error);
+    }
     return;
   }
   writer_.reset();

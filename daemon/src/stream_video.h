@@ -20,6 +20,7 @@
 #include "frame_renderer.h"
 #include "index_writer.h"
 #include "open_video_limit.h"
+#include "output_health.h"
 #include "video_journal.h"
 #include "tensorscope/plotting/video_writer.h"
 #include "tensorscope/shared/daemon_config.h"
@@ -44,10 +45,11 @@ plotting::FrameStyle frame_style(const DaemonConfig& config);
 
 class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
-  // `open_limit` (render-thread state shared by the worker's streams) may be null.
+  // `open_limit` and `health` (render-thread state shared by the worker's streams) may
+  // be null.
   StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
               const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
-              OpenVideoLimit* open_limit);
+              OpenVideoLimit* open_limit, OutputHealth* health = nullptr);
   ~StreamVideo();
 
   // Reader thread: reduces the record; the returned job renders it.
@@ -66,7 +68,10 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
 
  private:
   void render(const DrawFrame& draw, int64_t step);
-  bool open_segment(std::string* error);
+  bool open_segment(std::string* error, int* err);
+  // A write to the output failed with `err`: counted by the worker's OutputHealth
+  // (rate-limited log) when it is the file system's doing; otherwise thrown.
+  void output_failed(int err, const std::string& what);
   IndexEntry entry_meta() const;  // the key's fields of this stream's index entries
 
   const StreamKey key_;
@@ -75,6 +80,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const std::string session_dir_;
   const FileFinished on_finished_;
   OpenVideoLimit* const open_limit_;
+  OutputHealth* const health_;
 
   // Reader thread state (the renderer's prepare() side included).
   std::unique_ptr<FrameRenderer> renderer_;

@@ -1,5 +1,7 @@
 #include "supervisor.h"
 
+#include "monotonic_clock.h"
+
 #include "device_payload_reader.h"
 #include "run_info_writer.h"
 #include "video_recovery.h"
@@ -55,11 +57,7 @@ Status install_signal_handlers() {
   return Status::ok();
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t now_ms() { return monotonic_ms(); }
 
 constexpr int kRegisterDeadlineMs = 5000;
 constexpr int kHealthyAfterMs = 10000;  // a worker alive this long resets its backoff
@@ -563,7 +561,8 @@ nlohmann::json Supervisor::status_json() const {
           {"registrations_refused", registrations_refused_},
           {"workers", workers},
           {"producers", producers},
-          {"files", index_ ? index_->entries().size() : 0}};
+          {"files", index_ ? index_->entries().size() : 0},
+          {"output", output_status()}};
 }
 
 void Supervisor::flush_index(bool now) {
@@ -573,13 +572,51 @@ void Supervisor::flush_index(bool now) {
   constexpr int64_t kIndexWriteIntervalMs = 500;
   const int64_t ms = now_ms();
   if (!now && ms - index_written_ms_ < kIndexWriteIntervalMs) return;
+  if (!now && !index_health_.may_try(ms)) return;  // a full disk: tried every second, logged now and then
   index_written_ms_ = ms;
   Status written = index_->write();
   if (!written) {
-    TS_LOG_ERROR("cannot write index.json: {}", written.message());
-    return;  // stays dirty: tried again next round
+    index_health_.failed(index_->last_errno() != 0 ? index_->last_errno() : EIO,
+                         "cannot write index.json: " + written.message(), ms);
+    return;  // stays dirty: tried again
   }
+  index_health_.succeeded(ms);
   index_dirty_ = false;
+}
+
+void Supervisor::keep_session_dir() {
+  const int64_t ms = now_ms();
+  if (ms - session_dir_checked_ms_ < OutputHealth::kRetryIntervalMs) return;
+  session_dir_checked_ms_ = ms;
+  struct stat st {};
+  if (::stat(session_dir_.c_str(), &st) == 0 || errno != ENOENT) return;
+  std::error_code ec;
+  std::filesystem::create_directories(session_dir_, ec);
+  if (ec) {
+    index_health_.failed(ec.value(), "the output directory " + session_dir_ + " is gone and cannot be made again: " +
+                                         ec.message(), ms);
+    return;
+  }
+  const size_t gone = index_->forget_missing_files();
+  TS_LOG_WARN("the output directory {} was deleted; made it again ({} listed files went with it)", session_dir_,
+              gone);
+  index_dirty_ = true;
+}
+
+nlohmann::json Supervisor::output_status() const {
+  nlohmann::json out = {{"state", "ok"}, {"not_written", 0}, {"index", index_health_.summary()}};
+  auto consider = [&](const nlohmann::json& h, bool frames) {
+    if (!h.is_object()) return;
+    if (frames) out["not_written"] = out["not_written"].get<uint64_t>() + h.value("not_written", uint64_t{0});
+    const std::string state = h.value("state", std::string("ok"));
+    if (state != "ok" && out["state"] == "ok") {
+      out["state"] = state;
+      out["error"] = h.value("error", std::string());
+    }
+  };
+  consider(index_health_.summary(), false);
+  for (const auto& w : workers_) consider(w.stats.value("output", nlohmann::json()), true);
+  return out;
 }
 
 void Supervisor::shutdown_workers() {
@@ -687,6 +724,7 @@ int Supervisor::run() {
     }
     if (fds[1].revents != 0) accept_connections();
     check_workers(now);
+    keep_session_dir();
     flush_index();
     if (!producers_.empty() || !pending_.empty()) last_producer_ms_ = now;
     const int idle_exit_ms = config_.supervisor.idle_exit_ms;
@@ -705,9 +743,14 @@ int Supervisor::run() {
     if (p.detaching) ::unlink(p.segment_path.c_str());
   }
   index_dirty_ = true;
-  flush_index(/*now=*/true);
-  TS_LOG_INFO("tensorscoped: stopped; {} files listed in {}/index.json", index_->entries().size(),
-              session_dir_);
+  flush_index(/*now=*/true);  // a last try, even while the output is down
+  if (index_dirty_) {
+    TS_LOG_ERROR("tensorscoped: stopped; index.json could not be written: it lists fewer than the {} files "
+                 "finished (a daemon started on this session lists them from their journals)",
+                 index_->entries().size());
+  } else {
+    TS_LOG_INFO("tensorscoped: stopped; {} files listed in {}/index.json", index_->entries().size(), session_dir_);
+  }
   return 0;
 }
 

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "index_writer.h"
+#include "output_health.h"
 #include "tensorscope/shared/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/shared_segment.h"
@@ -93,6 +94,11 @@ class Supervisor {
   // `now` (a producer left: its files are listed before status stops showing it; or
   // shutdown).
   void flush_index(bool now = false);
+  // The session directory was deleted while running: made again (every second at most),
+  // index.json keeping only the files still there.
+  void keep_session_dir();
+  // The state of the output: index.json's and the workers' (OutputHealth summaries).
+  nlohmann::json output_status() const;
   void producer_gone(Producer& producer);
   void forget_producer(uint64_t id);
   nlohmann::json status_json() const;
@@ -116,6 +122,8 @@ class Supervisor {
   std::vector<Pending> pending_;
   uint64_t next_producer_id_ = 1;
   std::unique_ptr<IndexWriter> index_;
+  OutputHealth index_health_{"index.json"};  // whether index.json could be written
+  int64_t session_dir_checked_ms_ = 0;
   int64_t started_ms_ = 0;
   uint64_t registrations_refused_ = 0;
   bool index_dirty_ = false;

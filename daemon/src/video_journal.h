@@ -54,6 +54,11 @@ class VideoJournal {
   Status keep(const std::string& session_dir, const std::string& final_path);
   // Deletes the journal (an abandoned video).
   void remove();
+  // Leaves the journal where it is (its video was kept under its temporary name).
+  void forget() {
+    close();
+    path_.clear();
+  }
 
   const std::string& path() const { return path_; }
 

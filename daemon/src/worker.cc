@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include "monotonic_clock.h"
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -10,11 +12,7 @@
 namespace tensorscope::daemon {
 namespace {
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t now_ms() { return monotonic_ms(); }
 
 constexpr int kDrainBudget = 64;       // records per producer per round (fairness)
 constexpr size_t kQueueCapacity = 8;   // reduced frames waiting for the render thread
@@ -70,6 +68,7 @@ void Worker::send_heartbeat() {
                           {"invalid", invalid_},
                           {"render_errors", queue_ ? queue_->errors() : 0},
                           {"dropped_stream_limit", router_ ? router_->dropped_over_limit() : 0},
+                          {"output", router_ ? router_->output_summary() : nlohmann::json::object()},
                           {"queue_depth", queue_ ? queue_->depth() : 0},
                           {"recording", sinks_ ? sinks_->counters() : nlohmann::json::object()},
                           {"producers", producers_.size()},

@@ -60,6 +60,8 @@ class Fmp4Encoder {
   bool is_open() const { return encoder_ != nullptr; }
 
   int64_t frames() const { return frames_; }
+  // errno of the last failed write to the file (0: none, or the failure was not the file's).
+  int write_errno() const { return write_errno_; }
   // The bytes open_new wrote before the first frame (ftyp + moov).
   const std::string& header() const { return header_; }
 

@@ -145,12 +145,14 @@ bool VideoWriter::open(const std::string& final_path, const std::string& temp_pa
   }
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
+    last_errno_ = errno;
     set_error(error, "cannot create '" + temp_path + "': " + errno_text(errno));
     return false;
   }
   auto encoder = std::make_unique<Fmp4Encoder>();
   std::string why;
   if (!encoder->open_new(fd, Fmp4Settings{width, height, fps, chosen}, &why)) {
+    last_errno_ = encoder->write_errno() != 0 ? encoder->write_errno() : EIO;
     ::close(fd);
     ::unlink(temp_path.c_str());
     set_error(error, "cannot start '" + temp_path + "': " + why);
@@ -173,11 +175,13 @@ bool VideoWriter::open(const std::string& final_path, const std::string& temp_pa
 bool VideoWriter::resume(std::string* error) {
   const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) {
+    last_errno_ = errno;
     *error = "cannot reopen '" + temp_path_ + "': " + errno_text(errno);
     return false;
   }
   auto encoder = std::make_unique<Fmp4Encoder>();
   if (!encoder->open_continued(fd, Fmp4Settings{size_.width, size_.height, fps_, codec_}, frames_, header_, error)) {
+    last_errno_ = encoder->write_errno() != 0 ? encoder->write_errno() : EIO;
     ::close(fd);
     return false;
   }
@@ -191,6 +195,7 @@ bool VideoWriter::write(const cv::Mat& frame) {
     last_error_ = is_open() ? "empty frame" : "video writer is not open";
     return false;
   }
+  last_errno_ = 0;
   if (encoder_ == nullptr && !resume(&last_error_)) return false;
   try {
     const cv::Mat* image = &frame;
@@ -215,6 +220,7 @@ bool VideoWriter::write(const cv::Mat& frame) {
       image = &resized;
     }
     if (!encoder_->write_frame(image->data, static_cast<int64_t>(image->step[0]), &last_error_)) {
+      last_errno_ = encoder_->write_errno();
       suspend();  // the file ends with its last whole frame; the next write() starts a new encoder
       return false;
     }
@@ -250,36 +256,35 @@ bool VideoWriter::finalize(std::string* final_path_out, std::string* error) {
     set_error(error, "no frames written; video abandoned");
     return false;
   }
+  last_errno_ = 0;
   std::string failure;
-  bool ok = true;
   if (encoder_ != nullptr) {
-    ok = encoder_->finish(&failure);  // the fragment index at the end, for seeking
+    // The fragment index at the end helps seeking; without it (no room for it) the file
+    // still ends with its last whole frame and plays.
+    (void)encoder_->finish(&failure);
+    encoder_.reset();
   } else {
     fd_ = ::open(temp_path_.c_str(), O_RDONLY | O_CLOEXEC);  // a suspended video: only sync it
-    if (fd_ < 0) {
-      ok = false;
-      failure = "cannot reopen '" + temp_path_ + "': " + errno_text(errno);
-    }
   }
-  if (ok && ::fsync(fd_) != 0) {
+  bool ok = fd_ >= 0;
+  if (!ok) {
+    last_errno_ = errno;
+    failure = "cannot reopen '" + temp_path_ + "': " + errno_text(errno);
+  } else if (::fsync(fd_) != 0) {
     ok = false;
+    last_errno_ = errno;
     failure = "cannot sync '" + temp_path_ + "': " + errno_text(errno);
   }
   release();
-  if (!ok) {
-    set_error(error, "could not finalize video: " + failure);
-    ::unlink(temp_path_.c_str());
-    temp_path_.clear();
-    return false;
-  }
   std::string used;
-  if (rename_to_free_name(temp_path_, final_path_, &used, &failure)) {
+  if (ok && rename_to_free_name(temp_path_, final_path_, &used, &failure)) {
     if (final_path_out != nullptr) *final_path_out = used;
     temp_path_.clear();
     return true;
   }
-  set_error(error, "could not finalize video: " + failure);
-  ::unlink(temp_path_.c_str());
+  if (ok) last_errno_ = errno != 0 ? errno : EIO;
+  // The frames written stay in the temporary file (whole, never under a final name).
+  set_error(error, "could not finalize video: " + failure + "; kept as '" + temp_path_ + "'");
   temp_path_.clear();
   return false;
 }

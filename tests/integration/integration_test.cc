@@ -7,17 +7,20 @@
 // kills every process it started (whole process groups) in TearDown, even after a
 // failed assertion.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -598,6 +601,102 @@ TEST_F(IntegrationTest, ARestartedDaemonListsWhatAKilledOneLeft) {
   verify_session_dir(session_dir, files, /*every_video_listed=*/true);
   for (const auto& f : files) EXPECT_EQ(f.value("rank", -1), 0) << f.dump();
   terminate_daemon(second);
+}
+
+// A tmpfs of `bytes` mounted at `dir` for the life of the object (root only; mounted()
+// says whether it worked).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const std::string& dir, uint64_t bytes) : dir_(dir) {
+    std::filesystem::create_directories(dir);
+    const std::string options = "size=" + std::to_string(bytes);
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+// 3b. The output fills up: videos are never published broken, the daemon says "output
+// full" (in status, and in a log that does not flood), counts the frames it could not
+// write, and goes on by itself once there is room again; every listed video plays.
+TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
+  const std::string out = output_dir("full");
+  SmallTmpfs disk(out, 6 << 20);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  const std::string name = session("full");
+  DaemonProcess* daemon = start_ready_daemon(name, out, 1, write_config(40, 45000, 320, 240));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last))
+      << last.dump(2);
+  // Fill what is left.
+  const std::string filler = out + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    const std::string block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
+    }
+  }
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
+    return s["output"].value("state", "") == "full" && s["output"].value("not_written", 0) > 20;
+  }, kSettleTimeout, &last)) << "the daemon did not say the output is full:\n" << last.dump(2);
+  const CommandResult text = run_cli({"status", "--session", name, "--runtime-dir", runtime_dir_});
+  EXPECT_THAT(text.out, HasSubstr("OUTPUT FULL")) << text.out << text.err;
+  std::this_thread::sleep_for(3s);  // full for a while: the log must not flood
+  ::unlink(filler.c_str());
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; },
+                                  kSettleTimeout, &last)) << "the daemon did not recover:\n" << last.dump(2);
+  const uint64_t files_before = last.value("files", 0);
+  EXPECT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0ULL) > files_before; },
+                                  kSettleTimeout, &last)) << "no video finished after the space came back";
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+  const std::string log = daemon->log();
+  size_t lines = 0;
+  for (size_t at = log.find("output"); at != std::string::npos; at = log.find("output", at + 1)) ++lines;
+  EXPECT_LE(lines, 12u) << "the log floods:\n" << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  if (std::getenv("TS_SHOW_LOG")) std::fprintf(stderr, "%s\n", log.c_str());
+  EXPECT_THAT(log, HasSubstr("output full"));
+  EXPECT_THAT(log, HasSubstr("output writable again"));
+  const auto files = index_or_fail(daemon->session_dir());
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+}
+
+// 3c. The session directory is deleted while videos are written: the daemon makes it
+// again, index.json keeps only the files still there, and later videos are listed.
+TEST_F(IntegrationTest, ADeletedOutputDirectoryIsMadeAgain) {
+  const std::string name = session("gone");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("gone"), 1, write_config(20));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "2", "--report-ms", "100"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last));
+  std::filesystem::remove_all(daemon->session_dir());
+  ASSERT_TRUE(wait_until([&] {
+    auto files = read_index(daemon->session_dir());
+    return files.is_ok() && !files->empty();
+  }, kSettleTimeout)) << "no index.json with new files after the directory was deleted";
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+  const auto files = index_or_fail(daemon->session_dir());
+  EXPECT_FALSE(files.empty());
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+  EXPECT_THAT(daemon->log(), HasSubstr("was deleted; made it again"));
 }
 
 // 3. kill -9 the supervisor: producers keep running (pushes count as not connected), and

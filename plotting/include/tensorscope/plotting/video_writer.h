@@ -54,6 +54,9 @@ class VideoWriter {
   bool write(const cv::Mat& bgr_frame);
   int64_t frames() const { return frames_; }
   const std::string& last_error() const { return last_error_; }
+  // The errno of the last failed open(), write() or finalize() when the file system
+  // refused it (ENOSPC, EACCES, ...); 0 for other failures.
+  int last_errno() const { return last_errno_; }
 
   // Closes the encoder and the file, keeping everything written; the next write()
   // reopens them and continues the same file. No-op when suspended already.
@@ -62,7 +65,9 @@ class VideoWriter {
   // Closes the file (after syncing it to disk) and renames temp_path to final_path; if
   // that name exists, to "<stem>-1<ext>", "<stem>-2<ext>", ... (no existing file is
   // ever replaced). Returns the name used in *final_path_out. A writer with no frames is
-  // abandoned and fails. After finalize (success or not) the writer is closed.
+  // abandoned and fails. When the sync or the rename fails, the file stays under its
+  // temporary name (its frames whole) and finalize fails. After finalize (success or
+  // not) the writer is closed.
   bool finalize(std::string* final_path_out, std::string* error);
 
   // Closes the file and deletes temp_path. Safe to call at any time.
@@ -83,6 +88,7 @@ class VideoWriter {
   cv::Size size_;
   int64_t frames_ = 0;
   std::string last_error_;
+  int last_errno_ = 0;
   cv::Mat scratch_;
 };
 
