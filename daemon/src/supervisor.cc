@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/file_lock.h"
@@ -59,7 +60,20 @@ Status install_signal_handlers() {
 
 int64_t now_ms() { return monotonic_ms(); }
 
+// Whether `pid` is stopped or traced (its state in /proc/<pid>/stat is T or t).
+bool is_stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'T' || text[paren + 2] == 't');
+}
+
 constexpr int kRegisterDeadlineMs = 5000;
+constexpr int64_t kReplyDeadlineMs = 5000;   // a client reading its status reply slower than this loses it
+constexpr size_t kMaxPendingConnections = 256;  // accepted, not yet registered or answered
+constexpr size_t kMaxReplying = 64;             // replies still being written
+constexpr int kRegisterReplyTimeoutMs = 250;    // a registering client reads its reply at once
 constexpr int kHealthyAfterMs = 10000;  // a worker alive this long resets its backoff
 
 }  // namespace
@@ -296,6 +310,16 @@ void Supervisor::check_workers(int64_t now) {
   for (auto& worker : workers_) {
     if (worker.alive &&
         now - worker.last_heartbeat_ms > config_.supervisor.heartbeat_timeout_ms) {
+      if (is_stopped(worker.pid)) {
+        // Stopped on purpose (a debugger, SIGSTOP): not hung. It goes on when continued.
+        if (!worker.stopped_logged) {
+          TS_LOG_WARN("worker {} (pid {}) is stopped (a debugger or SIGSTOP?); not restarting it", worker.index,
+                      worker.pid);
+        }
+        worker.stopped_logged = true;
+        continue;
+      }
+      worker.stopped_logged = false;
       TS_LOG_WARN("worker {} (pid {}) missed its heartbeat for {} ms; killing it", worker.index,
                   worker.pid, now - worker.last_heartbeat_ms);
       ::kill(worker.pid, SIGKILL);  // reaped (and restarted) through SIGCHLD
@@ -358,16 +382,54 @@ void Supervisor::accept_connections() {
       ::close(fd);
       continue;
     }
+    if (pending_.size() >= kMaxPendingConnections) {
+      ::close(fd);  // a flood of connections: clients retry
+      continue;
+    }
     pending_.push_back(Pending{MessageChannel(fd), now_ms()});
   }
+}
+
+void Supervisor::reply_and_close(MessageChannel& connection, const nlohmann::json& message) {
+  const Status posted = connection.post(message);
+  if (!posted || connection.unsent() == 0 || replying_.size() >= kMaxReplying) {
+    connection.close();
+    return;
+  }
+  replying_.push_back(Replying{std::move(connection), now_ms() + kReplyDeadlineMs});
+}
+
+void Supervisor::flush_replies(const std::vector<pollfd>& fds, size_t first, size_t count, int64_t now) {
+  for (size_t k = 0; k < count && k < replying_.size(); ++k) {
+    Replying& r = replying_[k];
+    if (first + k < fds.size() && fds[first + k].revents != 0 && !r.connection.flush()) r.connection.close();
+    if (r.connection.unsent() == 0 || now > r.deadline_ms) r.connection.close();
+  }
+  replying_.erase(std::remove_if(replying_.begin(), replying_.end(),
+                                 [](const Replying& r) { return !r.connection.is_open(); }),
+                  replying_.end());
+}
+
+void Supervisor::notice_own_stall(int64_t now) {
+  // The loop wakes at least every 100 ms; a gap of a second means this process did not
+  // run (SIGSTOP, a frozen cgroup, a suspended laptop, a starved machine). The workers
+  // were not heard because we did not listen: give them a fresh deadline.
+  constexpr int64_t kStallMs = 1000;
+  if (last_loop_ms_ != 0 && now - last_loop_ms_ > kStallMs) {
+    TS_LOG_WARN("the supervisor did not run for {} ms; the workers' heartbeat deadlines start again",
+                now - last_loop_ms_);
+    for (auto& w : workers_) {
+      if (w.alive) w.last_heartbeat_ms = now;
+    }
+  }
+  last_loop_ms_ = now;
 }
 
 void Supervisor::handle_register(MessageChannel& connection, const nlohmann::json& m) {
   auto refuse = [&](const std::string& why) {
     ++registrations_refused_;
     TS_LOG_WARN("refused a registration: {}", why);
-    (void)connection.send({{"type", "error"}, {"message", why}});
-    connection.close();
+    reply_and_close(connection, {{"type", "error"}, {"message", why}});
   };
   auto cred = peer_credentials(connection.fd());
   if (!cred) return refuse(cred.message());
@@ -417,7 +479,8 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
                                     {"producer_id", producer.id},
                                     {"cuda_ipc", cuda_ipc},
                                     {"module_tree", true},
-                                    {"cuda_note", cuda_note}});
+                                    {"cuda_note", cuda_note}},
+                                   -1, kRegisterReplyTimeoutMs);
   if (!replied) {
     ::close(segment_fd);
     return refuse(replied.message());
@@ -444,17 +507,14 @@ void Supervisor::handle_pending(Pending& pending, bool* done) {
       if (type == "register") {
         handle_register(pending.connection, m);
       } else if (type == "status") {
-        (void)pending.connection.send(status_json());
-        pending.connection.close();
+        reply_and_close(pending.connection, status_json());
       } else {
-        (void)pending.connection.send({{"type", "error"}, {"message", "unknown request"}});
-        pending.connection.close();
+        reply_and_close(pending.connection, {{"type", "error"}, {"message", "unknown request"}});
       }
     } catch (const std::exception& e) {
       ++registrations_refused_;
       TS_LOG_WARN("refused a malformed request: {}", e.what());
-      (void)pending.connection.send({{"type", "error"}, {"message", std::string("malformed request: ") + e.what()}});
-      pending.connection.close();
+      reply_and_close(pending.connection, {{"type", "error"}, {"message", std::string("malformed request: ") + e.what()}});
     }
     return;
   }
@@ -682,6 +742,8 @@ int Supervisor::run() {
     for (auto& [id, p] : producers_) {
       if (!p.detaching) fds.push_back({p.connection.fd(), POLLIN, 0});
     }
+    const size_t replies_at = fds.size(), replies = replying_.size();
+    for (auto& r : replying_) fds.push_back({r.connection.fd(), POLLOUT, 0});
     ::poll(fds.data(), fds.size(), 100);
 
     char drain[64];
@@ -690,6 +752,8 @@ int Supervisor::run() {
     reap_children();
     if (g_stop_requested) break;
     const int64_t now = now_ms();
+    notice_own_stall(now);
+    flush_replies(fds, replies_at, replies, now);
 
     size_t i = 2;
     for (auto& w : workers_) {

@@ -15,6 +15,7 @@
 // Thread safety: single-threaded event loop.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -56,6 +57,7 @@ class Supervisor {
     int64_t restart_at_ms = 0;
     int backoff_ms = 0;
     uint64_t restarts = 0;
+    bool stopped_logged = false;  // said once that it is stopped (a debugger), not hung
     nlohmann::json stats = nlohmann::json::object();
   };
   struct Producer {
@@ -73,6 +75,10 @@ class Supervisor {
   struct Pending {  // an accepted connection that has not registered yet
     MessageChannel connection;
     int64_t accepted_ms = 0;
+  };
+  struct Replying {  // a reply being written to a client that reads it slowly (or never)
+    MessageChannel connection;
+    int64_t deadline_ms = 0;
   };
 
   Status start();
@@ -94,6 +100,13 @@ class Supervisor {
   // `now` (a producer left: its files are listed before status stops showing it; or
   // shutdown).
   void flush_index(bool now = false);
+  // Sends `message` and closes the connection, without ever waiting for the client: what
+  // the socket does not take now is written as it drains, for kReplyDeadlineMs at most.
+  void reply_and_close(MessageChannel& connection, const nlohmann::json& message);
+  void flush_replies(const std::vector<pollfd>& fds, size_t first, size_t count, int64_t now);
+  // A gap in the main loop (the daemon was stopped, or starved of CPU) is ours, not the
+  // workers': their heartbeat deadlines start again.
+  void notice_own_stall(int64_t now);
   // The session directory was deleted while running: made again (every second at most),
   // index.json keeping only the files still there.
   void keep_session_dir();
@@ -120,6 +133,8 @@ class Supervisor {
   std::vector<WorkerSlot> workers_;
   std::map<uint64_t, Producer> producers_;
   std::vector<Pending> pending_;
+  std::vector<Replying> replying_;
+  int64_t last_loop_ms_ = 0;  // when the main loop last went round (a stall of ours shows as a gap)
   uint64_t next_producer_id_ = 1;
   std::unique_ptr<IndexWriter> index_;
   OutputHealth index_health_{"index.json"};  // whether index.json could be written

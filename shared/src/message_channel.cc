@@ -113,6 +113,10 @@ MessageChannel& MessageChannel::operator=(MessageChannel&& other) noexcept {
     fd_ = other.fd_;
     other.fd_ = -1;
     buffer_ = std::move(other.buffer_);
+    out_ = std::move(other.out_);
+    out_sent_ = other.out_sent_;
+    other.out_.clear();
+    other.out_sent_ = 0;
     pending_fds_ = std::move(other.pending_fds_);
     queue_ = std::move(other.queue_);
     other.pending_fds_.clear();
@@ -131,10 +135,11 @@ void MessageChannel::close() {
   }
   queue_.clear();
   buffer_.clear();
+  out_.clear();
+  out_sent_ = 0;
 }
 
-Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int timeout_ms) {
-  if (fd_ < 0) return Status::error("channel is closed");
+StatusOr<std::string> MessageChannel::encode(const nlohmann::json& message, bool carries_fd) {
   std::string body;
   try {
     body = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -145,9 +150,46 @@ Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int time
   std::string frame(4, '\0');
   // Bit 31 of the length word says "a descriptor travels with this frame", so that the
   // receiver pairs descriptors with their own frames however reads split or join them.
-  const auto n = static_cast<uint32_t>(body.size()) | (pass_fd >= 0 ? kFrameCarriesFd : 0u);
+  const auto n = static_cast<uint32_t>(body.size()) | (carries_fd ? kFrameCarriesFd : 0u);
   for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  frame += body;
+  return frame + body;
+}
+
+Status MessageChannel::post(const nlohmann::json& message) {
+  if (fd_ < 0) return Status::error("channel is closed");
+  StatusOr<std::string> frame = encode(message, false);
+  if (!frame) return frame.status();
+  if (unsent() + frame->size() > 2 * static_cast<size_t>(kMaxFrameBytes)) {
+    return Status::error("peer not reading (too much unsent)");
+  }
+  if (out_sent_ == out_.size()) {
+    out_.clear();
+    out_sent_ = 0;
+  }
+  out_ += *frame;
+  return flush();
+}
+
+Status MessageChannel::flush() {
+  if (fd_ < 0) return Status::error("channel is closed");
+  while (out_sent_ < out_.size()) {
+    const ssize_t w = ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      out_sent_ += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::ok();
+    return errno_status("send");
+  }
+  return Status::ok();
+}
+
+Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int timeout_ms) {
+  if (fd_ < 0) return Status::error("channel is closed");
+  StatusOr<std::string> encoded = encode(message, pass_fd >= 0);
+  if (!encoded) return encoded.status();
+  std::string& frame = *encoded;
 
   const int64_t deadline = now_ms() + timeout_ms;
   size_t sent = 0;

@@ -64,6 +64,15 @@ class MessageChannel {
   // `timeout_ms` for socket buffer space.
   Status send(const nlohmann::json& message, int pass_fd = -1, int timeout_ms = 2000);
 
+  // Never blocks: queues one message (no descriptor) and writes what the socket takes
+  // now; flush() writes more when the socket is writable again. For peers that may not
+  // read (status requests from any local process): the caller drops a channel whose
+  // unsent() stays above zero too long. An error when the queue would pass
+  // kMaxFrameBytes * 2 or the socket failed.
+  Status post(const nlohmann::json& message);
+  Status flush();
+  size_t unsent() const { return out_.size() - out_sent_; }
+
   // Reads whatever is available without blocking; complete messages are queued.
   // Returns an error on EOF (message "closed") or a malformed frame.
   Status read_available();
@@ -82,7 +91,11 @@ class MessageChannel {
   };
   Status parse_frames();
 
+  static StatusOr<std::string> encode(const nlohmann::json& message, bool carries_fd);
+
   int fd_ = -1;
+  std::string out_;        // post()ed bytes
+  size_t out_sent_ = 0;    // of out_, written already
   std::string buffer_;
   std::vector<int> pending_fds_;
   std::deque<Received> queue_;
