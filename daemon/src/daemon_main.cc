@@ -20,6 +20,7 @@
 #include "inherited_descriptors.h"
 #include "supervisor.h"
 #include "worker.h"
+#include "tensorscope/shared/sigbus_guard.h"
 #include "tensorscope/shared/daemon_config.h"
 #include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/logging.h"
@@ -91,6 +92,8 @@ void detach(int* ready_fd) {
 
 int main(int argc, char** argv) {
   using namespace tensorscope;
+  // A producer's segment truncated under a mapping reads as zeros instead of killing us.
+  install_sigbus_guard();
   // --detach comes first (as the client's autostart passes it): the training process that
   // started us may have left descriptors open without close-on-exec.
   if (argc > 1 && std::strcmp(argv[1], "--detach") == 0) daemon::close_inherited_descriptors();

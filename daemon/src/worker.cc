@@ -135,10 +135,23 @@ void Worker::handle(const nlohmann::json& message, int fd) {
 // wedged ring.
 constexpr int64_t kDevicePayloadDeadlineMs = 30000;
 
+bool Worker::truncated(uint64_t id, Attached& p) {
+  if (p.truncated) return true;
+  if (!p.segment->truncated()) return false;
+  p.truncated = true;
+  TS_LOG_ERROR("producer {}: its segment {} was truncated under us; reading stopped, the producer is dropped",
+               id, p.segment->path());
+  // As for a segment that cannot be attached: the supervisor drops the producer, whose
+  // client registers a fresh segment.
+  post({{"type", "attach_failed"}, {"producer_id", id}, {"message", "segment truncated under the worker"}});
+  return true;
+}
+
 int Worker::drain(uint64_t id, Attached& p, int budget) {
   int consumed = 0;
   RecordView view;
   while (consumed < budget) {
+    if (truncated(id, p)) break;
     const RingReader::Result result = p.reader->next(&view);
     if (result == RingReader::Result::kEmpty) break;
     if (result == RingReader::Result::kPoisoned) {
@@ -202,6 +215,10 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       }
     } catch (const std::exception& e) {
       TS_LOG_ERROR("producer {}: cannot reduce '{}': {}", id, view.header.name, e.what());
+    }
+    if (truncated(id, p)) {  // what this record read may be zeros: not drawn, not counted
+      job = nullptr;
+      break;
     }
     p.reader->release(view);
     ++records_;

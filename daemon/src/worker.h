@@ -43,6 +43,7 @@ class Worker {
     std::unique_ptr<RingReader> reader;
     bool detaching = false;
     bool poisoned_logged = false;
+    bool truncated = false;  // its file was truncated under us: no longer read
     uint64_t invalid_logged = 0;
     uint64_t pending_position = 0;  // slot of a device payload still being copied
     int64_t pending_since_ms = 0;   // 0: none pending
@@ -52,6 +53,9 @@ class Worker {
   void handle(const nlohmann::json& message, int fd);
   // Reads up to `budget` records of a producer; returns how many slots were consumed.
   int drain(uint64_t producer_id, Attached& producer, int budget);
+  // True (and the supervisor told, once) when the producer's segment file was truncated
+  // under the mapping (sigbus_guard.h): its ring is not read any more.
+  bool truncated(uint64_t producer_id, Attached& producer);
   void detach(uint64_t producer_id);
   void shutdown();
   void post(nlohmann::json message);  // render thread -> supervisor, via the outbox

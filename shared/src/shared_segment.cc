@@ -1,5 +1,7 @@
 #include "tensorscope/shared/shared_segment.h"
 
+#include "tensorscope/shared/sigbus_guard.h"
+
 #include "tensorscope/shared/file_lock.h"
 
 #include <fcntl.h>
@@ -106,6 +108,7 @@ Status validate_segment_header(const SegmentHeader& h, uint64_t file_size) {
 }
 
 SharedSegment::~SharedSegment() {
+  unregister_guarded_mapping(guard_);
   if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
@@ -123,6 +126,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(int fd, uint64_t siz
   segment->path_ = label;
   segment->size_ = size;
   segment->header_ = static_cast<SegmentHeader*>(base);
+  segment->guard_ = register_guarded_mapping(base, static_cast<size_t>(size));
   return segment;
 }
 

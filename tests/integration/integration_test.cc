@@ -782,6 +782,41 @@ TEST_F(IntegrationTest, ClientsThatNeverReadDoNotStallTheSupervisor) {
   EXPECT_THAT(daemon->log(), ::testing::Not(HasSubstr("missed its heartbeat")));
 }
 
+// 6. A producer's segment file truncated while a worker reads it (by the producer or
+// anyone with its uid): the worker does not die of SIGBUS; the producer is dropped and
+// its client registers a fresh segment and goes on.
+TEST_F(IntegrationTest, ATruncatedSegmentDoesNotKillTheWorker) {
+  const std::string name = session("trunc");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("trunc"), 1, write_config(20));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--streams", "2", "--report-ms", "100",
+                "--guard-sigbus"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
+    return u64(producer_entry(s, producer->pid()), "received") >= 50;
+  }, kSettleTimeout, &last));
+  std::string segment;
+  for (const auto& e : std::filesystem::directory_iterator(runtime_dir_)) {
+    if (e.path().extension() == ".seg") segment = e.path().string();
+  }
+  ASSERT_FALSE(segment.empty()) << "no segment in " << runtime_dir_;
+  ASSERT_EQ(::truncate(segment.c_str(), 4096), 0) << std::strerror(errno);  // the header page stays
+  const json again = progress_line(producer, [](const json& l) { return u64(l, "connections") >= 2; }, kSettleTimeout);
+  ASSERT_TRUE(again.is_object()) << "the producer did not register again";
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
+    return u64(producer_entry(s, producer->pid()), "received") >= 20;  // the new segment's counters
+  }, kSettleTimeout, &last)) << last.dump(2);
+  EXPECT_EQ(u64(last["workers"][0], "restarts"), 0u) << last["workers"][0].dump();
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+  EXPECT_THAT(daemon->log(), HasSubstr("was truncated under us"));
+  EXPECT_THAT(daemon->log(), ::testing::Not(HasSubstr("signal 7")));
+}
+
 // 3. kill -9 the supervisor: producers keep running (pushes count as not connected), and
 // reconnect to a new daemon on the same session; their later pushes arrive.
 TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {

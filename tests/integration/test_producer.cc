@@ -19,6 +19,8 @@
 //                         --count steps with track_model and track_layer on it (every_n
 //                         from --every-n) and push("loss") each step; "calls" then counts
 //                         the loss pushes and "tracked" lists the tracked stream names.
+//          --guard-sigbus: survive a truncation of our own segment (a test of the
+//                          daemon's side; a real training process has no such guard)
 //          --pattern: instead of random tensors, push per step one [3,5] tensor of each
 //                     dtype, "p.<dtype>", with element k = (7 * step + k) % 100 (bool:
 //                     k % 2), and "p.const" (float32, the same value every step);
@@ -45,6 +47,8 @@
 #include <torch/torch.h>
 
 #include <tensorscope/tensorscope.h>
+
+#include "tensorscope/shared/sigbus_guard.h"
 
 namespace {
 
@@ -127,6 +131,7 @@ int main(int argc, char** argv) {
     else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
     else if (a == "--track-model") track_model = true;
     else if (a == "--pattern") pattern = true;
+    else if (a == "--guard-sigbus") tensorscope::install_sigbus_guard();
     else if (a == "--every-n") every_n = std::atoll(next().c_str());
     else if (a == "--reconnect-ms") reconnect_ms = std::atoi(next().c_str());
     else if (a == "--connect-timeout-ms") connect_timeout_ms = std::atoi(next().c_str());

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "tensorscope/shared/sigbus_guard.h"
 #include "tensorscope/shared/status.h"
 #include "tensorscope/shared/wire_format.h"
 
@@ -80,6 +81,10 @@ class SharedSegment {
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // True once its file was found truncated under the mapping (sigbus_guard.h: the
+  // missing pages read as zeros); the reader drops the segment.
+  bool truncated() const { return guarded_mapping_faulted(guard_); }
+
   // Removes the file (the mapping stays valid). Missing file is not an error.
   Status unlink_file() const;
 
@@ -94,6 +99,7 @@ class SharedSegment {
 
   void* base_ = nullptr;
   uint64_t mapped_bytes_ = 0;
+  int guard_ = -1;  // sigbus_guard.h handle
   int lock_fd_ = -1;  // producer: the locked descriptor, closed with the object
   std::string path_;
   uint64_t size_ = 0;
