@@ -8,6 +8,7 @@ packages=(
   libtorch-dev
   libboost-dev
   libopencv-dev
+  clang libclang-rt-14-dev
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libx264-164
   libeigen3-dev
   libspdlog-dev libfmt-dev

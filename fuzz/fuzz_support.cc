@@ -1,0 +1,31 @@
+// fuzz_support.cc — see fuzz_target.h.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "fuzz_target.h"
+
+namespace tensorscope::fuzz {
+
+std::string file_with(const std::string& bytes, const char* suffix) {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/ts-fuzz-XXXXXX";
+    const char* made = ::mkdtemp(tmpl);
+    return std::string(made != nullptr ? made : "/tmp");
+  }();
+  const std::string path = dir + "/input" + suffix;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+  return path;
+}
+
+}  // namespace tensorscope::fuzz
