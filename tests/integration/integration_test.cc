@@ -687,7 +687,11 @@ TEST_F(IntegrationTest, ADeletedOutputDirectoryIsMadeAgain) {
   ASSERT_NE(producer, nullptr);
   json last;
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last));
-  std::filesystem::remove_all(daemon->session_dir());
+  // As `rm -rf` by a user: the daemon may add a file while the tree is removed, so retry.
+  std::error_code ec;
+  for (int tries = 0; tries < 100 && std::filesystem::exists(daemon->session_dir()); ++tries) {
+    std::filesystem::remove_all(daemon->session_dir(), ec);
+  }
   ASSERT_TRUE(wait_until([&] {
     auto files = read_index(daemon->session_dir());
     return files.is_ok() && !files->empty();
