@@ -22,7 +22,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" build-fuzz/findings/$t
   cp -n fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
   echo "== fuzz_$t for $seconds s"
-  build-fuzz/fuzz/fuzz_$t -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
+  build-fuzz/bin/fuzz_$t -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
     -artifact_prefix=build-fuzz/findings/$t/ -print_final_stats=1 "$work" 2>&1 |
     grep -E "^#[0-9]+ +DONE|stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY|Test unit written" || true
 done
