@@ -2,7 +2,9 @@
 // directories given, then `--mutations N` seeded mutations of them (bit flips, byte
 // changes, cuts, splices, repeated chunks). A crash, a sanitizer report or an exception
 // escaping the target fails the run. The test suite runs each target this way.
-//   fuzz_<name> [--mutations N] [--seed S] CORPUS_DIR...
+//   fuzz_<name> [--mutations N] [--seed S] [--keep-input PATH] CORPUS_DIR...
+// --keep-input writes each input to PATH before running it: after a hang or a crash,
+// PATH holds the input that caused it.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -58,11 +60,14 @@ std::string mutate(const std::vector<std::string>& corpus, std::mt19937_64& rng)
 int main(int argc, char** argv) {
   long mutations = 0;
   unsigned long long seed = 1;
+  std::string keep;
   std::vector<std::string> corpus;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--mutations" && i + 1 < argc) {
       mutations = std::atol(argv[++i]);
+    } else if (arg == "--keep-input" && i + 1 < argc) {
+      keep = argv[++i];
     } else if (arg == "--seed" && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else {
@@ -79,6 +84,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   for (long i = 0; i < mutations; ++i) {
     const std::string input = mutate(corpus, rng);
+    if (!keep.empty()) std::ofstream(keep, std::ios::binary | std::ios::trunc) << input;
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }
   std::printf("%zu corpus inputs and %ld mutations ran\n", corpus.size(), mutations);

@@ -10,7 +10,7 @@ seconds=${1:-120}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(module_tree message_channel daemon_config ring_reader npy torch_zip pickle video_files)
+  targets=(module_tree message_channel daemon_config ring_reader npy torch_zip pickle video_files hdf5)
 fi
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTENSORSCOPE_FUZZ=ON \
   -DTENSORSCOPE_CUDA=OFF -DTENSORSCOPE_BUILD_TESTS=OFF -DTENSORSCOPE_BUILD_PYTHON=OFF \
