@@ -26,7 +26,21 @@ std::string base_name(const std::string& path) {
 
 Status errno_status(const std::string& what) { return Status::error(what + ": " + std::strerror(errno)); }
 
+// Moves the journal at `from` to kept_journal_path(session_dir, video_name).
+Status move_to_steps(const std::string& from, const std::string& session_dir, const std::string& video_name) {
+  const std::string dir = session_dir + "/" + kStepsDirName;
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno_status("cannot create " + dir);
+  if (::rename(from.c_str(), kept_journal_path(session_dir, video_name).c_str()) != 0) {
+    return errno_status("cannot move " + from);
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+std::string kept_journal_path(const std::string& session_dir, const std::string& video_name) {
+  return session_dir + "/" + kStepsDirName + "/" + video_name + kJournalSuffix;
+}
 
 Status VideoJournal::create(const std::string& video_path, const IndexEntry& meta) {
   close();
@@ -61,12 +75,9 @@ void VideoJournal::close() {
 Status VideoJournal::keep(const std::string& session_dir, const std::string& final_path) {
   close();
   if (path_.empty()) return Status::ok();
-  const std::string dir = session_dir + "/" + kStepsDirName;
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno_status("cannot create " + dir);
-  const std::string target = dir + "/" + base_name(final_path) + kJournalSuffix;
-  if (::rename(path_.c_str(), target.c_str()) != 0) return errno_status("cannot move " + path_);
-  path_.clear();
-  return Status::ok();
+  Status moved = move_to_steps(path_, session_dir, base_name(final_path));
+  if (moved) path_.clear();
+  return moved;
 }
 
 void VideoJournal::remove() {
@@ -162,12 +173,7 @@ StatusOr<IndexEntry> recover_cut_video(const std::string& session_dir, const std
   std::string used, error;
   if (!plotting::rename_to_free_name(video, session_dir + "/" + final_name, &used, &error)) return discard(error);
   entry.path = base_name(used);
-  const std::string steps_dir = session_dir + "/" + kStepsDirName;
-  if (::mkdir(steps_dir.c_str(), 0755) == 0 || errno == EEXIST) {
-    ::rename(journal_path.c_str(), (steps_dir + "/" + entry.path + kJournalSuffix).c_str());
-  } else {
-    ::unlink(journal_path.c_str());
-  }
+  if (!move_to_steps(journal_path, session_dir, entry.path)) ::unlink(journal_path.c_str());
   return entry;
 }
 

@@ -67,6 +67,9 @@ class VideoJournal {
   std::FILE* file_ = nullptr;
 };
 
+// Where the journal of finished video `video_name` (a file name) is kept.
+std::string kept_journal_path(const std::string& session_dir, const std::string& video_name);
+
 // The entry a journal describes: frames = the steps listed (at most `max_frames`),
 // first/last step from them; `path` is left empty.
 StatusOr<IndexEntry> read_video_journal(const std::string& journal_path, int64_t max_frames = INT64_MAX);

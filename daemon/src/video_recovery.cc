@@ -50,7 +50,7 @@ std::vector<IndexEntry> unlisted_videos(const std::string& session_dir, const st
   std::vector<IndexEntry> out;
   for (const std::string& name : names_in(session_dir)) {
     if (name.empty() || name[0] == '.' || !ends_with(name, kVideoExtension) || listed.count(name) > 0) continue;
-    const std::string journal = session_dir + "/" + kStepsDirName + "/" + name + kJournalSuffix;
+    const std::string journal = kept_journal_path(session_dir, name);
     const plotting::Fmp4Extent extent = plotting::scan_fmp4(session_dir + "/" + name);
     if (!extent.valid || extent.frames <= 0) continue;
     StatusOr<IndexEntry> entry = read_video_journal(journal, extent.frames);
