@@ -1,4 +1,4 @@
-// compare_main.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json]`.
+// compare_main.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json] [--hdf5-timeout S]`.
 //
 // Part of the `tensorscope` command-line tool (status_main.cc dispatches here).
 // Compares two .npy files, or two directories of them paired by relative path, HDF5
@@ -11,6 +11,7 @@
 // stderr), including an unreadable .npy or .pt file inside a directory (reported in
 // its line first). No exception escapes: one (e.g. running out of memory) is reported
 // as bad input, exit 2.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "compare/dump_compare.h"
+#include "compare/hdf5_reader_process.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -27,7 +29,7 @@ namespace {
 void compare_usage(FILE* out) {
   std::fprintf(
       out,
-      "usage: tensorscope compare A B [--atol X] [--rtol Y] [--json]\n"
+      "usage: tensorscope compare A B [--atol X] [--rtol Y] [--json] [--hdf5-timeout S]\n"
       "Compares two .npy files, or two directories of .npy files paired by relative path\n"
       "(recursively; e.g. dumps laid out as step_<n>/<stream>_rank<r>.npy).\n"
       "  per tensor: allclose verdict |a-b| <= atol + rtol*|b| (numpy.isclose; defaults\n"
@@ -42,7 +44,9 @@ void compare_usage(FILE* out) {
       ".npy sink does); paired by that name with the other side, which may be a\n"
       "recording too or a dump directory (.npy files step_<n>/<stream>_rank<r>.npy).\n"
       "A step stored on one side only (e.g. skipped by change detection)\n"
-      "is a difference. bfloat16 rows are decoded from their stored bits.\n"
+      "is a difference. bfloat16 rows are decoded from their stored bits. libhdf5 runs\n"
+      "in a child process: a request it does not answer within --hdf5-timeout seconds\n"
+      "(default 30; a corrupt file can make libhdf5 loop) is an error naming the file.\n"
       "PyTorch files (.pt/.pth written by torch.save, torch::save, torch::pickle_save;\n"
       "zip format of PyTorch >= 1.6, read without libtorch): tensors are named by their\n"
       "place in the saved object: dict keys (a state_dict's 'fc.weight'), list/tuple\n"
@@ -87,7 +91,7 @@ int run_compare(int argc, char** argv) {
       return 0;
     } else if (arg == "--json" && !has_value) {
       json = true;
-    } else if (arg == "--atol" || arg == "--rtol") {
+    } else if (arg == "--atol" || arg == "--rtol" || arg == "--hdf5-timeout") {
       if (!has_value) {
         if (i + 1 >= argc) {
           std::fprintf(stderr, "tensorscope compare: %s needs a value\n", arg.c_str());
@@ -95,7 +99,18 @@ int run_compare(int argc, char** argv) {
         }
         value = argv[++i];
       }
-      if (!parse_tolerance(value, arg == "--atol" ? &tolerance.atol : &tolerance.rtol)) {
+      if (arg == "--hdf5-timeout") {
+        double seconds = 0.0;
+        if (!parse_tolerance(value, &seconds) || seconds <= 0.0 || seconds > 86400.0) {
+          std::fprintf(stderr,
+                       "tensorscope compare: bad --hdf5-timeout value '%s' (want seconds, > 0 "
+                       "and <= 86400)\n",
+                       value.c_str());
+          return 2;
+        }
+        Hdf5ReaderProcess::shared().set_timeout(
+            std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5)));
+      } else if (!parse_tolerance(value, arg == "--atol" ? &tolerance.atol : &tolerance.rtol)) {
         std::fprintf(stderr,
                      "tensorscope compare: bad %s value '%s' (want a finite number >= 0)\n",
                      arg.c_str(), value.c_str());

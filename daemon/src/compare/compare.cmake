@@ -5,6 +5,8 @@
 target_sources(tensorscope_daemon_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tensor_compare.cc
   ${CMAKE_CURRENT_LIST_DIR}/dump_compare.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_recording.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hdf5_reader_process.cc
   ${CMAKE_CURRENT_LIST_DIR}/hdf5_source.cc
   ${CMAKE_CURRENT_LIST_DIR}/zip_archive.cc
   ${CMAKE_CURRENT_LIST_DIR}/pickle_machine.cc

@@ -1,171 +1,17 @@
 #include "compare/hdf5_source.h"
 
-#include <hdf5.h>
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <utility>
 
-#include "sinks/hdf5_support.h"
+#include "compare/hdf5_reader_process.h"
 #include "sinks/npy_file.h"
 
 namespace tensorscope::daemon {
 namespace {
 
 namespace fs = std::filesystem;
-
-StatusOr<Hid> open_file(const std::string& file) {
-  quiet_hdf5();
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return Status::error(file + ": not a regular file");
-  Hid f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) return hdf5_error(file, "cannot open as an HDF5 file (corrupt or not HDF5)");
-  return f;
-}
-
-// Reads a string attribute (variable- or fixed-length); nullopt-like: found=false.
-StatusOr<std::string> read_string_attr(hid_t obj, const char* attr_name, bool* found) {
-  *found = false;
-  const htri_t exists = H5Aexists(obj, attr_name);
-  if (exists < 0) return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
-  if (exists == 0) return std::string();
-  Hid attr(H5Aopen(obj, attr_name, H5P_DEFAULT), H5Aclose);
-  if (!attr.valid()) return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
-  Hid type(H5Aget_type(attr.get()), H5Tclose);
-  if (!type.valid() || H5Tget_class(type.get()) != H5T_STRING) {
-    H5Eclear2(H5E_DEFAULT);
-    return Status::error(std::string("attribute ") + attr_name + " is not a string");
-  }
-  std::string value;
-  if (H5Tis_variable_str(type.get()) > 0) {
-    Hid mem(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mem.get(), H5T_VARIABLE);
-    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
-    char* text = nullptr;
-    if (H5Aread(attr.get(), mem.get(), &text) < 0) {
-      return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
-    }
-    if (text != nullptr) value = text;
-    H5free_memory(text);
-  } else {
-    const size_t size = H5Tget_size(type.get());
-    std::string buffer(size, '\0');
-    if (H5Aread(attr.get(), type.get(), buffer.data()) < 0) {
-      return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
-    }
-    value = buffer.substr(0, buffer.find('\0'));
-  }
-  *found = true;
-  return value;
-}
-
-wire::DType dtype_from_name(const std::string& name) {
-  for (uint8_t i = 1; i <= wire::kMaxDType; ++i) {
-    const auto dtype = static_cast<wire::DType>(i);
-    if (name == wire::dtype_name(dtype)) return dtype;
-  }
-  return wire::DType::kInvalid;
-}
-
-// Dims of a dataset's dataspace.
-StatusOr<std::vector<hsize_t>> dataset_dims(hid_t dataset) {
-  Hid space(H5Dget_space(dataset), H5Sclose);
-  if (!space.valid()) return Status::error(hdf5_error_text());
-  const int ndims = H5Sget_simple_extent_ndims(space.get());
-  if (ndims < 0) return Status::error(hdf5_error_text());
-  std::vector<hsize_t> dims(static_cast<size_t>(ndims));
-  if (ndims > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
-    return Status::error(hdf5_error_text());
-  }
-  return dims;
-}
-
-// Reads the 1-d dataset `name` of `group` (n elements) as `mem_type`.
-template <typename T>
-Status read_index(hid_t group, const char* name, hid_t mem_type, hsize_t n, std::vector<T>* out) {
-  Hid ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
-  if (!ds.valid()) return Status::error(std::string(name) + ": " + hdf5_error_text());
-  auto dims = dataset_dims(ds.get());
-  if (!dims) return Status::error(std::string(name) + ": " + dims.message());
-  if (dims->size() != 1 || (*dims)[0] != n) {
-    return Status::error(std::string(name) + " has " +
-                         (dims->empty() ? std::string("no") : std::to_string((*dims)[0])) +
-                         " rows, values has " + std::to_string(n));
-  }
-  out->assign(n, T{});
-  if (n > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data()) < 0) {
-    return Status::error(std::string(name) + ": " + hdf5_error_text());
-  }
-  return Status::ok();
-}
-
-// Lists the rows of one group into `out`.
-Status list_group(const std::string& file, hid_t f, const std::string& group_name,
-                  std::vector<Hdf5Tensor>* out) {
-  const std::string where = file + ": group '" + group_name + "'";
-  Hid group(H5Gopen2(f, group_name.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!group.valid()) return Status::error(where + ": " + hdf5_error_text());
-  bool found = false;
-  auto stream = read_string_attr(group.get(), "stream", &found);
-  if (!stream) return Status::error(where + ": " + stream.message());
-  if (!found) return Status::error(where + ": no 'stream' attribute");
-  auto dtype_text = read_string_attr(group.get(), "dtype", &found);
-  if (!dtype_text) return Status::error(where + ": " + dtype_text.message());
-  if (!found) return Status::error(where + ": no 'dtype' attribute");
-  const wire::DType dtype = dtype_from_name(*dtype_text);
-  if (dtype == wire::DType::kInvalid) {
-    return Status::error(where + ": unknown dtype '" + *dtype_text + "'");
-  }
-
-  Hid values(H5Dopen2(group.get(), "values", H5P_DEFAULT), H5Dclose);
-  if (!values.valid()) return Status::error(where + ": values: " + hdf5_error_text());
-  auto dims = dataset_dims(values.get());
-  if (!dims) return Status::error(where + ": values: " + dims.message());
-  if (dims->empty()) return Status::error(where + ": values has no rows dimension");
-  Hid type(H5Dget_type(values.get()), H5Tclose);
-  if (!type.valid()) return Status::error(where + ": values: " + hdf5_error_text());
-  if (H5Tget_size(type.get()) != wire::dtype_size(dtype)) {
-    return Status::error(where + ": values elements are " +
-                         std::to_string(H5Tget_size(type.get())) + " bytes, dtype " +
-                         *dtype_text + " needs " + std::to_string(wire::dtype_size(dtype)));
-  }
-  if (dtype == wire::DType::kBFloat16) {
-    auto encoding = read_string_attr(values.get(), "encoding", &found);
-    if (!encoding) return Status::error(where + ": values: " + encoding.message());
-    if (!found || *encoding != kHdf5BFloat16Encoding) {
-      return Status::error(where + ": bfloat16 values without encoding = \"" +
-                           std::string(kHdf5BFloat16Encoding) + "\"");
-    }
-  }
-  const hsize_t rows = (*dims)[0];
-  std::vector<int64_t> shape((*dims).begin() + 1, (*dims).end());
-
-  std::vector<int64_t> steps;
-  Status read = read_index(group.get(), "steps", H5T_NATIVE_INT64, rows, &steps);
-  if (!read) return Status::error(where + ": " + read.message());
-  std::vector<int32_t> ranks(rows, 0);
-  const htri_t has_ranks = H5Lexists(group.get(), "ranks", H5P_DEFAULT);
-  if (has_ranks > 0) {
-    read = read_index(group.get(), "ranks", H5T_NATIVE_INT32, rows, &ranks);
-    if (!read) return Status::error(where + ": " + read.message());
-  } else {
-    H5Eclear2(H5E_DEFAULT);
-  }
-  for (hsize_t row = 0; row < rows; ++row) {
-    Hdf5Tensor t;
-    t.file = file;
-    t.group = group_name;
-    t.stream = *stream;
-    t.row = row;
-    t.step = steps[row];
-    t.rank = ranks[row];
-    t.dtype = dtype;
-    t.shape = shape;
-    out->push_back(std::move(t));
-  }
-  return Status::ok();
-}
 
 uint64_t numel_of(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
@@ -207,14 +53,12 @@ class NpySource final : public TensorSource {
   size_t begin_ = 0, end_ = 0;
 };
 
+// Reads through the HDF5 reader process, a few slices of the first dimension at a time.
 class Hdf5Source final : public TensorSource {
  public:
-  Hdf5Source(const Hdf5Tensor& t, Hid file, Hid values, Hid type, size_t chunk_bytes)
+  Hdf5Source(const Hdf5Tensor& t, size_t chunk_bytes)
       : tensor_(t),
         name_(t.file + " (group '" + t.group + "', row " + std::to_string(t.row) + ")"),
-        file_(std::move(file)),
-        values_(std::move(values)),
-        type_(std::move(type)),
         elem_(wire::dtype_size(t.dtype)) {
     total_ = numel_of(t.shape);
     // Split along the tensor's first dim: `inner_` elements per index of it.
@@ -230,30 +74,14 @@ class Hdf5Source final : public TensorSource {
     if (begin_ == end_) {
       begin_ = end_ = 0;
       if (read_elems_ >= total_) return size_t{0};
-      quiet_hdf5();
-      const size_t ndims = tensor_.shape.size() + 1;
-      std::vector<hsize_t> start(ndims, 0), count(ndims, 1);
-      start[0] = tensor_.row;
-      uint64_t n = 1;
+      uint64_t first = 0, count = 1, n = 1;
       if (!tensor_.shape.empty()) {
-        const uint64_t first = read_elems_ / inner_;
-        const uint64_t k = std::min<uint64_t>(slices_per_read_,
-                                              static_cast<uint64_t>(tensor_.shape[0]) - first);
-        start[1] = first;
-        count[1] = k;
-        for (size_t d = 1; d < tensor_.shape.size(); ++d) count[d + 1] = tensor_.shape[d];
-        n = k * inner_;
+        first = read_elems_ / inner_;
+        count = std::min<uint64_t>(slices_per_read_, static_cast<uint64_t>(tensor_.shape[0]) - first);
+        n = count * inner_;
       }
-      Hid space(H5Dget_space(values_.get()), H5Sclose);
-      const hsize_t mem_dims[1] = {n};
-      Hid mem(H5Screate_simple(1, mem_dims, nullptr), H5Sclose);
-      if (!space.valid() || !mem.valid() ||
-          H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr,
-                              count.data(), nullptr) < 0 ||
-          H5Dread(values_.get(), type_.get(), mem.get(), space.get(), H5P_DEFAULT,
-                  buffer_.get()) < 0) {
-        return hdf5_error(name_, "cannot read values");
-      }
+      Status read = Hdf5ReaderProcess::shared().read(tensor_, first, count, buffer_.get(), n * elem_);
+      if (!read) return Status::error(name_ + ": cannot read values: " + read.message());
       end_ = static_cast<size_t>(n);
       read_elems_ += n;
     }
@@ -265,7 +93,6 @@ class Hdf5Source final : public TensorSource {
  private:
   Hdf5Tensor tensor_;
   std::string name_;
-  Hid file_, values_, type_;
   size_t elem_;
   uint64_t total_ = 0, inner_ = 0, slices_per_read_ = 1, read_elems_ = 0;
   std::unique_ptr<unsigned char[]> buffer_;
@@ -281,36 +108,9 @@ bool is_hdf5_path(const std::string& path) {
 }
 
 StatusOr<std::vector<Hdf5Tensor>> list_hdf5_tensors(const std::string& file) {
-  auto f = open_file(file);
-  if (!f) return f.status();
-  bool found = false;
-  auto format = read_string_attr(f->get(), "format", &found);
-  if (!format) return Status::error(file + ": " + format.message());
-  if (!found || *format != kHdf5FormatName) {
-    return Status::error(file + ": not a tensorscope HDF5 recording (root attribute format is not \"" +
-                         std::string(kHdf5FormatName) + "\")");
-  }
-  H5G_info_t info;
-  if (H5Gget_info(f->get(), &info) < 0) return hdf5_error(file, "cannot list groups");
-  std::vector<std::string> groups;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr,
-                                           0, H5P_DEFAULT);
-    if (len < 0) return hdf5_error(file, "cannot list groups");
-    std::string name(static_cast<size_t>(len) + 1, '\0');
-    if (H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                           name.size(), H5P_DEFAULT) < 0) {
-      return hdf5_error(file, "cannot list groups");
-    }
-    name.resize(static_cast<size_t>(len));
-    groups.push_back(std::move(name));
-  }
-  std::vector<Hdf5Tensor> tensors;
-  for (const std::string& group : groups) {
-    Status listed = list_group(file, f->get(), group, &tensors);
-    if (!listed) return listed;
-  }
-  return tensors;
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return Status::error(file + ": not a regular file");
+  return Hdf5ReaderProcess::shared().list(file);
 }
 
 uint64_t TensorSource::numel() const { return numel_of(shape()); }
@@ -324,15 +124,10 @@ StatusOr<std::unique_ptr<TensorSource>> open_npy_source(const std::string& path,
 
 StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tensor,
                                                          size_t chunk_bytes) {
-  auto f = open_file(tensor.file);
-  if (!f) return f.status();
-  const std::string path = tensor.group + "/values";
-  Hid values(H5Dopen2(f->get(), path.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!values.valid()) return hdf5_error(tensor.file, "cannot open " + path);
-  Hid type(H5Dget_type(values.get()), H5Tclose);
-  if (!type.valid()) return hdf5_error(tensor.file, "cannot open " + path);
-  return std::unique_ptr<TensorSource>(
-      new Hdf5Source(tensor, std::move(*f), std::move(values), std::move(type), chunk_bytes));
+  if (tensor.dtype == wire::DType::kInvalid || wire::dtype_size(tensor.dtype) == 0) {
+    return Status::error(tensor.file + ": group '" + tensor.group + "' has no known dtype");
+  }
+  return std::unique_ptr<TensorSource>(new Hdf5Source(tensor, chunk_bytes));
 }
 
 StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,

@@ -2,10 +2,15 @@
 // Hdf5Sink: equal and different recordings (exact metrics), a stream on one side
 // only, change-detection gaps, files of one side merged, bfloat16 recordings against
 // a .npy dump directory, and corrupt files (an error naming the file, exit 2 from the
-// real `tensorscope compare` binary).
+// real `tensorscope compare` binary), and the HDF5 reader process: a file that makes
+// libhdf5 loop is an error after the timeout (fuzz/known_hangs/), a dead reader is
+// replaced, reads through it equal reads in this process.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+
+#include <chrono>
 
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "compare/dump_compare.h"
+#include "compare/hdf5_reader_process.h"
 #include "compare/hdf5_source.h"
 #include "file_naming.h"
 #include "sinks/hdf5_sink.h"
@@ -334,6 +340,121 @@ TEST(Hdf5Compare, CliExitCodes) {
   values[0].data[0] = -1.0f;
   record(c.path(), values, true);
   EXPECT_EQ(run_cli(a.path(), c.path(), &err), 1) << err;
+}
+
+// fuzz/known_hangs/: a corrupt global heap on which H5Aread never returns.
+const std::string kHangingFile = std::string(TENSORSCOPE_KNOWN_HANGS_DIR) + "/hdf5_global_heap_loop.h5";
+
+TEST(Hdf5ReaderProcess, AFileThatHangsLibhdf5IsAnErrorAfterTheTimeout) {
+  TempDir dir("h5hang");
+  record(dir.path(), run_values(), true);
+  Hdf5ReaderProcess reader(std::chrono::milliseconds(1500));
+  const auto begin = std::chrono::steady_clock::now();
+  auto hung = reader.list(kHangingFile);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ASSERT_FALSE(hung);
+  EXPECT_THAT(hung.message(), HasSubstr("libhdf5 did not finish reading " + kHangingFile + " in 1.5 s"));
+  EXPECT_GE(seconds, 1.4);
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(reader.child_pid(), 0);  // killed and reaped
+  // The next request gets a new reader.
+  auto listed = reader.list(dir.path() + "/rank0_pid1.0.h5");
+  ASSERT_TRUE(listed) << listed.message();
+  EXPECT_EQ(listed->size(), 6u);
+  EXPECT_GT(reader.child_pid(), 0);
+}
+
+TEST(Hdf5ReaderProcess, TheCommandLineToolStopsOnAHangingFile) {
+  TempDir out("h5hangcli");
+  const std::string command = "timeout 120 " + std::string(TENSORSCOPE_CLI_PATH) +
+                              " compare --hdf5-timeout 1 '" + kHangingFile + "' '" + kHangingFile +
+                              "' > /dev/null 2> '" + out.path() + "/err'";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);  // not 124: timeout(1) did not have to stop it
+  std::ifstream in(out.path() + "/err");
+  std::stringstream err;
+  err << in.rdbuf();
+  EXPECT_THAT(err.str(), HasSubstr("libhdf5 did not finish reading " + kHangingFile + " in 1 s"));
+  EXPECT_EQ(std::system((std::string(TENSORSCOPE_CLI_PATH) + " compare --hdf5-timeout 0 a b 2>/dev/null").c_str()),
+            2 << 8);
+}
+
+TEST(Hdf5ReaderProcess, AReaderThatDiedIsReplaced) {
+  TempDir dir("h5dead");
+  record(dir.path(), run_values(), true);
+  const std::string file = dir.path() + "/rank0_pid1.0.h5";
+  Hdf5ReaderProcess reader;
+  ASSERT_TRUE(reader.list(file));
+  const pid_t first = reader.child_pid();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  // Reaped once it is gone; until then the request may see it die mid-way.
+  for (int i = 0; i < 100 && ::kill(first, 0) == 0; ++i) {
+    auto again = reader.list(file);
+    if (again) break;
+    EXPECT_THAT(again.message(), HasSubstr("killed by signal 9"));
+  }
+  auto listed = reader.list(file);
+  ASSERT_TRUE(listed) << listed.message();
+  EXPECT_EQ(listed->size(), 6u);
+  EXPECT_NE(reader.child_pid(), first);
+}
+
+TEST(Hdf5ReaderProcess, ReadsEqualReadsInThisProcess) {
+  TempDir dir("h5read");
+  record(dir.path(), run_values(), true);
+  const std::string file = dir.path() + "/rank0_pid1.0.h5";
+  auto direct = list_recording(file);
+  ASSERT_TRUE(direct) << direct.message();
+  Hdf5ReaderProcess reader;
+  auto listed = reader.list(file);
+  ASSERT_TRUE(listed) << listed.message();
+  ASSERT_EQ(listed->size(), direct->size());
+  Hdf5RowReader here;
+  for (size_t i = 0; i < direct->size(); ++i) {
+    const Hdf5Tensor& d = (*direct)[i];
+    const Hdf5Tensor& p = (*listed)[i];
+    EXPECT_EQ(p.file, d.file);
+    EXPECT_EQ(p.group, d.group);
+    EXPECT_EQ(p.stream, d.stream);
+    EXPECT_EQ(p.row, d.row);
+    EXPECT_EQ(p.step, d.step);
+    EXPECT_EQ(p.rank, d.rank);
+    EXPECT_EQ(p.dtype, d.dtype);
+    EXPECT_EQ(p.shape, d.shape);
+    // Second slice of [2, 3]: 3 floats.
+    std::vector<float> a(3, -1.0f), b(3, -2.0f);
+    ASSERT_TRUE(here.read(d, 1, 1, reinterpret_cast<unsigned char*>(a.data())));
+    ASSERT_TRUE(reader.read(p, 1, 1, reinterpret_cast<unsigned char*>(b.data()), 12));
+    EXPECT_EQ(a, b);
+    const float base = d.stream == "x" ? 10.0f * d.step : 100.0f * d.step;
+    EXPECT_EQ(b, (std::vector<float>{base + 3, base + 4, base + 5}));
+  }
+  // Outside the tensor, or a size the caller did not expect: errors naming the file.
+  std::vector<float> out(6);
+  auto outside = reader.read((*listed)[0], 1, 2, reinterpret_cast<unsigned char*>(out.data()), 24);
+  ASSERT_FALSE(outside);
+  EXPECT_THAT(outside.message(), HasSubstr(file));
+  EXPECT_THAT(outside.message(), HasSubstr("outside the tensor"));
+  auto wrong_size = reader.read((*listed)[0], 0, 2, reinterpret_cast<unsigned char*>(out.data()), 20);
+  ASSERT_FALSE(wrong_size);
+  EXPECT_THAT(wrong_size.message(), HasSubstr("24 bytes, 20 were asked for"));
+  // A file replaced between requests is read anew (libhdf5 would share the old one).
+  TempDir other("h5other");
+  std::vector<Value> changed = run_values();
+  for (Value& v : changed) v.data[3] = -7.0f;
+  record(other.path(), changed, true);
+  fs::rename(other.path() + "/rank0_pid1.0.h5", file);
+  auto relisted = reader.list(file);
+  ASSERT_TRUE(relisted) << relisted.message();
+  std::vector<float> slice(3);
+  ASSERT_TRUE(reader.read((*relisted)[0], 1, 1, reinterpret_cast<unsigned char*>(slice.data()), 12));
+  EXPECT_EQ(slice[0], -7.0f);
+  auto missing = reader.list(dir.path() + "/nothing.h5");
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.message(), HasSubstr("nothing.h5"));
 }
 
 }  // namespace
