@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "runtime_dir_watch.h"
+#include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/device_pool_table.h"
 #include "tensorscope/shared/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -307,8 +308,9 @@ Connection::Attempt Connection::try_connect() {
     refusal_backoff_ms_ = kRefusedBackoffMs;
     return report(segment.message());
   }
-  nlohmann::json hello = {{"type", "register"},
+  nlohmann::json hello = {{control::kType, control::kRegister},
                           {"abi", wire::kAbiVersion},
+                          {control::kProtocol, control::kControlProtocolVersion},
                           {"pid", pid_},
                           {"rank", config_.rank},
                           {"session", config_.session},
@@ -336,8 +338,8 @@ Connection::Attempt Connection::try_connect() {
   if (!reply) {
     refusal = "registration failed: " + reply.message();
     refusal_backoff_ms_ = kRefusedBackoffMs;  // a daemon that does not answer: go slow
-  } else if (string_field(*reply, "type") != "registered") {
-    const std::string message = string_field(*reply, "message");
+  } else if (control::message_type(*reply) != control::kRegistered) {
+    const std::string message = string_field(*reply, control::kMessage);
     refusal = "daemon refused registration: " +
               (message.empty() ? std::string("no reason given") : quote_for_message(message, 300));
     refusal_backoff_ms_ = kRefusedBackoffMs;

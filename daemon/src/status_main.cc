@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/session_name.h"
@@ -115,9 +116,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   MessageChannel channel(*fd);
-  Status sent = channel.send({{"type", "status"}});
+  Status sent = channel.send({{control::kType, control::kStatus}});
   auto reply = sent ? channel.receive(5000) : StatusOr<nlohmann::json>(sent);
-  if (!reply || !reply->is_object() || reply->value("type", "") != "status") {
+  if (!reply || control::message_type(*reply) != control::kStatus) {
     std::fprintf(stderr, "tensorscope status: the daemon for session '%s' did not answer: %s\n",
                  session.c_str(), reply ? reply->dump().c_str() : reply.message().c_str());
     return 1;

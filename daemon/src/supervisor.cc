@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/file_lock.h"
 #include "tensorscope/shared/logging.h"
@@ -241,7 +242,7 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
   worker.started_ms = now_ms();
   worker.last_heartbeat_ms = worker.started_ms;
   worker.stats = nlohmann::json::object();
-  Status sent = worker.channel.send({{"type", "config"},
+  Status sent = worker.channel.send({{control::kType, control::kConfig},
                                      {"config", to_json(config_)},
                                      {"worker_index", worker.index},
                                      {"session_dir", session_dir_}});
@@ -345,10 +346,10 @@ void Supervisor::attach(Producer& producer) {
   WorkerSlot& worker = workers_[static_cast<size_t>(producer.worker)];
   if (!worker.alive) return;  // attached again when the worker restarts
   Status sent = worker.channel.send(
-      {{"type", "attach"}, {"producer_id", producer.id}, {"rank", producer.rank}},
+      {{control::kType, control::kAttach}, {control::kProducerId, producer.id}, {"rank", producer.rank}},
       producer.segment_fd);
   if (sent && producer.detaching) {
-    sent = worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+    sent = worker.channel.send({{control::kType, control::kDetach}, {control::kProducerId, producer.id}});
   }
   if (!sent) {
     TS_LOG_ERROR("cannot hand producer {} to worker {}: {}", producer.id, worker.index, sent.message());
@@ -429,7 +430,7 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   auto refuse = [&](const std::string& why) {
     ++registrations_refused_;
     TS_LOG_WARN("refused a registration: {}", why);
-    reply_and_close(connection, {{"type", "error"}, {"message", why}});
+    reply_and_close(connection, control::error_message(why));
   };
   auto cred = peer_credentials(connection.fd());
   if (!cred) return refuse(cred.message());
@@ -438,6 +439,16 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   if (abi != wire::kAbiVersion) {
     return refuse("client speaks wire ABI version " + std::to_string(abi) +
                   " but this daemon speaks version " + std::to_string(wire::kAbiVersion) +
+                  ": use the same tensorscope version in the client and the daemon");
+  }
+  const auto protocol = m.find(control::kProtocol);
+  if (protocol == m.end() || !protocol->is_number_integer() ||
+      protocol->get<int64_t>() != control::kControlProtocolVersion) {
+    return refuse("client speaks control protocol version " +
+                  (protocol == m.end()        ? std::string("(none)")
+                   : protocol->is_number() ? protocol->dump()
+                                           : quote_for_message(protocol->dump())) +
+                  " but this daemon speaks version " + std::to_string(control::kControlProtocolVersion) +
                   ": use the same tensorscope version in the client and the daemon");
   }
   const auto session = m.value("session", std::string());
@@ -475,8 +486,8 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   // tensors through pinned host memory and the ring instead (and says so in stats()).
   std::string cuda_note;
   const bool cuda_ipc = device_payloads_supported(&cuda_note);
-  Status replied = connection.send({{"type", "registered"},
-                                    {"producer_id", producer.id},
+  Status replied = connection.send({{control::kType, control::kRegistered},
+                                    {control::kProducerId, producer.id},
                                     {"cuda_ipc", cuda_ipc},
                                     {"module_tree", true},
                                     {"cuda_note", cuda_note}},
@@ -501,20 +512,18 @@ void Supervisor::handle_pending(Pending& pending, bool* done) {
   if (pending.connection.pop(&m)) {
     *done = true;
     try {
-      const auto type = m.is_object() && m.contains("type") && m["type"].is_string()
-                            ? m["type"].get<std::string>()
-                            : std::string();
-      if (type == "register") {
+      const std::string type = control::message_type(m);
+      if (type == control::kRegister) {
         handle_register(pending.connection, m);
-      } else if (type == "status") {
+      } else if (type == control::kStatus) {
         reply_and_close(pending.connection, status_json());
       } else {
-        reply_and_close(pending.connection, {{"type", "error"}, {"message", "unknown request"}});
+        reply_and_close(pending.connection, control::error_message("unknown request"));
       }
     } catch (const std::exception& e) {
       ++registrations_refused_;
       TS_LOG_WARN("refused a malformed request: {}", e.what());
-      reply_and_close(pending.connection, {{"type", "error"}, {"message", std::string("malformed request: ") + e.what()}});
+      reply_and_close(pending.connection, control::error_message(std::string("malformed request: ") + e.what()));
     }
     return;
   }
@@ -531,7 +540,7 @@ void Supervisor::producer_gone(Producer& producer) {
   TS_LOG_INFO("producer {} (pid {}) disconnected; draining its ring", producer.id, producer.pid);
   WorkerSlot& worker = workers_[static_cast<size_t>(producer.worker)];
   if (worker.alive) {
-    Status sent = worker.channel.send({{"type", "detach"}, {"producer_id", producer.id}});
+    Status sent = worker.channel.send({{control::kType, control::kDetach}, {control::kProducerId, producer.id}});
     if (!sent) abandon_worker(worker);
   }
 }
@@ -553,11 +562,11 @@ void Supervisor::handle_worker_message(WorkerSlot& worker, const nlohmann::json&
 }
 
 void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::json& m) {
-  const std::string type = m.is_object() ? m.value("type", "") : "";
-  if (type == "heartbeat") {
+  const std::string type = control::message_type(m);
+  if (type == control::kHeartbeat) {
     worker.last_heartbeat_ms = now_ms();
     if (m.contains("stats") && m["stats"].is_object()) worker.stats = m["stats"];
-  } else if (type == "file") {
+  } else if (type == control::kFile) {
     auto entry = index_entry_from_json(m.value("entry", nlohmann::json::object()));
     if (!entry) {
       TS_LOG_WARN("worker {} sent a bad file entry: {}", worker.index, entry.message());
@@ -566,21 +575,21 @@ void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::jso
     Status st = index_->stage(*entry);
     if (!st) TS_LOG_ERROR("cannot add {} to index.json: {}", entry->path, st.message());
     index_dirty_ = true;
-  } else if (type == "attach_failed") {
+  } else if (type == control::kAttachFailed) {
     // The worker could not map the segment: drop the producer; its client notices the
     // closed socket and registers a fresh segment.
-    const uint64_t id = m.value("producer_id", uint64_t{0});
+    const uint64_t id = m.value(control::kProducerId, uint64_t{0});
     TS_LOG_ERROR("worker {} could not attach producer {}: {}", worker.index, id,
-                 m.value("message", std::string()));
+                 m.value(control::kMessage, std::string()));
     forget_producer(id);
-  } else if (type == "detached") {
-    const uint64_t id = m.value("producer_id", uint64_t{0});
+  } else if (type == control::kDetached) {
+    const uint64_t id = m.value(control::kProducerId, uint64_t{0});
     auto it = producers_.find(id);
     if (it != producers_.end() && it->second.detaching) {
       flush_index(/*now=*/true);  // its last files, finalized before "detached", are listed first
       forget_producer(id);
     }
-  } else if (type == "bye") {
+  } else if (type == control::kBye) {
     worker.last_heartbeat_ms = now_ms();
   }
 }
@@ -611,7 +620,7 @@ nlohmann::json Supervisor::status_json() const {
                          {"bytes_received", h->bytes_received.load(std::memory_order_relaxed)},
                          {"dropped_by_daemon", h->dropped_by_daemon.load(std::memory_order_relaxed)}});
   }
-  return {{"type", "status"},
+  return {{control::kType, control::kStatus},
           {"session", config_.session},
           {"pid", ::getpid()},
           {"autostarted", mode_.autostarted},
@@ -682,7 +691,7 @@ nlohmann::json Supervisor::output_status() const {
 void Supervisor::shutdown_workers() {
   TS_LOG_INFO("shutting down: workers finalize their videos");
   for (auto& w : workers_) {
-    if (w.alive) (void)w.channel.send({{"type", "shutdown"}});
+    if (w.alive) (void)w.channel.send({{control::kType, control::kShutdown}});
   }
   const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms;
   for (;;) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/logging.h"
 
 namespace tensorscope::daemon {
@@ -39,7 +40,7 @@ Status Worker::configure(const nlohmann::json& message) {
   (void)init_logging(config_.log_level, "worker-" + std::to_string(index_));
   queue_ = std::make_unique<RenderQueue>(kQueueCapacity);
   router_ = std::make_unique<StreamRouter>(config_, session_dir_, [this](const IndexEntry& e) {
-    post({{"type", "file"}, {"entry", to_json(e)}});
+    post({{control::kType, control::kFile}, {"entry", to_json(e)}});
   });
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
   configured_ = true;
@@ -73,7 +74,7 @@ void Worker::send_heartbeat() {
                           {"recording", sinks_ ? sinks_->counters() : nlohmann::json::object()},
                           {"producers", producers_.size()},
                           {"streams", router_ ? router_->stream_summaries() : nlohmann::json::array()}};
-  (void)channel_.send({{"type", "heartbeat"}, {"stats", std::move(stats)}});
+  (void)channel_.send({{control::kType, control::kHeartbeat}, {"stats", std::move(stats)}});
 }
 
 void Worker::keep_in_touch() {
@@ -86,19 +87,15 @@ void Worker::keep_in_touch() {
 }
 
 void Worker::handle(const nlohmann::json& message, int fd) {
-  const auto type_field = message.is_object() ? message.find("type") : message.end();
-  const std::string type =
-      message.is_object() && type_field != message.end() && type_field->is_string()
-          ? type_field->get<std::string>()
-          : "";
-  if (type == "config") {
+  const std::string type = control::message_type(message);
+  if (type == control::kConfig) {
     Status st = configure(message);
     if (!st) {
       TS_LOG_ERROR("bad worker config: {}", st.message());
       stopping_ = true;
     }
-  } else if (type == "attach" && configured_) {
-    const uint64_t id = message.value("producer_id", uint64_t{0});
+  } else if (type == control::kAttach && configured_) {
+    const uint64_t id = message.value(control::kProducerId, uint64_t{0});
     if (fd < 0) {
       TS_LOG_ERROR("attach of producer {} came without a segment descriptor", id);
       return;
@@ -107,7 +104,7 @@ void Worker::handle(const nlohmann::json& message, int fd) {
     ::close(fd);
     if (!segment) {
       TS_LOG_ERROR("cannot attach producer {}: {}", id, segment.message());
-      post({{"type", "attach_failed"}, {"producer_id", id}, {"message", segment.message()}});
+      post({{control::kType, control::kAttachFailed}, {control::kProducerId, id}, {control::kMessage, segment.message()}});
       return;
     }
     Attached attached;
@@ -120,9 +117,9 @@ void Worker::handle(const nlohmann::json& message, int fd) {
     TS_LOG_INFO("attached producer {} (pid {}, rank {})", id,
                 producers_[id].segment->header()->producer_pid,
                 producers_[id].segment->header()->rank);
-  } else if (type == "detach") {
-    detach(message.value("producer_id", uint64_t{0}));
-  } else if (type == "shutdown") {
+  } else if (type == control::kDetach) {
+    detach(message.value(control::kProducerId, uint64_t{0}));
+  } else if (type == control::kShutdown) {
     stopping_ = true;
   } else {
     if (fd >= 0) ::close(fd);
@@ -143,7 +140,7 @@ bool Worker::truncated(uint64_t id, Attached& p) {
                id, p.segment->path());
   // As for a segment that cannot be attached: the supervisor drops the producer, whose
   // client registers a fresh segment.
-  post({{"type", "attach_failed"}, {"producer_id", id}, {"message", "segment truncated under the worker"}});
+  post({{control::kType, control::kAttachFailed}, {control::kProducerId, id}, {control::kMessage, "segment truncated under the worker"}});
   return true;
 }
 
@@ -231,7 +228,7 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
 void Worker::detach(uint64_t id) {
   auto it = producers_.find(id);
   if (it == producers_.end()) {
-    post({{"type", "detached"}, {"producer_id", id}});
+    post({{control::kType, control::kDetached}, {control::kProducerId, id}});
     return;
   }
   while (drain(id, it->second, 1 << 30) > 0) {
@@ -243,7 +240,7 @@ void Worker::detach(uint64_t id) {
   queue_->push(
       [this, id, finish] {
         finish();
-        post({{"type", "detached"}, {"producer_id", id}});
+        post({{control::kType, control::kDetached}, {control::kProducerId, id}});
       },
       [this] { keep_in_touch(); }, kKeepInTouchTickMs);
   TS_LOG_INFO("detached producer {}", id);
@@ -303,7 +300,7 @@ int Worker::run() {
     keep_in_touch();
   }
   shutdown();
-  (void)channel_.send({{"type", "bye"}});
+  (void)channel_.send({{control::kType, control::kBye}});
   return 0;
 }
 

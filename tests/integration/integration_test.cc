@@ -31,6 +31,7 @@
 #include "daemon_process.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/wire_format.h"
 #include "process_fixture.h"
 #include "temp_dir.h"
 
@@ -1079,6 +1080,18 @@ TEST_F(IntegrationTest, StatusToolDuplicateDaemonAndAbiMismatch) {
   EXPECT_EQ(refusal->value("type", ""), "error") << refusal->dump();
   EXPECT_THAT(refusal->value("message", ""), HasSubstr("ABI version"));
   EXPECT_THAT(refusal->value("message", ""), HasSubstr("999"));
+  // So is one with another control protocol version.
+  auto other_protocol = request_reply(daemon->socket_path(), {{"type", "register"},
+                                                              {"abi", wire::kAbiVersion},
+                                                              {"protocol", 999},
+                                                              {"pid", ::getpid()},
+                                                              {"rank", 0},
+                                                              {"session", name},
+                                                              {"segment", segment},
+                                                              {"segment_size", 1 << 20}});
+  ASSERT_TRUE(other_protocol.is_ok()) << other_protocol.message();
+  EXPECT_EQ(other_protocol->value("type", ""), "error") << other_protocol->dump();
+  EXPECT_THAT(other_protocol->value("message", ""), HasSubstr("control protocol version 999"));
 
   // Malformed requests from a same-uid peer are refused, never crash the daemon.
   const std::vector<json> malformed = {

@@ -20,8 +20,7 @@ target_include_directories(daemon_compare_tests PRIVATE ${PROJECT_SOURCE_DIR}/da
 target_link_libraries(daemon_compare_tests PRIVATE
   tensorscope_daemon_core tensorscope_test_support nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(daemon_compare_tests PRIVATE
-  TENSORSCOPE_CLI_PATH="$<TARGET_FILE:tensorscope_cli>"
-  TENSORSCOPE_KNOWN_HANGS_DIR="${PROJECT_SOURCE_DIR}/fuzz/known_hangs")
+  TENSORSCOPE_CLI_PATH="$<TARGET_FILE:tensorscope_cli>")
 add_dependencies(daemon_compare_tests tensorscope_cli)
 
 # make_torch_files: writes .pt files with libtorch's torch::save / torch::pickle_save for

@@ -343,7 +343,7 @@ TEST(Hdf5Compare, CliExitCodes) {
 }
 
 // fuzz/known_hangs/: a corrupt global heap on which H5Aread never returns.
-const std::string kHangingFile = std::string(TENSORSCOPE_KNOWN_HANGS_DIR) + "/hdf5_global_heap_loop.h5";
+const std::string kHangingFile = std::string(TENSORSCOPE_SOURCE_DIR) + "/fuzz/known_hangs/hdf5_global_heap_loop.h5";
 
 TEST(Hdf5ReaderProcess, AFileThatHangsLibhdf5IsAnErrorAfterTheTimeout) {
   TempDir dir("h5hang");
