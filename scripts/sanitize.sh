@@ -16,7 +16,7 @@ cmake -S . -B "$dir" -DTENSORSCOPE_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDe
 cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_odr_violation=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp
 export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp
 args=(--output-on-failure -j"$(nproc)" -E '^python\.|^install\.')
 if [ "$kind" = thread ] && [ -z "$filter" ]; then filter='RingBuffer|Ring|SharedSegment|MessageChannel|ClientCore|Connection|StreamGate|StagingPool|Sigbus'; fi

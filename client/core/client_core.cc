@@ -17,10 +17,10 @@ namespace tensorscope {
 class CudaStaging {};  // never made: ClientCore::cuda_ stays null
 }  // namespace tensorscope
 #endif
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/session_name.h"
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/text_input.h"
 
 namespace tensorscope {
 namespace {

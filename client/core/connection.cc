@@ -14,10 +14,10 @@
 #include "runtime_dir_watch.h"
 #include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/device_pool_table.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/segment_cleanup.h"
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/text_input.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {

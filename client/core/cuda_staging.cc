@@ -16,7 +16,7 @@
 #include "tensorscope/shared/cuda_probe.h"
 #include "tensorscope/shared/cuda_util.h"
 #include "tensorscope/shared/device_pool_table.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope {
 namespace {

@@ -18,10 +18,10 @@
 
 #include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/file_lock.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/text_input.h"
 
 extern char** environ;
 

@@ -8,8 +8,8 @@
 #include "module_index.h"
 #include "module_track.h"
 #include "track.h"
-#include "tensorscope/shared/logging.h"
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/logging.h"
+#include "tensorscope/base/text_input.h"
 
 namespace tensorscope {
 

@@ -7,7 +7,7 @@
 #include "op_observer.h"
 #include "tensor_staging.h"
 #include "track.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope {
 

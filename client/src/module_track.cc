@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "client_impl.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope {
 namespace {

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope {
 namespace {

@@ -23,7 +23,7 @@
 #include "tensorscope/shared/sigbus_guard.h"
 #include "tensorscope/shared/daemon_config.h"
 #include "tensorscope/shared/daemon_exit_status.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace {
 

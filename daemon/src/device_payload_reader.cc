@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tensorscope/shared/device_pool_table.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 #ifdef TENSORSCOPE_WITH_CUDA
 #include <cuda_runtime_api.h>

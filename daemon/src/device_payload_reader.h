@@ -22,7 +22,7 @@
 
 #include "tensorscope/shared/ring_reader.h"
 #include "tensorscope/shared/shared_segment.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 namespace {

@@ -1,7 +1,9 @@
 // index_writer.cc — see index_writer.h.
 #include "index_writer.h"
 
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/atomic_file.h"
+#include "tensorscope/base/posix_file.h"
+#include "tensorscope/base/text_input.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -21,7 +23,6 @@ namespace {
 constexpr std::size_t kMaxPathLength = 4096;
 constexpr int kMaxCorruptCopies = 10000;
 
-std::string errno_text(int err) { return std::strerror(err); }
 
 // index.json of a very long run with many streams stays far below this.
 constexpr std::size_t kMaxIndexBytes = std::size_t{256} << 20;
@@ -69,20 +70,6 @@ Status get_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
     return field_error(key, "expected " + range + ", got " + describe(*it));
   }
   *out = v;
-  return Status::ok();
-}
-
-Status write_all(int fd, const std::string& data, const std::string& path) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return Status::error(path + ": cannot write: " + errno_text(err));
-    }
-    done += static_cast<std::size_t>(n);
-  }
   return Status::ok();
 }
 
@@ -293,49 +280,17 @@ size_t IndexWriter::forget_missing_files() {
 }
 
 Status IndexWriter::write() {
-  std::string tmp;
   try {
     const std::string path = index_path();
-    tmp = path + ".tmp";
     const std::string text = render_index(entries_);
 
     last_errno_ = 0;
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-      last_errno_ = errno;
-      return Status::error(tmp + ": cannot create: " + errno_text(last_errno_));
-    }
-    Status s = write_all(fd, text, tmp);
-    if (!s.is_ok()) last_errno_ = errno;
-    if (s.is_ok() && ::fsync(fd) != 0) {
-      last_errno_ = errno;
-      s = Status::error(tmp + ": fsync failed: " + errno_text(last_errno_));
-    }
-    if (::close(fd) != 0 && s.is_ok()) {
-      last_errno_ = errno;
-      s = Status::error(tmp + ": close failed: " + errno_text(last_errno_));
-    }
-    if (s.is_ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-      last_errno_ = errno;
-      s = Status::error("cannot rename " + tmp + " to " + path + ": " + errno_text(last_errno_));
-    }
-    if (!s.is_ok()) {
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    // Make the rename itself durable. Best effort: the new index is in place already.
-    const std::string dir = session_dir_.empty() ? "." : session_dir_;
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      if (::fsync(dfd) != 0) {
-        const int err = errno;
-        spdlog::warn("tensorscope: fsync of {} failed: {}", dir, errno_text(err));
-      }
-      ::close(dfd);
-    }
-    return Status::ok();
+    AtomicWriteOptions options;
+    options.fixed_temp_path = path + ".tmp";  // one writer: a crash's leftover is replaced
+    Status written = write_file_atomically(path, text, {}, options);
+    if (!written) last_errno_ = errno;
+    return written;
   } catch (const std::exception& e) {
-    if (!tmp.empty()) ::unlink(tmp.c_str());
     return Status::error(index_path() + ": cannot write: " + e.what());
   }
 }

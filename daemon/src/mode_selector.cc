@@ -1,6 +1,6 @@
 #include "mode_selector.h"
 
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 namespace {

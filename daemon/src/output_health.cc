@@ -3,7 +3,7 @@
 
 #include <cerrno>
 
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 

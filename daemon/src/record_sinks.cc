@@ -10,7 +10,7 @@
 #include "sinks/npy_file.h"
 #include "sinks/stats_table.h"
 #include "sinks/tree_log.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 namespace {

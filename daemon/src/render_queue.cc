@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 

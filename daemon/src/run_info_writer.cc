@@ -22,7 +22,9 @@
 
 #include <opencv2/core/version.hpp>
 
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/atomic_file.h"
+#include "tensorscope/base/logging.h"
+#include "tensorscope/base/posix_file.h"
 
 #ifndef TENSORSCOPE_VERSION
 #define TENSORSCOPE_VERSION "unknown"
@@ -40,8 +42,6 @@ constexpr std::size_t kMaxGitStatusBytes = std::size_t{4} << 20;     // status -
 constexpr std::size_t kMaxGitErrorBytes = 4096;                      // stderr kept
 constexpr std::size_t kMaxLiveHelpers = 64;
 constexpr char kGitLockName[] = ".git.lock";
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 std::string bounded_utf8(const std::string& text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
@@ -248,33 +248,11 @@ std::string describe_failure(const std::vector<std::string>& args, const Command
 
 // ---- files ----
 
-Status write_all(int fd, const std::string& text, const std::string& path) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::error(path + ": write failed: " + errno_text(errno));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return Status::ok();
-}
-
 // <dir>/<name> replaced atomically by `text` (mode 0600).
 Status write_atomically(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir + "/" + name;
-  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + name;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Status::error(tmp + ": cannot create: " + errno_text(errno));
-  Status s = write_all(fd, text, tmp);
-  if (s.is_ok() && ::fsync(fd) != 0) s = Status::error(tmp + ": fsync failed: " + errno_text(errno));
-  if (::close(fd) != 0 && s.is_ok()) s = Status::error(tmp + ": close failed: " + errno_text(errno));
-  if (s.is_ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = Status::error("cannot rename " + tmp + " to " + path + ": " + errno_text(errno));
-  }
-  if (!s.is_ok()) ::unlink(tmp.c_str());
-  return s;
+  AtomicWriteOptions options;
+  options.mode = 0600;
+  return write_file_atomically(dir + "/" + name, text, {}, options);
 }
 
 Status ensure_run_info_dir(const std::string& dir) {

@@ -1,6 +1,6 @@
 #include "stream_router.h"
 
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 

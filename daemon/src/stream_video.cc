@@ -8,7 +8,7 @@
 #include "file_naming.h"
 #include "monotonic_clock.h"
 #include "record_frame.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 namespace {

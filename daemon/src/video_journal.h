@@ -28,7 +28,7 @@
 #include <string>
 
 #include "index_writer.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "tensorscope/shared/control_protocol.h"
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 namespace {

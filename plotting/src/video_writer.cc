@@ -14,6 +14,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "fmp4_encoder.h"
+#include "tensorscope/base/posix_file.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -28,7 +29,6 @@ void set_error(std::string* error, const std::string& message) {
   if (error != nullptr) *error = message;
 }
 
-std::string errno_text(int err) { return std::strerror(err); }
 
 // "dir/name.mp4" + 2 -> "dir/name-2.mp4"; the extension is the last '.' in the file
 // name part (a leading dot, as in ".hidden", is not an extension).

@@ -4,7 +4,7 @@
 // writer, the validator and the list of known keys are visitors over that description,
 // so a new key cannot be forgotten by one of them.
 #include "tensorscope/shared/daemon_config.h"
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/text_input.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

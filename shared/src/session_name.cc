@@ -1,6 +1,6 @@
 // session_name.cc — see session_name.h.
 #include "tensorscope/shared/session_name.h"
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/text_input.h"
 
 #include <exception>
 #include <string>

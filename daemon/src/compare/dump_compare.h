@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "compare/tensor_compare.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

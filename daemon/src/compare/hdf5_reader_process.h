@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "compare/hdf5_recording.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

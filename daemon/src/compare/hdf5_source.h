@@ -23,7 +23,7 @@
 
 #include "compare/hdf5_recording.h"
 #include "compare/tensor_compare.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {

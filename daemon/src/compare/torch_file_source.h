@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "compare/hdf5_source.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {

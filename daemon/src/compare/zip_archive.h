@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

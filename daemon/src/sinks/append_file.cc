@@ -12,43 +12,9 @@
 #include <filesystem>
 #include <utility>
 
+#include "tensorscope/base/posix_file.h"
+
 namespace tensorscope::daemon {
-namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-Status write_all(int fd, std::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return Status::error(path + ": cannot write: " + errno_text(err));
-    }
-    if (n == 0) return Status::error(path + ": cannot write: no progress");
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
-Status pread_exact(int fd, char* dst, size_t bytes, off_t offset, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd, dst + done, bytes - done, offset + static_cast<off_t>(done));
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return Status::error(path + ": cannot read: " + errno_text(err));
-    }
-    if (n == 0) return Status::error(path + ": cannot read: file shrank");
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
-}  // namespace
-
 AppendFile::AppendFile(AppendFile&& other) noexcept
     : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
 
@@ -109,7 +75,7 @@ StatusOr<AppendFile> AppendFile::open(const std::string& path, const std::string
                            first_line + "\"); not appending to it");
     }
     char last = '\n';
-    s = pread_exact(file.fd_, &last, 1, static_cast<off_t>(size - 1), path);
+    s = pread_exact(file.fd_, &last, 1, static_cast<uint64_t>(size - 1), path);
     if (!s.is_ok()) return s;
     if (last != '\n') {
       // A writer died mid-line: end that line so the next block starts on its own.

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

@@ -23,6 +23,7 @@
 
 #include "tensorscope/plotting/tensor_view.h"
 #include "sinks/hdf5_support.h"
+#include "tensorscope/base/posix_file.h"
 #include "tensorscope/shared/file_lock.h"
 
 namespace tensorscope::daemon {
@@ -58,34 +59,6 @@ constexpr char kRecordMagic[8] = {'T', 'S', 'H', '5', 'R', 'E', 'C', 'D'};
 constexpr uint32_t kMarkerVersion = 1;
 // How far past the file's end the end of allocated space is moved after a flush.
 constexpr hsize_t kEoaGuardBytes = 8;
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-// Owns a file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-  bool valid() const { return fd_ >= 0; }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // Whether `path` names the file open as `fd` (same device and inode).
 bool same_file(int fd, const std::string& path) {
@@ -385,33 +358,16 @@ std::vector<unsigned char> encode_record(uint64_t generation, const std::vector<
   return b;
 }
 
-// Writes all of `bytes` at `offset` of `fd` (the file `path`).
-Status pwrite_all(int fd, const std::string& path, uint64_t offset,
-                  const std::vector<unsigned char>& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return Status::error(path + ": cannot write the flush marker: " +
-                           (n < 0 ? errno_text(errno) : std::string("nothing written")));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
+// Writes the flush marker bytes at `offset` of `fd` (the file `path`).
+Status write_marker(int fd, const std::string& path, uint64_t offset, const std::vector<unsigned char>& bytes) {
+  Status s = pwrite_all(fd, bytes.data(), bytes.size(), offset, path);
+  if (!s) return Status::error(s.message() + " (the flush marker)");
+  return s;
 }
 
 // Reads `n` bytes at `offset`; false when fewer are there.
-bool pread_all(int fd, uint64_t offset, unsigned char* out, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd, out + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    done += static_cast<size_t>(r);
-  }
-  return true;
+bool read_marker(int fd, uint64_t offset, unsigned char* out, size_t n) {
+  return pread_exact(fd, out, n, offset, "").is_ok();
 }
 
 // ---- names ----
@@ -521,16 +477,6 @@ bool write_row(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& row_di
 bool path_exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
-}
-
-// fsync of a file or directory by path; errors are returned as text ("" when fine).
-std::string fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) return "cannot open: " + errno_text(errno);
-  std::string problem;
-  if (::fsync(fd) != 0) problem = "fsync failed: " + errno_text(errno);
-  ::close(fd);
-  return problem;
 }
 
 }  // namespace
@@ -773,7 +719,7 @@ Status Hdf5Sink::open_file() {
                             1, true, file->partial);
   }
   // The header "created": no flush completed yet.
-  if (s.is_ok()) s = pwrite_all(file->fd.get(), file->partial, 0, encode_header(file->header));
+  if (s.is_ok()) s = write_marker(file->fd.get(), file->partial, 0, encode_header(file->header));
   if (!s.is_ok()) {
     file->file.reset();
     ::unlink(file->partial.c_str());
@@ -1094,7 +1040,7 @@ Status Hdf5Sink::flush_file(bool reopen) {
   FlushHeader header = f.header;  // the last completed flush, as written
   header.state = MarkState::kFlushing;
   header.generation = std::max(header.generation, header.completed) + 1;
-  Status s = pwrite_all(f.fd.get(), f.partial, 0, encode_header(header));
+  Status s = write_marker(f.fd.get(), f.partial, 0, encode_header(header));
   if (!s.is_ok()) return s;
   f.header = header;
   report(Hdf5FlushStage::kMarkedFlushing);
@@ -1147,10 +1093,10 @@ Status Hdf5Sink::flush_file(bool reopen) {
       // previous record readable.
       done.record_slot =
           header.completed > 0 && header.record_complete ? 1 - header.record_slot : 0;
-      s = pwrite_all(f.fd.get(), f.partial, slot_offset(done.record_slot),
+      s = write_marker(f.fd.get(), f.partial, slot_offset(done.record_slot),
                      encode_record(done.generation, groups));
     }
-    if (s.is_ok()) s = pwrite_all(f.fd.get(), f.partial, 0, encode_header(done));
+    if (s.is_ok()) s = write_marker(f.fd.get(), f.partial, 0, encode_header(done));
     if (s.is_ok()) {
       f.header = done;
       f.dirty = false;
@@ -1202,12 +1148,12 @@ Status Hdf5Sink::finalize() {
       return hdf5_error(file->partial, "cannot close (the file keeps this name)");
     }
     // The sink's descriptor is the same file; HDF5's own one is closed.
-    const std::string problem =
-        file->fd.valid()
-            ? (::fsync(file->fd.get()) == 0 ? "" : "fsync failed: " + errno_text(errno))
-            : fsync_path(file->partial, false);
-    if (!problem.empty()) {
-      return Status::error(file->partial + ": " + problem + " (the file keeps this name)");
+    if (file->fd.valid() && ::fsync(file->fd.get()) != 0) {
+      return Status::error(file->partial + ": fsync failed: " + errno_text(errno) + " (the file keeps this name)");
+    }
+    if (!file->fd.valid()) {
+      Status synced = fsync_path(file->partial, false);
+      if (!synced) return Status::error(synced.message() + " (the file keeps this name)");
     }
     if (::rename(file->partial.c_str(), file->final_name.c_str()) != 0) {
       const int err = errno;
@@ -1217,8 +1163,7 @@ Status Hdf5Sink::finalize() {
     finished_files_.push_back(file->final_name);
     file->fd.reset();  // renamed: the lock is not needed any more
     // Make the rename durable; best effort, the file is in place already.
-    const std::string dir_problem = fsync_path(dir_, true);
-    if (!dir_problem.empty()) spdlog::warn("tensorscope: fsync of {}: {}", dir_, dir_problem);
+    if (Status synced = fsync_path(dir_, true); !synced) spdlog::warn("tensorscope: {}", synced.message());
     return Status::ok();
   } catch (const std::exception& e) {
     file_.reset();
@@ -1417,7 +1362,7 @@ struct Markers {
 Markers read_markers(int fd) {
   Markers m;
   unsigned char b[kHeaderBytes];
-  if (!pread_all(fd, 0, b, sizeof(b)) || std::memcmp(b, kHeaderMagic, 8) != 0) return m;
+  if (!read_marker(fd, 0, b, sizeof(b)) || std::memcmp(b, kHeaderMagic, 8) != 0) return m;
   m.kind = Markers::Kind::kDamaged;
   if (get_u64(&b[56]) != hash_bytes(b, 56)) {
     m.problem = "its flush marker is damaged";
@@ -1446,7 +1391,7 @@ Markers read_markers(int fd) {
   // The record, written before the header that names it.
   const uint64_t at = slot_offset(h.record_slot);
   unsigned char head[24];
-  const uint64_t count = pread_all(fd, at, head, sizeof(head)) ? get_u64(&head[16]) : 0;
+  const uint64_t count = read_marker(fd, at, head, sizeof(head)) ? get_u64(&head[16]) : 0;
   if (std::memcmp(head, kRecordMagic, 8) != 0 || get_u64(&head[8]) != h.completed ||
       count != h.groups || count > kHdf5RecordGroups) {
     m.kind = Markers::Kind::kDamaged;
@@ -1454,7 +1399,7 @@ Markers read_markers(int fd) {
     return m;
   }
   std::vector<unsigned char> bytes(24 + 16 * count + 8);
-  if (!pread_all(fd, at, bytes.data(), bytes.size()) ||
+  if (!read_marker(fd, at, bytes.data(), bytes.size()) ||
       get_u64(&bytes[bytes.size() - 8]) != hash_bytes(bytes.data(), bytes.size() - 8)) {
     m.kind = Markers::Kind::kDamaged;
     m.problem = "the record of its last flush is damaged";
@@ -1576,7 +1521,7 @@ Verdict judge_partial(const std::string& path, int fd) {
   FlushHeader header = m.header;
   header.state = MarkState::kFlushed;
   header.generation = header.completed;
-  cut = pwrite_all(fd, path, 0, encode_header(header));
+  cut = write_marker(fd, path, 0, encode_header(header));
   if (!cut.is_ok()) return {Status::error(why + "; " + cut.message())};
   rows.clear();
   const Status again = check_recording(path, &rows);
@@ -1723,8 +1668,7 @@ StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) 
       }
     }  // the lock goes with fd, after the rename or removal
     if (changed) {
-      const std::string dir_problem = fsync_path(dir, true);
-      if (!dir_problem.empty()) spdlog::warn("tensorscope: fsync of {}: {}", dir, dir_problem);
+      if (Status synced = fsync_path(dir, true); !synced) spdlog::warn("tensorscope: {}", synced.message());
     }
     return out;
   } catch (const std::exception& e) {

@@ -152,7 +152,7 @@
 #include <tuple>
 #include <vector>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {

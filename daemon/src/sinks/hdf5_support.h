@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

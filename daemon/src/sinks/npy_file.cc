@@ -2,7 +2,6 @@
 #include "sinks/npy_file.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,9 @@
 #include <string_view>
 #include <utility>
 
+#include "tensorscope/base/atomic_file.h"
+#include "tensorscope/base/posix_file.h"
+
 namespace tensorscope::daemon {
 namespace {
 
@@ -26,17 +28,12 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicBytes = 6;
 constexpr size_t kArrayAlign = 64;  // numpy.lib.format.ARRAY_ALIGN
 constexpr size_t kV1MaxHeader = 65535;
-constexpr size_t kNameMax = 255;
 constexpr int kMaxLiteralDepth = 16;
 // Values in one header (a shape of kMaxNpyDims dims and the rest); bounds what parsing
 // a hostile header may allocate to a few MiB.
 constexpr size_t kMaxLiteralValues = kMaxNpyDims + 16;
 constexpr size_t kMaxShownBytes = 80;
-// One write()/pread() moves at most this much (Linux moves at most ~2 GiB per call).
-constexpr size_t kMaxIoBytes = size_t{1} << 30;
 constexpr char kBFloat16Descr[] = "[('bfloat16', '<u2')]";
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // Untrusted bytes for a message: printable ASCII kept, backslash and the rest escaped,
 // cut after kMaxShownBytes with "...".
@@ -400,65 +397,9 @@ wire::DType dtype_from_descr(const PyValue& v, std::string* problem) {
   return wire::DType::kInvalid;
 }
 
-// ---- file I/O helpers ----
-
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int release() { return std::exchange(fd_, -1); }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
-
-Status write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    const size_t n = std::min(bytes - done, kMaxIoBytes);
-    const ssize_t w = ::write(fd, p + done, n);
-    if (w < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return Status::error(path + ": cannot write: " + errno_text(err));
-    }
-    if (w == 0) return Status::error(path + ": cannot write: no progress");
-    done += static_cast<size_t>(w);
-  }
-  return Status::ok();
-}
-
-// Reads exactly `bytes` at `offset`; *got is what was read before an early EOF.
-Status pread_all(int fd, void* dst, size_t bytes, uint64_t offset, const std::string& path,
-                 size_t* got) {
-  auto* p = static_cast<unsigned char*>(dst);
-  size_t done = 0;
-  while (done < bytes) {
-    const size_t n = std::min(bytes - done, kMaxIoBytes);
-    const ssize_t r = ::pread(fd, p + done, n, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      *got = done;
-      return Status::error(path + ": cannot read: " + errno_text(err));
-    }
-    if (r == 0) break;
-    done += static_cast<size_t>(r);
-  }
-  *got = done;
-  return Status::ok();
-}
-
-std::atomic<uint64_t> g_temp_counter{0};
 
 Status write_npy_impl(const std::string& path, wire::DType dtype,
-                      const std::vector<int64_t>& shape, const void* data, size_t bytes,
-                      std::string* temp_path) {
+                      const std::vector<int64_t>& shape, const void* data, size_t bytes) {
   if (path.empty()) return Status::error("write_npy: empty path");
   const std::string descr = npy_descr(dtype);
   if (descr.empty()) {
@@ -515,56 +456,9 @@ Status write_npy_impl(const std::string& path, wire::DType dtype,
   header.append(padding, ' ');
   header += '\n';
 
-  // A unique temporary name in the same directory (so rename is atomic).
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (base.empty() || base == "." || base == "..") {
-    return Status::error(path + ": not a file path");
-  }
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    const std::string prefix_name = std::string(kTempNpyPrefix) + std::to_string(::getpid()) +
-                                    "-" + std::to_string(g_temp_counter.fetch_add(1)) + "-";
-    const size_t room = kNameMax > prefix_name.size() ? kNameMax - prefix_name.size() : 0;
-    const std::string candidate = dir + prefix_name + base.substr(0, room);
-    fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd >= 0) {
-      *temp_path = candidate;  // ours from now on: removed by the caller on failure
-      break;
-    }
-    const int err = errno;
-    if (err != EEXIST) return Status::error(candidate + ": cannot create: " + errno_text(err));
-  }
-  if (fd < 0) return Status::error(path + ": cannot create a temporary file (all names taken)");
-  FdCloser closer(fd);
-  Status s = write_all(fd, header.data(), header.size(), *temp_path);
-  if (s.is_ok()) s = write_all(fd, data, bytes, *temp_path);
-  if (s.is_ok() && ::fsync(fd) != 0) {
-    const int err = errno;
-    s = Status::error(*temp_path + ": fsync failed: " + errno_text(err));
-  }
-  if (::close(closer.release()) != 0 && s.is_ok()) {
-    const int err = errno;
-    s = Status::error(*temp_path + ": close failed: " + errno_text(err));
-  }
-  if (!s.is_ok()) return s;
-  if (::rename(temp_path->c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    return Status::error("cannot rename " + *temp_path + " to " + path + ": " + errno_text(err));
-  }
-  temp_path->clear();  // gone: nothing to clean up any more
-  // Make the rename durable. Best effort: the file is in place already.
-  const std::string dir_name = dir.empty() ? "." : dir;
-  const int dfd = ::open(dir_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    if (::fsync(dfd) != 0) {
-      const int err = errno;
-      spdlog::warn("tensorscope: fsync of {} failed: {}", dir_name, errno_text(err));
-    }
-    ::close(dfd);
-  }
-  return Status::ok();
+  AtomicWriteOptions options;
+  options.temp_prefix = kTempNpyPrefix;
+  return write_file_atomically(path, header, std::string_view(static_cast<const char*>(data), bytes), options);
 }
 
 }  // namespace
@@ -588,16 +482,14 @@ std::string npy_descr(wire::DType dtype) {
 
 Status write_npy(const std::string& path, wire::DType dtype, const std::vector<int64_t>& shape,
                  const void* data, size_t bytes) {
-  std::string temp_path;
   Status s;
   try {
-    s = write_npy_impl(path, dtype, shape, data, bytes, &temp_path);
+    s = write_npy_impl(path, dtype, shape, data, bytes);
   } catch (const std::exception& e) {
     s = Status::error(path + ": cannot write: " + e.what());
   } catch (...) {
     s = Status::error(path + ": cannot write: unknown error");
   }
-  if (!temp_path.empty()) ::unlink(temp_path.c_str());
   return s;
 }
 
@@ -668,9 +560,9 @@ StatusOr<NpyReader> NpyReader::open(const std::string& path) {
 
     // Magic and version.
     unsigned char prefix[12] = {};
-    size_t got = 0;
-    Status s = pread_all(fd, prefix, std::min<uint64_t>(sizeof(prefix), file_size), 0, path, &got);
-    if (!s.is_ok()) return s;
+    auto read = pread_full(fd, prefix, std::min<uint64_t>(sizeof(prefix), file_size), 0, path);
+    if (!read) return read.status();
+    size_t got = *read;
     if (got < kMagicBytes + 2 || std::memcmp(prefix, kMagic, kMagicBytes) != 0) {
       if (got >= kMagicBytes && std::memcmp(prefix, kMagic, kMagicBytes) != 0) {
         return error("not an .npy file (bad magic: expected \\x93NUMPY, got " +
@@ -704,9 +596,9 @@ StatusOr<NpyReader> NpyReader::open(const std::string& path) {
                    " bytes, but the file has " + std::to_string(file_size) + " bytes)");
     }
     std::string header(header_len, '\0');
-    s = pread_all(fd, header.data(), header.size(), header_start, path, &got);
-    if (!s.is_ok()) return s;
-    if (got != header.size()) return error("truncated header (file shrank while reading)");
+    read = pread_full(fd, header.data(), header.size(), header_start, path);
+    if (!read) return read.status();
+    if (*read != header.size()) return error("truncated header (file shrank while reading)");
 
     // The dict.
     PyValue dict;
@@ -803,9 +695,9 @@ StatusOr<size_t> NpyReader::read(void* dst, size_t bytes) {
   if (n == 0) return size_t{0};
   if (dst == nullptr) return Status::error(path_ + ": read into a null buffer");
   const uint64_t offset = data_offset_ + consumed_;
-  size_t got = 0;
-  Status s = pread_all(fd_, dst, n, offset, path_, &got);
-  if (!s.is_ok()) return s;
+  auto read = pread_full(fd_, dst, n, offset, path_);
+  if (!read) return read.status();
+  const size_t got = *read;
   if (got != n) {
     return Status::error(path_ + ": unexpected end of file at byte " +
                          std::to_string(offset + got) +

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "sinks/append_file.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {

@@ -33,7 +33,7 @@
 
 #include "sinks/append_file.h"
 #include "tensorscope/shared/module_tree_format.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {

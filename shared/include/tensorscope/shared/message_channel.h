@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope {
 

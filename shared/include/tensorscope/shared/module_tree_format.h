@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope {
 

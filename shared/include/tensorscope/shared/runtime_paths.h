@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope {
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope {
 

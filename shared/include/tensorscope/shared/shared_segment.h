@@ -19,7 +19,7 @@
 #include <string>
 
 #include "tensorscope/shared/sigbus_guard.h"
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {

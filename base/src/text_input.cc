@@ -1,4 +1,4 @@
-#include "tensorscope/shared/text_input.h"
+#include "tensorscope/base/text_input.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

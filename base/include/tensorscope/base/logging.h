@@ -15,7 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "tensorscope/shared/status.h"
+#include "tensorscope/base/status.h"
 
 namespace tensorscope {
 

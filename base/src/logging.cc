@@ -1,4 +1,4 @@
-#include "tensorscope/shared/logging.h"
+#include "tensorscope/base/logging.h"
 
 #include <spdlog/sinks/base_sink.h>
 
