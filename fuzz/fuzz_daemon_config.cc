@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "fuzz_target.h"
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensorscope;

@@ -21,7 +21,7 @@
 #include "supervisor.h"
 #include "worker.h"
 #include "tensorscope/shared/sigbus_guard.h"
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/base/logging.h"
 

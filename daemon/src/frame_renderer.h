@@ -17,7 +17,7 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/frame_painter.h"
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
 
 namespace tensorscope::daemon {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {

@@ -42,7 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
 
 namespace tensorscope::daemon {

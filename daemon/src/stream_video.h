@@ -23,7 +23,7 @@
 #include "output_health.h"
 #include "video_journal.h"
 #include "tensorscope/plotting/video_writer.h"
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
 
 namespace tensorscope::daemon {

@@ -29,7 +29,7 @@
 
 #include "index_writer.h"
 #include "output_health.h"
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/shared_segment.h"
 

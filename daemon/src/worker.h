@@ -24,7 +24,7 @@
 #include "record_sinks.h"
 #include "render_queue.h"
 #include "stream_router.h"
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/ring_reader.h"
 #include "tensorscope/shared/shared_segment.h"

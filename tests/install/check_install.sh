@@ -13,6 +13,12 @@ for f in bin/tensorscoped bin/tensorscope include/tensorscope/tensorscope.h \
          lib/cmake/tensorscope/tensorscopeConfig.cmake; do
   [ -e "$work/prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
+# What the client's users need is what the client needs: no daemon-only dependency.
+for dependency in yaml-cpp OpenCV HDF5 Eigen3; do
+  if grep -q "$dependency" "$work/prefix"/lib/cmake/tensorscope/*.cmake; then
+    echo "the installed CMake package requires $dependency, which only the daemon needs"; exit 1
+  fi
+done
 cmake -S "$source_dir/tests/install/consumer" -B "$work/build" \
   -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" -j2 >/dev/null

@@ -19,3 +19,4 @@ target_link_libraries(daemon_unit_tests PRIVATE
 gtest_discover_tests(daemon_unit_tests)
 include(${CMAKE_CURRENT_LIST_DIR}/sinks_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/compare_tests.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/config_tests.cmake)

@@ -1,6 +1,6 @@
 // daemon_config_test.cc — DaemonConfig: defaults, configs/default.yaml, YAML errors,
 // JSON round trip, and the session-name rule.
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // Every key is described once, in visit_fields(); the YAML reader, the JSON reader and
 // writer, the validator and the list of known keys are visitors over that description,
 // so a new key cannot be forgotten by one of them.
-#include "tensorscope/shared/daemon_config.h"
+#include "config/daemon_config.h"
 #include "tensorscope/base/text_input.h"
 
 #include <fcntl.h>
