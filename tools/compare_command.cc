@@ -1,6 +1,6 @@
-// compare_main.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json] [--hdf5-timeout S]`.
+// compare_command.cc — `tensorscope compare A B [--atol X] [--rtol Y] [--json] [--hdf5-timeout S]`.
 //
-// Part of the `tensorscope` command-line tool (status_main.cc dispatches here).
+// Part of the `tensorscope` command-line tool (cli_main.cc dispatches here).
 // Compares two .npy files, or two directories of them paired by relative path, HDF5
 // recordings of the daemon's HDF5 sink paired by (step, stream, rank), and PyTorch
 // files (.pt/.pth from torch.save, torch::save, torch::pickle_save; read without
@@ -20,11 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "compare/dump_compare.h"
 #include "compare/hdf5_reader_process.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::tools {
 namespace {
+
+using namespace tensorscope::daemon;
 
 void compare_usage(FILE* out) {
   std::fprintf(
@@ -153,7 +156,6 @@ int run_compare(int argc, char** argv) {
 
 }  // namespace
 
-// args[0] is "compare".
 int run_compare_command(int argc, char** argv) {
   // Reported with fixed text, the exception's own and the arguments: nothing allocated.
   const char* problem = "internal error";
@@ -174,4 +176,4 @@ int run_compare_command(int argc, char** argv) {
   return 2;
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::tools

@@ -1,32 +1,25 @@
-// tensorscope — the command-line tool: `tensorscope status --session NAME [--json]` and
-// `tensorscope compare A B [--atol X] [--rtol Y] [--json]` (compare_main.cc).
+// status_command.cc — `tensorscope status [--session NAME] [--runtime-dir DIR] [--json]`.
 //
-// status asks the session's daemon over its Unix socket for producers, streams, frames,
-// drops and worker restarts. Exit 0 when a daemon answered, 1 when none runs for the
-// session, 2 on bad usage. compare: exit 0 all match, 1 something differs, 2 bad input.
+// Asks the session's daemon over its Unix socket (control_protocol.h: a status request)
+// for producers, streams, frames, drops and worker restarts, and prints a table or the
+// JSON document. Exit 0 when a daemon answered, 1 when none runs for the session (or it
+// did not answer), 2 on bad usage.
 #include <cstdio>
 #include <string>
 
+#include "commands.h"
 #include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/session_name.h"
 
-namespace tensorscope::daemon {
-// compare_main.cc; argv[0] is "compare". Returns the exit code.
-int run_compare_command(int argc, char** argv);
-}  // namespace tensorscope::daemon
-
+namespace tensorscope::tools {
 namespace {
 
-void usage(FILE* out) {
+void status_usage(FILE* out) {
   std::fprintf(out,
                "usage: tensorscope status [--session NAME] [--runtime-dir DIR] [--json]\n"
-               "Shows what the session's daemon is doing. Exit 1 when no daemon runs.\n"
-               "usage: tensorscope compare A B [--atol X] [--rtol Y] [--json]\n"
-               "Compares .npy files, dump directories, HDF5 recordings and PyTorch files\n"
-               "(.pt/.pth, read without libtorch), with numpy's allclose rule.\n"
-               "Exit 0 all match, 1 something differs, 2 bad input. More: tensorscope compare --help\n");
+               "Shows what the session's daemon is doing. Exit 1 when no daemon runs.\n");
 }
 
 void print_table(const nlohmann::json& s) {
@@ -80,26 +73,21 @@ void print_table(const nlohmann::json& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  using namespace tensorscope;
-  if (argc >= 2 && std::string(argv[1]) == "compare") {
-    return daemon::run_compare_command(argc - 1, argv + 1);
-  }
-  if (argc < 2 || std::string(argv[1]) != "status") {
-    usage(argc < 2 ? stderr : (std::string(argv[1]) == "--help" ? stdout : stderr));
-    return argc >= 2 && std::string(argv[1]) == "--help" ? 0 : 2;
-  }
+int run_status_command(int argc, char** argv) {
   std::string session = "default", runtime_dir;
   bool json = false;
-  for (int i = 2; i < argc; ++i) {
+  for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--json") {
+    if (arg == "--help" || arg == "-h") {
+      status_usage(stdout);
+      return 0;
+    } else if (arg == "--json") {
       json = true;
     } else if ((arg == "--session" || arg == "--runtime-dir") && i + 1 < argc) {
       (arg == "--session" ? session : runtime_dir) = argv[++i];
     } else {
       std::fprintf(stderr, "tensorscope status: unknown or incomplete argument '%s'\n", arg.c_str());
-      usage(stderr);
+      status_usage(stderr);
       return 2;
     }
   }
@@ -130,3 +118,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace tensorscope::tools
