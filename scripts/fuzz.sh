@@ -17,6 +17,7 @@ cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -
   -DTENSORSCOPE_BUILD_BENCH=OFF -DTENSORSCOPE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp
 for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t
   mkdir -p "$work" build-fuzz/findings/$t
