@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace tensorscope {
 namespace {
@@ -18,6 +19,24 @@ Status failed(const std::string& path, const char* what, int err) {
   Status s = Status::error(path + ": " + what + ": " + errno_text(err));
   errno = err;
   return s;
+}
+
+// Moves `bytes` in calls of `io(done, n)` (at most kMaxTransfer each), retrying EINTR:
+// the count moved, short only when a call moved nothing (end of file, or a write that
+// made no progress); nullopt on an error, with errno set.
+template <typename Io>
+std::optional<size_t> transfer(size_t bytes, Io io) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = io(done, std::min(bytes - done, kMaxTransfer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
 }
 
 }  // namespace
@@ -44,50 +63,27 @@ Status UniqueFd::close(const std::string& what) {
 }
 
 Status write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::write(fd, p + done, std::min(bytes - done, kMaxTransfer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return failed(path, "cannot write", errno);
-    }
-    if (n == 0) return failed(path, "cannot write", EIO);
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
+  auto got = transfer(bytes, [&](size_t done, size_t n) {
+    return ::write(fd, static_cast<const unsigned char*>(data) + done, n);
+  });
+  if (!got) return failed(path, "cannot write", errno);
+  return *got == bytes ? Status::ok() : failed(path, "cannot write", EIO);
 }
 
 Status pwrite_all(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pwrite(fd, p + done, std::min(bytes - done, kMaxTransfer),
-                               static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return failed(path, "cannot write", errno);
-    }
-    if (n == 0) return failed(path, "cannot write", EIO);
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
+  auto got = transfer(bytes, [&](size_t done, size_t n) {
+    return ::pwrite(fd, static_cast<const unsigned char*>(data) + done, n, static_cast<off_t>(offset + done));
+  });
+  if (!got) return failed(path, "cannot write", errno);
+  return *got == bytes ? Status::ok() : failed(path, "cannot write", EIO);
 }
 
 StatusOr<size_t> pread_full(int fd, void* dst, size_t bytes, uint64_t offset, const std::string& path) {
-  auto* p = static_cast<unsigned char*>(dst);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd, p + done, std::min(bytes - done, kMaxTransfer),
-                              static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return failed(path, "cannot read", errno);
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  return done;
+  auto got = transfer(bytes, [&](size_t done, size_t n) {
+    return ::pread(fd, static_cast<unsigned char*>(dst) + done, n, static_cast<off_t>(offset + done));
+  });
+  if (!got) return failed(path, "cannot read", errno);
+  return *got;
 }
 
 Status pread_exact(int fd, void* dst, size_t bytes, uint64_t offset, const std::string& path) {

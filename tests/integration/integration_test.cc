@@ -1069,26 +1069,21 @@ TEST_F(IntegrationTest, StatusToolDuplicateDaemonAndAbiMismatch) {
 
   // A registration with a wrong ABI version is refused with a clear message.
   const std::string segment = name + "." + std::to_string(::getpid()) + ".0.seg";
-  auto refusal = request_reply(daemon->socket_path(), {{"type", "register"},
-                                                       {"abi", 999},
-                                                       {"pid", ::getpid()},
-                                                       {"rank", 0},
-                                                       {"session", name},
-                                                       {"segment", segment},
-                                                       {"segment_size", 1 << 20}});
+  // A well-formed registration of this process, with the given versions.
+  const auto registration = [&](json versions) {
+    json request = {{"type", "register"}, {"pid", ::getpid()}, {"rank", 0},
+                    {"session", name},    {"segment", segment}, {"segment_size", 1 << 20}};
+    request.update(versions);
+    return request;
+  };
+  auto refusal = request_reply(daemon->socket_path(), registration({{"abi", 999}}));
   ASSERT_TRUE(refusal.is_ok()) << refusal.message();
   EXPECT_EQ(refusal->value("type", ""), "error") << refusal->dump();
   EXPECT_THAT(refusal->value("message", ""), HasSubstr("ABI version"));
   EXPECT_THAT(refusal->value("message", ""), HasSubstr("999"));
   // So is one with another control protocol version.
-  auto other_protocol = request_reply(daemon->socket_path(), {{"type", "register"},
-                                                              {"abi", wire::kAbiVersion},
-                                                              {"protocol", 999},
-                                                              {"pid", ::getpid()},
-                                                              {"rank", 0},
-                                                              {"session", name},
-                                                              {"segment", segment},
-                                                              {"segment_size", 1 << 20}});
+  auto other_protocol =
+      request_reply(daemon->socket_path(), registration({{"abi", wire::kAbiVersion}, {"protocol", 999}}));
   ASSERT_TRUE(other_protocol.is_ok()) << other_protocol.message();
   EXPECT_EQ(other_protocol->value("type", ""), "error") << other_protocol->dump();
   EXPECT_THAT(other_protocol->value("message", ""), HasSubstr("control protocol version 999"));
