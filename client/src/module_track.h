@@ -2,36 +2,18 @@
 // the ATen ops seen by the op observer into module calls and sends their outputs, the
 // gradients at those outputs, parameters and parameter gradients.
 //
-// How a module call is recognized (libtorch modules have no hooks; DESIGN §5):
-// - an op "touches" a module when one of its inputs shares storage with a parameter or
-//   buffer the module itself registers; a forward op of the module also has an input
-//   that is not such a tensor (the activation), is not in place (in place, it writes a
-//   weight or reads one into an EMA or a copy), and has no parameter's .grad among its
-//   inputs (optimizer arithmetic);
-// - its first result that is not a view of a parameter is the module's output (aten::t
-//   of a weight is skipped); an in-place op on that output that touches the module again
-//   (the bias add of a 3-d Linear) updates it;
-// - a module that owns tensors but no descendant owning tensors (a "leaf": Linear,
-//   Conv, BatchNorm, LSTM, ...) starts a new call at each such op; a module with such
-//   descendants (MultiheadAttention and its out_proj, a user module holding its own
-//   parameter) spans the contiguous run of ops touching its subtree, and its output is
-//   the run's last result;
-// - a call ends, and is sent, at the first op of a module outside it, before an
-//   in-place op writes its output, when backward starts on the thread that ran it, when
-//   the client's step changes, on flush() and on stop(). Call indices count per thread
-//   within a step.
-// With TrackOptions::tree_log on a track that sends outputs, each begun call is also
-// listed in a ModuleTreeLog (inputs: the non-parameter tensors read by the op that
-// opened it; output as sent), parents before the children they begin with; the list is
-// sent as one kModuleTree record when the step changes or the track stops (or when a
-// call of a newer step begins first). Calls another thread makes in a step whose list
-// was already sent (while the step changes) are not listed: one list per step. The
-// daemon must say it reads these records (Connection::Active::module_tree).
-// every_n applies to steps: the op observer listens only during the 1st, (n+1)th, ...
-// step the track sees (every call of a sent step is sent, up to max_hz), so a step that
-// sends nothing costs nothing; with one call per module and step this is the same as
-// gating each stream's calls. Without set_step/next_step every call is in one step.
+// Used inside the training process. libtorch modules have no hooks, so a call is
+// recognized from the ops: an op with an input sharing storage with a parameter or
+// buffer that a module itself registers, and with an input that is not one (the
+// activation), is a forward op of that module; its first result that is not a view of
+// a parameter is the module's output. A leaf module starts a new call at each such op;
+// a module with tensor-owning descendants spans the contiguous run of ops touching its
+// subtree. every_n applies to steps: the op observer listens only during sent steps.
+// With TrackOptions::tree_log, a step's calls are also sent as one kModuleTree record.
 // Thread safety: op callbacks arrive on any thread; calls are tracked per thread.
+//
+// Design: docs/design/module_tracking.md (the full rules: when a call begins and ends,
+// in-place and optimizer ops, gradients, the tree log, steps).
 #pragma once
 
 #include <atomic>

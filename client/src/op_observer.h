@@ -2,14 +2,16 @@
 // (the module tracks) about top-level forward ATen ops and about autograd nodes.
 //
 // Used inside the training process: libtorch modules have no hooks, so tracking sees
-// every op instead (DESIGN §5). The callback is installed while at least one listener
-// exists and removed with the last one. A forward op is "top level" when it is not
-// nested in another observed op (aten::linear's inner aten::t/addmm are not) and does
-// not run inside an autograd node (backward ops never look like forward ops). Ops run
-// by the listeners themselves (copies, transforms) are not reported.
+// every op instead. The callback is installed while at least one listener exists and
+// removed with the last one. A forward op is "top level" when it is not nested in
+// another observed op (aten::linear's inner aten::t/addmm are not) and does not run
+// inside an autograd node (backward ops never look like forward ops). Ops run by the
+// listeners themselves (copies, transforms) are not reported.
 // Thread safety: add/remove from any thread; listeners are called on the thread that
 // runs the op and must be thread safe; a listener may still be called briefly after
 // remove_op_listener() returns (it must ignore calls once stopped).
+//
+// Design: docs/design/module_tracking.md (what RecordFunction gives, and its pitfalls).
 #pragma once
 
 #include <cstdint>

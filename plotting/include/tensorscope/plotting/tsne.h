@@ -1,8 +1,8 @@
 // tsne.h — Barnes-Hut t-SNE: a 2-D embedding of a tensor's rows, warm-started frame
 // to frame so a video of successive steps is coherent.
 //
-// Used by the daemon's worker processes for the `tsne` render mode (DESIGN §3.5); the
-// drawing is done elsewhere (scatter_plot.h). Rows are the first dimension, the other
+// Used by the daemon's worker processes for the `tsne` render mode; the drawing is
+// done elsewhere (scatter_plot.h). Rows are the first dimension, the other
 // dimensions are flattened into features. Pipeline: read rows (non-finite rows dropped,
 // more than max_rows subsampled with a fixed stride), center and scale, reduce to at
 // most 50 features (randomized PCA), exact kNN (k = 3·perplexity, blocked brute force),

@@ -24,6 +24,8 @@
 //   heartbeat {stats}  file {entry}  attach_failed {producer_id, message}
 //   detached {producer_id}  bye {}
 // Thread safety: constants and a pure function.
+//
+// Design: docs/design/control_protocol.md (framing, versions, every field of every message).
 #pragma once
 
 #include <string>

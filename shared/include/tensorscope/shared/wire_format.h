@@ -16,38 +16,25 @@
 //
 //   offset 0                      SegmentHeader            (kSegmentHeaderSize bytes)
 //   slot_table_offset             RecordHeader[slot_count] (kRecordHeaderSize each)
-//   pool_table_offset             DevicePoolEntry[kMaxDevicePools] (CUDA IPC, see below)
+//   pool_table_offset             DevicePoolEntry[kMaxDevicePools] (CUDA IPC)
 //   data_offset                   payload bytes            (data_capacity bytes)
 //   segment_size                  end of file
 //
-//   +---------------+----------------------------+------------+-------------------------+
-//   | SegmentHeader | slot 0 | ... | slot N-1    | pool table | data ring (64B aligned) |
-//   +---------------+----------------------------+------------+-------------------------+
+// Records: a pushed tensor is a RecordHeader in slot `position & (slot_count - 1)` and
+// its C-contiguous bytes at data offset `position % data_capacity`; positions are
+// absolute 64-bit counters, and a payload never wraps (it skips to the next lap).
+// Device payloads (CUDA IPC): a record flagged kRecordDevicePayload has no ring bytes;
+// its payload is a block of a per-device staging pool described by a DevicePoolEntry.
 //
-// Records. Each pushed tensor becomes one record: a RecordHeader in the slot table
-// (name, step, rank, device, dtype, shape, kind, timestamp, where its payload is) and
-// its payload, the tensor's bytes in C-contiguous order, in the data ring. Slot
-// positions and data positions are absolute, monotonically increasing 64-bit
-// counters; the physical slot is `position & (slot_count - 1)` and the physical data
-// offset is `position % data_capacity`. A payload never wraps: when it does not fit
-// before the end of the data ring, the producer skips to the start of the next lap
-// (the skipped bytes are released together with the record).
-//
-// Slot state machine (per slot, driven by RecordHeader::sequence; p = the absolute
-// position the slot holds in the current lap):
-//
-//   FREE(p)      sequence == p            producer may claim position p
-//      | producer claims p (slot_head: p -> p+1, data_head advanced)
-//   WRITING(p)   sequence == p, slot_head > p   producer fills header and payload
-//      | producer: sequence.store(p + 1, release)
-//   READY(p)     sequence == p + 1        consumer may read it
-//      | consumer reads, validates, hands the payload on, then
-//      | data_tail.store(record end, release); sequence.store(p + slot_count, release)
-//   FREE(p + slot_count)                  next lap
-//
-//   Any other sequence value at the consumer's position means the slot table was
-//   corrupted: the consumer sets consumer_state = kPoisoned and stops reading; the
-//   producer notices, drops the segment and registers a fresh one.
+// Slot state machine (RecordHeader::sequence; p = the slot's position in this lap):
+//   FREE(p)     sequence == p          producer may claim p (slot_head: p -> p+1)
+//   WRITING(p)  sequence == p,         producer fills header and payload, then
+//               slot_head > p            sequence.store(p + 1, release)
+//   READY(p)    sequence == p + 1      consumer reads, validates, hands it on, then
+//                                        data_tail.store(record end, release);
+//                                        sequence.store(p + slot_count, release)
+//   -> FREE(p + slot_count). Any other sequence at the consumer's position: the slot
+//   table is corrupt; the consumer sets kConsumerPoisoned and stops reading.
 //
 // Who writes what:
 //   - SegmentHeader identity fields: producer, once, before registration; read-only after.
@@ -56,46 +43,15 @@
 //     worker process at a time; the supervisor hands a producer to exactly one worker).
 //   - RecordHeader fields other than `sequence`: producer in WRITING; consumer reads a
 //     private copy in READY and validates every field before use.
-//
-// There is no lock in the segment: a process that dies at any point cannot block the
-// other side. A producer that dies in WRITING leaves a slot that never becomes READY;
-// the daemon notices the dead producer (its registration socket closes), reads what is
-// READY and drops the segment.
-//
-// Device payloads (CUDA IPC, ABI v2). A CUDA tensor's bytes may stay on its GPU: the
-// client owns one staging pool per device (one cudaMalloc, exported once with
-// cudaIpcGetMemHandle, plus kMaxPoolEvents interprocess events), described by a
-// DevicePoolEntry. A record flagged kRecordDevicePayload has no bytes in the data ring
-// (its payload_position is a data position with zero ring bytes); its payload is
-// `payload_bytes` at pool offset `pool_position % capacity` of pool `pool_index`, valid
-// once event `pool_event` of that pool has completed. Pool blocks are 256-byte aligned
-// and never wrap (a block that does not fit skips to the start of the next lap).
-//
-// Pool entry state machine (per entry, per segment):
-//
-//   EMPTY        state == kPoolEmpty       consumer ignores the entry
-//      | producer fills every identity field, then state.store(kPoolPublished, release)
-//   PUBLISHED    identity fields are read-only until the segment is dropped
-//      | producer retires the segment (daemon gone or segment poisoned), before it
-//      | reuses any block for a new registration: state.store(kPoolRevoked, release)
-//   REVOKED      a consumer still copying a block drops the record (it re-checks the
-//                state after its copy)
-//
-//   A consumer that cannot use a published pool at all (device not visible, IPC
-//   refused) stores consumer_refused = 1; the producer then sends that device's
-//   tensors through the data ring instead, for the rest of the segment.
-//
-//   Blocks: the producer allocates them in record order (pool and slot claimed under one
-//   lock) and never reuses bytes before `released_to` or an event before
-//   `released_ordinal`. The consumer, after copying a block out (or dropping its record),
-//   stores released_to = block end and released_ordinal = block ordinal + 1 (release;
-//   both only grow). A new segment (new registration) starts a new pool generation at
-//   generation_start_position/ordinal: releases from before it mean nothing, so a dead
-//   daemon never leaks a block and never makes the producer wait.
+//   - DevicePoolEntry: identity and state (EMPTY -> PUBLISHED -> REVOKED) by the
+//     producer; released_to, released_ordinal, consumer_refused by the consumer.
+// No lock lives in the segment: a process that dies at any point cannot block the other.
 //
 // Handshake: the consumer checks magic, abi_version and every size/offset against the
-// file's real size before reading anything else; a mismatch is refused with a message
-// naming both versions (see describe_abi_mismatch in segment.h).
+// file's real size before reading anything else (validate_segment_header in
+// shared_segment.h); a mismatch is refused with a message naming both versions.
+//
+// Design: docs/design/wire_format.md (state machines, device pools, failure cases).
 // ---------------------------------------------------------------------------------
 #pragma once
 
