@@ -26,6 +26,7 @@
 #include "tensorscope/plotting/pca.h"
 
 namespace tp = tensorscope::plotting;
+namespace tt = tensorscope::tensor;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -83,7 +84,7 @@ struct Timed {
   double seconds;
 };
 
-Timed run(const tp::TensorView& view, tp::PcaOptions o) {
+Timed run(const tt::TensorView& view, tp::PcaOptions o) {
   const auto start = Clock::now();
   tp::PcaResult r = tp::compute_pca(view, o);
   return {std::move(r), seconds_since(start)};
@@ -148,7 +149,7 @@ int main(int argc, char** argv) {
   const std::vector<float> data = make_data();
   std::printf("data generated in %.2f s (rank %d + noise)\n\n", seconds_since(start), kRank);
 
-  const tp::TensorView view{data.data(), tp::ElementType::kFloat32, {kD0, kD1, kD2}};
+  const tt::TensorView view{data.data(), tt::ElementType::kFloat32, {kD0, kD1, kD2}};
   tp::PcaOptions base;
   base.max_threads = threads;
 
@@ -179,7 +180,7 @@ int main(int argc, char** argv) {
   std::printf("\n");
 
   // (c) exact vs randomized on 16536 x 1000 (the first leading index of (b)).
-  const tp::TensorView small{data.data(), tp::ElementType::kFloat32, {kD1, kD2}};
+  const tt::TensorView small{data.data(), tt::ElementType::kFloat32, {kD1, kD2}};
   tp::PcaOptions c_exact = base;
   c_exact.exact_below = int64_t{1} << 40;
   tp::PcaOptions c_rand = base;

@@ -25,6 +25,7 @@
 #include "tensorscope/plotting/video_writer.h"
 
 namespace tp = tensorscope::plotting;
+namespace tt = tensorscope::tensor;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -58,11 +59,11 @@ int main(int argc, char** argv) {
     for (float& x : tensors[t]) x = normal(rng);
   }
   auto view_of = [&](int i) {
-    return tp::TensorView{tensors[i % tensors.size()].data(), tp::ElementType::kFloat32, {1024, 1024}};
+    return tt::TensorView{tensors[i % tensors.size()].data(), tt::ElementType::kFloat32, {1024, 1024}};
   };
 
   // 1. summarize.
-  tp::TensorStats stats;
+  tt::TensorStats stats;
   tp::Histogram hist;
   std::vector<double> auto_ms, fixed_ms, hist_ms;
   tp::summarize(view_of(0), nullptr, kBins, 0.05, &stats, &hist);  // warm-up
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
 
   // 2. draw.
   tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "render_bench", "output", 0, 0,
-                     {1024, 1024}, tp::ElementType::kFloat32};
+                     {1024, 1024}, tt::ElementType::kFloat32};
   const tp::FrameStyle style;  // 640x480
   std::vector<double> draw_ms;  // fresh frames, as the daemon draws them
   std::vector<cv::Mat> drawn;
@@ -148,15 +149,15 @@ int main(int argc, char** argv) {
     bool mode_ok = w.open(dir + "/" + name + ".mp4", dir + "/.tmp-" + name + ".mp4", style.width,
                           style.height, 30, codec, &error);
     for (int i = 0; mode_ok && i < frames; ++i) {
-      tp::TensorView view = name == "line"
-          ? tp::TensorView{tensors[i % tensors.size()].data(), tp::ElementType::kFloat32, {kElements}}
-          : tp::TensorView{i % 2 ? square.data() : tensors[i % tensors.size()].data(),
-                           tp::ElementType::kFloat32, {1000, 1000}};
+      tt::TensorView view = name == "line"
+          ? tt::TensorView{tensors[i % tensors.size()].data(), tt::ElementType::kFloat32, {kElements}}
+          : tt::TensorView{i % 2 ? square.data() : tensors[i % tensors.size()].data(),
+                           tt::ElementType::kFloat32, {1000, 1000}};
       tp::FrameInfo mi = info;
       mi.shape = view.shape;
       mi.step = i;
       auto t0 = Clock::now();
-      const tp::TensorStats s = tp::compute_stats(view);
+      const tt::TensorStats s = tt::compute_stats(view);
       cv::Mat frame;
       if (name == "line") {
         const tp::LineSeries series = tp::reduce_line(view, style.width);

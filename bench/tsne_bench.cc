@@ -12,8 +12,8 @@
 
 #include "tensorscope/plotting/tsne.h"
 
-using tensorscope::plotting::ElementType;
-using tensorscope::plotting::TensorView;
+using tensorscope::tensor::ElementType;
+using tensorscope::tensor::TensorView;
 using tensorscope::plotting::TsneEmbedder;
 using tensorscope::plotting::TsneOptions;
 using tensorscope::plotting::TsneResult;

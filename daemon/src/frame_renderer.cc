@@ -44,9 +44,9 @@ class HistogramRenderer final : public FrameRenderer {
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const plotting::TensorView view = tensor_view(record);
+    const tensor::TensorView view = tensor_view(record);
     if (view.numel() == 0) return message_frame(std::move(info), "empty tensor: nothing to plot");
-    auto stats = std::make_shared<plotting::TensorStats>();
+    auto stats = std::make_shared<tensor::TensorStats>();
     auto hist = std::make_shared<plotting::Histogram>();
     plotting::summarize(view, range_ ? &*range_ : nullptr, config_.histogram_bins,
                         config_.histogram_margin, stats.get(), hist.get());
@@ -72,8 +72,8 @@ class LineRenderer final : public FrameRenderer {
   explicit LineRenderer(int columns) : columns_(columns) {}
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const plotting::TensorView view = tensor_view(record);
-    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    const tensor::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     auto series = std::make_shared<plotting::LineSeries>(plotting::reduce_line(view, columns_));
     return [info = std::move(info), stats, series](const plotting::FrameStyle& style) {
       return plotting::draw_line_frame(info, *stats, *series, style);
@@ -91,8 +91,8 @@ class HeatmapRenderer final : public FrameRenderer {
       : force_square_(force_square), reduction_(reduction) {}
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const plotting::TensorView view = tensor_view(record);
-    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    const tensor::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     auto heatmap = std::make_shared<plotting::Heatmap>(
         force_square_ ? plotting::force2d(view, kHeatmapMaxSide, reduction_)
                       : plotting::reduce_heatmap(view, kHeatmapMaxSide, kHeatmapMaxSide, reduction_));
@@ -111,8 +111,8 @@ class HeatmapRenderer final : public FrameRenderer {
 class StatsRenderer final : public FrameRenderer {
  public:
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const plotting::TensorView view = tensor_view(record);
-    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    const tensor::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     return [this, info = std::move(info), stats](const plotting::FrameStyle& style) {
       history_.add(info.step, *stats);
       return plotting::draw_stats_frame(info, *stats, history_, style);
@@ -134,8 +134,8 @@ class PcaRenderer final : public FrameRenderer {
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const plotting::TensorView view = tensor_view(record);
-    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    const tensor::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     auto result = std::make_shared<plotting::PcaResult>(plotting::compute_pca(view, options_));
     return [info = std::move(info), stats, result](const plotting::FrameStyle& style) {
       return plotting::draw_pca_frame(info, stats.get(), *result, style);
@@ -157,15 +157,15 @@ class TsneRenderer final : public FrameRenderer {
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const plotting::TensorView view = tensor_view(record);
-    auto stats = std::make_shared<plotting::TensorStats>(plotting::compute_stats(view));
+    const tensor::TensorView view = tensor_view(record);
+    auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     const int64_t rows = view.shape.empty() ? 1 : view.shape[0];
     const int64_t numel = view.numel();
     if (rows <= 0 || numel <= 0) return message_frame(std::move(info), "empty tensor: nothing to embed");
     const int64_t features = numel / rows;
     const int64_t stride = rows > max_rows_ ? (rows + max_rows_ - 1) / max_rows_ : 1;
     const int64_t kept = (rows + stride - 1) / stride;
-    const size_t element = plotting::element_size(view.type);
+    const size_t element = tensor::element_size(view.type);
     const uint64_t row_bytes = static_cast<uint64_t>(features) * element;
     if (static_cast<uint64_t>(kept) * row_bytes > kMaxCopyBytes) {
       return message_frame(std::move(info),
@@ -181,7 +181,7 @@ class TsneRenderer final : public FrameRenderer {
     if (stride > 1) note += ", subsampled to " + std::to_string(kept) + " rows (every " + std::to_string(stride) + "th)";
     return [this, info = std::move(info), stats, copy, kept, features, type = view.type,
             note](const plotting::FrameStyle& style) {
-      plotting::TensorView rows_view;
+      tensor::TensorView rows_view;
       rows_view.data = copy->data();
       rows_view.type = type;
       rows_view.shape = {kept, features};

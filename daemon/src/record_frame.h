@@ -4,14 +4,14 @@
 #pragma once
 
 #include "tensorscope/plotting/frame_painter.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 #include "tensorscope/shared/ring_reader.h"
 
 namespace tensorscope::daemon {
 
-plotting::ElementType element_type(wire::DType dtype);
+tensor::ElementType element_type(wire::DType dtype);
 // A view of the record's payload (in shared memory) with its dtype and shape.
-plotting::TensorView tensor_view(const RecordView& record);
+tensor::TensorView tensor_view(const RecordView& record);
 // Stream, device, rank, step, label, kind, shape and dtype for the frame's text.
 plotting::FrameInfo frame_info(const wire::RecordHeader& header);
 

@@ -90,7 +90,7 @@ AxisTicks count_ticks(double top, int max_ticks) {
   return ticks;
 }
 
-void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const TensorStats& stats,
+void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::TensorStats& stats,
                          const Histogram& hist, const FrameStyle& style, const Metrics& m) {
   const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
   const cv::Scalar axis = mix(style.foreground, style.background, 0.55);
@@ -240,7 +240,7 @@ std::string format_shape(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const TensorStats* stats,
+cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::TensorStats* stats,
                            const FrameStyle& style) {
   fill(image, style.background);
   const Metrics m = metrics_for(image);
@@ -283,9 +283,9 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const TensorSt
   // Row 3: shape, dtype, element count.
   y += m.body.ascent();
   {
-    TensorView view{nullptr, info.type, info.shape};
+    tensor::TensorView view{nullptr, info.type, info.shape};
     const int64_t numel = view.numel();
-    const std::string tail = std::string("  ") + element_type_name(info.type) + "  (" +
+    const std::string tail = std::string("  ") + tensor::element_type_name(info.type) + "  (" +
                              format_count(static_cast<uint64_t>(numel)) +
                              (numel == 1 ? " element)" : " elements)");
     const int label_width = m.body.width("shape ");
@@ -319,7 +319,7 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const TensorSt
   return cv::Rect(0, y, image.cols, std::max(0, image.rows - y));
 }
 
-cv::Mat draw_histogram_frame(const FrameInfo& info, const TensorStats& stats,
+cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats,
                              const Histogram& hist, const FrameStyle& style) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {

@@ -11,7 +11,7 @@
 
 #include <opencv2/imgproc.hpp>
 
-#include "ordered_blocks.h"
+#include "tensorscope/tensor/element_blocks.h"
 #include "plot_canvas.h"
 #include "tensorscope/plotting/axis_ticks.h"
 
@@ -173,7 +173,7 @@ Heatmap empty_heatmap() {
 int64_t Heatmap::row_start(int r) const { return split(r, rows, out_rows); }
 int64_t Heatmap::col_start(int c) const { return split(c, cols, out_cols); }
 
-Heatmap reduce_heatmap(const TensorView& view, int max_rows, int max_cols,
+Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_cols,
                        HeatmapReduction reduction) {
   try {
     if (!view.valid() || view.numel() <= 0) return empty_heatmap();
@@ -182,7 +182,7 @@ Heatmap reduce_heatmap(const TensorView& view, int max_rows, int max_cols,
     Heatmap h;
     init_cells(&h, rows, n / rows, max_rows, max_cols, reduction);
     BlockReducer reducer(&h);
-    internal::for_each_ordered_block(
+    tensor::for_each_ordered_block(
         view, [&](int64_t, const double* v, size_t count) { reducer.feed(v, count); });
     finish(&h);
     return h;
@@ -191,7 +191,7 @@ Heatmap reduce_heatmap(const TensorView& view, int max_rows, int max_cols,
   }
 }
 
-Heatmap force2d(const TensorView& view, int max_side, HeatmapReduction reduction) {
+Heatmap force2d(const tensor::TensorView& view, int max_side, HeatmapReduction reduction) {
   try {
     if (!view.valid() || view.numel() <= 0) return empty_heatmap();
     const int64_t n = view.numel();
@@ -203,7 +203,7 @@ Heatmap force2d(const TensorView& view, int max_side, HeatmapReduction reduction
     h.square = true;
     h.padded_zeros = side * side - n;
     BlockReducer reducer(&h);
-    internal::for_each_ordered_block(
+    tensor::for_each_ordered_block(
         view, [&](int64_t, const double* v, size_t count) { reducer.feed(v, count); });
     static constexpr std::array<double, 1024> kZeros{};
     for (int64_t left = h.padded_zeros; left > 0;) {
@@ -384,7 +384,7 @@ void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
 
 }  // namespace
 
-cv::Mat draw_heatmap_frame(const FrameInfo& info, const TensorStats& stats, const Heatmap& heatmap,
+cv::Mat draw_heatmap_frame(const FrameInfo& info, const tensor::TensorStats& stats, const Heatmap& heatmap,
                            const FrameStyle& style) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {

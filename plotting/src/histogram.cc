@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "element_blocks.h"
+#include "tensorscope/tensor/element_blocks.h"
 #include "histogram_binner.h"
-#include "stats_accumulator.h"
+#include "tensorscope/tensor/tensor_stats.h"
 
 namespace tensorscope::plotting {
 namespace {
@@ -58,7 +58,7 @@ HistogramRange sanitize_range(HistogramRange r) {
   return r;
 }
 
-HistogramRange choose_histogram_range(const TensorStats& stats, int bins, double margin,
+HistogramRange choose_histogram_range(const tensor::TensorStats& stats, int bins, double margin,
                                       bool integer_valued) {
   bins = std::clamp(bins, 1, kMaxHistogramBins);
   if (!std::isfinite(margin) || margin < 0) margin = 0;
@@ -135,7 +135,7 @@ void HistogramBinner::add_block(const double* v, size_t n) {
   }
 }
 
-Histogram HistogramBinner::finish(const NonFiniteCounts& nf) const {
+Histogram HistogramBinner::finish(const tensor::NonFiniteCounts& nf) const {
   Histogram h;
   h.range = range_;
   h.counts.assign(static_cast<size_t>(range_.bins), 0);
@@ -153,34 +153,34 @@ Histogram HistogramBinner::finish(const NonFiniteCounts& nf) const {
 
 }  // namespace internal
 
-Histogram compute_histogram(const TensorView& view, const HistogramRange& range) {
+Histogram compute_histogram(const tensor::TensorView& view, const HistogramRange& range) {
   internal::HistogramBinner binner(sanitize_range(range));
-  internal::NonFiniteCounts nf;
-  internal::for_each_finite_block(view, &nf,
+  tensor::NonFiniteCounts nf;
+  tensor::for_each_finite_block(view, &nf,
                                   [&](const double* v, size_t n) { binner.add_block(v, n); });
   return binner.finish(nf);
 }
 
-void summarize(const TensorView& view, const HistogramRange* fixed_range, int bins,
-               double margin_fraction, TensorStats* stats, Histogram* hist) {
+void summarize(const tensor::TensorView& view, const HistogramRange* fixed_range, int bins,
+               double margin_fraction, tensor::TensorStats* stats, Histogram* hist) {
   if (fixed_range == nullptr) {
-    const TensorStats s = compute_stats(view);
+    const tensor::TensorStats s = tensor::compute_stats(view);
     if (hist != nullptr) {
       *hist = compute_histogram(
-          view, choose_histogram_range(s, bins, margin_fraction, !is_floating(view.type)));
+          view, choose_histogram_range(s, bins, margin_fraction, !tensor::is_floating(view.type)));
     }
     if (stats != nullptr) *stats = s;
     return;
   }
   if (stats == nullptr || hist == nullptr) {
-    if (stats != nullptr) *stats = compute_stats(view);
+    if (stats != nullptr) *stats = tensor::compute_stats(view);
     if (hist != nullptr) *hist = compute_histogram(view, *fixed_range);
     return;
   }
-  internal::StatsAccumulator acc;
+  tensor::StatsAccumulator acc;
   internal::HistogramBinner binner(sanitize_range(*fixed_range));
-  internal::NonFiniteCounts nf;
-  internal::for_each_finite_block(view, &nf, [&](const double* v, size_t n) {
+  tensor::NonFiniteCounts nf;
+  tensor::for_each_finite_block(view, &nf, [&](const double* v, size_t n) {
     acc.add_block(v, n);
     binner.add_block(v, n);
   });

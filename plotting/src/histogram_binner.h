@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "element_blocks.h"
+#include "tensorscope/tensor/element_blocks.h"
 #include "tensorscope/plotting/histogram.h"
 
 namespace tensorscope::plotting::internal {
@@ -22,7 +22,7 @@ class HistogramBinner {
   explicit HistogramBinner(const HistogramRange& range);
   // `values` are finite.
   void add_block(const double* values, size_t n);
-  Histogram finish(const NonFiniteCounts& non_finite) const;
+  Histogram finish(const tensor::NonFiniteCounts& non_finite) const;
 
  private:
   static constexpr int kLanes = 4;

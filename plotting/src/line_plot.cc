@@ -9,7 +9,7 @@
 
 #include <opencv2/imgproc.hpp>
 
-#include "ordered_blocks.h"
+#include "tensorscope/tensor/element_blocks.h"
 #include "plot_canvas.h"
 #include "tensorscope/plotting/axis_ticks.h"
 
@@ -64,7 +64,7 @@ int64_t column_start(int64_t c, int64_t n, int64_t points) {
 
 }  // namespace
 
-LineSeries reduce_line(const TensorView& view, int columns) {
+LineSeries reduce_line(const tensor::TensorView& view, int columns) {
   LineSeries s;
   s.finite_min = s.finite_max = kNaN;
   try {
@@ -83,7 +83,7 @@ LineSeries reduce_line(const TensorView& view, int columns) {
     int64_t col_end = points > 1 ? s.first[1] : n;
     double mn = kInf, mx = -kInf, gmin = kInf, gmax = -kInf;
     uint8_t fl = 0;
-    internal::for_each_ordered_block(view, [&](int64_t start, const double* v, size_t count) {
+    tensor::for_each_ordered_block(view, [&](int64_t start, const double* v, size_t count) {
       size_t pos = 0;
       while (pos < count && c < points) {
         const size_t seg = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(count), col_end - start));
@@ -252,7 +252,7 @@ void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
 
 }  // namespace
 
-cv::Mat draw_line_frame(const FrameInfo& info, const TensorStats& stats,
+cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats,
                         const LineSeries& series, const FrameStyle& style) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {

@@ -27,7 +27,7 @@
 
 #include <emmintrin.h>
 
-#include "element_blocks.h"
+#include "tensorscope/tensor/element_blocks.h"
 
 namespace tensorscope::plotting {
 namespace {
@@ -39,50 +39,17 @@ constexpr int kMaxComponents = 16;
 constexpr int kPartitions = 16;
 constexpr int kMaxThreads = 16;
 // Elements converted per step (a private buffer on the stack).
-constexpr size_t kChunk = internal::kBlockElements;
+constexpr size_t kChunk = tensor::kBlockElements;
 // Elements per block handed to a matrix product (about 256 KiB of float).
 constexpr int64_t kBlockTarget = 1 << 16;
 // The exact Gram matrix is accumulated blockwise in float above this many elements.
 constexpr int64_t kExactFloatAbove = int64_t{1} << 24;
 
 // Converts elements [first, first + n) of the buffer to double, NaN/Inf kept. Each
-// element is read once (one memcpy into a private array).
-void convert_to_double(const unsigned char* base, ElementType type, int64_t first, size_t n,
+// element is read once (tensor::convert_to_double copies it into a private array).
+void convert_to_double(const unsigned char* base, tensor::ElementType type, int64_t first, size_t n,
                        double* out) {
-  const unsigned char* src = base + static_cast<size_t>(first) * element_size(type);
-  auto integral = [&](auto tag) {
-    using T = decltype(tag);
-    T raw[kChunk];
-    std::memcpy(raw, src, n * sizeof(T));
-    for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(raw[i]);
-  };
-  switch (type) {
-    case ElementType::kFloat32: integral(float{}); break;
-    case ElementType::kFloat64: std::memcpy(out, src, n * sizeof(double)); break;
-    case ElementType::kFloat16: {
-      uint16_t raw[kChunk];
-      std::memcpy(raw, src, n * sizeof(uint16_t));
-      for (size_t i = 0; i < n; ++i) out[i] = internal::half_bits_to_float(raw[i]);
-      break;
-    }
-    case ElementType::kBFloat16: {
-      uint16_t raw[kChunk];
-      std::memcpy(raw, src, n * sizeof(uint16_t));
-      for (size_t i = 0; i < n; ++i) out[i] = internal::bfloat16_bits_to_float(raw[i]);
-      break;
-    }
-    case ElementType::kInt8: integral(int8_t{}); break;
-    case ElementType::kInt16: integral(int16_t{}); break;
-    case ElementType::kInt32: integral(int32_t{}); break;
-    case ElementType::kInt64: integral(int64_t{}); break;
-    case ElementType::kUInt8: integral(uint8_t{}); break;
-    case ElementType::kBool: {
-      uint8_t raw[kChunk];
-      std::memcpy(raw, src, n);
-      for (size_t i = 0; i < n; ++i) out[i] = raw[i] != 0 ? 1.0 : 0.0;
-      break;
-    }
-  }
+  tensor::convert_to_double(base + static_cast<size_t>(first) * tensor::element_size(type), type, n, out);
 }
 
 inline bool finite(double x) { return (x - x) == 0.0; }
@@ -90,7 +57,7 @@ inline bool finite(double x) { return (x - x) == 0.0; }
 // The matrix being decomposed: the view, its shape as a matrix and how to centre it.
 struct DataMatrix {
   const unsigned char* base = nullptr;
-  ElementType type = ElementType::kFloat32;
+  tensor::ElementType type = tensor::ElementType::kFloat32;
   int64_t n = 0;  // rows
   int64_t d = 0;  // features
   double scale = 1;               // a power of two: scaled |x| <= 1
@@ -103,7 +70,7 @@ struct DataMatrix {
   template <typename T>
   void load(int64_t first, int64_t count, int64_t col, T* out) const {
     const double* mean = mean_scaled.get();
-    if (type == ElementType::kFloat32) {
+    if (type == tensor::ElementType::kFloat32) {
       // Fast path: floats read straight from the buffer (same arithmetic as below).
       const unsigned char* src = base + static_cast<size_t>(first) * sizeof(float);
       for (int64_t done = 0; done < count;) {
@@ -269,7 +236,7 @@ MeanPass compute_means_t(DataMatrix* m, bool row_space, int threads) {
           int64_t* cc = c + (col - s_col);
           size_t r = 0;
           if constexpr (std::is_same_v<Acc, double>) {
-            if (dm.type == ElementType::kFloat32) {
+            if (dm.type == tensor::ElementType::kFloat32) {
               r = accumulate_float32(dm.base + static_cast<size_t>(first + done + static_cast<int64_t>(i)) * sizeof(float),
                                      run, sc, cc, &mx, &bad);
             }
@@ -379,7 +346,7 @@ MeanPass compute_means_t(DataMatrix* m, bool row_space, int threads) {
 // float32 values sum exactly enough in double (no overflow, 53-bit mantissa); the
 // other types keep long double.
 MeanPass compute_means(DataMatrix* m, bool row_space, int threads) {
-  if (m->type == ElementType::kFloat32) return compute_means_t<double>(m, row_space, threads);
+  if (m->type == tensor::ElementType::kFloat32) return compute_means_t<double>(m, row_space, threads);
   return compute_means_t<long double>(m, row_space, threads);
 }
 
@@ -542,7 +509,7 @@ std::string count_text(int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-PcaResult compute(const TensorView& view, const PcaOptions& options) {
+PcaResult compute(const tensor::TensorView& view, const PcaOptions& options) {
   PcaResult r;
   if (!view.valid()) {
     r.message = "invalid tensor view";
@@ -668,7 +635,7 @@ PcaResult compute(const TensorView& view, const PcaOptions& options) {
 
 }  // namespace
 
-void pca_matrix_shape(const TensorView& view, PcaRowLayout layout, int64_t* rows,
+void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64_t* rows,
                       int64_t* features) {
   *rows = 0;
   *features = 0;
@@ -687,7 +654,7 @@ void pca_matrix_shape(const TensorView& view, PcaRowLayout layout, int64_t* rows
   *features = f;
 }
 
-PcaResult compute_pca(const TensorView& view, const PcaOptions& options) {
+PcaResult compute_pca(const tensor::TensorView& view, const PcaOptions& options) {
   try {
     return compute(view, options);
   } catch (const std::bad_alloc&) {

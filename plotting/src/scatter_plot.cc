@@ -255,7 +255,7 @@ std::string percent(float ratio) {
 
 }  // namespace
 
-cv::Mat draw_scatter_frame(const FrameInfo& info, const TensorStats* stats,
+cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats,
                            const Eigen::MatrixXf& points, const ScatterLabels& labels,
                            const FrameStyle& style) {
   cv::Mat image(clamped_size(style), CV_8UC3);
@@ -268,7 +268,7 @@ cv::Mat draw_scatter_frame(const FrameInfo& info, const TensorStats* stats,
   return image;
 }
 
-cv::Mat draw_pca_frame(const FrameInfo& info, const TensorStats* stats, const PcaResult& result,
+cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, const PcaResult& result,
                        const FrameStyle& style) {
   if (!result.ok()) return draw_message_frame(info, "PCA: " + result.message, style);
   try {

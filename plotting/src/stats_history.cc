@@ -49,7 +49,7 @@ StatsPoint merge(const StatsPoint& a, const StatsPoint& b) {
 
 StatsHistory::StatsHistory(size_t max_points) : max_points_(std::max<size_t>(max_points, 8)) {}
 
-void StatsHistory::add(int64_t step, const TensorStats& stats) {
+void StatsHistory::add(int64_t step, const tensor::TensorStats& stats) {
   StatsPoint p;
   p.first_step = p.last_step = step;
   p.mean = stats.finite_count > 0 ? stats.mean : kNaN;
@@ -229,7 +229,7 @@ void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& h
 
 }  // namespace
 
-cv::Mat draw_stats_frame(const FrameInfo& info, const TensorStats& current,
+cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current,
                          const StatsHistory& history, const FrameStyle& style) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {

@@ -61,7 +61,7 @@ void append(std::string* message, const std::string& text) {
 
 // Reads the selected rows into x (kept rows only, scaled by 1/max|value| so huge
 // magnitudes cannot overflow later sums); rows holding NaN/Inf are dropped.
-int64_t read_rows(const TensorView& view, int64_t features, const std::vector<int64_t>& rows,
+int64_t read_rows(const tensor::TensorView& view, int64_t features, const std::vector<int64_t>& rows,
                   Eigen::MatrixXd* x, std::vector<int64_t>* kept) {
   std::vector<double> buffer(static_cast<size_t>(features));
   std::vector<float> floats(static_cast<size_t>(features));
@@ -70,20 +70,20 @@ int64_t read_rows(const TensorView& view, int64_t features, const std::vector<in
   kept->clear();
   int64_t dropped = 0;
   const auto* base = static_cast<const unsigned char*>(view.data);
-  const size_t esize = element_size(view.type);
+  const size_t esize = tensor::element_size(view.type);
   double max_abs = 0;
   for (int64_t r : rows) {
     const int64_t offset = r * features;
-    if (view.type == ElementType::kFloat32) {
+    if (view.type == tensor::ElementType::kFloat32) {
       std::memcpy(floats.data(), base + static_cast<size_t>(offset) * esize, floats.size() * esize);
       for (int64_t j = 0; j < features; ++j) {
         buffer[static_cast<size_t>(j)] = floats[static_cast<size_t>(j)];
       }
-    } else if (view.type == ElementType::kFloat64) {
+    } else if (view.type == tensor::ElementType::kFloat64) {
       std::memcpy(buffer.data(), base + static_cast<size_t>(offset) * esize, buffer.size() * esize);
     } else {
       for (int64_t j = 0; j < features; ++j) {
-        buffer[static_cast<size_t>(j)] = element_as_double(view.data, view.type, offset + j);
+        buffer[static_cast<size_t>(j)] = tensor::element_as_double(view.data, view.type, offset + j);
       }
     }
     bool finite = true;
@@ -224,7 +224,7 @@ void TsneEmbedder::reset() {
   previous_embedding_.resize(0, 0);
 }
 
-TsneResult TsneEmbedder::embed(const TensorView& view) {
+TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
   TsneResult result;
   try {
     const Sanitized s = sanitize(options_);

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "sinks/npy_file.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -37,7 +37,7 @@ void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst
       for (size_t i = 0; i < n; ++i) {
         uint16_t bits;
         std::memcpy(&bits, bytes + 2 * i, 2);
-        dst[i] = half ? plotting::float16_to_float(bits) : plotting::bfloat16_to_float(bits);
+        dst[i] = half ? tensor::float16_to_float(bits) : tensor::bfloat16_to_float(bits);
       }
       return;
     }

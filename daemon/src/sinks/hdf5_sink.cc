@@ -21,7 +21,7 @@
 #include <new>
 #include <utility>
 
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 #include "sinks/hdf5_support.h"
 #include "tensorscope/base/posix_file.h"
 #include "tensorscope/shared/file_lock.h"
@@ -200,12 +200,12 @@ void convert(wire::DType source, const unsigned char* src, uint64_t n, wire::DTy
     case wire::DType::kFloat64: convert_elements(src, n, target, dst, load<double>); break;
     case wire::DType::kFloat16:
       convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
-        return plotting::float16_to_float(load<uint16_t>(s, i));
+        return tensor::float16_to_float(load<uint16_t>(s, i));
       });
       break;
     case wire::DType::kBFloat16:
       convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
-        return plotting::bfloat16_to_float(load<uint16_t>(s, i));
+        return tensor::bfloat16_to_float(load<uint16_t>(s, i));
       });
       break;
     case wire::DType::kInt8: convert_elements(src, n, target, dst, load<int8_t>); break;

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "record_frame.h"
-#include "tensorscope/plotting/tensor_stats.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_stats.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -100,11 +100,11 @@ TensorStatsRow compute_stats_row(wire::DType dtype, const void* data, uint64_t n
 
   // Counts, mean, std, min and max: plotting's numerically careful pass (block-wise
   // corrected two-pass sums merged with Chan's formula, safe near DBL_MAX).
-  plotting::TensorView view;
+  tensor::TensorView view;
   view.data = data;
   view.type = element_type(dtype);
   view.shape = {static_cast<int64_t>(numel)};
-  const plotting::TensorStats stats = plotting::compute_stats(view);
+  const tensor::TensorStats stats = tensor::compute_stats(view);
 
   TensorStatsRow row;
   row.count = numel;
@@ -132,12 +132,12 @@ TensorStatsRow compute_stats_row(wire::DType dtype, const void* data, uint64_t n
     case wire::DType::kFloat64: pass.run<double>(data, numel, as_double<double>); break;
     case wire::DType::kFloat16:
       pass.run<uint16_t>(data, numel, [](uint16_t b) {
-        return static_cast<double>(plotting::float16_to_float(b));
+        return static_cast<double>(tensor::float16_to_float(b));
       });
       break;
     case wire::DType::kBFloat16:
       pass.run<uint16_t>(data, numel, [](uint16_t b) {
-        return static_cast<double>(plotting::bfloat16_to_float(b));
+        return static_cast<double>(tensor::bfloat16_to_float(b));
       });
       break;
     case wire::DType::kInt8: pass.run<int8_t>(data, numel, as_double<int8_t>); break;

@@ -24,7 +24,7 @@ FrameInfo long_info() {
   info.rank = 123456;
   info.step = 9223372036854775807LL;
   info.shape = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-  info.type = ElementType::kBFloat16;
+  info.type = tensor::ElementType::kBFloat16;
   return info;
 }
 
@@ -67,9 +67,9 @@ TEST(FramePainter, SizesAndInputs) {
       FrameStyle style;
       style.width = width;
       style.height = height;
-      const TensorView view{c.values.data(), ElementType::kFloat32,
+      const tensor::TensorView view{c.values.data(), tensor::ElementType::kFloat32,
                             {static_cast<int64_t>(c.values.size())}};
-      TensorStats stats;
+      tensor::TensorStats stats;
       Histogram hist;
       summarize(view, nullptr, 64, 0.05, &stats, &hist);
       FrameInfo info = long_info();
@@ -90,9 +90,9 @@ TEST(FramePainter, SizesAndInputs) {
 
 TEST(FramePainter, FixedRangeWithEverythingOutside) {
   const std::vector<float> v = {10, 11, 12};
-  const TensorView view{v.data(), ElementType::kFloat32, {3}};
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {3}};
   const HistogramRange fixed{-1, 1, 16};
-  TensorStats stats;
+  tensor::TensorStats stats;
   Histogram hist;
   summarize(view, &fixed, 0, 0, &stats, &hist);
   const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, FrameStyle{});
@@ -101,8 +101,8 @@ TEST(FramePainter, FixedRangeWithEverythingOutside) {
 
 TEST(FramePainter, StepChangesTheFrame) {
   const std::vector<float> v = {1, 2, 3};
-  const TensorView view{v.data(), ElementType::kFloat32, {3}};
-  TensorStats stats;
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {3}};
+  tensor::TensorStats stats;
   Histogram hist;
   summarize(view, nullptr, 8, 0.05, &stats, &hist);
   FrameInfo info;
@@ -118,8 +118,8 @@ TEST(FramePainter, StepChangesTheFrame) {
 TEST(FramePainter, LogCountScaleShowsSmallBins) {
   std::vector<float> v(100000, 0.f);
   for (int i = 0; i < 50; ++i) v[static_cast<size_t>(i)] = 1.f + 0.02f * static_cast<float>(i);
-  const TensorView view{v.data(), ElementType::kFloat32, {static_cast<int64_t>(v.size())}};
-  TensorStats stats;
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {static_cast<int64_t>(v.size())}};
+  tensor::TensorStats stats;
   Histogram hist;
   summarize(view, nullptr, 32, 0.05, &stats, &hist);
   FrameInfo info;
@@ -141,7 +141,7 @@ TEST(FramePainter, LogCountScaleShowsSmallBins) {
 TEST(FramePainter, InconsistentHistogramDoesNotCrash) {
   Histogram hist;  // counts missing, absurd range
   hist.range = HistogramRange{5, -5, 0};
-  TensorStats stats;
+  tensor::TensorStats stats;
   const cv::Mat frame = draw_histogram_frame(FrameInfo{}, stats, hist, FrameStyle{});
   EXPECT_EQ(frame.size(), cv::Size(640, 480));
   hist.range = HistogramRange{0, 1, 3};
@@ -157,7 +157,7 @@ TEST(FramePainter, ArbitraryStatsAndRangesDoNotCrash) {
                      : std::ldexp(static_cast<double>(rng() % 2000) - 1000, static_cast<int>(rng() % 200) - 100);
   };
   for (int i = 0; i < 200; ++i) {
-    TensorStats stats;
+    tensor::TensorStats stats;
     stats.count = rng();
     stats.finite_count = rng() % 100;
     stats.nan_count = rng();
@@ -201,10 +201,10 @@ TEST(FramePainter, TinyAndAbsurdSizesAreClamped) {
   FrameStyle style;
   style.width = 16;
   style.height = 16;
-  TensorStats stats;
+  tensor::TensorStats stats;
   Histogram hist;
   const std::vector<float> v = {1, 2};
-  summarize(TensorView{v.data(), ElementType::kFloat32, {2}}, nullptr, 4, 0, &stats, &hist);
+  summarize(tensor::TensorView{v.data(), tensor::ElementType::kFloat32, {2}}, nullptr, 4, 0, &stats, &hist);
   EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, style).size(), cv::Size(16, 16));
   style.width = -5;
   style.height = 0;

@@ -36,7 +36,7 @@ bool regenerate() {
 }
 
 FrameInfo info_for(const std::string& stream, std::vector<int64_t> shape,
-                   ElementType type = ElementType::kFloat32) {
+                   tensor::ElementType type = tensor::ElementType::kFloat32) {
   FrameInfo info;
   info.stream = stream;
   info.device = "cpu";
@@ -97,15 +97,15 @@ TEST(Golden, Line) {
   v[31415] = 6;  // a spike the reduction must keep
   v[60000] = NAN;
   v[80000] = INFINITY;
-  const TensorView view{v.data(), ElementType::kFloat32, {100, 1000}};
-  check_golden("line_sine_100k", draw_line_frame(info_for("decoder.out", view.shape), compute_stats(view),
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {100, 1000}};
+  check_golden("line_sine_100k", draw_line_frame(info_for("decoder.out", view.shape), tensor::compute_stats(view),
                                                  reduce_line(view, 640), FrameStyle{}));
-  const TensorView small{v.data(), ElementType::kFloat32, {30}};
+  const tensor::TensorView small{v.data(), tensor::ElementType::kFloat32, {30}};
   std::vector<int16_t> ints(30);
   for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int16_t>((i * 37) % 23) - 11;
-  const TensorView iv{ints.data(), ElementType::kInt16, {30}};
-  check_golden("line_int16_30", draw_line_frame(info_for("token.ids", iv.shape, ElementType::kInt16),
-                                                compute_stats(iv), reduce_line(iv, 640), FrameStyle{}));
+  const tensor::TensorView iv{ints.data(), tensor::ElementType::kInt16, {30}};
+  check_golden("line_int16_30", draw_line_frame(info_for("token.ids", iv.shape, tensor::ElementType::kInt16),
+                                                tensor::compute_stats(iv), reduce_line(iv, 640), FrameStyle{}));
 }
 
 TEST(Golden, Heatmap) {
@@ -115,9 +115,9 @@ TEST(Golden, Heatmap) {
   }
   m[5] = NAN;
   m[61 * 1 + 200] = NAN;
-  const TensorView view{m.data(), ElementType::kFloat32, {60, 80}};
+  const tensor::TensorView view{m.data(), tensor::ElementType::kFloat32, {60, 80}};
   check_golden("heatmap_waves_60x80", draw_heatmap_frame(info_for("attn.scores", view.shape),
-                                                         compute_stats(view),
+                                                         tensor::compute_stats(view),
                                                          reduce_heatmap(view, 256, 256), FrameStyle{}));
   std::vector<float> big(1000 * 1000);
   for (int r = 0; r < 1000; ++r) {
@@ -125,31 +125,31 @@ TEST(Golden, Heatmap) {
       big[r * 1000 + c] = 0.3f * noise(r * 1000 + c) + (r == c ? 3.0f : 0.0f) + c * 1e-3f;
     }
   }
-  const TensorView bv{big.data(), ElementType::kFloat32, {1000, 1000}};
+  const tensor::TensorView bv{big.data(), tensor::ElementType::kFloat32, {1000, 1000}};
   check_golden("heatmap_maxabs_1000x1000",
-               draw_heatmap_frame(info_for("layer.weight", bv.shape), compute_stats(bv),
+               draw_heatmap_frame(info_for("layer.weight", bv.shape), tensor::compute_stats(bv),
                                   reduce_heatmap(bv, 200, 200, HeatmapReduction::kMaxAbs), FrameStyle{}));
 }
 
 TEST(Golden, Force2d) {
   std::vector<float> v(3 * 7 * 50);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(i * 0.05f) + 0.2f * noise(static_cast<uint32_t>(i));
-  const TensorView view{v.data(), ElementType::kFloat32, {3, 7, 50}};
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {3, 7, 50}};
   check_golden("force2d_3x7x50", draw_heatmap_frame(info_for("conv.activations", view.shape),
-                                                    compute_stats(view), force2d(view, 256), FrameStyle{}));
+                                                    tensor::compute_stats(view), force2d(view, 256), FrameStyle{}));
 }
 
 TEST(Golden, Stats) {
   StatsHistory history;
-  TensorStats last;
+  tensor::TensorStats last;
   std::vector<float> t(256);
   for (int s = 0; s < 500; ++s) {
     for (size_t i = 0; i < t.size(); ++i) {
       t[i] = noise(static_cast<uint32_t>(s * 256 + i)) * (1 + s * 0.004f) + std::sin(s * 0.02f);
     }
     if (s == 170 || s == 171 || s == 400) t[7] = NAN;
-    const TensorView view{t.data(), ElementType::kFloat32, {16, 16}};
-    last = compute_stats(view);
+    const tensor::TensorView view{t.data(), tensor::ElementType::kFloat32, {16, 16}};
+    last = tensor::compute_stats(view);
     history.add(s * 10, last);
   }
   check_golden("stats_drift_500", draw_stats_frame(info_for("loss.grad", {16, 16}), last, history, FrameStyle{}));
@@ -163,8 +163,8 @@ TEST(Golden, Histogram) {
            noise(static_cast<uint32_t>(3 * i + 2));
   }
   v[10] = NAN;
-  const TensorView view{v.data(), ElementType::kFloat32, {256, 256}};
-  TensorStats stats;
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {256, 256}};
+  tensor::TensorStats stats;
   Histogram hist;
   summarize(view, nullptr, 64, 0.05, &stats, &hist);
   check_golden("histogram_bell_64k", draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, FrameStyle{}));
@@ -185,8 +185,8 @@ std::vector<float> clustered_rows(int rows, int features) {
 
 TEST(Golden, Pca) {
   const std::vector<float> v = clustered_rows(300, 12);
-  const TensorView view{v.data(), ElementType::kFloat32, {300, 12}};
-  const TensorStats stats = compute_stats(view);
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {300, 12}};
+  const tensor::TensorStats stats = tensor::compute_stats(view);
   const PcaResult result = compute_pca(view, PcaOptions{});
   check_golden("pca_clusters_300x12",
                draw_pca_frame(info_for("encoder.out", view.shape), &stats, result, FrameStyle{}));
@@ -194,8 +194,8 @@ TEST(Golden, Pca) {
 
 TEST(Golden, Tsne) {
   const std::vector<float> v = clustered_rows(150, 12);
-  const TensorView view{v.data(), ElementType::kFloat32, {150, 12}};
-  const TensorStats stats = compute_stats(view);
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {150, 12}};
+  const tensor::TensorStats stats = tensor::compute_stats(view);
   TsneOptions options;
   options.iterations = 300;
   TsneEmbedder embedder(options);

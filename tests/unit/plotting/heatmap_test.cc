@@ -49,7 +49,7 @@ TEST(Heatmap, BlockMeanAndMaxAbsMatchReference) {
   for (double& x : m) x = normal(rng);
   m[3] = std::numeric_limits<double>::quiet_NaN();  // row 0, column 3: cell (0, 0)
   m[300] = std::numeric_limits<double>::infinity();
-  const TensorView view{m.data(), ElementType::kFloat64, {rows, cols}};
+  const tensor::TensorView view{m.data(), tensor::ElementType::kFloat64, {rows, cols}};
   for (auto red : {HeatmapReduction::kMean, HeatmapReduction::kMaxAbs}) {
     const Heatmap h = reduce_heatmap(view, 10, 37, red);
     EXPECT_EQ(h.rows, rows);
@@ -65,14 +65,14 @@ TEST(Heatmap, BlockMeanAndMaxAbsMatchReference) {
 
 TEST(Heatmap, SmallMatrixIsExactAndShapesFold) {
   std::vector<float> m = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  Heatmap h = reduce_heatmap({m.data(), ElementType::kFloat32, {2, 3, 2}}, 100, 100);
+  Heatmap h = reduce_heatmap({m.data(), tensor::ElementType::kFloat32, {2, 3, 2}}, 100, 100);
   EXPECT_EQ(h.rows, 2);
   EXPECT_EQ(h.cols, 6);
   ASSERT_EQ(h.values.size(), 12u);
   for (size_t i = 0; i < 12; ++i) EXPECT_EQ(h.values[i], m[i]);
   EXPECT_EQ(h.value_min, 1);
   EXPECT_EQ(h.value_max, 12);
-  h = reduce_heatmap({m.data(), ElementType::kFloat32, {12}}, 100, 4);  // 1-D: one row
+  h = reduce_heatmap({m.data(), tensor::ElementType::kFloat32, {12}}, 100, 4);  // 1-D: one row
   EXPECT_EQ(h.rows, 1);
   ASSERT_EQ(h.out_cols, 4);
   EXPECT_EQ(h.values[0], 2);  // mean of 1, 2, 3
@@ -81,14 +81,14 @@ TEST(Heatmap, SmallMatrixIsExactAndShapesFold) {
 
 TEST(Heatmap, Force2dPadsWithZeros) {
   std::vector<int32_t> v(10, 5);
-  const Heatmap h = force2d({v.data(), ElementType::kInt32, {2, 5}}, 64);
+  const Heatmap h = force2d({v.data(), tensor::ElementType::kInt32, {2, 5}}, 64);
   EXPECT_TRUE(h.square);
   EXPECT_EQ(h.rows, 4);
   EXPECT_EQ(h.cols, 4);
   EXPECT_EQ(h.padded_zeros, 6);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(h.values[i], i < 10 ? 5 : 0) << i;
   // Reduced: 4x4 into 2x2 block means.
-  const Heatmap r = force2d({v.data(), ElementType::kInt32, {10}}, 2);
+  const Heatmap r = force2d({v.data(), tensor::ElementType::kInt32, {10}}, 2);
   ASSERT_EQ(r.values.size(), 4u);
   EXPECT_EQ(r.values[0], 5);
   EXPECT_EQ(r.values[1], 5);
@@ -96,7 +96,7 @@ TEST(Heatmap, Force2dPadsWithZeros) {
   EXPECT_EQ(r.values[3], 0);
   for (int64_t n : {1, 2, 4, 5, 99, 100, 101}) {
     std::vector<uint8_t> b(static_cast<size_t>(n), 1);
-    const Heatmap f = force2d({b.data(), ElementType::kBool, {n}}, 8);
+    const Heatmap f = force2d({b.data(), tensor::ElementType::kBool, {n}}, 8);
     EXPECT_GE(f.rows * f.rows, n);
     EXPECT_LT((f.rows - 1) * (f.rows - 1), n);
     EXPECT_EQ(f.padded_zeros, f.rows * f.rows - n);
@@ -104,17 +104,17 @@ TEST(Heatmap, Force2dPadsWithZeros) {
 }
 
 TEST(Heatmap, EmptyAndAllNaN) {
-  EXPECT_EQ(reduce_heatmap({nullptr, ElementType::kFloat32, {0, 5}}, 8, 8).out_rows, 0);
-  EXPECT_EQ(force2d({nullptr, ElementType::kFloat32, {0}}, 8).out_rows, 0);
+  EXPECT_EQ(reduce_heatmap({nullptr, tensor::ElementType::kFloat32, {0, 5}}, 8, 8).out_rows, 0);
+  EXPECT_EQ(force2d({nullptr, tensor::ElementType::kFloat32, {0}}, 8).out_rows, 0);
   std::vector<float> nan(9, std::numeric_limits<float>::quiet_NaN());
-  const Heatmap h = reduce_heatmap({nan.data(), ElementType::kFloat32, {3, 3}}, 2, 2);
+  const Heatmap h = reduce_heatmap({nan.data(), tensor::ElementType::kFloat32, {3, 3}}, 2, 2);
   EXPECT_EQ(h.nan_count, 9u);
   EXPECT_TRUE(std::isnan(h.value_min));
 }
 
 TEST(Heatmap, HugeFloat64MeansStayFinite) {
   std::vector<double> big(16, 1.7e308);
-  const Heatmap h = reduce_heatmap({big.data(), ElementType::kFloat64, {4, 4}}, 1, 1);
+  const Heatmap h = reduce_heatmap({big.data(), tensor::ElementType::kFloat64, {4, 4}}, 1, 1);
   ASSERT_EQ(h.values.size(), 1u);
   EXPECT_TRUE(std::isfinite(h.values[0]));
 }

@@ -30,57 +30,57 @@ void expect_same(const Histogram& got, const Histogram& want) {
 }
 
 template <typename T>
-TensorView view_of(const std::vector<T>& v, ElementType type) {
-  return TensorView{v.data(), type, {static_cast<int64_t>(v.size())}};
+tensor::TensorView view_of(const std::vector<T>& v, tensor::ElementType type) {
+  return tensor::TensorView{v.data(), type, {static_cast<int64_t>(v.size())}};
 }
 
 // Random bit patterns (so every special value shows up) for the 16-bit float types;
 // random values with some NaN/Inf for the others.
-class RandomData : public ::testing::TestWithParam<ElementType> {};
+class RandomData : public ::testing::TestWithParam<tensor::ElementType> {};
 
 TEST_P(RandomData, MatchesReference) {
-  const ElementType type = GetParam();
+  const tensor::ElementType type = GetParam();
   const size_t n = 100003;  // not a multiple of the block size
-  std::vector<unsigned char> bytes(n * element_size(type));
+  std::vector<unsigned char> bytes(n * tensor::element_size(type));
   std::mt19937_64 rng(static_cast<uint64_t>(type) + 1);
   std::normal_distribution<double> normal(0.0, 10.0);
   for (size_t i = 0; i < n; ++i) {
-    unsigned char* p = bytes.data() + i * element_size(type);
+    unsigned char* p = bytes.data() + i * tensor::element_size(type);
     const double x = normal(rng);
     const bool special = i % 97 == 0;
     switch (type) {
-      case ElementType::kFloat32: {
+      case tensor::ElementType::kFloat32: {
         float f = special ? (i % 3 == 0 ? NAN : (i % 2 ? INFINITY : -INFINITY)) : static_cast<float>(x);
         std::memcpy(p, &f, 4);
         break;
       }
-      case ElementType::kFloat64: {
+      case tensor::ElementType::kFloat64: {
         double d = special ? (i % 3 == 0 ? NAN : (i % 2 ? INFINITY : -INFINITY)) : x;
         std::memcpy(p, &d, 8);
         break;
       }
-      case ElementType::kFloat16:
-      case ElementType::kBFloat16: {
+      case tensor::ElementType::kFloat16:
+      case tensor::ElementType::kBFloat16: {
         uint16_t bits = static_cast<uint16_t>(rng());
         std::memcpy(p, &bits, 2);
         break;
       }
-      case ElementType::kInt8: { int8_t v = static_cast<int8_t>(rng()); std::memcpy(p, &v, 1); break; }
-      case ElementType::kInt16: { int16_t v = static_cast<int16_t>(x * 100); std::memcpy(p, &v, 2); break; }
-      case ElementType::kInt32: { int32_t v = static_cast<int32_t>(x * 1e6); std::memcpy(p, &v, 4); break; }
-      case ElementType::kInt64: { int64_t v = static_cast<int64_t>(rng()); std::memcpy(p, &v, 8); break; }
-      case ElementType::kUInt8: { uint8_t v = static_cast<uint8_t>(rng()); std::memcpy(p, &v, 1); break; }
-      case ElementType::kBool: { uint8_t v = static_cast<uint8_t>(rng() % 3); std::memcpy(p, &v, 1); break; }
+      case tensor::ElementType::kInt8: { int8_t v = static_cast<int8_t>(rng()); std::memcpy(p, &v, 1); break; }
+      case tensor::ElementType::kInt16: { int16_t v = static_cast<int16_t>(x * 100); std::memcpy(p, &v, 2); break; }
+      case tensor::ElementType::kInt32: { int32_t v = static_cast<int32_t>(x * 1e6); std::memcpy(p, &v, 4); break; }
+      case tensor::ElementType::kInt64: { int64_t v = static_cast<int64_t>(rng()); std::memcpy(p, &v, 8); break; }
+      case tensor::ElementType::kUInt8: { uint8_t v = static_cast<uint8_t>(rng()); std::memcpy(p, &v, 1); break; }
+      case tensor::ElementType::kBool: { uint8_t v = static_cast<uint8_t>(rng() % 3); std::memcpy(p, &v, 1); break; }
     }
   }
-  const TensorView view{bytes.data(), type, {static_cast<int64_t>(n)}};
-  const TensorStats stats = compute_stats(view);
+  const tensor::TensorView view{bytes.data(), type, {static_cast<int64_t>(n)}};
+  const tensor::TensorStats stats = tensor::compute_stats(view);
   for (const HistogramRange& range :
-       {choose_histogram_range(stats, 64, 0.05, !is_floating(type)),
+       {choose_histogram_range(stats, 64, 0.05, !tensor::is_floating(type)),
         choose_histogram_range(stats, 37, 0.0, false),
         // a narrow fixed range: most values under/overflow
         HistogramRange{stats.mean - stats.std / 4, stats.mean + stats.std / 4, 10}}) {
-    SCOPED_TRACE(::testing::Message() << element_type_name(type) << " [" << range.lo << ", "
+    SCOPED_TRACE(::testing::Message() << tensor::element_type_name(type) << " [" << range.lo << ", "
                                       << range.hi << "] x" << range.bins);
     ASSERT_TRUE(range.valid());
     const Histogram got = compute_histogram(view, range);
@@ -93,19 +93,19 @@ TEST_P(RandomData, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, RandomData,
-                         ::testing::Values(ElementType::kFloat32, ElementType::kFloat64,
-                                           ElementType::kFloat16, ElementType::kBFloat16,
-                                           ElementType::kInt8, ElementType::kInt16,
-                                           ElementType::kInt32, ElementType::kInt64,
-                                           ElementType::kUInt8, ElementType::kBool),
-                         [](const auto& info) { return std::string(element_type_name(info.param)); });
+                         ::testing::Values(tensor::ElementType::kFloat32, tensor::ElementType::kFloat64,
+                                           tensor::ElementType::kFloat16, tensor::ElementType::kBFloat16,
+                                           tensor::ElementType::kInt8, tensor::ElementType::kInt16,
+                                           tensor::ElementType::kInt32, tensor::ElementType::kInt64,
+                                           tensor::ElementType::kUInt8, tensor::ElementType::kBool),
+                         [](const auto& info) { return std::string(tensor::element_type_name(info.param)); });
 
 TEST(Histogram, Edges) {
   const HistogramRange range{0.0, 1.0, 4};
   const double below = std::nextafter(0.0, -1.0), above = std::nextafter(1.0, 2.0);
   const std::vector<double> v = {0.0, 0.25, 0.5, 0.9999, 1.0, below, above, -5, 5,
                                  NAN, INFINITY, -INFINITY, -INFINITY};
-  const Histogram h = compute_histogram(view_of(v, ElementType::kFloat64), range);
+  const Histogram h = compute_histogram(view_of(v, tensor::ElementType::kFloat64), range);
   EXPECT_EQ(h.counts, (std::vector<uint64_t>{1, 1, 1, 2}));  // 1.0 == hi is in the last bin
   EXPECT_EQ(h.underflow, 2u);
   EXPECT_EQ(h.overflow, 2u);
@@ -120,15 +120,15 @@ TEST(Histogram, UnalignedData) {
   const float values[5] = {0.1f, 0.2f, 0.6f, 0.7f, 0.8f};
   std::memcpy(bytes.data() + 1, values, sizeof(values));
   const Histogram h =
-      compute_histogram(TensorView{bytes.data() + 1, ElementType::kFloat32, {5}}, {0, 1, 2});
+      compute_histogram(tensor::TensorView{bytes.data() + 1, tensor::ElementType::kFloat32, {5}}, {0, 1, 2});
   EXPECT_EQ(h.counts, (std::vector<uint64_t>{2, 3}));
 }
 
 TEST(Histogram, EmptyAndInvalidViews) {
-  const Histogram empty = compute_histogram(TensorView{nullptr, ElementType::kFloat32, {0}}, {0, 1, 8});
+  const Histogram empty = compute_histogram(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {0}}, {0, 1, 8});
   EXPECT_EQ(empty.total(), 0u);
   EXPECT_EQ(empty.counts.size(), 8u);
-  const Histogram invalid = compute_histogram(TensorView{nullptr, ElementType::kFloat32, {3}}, {0, 1, 8});
+  const Histogram invalid = compute_histogram(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {3}}, {0, 1, 8});
   EXPECT_EQ(invalid.total(), 0u);
 }
 
@@ -139,7 +139,7 @@ TEST(Histogram, InvalidRangesAreSanitized) {
                                     HistogramRange{0, 1, 0}, HistogramRange{0, 1, -5},
                                     HistogramRange{5e-324, 1e-323, 100},
                                     HistogramRange{-1e308, 1e308, 10}}) {
-    const Histogram h = compute_histogram(view_of(v, ElementType::kFloat32), bad);
+    const Histogram h = compute_histogram(view_of(v, tensor::ElementType::kFloat32), bad);
     EXPECT_TRUE(h.range.valid());
     EXPECT_EQ(h.total(), 3u);
     EXPECT_EQ(h.counts.size(), static_cast<size_t>(h.range.bins));
@@ -148,7 +148,7 @@ TEST(Histogram, InvalidRangesAreSanitized) {
 }
 
 TEST(HistogramRange, ChooseFromStats) {
-  TensorStats s;
+  tensor::TensorStats s;
   s.finite_count = 10;
   s.min = -2;
   s.max = 6;
@@ -172,7 +172,7 @@ TEST(HistogramRange, ChooseFromStats) {
   s.max = std::numeric_limits<double>::max();
   EXPECT_TRUE(choose_histogram_range(s, 7, 0.1).valid());
 
-  TensorStats none;  // no finite values
+  tensor::TensorStats none;  // no finite values
   none.min = none.max = NAN;
   const HistogramRange n = choose_histogram_range(none, 16, 0.05);
   EXPECT_TRUE(n.valid());
@@ -181,7 +181,7 @@ TEST(HistogramRange, ChooseFromStats) {
 }
 
 TEST(HistogramRange, IntegerAligned) {
-  TensorStats b;  // bool
+  tensor::TensorStats b;  // bool
   b.finite_count = 4;
   b.min = 0;
   b.max = 1;
@@ -190,7 +190,7 @@ TEST(HistogramRange, IntegerAligned) {
   EXPECT_EQ(rb.lo, -0.5);
   EXPECT_EQ(rb.hi, 1.5);
 
-  TensorStats s;
+  tensor::TensorStats s;
   s.finite_count = 4;
   s.min = -3;
   s.max = 300;
@@ -215,12 +215,12 @@ TEST(Summarize, FixedRangeIsOnePassAndMatches) {
   for (float& x : v) x = normal(rng);
   v[10] = NAN;
   v[20] = -INFINITY;
-  const TensorView view = view_of(v, ElementType::kFloat32);
+  const tensor::TensorView view = view_of(v, tensor::ElementType::kFloat32);
   const HistogramRange fixed{-1, 2, 30};
-  TensorStats s;
+  tensor::TensorStats s;
   Histogram h;
   summarize(view, &fixed, 0, 0, &s, &h);
-  const TensorStats ref_stats = compute_stats(view);
+  const tensor::TensorStats ref_stats = tensor::compute_stats(view);
   EXPECT_EQ(s.count, ref_stats.count);
   EXPECT_EQ(s.finite_count, ref_stats.finite_count);
   EXPECT_EQ(s.mean, ref_stats.mean);

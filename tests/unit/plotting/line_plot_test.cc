@@ -15,7 +15,7 @@ namespace {
 
 TEST(LinePlot, ShortSeriesKeepsEveryValue) {
   std::vector<float> v = {1, -2, 3.5f, 0};
-  const LineSeries s = reduce_line({v.data(), ElementType::kFloat32, {2, 2}}, 640);
+  const LineSeries s = reduce_line({v.data(), tensor::ElementType::kFloat32, {2, 2}}, 640);
   ASSERT_EQ(s.numel, 4);
   EXPECT_FALSE(s.reduced);
   ASSERT_EQ(s.first.size(), 4u);
@@ -39,7 +39,7 @@ TEST(LinePlot, LongSeriesMatchesReferenceMinMaxPerColumn) {
   v[100] = std::numeric_limits<float>::infinity();
   v[50000] = -std::numeric_limits<float>::infinity();
   const int columns = 317;
-  const LineSeries s = reduce_line({v.data(), ElementType::kFloat32, {n}}, columns);
+  const LineSeries s = reduce_line({v.data(), tensor::ElementType::kFloat32, {n}}, columns);
   ASSERT_TRUE(s.reduced);
   ASSERT_EQ(s.first.size(), static_cast<size_t>(columns));
   EXPECT_EQ(s.nan_count, 1u);
@@ -67,17 +67,17 @@ TEST(LinePlot, LongSeriesMatchesReferenceMinMaxPerColumn) {
 
 TEST(LinePlot, AllNaNAndEmptyAndIntegers) {
   std::vector<double> nan(10, std::numeric_limits<double>::quiet_NaN());
-  LineSeries s = reduce_line({nan.data(), ElementType::kFloat64, {10}}, 4);
+  LineSeries s = reduce_line({nan.data(), tensor::ElementType::kFloat64, {10}}, 4);
   EXPECT_EQ(s.nan_count, 10u);
   EXPECT_TRUE(std::isnan(s.finite_min));
   for (double x : s.lo) EXPECT_TRUE(std::isnan(x));
 
-  s = reduce_line({nullptr, ElementType::kFloat32, {0}}, 100);
+  s = reduce_line({nullptr, tensor::ElementType::kFloat32, {0}}, 100);
   EXPECT_EQ(s.numel, 0);
   EXPECT_TRUE(s.first.empty());
 
   std::vector<int64_t> ints = {-5, 7, INT64_MAX};
-  s = reduce_line({ints.data(), ElementType::kInt64, {3}}, 0);  // columns clamped to 1
+  s = reduce_line({ints.data(), tensor::ElementType::kInt64, {3}}, 0);  // columns clamped to 1
   ASSERT_EQ(s.first.size(), 1u);
   EXPECT_EQ(s.lo[0], -5);
   EXPECT_EQ(s.hi[0], static_cast<double>(INT64_MAX));
@@ -86,14 +86,14 @@ TEST(LinePlot, AllNaNAndEmptyAndIntegers) {
 TEST(LinePlot, FrameHasRequestedSize) {
   std::vector<float> v(5000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(i * 0.01f);
-  const TensorView view{v.data(), ElementType::kFloat32, {5000}};
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {5000}};
   FrameInfo info;
   info.shape = view.shape;
   for (auto [w, h] : {std::pair{640, 480}, {1280, 720}, {16, 16}, {100000, -3}}) {
     FrameStyle style;
     style.width = w;
     style.height = h;
-    const cv::Mat frame = draw_line_frame(info, compute_stats(view), reduce_line(view, 640), style);
+    const cv::Mat frame = draw_line_frame(info, tensor::compute_stats(view), reduce_line(view, 640), style);
     EXPECT_EQ(frame.cols, std::clamp(w, kMinFrameSide, kMaxFrameSide));
     EXPECT_EQ(frame.rows, std::clamp(h, kMinFrameSide, kMaxFrameSide));
     EXPECT_EQ(frame.type(), CV_8UC3);

@@ -22,13 +22,13 @@ namespace {
 
 struct Case {
   std::string name;
-  ElementType type;
+  tensor::ElementType type;
   std::vector<int64_t> shape;
   std::vector<unsigned char> bytes;
 };
 
 template <typename T>
-Case make(const std::string& name, ElementType type, std::vector<int64_t> shape,
+Case make(const std::string& name, tensor::ElementType type, std::vector<int64_t> shape,
           const std::vector<T>& values) {
   Case c{name, type, std::move(shape), {}};
   c.bytes.resize(values.size() * sizeof(T));
@@ -47,20 +47,20 @@ std::vector<Case> cases() {
   for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int32_t>(i * i) - 300;
   std::vector<uint8_t> bools = {1, 0, 0, 1, 1, 1, 0};
   return {
-      make<float>("empty", ElementType::kFloat32, {0}, {}),
-      make<float>("empty2d", ElementType::kFloat32, {3, 0}, {}),
-      make<float>("one", ElementType::kFloat32, {1}, {3.5f}),
-      make<float>("scalar", ElementType::kFloat32, {}, {-2}),
-      make<float>("all_equal", ElementType::kFloat32, {4, 4}, std::vector<float>(16, 7)),
-      make<float>("all_zero", ElementType::kFloat32, {100}, std::vector<float>(100, 0)),
-      make<float>("all_nan", ElementType::kFloat32, {3, 3}, std::vector<float>(9, nan)),
-      make<float>("inf", ElementType::kFloat32, {6}, mixed_inf),
-      make<float>("only_inf", ElementType::kFloat32, {2}, {inf, -inf}),
-      make<float>("huge", ElementType::kFloat32, {8, 8}, huge),
-      make<double>("huge64", ElementType::kFloat64, {4}, huge64),
-      make<int32_t>("int32", ElementType::kInt32, {5, 10}, ints),
-      make<uint8_t>("bool", ElementType::kBool, {7}, bools),
-      make<int64_t>("int64_extremes", ElementType::kInt64, {2},
+      make<float>("empty", tensor::ElementType::kFloat32, {0}, {}),
+      make<float>("empty2d", tensor::ElementType::kFloat32, {3, 0}, {}),
+      make<float>("one", tensor::ElementType::kFloat32, {1}, {3.5f}),
+      make<float>("scalar", tensor::ElementType::kFloat32, {}, {-2}),
+      make<float>("all_equal", tensor::ElementType::kFloat32, {4, 4}, std::vector<float>(16, 7)),
+      make<float>("all_zero", tensor::ElementType::kFloat32, {100}, std::vector<float>(100, 0)),
+      make<float>("all_nan", tensor::ElementType::kFloat32, {3, 3}, std::vector<float>(9, nan)),
+      make<float>("inf", tensor::ElementType::kFloat32, {6}, mixed_inf),
+      make<float>("only_inf", tensor::ElementType::kFloat32, {2}, {inf, -inf}),
+      make<float>("huge", tensor::ElementType::kFloat32, {8, 8}, huge),
+      make<double>("huge64", tensor::ElementType::kFloat64, {4}, huge64),
+      make<int32_t>("int32", tensor::ElementType::kInt32, {5, 10}, ints),
+      make<uint8_t>("bool", tensor::ElementType::kBool, {7}, bools),
+      make<int64_t>("int64_extremes", tensor::ElementType::kInt64, {2},
                     {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}),
   };
 }
@@ -80,12 +80,12 @@ TEST(PainterEdgeCases, EveryPainterDrawsEveryCase) {
     style.width = w;
     style.height = h;
     for (const Case& c : cases()) {
-      const TensorView view{c.bytes.empty() ? nullptr : c.bytes.data(), c.type, c.shape};
+      const tensor::TensorView view{c.bytes.empty() ? nullptr : c.bytes.data(), c.type, c.shape};
       FrameInfo info;
       info.stream = c.name;
       info.shape = c.shape;
       info.type = c.type;
-      const TensorStats stats = compute_stats(view);
+      const tensor::TensorStats stats = tensor::compute_stats(view);
       const std::string tag = c.name + " @" + std::to_string(w);
       expect_frame(draw_line_frame(info, stats, reduce_line(view, w), style), style, "line " + tag);
       expect_frame(draw_heatmap_frame(info, stats, reduce_heatmap(view, 128, 128), style), style,
@@ -98,7 +98,7 @@ TEST(PainterEdgeCases, EveryPainterDrawsEveryCase) {
       for (int step = 0; step < 3; ++step) history.add(step, stats);
       expect_frame(draw_stats_frame(info, stats, history, style), style, "stats " + tag);
       expect_frame(draw_stats_frame(info, stats, StatsHistory(), style), style, "stats empty " + tag);
-      TensorStats s2;
+      tensor::TensorStats s2;
       Histogram hist;
       summarize(view, nullptr, 64, 0.05, &s2, &hist);
       expect_frame(draw_histogram_frame(info, s2, hist, style), style, "histogram " + tag);
@@ -108,10 +108,10 @@ TEST(PainterEdgeCases, EveryPainterDrawsEveryCase) {
 
 TEST(PainterEdgeCases, InvalidViewsAreEmpty) {
   const float x = 1;
-  const TensorView negative{&x, ElementType::kFloat32, {-1, 4}};
-  const TensorView null_data{nullptr, ElementType::kFloat32, {4}};
-  const TensorView bad_type{&x, static_cast<ElementType>(99), {1}};
-  for (const TensorView& v : {negative, null_data, bad_type}) {
+  const tensor::TensorView negative{&x, tensor::ElementType::kFloat32, {-1, 4}};
+  const tensor::TensorView null_data{nullptr, tensor::ElementType::kFloat32, {4}};
+  const tensor::TensorView bad_type{&x, static_cast<tensor::ElementType>(99), {1}};
+  for (const tensor::TensorView& v : {negative, null_data, bad_type}) {
     EXPECT_EQ(reduce_line(v, 100).numel, 0);
     EXPECT_EQ(reduce_heatmap(v, 10, 10).out_rows, 0);
     EXPECT_EQ(force2d(v, 10).out_rows, 0);

@@ -19,7 +19,7 @@ namespace {
 // A tensor's bytes of any dtype, from doubles.
 struct Tensor {
   std::vector<unsigned char> bytes;
-  TensorView view;
+  tensor::TensorView view;
 };
 
 uint16_t float_to_half(float f) {  // round to nearest even, normal range only
@@ -35,19 +35,19 @@ uint16_t float_to_half(float f) {  // round to nearest even, normal range only
   return static_cast<uint16_t>(sign | h);
 }
 
-Tensor make_tensor(const std::vector<double>& values, ElementType type,
+Tensor make_tensor(const std::vector<double>& values, tensor::ElementType type,
                    std::vector<int64_t> shape) {
   Tensor t;
-  const size_t es = element_size(type);
+  const size_t es = tensor::element_size(type);
   t.bytes.resize(values.size() * es + 1);
   for (size_t i = 0; i < values.size(); ++i) {
     unsigned char* p = t.bytes.data() + i * es;
     const double v = values[i];
     switch (type) {
-      case ElementType::kFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-      case ElementType::kFloat64: std::memcpy(p, &v, 8); break;
-      case ElementType::kFloat16: { uint16_t h = float_to_half(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case ElementType::kBFloat16: {
+      case tensor::ElementType::kFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case tensor::ElementType::kFloat64: std::memcpy(p, &v, 8); break;
+      case tensor::ElementType::kFloat16: { uint16_t h = float_to_half(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case tensor::ElementType::kBFloat16: {
         float f = static_cast<float>(v);
         uint32_t b;
         std::memcpy(&b, &f, 4);
@@ -55,25 +55,25 @@ Tensor make_tensor(const std::vector<double>& values, ElementType type,
         std::memcpy(p, &h, 2);
         break;
       }
-      case ElementType::kInt8: { int8_t x = static_cast<int8_t>(std::lround(v)); std::memcpy(p, &x, 1); break; }
-      case ElementType::kInt16: { int16_t x = static_cast<int16_t>(std::lround(v)); std::memcpy(p, &x, 2); break; }
-      case ElementType::kInt32: { int32_t x = static_cast<int32_t>(std::lround(v)); std::memcpy(p, &x, 4); break; }
-      case ElementType::kInt64: { int64_t x = std::llround(v); std::memcpy(p, &x, 8); break; }
-      case ElementType::kUInt8: { uint8_t x = static_cast<uint8_t>(std::lround(v)); std::memcpy(p, &x, 1); break; }
-      case ElementType::kBool: { uint8_t x = v != 0 ? 1 : 0; std::memcpy(p, &x, 1); break; }
+      case tensor::ElementType::kInt8: { int8_t x = static_cast<int8_t>(std::lround(v)); std::memcpy(p, &x, 1); break; }
+      case tensor::ElementType::kInt16: { int16_t x = static_cast<int16_t>(std::lround(v)); std::memcpy(p, &x, 2); break; }
+      case tensor::ElementType::kInt32: { int32_t x = static_cast<int32_t>(std::lround(v)); std::memcpy(p, &x, 4); break; }
+      case tensor::ElementType::kInt64: { int64_t x = std::llround(v); std::memcpy(p, &x, 8); break; }
+      case tensor::ElementType::kUInt8: { uint8_t x = static_cast<uint8_t>(std::lround(v)); std::memcpy(p, &x, 1); break; }
+      case tensor::ElementType::kBool: { uint8_t x = v != 0 ? 1 : 0; std::memcpy(p, &x, 1); break; }
     }
   }
-  t.view = TensorView{t.bytes.data(), type, std::move(shape)};
+  t.view = tensor::TensorView{t.bytes.data(), type, std::move(shape)};
   return t;
 }
 
 // The matrix as the view holds it (after dtype rounding), centred, in double.
-Eigen::MatrixXd centred_matrix(const TensorView& view, PcaRowLayout layout) {
+Eigen::MatrixXd centred_matrix(const tensor::TensorView& view, PcaRowLayout layout) {
   int64_t n = 0, d = 0;
   pca_matrix_shape(view, layout, &n, &d);
   Eigen::MatrixXd x(n, d);
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < d; ++j) x(i, j) = element_as_double(view.data, view.type, i * d + j);
+    for (int64_t j = 0; j < d; ++j) x(i, j) = tensor::element_as_double(view.data, view.type, i * d + j);
   }
   x.rowwise() -= x.colwise().mean();
   return x;
@@ -117,7 +117,7 @@ std::vector<double> random_low_rank(int64_t n, int64_t d, uint32_t seed, double 
   return out;
 }
 
-void expect_matches_reference(const TensorView& view, const PcaOptions& options, double tol) {
+void expect_matches_reference(const tensor::TensorView& view, const PcaOptions& options, double tol) {
   const PcaResult r = compute_pca(view, options);
   ASSERT_TRUE(r.ok()) << r.message;
   const Reference ref = reference_pca(centred_matrix(view, options.layout), options.components);
@@ -133,10 +133,10 @@ void expect_matches_reference(const TensorView& view, const PcaOptions& options,
 
 TEST(PcaTest, MatchesExactSvdForBothLayoutsAndSeveralDtypes) {
   const std::vector<double> spectrum = {6, 3, 1.5};
-  for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64, ElementType::kFloat16,
-                           ElementType::kBFloat16, ElementType::kInt16}) {
-    SCOPED_TRACE(element_type_name(type));
-    const double mul = type == ElementType::kInt16 ? 100 : 1;  // integers: use the range
+  for (tensor::ElementType type : {tensor::ElementType::kFloat32, tensor::ElementType::kFloat64, tensor::ElementType::kFloat16,
+                           tensor::ElementType::kBFloat16, tensor::ElementType::kInt16}) {
+    SCOPED_TRACE(tensor::element_type_name(type));
+    const double mul = type == tensor::ElementType::kInt16 ? 100 : 1;  // integers: use the range
     auto values = random_low_rank(6 * 5, 7, 11, 0.3, spectrum);
     for (double& v : values) v *= mul;
     // 30 x 7 under kFirstDim as [30, 7]; under kFirstTwoDims as [6, 5, 7].
@@ -166,7 +166,7 @@ TEST(PcaTest, KnownVariancesOfOrthogonalScaledAxes) {
       v.push_back(sign * (4 - j) + 10.0);
     }
   }
-  const Tensor t = make_tensor(v, ElementType::kFloat32, {8, 3});
+  const Tensor t = make_tensor(v, tensor::ElementType::kFloat32, {8, 3});
   PcaOptions o;
   o.components = 3;
   const PcaResult r = compute_pca(t.view, o);
@@ -185,7 +185,7 @@ TEST(PcaTest, RandomizedAgreesWithExactOnDecayingSpectrum) {
   // Feature space (2000 x 300) and row space (150 x 2500).
   for (auto [n, d] : {std::pair<int64_t, int64_t>{2000, 300}, {150, 2500}}) {
     SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(d));
-    const Tensor t = make_tensor(random_low_rank(n, d, 3, 0.05, spectrum), ElementType::kFloat32, {n, d});
+    const Tensor t = make_tensor(random_low_rank(n, d, 3, 0.05, spectrum), tensor::ElementType::kFloat32, {n, d});
     PcaOptions exact;
     exact.exact_below = 1 << 30;
     PcaOptions randomized;
@@ -209,7 +209,7 @@ TEST(PcaTest, RandomizedAgreesWithExactOnDecayingSpectrum) {
 }
 
 TEST(PcaTest, DeterministicUnderSeedAndThreadCount) {
-  const Tensor t = make_tensor(random_low_rank(600, 200, 5, 1.0, {3, 2, 1}), ElementType::kFloat32, {600, 200});
+  const Tensor t = make_tensor(random_low_rank(600, 200, 5, 1.0, {3, 2, 1}), tensor::ElementType::kFloat32, {600, 200});
   PcaOptions o;
   o.exact_below = 1;
   o.max_threads = 1;
@@ -241,8 +241,8 @@ TEST(PcaTest, NonFiniteValuesAreReplacedByColumnMeans) {
     }
     clean[static_cast<size_t>(idx)] = sum / cnt;
   }
-  const Tensor dirty = make_tensor(v, ElementType::kFloat64, {20, 4});
-  const Tensor fixed = make_tensor(clean, ElementType::kFloat64, {20, 4});
+  const Tensor dirty = make_tensor(v, tensor::ElementType::kFloat64, {20, 4});
+  const Tensor fixed = make_tensor(clean, tensor::ElementType::kFloat64, {20, 4});
   const PcaResult r = compute_pca(dirty.view, PcaOptions{});
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_NE(r.note.find("3 NaN/Inf values"), std::string::npos) << r.note;
@@ -256,30 +256,30 @@ TEST(PcaTest, DegenerateInputsGiveAMessageOrAValidResult) {
   struct Case {
     std::string name;
     std::vector<double> values;
-    ElementType type;
+    tensor::ElementType type;
     std::vector<int64_t> shape;
     bool ok;
   };
   std::vector<double> ramp(12);
   for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<double>(i % 5);
   const std::vector<Case> cases = {
-      {"empty rows", {}, ElementType::kFloat32, {0, 5}, false},
-      {"empty features", {}, ElementType::kFloat32, {5, 0}, false},
-      {"zero dim later", {}, ElementType::kFloat32, {0, 1LL << 40, 1LL << 40}, false},
-      {"scalar", {1}, ElementType::kFloat32, {}, false},
-      {"one row", {1, 2, 3}, ElementType::kFloat32, {1, 3}, false},
-      {"all nan", std::vector<double>(12, NAN), ElementType::kFloat32, {4, 3}, false},
-      {"one feature", {1, 2, 3, 4}, ElementType::kFloat32, {4}, true},
-      {"two rows", {1, 2, 3, 5, 5, 5}, ElementType::kFloat32, {2, 3}, true},
-      {"all equal", std::vector<double>(12, 7.0), ElementType::kFloat32, {4, 3}, true},
-      {"inf column", {1, INFINITY, 2, INFINITY, 3, INFINITY}, ElementType::kFloat32, {3, 2}, true},
-      {"bool", ramp, ElementType::kBool, {4, 3}, true},
-      {"uint8", ramp, ElementType::kUInt8, {3, 4}, true},
-      {"int64", ramp, ElementType::kInt64, {6, 2}, true},
-      {"int8", ramp, ElementType::kInt8, {2, 2, 3}, true},
-      {"huge float", {3e38, -3e38, 1, 2e38, 0, -1e38}, ElementType::kFloat32, {3, 2}, true},
-      {"huge double", {1.7e308, -1.7e308, 1, 1e308, -1.7e308, 1.7e308}, ElementType::kFloat64, {3, 2}, true},
-      {"tiny", {1e-40, 2e-45, 0, -1e-40, 3e-42, 1e-41}, ElementType::kFloat32, {3, 2}, true},
+      {"empty rows", {}, tensor::ElementType::kFloat32, {0, 5}, false},
+      {"empty features", {}, tensor::ElementType::kFloat32, {5, 0}, false},
+      {"zero dim later", {}, tensor::ElementType::kFloat32, {0, 1LL << 40, 1LL << 40}, false},
+      {"scalar", {1}, tensor::ElementType::kFloat32, {}, false},
+      {"one row", {1, 2, 3}, tensor::ElementType::kFloat32, {1, 3}, false},
+      {"all nan", std::vector<double>(12, NAN), tensor::ElementType::kFloat32, {4, 3}, false},
+      {"one feature", {1, 2, 3, 4}, tensor::ElementType::kFloat32, {4}, true},
+      {"two rows", {1, 2, 3, 5, 5, 5}, tensor::ElementType::kFloat32, {2, 3}, true},
+      {"all equal", std::vector<double>(12, 7.0), tensor::ElementType::kFloat32, {4, 3}, true},
+      {"inf column", {1, INFINITY, 2, INFINITY, 3, INFINITY}, tensor::ElementType::kFloat32, {3, 2}, true},
+      {"bool", ramp, tensor::ElementType::kBool, {4, 3}, true},
+      {"uint8", ramp, tensor::ElementType::kUInt8, {3, 4}, true},
+      {"int64", ramp, tensor::ElementType::kInt64, {6, 2}, true},
+      {"int8", ramp, tensor::ElementType::kInt8, {2, 2, 3}, true},
+      {"huge float", {3e38, -3e38, 1, 2e38, 0, -1e38}, tensor::ElementType::kFloat32, {3, 2}, true},
+      {"huge double", {1.7e308, -1.7e308, 1, 1e308, -1.7e308, 1.7e308}, tensor::ElementType::kFloat64, {3, 2}, true},
+      {"tiny", {1e-40, 2e-45, 0, -1e-40, 3e-42, 1e-41}, tensor::ElementType::kFloat32, {3, 2}, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -305,13 +305,13 @@ TEST(PcaTest, DegenerateInputsGiveAMessageOrAValidResult) {
     }
   }
   // Invalid views.
-  EXPECT_FALSE(compute_pca(TensorView{nullptr, ElementType::kFloat32, {4, 4}}, {}).ok());
-  EXPECT_FALSE(compute_pca(TensorView{nullptr, static_cast<ElementType>(99), {4, 4}}, {}).ok());
-  EXPECT_FALSE(compute_pca(TensorView{nullptr, ElementType::kFloat32, {-1, 4}}, {}).ok());
+  EXPECT_FALSE(compute_pca(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {4, 4}}, {}).ok());
+  EXPECT_FALSE(compute_pca(tensor::TensorView{nullptr, static_cast<tensor::ElementType>(99), {4, 4}}, {}).ok());
+  EXPECT_FALSE(compute_pca(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {-1, 4}}, {}).ok());
 }
 
 TEST(PcaTest, AllEqualRowsSayZeroVariance) {
-  const Tensor t = make_tensor(std::vector<double>(12, 7.0), ElementType::kFloat32, {4, 3});
+  const Tensor t = make_tensor(std::vector<double>(12, 7.0), tensor::ElementType::kFloat32, {4, 3});
   const PcaResult r = compute_pca(t.view, PcaOptions{});
   ASSERT_TRUE(r.ok());
   EXPECT_NE(r.note.find("zero variance"), std::string::npos);
@@ -319,7 +319,7 @@ TEST(PcaTest, AllEqualRowsSayZeroVariance) {
 }
 
 TEST(PcaTest, OneFeatureProjectsTheCentredValues) {
-  const Tensor t = make_tensor({1, 2, 3, 6}, ElementType::kInt32, {4});
+  const Tensor t = make_tensor({1, 2, 3, 6}, tensor::ElementType::kInt32, {4});
   const PcaResult r = compute_pca(t.view, PcaOptions{});
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_NEAR(r.explained_variance_ratio[0], 1.0, 1e-6);

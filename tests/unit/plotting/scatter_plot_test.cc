@@ -127,7 +127,7 @@ TEST(ScatterPlotTest, PcaFrameForResultsAndMessages) {
   r.features = 16536000;
   r.randomized = true;
   r.note = "12 NaN/Inf values replaced by column means";
-  TensorStats stats;
+  tensor::TensorStats stats;
   stats.count = 10;
   stats.finite_count = 10;
   stats.mean = 0.5;

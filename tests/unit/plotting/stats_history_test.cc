@@ -9,8 +9,8 @@
 namespace tensorscope::plotting {
 namespace {
 
-TensorStats stats_of(double mean, double std, double min, double max, uint64_t nan = 0) {
-  TensorStats s;
+tensor::TensorStats stats_of(double mean, double std, double min, double max, uint64_t nan = 0) {
+  tensor::TensorStats s;
   s.count = s.finite_count = 10;
   s.mean = mean;
   s.std = std;
@@ -59,7 +59,7 @@ TEST(StatsHistory, MergedMeanAndStdArePooled) {
 
 TEST(StatsHistory, AllNaNStepsHaveNoMean) {
   StatsHistory h;
-  TensorStats s;
+  tensor::TensorStats s;
   s.count = s.nan_count = 4;
   s.mean = s.std = s.min = s.max = NAN;
   h.add(3, s);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tensorscope/plotting/histogram.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting::testing {
 
@@ -37,13 +37,13 @@ class TempDir {
 };
 
 // Element-by-element histogram, written the obvious way.
-inline Histogram reference_histogram(const TensorView& view, const HistogramRange& range) {
+inline Histogram reference_histogram(const tensor::TensorView& view, const HistogramRange& range) {
   Histogram h;
   h.range = range;
   h.counts.assign(static_cast<size_t>(range.bins), 0);
   const double scale = range.bins / (range.hi - range.lo);
   for (int64_t i = 0; i < view.numel(); ++i) {
-    const double x = element_as_double(view.data, view.type, i);
+    const double x = tensor::element_as_double(view.data, view.type, i);
     if (std::isnan(x)) {
       ++h.nan;
     } else if (x == INFINITY) {

@@ -44,8 +44,8 @@ Clusters make_clusters(int clusters, int per_cluster, int dims, uint64_t seed) {
   return c;
 }
 
-TensorView view_of(const Clusters& c) {
-  return TensorView{c.data.data(), ElementType::kFloat32, {c.n, c.dims}};
+tensor::TensorView view_of(const Clusters& c) {
+  return tensor::TensorView{c.data.data(), tensor::ElementType::kFloat32, {c.n, c.dims}};
 }
 
 // Trustworthiness (Venna & Kaski) with k neighbours, exact, O(n² log n).
@@ -193,14 +193,14 @@ TEST(TsneTest, TooFewRowsGiveAMessage) {
   TsneEmbedder embedder(small_options());
   std::vector<float> values(4 * 3, 1.0f);
   for (int64_t rows : {0, 1, 4}) {
-    const TsneResult r = embedder.embed(TensorView{values.data(), ElementType::kFloat32, {rows, 3}});
+    const TsneResult r = embedder.embed(tensor::TensorView{values.data(), tensor::ElementType::kFloat32, {rows, 3}});
     EXPECT_EQ(r.embedding.rows(), 0);
     EXPECT_FALSE(r.message.empty());
   }
-  const TsneResult scalar = embedder.embed(TensorView{values.data(), ElementType::kFloat32, {}});
+  const TsneResult scalar = embedder.embed(tensor::TensorView{values.data(), tensor::ElementType::kFloat32, {}});
   EXPECT_EQ(scalar.embedding.rows(), 0);
   EXPECT_FALSE(scalar.message.empty());
-  const TsneResult invalid = embedder.embed(TensorView{nullptr, ElementType::kFloat32, {10, 3}});
+  const TsneResult invalid = embedder.embed(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {10, 3}});
   EXPECT_EQ(invalid.embedding.rows(), 0);
   EXPECT_FALSE(invalid.message.empty());
 }
@@ -212,7 +212,7 @@ TEST(TsneTest, DegenerateInputsNeverCrash) {
   const float kInf = std::numeric_limits<float>::infinity();
   {  // All rows equal.
     std::vector<float> v(50 * 4, 3.0f);
-    const TsneResult r = TsneEmbedder(o).embed(TensorView{v.data(), ElementType::kFloat32, {50, 4}});
+    const TsneResult r = TsneEmbedder(o).embed(tensor::TensorView{v.data(), tensor::ElementType::kFloat32, {50, 4}});
     EXPECT_EQ(r.embedding.rows(), 50);
     EXPECT_TRUE(r.embedding.allFinite());
   }
@@ -229,30 +229,30 @@ TEST(TsneTest, DegenerateInputsNeverCrash) {
   }
   {  // All NaN.
     std::vector<float> v(30 * 2, kNaN);
-    const TsneResult r = TsneEmbedder(o).embed(TensorView{v.data(), ElementType::kFloat32, {30, 2}});
+    const TsneResult r = TsneEmbedder(o).embed(tensor::TensorView{v.data(), tensor::ElementType::kFloat32, {30, 2}});
     EXPECT_EQ(r.embedding.rows(), 0);
     EXPECT_FALSE(r.message.empty());
   }
   {  // Integer, bool, float16 and huge float64 data; one feature (1-D tensor).
     std::vector<int32_t> ints(40 * 3);
     for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int32_t>(i % 7) * 1000000;
-    EXPECT_EQ(TsneEmbedder(o).embed(TensorView{ints.data(), ElementType::kInt32, {40, 3}}).embedding.rows(), 40);
+    EXPECT_EQ(TsneEmbedder(o).embed(tensor::TensorView{ints.data(), tensor::ElementType::kInt32, {40, 3}}).embedding.rows(), 40);
     std::vector<uint8_t> bools(40 * 6);
     for (size_t i = 0; i < bools.size(); ++i) bools[i] = static_cast<uint8_t>((i * 37) % 5 == 0 ? 7 : 0);
-    const TsneResult b = TsneEmbedder(o).embed(TensorView{bools.data(), ElementType::kBool, {40, 6}});
+    const TsneResult b = TsneEmbedder(o).embed(tensor::TensorView{bools.data(), tensor::ElementType::kBool, {40, 6}});
     EXPECT_EQ(b.embedding.rows(), 40);
     EXPECT_TRUE(b.embedding.allFinite());
     std::vector<uint16_t> halves(40 * 2, 0x3c00);  // 1.0
     halves[5] = 0x7e00;                             // NaN
-    EXPECT_EQ(TsneEmbedder(o).embed(TensorView{halves.data(), ElementType::kFloat16, {40, 2}}).embedding.rows(), 39);
+    EXPECT_EQ(TsneEmbedder(o).embed(tensor::TensorView{halves.data(), tensor::ElementType::kFloat16, {40, 2}}).embedding.rows(), 39);
     std::vector<double> huge(40 * 3);
     for (size_t i = 0; i < huge.size(); ++i) huge[i] = (i % 2 ? 1e300 : -1e300) * static_cast<double>(i % 5);
-    const TsneResult h = TsneEmbedder(o).embed(TensorView{huge.data(), ElementType::kFloat64, {40, 3}});
+    const TsneResult h = TsneEmbedder(o).embed(tensor::TensorView{huge.data(), tensor::ElementType::kFloat64, {40, 3}});
     EXPECT_EQ(h.embedding.rows(), 40);
     EXPECT_TRUE(h.embedding.allFinite());
     std::vector<float> line(60);
     for (size_t i = 0; i < line.size(); ++i) line[i] = static_cast<float>(i % 3) * 10.0f + 0.01f * i;
-    const TsneResult l = TsneEmbedder(o).embed(TensorView{line.data(), ElementType::kFloat32, {60}});
+    const TsneResult l = TsneEmbedder(o).embed(tensor::TensorView{line.data(), tensor::ElementType::kFloat32, {60}});
     EXPECT_EQ(l.embedding.rows(), 60);
     EXPECT_TRUE(l.embedding.allFinite());
   }

@@ -17,8 +17,8 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/histogram.h"
-#include "tensorscope/plotting/tensor_stats.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_stats.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting {
 
@@ -33,7 +33,7 @@ struct FrameInfo {
   int rank = 0;
   int64_t step = 0;
   std::vector<int64_t> shape;
-  ElementType type = ElementType::kFloat32;
+  tensor::ElementType type = tensor::ElementType::kFloat32;
 };
 
 // Colours are BGR. The defaults are a dark theme that survives video compression.
@@ -51,7 +51,7 @@ struct FrameStyle {
 // Histogram frame: header with statistics, bars over hist.range with count (y) and
 // value (x) axes, the mean marked, and underflow/overflow/NaN/+Inf/-Inf counts in a
 // line of their own.
-cv::Mat draw_histogram_frame(const FrameInfo& info, const TensorStats& stats,
+cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats,
                              const Histogram& hist, const FrameStyle& style);
 
 // Header without statistics and `message` centred below it (word-wrapped), for tensors
@@ -61,7 +61,7 @@ cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
 
 // For other painters: fills `image` with the background, draws the header (with the
 // statistics line when stats != nullptr) and returns the free area below it.
-cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const TensorStats* stats,
+cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::TensorStats* stats,
                            const FrameStyle& style);
 
 // "[64, 128, 768]"; "[]" for a scalar.

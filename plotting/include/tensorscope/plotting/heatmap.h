@@ -18,8 +18,8 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/frame_painter.h"
-#include "tensorscope/plotting/tensor_stats.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_stats.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting {
 
@@ -61,19 +61,19 @@ struct Heatmap {
 
 // max_rows/max_cols are clamped to [1, kMaxHeatmapSide]. An invalid or empty view gives
 // an empty heatmap (out_rows == 0).
-Heatmap reduce_heatmap(const TensorView& view, int max_rows, int max_cols,
+Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_cols,
                        HeatmapReduction reduction = HeatmapReduction::kMean);
 
 // Any shape flattened into a side x side square, side = ceil(sqrt(numel)), filled row
 // by row; the side*side - numel cells after the data are zeros (padded_zeros), then
 // block-mean reduced to at most max_side x max_side.
-Heatmap force2d(const TensorView& view, int max_side,
+Heatmap force2d(const tensor::TensorView& view, int max_side,
                 HeatmapReduction reduction = HeatmapReduction::kMean);
 
 // Header with statistics, the cells (viridis; no-finite-value cells in a distinct
 // grey-magenta), a colorbar with value ticks, row and column axes with source indices,
 // and a footer naming the reduction, NaN/Inf counts and padding.
-cv::Mat draw_heatmap_frame(const FrameInfo& info, const TensorStats& stats,
+cv::Mat draw_heatmap_frame(const FrameInfo& info, const tensor::TensorStats& stats,
                            const Heatmap& heatmap, const FrameStyle& style);
 
 }  // namespace tensorscope::plotting

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensorscope/plotting/tensor_stats.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_stats.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting {
 
@@ -39,7 +39,7 @@ HistogramRange sanitize_range(HistogramRange range);
 // give [-1, 1]. With integer_valued (integer/bool data) the edges sit at half-integers
 // and every bin spans the same whole number of integers (so `bins` may come back
 // smaller, e.g. 2 bins for bool); the margin is then rounded down to whole integers.
-HistogramRange choose_histogram_range(const TensorStats& stats, int bins,
+HistogramRange choose_histogram_range(const tensor::TensorStats& stats, int bins,
                                       double margin_fraction, bool integer_valued = false);
 
 struct Histogram {
@@ -57,14 +57,14 @@ struct Histogram {
 
 // Exact counts of every element; `range` is sanitized first (result.range is the one
 // used). An invalid or empty view gives all-zero counts.
-Histogram compute_histogram(const TensorView& view, const HistogramRange& range);
+Histogram compute_histogram(const tensor::TensorView& view, const HistogramRange& range);
 
 // Stats and histogram with as few passes as possible. With fixed_range != nullptr: one
 // pass over the data, histogram over *fixed_range. Without: two passes (stats, then a
 // histogram over choose_histogram_range(stats, bins, margin, integer type)); if another
 // process rewrites the data between the passes, both results stay self-consistent
 // but may disagree with each other. Either output pointer may be null.
-void summarize(const TensorView& view, const HistogramRange* fixed_range, int bins,
-               double margin_fraction, TensorStats* stats, Histogram* hist);
+void summarize(const tensor::TensorView& view, const HistogramRange* fixed_range, int bins,
+               double margin_fraction, tensor::TensorStats* stats, Histogram* hist);
 
 }  // namespace tensorscope::plotting

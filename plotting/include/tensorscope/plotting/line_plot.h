@@ -15,8 +15,8 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/frame_painter.h"
-#include "tensorscope/plotting/tensor_stats.h"
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_stats.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting {
 
@@ -46,13 +46,13 @@ struct LineSeries {
 // columns is clamped to [1, kMaxLineColumns]. n <= columns keeps every value (lo == hi);
 // otherwise point c covers elements [c*n/columns, (c+1)*n/columns). Invalid or empty
 // views give an empty series (numel 0).
-LineSeries reduce_line(const TensorView& view, int columns);
+LineSeries reduce_line(const tensor::TensorView& view, int columns);
 
 // Header with statistics, value-vs-index axes, the series (a polyline with dots when
 // short, a min-max band when reduced), NaN/Inf markers (red ticks on the x axis for
 // NaN, marks at the top/bottom edge for +Inf/-Inf) and a footer with their counts.
 // Empty or all-non-finite series get a message in the plot area.
-cv::Mat draw_line_frame(const FrameInfo& info, const TensorStats& stats,
+cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats,
                         const LineSeries& series, const FrameStyle& style);
 
 }  // namespace tensorscope::plotting

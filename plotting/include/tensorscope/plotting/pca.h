@@ -23,7 +23,7 @@
 
 #include <Eigen/Core>
 
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting {
 
@@ -68,9 +68,9 @@ struct PcaResult {
 // rows/features of `view` under `layout` (a scalar is 1 x 1; a 1-D tensor has 1
 // feature; kFirstTwoDims of a 1-D tensor falls back to kFirstDim). {0, 0} for an
 // invalid view.
-void pca_matrix_shape(const TensorView& view, PcaRowLayout layout, int64_t* rows,
+void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64_t* rows,
                       int64_t* features);
 
-PcaResult compute_pca(const TensorView& view, const PcaOptions& options);
+PcaResult compute_pca(const tensor::TensorView& view, const PcaOptions& options);
 
 }  // namespace tensorscope::plotting

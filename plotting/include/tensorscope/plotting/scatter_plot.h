@@ -18,7 +18,7 @@
 
 #include "tensorscope/plotting/frame_painter.h"
 #include "tensorscope/plotting/pca.h"
-#include "tensorscope/plotting/tensor_stats.h"
+#include "tensorscope/tensor/tensor_stats.h"
 
 namespace tensorscope::plotting {
 
@@ -36,14 +36,14 @@ struct ScatterLabels {
 
 // Header (with the statistics line when stats != nullptr) and a scatter plot of the
 // n x 2 `points` (extra columns are ignored; a single column is plotted against 0).
-cv::Mat draw_scatter_frame(const FrameInfo& info, const TensorStats* stats,
+cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats,
                            const Eigen::MatrixXf& points, const ScatterLabels& labels,
                            const FrameStyle& style);
 
 // The `pca` frame: the first two columns of result.projection with the explained
 // variance on the axis titles and the matrix shape and method in the note; a message
 // frame when !result.ok().
-cv::Mat draw_pca_frame(const FrameInfo& info, const TensorStats* stats, const PcaResult& result,
+cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, const PcaResult& result,
                        const FrameStyle& style);
 
 }  // namespace tensorscope::plotting

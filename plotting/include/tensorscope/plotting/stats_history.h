@@ -17,7 +17,7 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/frame_painter.h"
-#include "tensorscope/plotting/tensor_stats.h"
+#include "tensorscope/tensor/tensor_stats.h"
 
 namespace tensorscope::plotting {
 
@@ -39,7 +39,7 @@ class StatsHistory {
  public:
   explicit StatsHistory(size_t max_points = kMaxStatsPoints);
 
-  void add(int64_t step, const TensorStats& stats);
+  void add(int64_t step, const tensor::TensorStats& stats);
   const std::vector<StatsPoint>& points() const { return points_; }
   size_t size() const { return points_.size(); }
   uint64_t added() const { return added_; }  // add() calls so far
@@ -55,7 +55,7 @@ class StatsHistory {
 // Header with the current statistics, then mean (line) with a +-std band, min and max
 // (thin lines) against step, NaN/Inf steps marked with red ticks on the x axis, and a
 // legend. An empty history shows a message.
-cv::Mat draw_stats_frame(const FrameInfo& info, const TensorStats& current,
+cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current,
                          const StatsHistory& history, const FrameStyle& style);
 
 }  // namespace tensorscope::plotting

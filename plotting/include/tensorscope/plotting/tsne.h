@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::plotting {
 
@@ -57,7 +57,7 @@ class TsneEmbedder {
   // as last time (same row_index); otherwise starts fresh (PCA initialization scaled
   // to std 1e-4, seeded random when the data is degenerate). Fewer than 5 usable rows:
   // empty embedding and a message. Never throws.
-  TsneResult embed(const TensorView& rows);
+  TsneResult embed(const tensor::TensorView& rows);
 
   // Forgets the previous embedding: the next embed() starts fresh.
   void reset();

@@ -1,14 +1,10 @@
-// tensor_stats.cc — compute_stats and the block-wise StatsAccumulator.
-#include "tensorscope/plotting/tensor_stats.h"
+// tensor_stats.cc — compute_stats and the block-wise StatsAccumulator (tensor_stats.h).
+#include "tensorscope/tensor/tensor_stats.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "element_blocks.h"
-#include "stats_accumulator.h"
-
-namespace tensorscope::plotting {
-namespace internal {
+namespace tensorscope::tensor {
 namespace {
 constexpr int kScaleExponent = 600;
 const double kScaleThreshold = std::ldexp(1.0, 400);
@@ -116,15 +112,13 @@ TensorStats StatsAccumulator::finish(uint64_t count, const NonFiniteCounts& nf) 
   return s;
 }
 
-}  // namespace internal
-
 TensorStats compute_stats(const TensorView& view) {
-  internal::NonFiniteCounts nf;
-  internal::StatsAccumulator acc;
-  internal::for_each_finite_block(view, &nf,
-                                  [&](const double* v, size_t n) { acc.add_block(v, n); });
+  NonFiniteCounts nf;
+  StatsAccumulator acc;
+  for_each_finite_block(view, &nf,
+                        [&](const double* v, size_t n) { acc.add_block(v, n); });
   const uint64_t count = view.valid() ? static_cast<uint64_t>(view.numel()) : 0;
   return acc.finish(count, nf);
 }
 
-}  // namespace tensorscope::plotting
+}  // namespace tensorscope::tensor

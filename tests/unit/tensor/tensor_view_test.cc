@@ -1,5 +1,5 @@
 // Element types, sizes, names, numel, and the hand-written float16/bfloat16 conversions.
-#include "tensorscope/plotting/tensor_view.h"
+#include "tensorscope/tensor/tensor_view.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-namespace tensorscope::plotting {
+namespace tensorscope::tensor {
 namespace {
 
 TEST(ElementType, SizesAndNames) {
@@ -136,4 +136,4 @@ TEST(TensorView, NumelAndValidity) {
 }
 
 }  // namespace
-}  // namespace tensorscope::plotting
+}  // namespace tensorscope::tensor

@@ -1,5 +1,5 @@
 // compute_stats on known data: NaN/Inf, integers, bool, all equal, empty, huge values.
-#include "tensorscope/plotting/tensor_stats.h"
+#include "tensorscope/tensor/tensor_stats.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-namespace tensorscope::plotting {
+namespace tensorscope::tensor {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -209,4 +209,4 @@ TEST(TensorStats, HalfPrecisionSpecials) {
 }
 
 }  // namespace
-}  // namespace tensorscope::plotting
+}  // namespace tensorscope::tensor

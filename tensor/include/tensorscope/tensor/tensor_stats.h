@@ -1,0 +1,56 @@
+// tensor_stats.h — summary statistics of a tensor (counts, mean, std, min, max), and the
+// block accumulator they are computed with.
+//
+// Used by the daemon's worker processes for every frame (the statistics line, the
+// `stats` render mode), by the histogram range choice and by the statistics table. One
+// pass over the data; mean/std are numerically careful: each block is reduced with two
+// passes over L1-resident data (sum, then squared deviations from the block mean) and
+// merged with Chan's parallel-variance formula; when a value above 2^400 shows up
+// (float64 only) every later sum is kept in units of 2^600, so 1e38 floats never
+// overflow to Inf; min/max stay exact.
+// Thread safety: compute_stats is pure; one StatsAccumulator per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "tensorscope/tensor/element_blocks.h"
+#include "tensorscope/tensor/tensor_view.h"
+
+namespace tensorscope::tensor {
+
+struct TensorStats {
+  uint64_t count = 0;          // all elements (numel)
+  uint64_t finite_count = 0;   // elements that are neither NaN nor +-Inf
+  uint64_t nan_count = 0;
+  uint64_t pos_inf_count = 0;
+  uint64_t neg_inf_count = 0;
+  // Over the finite values only; population std. NaN when finite_count == 0.
+  double mean = 0;
+  double std = 0;
+  double min = 0;
+  double max = 0;
+};
+
+// Integer and bool elements are all finite (bool is 0/1). An invalid or empty view
+// gives count == 0 and NaN mean/std/min/max.
+TensorStats compute_stats(const TensorView& view);
+
+// Combines blocks of finite doubles (for_each_finite_block) into TensorStats.
+class StatsAccumulator {
+ public:
+  // `values` are finite.
+  void add_block(const double* values, size_t n);
+  TensorStats finish(uint64_t count, const NonFiniteCounts& non_finite) const;
+
+ private:
+  uint64_t n_ = 0;
+  double mean_ = 0;  // in units of 2^kScaleExponent when scaled_
+  double m2_ = 0;    // sum of squared deviations, in units of 2^(2*kScaleExponent)
+  double min_ = std::numeric_limits<double>::infinity();
+  double max_ = -std::numeric_limits<double>::infinity();
+  bool scaled_ = false;
+};
+
+}  // namespace tensorscope::tensor
