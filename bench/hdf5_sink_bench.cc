@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "sinks/hdf5_sink.h"
+#include "tensorscope/recording/hdf5_sink.h"
 
-namespace td = tensorscope::daemon;
+namespace td = tensorscope::recording;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "record_frame.h"
+#include "tensorscope/recording/wire_tensor.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/line_plot.h"
@@ -44,7 +45,7 @@ class HistogramRenderer final : public FrameRenderer {
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const tensor::TensorView view = tensor_view(record);
+    const tensor::TensorView view = recording::tensor_view(record);
     if (view.numel() == 0) return message_frame(std::move(info), "empty tensor: nothing to plot");
     auto stats = std::make_shared<tensor::TensorStats>();
     auto hist = std::make_shared<plotting::Histogram>();
@@ -72,7 +73,7 @@ class LineRenderer final : public FrameRenderer {
   explicit LineRenderer(int columns) : columns_(columns) {}
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const tensor::TensorView view = tensor_view(record);
+    const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     auto series = std::make_shared<plotting::LineSeries>(plotting::reduce_line(view, columns_));
     return [info = std::move(info), stats, series](const plotting::FrameStyle& style) {
@@ -91,7 +92,7 @@ class HeatmapRenderer final : public FrameRenderer {
       : force_square_(force_square), reduction_(reduction) {}
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const tensor::TensorView view = tensor_view(record);
+    const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     auto heatmap = std::make_shared<plotting::Heatmap>(
         force_square_ ? plotting::force2d(view, kHeatmapMaxSide, reduction_)
@@ -111,7 +112,7 @@ class HeatmapRenderer final : public FrameRenderer {
 class StatsRenderer final : public FrameRenderer {
  public:
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const tensor::TensorView view = tensor_view(record);
+    const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     return [this, info = std::move(info), stats](const plotting::FrameStyle& style) {
       history_.add(info.step, *stats);
@@ -134,7 +135,7 @@ class PcaRenderer final : public FrameRenderer {
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const tensor::TensorView view = tensor_view(record);
+    const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     auto result = std::make_shared<plotting::PcaResult>(plotting::compute_pca(view, options_));
     return [info = std::move(info), stats, result](const plotting::FrameStyle& style) {
@@ -157,7 +158,7 @@ class TsneRenderer final : public FrameRenderer {
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
-    const tensor::TensorView view = tensor_view(record);
+    const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
     const int64_t rows = view.shape.empty() ? 1 : view.shape[0];
     const int64_t numel = view.numel();

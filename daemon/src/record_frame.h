@@ -1,17 +1,14 @@
-// record_frame.h — translation from a validated wire record to plotting's types.
+// record_frame.h — the text a frame shows about its record (plotting::FrameInfo).
 //
-// Used inside a worker process (reader thread). Thread safety: free functions.
+// Used inside a worker process (reader thread); the record's payload as a tensor view
+// is recording::tensor_view (wire_tensor.h). Thread safety: free functions.
 #pragma once
 
 #include "tensorscope/plotting/frame_painter.h"
-#include "tensorscope/tensor/tensor_view.h"
-#include "tensorscope/shared/ring_reader.h"
+#include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::daemon {
 
-tensor::ElementType element_type(wire::DType dtype);
-// A view of the record's payload (in shared memory) with its dtype and shape.
-tensor::TensorView tensor_view(const RecordView& record);
 // Stream, device, rank, step, label, kind, shape and dtype for the frame's text.
 plotting::FrameInfo frame_info(const wire::RecordHeader& header);
 

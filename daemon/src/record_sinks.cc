@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <set>
 
-#include "file_naming.h"
-#include "sinks/hdf5_sink.h"
-#include "sinks/npy_file.h"
-#include "sinks/stats_table.h"
-#include "sinks/tree_log.h"
+#include "tensorscope/recording/file_naming.h"
+#include "tensorscope/recording/hdf5_sink.h"
+#include "tensorscope/recording/npy_file.h"
+#include "tensorscope/recording/stats_table.h"
+#include "tensorscope/recording/tree_log.h"
 #include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
@@ -42,14 +42,14 @@ struct RecordSinks::Job {
   int64_t pid = 0;
   uint8_t sinks = 0;
   bool finish = false;  // finalize the producer's files (no record)
-  StatsRowMeta meta;
+  recording::StatsRowMeta meta;
   std::vector<uint8_t> payload;
 };
 
 struct RecordSinks::ProducerFiles {
-  std::unique_ptr<StatsTableWriter> stats;
-  std::unique_ptr<Hdf5Sink> hdf5;
-  std::unique_ptr<TreeLogWriter> tree;
+  std::unique_ptr<recording::StatsTableWriter> stats;
+  std::unique_ptr<recording::Hdf5Sink> hdf5;
+  std::unique_ptr<recording::TreeLogWriter> tree;
   bool stats_failed = false;  // logged once; no more attempts for this producer
   bool hdf5_failed = false;
   bool tree_failed = false;
@@ -215,7 +215,7 @@ void RecordSinks::write(Job& job) {
 
   if ((job.sinks & kTree) != 0 && !files.tree_failed) {
     if (!files.tree) {
-      auto opened = TreeLogWriter::open(session_dir_ + "/tree/" + owner + ".log");
+      auto opened = recording::TreeLogWriter::open(session_dir_ + "/tree/" + owner + ".log");
       if (opened) {
         files.tree = std::move(*opened);
       } else {
@@ -235,17 +235,17 @@ void RecordSinks::write(Job& job) {
     if (!files.stats) {
       std::string why;
       const std::string dir = session_dir_ + "/stats";
-      auto opened = make_dirs(dir, &why) ? StatsTableWriter::open(dir + "/" + owner + ".csv")
-                                         : StatusOr<StatsTableWriter>(Status::error(why));
+      auto opened = make_dirs(dir, &why) ? recording::StatsTableWriter::open(dir + "/" + owner + ".csv")
+                                         : StatusOr<recording::StatsTableWriter>(Status::error(why));
       if (opened) {
-        files.stats = std::make_unique<StatsTableWriter>(std::move(*opened));
+        files.stats = std::make_unique<recording::StatsTableWriter>(std::move(*opened));
       } else {
         files.stats_failed = true;
         fail(opened.message());
       }
     }
     if (files.stats) {
-      Status st = files.stats->append(job.meta, compute_stats_row(job.meta.dtype, job.payload.data(), numel));
+      Status st = files.stats->append(job.meta, recording::compute_stats_row(job.meta.dtype, job.payload.data(), numel));
       if (!st) fail(st.message());
     }
   }
@@ -254,9 +254,9 @@ void RecordSinks::write(Job& job) {
     std::string why;
     const std::string dir = session_dir_ + "/dumps/step_" + std::to_string(job.meta.step);
     if (make_dirs(dir, &why)) {
-      const std::string path = dir + "/" + sanitize_stream_name(job.meta.stream) + "_rank" +
+      const std::string path = dir + "/" + recording::sanitize_stream_name(job.meta.stream) + "_rank" +
                                std::to_string(job.meta.rank) + ".npy";
-      Status st = write_npy(path, job.meta.dtype, job.meta.shape, job.payload.data(), job.payload.size());
+      Status st = recording::write_npy(path, job.meta.dtype, job.meta.shape, job.payload.data(), job.payload.size());
       if (!st) fail(st.message());
     } else {
       fail(why);
@@ -267,7 +267,7 @@ void RecordSinks::write(Job& job) {
     if (!files.hdf5) {
       std::string why;
       const std::string dir = session_dir_ + "/hdf5";
-      Hdf5SinkOptions options;
+      recording::Hdf5SinkOptions options;
       options.dtype = config_.hdf5_dtype;
       options.gzip_level = config_.hdf5_gzip;
       options.change_detection = config_.hdf5_change_detection == "true";
@@ -275,13 +275,13 @@ void RecordSinks::write(Job& job) {
       options.rotate_seconds = config_.hdf5_rotate_seconds;
       options.flush_seconds = config_.hdf5_flush_seconds;
       if (!hdf5_budget_) {
-        hdf5_budget_ = std::make_shared<Hdf5ChangeBudget>(
+        hdf5_budget_ = std::make_shared<recording::Hdf5ChangeBudget>(
             static_cast<uint64_t>(std::max<int64_t>(config_.hdf5_change_detection_bytes, 0)));
       }
       options.change_budget = hdf5_budget_;
-      if (!hdf5_recovery_done_) {  // once: partials of dead writers (sinks/hdf5_sink.h)
+      if (!hdf5_recovery_done_) {  // once: partials of dead writers (tensorscope/recording/hdf5_sink.h)
         hdf5_recovery_done_ = true;
-        auto recovery = recover_stale_partials(dir);
+        auto recovery = recording::recover_stale_partials(dir);
         if (recovery) {
           hdf5_recovered_.fetch_add(recovery->recovered.size(), std::memory_order_relaxed);
           hdf5_removed_.fetch_add(recovery->removed.size(), std::memory_order_relaxed);
@@ -289,8 +289,8 @@ void RecordSinks::write(Job& job) {
           TS_LOG_WARN("HDF5 recovery: {}", recovery.message());
         }
       }
-      auto opened = make_dirs(dir, &why) ? Hdf5Sink::open(dir, owner, options)
-                                         : StatusOr<std::unique_ptr<Hdf5Sink>>(Status::error(why));
+      auto opened = make_dirs(dir, &why) ? recording::Hdf5Sink::open(dir, owner, options)
+                                         : StatusOr<std::unique_ptr<recording::Hdf5Sink>>(Status::error(why));
       if (opened) {
         files.hdf5 = std::move(*opened);
       } else {
@@ -299,7 +299,7 @@ void RecordSinks::write(Job& job) {
       }
     }
     if (files.hdf5) {
-      Hdf5Record r;
+      recording::Hdf5Record r;
       r.stream = job.meta.stream;
       r.kind = job.meta.kind;
       r.device = job.meta.device;

@@ -9,7 +9,7 @@
 //   <session>/stats/rank<r>_pid<p>.csv             a line per tensor, written at once
 //   <session>/dumps/step_<n>/<stream>_rank<r>.npy  one file per tensor, atomically
 //   <session>/hdf5/rank<r>_pid<p>.<k>.h5          rotated, each file finalized by rename
-//                                                  (sinks/hdf5_sink.h); before its first
+//                                                  (tensorscope/recording/hdf5_sink.h); before its first
 //                                                  HDF5 file the worker runs
 //                                                  recover_stale_partials() on hdf5/ once:
 //                                                  partials of dead writers become
@@ -17,7 +17,7 @@
 //                                                  producers' HDF5 sinks share one
 //                                                  change-detection memory cap
 //                                                  (record.hdf5_change_detection_bytes)
-//   <session>/tree/rank<r>_pid<p>.log              module tree log (sinks/tree_log.h): the
+//   <session>/tree/rank<r>_pid<p>.log              module tree log (tensorscope/recording/tree_log.h): the
 //                                                  kModuleTree records of the tracks whose
 //                                                  names match record.tree, a block per step
 // A write error is logged (once per file) and counted, never fatal. finish_producer()
@@ -45,9 +45,11 @@
 #include "config/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
+class Hdf5ChangeBudget;  // tensorscope/recording/hdf5_sink.h
+}  // namespace tensorscope::recording
 
-class Hdf5ChangeBudget;  // sinks/hdf5_sink.h
+namespace tensorscope::daemon {
 
 class RecordSinks {
  public:
@@ -96,7 +98,7 @@ class RecordSinks {
 
   std::atomic<uint64_t> queued_{0}, written_{0}, dropped_{0}, failed_{0}, files_finished_{0};
   // HDF5 (sink thread): the shared change-detection budget, whether hdf5/ was cleaned.
-  std::shared_ptr<Hdf5ChangeBudget> hdf5_budget_;
+  std::shared_ptr<recording::Hdf5ChangeBudget> hdf5_budget_;
   bool hdf5_recovery_done_ = false;
   std::atomic<uint64_t> hdf5_skipped_{0}, hdf5_over_cap_{0}, hdf5_recovered_{0}, hdf5_removed_{0};
   std::thread thread_;  // last: started once every other member exists

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "file_naming.h"
+#include "tensorscope/recording/file_naming.h"
 #include "monotonic_clock.h"
 #include "record_frame.h"
 #include "tensorscope/base/logging.h"
@@ -57,12 +57,12 @@ bool StreamVideo::open_segment(std::string* error, int* err) {
   // A process that registers again (after a daemon restart or a fork) comes back with
   // the same pid: its segment numbers go on after the files it already has.
   for (;;) {
-    final_name_ = video_file_name(key_.stream, key_.device, key_.rank, key_.producer_pid, key_.mode, segment_);
+    final_name_ = recording::video_file_name(key_.stream, key_.device, key_.rank, key_.producer_pid, key_.mode, segment_);
     struct stat st;
     if (segment_ >= kMaxSegment || ::stat((session_dir_ + "/" + final_name_).c_str(), &st) != 0) break;
     ++segment_;
   }
-  const std::string temp = temp_video_file_name(final_name_, static_cast<int>(::getpid()), key_.producer_id);
+  const std::string temp = recording::temp_video_file_name(final_name_, static_cast<int>(::getpid()), key_.producer_id);
   writer_ = std::make_unique<plotting::VideoWriter>();
   if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp,
                      config_.video.width, config_.video.height, config_.video.fps,

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "file_naming.h"
+#include "tensorscope/recording/file_naming.h"
 #include "tensorscope/plotting/fmp4_scan.h"
 #include "tensorscope/plotting/video_writer.h"
 
@@ -130,7 +130,7 @@ StatusOr<IndexEntry> read_video_journal(const std::string& journal_path, int64_t
 
 std::string final_name_of_temp(const std::string& temp_name) {
   // ".tmp-" <worker pid> "-" <producer id> "-" <final name>
-  const std::string prefix = kTempVideoPrefix;
+  const std::string prefix = recording::kTempVideoPrefix;
   if (temp_name.compare(0, prefix.size(), prefix) != 0) return {};
   size_t at = prefix.size();
   for (int field = 0; field < 2; ++field) {

@@ -4,7 +4,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "file_naming.h"
+#include "tensorscope/recording/file_naming.h"
 #include "tensorscope/plotting/fmp4_scan.h"
 #include "video_journal.h"
 
@@ -30,7 +30,7 @@ RecoveredVideos recover_temp_videos(const std::string& session_dir, const std::s
   RecoveredVideos out;
   const std::vector<std::string> names = names_in(session_dir);
   for (const std::string& name : names) {
-    if (name.compare(0, prefix.size(), prefix) != 0 || !ends_with(name, kVideoExtension)) continue;
+    if (name.compare(0, prefix.size(), prefix) != 0 || !ends_with(name, recording::kVideoExtension)) continue;
     StatusOr<IndexEntry> entry = recover_cut_video(session_dir, name);
     if (entry.is_ok()) {
       out.entries.push_back(entry.value());
@@ -49,7 +49,7 @@ RecoveredVideos recover_temp_videos(const std::string& session_dir, const std::s
 std::vector<IndexEntry> unlisted_videos(const std::string& session_dir, const std::set<std::string>& listed) {
   std::vector<IndexEntry> out;
   for (const std::string& name : names_in(session_dir)) {
-    if (name.empty() || name[0] == '.' || !ends_with(name, kVideoExtension) || listed.count(name) > 0) continue;
+    if (name.empty() || name[0] == '.' || !ends_with(name, recording::kVideoExtension) || listed.count(name) > 0) continue;
     const std::string journal = kept_journal_path(session_dir, name);
     const plotting::Fmp4Extent extent = plotting::scan_fmp4(session_dir + "/" + name);
     if (!extent.valid || extent.frames <= 0) continue;

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 #include "temp_dir.h"
 
 namespace tensorscope::itest {
@@ -186,7 +186,7 @@ TEST_F(RecordingTest, KnownValuesOfEveryDtypeComeBackFromEverySink) {
   for (int step = 0; step < kSteps; ++step) {
     for (const auto& [stream, dtype] : kPatternStreams) {
       const std::string path = dir + "/dumps/step_" + std::to_string(step) + "/" + stream + "_rank0.npy";
-      auto reader = daemon::NpyReader::open(path);
+      auto reader = recording::NpyReader::open(path);
       ASSERT_TRUE(reader) << reader.message();
       EXPECT_EQ(reader->dtype(), dtype) << path;
       EXPECT_EQ(reader->shape(), (std::vector<int64_t>{3, 5})) << path;
@@ -289,8 +289,8 @@ TEST_F(RecordingTest, DaemonKilledMidWriteLeavesEveryFinishedFileReadable) {
   size_t npy_files = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/dumps")) {
     const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.rfind(daemon::kTempNpyPrefix, 0) == 0) continue;
-    auto reader = daemon::NpyReader::open(e.path().string());
+    if (!e.is_regular_file() || name.rfind(recording::kTempNpyPrefix, 0) == 0) continue;
+    auto reader = recording::NpyReader::open(e.path().string());
     ASSERT_TRUE(reader) << reader.message();
     std::vector<uint8_t> data(reader->data_bytes());
     auto n = reader->read(data.data(), data.size());

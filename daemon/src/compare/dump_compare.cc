@@ -20,8 +20,8 @@
 
 #include "compare/hdf5_source.h"
 #include "compare/torch_file_source.h"
-#include "file_naming.h"
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/file_naming.h"
+#include "tensorscope/recording/npy_file.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -42,7 +42,7 @@ StatusOr<std::set<std::string>> list_npy_files(const std::string& root) {
   for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
     if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
     const std::string name = it->path().filename().string();
-    if (!ends_with(name, ".npy") || name.rfind(kTempNpyPrefix, 0) == 0) continue;
+    if (!ends_with(name, ".npy") || name.rfind(recording::kTempNpyPrefix, 0) == 0) continue;
     std::error_code type_ec;
     if (!it->is_regular_file(type_ec)) continue;
     files.insert(it->path().lexically_relative(root).generic_string());
@@ -154,7 +154,7 @@ StatusOr<DirectoryContents> list_directory(const std::string& root) {
     if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
     const fs::path& path = it->path();
     const std::string name = path.filename().string();
-    const bool npy = ends_with(name, ".npy") && name.rfind(kTempNpyPrefix, 0) != 0;
+    const bool npy = ends_with(name, ".npy") && name.rfind(recording::kTempNpyPrefix, 0) != 0;
     const bool hdf5 = is_listed_hdf5(path);
     const bool torch = is_listed_torch(path);
     if (!npy && !hdf5 && !torch) continue;
@@ -170,7 +170,7 @@ StatusOr<DirectoryContents> list_directory(const std::string& root) {
 // Key of a recorded tensor: the path the .npy sink gives it in a dump directory, without
 // ".npy" (the stream name made a safe file name the same way: "a/b" -> "a_b~<hash>").
 std::string recording_key(int64_t step, const std::string& stream, int rank) {
-  return "step_" + std::to_string(step) + "/" + sanitize_stream_name(stream) + "_rank" + std::to_string(rank);
+  return "step_" + std::to_string(step) + "/" + recording::sanitize_stream_name(stream) + "_rank" + std::to_string(rank);
 }
 
 // The same name twice: keep both, the later one named "<key>#2", "#3", ... (a counter

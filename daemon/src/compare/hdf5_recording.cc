@@ -2,7 +2,7 @@
 
 #include <hdf5.h>
 
-#include "sinks/hdf5_support.h"
+#include "tensorscope/recording/hdf5_support.h"
 
 #include <sys/stat.h>
 
@@ -16,12 +16,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-StatusOr<Hid> open_file(const std::string& file) {
-  quiet_hdf5();
+StatusOr<recording::Hid> open_file(const std::string& file) {
+  recording::quiet_hdf5();
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return Status::error(file + ": not a regular file");
-  Hid f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) return hdf5_error(file, "cannot open as an HDF5 file (corrupt or not HDF5)");
+  recording::Hid f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.valid()) return recording::hdf5_error(file, "cannot open as an HDF5 file (corrupt or not HDF5)");
   return f;
 }
 
@@ -29,23 +29,23 @@ StatusOr<Hid> open_file(const std::string& file) {
 StatusOr<std::string> read_string_attr(hid_t obj, const char* attr_name, bool* found) {
   *found = false;
   const htri_t exists = H5Aexists(obj, attr_name);
-  if (exists < 0) return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
+  if (exists < 0) return Status::error(std::string("attribute ") + attr_name + ": " + recording::hdf5_error_text());
   if (exists == 0) return std::string();
-  Hid attr(H5Aopen(obj, attr_name, H5P_DEFAULT), H5Aclose);
-  if (!attr.valid()) return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
-  Hid type(H5Aget_type(attr.get()), H5Tclose);
+  recording::Hid attr(H5Aopen(obj, attr_name, H5P_DEFAULT), H5Aclose);
+  if (!attr.valid()) return Status::error(std::string("attribute ") + attr_name + ": " + recording::hdf5_error_text());
+  recording::Hid type(H5Aget_type(attr.get()), H5Tclose);
   if (!type.valid() || H5Tget_class(type.get()) != H5T_STRING) {
     H5Eclear2(H5E_DEFAULT);
     return Status::error(std::string("attribute ") + attr_name + " is not a string");
   }
   std::string value;
   if (H5Tis_variable_str(type.get()) > 0) {
-    Hid mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    recording::Hid mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem.get(), H5T_VARIABLE);
     H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
     char* text = nullptr;
     if (H5Aread(attr.get(), mem.get(), &text) < 0) {
-      return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
+      return Status::error(std::string("attribute ") + attr_name + ": " + recording::hdf5_error_text());
     }
     if (text != nullptr) value = text;
     H5free_memory(text);
@@ -53,7 +53,7 @@ StatusOr<std::string> read_string_attr(hid_t obj, const char* attr_name, bool* f
     const size_t size = H5Tget_size(type.get());
     std::string buffer(size, '\0');
     if (H5Aread(attr.get(), type.get(), buffer.data()) < 0) {
-      return Status::error(std::string("attribute ") + attr_name + ": " + hdf5_error_text());
+      return Status::error(std::string("attribute ") + attr_name + ": " + recording::hdf5_error_text());
     }
     value = buffer.substr(0, buffer.find('\0'));
   }
@@ -71,13 +71,13 @@ wire::DType dtype_from_name(const std::string& name) {
 
 // Dims of a dataset's dataspace.
 StatusOr<std::vector<hsize_t>> dataset_dims(hid_t dataset) {
-  Hid space(H5Dget_space(dataset), H5Sclose);
-  if (!space.valid()) return Status::error(hdf5_error_text());
+  recording::Hid space(H5Dget_space(dataset), H5Sclose);
+  if (!space.valid()) return Status::error(recording::hdf5_error_text());
   const int ndims = H5Sget_simple_extent_ndims(space.get());
-  if (ndims < 0) return Status::error(hdf5_error_text());
+  if (ndims < 0) return Status::error(recording::hdf5_error_text());
   std::vector<hsize_t> dims(static_cast<size_t>(ndims));
   if (ndims > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
-    return Status::error(hdf5_error_text());
+    return Status::error(recording::hdf5_error_text());
   }
   return dims;
 }
@@ -85,8 +85,8 @@ StatusOr<std::vector<hsize_t>> dataset_dims(hid_t dataset) {
 // Reads the 1-d dataset `name` of `group` (n elements) as `mem_type`.
 template <typename T>
 Status read_index(hid_t group, const char* name, hid_t mem_type, hsize_t n, std::vector<T>* out) {
-  Hid ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
-  if (!ds.valid()) return Status::error(std::string(name) + ": " + hdf5_error_text());
+  recording::Hid ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
+  if (!ds.valid()) return Status::error(std::string(name) + ": " + recording::hdf5_error_text());
   auto dims = dataset_dims(ds.get());
   if (!dims) return Status::error(std::string(name) + ": " + dims.message());
   if (dims->size() != 1 || (*dims)[0] != n) {
@@ -96,7 +96,7 @@ Status read_index(hid_t group, const char* name, hid_t mem_type, hsize_t n, std:
   }
   out->assign(n, T{});
   if (n > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data()) < 0) {
-    return Status::error(std::string(name) + ": " + hdf5_error_text());
+    return Status::error(std::string(name) + ": " + recording::hdf5_error_text());
   }
   return Status::ok();
 }
@@ -105,8 +105,8 @@ Status read_index(hid_t group, const char* name, hid_t mem_type, hsize_t n, std:
 Status list_group(const std::string& file, hid_t f, const std::string& group_name,
                   std::vector<Hdf5Tensor>* out) {
   const std::string where = file + ": group '" + group_name + "'";
-  Hid group(H5Gopen2(f, group_name.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!group.valid()) return Status::error(where + ": " + hdf5_error_text());
+  recording::Hid group(H5Gopen2(f, group_name.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!group.valid()) return Status::error(where + ": " + recording::hdf5_error_text());
   bool found = false;
   auto stream = read_string_attr(group.get(), "stream", &found);
   if (!stream) return Status::error(where + ": " + stream.message());
@@ -119,13 +119,13 @@ Status list_group(const std::string& file, hid_t f, const std::string& group_nam
     return Status::error(where + ": unknown dtype '" + *dtype_text + "'");
   }
 
-  Hid values(H5Dopen2(group.get(), "values", H5P_DEFAULT), H5Dclose);
-  if (!values.valid()) return Status::error(where + ": values: " + hdf5_error_text());
+  recording::Hid values(H5Dopen2(group.get(), "values", H5P_DEFAULT), H5Dclose);
+  if (!values.valid()) return Status::error(where + ": values: " + recording::hdf5_error_text());
   auto dims = dataset_dims(values.get());
   if (!dims) return Status::error(where + ": values: " + dims.message());
   if (dims->empty()) return Status::error(where + ": values has no rows dimension");
-  Hid type(H5Dget_type(values.get()), H5Tclose);
-  if (!type.valid()) return Status::error(where + ": values: " + hdf5_error_text());
+  recording::Hid type(H5Dget_type(values.get()), H5Tclose);
+  if (!type.valid()) return Status::error(where + ": values: " + recording::hdf5_error_text());
   if (H5Tget_size(type.get()) != wire::dtype_size(dtype)) {
     return Status::error(where + ": values elements are " +
                          std::to_string(H5Tget_size(type.get())) + " bytes, dtype " +
@@ -134,9 +134,9 @@ Status list_group(const std::string& file, hid_t f, const std::string& group_nam
   if (dtype == wire::DType::kBFloat16) {
     auto encoding = read_string_attr(values.get(), "encoding", &found);
     if (!encoding) return Status::error(where + ": values: " + encoding.message());
-    if (!found || *encoding != kHdf5BFloat16Encoding) {
+    if (!found || *encoding != recording::kHdf5BFloat16Encoding) {
       return Status::error(where + ": bfloat16 values without encoding = \"" +
-                           std::string(kHdf5BFloat16Encoding) + "\"");
+                           std::string(recording::kHdf5BFloat16Encoding) + "\"");
     }
   }
   const hsize_t rows = (*dims)[0];
@@ -182,21 +182,21 @@ StatusOr<std::vector<Hdf5Tensor>> list_recording(const std::string& file) {
   bool found = false;
   auto format = read_string_attr(f->get(), "format", &found);
   if (!format) return Status::error(file + ": " + format.message());
-  if (!found || *format != kHdf5FormatName) {
+  if (!found || *format != recording::kHdf5FormatName) {
     return Status::error(file + ": not a tensorscope HDF5 recording (root attribute format is not \"" +
-                         std::string(kHdf5FormatName) + "\")");
+                         std::string(recording::kHdf5FormatName) + "\")");
   }
   H5G_info_t info;
-  if (H5Gget_info(f->get(), &info) < 0) return hdf5_error(file, "cannot list groups");
+  if (H5Gget_info(f->get(), &info) < 0) return recording::hdf5_error(file, "cannot list groups");
   std::vector<std::string> groups;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
     const ssize_t len = H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr,
                                            0, H5P_DEFAULT);
-    if (len < 0) return hdf5_error(file, "cannot list groups");
+    if (len < 0) return recording::hdf5_error(file, "cannot list groups");
     std::string name(static_cast<size_t>(len) + 1, '\0');
     if (H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
                            name.size(), H5P_DEFAULT) < 0) {
-      return hdf5_error(file, "cannot list groups");
+      return recording::hdf5_error(file, "cannot list groups");
     }
     name.resize(static_cast<size_t>(len));
     groups.push_back(std::move(name));
@@ -212,7 +212,7 @@ StatusOr<std::vector<Hdf5Tensor>> list_recording(const std::string& file) {
 struct Hdf5RowReader::Open {
   std::string file, group;  // what file_id / values belong to
   struct stat identity {};  // of `file` when opened: a file replaced or rewritten is reopened
-  Hid file_id, values, type;
+  recording::Hid file_id, values, type;
 };
 
 namespace {
@@ -231,7 +231,7 @@ void Hdf5RowReader::close() { open_.reset(new Open); }
 
 Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count,
                           unsigned char* out) {
-  quiet_hdf5();
+  recording::quiet_hdf5();
   Open& o = *open_;
   const std::string where =
       tensor.file + " (group '" + tensor.group + "', row " + std::to_string(tensor.row) + ")";
@@ -255,10 +255,10 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
     o.values.reset();
     o.group.clear();
     const std::string path = tensor.group + "/values";
-    o.values = Hid(H5Dopen2(o.file_id.get(), path.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!o.values.valid()) return hdf5_error(tensor.file, "cannot open " + path);
-    o.type = Hid(H5Dget_type(o.values.get()), H5Tclose);
-    if (!o.type.valid()) return hdf5_error(tensor.file, "cannot open " + path);
+    o.values = recording::Hid(H5Dopen2(o.file_id.get(), path.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!o.values.valid()) return recording::hdf5_error(tensor.file, "cannot open " + path);
+    o.type = recording::Hid(H5Dget_type(o.values.get()), H5Tclose);
+    if (!o.type.valid()) return recording::hdf5_error(tensor.file, "cannot open " + path);
     if (H5Tget_size(o.type.get()) != wire::dtype_size(tensor.dtype)) {
       return Status::error(where + ": values elements are not " +
                            std::to_string(wire::dtype_size(tensor.dtype)) + " bytes");
@@ -283,14 +283,14 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
     n = count * elements_of(tensor.shape, 1);
   }
   if (n == 0) return Status::ok();
-  Hid space(H5Dget_space(o.values.get()), H5Sclose);
+  recording::Hid space(H5Dget_space(o.values.get()), H5Sclose);
   const hsize_t mem_dims[1] = {n};
-  Hid mem(H5Screate_simple(1, mem_dims, nullptr), H5Sclose);
+  recording::Hid mem(H5Screate_simple(1, mem_dims, nullptr), H5Sclose);
   if (!space.valid() || !mem.valid() ||
       H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(),
                           nullptr) < 0 ||
       H5Dread(o.values.get(), o.type.get(), mem.get(), space.get(), H5P_DEFAULT, out) < 0) {
-    return hdf5_error(where, "cannot read values");
+    return recording::hdf5_error(where, "cannot read values");
   }
   return Status::ok();
 }

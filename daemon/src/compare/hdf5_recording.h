@@ -1,5 +1,5 @@
 // hdf5_recording.h — reads a tensorscope HDF5 recording (the files Hdf5Sink writes, see
-// sinks/hdf5_sink.h) with libhdf5, in the calling process.
+// tensorscope/recording/hdf5_sink.h) with libhdf5, in the calling process.
 //
 // Used inside the HDF5 reader process (hdf5_reader_process.h), which is how
 // `tensorscope compare` reads recordings: libhdf5 can loop forever or crash on a

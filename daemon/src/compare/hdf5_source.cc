@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "compare/hdf5_reader_process.h"
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -21,7 +21,7 @@ uint64_t numel_of(const std::vector<int64_t>& shape) {
 
 class NpySource final : public TensorSource {
  public:
-  NpySource(NpyReader reader, size_t chunk_bytes)
+  NpySource(recording::NpyReader reader, size_t chunk_bytes)
       : reader_(std::move(reader)),
         elem_(wire::dtype_size(reader_.dtype())),
         capacity_(std::max<size_t>(1, chunk_bytes / elem_)),
@@ -46,7 +46,7 @@ class NpySource final : public TensorSource {
   void consume(size_t n) override { begin_ += n; }
 
  private:
-  NpyReader reader_;
+  recording::NpyReader reader_;
   size_t elem_;
   size_t capacity_;
   std::unique_ptr<unsigned char[]> buffer_;
@@ -117,7 +117,7 @@ uint64_t TensorSource::numel() const { return numel_of(shape()); }
 
 StatusOr<std::unique_ptr<TensorSource>> open_npy_source(const std::string& path,
                                                         size_t chunk_bytes) {
-  auto reader = NpyReader::open(path);
+  auto reader = recording::NpyReader::open(path);
   if (!reader) return reader.status();
   return std::unique_ptr<TensorSource>(new NpySource(std::move(*reader), chunk_bytes));
 }

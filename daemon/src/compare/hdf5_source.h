@@ -1,5 +1,5 @@
 // hdf5_source.h — reading tensors for `tensorscope compare` from HDF5 recordings (the
-// files Hdf5Sink writes, see sinks/hdf5_sink.h) and from .npy files through one
+// files Hdf5Sink writes, see tensorscope/recording/hdf5_sink.h) and from .npy files through one
 // streaming interface, and comparing two such tensors.
 //
 // Used by the `tensorscope compare` command-line tool (compare/dump_compare.cc); no

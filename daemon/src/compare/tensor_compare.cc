@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 #include "tensorscope/tensor/tensor_view.h"
 
 namespace tensorscope::daemon {
@@ -159,9 +159,9 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
                                                 const CompareTolerance& tolerance,
                                                 size_t chunk_bytes) {
   if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
-  auto reader_a = NpyReader::open(path_a);
+  auto reader_a = recording::NpyReader::open(path_a);
   if (!reader_a) return reader_a.status();
-  auto reader_b = NpyReader::open(path_b);
+  auto reader_b = recording::NpyReader::open(path_b);
   if (!reader_b) return reader_b.status();
 
   TensorCompareResult result;

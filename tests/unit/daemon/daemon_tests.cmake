@@ -6,10 +6,10 @@ endif()
 include(GoogleTest)
 
 add_executable(daemon_unit_tests
-  ${CMAKE_CURRENT_LIST_DIR}/file_naming_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/index_writer_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/stream_router_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/mode_selector_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/record_sinks_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_payload_reader_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/run_info_writer_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/inherited_descriptors_test.cc)
@@ -17,6 +17,5 @@ target_include_directories(daemon_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/daemo
 target_link_libraries(daemon_unit_tests PRIVATE
   tensorscope_daemon_core tensorscope_test_support nlohmann_json::nlohmann_json GTest::gtest_main)
 gtest_discover_tests(daemon_unit_tests)
-include(${CMAKE_CURRENT_LIST_DIR}/sinks_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/compare_tests.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/config_tests.cmake)

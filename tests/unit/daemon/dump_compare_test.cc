@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 #include "cli_run.h"
 #include "temp_dir.h"
 
@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 void put(const std::string& root, const std::string& rel, const std::vector<float>& values) {
   const fs::path path = fs::path(root) / rel;
   fs::create_directories(path.parent_path());
-  Status written = write_npy(path.string(), DType::kFloat32,
+  Status written = recording::write_npy(path.string(), DType::kFloat32,
                              {static_cast<int64_t>(values.size())}, values.data(),
                              values.size() * sizeof(float));
   ASSERT_TRUE(written) << written.message();
@@ -84,7 +84,7 @@ TEST(DumpCompareTest, ParseStep) {
 TEST(DumpCompareTest, EqualDirectoriesMatch) {
   Dumps d;
   put_text(d.a.path(), "index.json", "{}");  // not .npy: ignored
-  put_text(d.b.path(), std::string("step_1/") + kTempNpyPrefix + "1-2-x.npy", "partial");
+  put_text(d.b.path(), std::string("step_1/") + recording::kTempNpyPrefix + "1-2-x.npy", "partial");
   const CompareReport r = compare_ok(d.a.path(), d.b.path());
   EXPECT_TRUE(r.directories);
   EXPECT_EQ(r.entries.size(), 6u);

@@ -23,9 +23,9 @@
 #include "compare/dump_compare.h"
 #include "compare/hdf5_reader_process.h"
 #include "compare/hdf5_source.h"
-#include "file_naming.h"
-#include "sinks/hdf5_sink.h"
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/file_naming.h"
+#include "tensorscope/recording/hdf5_sink.h"
+#include "tensorscope/recording/npy_file.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {
@@ -47,13 +47,13 @@ struct Value {
 // index listed in `finalize_after`, so several files).
 void record(const std::string& dir, const std::vector<Value>& values, bool change_detection,
             std::vector<size_t> finalize_after = {}) {
-  Hdf5SinkOptions options;
+  recording::Hdf5SinkOptions options;
   options.change_detection = change_detection;
-  auto sink = Hdf5Sink::open(dir, "rank0_pid1", options);
+  auto sink = recording::Hdf5Sink::open(dir, "rank0_pid1", options);
   ASSERT_TRUE(sink) << sink.message();
   for (size_t i = 0; i < values.size(); ++i) {
     const Value& v = values[i];
-    Hdf5Record r;
+    recording::Hdf5Record r;
     r.stream = v.stream;
     r.kind = "activation";
     r.device = "cpu";
@@ -89,7 +89,7 @@ std::vector<Value> run_values() {
 }
 
 // How the .npy sink names stream "model/y" in a dump directory (and so compare names it).
-std::string y_file() { return sanitize_stream_name("model/y"); }
+std::string y_file() { return recording::sanitize_stream_name("model/y"); }
 
 const CompareEntry* find_entry(const CompareReport& r, const std::string& name) {
   for (const CompareEntry& e : r.entries) {
@@ -233,11 +233,11 @@ TEST(Hdf5Compare, FilesOfOneSideAreMerged) {
 TEST(Hdf5Compare, BFloat16RecordingAgainstNpyDump) {
   TempDir a("h5a"), b("npyb");
   {
-    auto sink = Hdf5Sink::open(a.path(), "rank1_pid7", Hdf5SinkOptions{});
+    auto sink = recording::Hdf5Sink::open(a.path(), "rank1_pid7", recording::Hdf5SinkOptions{});
     ASSERT_TRUE(sink) << sink.message();
     // bfloat16 bits of 1.0, -2.0, 0.5.
     const std::vector<uint16_t> bits = {0x3F80, 0xC000, 0x3F00};
-    Hdf5Record r;
+    recording::Hdf5Record r;
     r.stream = "h";
     r.kind = "activation";
     r.device = "cpu";
@@ -252,7 +252,7 @@ TEST(Hdf5Compare, BFloat16RecordingAgainstNpyDump) {
   }
   const std::vector<float> same = {1.0f, -2.0f, 0.5f};
   fs::create_directories(b.path() + "/step_4");
-  ASSERT_TRUE(write_npy(b.path() + "/step_4/h_rank1.npy", DType::kFloat32, {3}, same.data(), 12));
+  ASSERT_TRUE(recording::write_npy(b.path() + "/step_4/h_rank1.npy", DType::kFloat32, {3}, same.data(), 12));
   auto r = compare_paths(a.path(), b.path(), CompareTolerance{});
   ASSERT_TRUE(r) << r.message();
   ASSERT_EQ(r->entries.size(), 1u);
@@ -274,8 +274,8 @@ TEST(Hdf5Compare, StreamNamesWithSlashesPairWithTheirNpyDumps) {
   for (const Value& v : run_values()) {
     const std::string dir = b.path() + "/step_" + std::to_string(v.step);
     fs::create_directories(dir);
-    const std::string file = dir + "/" + sanitize_stream_name(v.stream) + "_rank0.npy";
-    ASSERT_TRUE(write_npy(file, DType::kFloat32, {2, 3}, v.data.data(), 24));
+    const std::string file = dir + "/" + recording::sanitize_stream_name(v.stream) + "_rank0.npy";
+    ASSERT_TRUE(recording::write_npy(file, DType::kFloat32, {2, 3}, v.data.data(), 24));
   }
   EXPECT_NE(y_file(), "model_y");  // made unique: it is not the name of a stream "model_y"
   auto r = compare_paths(a.path(), b.path(), CompareTolerance{});

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {
@@ -34,7 +34,7 @@ template <typename T>
 std::string write(const TempDir& dir, const std::string& name, DType dtype,
                   const std::vector<int64_t>& shape, const std::vector<T>& values) {
   const std::string path = dir.path() + "/" + name;
-  Status written = write_npy(path, dtype, shape, values.data(), values.size() * sizeof(T));
+  Status written = recording::write_npy(path, dtype, shape, values.data(), values.size() * sizeof(T));
   EXPECT_TRUE(written) << written.message();
   return path;
 }

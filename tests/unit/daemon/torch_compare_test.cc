@@ -27,7 +27,7 @@
 
 #include "compare/dump_compare.h"
 #include "compare/torch_file_source.h"
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 #include "cli_run.h"
 #include "temp_dir.h"
 #include "torch_file_builder.h"
@@ -64,7 +64,7 @@ void put_npy(const std::string& root, const std::string& rel, const std::string&
   const fs::path path = fs::path(root) / rel;
   fs::create_directories(path.parent_path());
   const std::string bytes = torch_test_bytes(dtype, values);
-  Status written = write_npy(path.string(), dtype_of(dtype), shape, bytes.data(), bytes.size());
+  Status written = recording::write_npy(path.string(), dtype_of(dtype), shape, bytes.data(), bytes.size());
   ASSERT_TRUE(written) << written.message();
 }
 
@@ -361,11 +361,11 @@ struct PtFiles {
     fs::create_directories(dir.path() + "/npy");
     npy_w = dir.path() + "/npy/w.npy";
     npy_b = dir.path() + "/npy/b.npy";
-    EXPECT_TRUE(write_npy(npy_w, DType::kFloat32, {2, 3}, w.data(), 24));
-    EXPECT_TRUE(write_npy(npy_b, DType::kInt64, {3}, b.data(), 24));
+    EXPECT_TRUE(recording::write_npy(npy_w, DType::kFloat32, {2, 3}, w.data(), 24));
+    EXPECT_TRUE(recording::write_npy(npy_b, DType::kInt64, {3}, b.data(), 24));
     const std::vector<float> wt = {1, 4, 2, 5, 3, 6.5f};
     npy_near = dir.path() + "/wt.npy";
-    EXPECT_TRUE(write_npy(npy_near, DType::kFloat32, {3, 2}, wt.data(), 24));
+    EXPECT_TRUE(recording::write_npy(npy_near, DType::kFloat32, {3, 2}, wt.data(), 24));
   }
 };
 

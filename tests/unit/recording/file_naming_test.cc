@@ -1,5 +1,5 @@
 // file_naming_test.cc — stream names from shared memory become safe, unique file names.
-#include "file_naming.h"
+#include "tensorscope/recording/file_naming.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 using ::testing::EndsWith;
@@ -177,4 +177,4 @@ TEST(FileNamingTest, TempVideoFileName) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "sinks/append_file.h"
+#include "tensorscope/recording/append_file.h"
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 inline constexpr char kStatsTableHeader[] =
     "step,stream,kind,rank,device,dtype,shape,mean,std,min,max,l2_norm,nan_count,inf_count,"
@@ -95,4 +95,4 @@ class StatsTableWriter {
   std::optional<AppendFile> file_;  // set by open()
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

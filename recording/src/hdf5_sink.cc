@@ -1,5 +1,5 @@
 // hdf5_sink.cc — see hdf5_sink.h.
-#include "sinks/hdf5_sink.h"
+#include "tensorscope/recording/hdf5_sink.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,11 +22,11 @@
 #include <utility>
 
 #include "tensorscope/tensor/tensor_view.h"
-#include "sinks/hdf5_support.h"
+#include "tensorscope/recording/hdf5_support.h"
 #include "tensorscope/base/posix_file.h"
 #include "tensorscope/shared/file_lock.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 constexpr int32_t kFormatVersion = 1;
@@ -1678,4 +1678,4 @@ StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) 
   }
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

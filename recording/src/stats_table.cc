@@ -1,5 +1,5 @@
 // stats_table.cc — see stats_table.h.
-#include "sinks/stats_table.h"
+#include "tensorscope/recording/stats_table.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,16 +9,14 @@
 #include <limits>
 #include <utility>
 
-#include "record_frame.h"
+#include "tensorscope/recording/wire_tensor.h"
+#include "tensorscope/tensor/element_blocks.h"
 #include "tensorscope/tensor/tensor_stats.h"
-#include "tensorscope/tensor/tensor_view.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// Elements copied (one memcpy) into a private buffer per step of the second pass.
-constexpr size_t kBlockElements = 2048;
 
 TensorStatsRow empty_row() {
   TensorStatsRow row;
@@ -33,16 +31,11 @@ struct NormPass {
   double sum_sq = 0;
   uint64_t zeros = 0;
 
-  template <typename T, typename Convert>
-  void run(const void* data, uint64_t numel, Convert convert) {
-    const auto* src = static_cast<const unsigned char*>(data);
-    T raw[kBlockElements];
+  void run(const tensor::TensorView& view) {
     double lanes[4] = {0, 0, 0, 0};
-    for (uint64_t start = 0; start < numel; start += kBlockElements) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlockElements, numel - start));
-      std::memcpy(raw, src + start * sizeof(T), n * sizeof(T));
+    tensor::for_each_ordered_block(view, [&](int64_t, const double* v, size_t n) {
       for (size_t i = 0; i < n; ++i) {
-        const double d = convert(raw[i]);
+        const double d = v[i];
         if (d == 0) {
           ++zeros;
         } else if (std::isfinite(d)) {
@@ -50,15 +43,10 @@ struct NormPass {
           lanes[i & 3] += s * s;
         }
       }
-    }
+    });
     sum_sq += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   }
 };
-
-template <typename T>
-double as_double(T v) {
-  return static_cast<double>(v);
-}
 
 std::string number(double v) {
   if (std::isnan(v)) return "";
@@ -98,7 +86,7 @@ TensorStatsRow compute_stats_row(wire::DType dtype, const void* data, uint64_t n
     return empty_row();
   }
 
-  // Counts, mean, std, min and max: plotting's numerically careful pass (block-wise
+  // Counts, mean, std, min and max: tensor's numerically careful pass (block-wise
   // corrected two-pass sums merged with Chan's formula, safe near DBL_MAX).
   tensor::TensorView view;
   view.data = data;
@@ -127,29 +115,7 @@ TensorStatsRow compute_stats_row(wire::DType dtype, const void* data, uint64_t n
     exponent = std::ilogb(max_abs);
     pass.scale = std::ldexp(1.0, -exponent);
   }
-  switch (dtype) {
-    case wire::DType::kFloat32: pass.run<float>(data, numel, as_double<float>); break;
-    case wire::DType::kFloat64: pass.run<double>(data, numel, as_double<double>); break;
-    case wire::DType::kFloat16:
-      pass.run<uint16_t>(data, numel, [](uint16_t b) {
-        return static_cast<double>(tensor::float16_to_float(b));
-      });
-      break;
-    case wire::DType::kBFloat16:
-      pass.run<uint16_t>(data, numel, [](uint16_t b) {
-        return static_cast<double>(tensor::bfloat16_to_float(b));
-      });
-      break;
-    case wire::DType::kInt8: pass.run<int8_t>(data, numel, as_double<int8_t>); break;
-    case wire::DType::kInt16: pass.run<int16_t>(data, numel, as_double<int16_t>); break;
-    case wire::DType::kInt32: pass.run<int32_t>(data, numel, as_double<int32_t>); break;
-    case wire::DType::kInt64: pass.run<int64_t>(data, numel, as_double<int64_t>); break;
-    case wire::DType::kUInt8: pass.run<uint8_t>(data, numel, as_double<uint8_t>); break;
-    case wire::DType::kBool:
-      pass.run<uint8_t>(data, numel, [](uint8_t b) { return b != 0 ? 1.0 : 0.0; });
-      break;
-    case wire::DType::kInvalid: break;  // refused above
-  }
+  pass.run(view);
   row.l2_norm = stats.finite_count == 0 ? kNaN : std::ldexp(std::sqrt(pass.sum_sq), exponent);
   row.zero_fraction = static_cast<double>(pass.zeros) / static_cast<double>(numel);
   return row;
@@ -202,4 +168,4 @@ Status StatsTableWriter::append(const StatsRowMeta& meta, const TensorStatsRow& 
   }
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

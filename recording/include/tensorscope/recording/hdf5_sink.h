@@ -2,139 +2,20 @@
 //
 // Used by a worker process's raw-value sink (append() per received tensor, poll()
 // periodically, finalize() on shutdown; recover_stale_partials() once per session
-// directory); the files are read with h5py or the HDF5 C API (HDF5 >= 1.10.1: the files
-// record their file space strategy, see "Flushes" below).
+// directory); the files are read with h5py or the HDF5 C API (HDF5 >= 1.10.1).
 //
-// Files: `<dir>/<base>.<n>.h5`, n = 0, 1, 2, ... The file being written is named
-// `<dir>/.<base>.<n>.h5.partial` and is renamed to its final name only after it was
-// closed and fsync'ed, so every file with a final name is complete and readable; a
-// killed writer leaves a `.partial` file behind, never a final name. open() starts at
-// the first n for which no name of that number exists (final, partial, or
-// `<base>.<n>.recovered.h5`), so a restarted worker never overwrites (or reuses the
-// number of) an earlier file. A file is created by the first append() after open() or
-// finalize() (no empty files), and finalized when it holds rotate_bytes of values,
-// when rotate_seconds passed since it was created (checked by append() and poll()), by
-// finalize(), and by the destructor.
+// In short: `<dir>/<base>.<n>.h5` files, written as `.<base>.<n>.h5.partial` under an
+// OFD write lock and renamed once closed and fsync'ed, so every final name is a whole
+// file; rotated by size and age; one group per stream and layout with `values`, `steps`,
+// `ranks` and `devices` datasets. The open file is flushed every flush_seconds with
+// flush markers in a user block, so a killed writer's partial is recovered with exactly
+// the rows of its last completed flush (recover_stale_partials()). Optional change
+// detection skips values identical to the stream's previous one, within a memory cap.
+// Every HDF5 failure is a Status naming the file; bad records are refused, nothing
+// written.
 //
-// Writer lock: while a partial file is written, the sink holds an open file
-// description lock (fcntl F_OFD_SETLK, F_WRLCK, whole file) on it, on a descriptor of
-// its own, taken right after creating the file and released after the rename (or when
-// finalize fails, or a flush gives the file up). It is independent of the flock() HDF5 1.10 takes on its own
-// descriptor (Linux keeps flock and fcntl locks apart on local file systems; on NFS,
-// where flock is emulated with fcntl locks, the two would conflict), and it is not
-// dropped when HDF5 closes its descriptor (as a classic POSIX lock would be). A partial
-// nobody holds locked was left by a dead writer: recover_stale_partials() (below) turns
-// it into `<base>.<n>.recovered.h5` when it holds the state of a completed flush (cut
-// back to it when needed) and HDF5 reads it whole, and removes it otherwise.
-// The file is created (O_EXCL) before it is locked; a cleaner that locks it in between
-// gets an empty file (and removes it), and the writer, failing to lock it or finding
-// its name gone, moves on to the next number. Where OFD locks are not supported the
-// file is written unlocked (logged once); cleaners leave files they cannot lock alone.
-//
-// Flushes, and what a killed writer loses: HDF5 keeps metadata in its cache until it is
-// flushed, so an unflushed file is unreadable. The sink flushes the open file when
-// poll() finds flush_seconds passed since its last flush started (and rows were added
-// since; never from append()), and before closing it. A writer killed (SIGKILL) between
-// flushes loses only the rows appended since its last completed flush: its partial is
-// recovered with exactly the rows of that flush, each value as appended. Killed during
-// a flush, it is cut back to the flush before (whose rows are intact on disk; see
-// recover_stale_partials()); only when the kill hits the moment HDF5 writes the
-// flush's metadata (well under a millisecond for a few streams) and leaves an index
-// neither flush can be read from (a B-tree node not written yet, a torn metadata block:
-// about 1 in 300 kills aimed at flushes in the tests) is the partial removed. Values are
-// never kept wrong. flush_seconds = 0 flushes only before closing: a writer killed
-// mid-file loses the whole file. Not covered: a machine crash or power loss (flushes
-// do not fsync; the finished file is fsync'ed before its rename). How:
-//   - the metadata cache does not evict (nothing but a flush or the close writes
-//     metadata, so between flushes the file's metadata is that of the last flush; the
-//     cache holds all of the file's metadata: measured 0.2 MiB for a 256 MiB file of 4
-//     streams of 16 KiB rows, 2.7 MiB for 256 streams of 256 B, 8 MiB for one stream
-//     of 64 million scalars);
-//   - file space strategy NONE (nothing freed is reused; a compressed chunk rewritten
-//     after a flush gets new space, the flushed copy stays intact and is leaked: at most
-//     about one chunk per dataset per flush), and after each flush the end of allocated
-//     space is moved 8 bytes past the file's end, so space freed at the end of the file
-//     is never handed out again either (HDF5 would otherwise shrink the file over it);
-//   - flush markers in a 256 KiB user block (offset 0, ignored by HDF5 and h5py; the
-//     HDF5 superblock follows it), written with pwrite() on the sink's own descriptor:
-//     a header (the first 64 bytes: magic "TSH5FLSH", state "created" / "flushing" /
-//     "flushed", flush generation, the last completed flush's record slot, group count
-//     and digest, checksum) and two record slots (from byte 512), each the rows of
-//     every group at one completed flush (a 64-bit hash of the group name and its row
-//     count; up to kHdf5RecordGroups groups, beyond that only the digest is kept). A
-//     flush writes the header "flushing" (naming the previous completed flush), calls
-//     H5Fflush, writes the new record into the other slot, then the header "flushed"
-//     naming it. A header write is one pwrite within one page: a kill leaves the old or
-//     the new header, and the checksum catches anything else.
-// Files use the 1.8 object format (H5Pset_libver_bounds V18..latest: checksummed object
-// headers; the 1.10 format would mark the superblock "open for writing", and a killed
-// writer's file could then not be opened without h5clear). A flush closes the dataset
-// handles (HDF5 writes the chunks waiting in their chunk caches: work moved earlier,
-// not added; up to 1 MiB per dataset, including each partly filled last chunk, which is
-// read back by the next append and compressed again later), calls H5Fflush (metadata
-// only then) and reopens them; see bench/README.md for the cost.
-//
-// Layout of a file:
-//   /                       attributes: format = "tensorscope-hdf5", format_version = 1
-//   /<group>                one group per stream and layout (shape + stored dtype);
-//                           attributes (variable-length UTF-8 strings unless noted):
-//                             stream  the stream name, unchanged
-//                             kind    e.g. "activation" (of the group's first record)
-//                             dtype   the stored element type: "float32", "int8",
-//                                     "bool", ..., "bfloat16" (see below)
-//                             shape   int64 [ndim]: the tensor shape (absent when 0-d)
-//   /<group>/values         [N, *shape] of the stored type, extendible along axis 0;
-//                           chunked along axis 0 (as many tensors per chunk as fit in
-//                           64 KiB, at least one; a tensor over 16 MiB is split into
-//                           chunks of at most 16 MiB), gzip when gzip_level > 0
-//   /<group>/steps          int64 [N]: the step of each stored value
-//   /<group>/ranks          int32 [N]
-//   /<group>/devices        fixed-length strings of 16 bytes, NUL-padded [N] ("cpu",
-//                           "cuda0", ...; h5py gives bytes: numpy 'S16')
-// Row i of the four datasets is one stored tensor; rows are in append order.
-//
-// Group names: the stream name with '%', '/', '@' and control bytes percent-escaped
-// ("%25", "%2F", "%40", ...; a name made only of dots has its dots escaped as "%2E"),
-// so "model/fc1.out" is the group "model%2Ffc1.out". When a stream's shape or stored
-// dtype changes, its values continue in the group "<name>@1" (then "@2", ...): the
-// k-th distinct layout of a stream goes to "<name>@k" (k = 0 is plain "<name>"), the
-// same name in every file of this sink; a layout seen before goes back to its group.
-//
-// Stored element types (HDF5 file types, little-endian; h5py reads them as noted):
-//   float32/64 IEEE (f4/f8); float16 a 16-bit IEEE float type (h5py: float16);
-//   int8/16/32/64 and uint8 the standard integer types; bool an 8-bit enum
-//   {FALSE = 0, TRUE = 1} (h5py: bool; any non-zero byte is stored as 1).
-//   bfloat16 with dtype "keep": numpy and h5py have no bfloat16, so the bit patterns
-//   are stored unchanged as uint16, the group's `dtype` attribute is "bfloat16" and
-//   `values` has the attribute encoding = "bfloat16-bits"; the float32 values are
-//   (v.astype('<u4') << 16).view('<f4').
-//   With dtype "float32", "float16" or "float64" every element is converted on write
-//   (ints and bool too; float16 rounds to nearest even, overflowing to +-Inf).
-//
-// Change detection (change_detection = true): a value whose bytes, dtype and shape are
-// identical to the previous stored value of the same (stream, device, rank) is not
-// stored, only counted (skipped_unchanged()); the steps of stored values are kept, so
-// skipped steps are gaps in `steps`. Values are compared by a 64-bit hash and then
-// byte by byte against a copy of the previous stored value; for values over
-// kHdf5ExactCompareBytes (64 MiB) no copy is kept and equal hashes count as unchanged.
-// The state lives in the sink, not the file: a value unchanged since the previous
-// file is skipped in the next one too.
-// Memory cap: the kept copies count against an Hdf5ChangeBudget (options
-// change_detection_bytes, or a budget shared by several sinks: a worker shares one
-// among all its producers' sinks). When keeping a value's copy would exceed the cap,
-// no copy is kept for that (stream, device, rank) and the next value is NOT skipped
-// on its hash alone: it is stored even when it is unchanged (counted in
-// stored_over_cap(); a value is never lost to a hash collision), and a copy of it is
-// tried again. The first refusal of a budget is logged (once per budget). A copy's
-// memory is released when the stream's next stored value replaces it and when the
-// sink is destroyed (the producer finished). Cap 0 keeps no copy: change detection
-// then skips only values over kHdf5ExactCompareBytes (by hash) and empty values.
-//
-// Errors: every HDF5 failure becomes a Status naming the file and HDF5's messages (the
-// library's automatic error printing is turned off); bad records (invalid dtype,
-// bytes != numel * dtype size, a negative dim, more than 31 dims, an empty stream name,
-// a device name over wire::kDeviceBytes (16) bytes) are refused with nothing written.
-// A failed append leaves the datasets of the group as they were.
+// Design: docs/design/hdf5_recording.md — the file layout, group names, stored element
+// types, the writer lock, flushes and what a killed writer loses, change detection.
 //
 // Thread safety: an Hdf5Sink is used by one thread at a time. Several sinks in one
 // process must use distinct (dir, base) pairs; Debian's HDF5 is built thread-safe
@@ -155,7 +36,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 // Values up to this size are compared byte by byte before being skipped as unchanged.
 inline constexpr uint64_t kHdf5ExactCompareBytes = uint64_t{64} << 20;
@@ -398,4 +279,4 @@ struct Hdf5PartialRecovery {
 // is cut back).
 StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir);
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -14,7 +14,7 @@
 
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 // Root attribute `format` of every file the HDF5 sink writes.
 inline constexpr char kHdf5FormatName[] = "tensorscope-hdf5";
@@ -69,4 +69,4 @@ class Hid {
   Closer closer_ = nullptr;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

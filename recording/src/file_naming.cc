@@ -1,5 +1,5 @@
 // file_naming.cc — see file_naming.h.
-#include "file_naming.h"
+#include "tensorscope/recording/file_naming.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 constexpr std::size_t kHashSuffixLength = 9;  // "~" + 8 hex digits
@@ -84,4 +84,4 @@ std::string temp_video_file_name(const std::string& final_name, int worker_pid, 
   return out;
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -1,8 +1,8 @@
-#include "sinks/hdf5_support.h"
+#include "tensorscope/recording/hdf5_support.h"
 
 #include <vector>
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 // HDF5 error stack entries quoted in a message.
@@ -37,4 +37,4 @@ Status hdf5_error(const std::string& where, const std::string& what) {
   return Status::error(where + ": " + what + ": " + hdf5_error_text());
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -7,11 +7,11 @@
 #include <sstream>
 #include <string>
 
-#include "sinks/tree_log.h"
+#include "tensorscope/recording/tree_log.h"
 #include "temp_dir.h"
 #include "tensorscope/shared/module_tree_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 ModuleTreeCall call(std::string path, std::string type, std::string in, std::string out, uint32_t n = 0,
@@ -147,4 +147,4 @@ TEST(TreeLog, TheWriterComparesEachTrackWithItsOwnPreviousStep) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

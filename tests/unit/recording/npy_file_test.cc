@@ -1,7 +1,7 @@
 // npy_file_test.cc — write_npy / NpyReader: byte-exact round trips of every dtype, the
 // header layout, chunked reads, the atomic write, corrupt and hostile headers, and (when
 // /usr/bin/python3 has numpy) files exchanged with numpy.load / numpy.save.
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 
 #include <dirent.h>
 #include <gmock/gmock.h>
@@ -30,7 +30,7 @@
 #include "dir_listing.h"
 #include "temp_dir.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 using ::testing::HasSubstr;
@@ -772,4 +772,4 @@ for version in [(2, 0), (3, 0)]:
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

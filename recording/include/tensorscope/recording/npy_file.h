@@ -41,7 +41,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 // Largest header NpyReader accepts (numpy's own default limit is 10000 bytes; this
 // leaves room for files with very many dims, still a bounded allocation).
@@ -122,4 +122,4 @@ class NpyReader {
   uint64_t consumed_ = 0;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 inline constexpr std::size_t kMaxStreamComponentLength = 96;
 // Device and mode components are shorter so that a whole file name, even with the
@@ -47,4 +47,4 @@ std::string video_file_name(const std::string& stream, const std::string& device
 // id (unique within a daemon) keeps two registrations of one process apart.
 std::string temp_video_file_name(const std::string& final_name, int worker_pid, uint64_t producer_id);
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -11,7 +11,7 @@
 
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 class AppendFile {
  public:
@@ -42,4 +42,4 @@ class AppendFile {
   int fd_ = -1;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -2,7 +2,7 @@
 // statistics computed here in long double, with this file's own float16/bfloat16
 // decoding), and the CSV table: line format, quoting, round-tripping numbers, flushing
 // every line and appending without a second header.
-#include "sinks/stats_table.h"
+#include "tensorscope/recording/stats_table.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 
 #include "temp_dir.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 using ::testing::HasSubstr;
@@ -666,4 +666,4 @@ TEST(StatsTable, RefusesFilesThatAreNotStatsTables) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -1,5 +1,5 @@
 // npy_file.cc — see npy_file.h.
-#include "sinks/npy_file.h"
+#include "tensorscope/recording/npy_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@
 #include "tensorscope/base/atomic_file.h"
 #include "tensorscope/base/posix_file.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
@@ -707,4 +707,4 @@ StatusOr<size_t> NpyReader::read(void* dst, size_t bytes) {
   return n;
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

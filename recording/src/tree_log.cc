@@ -1,5 +1,5 @@
 // tree_log.cc — see tree_log.h.
-#include "sinks/tree_log.h"
+#include "tensorscope/recording/tree_log.h"
 
 #include <algorithm>
 #include <exception>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 namespace {
 
 constexpr size_t kMaxNameColumn = 56;
@@ -232,4 +232,4 @@ Status TreeLogWriter::append(const std::string& track, int64_t step, std::string
   }
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -31,11 +31,11 @@
 #include <string>
 #include <string_view>
 
-#include "sinks/append_file.h"
+#include "tensorscope/recording/append_file.h"
 #include "tensorscope/shared/module_tree_format.h"
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 
 // The block for step `step` of track `track` (ends with '\n'); `previous` is the track's
 // previous logged step (null for its first).
@@ -69,4 +69,4 @@ class TreeLogWriter {
   size_t remembered_bytes_ = 0;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording

@@ -1,5 +1,5 @@
 // append_file.cc — see append_file.h.
-#include "sinks/append_file.h"
+#include "tensorscope/recording/append_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 
 #include "tensorscope/base/posix_file.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::recording {
 AppendFile::AppendFile(AppendFile&& other) noexcept
     : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
 
@@ -95,4 +95,4 @@ Status AppendFile::append(std::string_view block) {
   return write_all(fd_, block, path_);
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::recording
