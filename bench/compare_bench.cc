@@ -31,7 +31,7 @@
 #include "compare/dump_compare.h"
 #include "compare/tensor_compare.h"
 
-namespace td = tensorscope::daemon;
+namespace td = tensorscope::compare;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -18,12 +18,12 @@ using namespace tensorscope;
 
 #ifdef TENSORSCOPE_LIBFUZZER
 void read_all(const std::string& path) {
-  StatusOr<std::vector<daemon::Hdf5Tensor>> tensors = daemon::list_recording(path);
+  StatusOr<std::vector<compare::Hdf5Tensor>> tensors = compare::list_recording(path);
   if (!tensors.is_ok()) return;
-  daemon::Hdf5RowReader reader;
+  compare::Hdf5RowReader reader;
   std::vector<unsigned char> buffer;
   for (size_t i = 0; i < tensors->size() && i < 8; ++i) {
-    const daemon::Hdf5Tensor& t = (*tensors)[i];
+    const compare::Hdf5Tensor& t = (*tensors)[i];
     uint64_t bytes = wire::dtype_size(t.dtype);
     for (size_t d = 1; d < t.shape.size(); ++d) bytes *= static_cast<uint64_t>(t.shape[d]);
     if (bytes == 0 || bytes > (1u << 20)) continue;
@@ -33,11 +33,11 @@ void read_all(const std::string& path) {
 }
 #else
 void read_all(const std::string& path) {
-  daemon::Hdf5ReaderProcess::shared().set_timeout(std::chrono::seconds(2));
-  StatusOr<std::vector<daemon::Hdf5Tensor>> tensors = daemon::list_hdf5_tensors(path);
+  compare::Hdf5ReaderProcess::shared().set_timeout(std::chrono::seconds(2));
+  StatusOr<std::vector<compare::Hdf5Tensor>> tensors = compare::list_hdf5_tensors(path);
   if (!tensors.is_ok()) return;
   for (size_t i = 0; i < tensors->size() && i < 8; ++i) {
-    StatusOr<std::unique_ptr<daemon::TensorSource>> source = daemon::open_hdf5_source((*tensors)[i], 4096);
+    StatusOr<std::unique_ptr<compare::TensorSource>> source = compare::open_hdf5_source((*tensors)[i], 4096);
     if (!source.is_ok()) continue;
     for (int chunk = 0; chunk < 64; ++chunk) {
       const unsigned char* bytes = nullptr;

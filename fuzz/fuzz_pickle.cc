@@ -3,7 +3,7 @@
 #include "fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  tensorscope::daemon::PickleMachine machine;
+  tensorscope::compare::PickleMachine machine;
   (void)machine.run(tensorscope::fuzz::as_string(data, size), "fuzz.pkl");
   return 0;
 }

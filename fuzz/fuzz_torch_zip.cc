@@ -8,10 +8,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensorscope;
   const std::string path = fuzz::file_with(fuzz::as_string(data, size), ".pt");
-  StatusOr<daemon::ZipArchive> zip = daemon::ZipArchive::open(path);
+  StatusOr<compare::ZipArchive> zip = compare::ZipArchive::open(path);
   if (zip.is_ok()) {
     for (const auto& entry : zip->entries()) (void)zip->read_entry(entry, 1 << 20);
   }
-  (void)daemon::list_torch_tensors(path);
+  (void)compare::list_torch_tensors(path);
   return 0;
 }

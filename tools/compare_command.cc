@@ -27,7 +27,7 @@
 namespace tensorscope::tools {
 namespace {
 
-using namespace tensorscope::daemon;
+using namespace tensorscope::compare;
 
 void compare_usage(FILE* out) {
   std::fprintf(

@@ -27,7 +27,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 // numpy.allclose defaults.
 struct CompareTolerance {
@@ -102,4 +102,4 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
                                                 const CompareTolerance& tolerance,
                                                 size_t chunk_bytes = kCompareChunkBytes);
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

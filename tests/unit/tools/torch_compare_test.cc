@@ -33,7 +33,7 @@
 #include "torch_file_builder.h"
 #include "torch_test_values.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::ElementsAre;
@@ -535,4 +535,4 @@ TEST(TorchCompareCli, HostileFilesExitTwoWithAMessage) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -8,7 +8,7 @@
 #include "compare/hdf5_reader_process.h"
 #include "tensorscope/recording/npy_file.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 namespace fs = std::filesystem;
@@ -163,4 +163,4 @@ StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,
   return comparer.result(std::move(result));
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -14,7 +14,7 @@
 #include <new>
 #include <utility>
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -389,4 +389,4 @@ Status Hdf5ReaderProcess::read(const Hdf5Tensor& tensor, uint64_t first, uint64_
   return Status::ok();
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <utility>
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 namespace fs = std::filesystem;
@@ -295,4 +295,4 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
   return Status::ok();
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

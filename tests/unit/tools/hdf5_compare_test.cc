@@ -28,7 +28,7 @@
 #include "tensorscope/recording/npy_file.h"
 #include "temp_dir.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::HasSubstr;
@@ -466,4 +466,4 @@ TEST(Hdf5ReaderProcess, ReadsEqualReadsInThisProcess) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -20,7 +20,7 @@
 #include "tensorscope/recording/npy_file.h"
 #include "temp_dir.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::HasSubstr;
@@ -317,4 +317,4 @@ TEST(TensorCompareTest, DescribeTensor) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

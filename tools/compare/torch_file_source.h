@@ -50,7 +50,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 // Largest data.pkl read (a state_dict of 100000 tensors pickles to about 10 MB; the
 // unpickler's memory is bounded separately, see compare/pickle_machine.h).
@@ -117,4 +117,4 @@ StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file);
 StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor,
                                                           size_t chunk_bytes);
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 #include "torch_file_builder.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::HasSubstr;
@@ -274,4 +274,4 @@ TEST(ZipArchiveTest, HostileDirectoryValues) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -54,7 +54,7 @@
 #include "compare/tensor_compare.h"
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 enum class CompareVerdict {
   kMatch,          // allclose
@@ -112,4 +112,4 @@ std::string format_summary(const CompareReport& report);
 // The whole report as a JSON document (no trailing newline).
 std::string format_json(const CompareReport& report, const CompareTolerance& tolerance);
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

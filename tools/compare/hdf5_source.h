@@ -26,7 +26,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 // True when the path ends in .h5 or .hdf5 (any case).
 bool is_hdf5_path(const std::string& path);
@@ -63,4 +63,4 @@ StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tenso
 StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,
                                               const CompareTolerance& tolerance);
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

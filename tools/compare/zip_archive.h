@@ -32,7 +32,7 @@
 
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 // (PyTorch writes one entry per storage, plus a few: torch_file_source.h lists at most
 // 2^18 tensors.)
@@ -97,4 +97,4 @@ class ZipArchive {
   std::vector<ZipEntry> entries_;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -22,7 +22,7 @@
 #include "compare/pickle_machine.h"
 #include "compare/zip_archive.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 namespace fs = std::filesystem;
@@ -923,4 +923,4 @@ StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& ten
   }
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

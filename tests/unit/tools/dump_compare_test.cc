@@ -25,7 +25,7 @@
 #include "cli_run.h"
 #include "temp_dir.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::HasSubstr;
@@ -324,4 +324,4 @@ TEST(CompareCliTest, UsageMentionsCompareAndStatusStillWorks) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -6,7 +6,7 @@
 #include <exception>
 #include <new>
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 // Opcodes (Python's pickletools names).
@@ -658,4 +658,4 @@ Status PickleMachine::run_opcodes() {
   return fail("truncated: no STOP opcode before the end of the data");
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

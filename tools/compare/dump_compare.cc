@@ -23,7 +23,7 @@
 #include "tensorscope/recording/file_naming.h"
 #include "tensorscope/recording/npy_file.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 namespace fs = std::filesystem;
@@ -594,4 +594,4 @@ std::string format_json(const CompareReport& report, const CompareTolerance& tol
   return doc.dump(2);
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

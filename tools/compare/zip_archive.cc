@@ -11,7 +11,7 @@
 #include <new>
 #include <utility>
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 constexpr uint32_t kEocdSignature = 0x06054b50;
@@ -371,4 +371,4 @@ StatusOr<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max
   }
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

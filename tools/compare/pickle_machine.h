@@ -56,7 +56,7 @@
 
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 enum class PickleKind : uint8_t { kNone, kBool, kInt, kFloat, kRef };
 
@@ -238,4 +238,4 @@ class PickleMachine {
   PickleValue root_;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -23,7 +23,7 @@
 #include "torch_file_builder.h"
 #include "torch_test_values.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::ElementsAre;
@@ -641,4 +641,4 @@ TEST(TorchFileSourceTest, ManyRepeatedNamesAreRenamedInLinearTime) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -24,7 +24,7 @@
 #include "compare/hdf5_recording.h"
 #include "tensorscope/base/status.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 inline constexpr std::chrono::milliseconds kDefaultHdf5Timeout{30000};
 
@@ -64,4 +64,4 @@ class Hdf5ReaderProcess {
   int fd_ = -1;  // the parent's end of the socket pair
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

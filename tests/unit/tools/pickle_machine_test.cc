@@ -15,7 +15,7 @@
 
 #include "torch_file_builder.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 using ::testing::HasSubstr;
@@ -376,4 +376,4 @@ TEST(PickleMachineTest, RunningOutOfMemoryIsAnError) {
 }
 
 }  // namespace
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -8,7 +8,7 @@
 #include "tensorscope/recording/npy_file.h"
 #include "tensorscope/tensor/tensor_view.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 namespace {
 
 // Elements converted to double at a time (two stack buffers of 16 KiB).
@@ -198,4 +198,4 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
   return comparer.result(std::move(result));
 }
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare

@@ -22,7 +22,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/wire_format.h"
 
-namespace tensorscope::daemon {
+namespace tensorscope::compare {
 
 // One stored tensor of an HDF5 recording.
 struct Hdf5Tensor {
@@ -64,4 +64,4 @@ class Hdf5RowReader {
   std::unique_ptr<Open> open_;
 };
 
-}  // namespace tensorscope::daemon
+}  // namespace tensorscope::compare
