@@ -26,7 +26,7 @@
 
 #include <tensorscope/tensorscope.h>
 
-#include "bench_sink.h"
+#include "fake_daemon.h"
 
 extern char** environ;
 
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
                                  .shm_budget(pinned ? max_bytes + (uint64_t{64} << 20) : uint64_t{64} << 20)
                                  .cuda_staging_bytes(2 * max_bytes)
                                  .reconnect_interval_ms(10));
-  if (!tensorscope::bench::wait_connected(client)) {
+  if (!tensorscope::testing::wait_connected(client)) {
     std::fprintf(stderr, "cuda_push_bench: client did not connect\n");
     kill(sink, SIGKILL);
     return 1;

@@ -1,6 +1,6 @@
 // push_bench — the cost of Client::push, measured against plain memcpy in the same run.
 //
-// An in-process sink (bench_sink.h) registers the client exactly as the daemon does and
+// An in-process sink (fake_daemon.h) registers the client exactly as the daemon does and
 // drains the ring without rendering. Prints, for 4 KiB, 1 MiB and 64 MiB float tensors,
 // push throughput as a ratio to memcpy of the same bytes into
 // a pre-faulted buffer as large as the ring (successive places, as push writes the ring);
@@ -20,7 +20,7 @@
 
 #include <tensorscope/tensorscope.h>
 
-#include "bench_sink.h"
+#include "fake_daemon.h"
 
 namespace {
 
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   const std::string runtime_dir = "/tmp/ts-bench-" + std::to_string(::getpid());
   constexpr uint64_t kRingBytes = uint64_t{512} << 20;
-  tensorscope::bench::BenchSink sink(runtime_dir, "bench");
+  tensorscope::testing::FakeDaemon sink(runtime_dir, "bench");
   if (auto st = sink.start(); !st) {
     std::fprintf(stderr, "push_bench: %s\n", st.message().c_str());
     return 1;
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
                                  .runtime_dir(runtime_dir)
                                  .shm_budget(kRingBytes)
                                  .reconnect_interval_ms(10));
-  if (!tensorscope::bench::wait_connected(client)) {
+  if (!tensorscope::testing::wait_connected(client)) {
     std::fprintf(stderr, "push_bench: client did not connect\n");
     return 1;
   }
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
                                   .every_n(int64_t{1} << 60)
                                   .shm_budget(8 << 20)
                                   .reconnect_interval_ms(10));
-    tensorscope::bench::wait_connected(gated);
+    tensorscope::testing::wait_connected(gated);
     torch::Tensor small = torch::randn({16});
     gated.push("gated", small);  // the 1st call passes
     const int n = quick ? 200000 : 2000000;

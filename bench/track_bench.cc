@@ -16,7 +16,7 @@
 // interleaved in rounds, each round starting with a different one, so that drift of the
 // machine affects every configuration alike; one untimed round warms up first. Tracks are
 // created at the start of a block and destroyed at its end (neither is timed).
-// An in-process sink (bench_sink.h) registers the client exactly as the daemon does and
+// An in-process sink (fake_daemon.h) registers the client exactly as the daemon does and
 // drains the ring without rendering, so pushes are really copied into shared memory.
 //
 // glibc's malloc serves blocks above its (dynamic) mmap threshold with fresh mmaps, and
@@ -44,7 +44,7 @@
 
 #include <tensorscope/tensorscope.h>
 
-#include "bench_sink.h"
+#include "fake_daemon.h"
 #include "cnn_model.h"
 
 namespace {
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
                       mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 && mallopt(M_TOP_PAD, 64 << 20) == 1;
 
   const std::string runtime_dir = "/tmp/ts-track-bench-" + std::to_string(::getpid());
-  tensorscope::bench::BenchSink sink(runtime_dir, "bench");
+  tensorscope::testing::FakeDaemon sink(runtime_dir, "bench");
   if (auto st = sink.start(); !st) {
     std::fprintf(stderr, "track_bench: %s\n", st.message().c_str());
     return 1;
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
                                                                 .shm_budget(uint64_t{256} << 20)
                                                                 .reconnect_interval_ms(10));
   tensorscope::Client& client = *owned_client;
-  if (!tensorscope::bench::wait_connected(client)) {
+  if (!tensorscope::testing::wait_connected(client)) {
     std::fprintf(stderr, "track_bench: client did not connect\n");
     return 1;
   }

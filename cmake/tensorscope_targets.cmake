@@ -35,3 +35,15 @@ function(tensorscope_add_gtest name)
   endif()
   gtest_discover_tests(${name} ${discover_args})
 endfunction()
+
+# tensorscope_warnings_for_directory(): tensorscope_target_warnings on every target the
+# calling CMakeLists.txt has declared so far (bench/, examples/, fuzz/: one line each).
+function(tensorscope_warnings_for_directory)
+  get_property(targets DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(target ${targets})
+    get_target_property(type ${target} TYPE)
+    if(NOT type STREQUAL "INTERFACE_LIBRARY")
+      tensorscope_target_warnings(${target})
+    endif()
+  endforeach()
+endfunction()

@@ -7,7 +7,6 @@
 // kills every process it started (whole process groups) in TearDown, even after a
 // failed assertion.
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +32,7 @@
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/wire_format.h"
 #include "process_fixture.h"
+#include "small_tmpfs.h"
 #include "temp_dir.h"
 
 namespace tensorscope::itest {
@@ -607,32 +607,13 @@ TEST_F(IntegrationTest, ARestartedDaemonListsWhatAKilledOneLeft) {
   terminate_daemon(second);
 }
 
-// A tmpfs of `bytes` mounted at `dir` for the life of the object (root only; mounted()
-// says whether it worked).
-class SmallTmpfs {
- public:
-  SmallTmpfs(const std::string& dir, uint64_t bytes) : dir_(dir) {
-    std::filesystem::create_directories(dir);
-    const std::string options = "size=" + std::to_string(bytes);
-    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) == 0;
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-};
-
 // 3b. The output fills up: videos are never published broken, the daemon says "output
 // full" (in status, and in a log that does not flood), counts the frames it could not
 // write, and goes on by itself once there is room again; every listed video plays.
 TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
-  const std::string out = output_dir("full");
-  SmallTmpfs disk(out, 6 << 20);
-  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  testing::SmallTmpfs disk(std::to_string(6 << 20));
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  const std::string out = disk.path();
   const std::string name = session("full");
   DaemonProcess* daemon = start_ready_daemon(name, out, 1, write_config(40, 45000, 320, 240));
   ASSERT_NE(daemon, nullptr);

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "bench_sink.h"
+#include "fake_daemon.h"
 #include "device_payload_reader.h"
 #include "record_log.h"
 
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   tensorscope::daemon::DevicePayloadReader device_reader;
-  tensorscope::bench::BenchSink::FetchDevice fetch;
+  tensorscope::testing::FakeDaemon::FetchDevice fetch;
   if (!host_only) {
     fetch = [&device_reader](uint64_t producer, const tensorscope::SharedSegment& segment,
                              tensorscope::RecordView* view) {
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       return tensorscope::Status::error(why);
     };
   }
-  tensorscope::bench::BenchSink sink(
+  tensorscope::testing::FakeDaemon sink(
       runtime_dir, session,
       [log](const tensorscope::RecordView& v) {
         if (log != nullptr && !tensorscope::itest::append_record(log, v)) {

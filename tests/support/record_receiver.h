@@ -19,7 +19,7 @@
 
 #include <tensorscope/tensorscope.h>
 
-#include "bench_sink.h"
+#include "fake_daemon.h"
 #include "temp_dir.h"
 
 namespace tensorscope::testing {
@@ -49,7 +49,7 @@ class RecordReceiver {
                                            .runtime_dir(dir_.path() + "/run")
                                            .shm_budget(uint64_t{32} << 20)
                                            .reconnect_interval_ms(10));
-    bench::wait_connected(*client_);
+    testing::wait_connected(*client_);
   }
   ~RecordReceiver() {
     client_.reset();
@@ -109,7 +109,7 @@ class RecordReceiver {
   }
 
   TempDir dir_;
-  bench::BenchSink sink_;
+  testing::FakeDaemon sink_;
   bool started_ = false;
   std::unique_ptr<Client> client_;
   std::mutex mutex_;

@@ -25,7 +25,7 @@
 
 #include <tensorscope/tensorscope.h>
 
-#include "bench_sink.h"
+#include "fake_daemon.h"
 #include "captured_stderr.h"
 #include "connection.h"
 #include "runtime_dir_watch.h"
@@ -220,7 +220,7 @@ TEST(ClientStart, ClientsWhoseAutostartFailsDoNotWaitForEachOtherForever) {
 TEST(ClientStart, TwoClientsOfOneSessionInOneProcessKeepTheirOwnSegments) {
   testing::TempDir dir("ts-client");
   std::atomic<int> records{0};
-  bench::BenchSink sink(dir.path() + "/run", "unit", [&](const RecordView&) { ++records; });
+  testing::FakeDaemon sink(dir.path() + "/run", "unit", [&](const RecordView&) { ++records; });
   ASSERT_TRUE(sink.start());
   Client a(isolated(dir).connect_timeout_ms(20000)), b(isolated(dir).connect_timeout_ms(20000));
   ASSERT_TRUE(a.connected());
@@ -241,7 +241,7 @@ TEST(ClientStart, TwoClientsOfOneSessionInOneProcessKeepTheirOwnSegments) {
 
 TEST(ClientLog, HostileStreamNamesAreEscapedAndCut) {
   testing::TempDir dir("ts-client");
-  bench::BenchSink sink(dir.path() + "/run", "unit");
+  testing::FakeDaemon sink(dir.path() + "/run", "unit");
   ASSERT_TRUE(sink.start());
   Client client(isolated(dir).connect_timeout_ms(20000));  // waits for the registration: its socket exists
   ASSERT_TRUE(client.connected());

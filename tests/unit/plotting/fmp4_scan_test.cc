@@ -49,7 +49,9 @@ TEST(Fmp4Scan, CountsWholeFragmentsAndStopsAtACut) {
     const int64_t frames = cut >= header.size() + f1.size() + f2.size() ? 4 : cut >= header.size() + f1.size() ? 1 : 0;
     EXPECT_EQ(e.frames, frames) << "cut at " << cut;
     EXPECT_EQ(e.valid, cut >= header.size()) << "cut at " << cut;
-    if (e.valid) EXPECT_LE(e.whole_bytes, cut);
+    if (e.valid) {
+      EXPECT_LE(e.whole_bytes, cut);
+    }
   }
 }
 

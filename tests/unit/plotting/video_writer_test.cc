@@ -235,7 +235,9 @@ TEST_P(Codecs, SuspendAndResumeContinueTheSameFile) {
   for (int i = 0; i < written; ++i) {
     const double own = difference(frames[i], test_frame(i));
     EXPECT_LT(own, 6) << "frame " << i;
-    if (i > 0) EXPECT_LT(own, difference(frames[i], test_frame(i - 1))) << "frame " << i;
+    if (i > 0) {
+      EXPECT_LT(own, difference(frames[i], test_frame(i - 1))) << "frame " << i;
+    }
   }
 }
 

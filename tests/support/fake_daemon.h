@@ -1,4 +1,4 @@
-// bench_sink.h — an in-process stand-in for the daemon, for transport benchmarks and
+// fake_daemon.h — an in-process stand-in for the daemon, for transport benchmarks and
 // the client's tests.
 //
 // Listens on the session socket, accepts registrations exactly as the supervisor does
@@ -28,20 +28,20 @@
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/shared_segment.h"
 
-namespace tensorscope::bench {
+namespace tensorscope::testing {
 
-class BenchSink {
+class FakeDaemon {
  public:
   using OnRecord = std::function<void(const RecordView&)>;
   // Points view->payload at a host copy of a device payload, or says why it cannot.
   using FetchDevice = std::function<Status(uint64_t producer, const SharedSegment&, RecordView*)>;
-  BenchSink(std::string runtime_dir, std::string session, OnRecord on_record = nullptr,
+  FakeDaemon(std::string runtime_dir, std::string session, OnRecord on_record = nullptr,
             FetchDevice fetch_device = nullptr)
       : runtime_dir_(std::move(runtime_dir)),
         session_(std::move(session)),
         on_record_(std::move(on_record)),
         fetch_device_(std::move(fetch_device)) {}
-  ~BenchSink() { stop(); }
+  ~FakeDaemon() { stop(); }
 
   Status start() {
     Status dir = ensure_private_dir(runtime_dir_);
@@ -139,4 +139,4 @@ bool wait_connected(const ClientT& client, std::chrono::milliseconds timeout = s
   return client.connected();
 }
 
-}  // namespace tensorscope::bench
+}  // namespace tensorscope::testing
