@@ -21,8 +21,9 @@
 #include <new>
 #include <utility>
 
-#include "tensorscope/tensor/tensor_view.h"
 #include "tensorscope/recording/hdf5_support.h"
+#include "tensorscope/recording/wire_tensor.h"
+#include "tensorscope/tensor/element_type.h"
 #include "tensorscope/base/posix_file.h"
 #include "tensorscope/shared/file_lock.h"
 
@@ -195,31 +196,12 @@ void convert_elements(const unsigned char* src, uint64_t n, wire::DType target,
 
 void convert(wire::DType source, const unsigned char* src, uint64_t n, wire::DType target,
              unsigned char* dst) {
-  switch (source) {
-    case wire::DType::kFloat32: convert_elements(src, n, target, dst, load<float>); break;
-    case wire::DType::kFloat64: convert_elements(src, n, target, dst, load<double>); break;
-    case wire::DType::kFloat16:
-      convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
-        return tensor::float16_to_float(load<uint16_t>(s, i));
-      });
-      break;
-    case wire::DType::kBFloat16:
-      convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
-        return tensor::bfloat16_to_float(load<uint16_t>(s, i));
-      });
-      break;
-    case wire::DType::kInt8: convert_elements(src, n, target, dst, load<int8_t>); break;
-    case wire::DType::kInt16: convert_elements(src, n, target, dst, load<int16_t>); break;
-    case wire::DType::kInt32: convert_elements(src, n, target, dst, load<int32_t>); break;
-    case wire::DType::kInt64: convert_elements(src, n, target, dst, load<int64_t>); break;
-    case wire::DType::kUInt8: convert_elements(src, n, target, dst, load<uint8_t>); break;
-    case wire::DType::kBool:
-      convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
-        return s[i] != 0 ? 1 : 0;
-      });
-      break;
-    case wire::DType::kInvalid: break;
-  }
+  tensor::visit_element_type(element_type(source), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
+      return tensor::to_arithmetic(load<T>(s, i));
+    });
+  });
 }
 
 // ---- change detection hash (XXH64) ----

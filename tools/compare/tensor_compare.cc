@@ -6,7 +6,8 @@
 #include <memory>
 
 #include "tensorscope/recording/npy_file.h"
-#include "tensorscope/tensor/tensor_view.h"
+#include "tensorscope/recording/wire_tensor.h"
+#include "tensorscope/tensor/element_type.h"
 
 namespace tensorscope::compare {
 namespace {
@@ -14,44 +15,11 @@ namespace {
 // Elements converted to double at a time (two stack buffers of 16 KiB).
 constexpr size_t kBlockElements = 2048;
 
-template <typename T>
-void convert_plain(const void* src, size_t n, double* dst) {
-  const auto* bytes = static_cast<const unsigned char*>(src);
-  for (size_t i = 0; i < n; ++i) {
-    T value;
-    std::memcpy(&value, bytes + i * sizeof(T), sizeof(T));
-    dst[i] = static_cast<double>(value);
-  }
-}
-
 }  // namespace
 
 void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst) {
-  const auto* bytes = static_cast<const unsigned char*>(src);
-  switch (dtype) {
-    case wire::DType::kFloat32: convert_plain<float>(src, n, dst); return;
-    case wire::DType::kFloat64: std::memcpy(dst, src, n * sizeof(double)); return;
-    case wire::DType::kFloat16:
-    case wire::DType::kBFloat16: {
-      const bool half = dtype == wire::DType::kFloat16;
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, bytes + 2 * i, 2);
-        dst[i] = half ? tensor::float16_to_float(bits) : tensor::bfloat16_to_float(bits);
-      }
-      return;
-    }
-    case wire::DType::kInt8: convert_plain<int8_t>(src, n, dst); return;
-    case wire::DType::kInt16: convert_plain<int16_t>(src, n, dst); return;
-    case wire::DType::kInt32: convert_plain<int32_t>(src, n, dst); return;
-    case wire::DType::kInt64: convert_plain<int64_t>(src, n, dst); return;
-    case wire::DType::kUInt8: convert_plain<uint8_t>(src, n, dst); return;
-    case wire::DType::kBool:
-      for (size_t i = 0; i < n; ++i) dst[i] = bytes[i] != 0 ? 1.0 : 0.0;
-      return;
-    case wire::DType::kInvalid: break;
-  }
-  TENSORSCOPE_CHECK(false && "convert_to_double: invalid dtype");
+  TENSORSCOPE_CHECK(dtype != wire::DType::kInvalid && "convert_to_double: invalid dtype");
+  tensor::convert_to_double(src, recording::element_type(dtype), n, dst);
 }
 
 void TensorComparer::add(const double* a, const double* b, size_t n) {

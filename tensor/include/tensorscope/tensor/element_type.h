@@ -81,6 +81,17 @@ inline double to_double(int64_t x) { return static_cast<double>(x); }
 inline double to_double(uint8_t x) { return static_cast<double>(x); }
 inline double to_double(Bool x) { return x.byte != 0 ? 1.0 : 0.0; }
 
+// Each stored element as the C++ arithmetic type that holds it exactly: float for
+// Float16/BFloat16, int (0/1) for Bool, the value itself otherwise (an int64 stays an
+// int64, so converting it to float rounds once, not twice through double).
+template <typename T>
+inline T to_arithmetic(T x) {
+  return x;
+}
+inline float to_arithmetic(Float16 x) { return float16_to_float(x.bits); }
+inline float to_arithmetic(BFloat16 x) { return bfloat16_to_float(x.bits); }
+inline int to_arithmetic(Bool x) { return x.byte != 0 ? 1 : 0; }
+
 // Storage types that can hold NaN/Inf.
 template <typename T>
 inline constexpr bool kIsFloatingStorage = std::is_floating_point_v<T> ||
