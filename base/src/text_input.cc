@@ -48,12 +48,12 @@ StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
   return text;
 }
 
-std::string quote_for_message(std::string_view s, size_t max_shown) {
+std::string escape_for_message(std::string_view s, size_t max_shown, char quote) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
+  std::string out;
   for (size_t i = 0; i < s.size() && i < max_shown; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
+    if (c == '\\' || (quote != '\0' && c == static_cast<unsigned char>(quote))) {
       out += '\\';
       out += static_cast<char>(c);
     } else if (c >= 0x20 && c < 0x7f) {
@@ -65,8 +65,11 @@ std::string quote_for_message(std::string_view s, size_t max_shown) {
     }
   }
   if (s.size() > max_shown) out += "...";
-  out += '"';
   return out;
+}
+
+std::string quote_for_message(std::string_view s, size_t max_shown) {
+  return '"' + escape_for_message(s, max_shown, '"') + '"';
 }
 
 }  // namespace tensorscope

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "tensorscope/base/atomic_file.h"
+#include "tensorscope/base/text_input.h"
 #include "tensorscope/base/posix_file.h"
 
 namespace tensorscope::recording {
@@ -37,24 +38,7 @@ constexpr char kBFloat16Descr[] = "[('bfloat16', '<u2')]";
 
 // Untrusted bytes for a message: printable ASCII kept, backslash and the rest escaped,
 // cut after kMaxShownBytes with "...".
-std::string shown(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < kMaxShownBytes; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  if (s.size() > kMaxShownBytes) out += "...";
-  return out;
-}
+std::string shown(std::string_view s) { return escape_for_message(s, kMaxShownBytes); }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "(";

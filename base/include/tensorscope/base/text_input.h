@@ -20,8 +20,12 @@ namespace tensorscope {
 StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
                                      const std::string& what, bool* missing = nullptr);
 
-// `text` quoted for a message: printable ASCII kept, quotes and backslashes escaped,
-// other bytes as \xNN, cut with "..." after `max_shown` bytes.
+// `text` as it may appear in a message or a log line: printable ASCII kept, backslashes
+// (and `quote`, unless '\0') escaped with a backslash, other bytes as \xNN, cut with "..."
+// after `max_shown` bytes.
+std::string escape_for_message(std::string_view text, size_t max_shown = 80, char quote = '\0');
+
+// escape_for_message(text, max_shown, '"') between double quotes.
 std::string quote_for_message(std::string_view text, size_t max_shown = 80);
 
 }  // namespace tensorscope

@@ -68,13 +68,11 @@ inline size_t pack_finite(const T* raw, size_t n, double* out, NonFiniteCounts* 
   }
 }
 
-}  // namespace detail
-
-// Calls fn(const double* values, size_t count) for every block of finite values (in
-// element order; count may be 0 for an all-NaN block) and adds the non-finite ones to
-// *nf. Invalid views (see TensorView::valid) are treated as empty.
-template <typename Fn>
-void for_each_finite_block(const TensorView& view, NonFiniteCounts* nf, Fn&& fn) {
+// Calls fn(const T* raw, size_t first, size_t count) for consecutive blocks of at most
+// Block elements of a valid, non-empty view, T its storage type: each block copied once
+// (one memcpy) into a private array. The type is dispatched once per view.
+template <size_t Block, typename Fn>
+void for_each_stored_block(const TensorView& view, Fn&& fn) {
   if (!view.valid()) return;
   const int64_t numel = view.numel();
   if (numel <= 0 || view.data == nullptr) return;
@@ -82,14 +80,26 @@ void for_each_finite_block(const TensorView& view, NonFiniteCounts* nf, Fn&& fn)
   const auto* base = static_cast<const unsigned char*>(view.data);
   visit_element_type(view.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T raw[kBlockElements];
-    double block[kBlockElements] = {};
-    for (size_t start = 0; start < total; start += kBlockElements) {
-      const size_t n = total - start < kBlockElements ? total - start : kBlockElements;
+    T raw[Block];
+    for (size_t start = 0; start < total; start += Block) {
+      const size_t n = total - start < Block ? total - start : Block;
       std::memcpy(raw, base + start * sizeof(T), n * sizeof(T));
-      const size_t kept = detail::pack_finite(raw, n, block, nf);
-      fn(static_cast<const double*>(block), kept);
+      fn(static_cast<const T*>(raw), start, n);
     }
+  });
+}
+
+}  // namespace detail
+
+// Calls fn(const double* values, size_t count) for every block of finite values (in
+// element order; count may be 0 for an all-NaN block) and adds the non-finite ones to
+// *nf. Invalid views (see TensorView::valid) are treated as empty.
+template <typename Fn>
+void for_each_finite_block(const TensorView& view, NonFiniteCounts* nf, Fn&& fn) {
+  double block[kBlockElements] = {};
+  detail::for_each_stored_block<kBlockElements>(view, [&](const auto* raw, size_t, size_t n) {
+    const size_t kept = detail::pack_finite(raw, n, block, nf);
+    fn(static_cast<const double*>(block), kept);
   });
 }
 
@@ -98,21 +108,10 @@ void for_each_finite_block(const TensorView& view, NonFiniteCounts* nf, Fn&& fn)
 // no calls.
 template <typename Fn>
 void for_each_ordered_block(const TensorView& view, Fn&& fn) {
-  if (!view.valid()) return;
-  const int64_t numel = view.numel();
-  if (numel <= 0 || view.data == nullptr) return;
-  const size_t total = static_cast<size_t>(numel);
-  const auto* base = static_cast<const unsigned char*>(view.data);
-  visit_element_type(view.type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T raw[kOrderedBlockElements];
-    alignas(64) double block[kOrderedBlockElements];
-    for (size_t start = 0; start < total; start += kOrderedBlockElements) {
-      const size_t n = total - start < kOrderedBlockElements ? total - start : kOrderedBlockElements;
-      std::memcpy(raw, base + start * sizeof(T), n * sizeof(T));
-      for (size_t i = 0; i < n; ++i) block[i] = to_double(raw[i]);
-      fn(static_cast<int64_t>(start), static_cast<const double*>(block), n);
-    }
+  alignas(64) double block[kOrderedBlockElements];
+  detail::for_each_stored_block<kOrderedBlockElements>(view, [&](const auto* raw, size_t first, size_t n) {
+    for (size_t i = 0; i < n; ++i) block[i] = to_double(raw[i]);
+    fn(static_cast<int64_t>(first), static_cast<const double*>(block), n);
   });
 }
 
