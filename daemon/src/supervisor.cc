@@ -75,7 +75,6 @@ constexpr int64_t kReplyDeadlineMs = 5000;   // a client reading its status repl
 constexpr size_t kMaxPendingConnections = 256;  // accepted, not yet registered or answered
 constexpr size_t kMaxReplying = 64;             // replies still being written
 constexpr int kRegisterReplyTimeoutMs = 250;    // a registering client reads its reply at once
-constexpr int kHealthyAfterMs = 10000;  // a worker alive this long resets its backoff
 
 }  // namespace
 
@@ -181,7 +180,9 @@ Status Supervisor::start() {
   workers_.resize(static_cast<size_t>(config_.workers));
   for (size_t i = 0; i < workers_.size(); ++i) {
     workers_[i].index = static_cast<int>(i);
-    workers_[i].backoff_ms = config_.supervisor.restart_backoff_initial_ms;
+    workers_[i].policy = WorkerRestartPolicy(RestartPolicyConfig{
+        config_.supervisor.restart_backoff_initial_ms, config_.supervisor.restart_backoff_max_ms,
+        config_.supervisor.heartbeat_timeout_ms});
     spawn_worker(workers_[i]);
   }
   // Published last: a client that sees the socket is served at once.
@@ -205,7 +206,7 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     TS_LOG_ERROR("socketpair for worker {}: {}", worker.index, std::strerror(errno));
-    worker.restart_at_ms = now_ms() + worker.backoff_ms;
+    worker.policy.start_failed(now_ms());
     return;
   }
   const pid_t pid = ::fork();
@@ -213,7 +214,7 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
     TS_LOG_ERROR("fork for worker {}: {}", worker.index, std::strerror(errno));
     ::close(fds[0]);
     ::close(fds[1]);
-    worker.restart_at_ms = now_ms() + worker.backoff_ms;
+    worker.policy.start_failed(now_ms());
     return;
   }
   if (pid == 0) {
@@ -239,8 +240,7 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
   worker.pid = pid;
   worker.channel = MessageChannel(fds[0]);
   worker.alive = true;
-  worker.started_ms = now_ms();
-  worker.last_heartbeat_ms = worker.started_ms;
+  worker.policy.started(now_ms());
   worker.stats = nlohmann::json::object();
   Status sent = worker.channel.send({{control::kType, control::kConfig},
                                      {"config", to_json(config_)},
@@ -275,21 +275,13 @@ void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
   // Its open videos play up to their last whole frame: finished and listed as they are.
   recover_videos(".tmp-" + std::to_string(worker.pid) + "-", "worker " + std::to_string(worker.index) +
                                                                " (pid " + std::to_string(worker.pid) + ")");
-  const int64_t now = now_ms();
-  if (now - worker.started_ms > kHealthyAfterMs) {
-    worker.backoff_ms = config_.supervisor.restart_backoff_initial_ms;
-  }
-  worker.restart_at_ms = now + worker.backoff_ms;
+  const int64_t delay = worker.policy.exited(now_ms(), /*counted=*/!g_stop_requested);
   if (g_stop_requested) {
     TS_LOG_INFO("worker {} (pid {}) {}", worker.index, worker.pid, why);
-    worker.pid = -1;
-    return;
+  } else {
+    TS_LOG_WARN("worker {} (pid {}) {}; restarting in {} ms", worker.index, worker.pid, why, delay);
   }
-  TS_LOG_WARN("worker {} (pid {}) {}; restarting in {} ms", worker.index, worker.pid, why,
-              worker.backoff_ms);
-  worker.backoff_ms = std::min(worker.backoff_ms * 2, config_.supervisor.restart_backoff_max_ms);
   worker.pid = -1;
-  ++worker.restarts;
 }
 
 void Supervisor::reap_children() {
@@ -309,8 +301,7 @@ void Supervisor::reap_children() {
 
 void Supervisor::check_workers(int64_t now) {
   for (auto& worker : workers_) {
-    if (worker.alive &&
-        now - worker.last_heartbeat_ms > config_.supervisor.heartbeat_timeout_ms) {
+    if (worker.alive && worker.policy.heartbeat_missed(now)) {
       if (is_stopped(worker.pid)) {
         // Stopped on purpose (a debugger, SIGSTOP): not hung. It goes on when continued.
         if (!worker.stopped_logged) {
@@ -322,11 +313,11 @@ void Supervisor::check_workers(int64_t now) {
       }
       worker.stopped_logged = false;
       TS_LOG_WARN("worker {} (pid {}) missed its heartbeat for {} ms; killing it", worker.index,
-                  worker.pid, now - worker.last_heartbeat_ms);
+                  worker.pid, worker.policy.silent_ms(now));
       ::kill(worker.pid, SIGKILL);  // reaped (and restarted) through SIGCHLD
-      worker.last_heartbeat_ms = now;
+      worker.policy.heard(now);
     }
-    if (!worker.alive && now >= worker.restart_at_ms && !g_stop_requested) spawn_worker(worker);
+    if (!worker.alive && worker.policy.restart_due(now) && !g_stop_requested) spawn_worker(worker);
   }
 }
 
@@ -412,18 +403,13 @@ void Supervisor::flush_replies(const std::vector<pollfd>& fds, size_t first, siz
 }
 
 void Supervisor::notice_own_stall(int64_t now) {
-  // The loop wakes at least every 100 ms; a gap of a second means this process did not
-  // run (SIGSTOP, a frozen cgroup, a suspended laptop, a starved machine). The workers
-  // were not heard because we did not listen: give them a fresh deadline.
-  constexpr int64_t kStallMs = 1000;
-  if (last_loop_ms_ != 0 && now - last_loop_ms_ > kStallMs) {
-    TS_LOG_WARN("the supervisor did not run for {} ms; the workers' heartbeat deadlines start again",
-                now - last_loop_ms_);
+  // The workers were not heard because we did not listen: give them a fresh deadline.
+  if (const int64_t gap = own_stall_.gap(now); gap > 0) {
+    TS_LOG_WARN("the supervisor did not run for {} ms; the workers' heartbeat deadlines start again", gap);
     for (auto& w : workers_) {
-      if (w.alive) w.last_heartbeat_ms = now;
+      if (w.alive) w.policy.heard(now);
     }
   }
-  last_loop_ms_ = now;
 }
 
 void Supervisor::handle_register(MessageChannel& connection, const nlohmann::json& m) {
@@ -564,7 +550,7 @@ void Supervisor::handle_worker_message(WorkerSlot& worker, const nlohmann::json&
 void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::json& m) {
   const std::string type = control::message_type(m);
   if (type == control::kHeartbeat) {
-    worker.last_heartbeat_ms = now_ms();
+    worker.policy.heard(now_ms());
     if (m.contains("stats") && m["stats"].is_object()) worker.stats = m["stats"];
   } else if (type == control::kFile) {
     auto entry = index_entry_from_json(m.value("entry", nlohmann::json::object()));
@@ -590,7 +576,7 @@ void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::jso
       forget_producer(id);
     }
   } else if (type == control::kBye) {
-    worker.last_heartbeat_ms = now_ms();
+    worker.policy.heard(now_ms());
   }
 }
 
@@ -600,7 +586,7 @@ nlohmann::json Supervisor::status_json() const {
     workers.push_back({{"index", w.index},
                        {"pid", w.pid},
                        {"alive", w.alive},
-                       {"restarts", w.restarts},
+                       {"restarts", w.policy.restarts()},
                        {"stats", w.stats}});
   }
   nlohmann::json producers = nlohmann::json::array();

@@ -29,6 +29,7 @@
 
 #include "index_writer.h"
 #include "output_health.h"
+#include "supervisor/worker_restart_policy.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/shared_segment.h"
@@ -52,11 +53,7 @@ class Supervisor {
     pid_t pid = -1;
     MessageChannel channel;
     bool alive = false;
-    int64_t started_ms = 0;
-    int64_t last_heartbeat_ms = 0;
-    int64_t restart_at_ms = 0;
-    int backoff_ms = 0;
-    uint64_t restarts = 0;
+    WorkerRestartPolicy policy;
     bool stopped_logged = false;  // said once that it is stopped (a debugger), not hung
     nlohmann::json stats = nlohmann::json::object();
   };
@@ -134,7 +131,7 @@ class Supervisor {
   std::map<uint64_t, Producer> producers_;
   std::vector<Pending> pending_;
   std::vector<Replying> replying_;
-  int64_t last_loop_ms_ = 0;  // when the main loop last went round (a stall of ours shows as a gap)
+  StallDetector own_stall_;  // a gap in the main loop is ours, not the workers'
   uint64_t next_producer_id_ = 1;
   std::unique_ptr<IndexWriter> index_;
   OutputHealth index_health_{"index.json"};  // whether index.json could be written
