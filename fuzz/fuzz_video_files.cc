@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "fuzz_target.h"
-#include "index_writer.h"
+#include "supervisor/index_writer.h"
 #include "tensorscope/plotting/fmp4_scan.h"
 #include "video_journal.h"
 

@@ -18,8 +18,8 @@
 #include <string>
 
 #include "inherited_descriptors.h"
-#include "supervisor.h"
-#include "worker.h"
+#include "supervisor/supervisor.h"
+#include "worker/worker.h"
 #include "tensorscope/shared/sigbus_guard.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/daemon_exit_status.h"

@@ -27,7 +27,7 @@
 #include <cstdio>
 #include <string>
 
-#include "index_writer.h"
+#include "supervisor/index_writer.h"
 #include "tensorscope/base/status.h"
 
 namespace tensorscope::daemon {

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "fake_daemon.h"
-#include "device_payload_reader.h"
+#include "worker/device_payload_reader.h"
 #include "record_log.h"
 
 namespace {

@@ -7,6 +7,7 @@
 // Options: --session S --runtime-dir D --rank R --count N --seed X --sleep-us U
 //          --wait-connect-ms T (wait for the daemon before pushing; 0 = don't)
 //          --streams K (distinct stream names) --max-elements E --budget BYTES
+//          --ring-slots N (records the ring holds; default the client's)
 //          --bad-inputs (also push a complex and an oversized tensor: must be refused)
 //          --stdin-control: stop pushing when anything arrives on stdin (a line or EOF),
 //                           print the final line, then keep the client connected until
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   int rank = 0, streams = 4;
   int64_t count = 100, max_elements = 4096, sleep_us = 0, wait_connect_ms = 10000, seed = 1;
   uint64_t budget = 32u << 20;
+  uint32_t ring_slots = 0;  // 0: the client's default
   bool bad_inputs = false, stdin_control = false, track_model = false, pattern = false;
   int64_t every_n = 1;
   int64_t report_ms = 0;
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
     else if (a == "--streams") streams = std::atoi(next().c_str());
     else if (a == "--max-elements") max_elements = std::atoll(next().c_str());
     else if (a == "--budget") budget = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--ring-slots") ring_slots = static_cast<uint32_t>(std::strtoul(next().c_str(), nullptr, 10));
     else if (a == "--bad-inputs") bad_inputs = true;
     else if (a == "--stdin-control") stdin_control = true;
     else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
@@ -159,6 +162,7 @@ int main(int argc, char** argv) {
                      .autostart(autostart)
                      .daemon_executable(daemon_path);
   if (connect_timeout_ms >= 0) options.connect_timeout_ms(connect_timeout_ms);
+  if (ring_slots > 0) options.ring_slots(ring_slots);
   if (!autostart_output.empty()) options.autostart_output(autostart_output);
   if (idle_exit_ms >= 0) options.autostart_idle_exit_ms(idle_exit_ms);
   tensorscope::Client client(options);

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "device_payload_reader.h"
+#include "worker/device_payload_reader.h"
 #include "tensorscope/shared/device_pool_table.h"
 #include "tensorscope/shared/ring_reader.h"
 #include "tensorscope/shared/ring_writer.h"

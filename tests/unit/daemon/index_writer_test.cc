@@ -1,6 +1,6 @@
 // index_writer_test.cc — index.json: add/replace, sorting, atomic rewrite, corrupt files,
 // and validation of entries that arrive as JSON.
-#include "index_writer.h"
+#include "supervisor/index_writer.h"
 
 #include <dirent.h>
 #include <gmock/gmock.h>

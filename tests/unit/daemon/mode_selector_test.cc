@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "mode_selector.h"
+#include "worker/mode_selector.h"
 
 namespace tensorscope::daemon {
 namespace {

@@ -1,6 +1,6 @@
 // record_sinks_test.cc — RecordSinks, the worker's recording sinks behind one queue: the
 // HDF5 counters it reports and the recovery of the session directory on its first write.
-#include "record_sinks.h"
+#include "worker/record_sinks.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

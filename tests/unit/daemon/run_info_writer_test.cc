@@ -1,7 +1,7 @@
 // run_info_writer: untrusted run_info is bounded, git facts of a real repository (commit,
 // branch, dirty, a patch that applies to a fresh clone), non-repositories, foreign
 // directories, a git that hangs, and the helper process that writes the files.
-#include "run_info_writer.h"
+#include "supervisor/run_info_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "stream_router.h"
+#include "worker/stream_router.h"
 #include "temp_dir.h"
 
 namespace tensorscope::daemon {

@@ -1,6 +1,6 @@
-#include "open_video_limit.h"
+#include "worker/open_video_limit.h"
 
-#include "stream_video.h"
+#include "worker/stream_video.h"
 
 namespace tensorscope::daemon {
 

@@ -1,5 +1,5 @@
 // index_writer.cc — see index_writer.h.
-#include "index_writer.h"
+#include "supervisor/index_writer.h"
 
 #include "tensorscope/base/atomic_file.h"
 #include "tensorscope/base/posix_file.h"

@@ -1,10 +1,10 @@
-#include "supervisor.h"
+#include "supervisor/supervisor.h"
 
 #include "monotonic_clock.h"
 
-#include "device_payload_reader.h"
-#include "run_info_writer.h"
-#include "video_recovery.h"
+#include "worker/device_payload_reader.h"
+#include "supervisor/run_info_writer.h"
+#include "supervisor/video_recovery.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
-#include "frame_renderer.h"
+#include "worker/frame_renderer.h"
 
 #include <cstring>
 #include <optional>
 #include <regex>
 #include <vector>
 
-#include "record_frame.h"
+#include "worker/record_frame.h"
 #include "tensorscope/recording/wire_tensor.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/histogram.h"

@@ -1,4 +1,4 @@
-#include "mode_selector.h"
+#include "worker/mode_selector.h"
 
 #include "tensorscope/base/logging.h"
 

@@ -1,5 +1,5 @@
 // run_info_writer.cc — see run_info_writer.h.
-#include "run_info_writer.h"
+#include "supervisor/run_info_writer.h"
 
 #include "inherited_descriptors.h"
 

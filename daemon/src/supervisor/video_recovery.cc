@@ -1,5 +1,5 @@
 // video_recovery.cc — see video_recovery.h.
-#include "video_recovery.h"
+#include "supervisor/video_recovery.h"
 
 #include <dirent.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // record_frame.cc — see record_frame.h.
-#include "record_frame.h"
+#include "worker/record_frame.h"
 
 #include "tensorscope/recording/wire_tensor.h"
 

@@ -1,4 +1,4 @@
-#include "record_sinks.h"
+#include "worker/record_sinks.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "render_queue.h"
+#include "worker/render_queue.h"
 
 #include <chrono>
 

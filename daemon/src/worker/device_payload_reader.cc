@@ -1,4 +1,4 @@
-#include "device_payload_reader.h"
+#include "worker/device_payload_reader.h"
 
 #include <chrono>
 #include <cstring>

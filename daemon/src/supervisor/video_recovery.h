@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "index_writer.h"
+#include "supervisor/index_writer.h"
 
 namespace tensorscope::daemon {
 

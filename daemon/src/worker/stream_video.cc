@@ -1,4 +1,4 @@
-#include "stream_video.h"
+#include "worker/stream_video.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 
 #include "tensorscope/recording/file_naming.h"
 #include "monotonic_clock.h"
-#include "record_frame.h"
+#include "worker/record_frame.h"
 #include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {

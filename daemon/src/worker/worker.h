@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "device_payload_reader.h"
-#include "record_sinks.h"
-#include "render_queue.h"
-#include "stream_router.h"
+#include "worker/device_payload_reader.h"
+#include "worker/record_sinks.h"
+#include "worker/render_queue.h"
+#include "worker/stream_router.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/ring_reader.h"

@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mode_selector.h"
-#include "stream_video.h"
+#include "worker/mode_selector.h"
+#include "worker/stream_video.h"
 
 namespace tensorscope::daemon {
 

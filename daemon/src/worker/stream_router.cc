@@ -1,4 +1,4 @@
-#include "stream_router.h"
+#include "worker/stream_router.h"
 
 #include "tensorscope/base/logging.h"
 

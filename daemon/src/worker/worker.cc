@@ -1,4 +1,4 @@
-#include "worker.h"
+#include "worker/worker.h"
 
 #include "monotonic_clock.h"
 

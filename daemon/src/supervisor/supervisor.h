@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "index_writer.h"
+#include "supervisor/index_writer.h"
 #include "output_health.h"
 #include "supervisor/worker_restart_policy.h"
 #include "config/daemon_config.h"

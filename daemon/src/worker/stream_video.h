@@ -17,9 +17,9 @@
 #include <optional>
 #include <string>
 
-#include "frame_renderer.h"
-#include "index_writer.h"
-#include "open_video_limit.h"
+#include "worker/frame_renderer.h"
+#include "supervisor/index_writer.h"
+#include "worker/open_video_limit.h"
 #include "output_health.h"
 #include "video_journal.h"
 #include "tensorscope/plotting/video_writer.h"
