@@ -1,0 +1,94 @@
+// output_test.cc — end-to-end: a full output (a small tmpfs) is reported and outlived,
+// a deleted session directory is made again; no broken video is ever listed.
+//
+// Each test starts its own daemon(s) in a private temporary directory (runtime dir,
+// session, output) and runs test_producer processes against them (integration_fixture.h).
+#include "integration_fixture.h"
+#include "small_tmpfs.h"
+
+namespace tensorscope::itest {
+namespace {
+
+// 3b. The output fills up: videos are never published broken, the daemon says "output
+// full" (in status, and in a log that does not flood), counts the frames it could not
+// write, and goes on by itself once there is room again; every listed video plays.
+TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
+  testing::SmallTmpfs disk(std::to_string(6 << 20));
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  const std::string out = disk.path();
+  const std::string name = session("full");
+  DaemonProcess* daemon = start_ready_daemon(name, out, 1, write_config(40, 45000, 320, 240));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last))
+      << last.dump(2);
+  // Fill what is left.
+  const std::string filler = out + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    const std::string block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
+    }
+  }
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
+    return s["output"].value("state", "") == "full" && s["output"].value("not_written", 0) > 20;
+  }, kSettleTimeout, &last)) << "the daemon did not say the output is full:\n" << last.dump(2);
+  const CommandResult text = run_cli({"status", "--session", name, "--runtime-dir", runtime_dir_});
+  EXPECT_THAT(text.out, HasSubstr("OUTPUT FULL")) << text.out << text.err;
+  std::this_thread::sleep_for(3s);  // full for a while: the log must not flood
+  ::unlink(filler.c_str());
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; },
+                                  kSettleTimeout, &last)) << "the daemon did not recover:\n" << last.dump(2);
+  const uint64_t files_before = last.value("files", 0);
+  EXPECT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0ULL) > files_before; },
+                                  kSettleTimeout, &last)) << "no video finished after the space came back";
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+  const std::string log = daemon->log();
+  size_t lines = 0;
+  for (size_t at = log.find("output"); at != std::string::npos; at = log.find("output", at + 1)) ++lines;
+  EXPECT_LE(lines, 12u) << "the log floods:\n" << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  if (std::getenv("TS_SHOW_LOG")) std::fprintf(stderr, "%s\n", log.c_str());
+  EXPECT_THAT(log, HasSubstr("output full"));
+  EXPECT_THAT(log, HasSubstr("output writable again"));
+  const auto files = index_or_fail(daemon->session_dir());
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+}
+
+// 3c. The session directory is deleted while videos are written: the daemon makes it
+// again, index.json keeps only the files still there, and later videos are listed.
+TEST_F(IntegrationTest, ADeletedOutputDirectoryIsMadeAgain) {
+  const std::string name = session("gone");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("gone"), 1, write_config(20));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "2", "--report-ms", "100"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last));
+  // As `rm -rf` by a user: the daemon may add a file while the tree is removed, so retry.
+  std::error_code ec;
+  for (int tries = 0; tries < 100 && std::filesystem::exists(daemon->session_dir()); ++tries) {
+    std::filesystem::remove_all(daemon->session_dir(), ec);
+  }
+  ASSERT_TRUE(wait_until([&] {
+    auto files = read_index(daemon->session_dir());
+    return files.is_ok() && !files->empty();
+  }, kSettleTimeout)) << "no index.json with new files after the directory was deleted";
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+  const auto files = index_or_fail(daemon->session_dir());
+  EXPECT_FALSE(files.empty());
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+  EXPECT_THAT(daemon->log(), HasSubstr("was deleted; made it again"));
+}
+
+}  // namespace
+}  // namespace tensorscope::itest
