@@ -16,9 +16,6 @@
 namespace tensorscope::daemon {
 namespace {
 
-constexpr char kMagic[] = "tensorscope video steps 1";
-constexpr size_t kMaxLineBytes = 4096;
-
 std::string base_name(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -38,10 +35,6 @@ Status move_to_steps(const std::string& from, const std::string& session_dir, co
 
 }  // namespace
 
-std::string kept_journal_path(const std::string& session_dir, const std::string& video_name) {
-  return session_dir + "/" + kStepsDirName + "/" + video_name + kJournalSuffix;
-}
-
 Status VideoJournal::create(const std::string& video_path, const IndexEntry& meta) {
   close();
   path_ = video_path + kJournalSuffix;
@@ -50,7 +43,7 @@ Status VideoJournal::create(const std::string& video_path, const IndexEntry& met
   const nlohmann::json header = {{"stream", meta.stream}, {"kind", meta.kind}, {"device", meta.device},
                                  {"rank", meta.rank},     {"pid", meta.pid},   {"mode", meta.mode}};
   const std::string text =
-      std::string(kMagic) + "\n" + header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      std::string(recording::kStepsMagic) + "\n" + header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0) return errno_status("cannot write " + path_);
   return Status::ok();
 }
@@ -87,45 +80,9 @@ void VideoJournal::remove() {
 }
 
 StatusOr<IndexEntry> read_video_journal(const std::string& journal_path, int64_t max_frames) {
-  std::ifstream in(journal_path, std::ios::binary);
-  if (!in) return Status::error("cannot open " + journal_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t end_magic = text.find('\n');
-  if (end_magic == std::string::npos || text.compare(0, end_magic, kMagic) != 0) {
-    return Status::error(journal_path + ": not a video journal");
-  }
-  const size_t end_header = text.find('\n', end_magic + 1);
-  if (end_header == std::string::npos || end_header - end_magic > kMaxLineBytes) {
-    return Status::error(journal_path + ": no header line");
-  }
-  nlohmann::json header = nlohmann::json::parse(text.substr(end_magic + 1, end_header - end_magic - 1), nullptr,
-                                                /*allow_exceptions=*/false);
-  if (!header.is_object()) return Status::error(journal_path + ": the header line is not a JSON object");
-  header["path"] = "pending.mp4";  // index_entry_from_json checks every field; the path is set later
-  header["frames"] = 0;
-  header["first_step"] = 0;
-  header["last_step"] = 0;
-  StatusOr<IndexEntry> entry = index_entry_from_json(header);
-  if (!entry.is_ok()) return Status::error(journal_path + ": " + entry.message());
-  IndexEntry e = entry.value();
-  e.path.clear();
-  size_t at = end_header + 1;
-  while (e.frames < max_frames) {
-    const size_t newline = text.find('\n', at);
-    if (newline == std::string::npos) break;  // a last line cut by a crash
-    const std::string line = text.substr(at, newline - at);
-    at = newline + 1;
-    char* end = nullptr;
-    errno = 0;
-    const long long step = std::strtoll(line.c_str(), &end, 10);
-    if (line.empty() || errno != 0 || end != line.c_str() + line.size()) {
-      return Status::error(journal_path + ": line " + std::to_string(e.frames + 3) + " is not a step");
-    }
-    if (e.frames == 0) e.first_step = step;
-    e.last_step = step;
-    ++e.frames;
-  }
-  return e;
+  StatusOr<recording::VideoSteps> read = recording::read_video_steps(journal_path, max_frames);
+  if (!read) return read.status();
+  return read->meta;
 }
 
 std::string final_name_of_temp(const std::string& temp_name) {

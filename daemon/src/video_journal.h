@@ -10,13 +10,7 @@
 // video into a finished one: the file is cut back to its last whole frame, renamed to its
 // final name and listed with its real frame count.
 //
-// Format (text):
-//   tensorscope video steps 1
-//   {"stream": ..., "kind": ..., "device": ..., "rank": ..., "pid": ..., "mode": ...}
-//   <step of frame 0>
-//   <step of frame 1>
-//   ...
-// A last line without its newline (cut by a crash) is ignored.
+// Format: tensorscope/recording/video_steps.h (the live view reads the kept files).
 //
 // Used by the worker (StreamVideo, render thread) and the supervisor (recovery, at
 // start and when a worker dies). Thread safety: a VideoJournal is used by one thread;
@@ -29,11 +23,12 @@
 
 #include "supervisor/index_writer.h"
 #include "tensorscope/base/status.h"
+#include "tensorscope/recording/video_steps.h"
 
 namespace tensorscope::daemon {
 
-inline constexpr char kJournalSuffix[] = ".steps";
-inline constexpr char kStepsDirName[] = "steps";
+inline constexpr const char* kJournalSuffix = recording::kStepsSuffix;
+using recording::kStepsDirName;
 
 class VideoJournal {
  public:
@@ -68,7 +63,9 @@ class VideoJournal {
 };
 
 // Where the journal of finished video `video_name` (a file name) is kept.
-std::string kept_journal_path(const std::string& session_dir, const std::string& video_name);
+inline std::string kept_journal_path(const std::string& session_dir, const std::string& video_name) {
+  return recording::kept_steps_path(session_dir, video_name);
+}
 
 // The entry a journal describes: frames = the steps listed (at most `max_frames`),
 // first/last step from them; `path` is left empty.

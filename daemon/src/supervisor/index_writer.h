@@ -1,13 +1,7 @@
-// index_writer.h — IndexEntry and IndexWriter: the session's index.json.
+// index_writer.h — IndexWriter: the supervisor's writer of the session's index.json
+// (format and IndexEntry: tensorscope/recording/video_index.h).
 //
-// index.json lists every finished output file of a session with its stream, kind,
-// device, rank, mode, frame count and first/last step:
-//   {"files": [{"path": ..., "stream": ..., "kind": ..., "device": ..., "rank": ...,
-//               "pid": ..., "mode": ..., "frames": ..., "first_step": ...,
-//               "last_step": ...}, ...]}
-// ("pid": the training process that sent the frames; 0 in indexes written before it
-// was recorded).
-// sorted by path. It is always replaced atomically (write index.json.tmp, fsync,
+// index.json is sorted by path. It is always replaced atomically (write index.json.tmp, fsync,
 // rename), so a reader never sees a partial file.
 // Used by the daemon: workers send IndexEntry values to the supervisor as JSON
 // (to_json / index_entry_from_json); only the supervisor owns an IndexWriter.
@@ -22,37 +16,16 @@
 #include <vector>
 
 #include "tensorscope/base/status.h"
+#include "tensorscope/recording/video_index.h"
 
 namespace tensorscope::daemon {
 
-inline constexpr char kIndexFileName[] = "index.json";
-
-struct IndexEntry {
-  std::string path;    // relative to the session dir, e.g. "conv1__cpu__rank0__histogram__0000.mp4"
-  std::string stream;  // the stream name as the client gave it
-  std::string device;  // "cpu", "cuda0", ...
-  std::string kind;    // what the file holds, e.g. "video"
-  std::string mode;    // render mode, e.g. "histogram"
-  int rank = 0;
-  int64_t pid = 0;         // the producer's process id (0: unknown)
-  int64_t frames = 0;      // >= 0
-  int64_t first_step = 0;  // training step of the first frame
-  int64_t last_step = 0;   // training step of the last frame
-  bool operator==(const IndexEntry&) const = default;
-};
-
-// Checks that `path` is a safe relative path inside the session dir: non-empty, not
-// absolute, no "", "." or ".." component, no NUL or backslash.
-Status validate_index_path(const std::string& path);
-
-// JSON object with exactly the keys listed above. Does not throw.
-nlohmann::json to_json(const IndexEntry& entry);
-
-// Validates an entry received from a worker or read from disk: an object holding every
-// key with the right type (strings; rank an int; frames an integer >= 0; steps int64;
-// pid an integer >= 0, optional),
-// a safe path (validate_index_path). Keys it does not know are ignored. Never throws.
-StatusOr<IndexEntry> index_entry_from_json(const nlohmann::json& json);
+// The entry and its JSON form live with the other output formats.
+using recording::IndexEntry;
+using recording::index_entry_from_json;
+using recording::kIndexFileName;
+using recording::to_json;
+using recording::validate_index_path;
 
 class IndexWriter {
  public:
