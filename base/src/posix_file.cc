@@ -1,6 +1,7 @@
 #include "tensorscope/base/posix_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,6 +104,13 @@ Status fsync_path(const std::string& path, bool directory) {
   if (!fd.valid()) return failed(path, "cannot open for fsync", errno);
   if (::fsync(fd.get()) != 0) return failed(path, "fsync failed", errno);
   return Status::ok();
+}
+
+bool is_same_file(int fd, const std::string& path) {
+  struct stat a {};
+  struct stat b {};
+  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
 }
 
 }  // namespace tensorscope

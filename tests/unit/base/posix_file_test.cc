@@ -1,6 +1,7 @@
 // posix_file_test.cc — the POSIX file helpers: whole writes through short transfers,
 // reads to the end of a file and exact reads that name where the file ends, errno left
-// at the failing call's error, descriptors owned and closed once.
+// at the failing call's error, descriptors owned and closed once, a path compared with an
+// open file.
 #include "tensorscope/base/posix_file.h"
 
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -126,6 +128,29 @@ TEST(PosixFile, FsyncOfFilesAndDirectories) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(errno, ENOENT);
   EXPECT_EQ(missing.message(), dir.path() + "/none: cannot open for fsync: No such file or directory");
+}
+
+TEST(PosixFile, IsSameFileComparesDeviceAndInode) {
+  testing::TempDir dir("posix");
+  const std::string a = dir.path() + "/a";
+  const std::string b = dir.path() + "/b";
+  UniqueFd fd(::open(a.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(fd.valid());
+  UniqueFd(::open(b.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  EXPECT_TRUE(is_same_file(fd.get(), a));
+  EXPECT_FALSE(is_same_file(fd.get(), b));
+  // A symbolic link to the file is not followed.
+  ASSERT_EQ(::symlink(a.c_str(), (dir.path() + "/link").c_str()), 0);
+  EXPECT_FALSE(is_same_file(fd.get(), dir.path() + "/link"));
+  // Renamed: the old name is gone, the new one names the open file.
+  const std::string c = dir.path() + "/c";
+  ASSERT_EQ(::rename(a.c_str(), c.c_str()), 0);
+  EXPECT_FALSE(is_same_file(fd.get(), a));
+  EXPECT_TRUE(is_same_file(fd.get(), c));
+  // Replaced by another file under the same name.
+  ASSERT_EQ(::rename(b.c_str(), c.c_str()), 0);
+  EXPECT_FALSE(is_same_file(fd.get(), c));
+  EXPECT_FALSE(is_same_file(-1, b));
 }
 
 }  // namespace

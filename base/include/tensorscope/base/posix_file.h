@@ -1,6 +1,6 @@
 // posix_file.h — the POSIX file helpers every part needs: errno as text, an owned
 // descriptor, whole writes and reads that survive EINTR and short transfers, fsync of
-// a directory.
+// a directory, whether a path still names an open file.
 //
 // Used by the daemon (index, sinks, journals, videos), the recording sinks and the
 // tools. Errors are Status messages that name the file ("<path>: cannot write: No
@@ -68,5 +68,9 @@ Status pread_exact(int fd, void* dst, size_t bytes, uint64_t offset, const std::
 // fsync of `path` (a file, or a directory to make the names in it durable). Errors:
 // "<path>: cannot open for fsync: ..." / "<path>: fsync failed: ...".
 Status fsync_path(const std::string& path, bool directory);
+
+// Whether `path` (a final symbolic link not followed) names the file open as `fd`: the
+// same device and inode. False when either cannot be examined (e.g. `path` was removed).
+bool is_same_file(int fd, const std::string& path);
 
 }  // namespace tensorscope
