@@ -1,0 +1,118 @@
+// config_fields.h — every key of the daemon config, once: its dotted path, its place in
+// DaemonConfig and its rule (visit_fields), and the key tree derived from it (layout).
+//
+// Internal to daemon/src/config/. The YAML reader, the JSON reader and writer, the
+// validator and the list of known keys are visitors over visit_fields(), so a new key
+// cannot be forgotten by one of them: add it here (and to DaemonConfig and
+// configs/default.yaml). A visitor has the members text, choice, integer (a template
+// over the field's type), number, rules and ranges, called with the dotted path, the
+// field and its rule. Thread safety: visit_fields touches only its arguments; layout()
+// is built once (thread-safe static initialisation) and read-only afterwards.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config_rules.h"
+#include "config/daemon_config.h"
+
+namespace tensorscope::config_detail {
+
+// Every key, its place in DaemonConfig and its rule. Visitors stop doing work after
+// their first error, so a rule may rely on the keys visited before it being valid.
+template <typename V>
+void visit_fields(V& v, DaemonConfig& c) {
+  v.text("session", c.session, StringRule::kSessionName);
+  v.text("output_dir", c.output_dir, StringRule::kNonEmpty);
+  v.text("runtime_dir", c.runtime_dir, StringRule::kAny);
+  v.integer("workers", c.workers, between(1, 64));
+  v.choice("log_level", c.log_level, Choices(kLogLevels));
+
+  v.integer("video.width", c.video.width, between(160, 7680));
+  v.integer("video.height", c.video.height, between(120, 4320));
+  v.number("video.fps", c.video.fps, NumberRule{0, false, 240, true});
+  v.integer("video.max_frames", c.video.max_frames, between(1, 10000000));
+  v.choice("video.codec", c.video.codec, Choices(kVideoCodecs));
+
+  v.choice("render.mode", c.render.mode, Choices(kRenderModes));
+  v.rules("render.stream_modes", c.render.stream_modes, Choices(kRenderModes));
+  v.ranges("render.histogram_ranges", c.render.histogram_ranges);
+  v.integer("render.histogram_bins", c.render.histogram_bins, between(2, 4096));
+  v.number("render.histogram_margin", c.render.histogram_margin, NumberRule{0, true, 1, true});
+  v.choice("render.histogram_scale", c.render.histogram_scale, Choices(kHistogramScales));
+  v.choice("render.heatmap_reduction", c.render.heatmap_reduction, Choices(kHeatmapReductions));
+  v.choice("render.pca_layout", c.render.pca_layout, Choices(kPcaLayouts));
+  v.number("render.tsne_perplexity", c.render.tsne_perplexity, NumberRule{2, true, 100, true});
+  v.integer("render.tsne_iterations", c.render.tsne_iterations, between(50, 10000));
+  v.integer("render.tsne_warm_iterations", c.render.tsne_warm_iterations, between(10, 10000));
+  v.integer("render.tsne_max_rows", c.render.tsne_max_rows, between(10, 1000000));
+  v.integer("render.tsne_seed", c.render.tsne_seed, at_least(0));
+
+  v.text("style.background", c.style.background, StringRule::kColor);
+  v.text("style.foreground", c.style.foreground, StringRule::kColor);
+  v.text("style.bar", c.style.bar, StringRule::kColor);
+  v.text("style.grid", c.style.grid, StringRule::kColor);
+  v.text("style.accent", c.style.accent, StringRule::kColor);
+
+  RecordConfig& r = c.record;
+  v.text("record.video", r.video, StringRule::kRegex);
+  v.text("record.stats", r.stats, StringRule::kRegex);
+  v.text("record.npy", r.npy, StringRule::kRegex);
+  v.text("record.hdf5", r.hdf5, StringRule::kRegex);
+  v.text("record.tree", r.tree, StringRule::kRegex);
+  v.choice("record.hdf5_dtype", r.hdf5_dtype, Choices(kHdf5Dtypes));
+  v.integer("record.hdf5_gzip", r.hdf5_gzip, between(0, 9));
+  v.choice("record.hdf5_change_detection", r.hdf5_change_detection, Choices(kBooleans));
+  v.integer("record.hdf5_rotate_bytes", r.hdf5_rotate_bytes, at_least(1048576));
+  v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_seconds, between(1, 86400));
+  v.integer("record.hdf5_flush_seconds", r.hdf5_flush_seconds, between(0, 3600));
+  v.integer("record.hdf5_change_detection_bytes", r.hdf5_change_detection_bytes, at_least(0));
+  v.integer("record.queue_bytes", r.queue_bytes, at_least(1048576));
+
+  v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));
+  v.integer("limits.max_streams_per_worker", c.limits.max_streams_per_worker, at_least(1));
+  v.integer("limits.max_open_videos_per_worker", c.limits.max_open_videos_per_worker, between(1, 4096));
+
+  SupervisorConfig& s = c.supervisor;
+  v.integer("supervisor.heartbeat_interval_ms", s.heartbeat_interval_ms, between(10, 60000));
+  const int64_t interval = s.heartbeat_interval_ms;
+  v.integer("supervisor.heartbeat_timeout_ms", s.heartbeat_timeout_ms,
+            IntRule{interval + 1, std::numeric_limits<int>::max(),
+                    "an integer greater than supervisor.heartbeat_interval_ms (" +
+                        std::to_string(interval) + ")"});
+  v.integer("supervisor.restart_backoff_initial_ms", s.restart_backoff_initial_ms,
+            between(1, 60000));
+  const int64_t initial = s.restart_backoff_initial_ms;
+  v.integer("supervisor.restart_backoff_max_ms", s.restart_backoff_max_ms,
+            IntRule{initial, std::numeric_limits<int>::max(),
+                    "an integer >= supervisor.restart_backoff_initial_ms (" +
+                        std::to_string(initial) + ")"});
+  v.integer("supervisor.shutdown_timeout_ms", s.shutdown_timeout_ms, between(100, 600000));
+  v.integer("supervisor.idle_exit_ms", s.idle_exit_ms, at_least(0));
+}
+
+// The key tree, derived from visit_fields().
+struct Layout {
+  std::vector<std::string> paths;     // every dotted path, in visit order
+  std::vector<std::string> top_keys;  // top-level names: fields and sections, in order
+  std::set<std::string> top_fields;   // top-level names that are values
+  std::map<std::string, std::vector<std::string>> sections;  // section -> its keys
+
+  bool is_top_field(const std::string& k) const { return top_fields.count(k) != 0; }
+  const std::vector<std::string>* section_keys(const std::string& k) const {
+    const auto it = sections.find(k);
+    return it == sections.end() ? nullptr : &it->second;
+  }
+};
+
+const Layout& layout();
+
+// A hint for an unknown key (`section` "" for the top level): "; did you mean
+// \"<path>\"?" naming the same name in another section, or a near spelling; "" when
+// none.
+std::string suggestion(const std::string& section, const std::string& key);
+
+}  // namespace tensorscope::config_detail

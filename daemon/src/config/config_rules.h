@@ -1,0 +1,71 @@
+// config_rules.h — the rules a config value must satisfy (strings, integer and number
+// ranges, choices, per-stream mode and range rules) and the words of their messages.
+//
+// Internal to daemon/src/config/: visit_fields() (config_fields.h) names a rule for
+// every key; the YAML reader, the JSON reader and the validator check values with these
+// functions, so a value is judged the same way whichever way it came in.
+// Thread safety: pure functions.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "config/daemon_config.h"
+
+namespace tensorscope::config_detail {
+
+enum class StringRule { kAny, kNonEmpty, kSessionName, kColor, kRegex };
+
+struct IntRule {
+  int64_t lo;
+  int64_t hi;
+  std::string what;  // "" = "an integer between lo and hi" / "an integer >= lo"
+};
+
+inline IntRule between(int64_t lo, int64_t hi) { return {lo, hi, ""}; }
+inline IntRule at_least(int64_t lo) { return {lo, std::numeric_limits<int64_t>::max(), ""}; }
+
+// `r` narrowed to what a T holds.
+template <typename T>
+IntRule clamp_to(IntRule r) {
+  r.lo = std::max<int64_t>(r.lo, std::numeric_limits<T>::min());
+  r.hi = std::min<int64_t>(r.hi, std::numeric_limits<T>::max());
+  return r;
+}
+
+// "an integer between 1 and 64", "an integer >= 0", or the rule's own words.
+std::string expectation(const IntRule& r);
+bool in_range(const IntRule& r, int64_t v);
+
+struct NumberRule {
+  double lo;
+  bool lo_inclusive;
+  double hi;
+  bool hi_inclusive;
+};
+
+// "a number between 2 and 100", "a number greater than 0 and at most 240", ...
+std::string expectation(const NumberRule& r);
+// False for NaN and +-Inf.
+bool in_range(const NumberRule& r, double v);
+
+using Choices = std::span<const std::string_view>;
+
+// "one of a, b, c".
+std::string choice_expectation(Choices accepted);
+bool is_choice(Choices accepted, std::string_view v);
+
+// "" when `v` satisfies `rule`, else the problem (without the key).
+std::string string_problem(const std::string& v, StringRule rule);
+
+// "" when the rule is usable: a regex that compiles and a known mode.
+std::string rule_problem(const ModeRule& rule, Choices modes);
+
+// "" when the range rule is usable.
+std::string range_problem(const RangeRule& rule);
+
+}  // namespace tensorscope::config_detail
