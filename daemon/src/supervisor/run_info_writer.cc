@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -25,6 +24,7 @@
 #include "tensorscope/base/atomic_file.h"
 #include "tensorscope/base/logging.h"
 #include "tensorscope/base/posix_file.h"
+#include "tensorscope/base/subprocess.h"
 
 #ifndef TENSORSCOPE_VERSION
 #define TENSORSCOPE_VERSION "unknown"
@@ -107,15 +107,6 @@ std::string hostname() {
 
 // ---- running git ----
 
-struct CommandOutput {
-  std::string spawn_error;  // non-empty: git could not be started
-  int exit_code = -1;       // -1 when killed
-  bool timed_out = false;
-  bool truncated = false;  // stdout passed max_out: git was killed
-  std::string out;
-  std::string err;
-};
-
 std::vector<std::string> git_environment() {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -131,119 +122,29 @@ std::vector<std::string> git_environment() {
   return env;
 }
 
-CommandOutput run_git(const GitOptions& options, const std::vector<std::string>& args, std::size_t max_out) {
-  CommandOutput result;
-  std::vector<std::string> argv_storage = {options.git, "-c", "core.fsmonitor=false", "-c",
-                                           "core.quotePath=false"};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_storage = git_environment();
-  std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
+// The result of one git command, or why it could not be started.
+using GitRun = StatusOr<SubprocessResult>;
 
-  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    result.spawn_error = "pipe: " + errno_text(errno);
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
-      if (fd >= 0) ::close(fd);
-    }
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  sigset_t defaults, empty;
-  sigemptyset(&defaults);
-  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGHUP}) sigaddset(&defaults, s);
-  sigemptyset(&empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setpgroup(&attr, 0);  // its own group: a timeout kills whatever it started
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, options.git.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (rc != 0) {
-    result.spawn_error = "cannot run " + options.git + ": " + errno_text(rc);
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    return result;
-  }
-
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
-  bool out_open = true, err_open = true, killed = false;
-  char buffer[65536];
-  while (out_open || err_open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      result.timed_out = true;
-      killed = true;
-      break;
-    }
-    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
-    const int ready = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      killed = true;
-      break;
-    }
-    if (out_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      const ssize_t n = ::read(out_pipe[0], buffer, sizeof(buffer));
-      if (n > 0) {
-        const std::size_t room = max_out - result.out.size();
-        result.out.append(buffer, std::min(room, static_cast<std::size_t>(n)));
-        if (static_cast<std::size_t>(n) > room) {
-          result.truncated = true;
-          killed = true;
-          break;
-        }
-      } else if (n == 0 || errno != EINTR) {
-        out_open = false;
-      }
-    }
-    if (err_open && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      const ssize_t n = ::read(err_pipe[0], buffer, sizeof(buffer));
-      if (n > 0) {
-        if (result.err.size() < kMaxGitErrorBytes) {
-          result.err.append(buffer, std::min(kMaxGitErrorBytes - result.err.size(), static_cast<std::size_t>(n)));
-        }
-      } else if (n == 0 || errno != EINTR) {
-        err_open = false;
-      }
-    }
-  }
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
-  if (killed) {
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);
-  }
-  int status = 0;
-  pid_t waited;
-  do {
-    waited = ::waitpid(pid, &status, 0);
-  } while (waited < 0 && errno == EINTR);
-  if (waited == pid && WIFEXITED(status) && !killed) result.exit_code = WEXITSTATUS(status);
-  result.err = trim(bounded_utf8(result.err, kMaxGitErrorBytes));
+GitRun run_git(const GitOptions& options, const std::vector<std::string>& args, std::size_t max_out) {
+  std::vector<std::string> argv = {options.git, "-c", "core.fsmonitor=false", "-c",
+                                   "core.quotePath=false"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  SubprocessOptions run;
+  run.timeout_ms = options.timeout_ms;
+  run.max_stdout_bytes = max_out;
+  run.max_stderr_bytes = kMaxGitErrorBytes;
+  run.env = git_environment();
+  GitRun result = run_subprocess(argv, run);
+  if (result.is_ok()) result->err = trim(bounded_utf8(result->err, kMaxGitErrorBytes));
   return result;
 }
 
-std::string describe_failure(const std::vector<std::string>& args, const CommandOutput& r, int timeout_ms) {
+std::string describe_failure(const std::vector<std::string>& args, const GitRun& r, int timeout_ms) {
   std::string command = "git";
   for (const auto& a : args) command += " " + a;
-  if (!r.spawn_error.empty()) return r.spawn_error;
-  if (r.timed_out) return command + ": no answer in " + std::to_string(timeout_ms) + " ms (killed)";
-  return command + ": exit code " + std::to_string(r.exit_code) + (r.err.empty() ? "" : ": " + r.err);
+  if (!r.is_ok()) return r.message();
+  if (r->timed_out) return command + ": no answer in " + std::to_string(timeout_ms) + " ms (killed)";
+  return command + ": exit code " + std::to_string(r->exit_code) + (r->err.empty() ? "" : ": " + r->err);
 }
 
 // ---- files ----
@@ -498,51 +399,51 @@ GitProbe probe_git(const std::vector<std::string>& dirs, const GitOptions& optio
         continue;
       }
       const std::vector<std::string> top_args = {"-C", dir, "rev-parse", "--show-toplevel"};
-      CommandOutput top = run_git(options, top_args, kMaxGitTextBytes);
-      if (!top.spawn_error.empty() || top.timed_out) {
+      GitRun top = run_git(options, top_args, kMaxGitTextBytes);
+      if (!top.is_ok() || top->timed_out) {
         probe.info = {{"error", describe_failure(top_args, top, options.timeout_ms)}};
         return probe;
       }
-      const std::string toplevel = trim(top.out);
-      if (top.exit_code != 0 || toplevel.empty()) {
+      const std::string toplevel = trim(top->out);
+      if (top->exit_code != 0 || toplevel.empty()) {
         probe.notes.push_back("git: " + bounded_utf8(dir, 256) + " is not in a git work tree");
         continue;
       }
       json info = {{"dir", dir}, {"toplevel", toplevel}};
-      auto failed = [&](const std::vector<std::string>& args, const CommandOutput& r) {
+      auto failed = [&](const std::vector<std::string>& args, const GitRun& r) {
         probe.info = {{"error", describe_failure(args, r, options.timeout_ms)}, {"dir", dir}, {"toplevel", toplevel}};
         return probe;
       };
       const std::vector<std::string> head_args = {"-C", toplevel, "rev-parse", "--verify", "-q", "HEAD"};
-      CommandOutput head = run_git(options, head_args, kMaxGitTextBytes);
-      if (!head.spawn_error.empty() || head.timed_out) return failed(head_args, head);
-      const bool has_commit = head.exit_code == 0 && !trim(head.out).empty();
-      info["commit"] = has_commit ? json(trim(head.out)) : json(nullptr);
+      GitRun head = run_git(options, head_args, kMaxGitTextBytes);
+      if (!head.is_ok() || head->timed_out) return failed(head_args, head);
+      const bool has_commit = head->exit_code == 0 && !trim(head->out).empty();
+      info["commit"] = has_commit ? json(trim(head->out)) : json(nullptr);
 
       const std::vector<std::string> branch_args = {"-C", toplevel, "rev-parse", "--abbrev-ref", "HEAD"};
-      CommandOutput branch = run_git(options, branch_args, kMaxGitTextBytes);
-      if (!branch.spawn_error.empty() || branch.timed_out) return failed(branch_args, branch);
-      const std::string branch_name = branch.exit_code == 0 ? trim(branch.out) : std::string();
+      GitRun branch = run_git(options, branch_args, kMaxGitTextBytes);
+      if (!branch.is_ok() || branch->timed_out) return failed(branch_args, branch);
+      const std::string branch_name = branch->exit_code == 0 ? trim(branch->out) : std::string();
       info["detached"] = branch_name == "HEAD";
       info["branch"] = branch_name.empty() || branch_name == "HEAD" ? json(nullptr) : json(branch_name);
 
       const std::vector<std::string> status_args = {"-C", toplevel, "status", "--porcelain"};
-      CommandOutput status = run_git(options, status_args, kMaxGitStatusBytes);
-      if (!status.spawn_error.empty() || status.timed_out || (status.exit_code != 0 && !status.truncated)) {
+      GitRun status = run_git(options, status_args, kMaxGitStatusBytes);
+      if (!status.is_ok() || status->timed_out || (status->exit_code != 0 && !status->truncated)) {
         return failed(status_args, status);
       }
       int64_t changed = 0, untracked = 0;
       std::size_t start = 0;
-      while (start < status.out.size()) {
-        std::size_t end = status.out.find('\n', start);
-        if (end == std::string::npos) end = status.out.size();
-        if (end > start) (status.out.compare(start, 3, "?? ") == 0 ? untracked : changed) += 1;
+      while (start < status->out.size()) {
+        std::size_t end = status->out.find('\n', start);
+        if (end == std::string::npos) end = status->out.size();
+        if (end > start) (status->out.compare(start, 3, "?? ") == 0 ? untracked : changed) += 1;
         start = end + 1;
       }
-      info["dirty"] = !status.out.empty();
+      info["dirty"] = !status->out.empty();
       info["changed_files"] = changed;
       info["untracked_files"] = untracked;
-      if (status.truncated) info["status_truncated"] = true;
+      if (status->truncated) info["status_truncated"] = true;
 
       info["patch"] = nullptr;
       info["patch_bytes"] = 0;
@@ -552,14 +453,14 @@ GitProbe probe_git(const std::vector<std::string>& dirs, const GitOptions& optio
             "-C",         toplevel,          "diff",           "HEAD",           "--binary",
             "--no-color", "--no-ext-diff",   "--no-textconv",  "--no-relative",  "--src-prefix=a/",
             "--dst-prefix=b/"};
-        CommandOutput diff = run_git(options, diff_args, options.max_patch_bytes);
-        if (!diff.spawn_error.empty() || diff.timed_out || (diff.exit_code != 0 && !diff.truncated)) {
+        GitRun diff = run_git(options, diff_args, options.max_patch_bytes);
+        if (!diff.is_ok() || diff->timed_out || (diff->exit_code != 0 && !diff->truncated)) {
           info["patch_error"] = describe_failure(diff_args, diff, options.timeout_ms);
         } else {
-          probe.patch = std::move(diff.out);
+          probe.patch = std::move(diff->out);
           info["patch_bytes"] = probe.patch.size();
-          info["patch_truncated"] = diff.truncated;
-          if (diff.truncated) {
+          info["patch_truncated"] = diff->truncated;
+          if (diff->truncated) {
             probe.notes.push_back("git: the diff is larger than " + std::to_string(options.max_patch_bytes) +
                                   " bytes; the patch is cut there and does not apply");
           }
