@@ -15,10 +15,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "inherited_descriptors.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/worker_launcher.h"
 #include "worker/worker.h"
 #include "tensorscope/shared/sigbus_guard.h"
 #include "config/daemon_config.h"
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
   }
   if (detached) detach(&mode.ready_fd);
   (void)init_logging(config.log_level, "supervisor");
-  daemon::Supervisor supervisor(config, self_executable(argv[0]), mode);
+  daemon::Supervisor supervisor(
+      config, std::make_unique<daemon::ForkExecLauncher>(self_executable(argv[0])), mode);
   return supervisor.run();
 }

@@ -78,8 +78,8 @@ constexpr int kRegisterReplyTimeoutMs = 250;    // a registering client reads it
 
 }  // namespace
 
-Supervisor::Supervisor(DaemonConfig config, std::string worker_executable, StartMode mode)
-    : config_(std::move(config)), worker_executable_(std::move(worker_executable)), mode_(mode) {}
+Supervisor::Supervisor(DaemonConfig config, std::unique_ptr<WorkerLauncher> launcher, StartMode mode)
+    : config_(std::move(config)), launcher_(std::move(launcher)), mode_(mode) {}
 
 Supervisor::~Supervisor() {
   stop_listening();
@@ -209,34 +209,15 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
     worker.policy.start_failed(now_ms());
     return;
   }
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    TS_LOG_ERROR("fork for worker {}: {}", worker.index, std::strerror(errno));
+  const StatusOr<pid_t> launched = launcher_->launch(worker.index, fds[1]);
+  ::close(fds[1]);
+  if (!launched) {
+    TS_LOG_ERROR("cannot start worker {}: {}", worker.index, launched.message());
     ::close(fds[0]);
-    ::close(fds[1]);
     worker.policy.start_failed(now_ms());
     return;
   }
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    if (fds[1] == 3) {
-      ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would keep FD_CLOEXEC
-    } else {
-      ::dup2(fds[1], 3);  // dup2 clears FD_CLOEXEC on the copy
-    }
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    for (int s : {SIGCHLD, SIGPIPE}) ::sigaction(s, &sa, nullptr);
-    // Workers ignore SIGINT and SIGTERM (a terminal's ^C, `kill -- -PGID` and service
-    // managers reach the whole group): the supervisor tells them to finalize, and a
-    // worker whose supervisor is gone finalizes on its own.
-    sa.sa_handler = SIG_IGN;
-    for (int s : {SIGINT, SIGTERM}) ::sigaction(s, &sa, nullptr);
-    const char* argv[] = {worker_executable_.c_str(), "--worker-fd", "3", nullptr};
-    ::execv(worker_executable_.c_str(), const_cast<char* const*>(argv));
-    ::_exit(127);
-  }
-  ::close(fds[1]);
+  const pid_t pid = *launched;
   worker.pid = pid;
   worker.channel = MessageChannel(fds[0]);
   worker.alive = true;

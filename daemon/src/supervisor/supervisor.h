@@ -2,7 +2,8 @@
 //
 // Listens on the session's Unix socket (mode 0600 in a 0700 runtime directory),
 // accepts producers whose uid matches ours (SO_PEERCRED), opens and checks their
-// segment, and hands each producer to one worker process (fork+exec of this binary).
+// segment, and hands each producer to one worker process (started by its WorkerLauncher:
+// fork+exec of this binary in tensorscoped).
 // Watches workers by waitpid and heartbeat, restarts a dead one with exponential backoff
 // and re-attaches its producers (their unread records are still in the ring). Owns
 // index.json: workers report finished files, the supervisor rewrites it atomically.
@@ -29,6 +30,7 @@
 
 #include "supervisor/index_writer.h"
 #include "output_health.h"
+#include "supervisor/worker_launcher.h"
 #include "supervisor/worker_restart_policy.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
@@ -43,7 +45,8 @@ struct StartMode {
 
 class Supervisor {
  public:
-  Supervisor(DaemonConfig config, std::string worker_executable, StartMode mode = {});
+  // `launcher` starts every worker (and restarts them).
+  Supervisor(DaemonConfig config, std::unique_ptr<WorkerLauncher> launcher, StartMode mode = {});
   ~Supervisor();
   int run();
 
@@ -118,7 +121,7 @@ class Supervisor {
   void recover_videos(const std::string& prefix, const std::string& whose);
 
   DaemonConfig config_;
-  const std::string worker_executable_;
+  const std::unique_ptr<WorkerLauncher> launcher_;
   StartMode mode_;
   bool already_running_ = false;
   int session_lock_fd_ = -1;
