@@ -18,7 +18,12 @@ packages=(
   python3-numpy
   libhdf5-dev python3-h5py
   python3-torch python3-dev python3-pytest
+  chromium
 )
+# Node.js runs the browser tests (tests/browser); any node >= 18 will do, Debian's when none.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,12 +34,21 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install_deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The browser tests' npm packages, exactly as the lockfile says (puppeteer-core drives
+# Debian's chromium; it downloads no browser).
+browser_tests="$(dirname "$0")/../tests/browser"
+if [ ! -f "$browser_tests/node_modules/.package-lock.json" ] ||
+   ! cmp -s "$browser_tests/package-lock.json" "$browser_tests/node_modules/.lock-installed"; then
+  echo "install_deps: npm ci in tests/browser"
+  (cd "$browser_tests" && npm ci --no-audit --no-fund --loglevel=error &&
+   cp package-lock.json node_modules/.lock-installed)
+fi

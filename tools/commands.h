@@ -13,4 +13,7 @@ int run_status_command(int argc, char** argv);
 // compare_command.cc: 0 all match, 1 something differs, 2 bad input.
 int run_compare_command(int argc, char** argv);
 
+// view_command.cc: serves the live view until interrupted; 0 then, 1 cannot serve, 2 bad usage.
+int run_view_command(int argc, char** argv);
+
 }  // namespace tensorscope::tools

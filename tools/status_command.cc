@@ -8,9 +8,7 @@
 #include <string>
 
 #include "commands.h"
-#include "tensorscope/shared/control_protocol.h"
-#include "tensorscope/shared/message_channel.h"
-#include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/status_query.h"
 #include "tensorscope/shared/session_name.h"
 
 namespace tensorscope::tools {
@@ -96,19 +94,9 @@ int run_status_command(int argc, char** argv) {
     std::fprintf(stderr, "tensorscope status: %s\n", valid.message().c_str());
     return 2;
   }
-  const std::string path = session_socket_path(default_runtime_dir(runtime_dir), session);
-  auto fd = connect_unix(path);
-  if (!fd) {
-    std::fprintf(stderr, "tensorscope status: no daemon runs for session '%s' (%s)\n",
-                 session.c_str(), fd.message().c_str());
-    return 1;
-  }
-  MessageChannel channel(*fd);
-  Status sent = channel.send({{control::kType, control::kStatus}});
-  auto reply = sent ? channel.receive(5000) : StatusOr<nlohmann::json>(sent);
-  if (!reply || control::message_type(*reply) != control::kStatus) {
-    std::fprintf(stderr, "tensorscope status: the daemon for session '%s' did not answer: %s\n",
-                 session.c_str(), reply ? reply->dump().c_str() : reply.message().c_str());
+  auto reply = query_daemon_status(runtime_dir, session, 5000);
+  if (!reply) {
+    std::fprintf(stderr, "tensorscope status: %s\n", reply.message().c_str());
     return 1;
   }
   if (json) {

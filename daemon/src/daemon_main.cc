@@ -19,6 +19,7 @@
 #include <string>
 
 #include "inherited_descriptors.h"
+#include "live_view.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/worker_launcher.h"
 #include "worker/worker.h"
@@ -33,9 +34,11 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: tensorscoped --config FILE [--output DIR] [--session NAME] [--workers N]\n"
                "                    [--runtime-dir DIR] [--log-level LEVEL] [--idle-exit-ms MS]\n"
-               "                    [--detach] [--autostarted]\n"
+               "                    [--view] [--detach] [--autostarted]\n"
                "Starts the tensorscope daemon in the foreground. Videos go to DIR/NAME/.\n"
                "  --idle-exit-ms MS  exit (finalizing every video) after MS ms without producers\n"
+               "  --view             serve the live view (as live.serve: true); its address is\n"
+               "                     printed on stderr\n"
                "  --detach           (first argument) run the daemon in a child; return once it\n"
                "                     listens\n"
                "  --autostarted      mark the daemon as started by a client (tensorscope status)\n"
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
   int workers = -1;
   int idle_exit_ms = -1;
   bool detached = false;
+  bool view = false;
   daemon::StartMode mode;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -140,6 +144,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tensorscoped: --idle-exit-ms: expected an integer >= 0, got '%s'\n", argv[i]);
         return kDaemonExitBadUsage;
       }
+    } else if (arg == "--view") {
+      view = true;
     } else if (arg == "--detach") {
       detached = true;
     } else if (arg == "--autostarted") {
@@ -167,6 +173,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) config.log_level = log_level;
   if (workers != -1) config.workers = workers;
   if (idle_exit_ms != -1) config.supervisor.idle_exit_ms = idle_exit_ms;
+  if (view) config.live.serve = "true";
   Status valid = validate_daemon_config(config);
   if (!valid) {
     std::fprintf(stderr, "tensorscoped: %s\n", valid.message().c_str());
@@ -174,7 +181,20 @@ int main(int argc, char** argv) {
   }
   if (detached) detach(&mode.ready_fd);
   (void)init_logging(config.log_level, "supervisor");
+  // The live view starts once the session is ours (a second daemon of the session exits
+  // before); one that cannot start is said in the log, and the videos go on.
+  std::unique_ptr<view::ViewServer> live_view;
+  mode.on_started = [&config, &live_view] {
+    auto started = daemon::start_live_view(config);
+    if (!started) {
+      TS_LOG_ERROR("no live view: {}", started.message());
+      return;
+    }
+    live_view = std::move(*started);
+  };
   daemon::Supervisor supervisor(
       config, std::make_unique<daemon::ForkExecLauncher>(self_executable(argv[0])), mode);
-  return supervisor.run();
+  const int status = supervisor.run();
+  if (live_view) live_view->stop();
+  return status;
 }

@@ -87,7 +87,9 @@ class ClientStartTest : public ProcessFixture {
     ProcessFixture::SetUp();
     config_ = tmp_.path() + "/config.yaml";
     std::ofstream(config_) << "video:\n  width: 160\n  height: 120\n  fps: 10\n  max_frames: 1000\n"
-                           << "supervisor:\n  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 10000\n";
+                           << "supervisor:\n  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 10000\n"
+                           // The shared-memory sizes these tests expect are the producers' alone.
+                           << "live:\n  max_fps: 0\n";
   }
 
   void TearDown() override {

@@ -234,6 +234,7 @@ int main(int argc, char** argv) {
       }
       ++calls;
       if (client.push("p.const", torch::full({4}, 2.5f)) == tensorscope::PushResult::kPushed) ++per_stream["p.const"];
+      if (sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
       continue;
     }
     const std::string name = "r" + std::to_string(rank) + ".s" + std::to_string(i % streams);

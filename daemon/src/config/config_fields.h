@@ -92,6 +92,16 @@ void visit_fields(V& v, DaemonConfig& c) {
                         std::to_string(initial) + ")"});
   v.integer("supervisor.shutdown_timeout_ms", s.shutdown_timeout_ms, between(100, 600000));
   v.integer("supervisor.idle_exit_ms", s.idle_exit_ms, at_least(0));
+
+  LiveConfig& l = c.live;
+  v.number("live.max_fps", l.max_fps, NumberRule{0, true, 60, true});
+  v.integer("live.board_mb", l.board_mb, between(1, 4096));
+  v.integer("live.jpeg_quality", l.jpeg_quality, between(10, 100));
+  v.choice("live.serve", l.serve, Choices(kBooleans));
+  v.text("live.address", l.address, StringRule::kNonEmpty);
+  v.choice("live.allow_remote", l.allow_remote, Choices(kBooleans));
+  v.integer("live.port", l.port, between(0, 65535));
+  v.integer("live.history_mb", l.history_mb, between(1, 65536));
 }
 
 // The key tree, derived from visit_fields().

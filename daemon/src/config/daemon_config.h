@@ -136,6 +136,21 @@ struct SupervisorConfig {
   bool operator==(const SupervisorConfig&) const = default;
 };
 
+// The live view (tensorscope/view): workers publish the newest frame of each stream, at
+// most max_fps a second, as a JPEG on a shared-memory board of board_mb per worker
+// (never in the output directory); `serve` makes the daemon itself serve the page.
+struct LiveConfig {
+  double max_fps = 4;              // 0..60 frames a second per stream (0: no live frames)
+  int board_mb = 8;                // 1..4096: each worker's board (at most 1/16 of free shm)
+  int jpeg_quality = 80;           // 10..100
+  std::string serve = "false";     // one of kBooleans: serve the page (tensorscoped --view)
+  std::string address = "127.0.0.1";  // where it listens
+  std::string allow_remote = "false";  // one of kBooleans: required for a non-loopback address
+  int port = 0;                    // 0..65535 (0: a free port, printed)
+  int history_mb = 64;             // 1..65536: frames the page's step cursor can go back to
+  bool operator==(const LiveConfig&) const = default;
+};
+
 struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
   std::string output_dir = "tensorscope_out";  // non-empty
@@ -149,6 +164,7 @@ struct DaemonConfig {
   RecordConfig record;
   LimitsConfig limits;
   SupervisorConfig supervisor;
+  LiveConfig live;
 
   static DaemonConfig defaults() { return DaemonConfig{}; }
   bool operator==(const DaemonConfig&) const = default;

@@ -199,6 +199,7 @@ Status Supervisor::start() {
   }
   TS_LOG_INFO("tensorscoped: session '{}', {} workers, socket {}, output {}", config_.session,
               config_.workers, socket_path_, session_dir_);
+  if (mode_.on_started) mode_.on_started();
   return Status::ok();
 }
 

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -41,6 +42,7 @@ namespace tensorscope::daemon {
 struct StartMode {
   bool autostarted = false;  // started by a client (shown by `tensorscope status`)
   int ready_fd = -1;         // written one byte and closed once the socket is published
+  std::function<void()> on_started;  // called once the socket is published (may be empty)
 };
 
 class Supervisor {

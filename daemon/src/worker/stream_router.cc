@@ -5,10 +5,11 @@
 namespace tensorscope::daemon {
 
 StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
-                           FileFinished on_finished)
+                           FileFinished on_finished, LivePublisher* live)
     : config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
+      live_(live),
       open_limit_(static_cast<size_t>(config.limits.max_open_videos_per_worker)),
       output_health_("videos in " + session_dir_),
       selector_(config.render) {}
@@ -39,7 +40,7 @@ std::function<void()> StreamRouter::route(uint64_t producer_id, int64_t producer
     auto video = std::make_shared<StreamVideo>(
         key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
         make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream), config_, session_dir_, on_finished_,
-        &open_limit_, &output_health_);
+        &open_limit_, &output_health_, live_);
     std::lock_guard<std::mutex> lock(mutex_);
     it = streams_.emplace(key, std::move(video)).first;
   }

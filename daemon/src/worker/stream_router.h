@@ -26,7 +26,9 @@ namespace tensorscope::daemon {
 
 class StreamRouter {
  public:
-  StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished);
+  // `live` (may be null): where drawn frames are offered to the live view.
+  StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
+               LivePublisher* live = nullptr);
 
   // A render job for the record of producer `producer_id` (process `producer_pid`), or an
   // empty function when it was dropped.
@@ -50,6 +52,7 @@ class StreamRouter {
   const DaemonConfig& config_;
   const std::string session_dir_;
   const FileFinished on_finished_;
+  LivePublisher* const live_;
   OpenVideoLimit open_limit_;  // render-thread state, handed to every StreamVideo
   OutputHealth output_health_;  // written by the render thread, summarized by the heartbeat
   ModeSelector selector_;

@@ -19,7 +19,8 @@ constexpr int kMaxSegment = 1 << 30;
 
 StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
                          const DaemonConfig& config, std::string session_dir,
-                         FileFinished on_finished, OpenVideoLimit* open_limit, OutputHealth* health)
+                         FileFinished on_finished, OpenVideoLimit* open_limit, OutputHealth* health,
+                         LivePublisher* live)
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
@@ -27,6 +28,7 @@ StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameR
       on_finished_(std::move(on_finished)),
       open_limit_(open_limit),
       health_(health),
+      live_(live),
       renderer_(std::move(renderer)) {}
 
 StreamVideo::~StreamVideo() {
@@ -48,9 +50,8 @@ IndexEntry StreamVideo::entry_meta() const {
 std::function<void()> StreamVideo::prepare(const RecordView& record) {
   last_step_seen_.store(record.header.step, std::memory_order_relaxed);
   DrawFrame draw = renderer_->prepare(record, frame_info(record.header));
-  return [self = shared_from_this(), draw = std::move(draw), step = record.header.step] {
-    self->render(draw, step);
-  };
+  return [self = shared_from_this(), draw = std::move(draw), step = record.header.step,
+          pushed = record.header.timestamp_unix_ns] { self->render(draw, step, pushed); };
 }
 
 bool StreamVideo::open_segment(std::string* error, int* err) {
@@ -106,7 +107,7 @@ void StreamVideo::output_failed(int err, const std::string& what) {
   throw std::runtime_error(what);
 }
 
-void StreamVideo::render(const DrawFrame& draw, int64_t step) {
+void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix_ns) {
   if (health_ != nullptr && !health_->may_try(monotonic_ms())) {
     health_->skipped(monotonic_ms());  // the output is full or unwritable: tried again soon
     return;
@@ -122,6 +123,9 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step) {
     first_step_ = step;
   }
   const cv::Mat image = draw(frame_style(config_));
+  if (live_ != nullptr) {
+    live_->offer(key_, kind_, step, push_unix_ns, frames_total() + 1, image, &live_last_ns_);
+  }
   if (!writer_->write(image)) {
     return output_failed(writer_->last_errno(),
                          "video write failed for '" + key_.stream + "': " + writer_->last_error());

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "worker/frame_renderer.h"
+#include "worker/live_publisher.h"
 #include "supervisor/index_writer.h"
 #include "worker/open_video_limit.h"
 #include "output_health.h"
@@ -45,11 +46,11 @@ plotting::FrameStyle frame_style(const DaemonConfig& config);
 
 class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
-  // `open_limit` and `health` (render-thread state shared by the worker's streams) may
-  // be null.
+  // `open_limit`, `health` and `live` (render-thread state shared by the worker's
+  // streams) may be null.
   StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
               const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
-              OpenVideoLimit* open_limit, OutputHealth* health = nullptr);
+              OpenVideoLimit* open_limit, OutputHealth* health = nullptr, LivePublisher* live = nullptr);
   ~StreamVideo();
 
   // Reader thread: reduces the record; the returned job renders it.
@@ -67,7 +68,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   int64_t last_step() const { return last_step_seen_.load(std::memory_order_relaxed); }
 
  private:
-  void render(const DrawFrame& draw, int64_t step);
+  void render(const DrawFrame& draw, int64_t step, uint64_t push_unix_ns);
   bool open_segment(std::string* error, int* err);
   // A write to the output failed with `err`: counted by the worker's OutputHealth
   // (rate-limited log) when it is the file system's doing; otherwise thrown.
@@ -81,6 +82,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const FileFinished on_finished_;
   OpenVideoLimit* const open_limit_;
   OutputHealth* const health_;
+  LivePublisher* const live_;
 
   // Reader thread state (the renderer's prepare() side included).
   std::unique_ptr<FrameRenderer> renderer_;
@@ -95,6 +97,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   VideoJournal journal_;  // the open segment's frame steps
   bool journal_failed_logged_ = false;
   std::atomic<uint64_t> frames_total_{0};
+  int64_t live_last_ns_ = 0;  // when the live view last got a frame of this stream
 };
 
 }  // namespace tensorscope::daemon

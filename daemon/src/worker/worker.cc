@@ -38,10 +38,11 @@ Status Worker::configure(const nlohmann::json& message) {
   index_ = message.value("worker_index", -1);
   if (session_dir_.empty()) return Status::error("no session_dir in worker config");
   (void)init_logging(config_.log_level, "worker-" + std::to_string(index_));
+  live_ = LivePublisher::create(config_, index_);
   queue_ = std::make_unique<RenderQueue>(kQueueCapacity);
   router_ = std::make_unique<StreamRouter>(config_, session_dir_, [this](const IndexEntry& e) {
     post({{control::kType, control::kFile}, {"entry", to_json(e)}});
-  });
+  }, live_.get());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
   configured_ = true;
   return Status::ok();
@@ -71,6 +72,7 @@ void Worker::send_heartbeat() {
                           {"dropped_stream_limit", router_ ? router_->dropped_over_limit() : 0},
                           {"output", router_ ? router_->output_summary() : nlohmann::json::object()},
                           {"queue_depth", queue_ ? queue_->depth() : 0},
+                          {"live_frames", live_ ? live_->published() : 0},
                           {"recording", sinks_ ? sinks_->counters() : nlohmann::json::object()},
                           {"producers", producers_.size()},
                           {"streams", router_ ? router_->stream_summaries() : nlohmann::json::array()}};

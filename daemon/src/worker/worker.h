@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/device_payload_reader.h"
+#include "worker/live_publisher.h"
 #include "worker/record_sinks.h"
 #include "worker/render_queue.h"
 #include "worker/stream_router.h"
@@ -71,6 +72,7 @@ class Worker {
   int index_ = -1;
   bool configured_ = false;
   bool stopping_ = false;
+  std::unique_ptr<LivePublisher> live_;  // the live view's board (null: off)
   std::unique_ptr<RenderQueue> queue_;
   std::unique_ptr<StreamRouter> router_;
   std::unique_ptr<RecordSinks> sinks_;  // stats table, .npy dumps, HDF5

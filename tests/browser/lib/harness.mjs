@@ -1,0 +1,74 @@
+// What the browser tests share: checks that count failures, waits with deadlines, child
+// processes with their output kept, and the steps of finished videos read from disk.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+let failed = 0;
+export function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failed++;
+  return ok;
+}
+export const failures = () => failed;
+
+// Polls `condition` (sync or async) until true; throws naming `what` at the deadline.
+export async function waitFor(condition, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return check(true, what);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// A child process whose output is kept (printed when the test fails) and whose first
+// stdout line can be awaited.
+export function startProcess(children, file, args, env) {
+  const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let out = '', err = '';
+  const exit = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { err += d; });
+  process.on('exit', () => { if (failed) console.log(`--- ${path.basename(file)} ${args.join(' ')}\n${out}${err}`.slice(0, 4000)); });
+  return {
+    kill: (signal) => child.kill(signal),
+    exited: async (timeoutMs) => {
+      const r = await Promise.race([exit, new Promise((resolve) => setTimeout(() => resolve(null), timeoutMs))]);
+      if (!r) throw new Error(`${path.basename(file)} did not exit within ${timeoutMs} ms`);
+      return r;
+    },
+    firstLine: async (timeoutMs) => {
+      const deadline = Date.now() + timeoutMs;
+      while (!out.includes('\n')) {
+        if (Date.now() > deadline) throw new Error(`${path.basename(file)} printed nothing in ${timeoutMs} ms: ${err}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return out.split('\n')[0];
+    },
+  };
+}
+
+// The steps of every finished video of a session, by "stream|device|rank|mode", from its
+// index.json and steps/ files.
+export function readVideoSteps(sessionDir) {
+  const index = JSON.parse(fs.readFileSync(path.join(sessionDir, 'index.json'), 'utf8'));
+  const steps = new Map();
+  for (const f of index.files) {
+    const text = fs.readFileSync(path.join(sessionDir, 'steps', `${f.path}.steps`), 'utf8');
+    const lines = text.split('\n').slice(2).filter((l) => l !== '').map(Number).slice(0, f.frames);
+    const key = `${f.stream}|${f.device}|${f.rank}|${f.mode}`;
+    steps.set(key, (steps.get(key) || []).concat(lines));
+  }
+  for (const list of steps.values()) list.sort((a, b) => a - b);
+  return steps;
+}
+
+// The largest step <= `step` among the finished frames of `tile`, or -1.
+export function expectedStepAtOrBefore(videoSteps, tile, step) {
+  const list = videoSteps.get(`${tile.stream}|${tile.device}|${tile.rank}|${tile.mode}`) || [];
+  let best = -1;
+  for (const s of list) if (s <= step && s > best) best = s;
+  return best;
+}

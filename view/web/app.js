@@ -1,0 +1,466 @@
+// The live view's page: a tile per stream, newest frame (or the frame at the step
+// cursor), filters kept in the URL, health, finished videos. Talks to the server over one
+// WebSocket (docs/design/live_view.md); every request carries the start's token, read
+// from the URL fragment (#t=...), which never reaches a server log.
+'use strict';
+
+const state = {
+  token: '',
+  tiles: new Map(),       // id -> tile info from the server
+  order: '',              // the tile list last laid out
+  cursor: null,           // null: live
+  steps: null,            // {min, max}
+  health: null,
+  producers: new Map(),   // "source/pid" -> producer status
+  visible: new Set(),
+  ws: null,
+  filesVersion: -1,
+  stats: { frames: 0, lags: [], videoFrames: 0, noFrames: 0, messages: 0 },
+};
+window.tensorscopeView = state;  // for tests and the curious
+
+const $ = (id) => document.getElementById(id);
+
+// ---- URL fragment: token, filters, cursor ----
+function readHash() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  state.token = p.get('t') || '';
+  $('filter-q').value = p.get('q') || '';
+  for (const k of ['kind', 'rank', 'device']) {
+    const v = p.get(k) || '';
+    const sel = $('filter-' + k);
+    if (v && ![...sel.options].some((o) => o.value === v)) sel.add(new Option(v, v));
+    sel.value = v;
+  }
+  const step = p.get('step');
+  state.cursor = step !== null && step !== '' && Number.isFinite(Number(step)) ? Math.trunc(Number(step)) : null;
+}
+function writeHash() {
+  const p = new URLSearchParams();
+  p.set('t', state.token);
+  if ($('filter-q').value) p.set('q', $('filter-q').value);
+  for (const k of ['kind', 'rank', 'device']) if ($('filter-' + k).value) p.set(k, $('filter-' + k).value);
+  if (state.cursor !== null) p.set('step', String(state.cursor));
+  history.replaceState(null, '', '#' + p.toString());
+}
+
+// ---- filters ----
+function filterFn() {
+  const q = $('filter-q').value;
+  let re = null;
+  $('filter-q').classList.remove('bad');
+  if (q) {
+    try { re = new RegExp(q); } catch (e) { $('filter-q').classList.add('bad'); }
+  }
+  const kind = $('filter-kind').value, rank = $('filter-rank').value, device = $('filter-device').value;
+  return (t) => (!re || re.test(t.stream)) && (!kind || t.kind === kind) &&
+                (!rank || String(t.rank) === rank) && (!device || t.device === device);
+}
+function refreshOptions() {
+  const values = { kind: new Set(), rank: new Set(), device: new Set() };
+  for (const t of state.tiles.values()) {
+    values.kind.add(t.kind); values.rank.add(String(t.rank)); values.device.add(t.device);
+  }
+  for (const k of Object.keys(values)) {
+    const sel = $('filter-' + k);
+    const have = new Set([...sel.options].map((o) => o.value));
+    const sorted = [...values[k]].sort((a, b) => (k === 'rank' ? a - b : a.localeCompare(b)));
+    for (const v of sorted) if (!have.has(v)) sel.add(new Option(v, v));
+  }
+}
+
+// ---- layout: rows are modules in model order (a stream next to its .grad), columns
+// are (session, rank, device) ----
+function rowName(stream) { return stream.endsWith('.grad') ? stream.slice(0, -5) : stream; }
+function layout() {
+  const keep = filterFn();
+  const shown = [...state.tiles.values()].filter(keep);
+  const signature = shown.map((t) => t.id).join(',');
+  $('filter-count').textContent = `${shown.length} of ${state.tiles.size} streams`;
+  if (signature === state.order && $('grid').firstChild) return;
+  state.order = signature;
+  const rows = new Map(), cols = new Map();
+  for (const t of shown) {  // ids grow in order of first appearance: the model's order
+    const r = rowName(t.stream);
+    if (!rows.has(r)) rows.set(r, new Map());
+    const c = `${t.source}|${t.rank}|${t.device}`;
+    if (!cols.has(c)) cols.set(c, { source: t.source, rank: t.rank, device: t.device });
+    const cell = rows.get(r);
+    if (!cell.has(c)) cell.set(c, []);
+    cell.get(c).push(t);
+  }
+  const colKeys = [...cols.keys()].sort((a, b) => {
+    const x = cols.get(a), y = cols.get(b);
+    return x.source - y.source || x.rank - y.rank || x.device.localeCompare(y.device);
+  });
+  const multiSource = new Set([...cols.values()].map((c) => c.source)).size > 1;
+  const table = document.createElement('table');
+  table.className = 'grid';
+  const head = table.createTHead().insertRow();
+  head.appendChild(document.createElement('th'));
+  for (const c of colKeys) {
+    const th = document.createElement('th');
+    const col = cols.get(c);
+    th.textContent = `${multiSource ? 'session ' + col.source + ' · ' : ''}rank ${col.rank} · ${col.device}`;
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  observer.disconnect();
+  state.visible.clear();
+  for (const [name, cells] of rows) {
+    const tr = body.insertRow();
+    const th = document.createElement('th');
+    th.className = 'row';
+    th.textContent = name;
+    tr.appendChild(th);
+    for (const c of colKeys) {
+      const td = tr.insertCell();
+      const div = document.createElement('div');
+      div.className = 'cell';
+      for (const t of (cells.get(c) || []).sort((a, b) => a.stream.localeCompare(b.stream) || a.mode.localeCompare(b.mode))) {
+        div.appendChild(tileElement(t));
+      }
+      td.appendChild(div);
+    }
+  }
+  $('grid').replaceChildren(table);
+  if (shown.length === 0) {
+    $('grid').replaceChildren(document.createTextNode(state.tiles.size ? 'No stream matches the filters.' : 'No stream yet: waiting for the first frames…'));
+  }
+  sendWatch();
+}
+
+function tileElement(t) {
+  let fig = t.el;
+  if (!fig) {
+    fig = document.createElement('figure');
+    fig.className = 'tile';
+    fig.dataset.tile = t.id;
+    const img = document.createElement('img');
+    img.alt = t.stream;
+    const cap = document.createElement('figcaption');
+    for (const cls of ['name', 'step', 'meta', 'age', 'drops']) {
+      const span = document.createElement('span');
+      span.className = cls;
+      cap.appendChild(span);
+    }
+    fig.append(img, cap);
+    t.el = fig;
+  }
+  observer.observe(fig);
+  updateCaption(t);
+  return fig;
+}
+
+function updateCaption(t) {
+  const fig = t.el;
+  if (!fig) return;
+  const q = (c) => fig.querySelector('.' + c);
+  q('name').textContent = t.stream;
+  q('meta').textContent = `${t.mode} · ${t.kind}`;
+  const shownStep = t.shownStep !== undefined ? t.shownStep : null;
+  const step = q('step');
+  if (t.noFrame) {
+    step.textContent = 'no frame at this step';
+    step.className = 'step none';
+  } else {
+    step.textContent = shownStep === null ? 'step –' : `step ${shownStep}`;
+    step.className = 'step';
+  }
+  q('age').textContent = state.cursor === null && t.live ? `${formatAge(t.age_ms)} ago` : '';
+  const p = state.producers.get(`${t.source}/${t.pid}`);
+  const drops = p ? (p.dropped_full || 0) + (p.dropped_by_daemon || 0) + (p.refused || 0) : 0;
+  q('drops').textContent = drops ? `${drops} dropped` : '';
+  fig.classList.toggle('stale', state.cursor === null && t.live && t.age_ms > 10000);
+}
+function formatAge(ms) {
+  if (ms === undefined) return '';
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.round(ms / 60000)} min`;
+}
+
+// ---- which tiles are on screen ----
+const observer = new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    const id = Number(e.target.dataset.tile);
+    if (e.isIntersecting) state.visible.add(id); else state.visible.delete(id);
+  }
+  sendWatch();
+}, { rootMargin: '200px' });
+
+let watchTimer = null;
+function sendWatch() {
+  if (watchTimer) return;
+  watchTimer = setTimeout(() => {
+    watchTimer = null;
+    if (!state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+    state.ws.send(JSON.stringify({ type: 'watch', tiles: [...state.visible], cursor: state.cursor }));
+  }, 50);
+}
+
+// ---- frames ----
+function showImage(t, blob, step) {
+  const img = t.el && t.el.querySelector('img');
+  if (!img) return;
+  const url = URL.createObjectURL(blob);
+  const old = img.dataset.url;
+  img.onload = () => { if (old) URL.revokeObjectURL(old); };
+  img.onerror = () => URL.revokeObjectURL(url);
+  img.dataset.url = url;
+  img.src = url;
+  t.shownStep = step;
+  t.noFrame = false;
+  updateCaption(t);
+}
+
+function onBinary(buffer) {
+  const view = new DataView(buffer);
+  const n = view.getUint32(0, true);
+  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, n)));
+  const t = state.tiles.get(header.tile);
+  state.stats.frames++;
+  if (header.push_ns) {
+    const lag = Date.now() - header.push_ns / 1e6;
+    if (state.stats.lags.length < 100000) state.stats.lags.push(lag);
+  }
+  if (t) showImage(t, new Blob([new Uint8Array(buffer, 4 + n)], { type: 'image/jpeg' }), header.step);
+}
+
+// Frames of finished videos: a small pool of hidden video elements seeks each to the frame
+// and copies it into the tile (the newest request per tile wins).
+const extractor = { queue: [], busy: 0, latest: new Map() };
+function requestVideoFrame(m) {
+  extractor.latest.set(m.tile, m);
+  extractor.queue.push(m);
+  pumpExtractor();
+}
+function pumpExtractor() {
+  while (extractor.busy < 3 && extractor.queue.length) {
+    const m = extractor.queue.shift();
+    if (extractor.latest.get(m.tile) !== m) continue;
+    extractor.busy++;
+    extractFrame(m).catch(() => {}).finally(() => { extractor.busy--; pumpExtractor(); });
+  }
+}
+function fileUrl(source, path) {
+  return `files/${source}/${path.split('/').map(encodeURIComponent).join('/')}?t=${encodeURIComponent(state.token)}`;
+}
+function extractFrame(m) {
+  return new Promise((resolve, reject) => {
+    const v = document.createElement('video');
+    v.muted = true;
+    v.preload = 'auto';
+    const done = (ok) => { v.removeAttribute('src'); v.load(); ok ? resolve() : reject(); };
+    const timer = setTimeout(() => done(false), 15000);
+    v.onerror = () => { clearTimeout(timer); done(false); };
+    v.onloadedmetadata = () => {
+      const per = v.duration / Math.max(1, m.frames);
+      v.currentTime = Math.min(v.duration, (m.frame + 0.5) * per);
+    };
+    v.onseeked = () => {
+      clearTimeout(timer);
+      const t = state.tiles.get(m.tile);
+      if (!t || extractor.latest.get(m.tile) !== m) return done(true);
+      const c = document.createElement('canvas');
+      c.width = v.videoWidth; c.height = v.videoHeight;
+      c.getContext('2d').drawImage(v, 0, 0);
+      c.toBlob((blob) => {
+        if (blob && extractor.latest.get(m.tile) === m) {
+          state.stats.videoFrames++;
+          showImage(t, blob, m.step);
+        }
+        done(true);
+      }, 'image/jpeg', 0.9);
+    };
+    v.src = fileUrl(m.source, m.path);
+  });
+}
+
+// ---- server messages ----
+function onTiles(m) {
+  state.steps = m.steps;
+  let added = false;
+  for (const info of m.tiles) {
+    const t = state.tiles.get(info.id);
+    if (t) Object.assign(t, info); else { state.tiles.set(info.id, info); added = true; }
+  }
+  if (added) refreshOptions();
+  if (m.files_version !== state.filesVersion) {
+    state.filesVersion = m.files_version;
+    if (!$('videos-panel').hidden) loadVideos();
+  }
+  const range = $('cursor-range');
+  if (m.steps) {
+    range.min = m.steps.min; range.max = m.steps.max;
+    if (state.cursor === null) { range.value = m.steps.max; $('cursor-step').value = m.steps.max; }
+  }
+  layout();
+  for (const t of state.tiles.values()) updateCaption(t);
+}
+
+function onHealth(m) {
+  state.health = m;
+  state.producers.clear();
+  let level = 'ok';
+  const problems = [];
+  const worse = (l) => { if (l === 'bad' || (l === 'warn' && level === 'ok')) level = l; };
+  const rows = [];
+  for (const s of m.sources) {
+    const d = s.daemon || {};
+    if (d.error) {
+      rows.push([`session ${s.source}`, s.dir, `daemon: ${d.error.includes('no daemon runs') ? 'not running (files only)' : d.error}`]);
+      if (!d.error.includes('no daemon runs') && !d.error.includes('files only')) { worse('warn'); problems.push(d.error); }
+      continue;
+    }
+    const workers = d.workers || [];
+    const dead = workers.filter((w) => !w.alive).length;
+    const restarts = workers.reduce((a, w) => a + (w.restarts || 0), 0);
+    if (dead) { worse('bad'); problems.push(`${dead} worker(s) down`); }
+    if (restarts) { worse('warn'); problems.push(`${restarts} worker restart(s)`); }
+    const out = d.output || {};
+    if (out.state && out.state !== 'ok') { worse('bad'); problems.push(`output ${out.state}`); }
+    let drops = 0;
+    for (const p of d.producers || []) {
+      state.producers.set(`${s.source}/${p.pid}`, p);
+      drops += (p.dropped_full || 0) + (p.dropped_by_daemon || 0) + (p.refused || 0) + (p.dropped_invalid || 0);
+    }
+    if (drops) { worse('warn'); problems.push(`${drops} dropped`); }
+    rows.push([`session ${s.source}`, s.dir, `daemon pid ${d.pid}, up ${formatAge(d.uptime_ms)}; ` +
+      `${workers.length - dead}/${workers.length} workers, ${restarts} restarts; ` +
+      `${(d.producers || []).length} producers, ${drops} dropped; output ${out.state || 'ok'}`]);
+    for (const w of workers) {
+      if (!w.alive || w.restarts || w.render_errors) {
+        rows.push(['', `worker ${w.index}`, `${w.alive ? 'alive' : 'DOWN'}, ${w.restarts} restarts, ${w.render_errors} render errors, queue ${w.queue_depth}`]);
+      }
+    }
+    if (s.index_error) { worse('warn'); problems.push(s.index_error); }
+  }
+  const srv = m.server;
+  rows.push(['view', '', `${srv.boards} boards, ${srv.frames_read} frames read, ${srv.frames_lost} laps lost, ` +
+    `${srv.frames_sent} sent; history ${(srv.store_bytes / 1048576).toFixed(1)} of ${(srv.store_cap / 1048576).toFixed(0)} MiB; ` +
+    `${srv.connections} connections`]);
+  const badge = $('health');
+  badge.className = 'health ' + level;
+  badge.textContent = level === 'ok' ? 'healthy' : problems.slice(0, 2).join(' · ');
+  badge.title = problems.join('\n') || 'no problem seen';
+  const table = document.createElement('table');
+  for (const r of rows) {
+    const tr = table.insertRow();
+    for (const c of r) tr.insertCell().textContent = c;
+  }
+  $('health-panel').replaceChildren(table);
+  $('sessions').textContent = m.sources.map((s) => s.session || s.dir).join(', ');
+}
+
+function onText(text) {
+  const m = JSON.parse(text);
+  state.stats.messages++;
+  if (m.type === 'tiles') onTiles(m);
+  else if (m.type === 'health') onHealth(m);
+  else if (m.type === 'video_frame') requestVideoFrame(m);
+  else if (m.type === 'no_frame') {
+    const t = state.tiles.get(m.tile);
+    state.stats.noFrames++;
+    if (t) {
+      t.noFrame = true;
+      const img = t.el && t.el.querySelector('img');
+      if (img) img.removeAttribute('src');
+      updateCaption(t);
+    }
+  }
+}
+
+// ---- connection ----
+function connect() {
+  if (!state.token) {
+    showMessage('This page needs the address tensorscope printed, with its #t=… part.');
+    return;
+  }
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  const ws = new WebSocket(`${proto}//${location.host}/ws?t=${encodeURIComponent(state.token)}`);
+  ws.binaryType = 'arraybuffer';
+  state.ws = ws;
+  ws.onopen = () => { showMessage(''); sendWatch(); };
+  ws.onmessage = (e) => (typeof e.data === 'string' ? onText(e.data) : onBinary(e.data));
+  ws.onclose = () => {
+    $('health').className = 'health unknown';
+    $('health').textContent = 'disconnected: retrying…';
+    setTimeout(connect, 2000);
+  };
+}
+function showMessage(text) {
+  $('message').hidden = !text;
+  $('message').textContent = text;
+}
+
+// ---- cursor ----
+function setCursor(step) {
+  state.cursor = step;
+  $('live').classList.toggle('on', step === null);
+  if (step !== null) { $('cursor-range').value = step; $('cursor-step').value = step; }
+  for (const t of state.tiles.values()) { t.noFrame = false; updateCaption(t); }
+  writeHash();
+  sendWatch();
+}
+
+// ---- finished videos ----
+async function loadVideos() {
+  const res = await fetch(`api/videos?t=${encodeURIComponent(state.token)}`);
+  if (!res.ok) return;
+  const data = await res.json();
+  const panel = $('videos-panel');
+  const table = document.createElement('table');
+  const keep = filterFn();
+  let n = 0;
+  for (const s of data.sources) {
+    for (const f of s.files) {
+      if (!keep(f)) continue;
+      n++;
+      const tr = table.insertRow();
+      tr.insertCell().textContent = f.stream;
+      tr.insertCell().textContent = `rank ${f.rank} · ${f.device} · ${f.mode}`;
+      tr.insertCell().textContent = `steps ${f.first_step}–${f.last_step} (${f.frames} frames)`;
+      const play = document.createElement('button');
+      play.textContent = 'play';
+      play.onclick = () => {
+        const v = document.createElement('video');
+        v.controls = true; v.src = fileUrl(s.source, f.path);
+        play.replaceWith(v);
+        v.play().catch(() => {});
+      };
+      tr.insertCell().appendChild(play);
+      const a = document.createElement('a');
+      a.href = fileUrl(s.source, f.path); a.download = f.path.split('/').pop(); a.textContent = 'download';
+      tr.insertCell().appendChild(a);
+    }
+  }
+  panel.replaceChildren(n ? table : document.createTextNode('No finished video yet (a video is listed once its segment is finalized).'));
+}
+
+// ---- wiring ----
+readHash();
+$('live').classList.toggle('on', state.cursor === null);
+for (const id of ['filter-q', 'filter-kind', 'filter-rank', 'filter-device']) {
+  $(id).addEventListener('input', () => { writeHash(); layout(); if (!$('videos-panel').hidden) loadVideos(); });
+}
+$('live').onclick = () => setCursor(null);
+$('cursor-range').addEventListener('input', (e) => setCursor(Math.trunc(Number(e.target.value))));
+$('cursor-step').addEventListener('change', (e) => {
+  const v = Number(e.target.value);
+  if (Number.isFinite(v)) setCursor(Math.trunc(v));
+});
+$('toggle-videos').onclick = () => {
+  const p = $('videos-panel');
+  p.hidden = !p.hidden;
+  $('toggle-videos').classList.toggle('on', !p.hidden);
+  if (!p.hidden) loadVideos();
+};
+$('toggle-health').onclick = () => {
+  const p = $('health-panel');
+  p.hidden = !p.hidden;
+  $('toggle-health').classList.toggle('on', !p.hidden);
+};
+$('health').onclick = () => $('toggle-health').click();
+window.addEventListener('hashchange', () => { readHash(); setCursor(state.cursor); layout(); });
+connect();

@@ -1,0 +1,21 @@
+# Writes OUTPUT, a C++ source holding the page's files (FILES, a ;-list of paths) as byte
+# arrays, with a table the view server looks them up in (web_assets.h). Run at build
+# time: `cmake -DOUTPUT=... -DFILES=... -P embed_assets.cmake`.
+set(body "// Generated from view/web by embed_assets.cmake: do not edit.\n#include \"web_assets.h\"\n\nnamespace tensorscope::view {\nnamespace {\n")
+set(table "")
+set(i 0)
+foreach(path IN LISTS FILES)
+  get_filename_component(name "${path}" NAME)
+  file(READ "${path}" hex HEX)
+  string(LENGTH "${hex}" hex_length)
+  math(EXPR size "${hex_length} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n" bytes "${bytes}")
+  string(APPEND body "const unsigned char kAsset${i}[] = {\n${bytes}0};\n")
+  string(APPEND table "    {\"/${name}\", reinterpret_cast<const char*>(kAsset${i}), ${size}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "}  // namespace\n\nconst std::vector<WebAsset>& web_assets() {\n  static const std::vector<WebAsset> assets = {\n${table}  };\n  return assets;\n}\n\n}  // namespace tensorscope::view\n")
+file(WRITE "${OUTPUT}.new" "${body}")
+file(COPY_FILE "${OUTPUT}.new" "${OUTPUT}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUTPUT}.new")
