@@ -173,8 +173,9 @@ class Client:
             core.send(name, exported.capsule, kind, hint, step, exported.as_bool, exported.cuda_stream)
         ]
 
-    def _send_tracked(self, name, tensor, kind, hint, transform, step):
-        """A track's push: the track gated its steps; max_hz still applies per stream."""
+    def _send_tracked(self, name, tensor, kind, hint, transform, step, meta=None):
+        """A track's push: the track gated its steps; max_hz still applies per stream.
+        (`meta`, what the value is, matters to a Capture only.)"""
         core = self._core
         if core is None:
             return R.PushResult.NOT_CONNECTED
@@ -229,16 +230,22 @@ class Client:
         transform=None,
         render_mode=None,
         tree_log=True,
+        containers=False,
     ):
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
         root; "#<k>" for the k-th further call in a step; "[i]"/"[key]" for each tensor
-        of a tuple, list, dict or dataclass output). `kinds`: some of "output",
-        "gradient", "parameter", "parameter_gradient", "buffer" (default "output").
-        `tree_log`: with outputs tracked, each sent step's module calls (in order, with
-        their input and output shapes) go to the daemon's module tree log."""
+        of a tuple, list, dict or dataclass output). `containers=True` tracks every
+        module, those without parameters of their own too (the root, Sequential, ReLU).
+        `include`/`exclude`: a regular expression searched in the module's path (or a
+        callable path -> bool). `kinds`: some of "output", "gradient", "parameter",
+        "parameter_gradient", "buffer", "input" (default "output"); inputs are
+        "<stream>.in[<i>]" for the i-th positional argument (and "in[<name>]" for keyword
+        arguments, on PyTorch 2), taken before the module runs. `tree_log`: with outputs
+        tracked, each sent step's module calls (in order, with their input and output
+        shapes) go to the daemon's module tree log."""
         return self._track_module(
-            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, "output"
+            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output"
         )
 
     def track_layer(
@@ -253,12 +260,13 @@ class Client:
         transform=None,
         render_mode=None,
         tree_log=True,
+        containers=False,
     ):
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
-            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, "gradient"
+            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient"
         )
 
     def track_tensor(self, name, tensor, *, every_n=None, transform=None, render_mode=None):
@@ -273,23 +281,24 @@ class Client:
         return self._add(TensorTrack(self, name, tensor, every_n, transform, hint))
 
     def _track_module(
-        self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, default_kind
+        self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind
     ):
         self._check_track_name(name)
         if not isinstance(module, nn.Module):
             raise TypeError(f"expected a torch.nn.Module, not {type(module).__name__}")
         if not isinstance(tree_log, bool):
             raise TypeError(f"tree_log must be a bool, not {type(tree_log).__name__}")
+        if not isinstance(containers, bool):
+            raise TypeError(f"containers must be a bool, not {type(containers).__name__}")
         chosen = parse_kinds(kinds, default_kind)
         include_re = compile_pattern(include, "include")
         exclude_re = compile_pattern(exclude, "exclude")
         every_n, transform, hint = self._track_options(every_n, transform, render_mode)
         root = unwrap(module)
-        entries = select_modules(name, root, include_re, exclude_re)
+        entries = select_modules(name, root, include_re, exclude_re, containers)
         if not entries:
-            return TrackHandle(
-                error=f"track {name!r}: no module registers parameters or buffers and matches include/exclude"
-            )
+            what = "no module" if containers else "no module registers parameters or buffers and"
+            return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
         return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log))
 
     def _check_track_name(self, name):

@@ -3,7 +3,8 @@
 A single tensor is the stream itself; in tuples and lists (namedtuples included) each
 tensor leaf gets its index (`[0]`, `[1][0]` for LSTM's `(out, (h, c))`), in mappings
 (dicts, HuggingFace ModelOutput) and dataclasses its key (`[logits]`). `None` leaves and
-values that are not tensors are skipped.
+values that are not tensors are skipped. A call's inputs are named the same way, by
+argument: `[0]` for the first positional argument, `[mask]` for a keyword argument.
 """
 
 import dataclasses
@@ -39,3 +40,16 @@ def _collect(value, suffix, depth, leaves):
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
             _collect(getattr(value, field.name, None), f"{suffix}[{field.name}]", depth + 1, leaves)
+
+
+def input_leaves(args, kwargs=None):
+    """[(suffix, tensor)] for the tensors a module call receives: "[<i>]" for positional
+    argument i, "[<name>]" for keyword argument `name`, and further "[j]"/"[key]" for the
+    tensors inside a tuple, list, dict or dataclass argument."""
+    leaves = []
+    for index, value in enumerate(args):
+        _collect(value, f"[{index}]", 1, leaves)
+    if kwargs:
+        for key, value in kwargs.items():
+            _collect(value, f"[{key}]", 1, leaves)
+    return leaves

@@ -3,12 +3,18 @@ hooks behind it.
 
 Module hooks are PyTorch's own. A track is installed only for the steps it sends: on a
 gated step no module of the model carries a hook of ours, so it costs nothing. Outputs
-are sent from forward hooks; the gradient at a module's output comes from a hook the
-forward hook puts on the output tensor (exactly d(loss)/d(output), in-place activations
-after the module included). Nothing here raises into the training loop: a failure in a
-hook is counted as a refused push.
+are sent from forward hooks; inputs from forward pre-hooks (what the module receives,
+before it runs); the gradient at a module's output comes from a hook the forward hook
+puts on the output tensor (exactly d(loss)/d(output), in-place activations after the
+module included). Nothing here raises into the training loop: a failure in a hook is
+counted as a refused push.
+
+A track sends through its owner: a Client (to the daemon) or a Capture (kept in
+memory). Every value goes with what it is (module path, module type, kind, leaf, call
+number), which the Client ignores and the Capture records.
 """
 
+import inspect
 import re
 import threading
 import warnings
@@ -19,7 +25,7 @@ import torch
 from torch import nn
 
 from . import _results as R
-from ._outputs import tensor_leaves
+from ._outputs import input_leaves, tensor_leaves
 from ._tree import TreeLog, owned_tensor_ids
 
 # The kinds a track may send, by name, and their TrackedStream kind.
@@ -29,8 +35,18 @@ KINDS = {
     "parameter": "parameter",
     "parameter_gradient": "parameter_gradient",
     "buffer": "buffer",
+    "input": "input",
 }
 MAX_CALLS_PER_STEP = 1024  # calls of one module beyond this in one step are refused
+# PyTorch 2 gives forward pre-hooks the keyword arguments too (with_kwargs=True); before
+# it, a pre-hook sees the positional arguments only.
+PRE_HOOK_KWARGS = "with_kwargs" in inspect.signature(nn.Module.register_forward_pre_hook).parameters
+
+
+def _register_pre_hook(module, hook):
+    if PRE_HOOK_KWARGS:
+        return module.register_forward_pre_hook(hook, with_kwargs=True)
+    return module.register_forward_pre_hook(hook)
 
 
 def _inert(*args):
@@ -66,8 +82,8 @@ def _inert_hook():
 class TrackedStream(NamedTuple):
     """One stream a handle may send."""
 
-    name: str  # e.g. "net.features.0" or "net.fc.weight.grad"
-    kind: str  # "activation", "gradient", "parameter", "parameter_gradient", "buffer"
+    name: str  # e.g. "net.features.0", "net.fc.weight.grad", "net.fc.in[0]"
+    kind: str  # "activation", "gradient", "parameter", "parameter_gradient", "buffer", "input"
     module: str  # qualified module path ("" for the root or a tracked tensor)
 
 
@@ -90,10 +106,16 @@ def parse_kinds(kinds, default):
 
 
 def compile_pattern(pattern, what):
+    """None, a compiled regular expression, or a callable path -> bool, from `pattern` (a
+    regular expression as a str or compiled, or such a callable)."""
     if pattern is None or pattern == "":
         return None
+    if isinstance(pattern, re.Pattern) or callable(pattern):
+        return pattern
     if not isinstance(pattern, str):
-        raise TypeError(f"{what} must be a str (a regular expression), not {type(pattern).__name__}")
+        raise TypeError(
+            f"{what} must be a str (a regular expression) or a callable path -> bool, not {type(pattern).__name__}"
+        )
     try:
         return re.compile(pattern)
     except re.error as e:
@@ -158,11 +180,12 @@ class _Track:
         self._hint = render_mode
         self._stopped = False
 
-    def _send(self, stream, tensor, kind, step=None):
+    def _send(self, stream, tensor, kind, step=None, meta=None):
+        """meta: (module path, module type, kind name, leaf, call) of the value."""
         client = self._client()
         if client is None or self._stopped:
             return
-        client._send_tracked(stream, tensor, kind, self._hint, self._transform, step)
+        client._send_tracked(stream, tensor, kind, self._hint, self._transform, step, meta)
 
     def step_changed(self):
         return False
@@ -178,7 +201,10 @@ class ModuleTrack(_Track):
         super().__init__(client, name, every_n, transform, render_mode)
         self._root = root
         self._entries = entries  # [(path, module, stream)]
+        self._paths = {stream: path for path, _, stream in entries}
         self._kinds = kinds
+        self._input_calls = {}  # stream -> calls whose inputs were seen in this step
+        self._input_streams = {}  # path -> input streams seen so far (first calls)
         # The step's module calls, for the daemon's tree log (outputs tracked only, as in C++).
         self._tree = TreeLog(owned_tensor_ids(root)) if tree_log and "output" in kinds else None
         self._lock = threading.Lock()
@@ -187,24 +213,27 @@ class ModuleTrack(_Track):
         self._steps_seen = 1  # the step running now is the first this track sees
         self._auto_step = 0  # steps counted from the root's training forwards
         self._auto_started = False
-        self._root_hook = root.register_forward_pre_hook(_Hook(self._on_root_forward))
+        self._root_hook = _register_pre_hook(root, _Hook(self._on_root_forward))
         self._install()
 
     # -- steps --
 
-    def _on_root_forward(self, module, inputs):
+    def _on_root_forward(self, module, inputs, kwargs=None):
         """Without next_step()/set_step(), each training forward of the root is a step."""
         client = self._client()
         if client is None or client._explicit_steps or not module.training:
             return
         if self._auto_started:
             self._auto_step += 1
-            if self.step_changed() and self._tree is not None:
-                # PyTorch already listed this call's pre-hooks: the root's own tree hook,
-                # installed just now, would miss the call it is in.
-                for path, entry, _ in self._entries:
+            if self.step_changed():
+                # PyTorch already listed this call's pre-hooks: the root's own tree and
+                # input hooks, installed just now, would miss the call they are in.
+                for path, entry, stream in self._entries:
                     if entry is module:
-                        self._on_call(path, type(module).__name__, module, inputs)
+                        if self._tree is not None:
+                            self._on_call(path, type(module).__name__, module, inputs)
+                        if "input" in self._kinds:
+                            self._on_inputs(stream, path, module, inputs, kwargs)
         self._auto_started = True
 
     def step_changed(self):
@@ -214,6 +243,7 @@ class ModuleTrack(_Track):
             if self._stopped:
                 return False
             self._calls.clear()
+            self._input_calls.clear()
             tree = self._take_tree()
             send = self._steps_seen % self._every_n == 0
             self._steps_seen += 1
@@ -235,12 +265,15 @@ class ModuleTrack(_Track):
         for path, module, stream in self._entries:
             if self._tree is not None:
                 hooks.append(module.register_forward_pre_hook(_Hook(self._on_call, path, type(module).__name__)))
+            if "input" in self._kinds:
+                hooks.append(_register_pre_hook(module, _Hook(self._on_inputs, stream, path)))
             if self._kinds & {"output", "gradient", "parameter", "buffer"}:
                 hooks.append(module.register_forward_hook(_Hook(self._on_output, stream)))
             if "parameter_gradient" in self._kinds:
                 for pname, param in module._parameters.items():
                     if param is not None and param.requires_grad:
-                        hooks.append(param.register_hook(_Hook(self._on_param_grad, f"{stream}.{pname}.grad")))
+                        meta = (path, type(module).__name__, "parameter_gradient", pname, 0)
+                        hooks.append(param.register_hook(_Hook(self._on_param_grad, f"{stream}.{pname}.grad", meta)))
         self._hooks = hooks
 
     def _uninstall(self):
@@ -261,6 +294,31 @@ class ModuleTrack(_Track):
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), self.name, e)
 
+    def _on_inputs(self, stream, path, module, args, kwargs=None):
+        """The tensors a call of `module` receives, before it runs: "<stream>.in[<i>]" for
+        positional argument i, "<stream>.in[<name>]" for a keyword argument (PyTorch 2),
+        with "[j]"/"[key]" further for the tensors inside a tuple, list or dict argument."""
+        try:
+            client = self._client()
+            # The root's pre-hook may run once after a step change removed it (see _on_call).
+            if client is None or self._stopped or not self._hooks:
+                return
+            call = self._input_calls.get(stream, 0)
+            self._input_calls[stream] = call + 1
+            if call >= MAX_CALLS_PER_STEP:
+                client._refuse(stream + ".in", "more calls of this module in one step than are tracked")
+                return
+            named = stream if call == 0 else f"{stream}#{call}"
+            step = self._record_step(client)
+            type_name = type(module).__name__
+            leaves = input_leaves(args, kwargs)
+            if call == 0 and path not in self._input_streams:
+                self._input_streams[path] = [f"{stream}.in{leaf}" for leaf, _ in leaves]
+            for leaf, tensor in leaves:
+                self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, (path, type_name, "input", leaf, call))
+        except Exception as e:  # never into the training loop
+            _refuse_quietly(self._client(), stream, e)
+
     def _on_output(self, stream, module, inputs, output):
         try:
             client = self._client()
@@ -277,35 +335,40 @@ class ModuleTrack(_Track):
             named = stream if call == 0 else f"{stream}#{call}"
             step = self._record_step(client)
             kinds = self._kinds
+            path = self._paths.get(stream, "")
+            type_name = type(module).__name__
             if "output" in kinds or "gradient" in kinds:
                 for suffix, tensor in tensor_leaves(output):
                     if "output" in kinds:
-                        self._send(named + suffix, tensor, R.KIND_ACTIVATION, step)
+                        self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, (path, type_name, "output", suffix, call))
                     if "gradient" in kinds and tensor.requires_grad:
-                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step))
+                        meta = (path, type_name, "gradient", suffix, call)
+                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta))
             if call == 0:
                 if "parameter" in kinds:
                     for pname, param in module._parameters.items():
                         if param is not None:
-                            self._send(f"{stream}.{pname}", param, R.KIND_PARAMETER, step)
+                            meta = (path, type_name, "parameter", pname, 0)
+                            self._send(f"{stream}.{pname}", param, R.KIND_PARAMETER, step, meta)
                 if "buffer" in kinds:
                     for bname, buf in module._buffers.items():
                         if buf is not None:
-                            self._send(f"{stream}.{bname}", buf, R.KIND_PARAMETER, step)
+                            meta = (path, type_name, "buffer", bname, 0)
+                            self._send(f"{stream}.{bname}", buf, R.KIND_PARAMETER, step, meta)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
-    def _on_grad(self, stream, step, grad):
+    def _on_grad(self, stream, step, meta, grad):
         try:
-            self._send(stream, grad, R.KIND_GRADIENT, step)
+            self._send(stream, grad, R.KIND_GRADIENT, step, meta)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
 
-    def _on_param_grad(self, stream, grad):
+    def _on_param_grad(self, stream, meta, grad):
         try:
             client = self._client()
             if client is not None:
-                self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, self._record_step(client))
+                self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, self._record_step(client), meta)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
 
@@ -316,6 +379,9 @@ class ModuleTrack(_Track):
             return []
         out = []
         for path, module, stream in self._entries:
+            if "input" in self._kinds:
+                # Known once the module was called on a sent step (they depend on the call).
+                out.extend(TrackedStream(name, "input", path) for name in self._input_streams.get(path, ()))
             if "output" in self._kinds:
                 out.append(TrackedStream(stream, "activation", path))
             if "gradient" in self._kinds:
@@ -393,11 +459,13 @@ def _refuse_quietly(client, stream, error):
         client._refuse(stream, f"tracking failed: {type(error).__name__}: {error}")
 
 
-def select_modules(name, root, include, exclude):
+def select_modules(name, root, include, exclude, containers=False):
     """[(path, module, stream)] of the modules of `root` to track, and warnings.
 
     As in the C++ client: a module is tracked when it registers parameters or buffers
-    itself and its qualified path matches `include` and not `exclude`. TorchScript
+    itself (or, with `containers`, whatever it registers: the root, Sequential, ReLU, ...)
+    and its qualified path matches `include` and not `exclude`; `include` and `exclude`
+    are compiled regular expressions (searched) or callables path -> bool. TorchScript
     submodules are skipped with a warning (hooks on them never fire).
     """
     entries, scripted = [], []
@@ -414,11 +482,11 @@ def select_modules(name, root, include, exclude):
         owns = any(p is not None for p in module._parameters.values()) or any(
             b is not None for b in module._buffers.values()
         )
-        if not owns:
+        if not owns and not containers:
             continue
-        if include is not None and not include.search(path):
+        if include is not None and not _matches(include, path):
             continue
-        if exclude is not None and exclude.search(path):
+        if exclude is not None and _matches(exclude, path):
             continue
         entries.append((path, module, name if path == "" else f"{name}.{path}"))
     if scripted:
@@ -429,3 +497,7 @@ def select_modules(name, root, include, exclude):
             stacklevel=3,
         )
     return entries
+
+
+def _matches(pattern, path):
+    return bool(pattern(path)) if callable(pattern) else pattern.search(path) is not None

@@ -125,8 +125,10 @@ class Daemon:
         return counts
 
     def npy(self, stream, step, rank=0):
-        path = os.path.join(self.session_dir, "dumps", f"step_{step}", f"{stream}_rank{rank}.npy")
-        return np.load(path)
+        """The .npy sink's dump of `stream` (its file name made safe as the daemon does)."""
+        from tensorscope._naming import dump_path
+
+        return np.load(os.path.join(self.session_dir, dump_path(stream, step, rank)))
 
 
 @pytest.fixture
