@@ -91,8 +91,8 @@ try {
   check(names.has('p.Float') && names.has('p.const'), `the tiles name their streams as text (${[...names].join(', ')})`);
   const headers = await page.$$eval('table.grid thead th', (ths) => ths.map((t) => t.textContent));
   check(headers.includes('rank 0 · cpu') && headers.includes('rank 1 · cpu'), `ranks side by side as columns (${headers.join(' | ')})`);
-  await waitFor(async () => (await tileState(page)).filter((t) => t.onScreen).every((t) => t.width === 640), 10000,
-    'every tile on screen shows a 640-pixel frame');
+  await waitFor(async () => (await tileState(page)).filter((t) => t.onScreen).every((t) => t.width === 320), 15000,
+    'every tile on screen shows a frame (scaled to live.width, 320 pixels)');
   const first = await tileState(page);
   const offScreen = first.filter((t) => t.farOff);
   check(offScreen.length > 0 && offScreen.every((t) => !t.hasImage), `tiles far off screen get no frame (${offScreen.length} of them)`);

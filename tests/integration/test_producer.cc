@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   std::string session = "default", runtime_dir;
   int rank = 0, streams = 4;
   int64_t count = 100, max_elements = 4096, sleep_us = 0, wait_connect_ms = 10000, seed = 1;
+  int64_t elements = 0;  // > 0: every push a float32 vector of this many elements (one mode per stream)
   uint64_t budget = 32u << 20;
   uint32_t ring_slots = 0;  // 0: the client's default
   bool bad_inputs = false, stdin_control = false, track_model = false, pattern = false;
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
     else if (a == "--wait-connect-ms") wait_connect_ms = std::atoll(next().c_str());
     else if (a == "--streams") streams = std::atoi(next().c_str());
     else if (a == "--max-elements") max_elements = std::atoll(next().c_str());
+    else if (a == "--elements") elements = std::atoll(next().c_str());
     else if (a == "--budget") budget = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--ring-slots") ring_slots = static_cast<uint32_t>(std::strtoul(next().c_str(), nullptr, 10));
     else if (a == "--bad-inputs") bad_inputs = true;
@@ -238,7 +240,7 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string name = "r" + std::to_string(rank) + ".s" + std::to_string(i % streams);
-    torch::Tensor t = make_tensor(rng, max_elements, dtype);
+    torch::Tensor t = elements > 0 ? torch::randn({elements}) : make_tensor(rng, max_elements, dtype);
     ++calls;
     if (client.push(name, t) == tensorscope::PushResult::kPushed) ++per_stream[name];
     if (report_ms > 0 && std::chrono::steady_clock::now() >= next_report) {

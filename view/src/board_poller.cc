@@ -10,6 +10,7 @@ namespace {
 
 constexpr int kDiscoverEveryRounds = 10;  // directory listings: every 10th poll
 constexpr size_t kMaxFramesPerBoardPerPoll = 4096;
+constexpr size_t kFramesPerBatch = 32;  // into the store as they are read: bounded copies in flight
 
 }  // namespace
 
@@ -53,10 +54,15 @@ size_t BoardPoller::poll() {
   size_t moved = 0;
   uint64_t lost = 0;
   for (auto& [path, entry] : readers_) {
-    batch_.clear();
-    entry.second->poll(&batch_, kMaxFramesPerBoardPerPoll);
-    for (auto& f : batch_) store_->add(entry.first, std::move(f));
-    moved += batch_.size();
+    size_t taken = 0;
+    while (taken < kMaxFramesPerBoardPerPoll) {
+      batch_.clear();
+      entry.second->poll(&batch_, kFramesPerBatch);
+      for (auto& f : batch_) store_->add(entry.first, std::move(f));
+      taken += batch_.size();
+      if (batch_.size() < kFramesPerBatch) break;
+    }
+    moved += taken;
     lost += entry.second->lost();
   }
   frames_read_.fetch_add(moved, std::memory_order_relaxed);

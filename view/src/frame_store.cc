@@ -55,25 +55,43 @@ uint32_t FrameStore::add(int source, LiveFrame frame) {
   }
   t.history_bytes += cost;
   bytes_ += cost;
-  evict_locked();
+  evict_locked(ptr.get());
   return id;
 }
 
-void FrameStore::evict_locked() {
+void FrameStore::drop_front_locked(Tile& t) {
+  const uint64_t cost = frame_cost(*t.history.front());
+  if (t.history.front() == t.newest) t.newest = nullptr;
+  t.history.pop_front();
+  t.history_bytes -= cost;
+  bytes_ -= cost;
+  ++evicted_;
+}
+
+void FrameStore::evict_locked(const LiveFrame* just_added) {
   while (bytes_ > cap_) {
+    // First the history: the oldest frame of the tile holding the most.
     Tile* fattest = nullptr;
     for (Tile& t : tiles_) {
-      if (t.history.size() <= 1) continue;  // the newest frame stays
+      if (t.history.size() <= 1) continue;
       if (fattest == nullptr || t.history_bytes > fattest->history_bytes) fattest = &t;
     }
-    if (fattest == nullptr) return;
-    FramePtr& oldest = fattest->history.front();
-    if (oldest == fattest->newest) return;  // cannot happen: the newest has the largest step
-    const uint64_t cost = frame_cost(*oldest);
-    fattest->history.pop_front();
-    fattest->history_bytes -= cost;
-    bytes_ -= cost;
-    ++evicted_;
+    if (fattest != nullptr) {
+      drop_front_locked(*fattest);
+      continue;
+    }
+    // Then, with more tiles than the cap holds frames, the newest frame of the tile that
+    // has been quiet longest (it is shown from its finished videos meanwhile); never the
+    // frame just added.
+    Tile* quietest = nullptr;
+    for (Tile& t : tiles_) {
+      if (t.history.empty() || t.history.front().get() == just_added) continue;
+      if (quietest == nullptr || t.history.front()->render_unix_ns < quietest->history.front()->render_unix_ns) {
+        quietest = &t;
+      }
+    }
+    if (quietest == nullptr) return;
+    drop_front_locked(*quietest);
   }
 }
 

@@ -27,6 +27,24 @@ const std::string kBoardInfix = ".live.";
 
 }  // namespace
 
+std::string live_watch_file_name(const std::string& session) { return session + kBoardInfix + "watched"; }
+
+Status touch_watch_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid() || ::futimens(fd.get(), nullptr) != 0) {
+    return Status::error(path + ": cannot touch: " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
+bool watch_file_fresh(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  const int64_t touched = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const int64_t now = static_cast<int64_t>(unix_ns_now());
+  return now - touched < kWatchFreshNs && touched - now < kWatchFreshNs;
+}
+
 std::string live_board_file_name(const std::string& session, int worker_index) {
   return session + kBoardInfix + std::to_string(worker_index);
 }
@@ -220,11 +238,9 @@ void LiveBoardReader::poll(std::vector<LiveFrame>* out, size_t max_frames) {
     position_ = 0;
     if (published > capacity_) resync(published - capacity_);
   }
-  if (position_ > published) {  // the writer's counter went back: not a board we can follow
-    ++corrupt_;
-    position_ = published;
-    return;
-  }
+  // Ahead of what is published: after a resync to the start of the lap the writer is
+  // writing (its first record is not published yet). Nothing to read until it is.
+  if (position_ > published) return;
   if (published - position_ > capacity_) {
     ++lost_;
     resync(published - capacity_);
@@ -254,6 +270,8 @@ void LiveBoardReader::poll(std::vector<LiveFrame>* out, size_t max_frames) {
     }
     if (!shape_ok) {  // a board we cannot parse from here: wait for the next lap
       ++corrupt_;
+      // Skip to the next lap, or to the end of the last whole record (a record boundary)
+      // when that comes first.
       resync(position_ + 1);
       if (position_ > published) position_ = published;
       continue;

@@ -12,7 +12,9 @@
 #include "http_session.h"
 #include "server_context.h"
 #include "tensorscope/base/logging.h"
+#include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/status_query.h"
+#include "tensorscope/view/live_board.h"
 #include "tensorscope/view/request_guard.h"
 
 namespace tensorscope::view {
@@ -123,10 +125,23 @@ class ViewServer::Impl {
         it = pages.erase(it);
       }
     }
+    if (!pages.empty()) tell_workers_a_page_watches();
     tick_.expires_after(std::chrono::seconds(1));
     tick_.async_wait([this](boost::system::error_code ec) {
       if (!ec) on_tick();
     });
+  }
+
+  // Workers publish live frames only while this is fresh (live_board.h).
+  void tell_workers_a_page_watches() {
+    for (const SessionSource& s : ctx_->options.sources) {
+      if (s.session.empty()) continue;
+      const std::string path = default_runtime_dir(s.runtime_dir) + "/" + live_watch_file_name(s.session);
+      if (Status st = touch_watch_file(path); !st && !watch_warned_) {
+        TS_LOG_WARN("view: {} (no live frames)", st.message());
+        watch_warned_ = true;
+      }
+    }
   }
 
   std::string tiles_json() {
@@ -263,6 +278,7 @@ class ViewServer::Impl {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  bool watch_warned_ = false;
 };
 
 StatusOr<std::unique_ptr<ViewServer>> ViewServer::start(ViewServerOptions options) {

@@ -97,6 +97,7 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.number("live.max_fps", l.max_fps, NumberRule{0, true, 60, true});
   v.integer("live.board_mb", l.board_mb, between(1, 4096));
   v.integer("live.jpeg_quality", l.jpeg_quality, between(10, 100));
+  v.integer("live.width", l.width, between(0, 7680));
   v.choice("live.serve", l.serve, Choices(kBooleans));
   v.text("live.address", l.address, StringRule::kNonEmpty);
   v.choice("live.allow_remote", l.allow_remote, Choices(kBooleans));

@@ -143,6 +143,7 @@ struct LiveConfig {
   double max_fps = 4;              // 0..60 frames a second per stream (0: no live frames)
   int board_mb = 8;                // 1..4096: each worker's board (at most 1/16 of free shm)
   int jpeg_quality = 80;           // 10..100
+  int width = 320;                 // 0..7680: frames wider are scaled down to this (0: never)
   std::string serve = "false";     // one of kBooleans: serve the page (tensorscoped --view)
   std::string address = "127.0.0.1";  // where it listens
   std::string allow_remote = "false";  // one of kBooleans: required for a non-loopback address

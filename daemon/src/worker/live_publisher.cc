@@ -1,11 +1,15 @@
 #include "worker/live_publisher.h"
 
+#include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "tensorscope/base/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -46,45 +50,136 @@ std::unique_ptr<LivePublisher> LivePublisher::create(const DaemonConfig& config,
     return nullptr;
   }
   return std::unique_ptr<LivePublisher>(new LivePublisher(
-      std::move(*board), static_cast<int64_t>(1e9 / config.live.max_fps), config.live.jpeg_quality));
+      std::move(*board), dir + "/" + view::live_watch_file_name(config.session),
+      static_cast<int64_t>(1e9 / config.live.max_fps), config.live.jpeg_quality, config.live.width));
 }
 
-LivePublisher::LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, int64_t interval_ns, int quality)
-    : board_(std::move(board)), interval_ns_(interval_ns), params_{cv::IMWRITE_JPEG_QUALITY, quality} {}
+LivePublisher::LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, std::string watch_path,
+                             int64_t interval_ns, int quality, int width)
+    : board_(std::move(board)),
+      watch_path_(std::move(watch_path)),
+      interval_ns_(interval_ns),
+      params_{cv::IMWRITE_JPEG_QUALITY, quality},
+      width_(width) {
+  encoder_ = std::thread([this] { encode_loop(); });
+}
 
-LivePublisher::~LivePublisher() { board_->remove(); }
+bool LivePublisher::watched() {
+  const int64_t now = steady_ns();
+  if (watch_checked_ns_ == 0 || now - watch_checked_ns_ >= 1'000'000'000) {
+    watch_checked_ns_ = now;
+    watched_ = view::watch_file_fresh(watch_path_);
+  }
+  return watched_;
+}
+
+LivePublisher::~LivePublisher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  encoder_.join();
+  board_->remove();
+}
 
 void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns,
                           uint64_t frames_total, const cv::Mat& frame, int64_t* last_ns) {
   const int64_t now = steady_ns();
   if (*last_ns != 0 && now - *last_ns < interval_ns_) return;
-  *last_ns = now;
-  try {
-    if (!cv::imencode(".jpg", frame, jpeg_, params_)) {
-      ++failed_;
+  if (!watched()) return;
+  PendingKey pk{key.producer_id, key.stream, key.device, key.rank, key.mode};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(pk);
+    if (it == pending_.end() && pending_.size() >= kMaxPending) {
+      ++skipped_;  // the encoder is behind (a busy machine): this stream tries again next frame
       return;
     }
-  } catch (const cv::Exception& e) {
-    if (failed_++ == 0) TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", key.stream, e.what());
-    return;
+    *last_ns = now;
+    if (it != pending_.end()) {
+      ++skipped_;  // its older frame was never encoded: the newer one replaces it
+    } else {
+      it = pending_.emplace(pk, Pending{}).first;
+      it->second.order = ++order_;
+    }
+    Pending& p = it->second;
+    p.stream = key.stream;
+    p.kind = kind;
+    p.device = key.device;
+    p.mode = key.mode;
+    p.rank = key.rank;
+    p.producer_pid = key.producer_pid;
+    p.step = step;
+    p.push_unix_ns = push_unix_ns;
+    p.frames_total = frames_total;
+    frame.copyTo(p.frame);
   }
-  view::FrameMeta meta;
-  meta.stream = key.stream;
-  meta.kind = kind;
-  meta.device = key.device;
-  meta.mode = key.mode;
-  meta.rank = key.rank;
-  meta.producer_pid = key.producer_pid;
-  meta.step = step;
-  meta.push_unix_ns = push_unix_ns;
-  meta.frames_total = frames_total;
-  meta.width = frame.cols;
-  meta.height = frame.rows;
-  if (board_->append(meta, std::string_view(reinterpret_cast<const char*>(jpeg_.data()), jpeg_.size()))) {
-    ++published_;
-  } else {
-    ++failed_;
+  wake_.notify_one();
+}
+
+void LivePublisher::encode_loop() {
+  // The lowest priority this thread can take: rendering comes first.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+  std::vector<unsigned char> jpeg;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+    if (stopping_) return;
+    auto oldest = std::min_element(pending_.begin(), pending_.end(), [](const auto& a, const auto& b) {
+      return a.second.order < b.second.order;
+    });
+    Pending p = std::move(oldest->second);
+    pending_.erase(oldest);
+    encoding_ = true;
+    lock.unlock();
+    bool ok = false;
+    try {
+      if (width_ > 0 && p.frame.cols > width_) {
+        cv::Mat scaled;
+        const int height = std::max(1, p.frame.rows * width_ / p.frame.cols);
+        cv::resize(p.frame, scaled, cv::Size(width_, height), 0, 0, cv::INTER_AREA);
+        p.frame = scaled;
+      }
+      ok = cv::imencode(".jpg", p.frame, jpeg, params_);
+    } catch (const cv::Exception& e) {
+      TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", p.stream, e.what());
+    }
+    if (ok) {
+      view::FrameMeta meta;
+      meta.stream = p.stream;
+      meta.kind = p.kind;
+      meta.device = p.device;
+      meta.mode = p.mode;
+      meta.rank = p.rank;
+      meta.producer_pid = p.producer_pid;
+      meta.step = p.step;
+      meta.push_unix_ns = p.push_unix_ns;
+      meta.frames_total = p.frames_total;
+      meta.width = p.frame.cols;
+      meta.height = p.frame.rows;
+      ok = board_->append(meta, std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
+    }
+    lock.lock();
+    encoding_ = false;
+    ++(ok ? published_ : failed_);
+    if (pending_.empty()) idle_.notify_all();
   }
+}
+
+void LivePublisher::flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return pending_.empty() && !encoding_; });
+}
+
+uint64_t LivePublisher::published() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return published_;
+}
+
+uint64_t LivePublisher::skipped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return skipped_;
 }
 
 }  // namespace tensorscope::daemon

@@ -1,15 +1,25 @@
 // live_publisher.h — a worker's side of the live view: puts the newest frame of each
 // stream, as a JPEG, on the worker's live board (tensorscope/view/live_board.h).
 //
-// Used inside a worker process, on its render thread, right after a frame is drawn. At
-// most live.max_fps frames a second per stream are encoded (the others cost one clock
-// read); the board never blocks and nothing is written to the output directory.
-// Thread safety: render thread only.
+// Used inside a worker process. The render thread offers each frame it draws. Nothing is
+// taken while no page watches (the view server's watch file, live_board.h, looked at
+// once a second); then at most live.max_fps a second per stream are taken (the others
+// cost one clock read), as a copy into a small pending set where a stream's newer frame
+// replaces its older one. A thread of its own, at the lowest CPU priority (nice 19),
+// scales them to live.width, encodes them and writes the board: when the machine is busy
+// rendering, live frames get sparser, rendering does not get slower. The board never
+// blocks; nothing is written to the output directory.
+// Thread safety: offer() from the render thread; the encoder thread is internal.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -33,25 +43,55 @@ class LivePublisher {
   // cannot be created or would not fit (said in the log: the videos go on without the
   // live view).
   static std::unique_ptr<LivePublisher> create(const DaemonConfig& config, int worker_index);
-  ~LivePublisher();  // removes the board
+  ~LivePublisher();  // encodes nothing more, removes the board
 
   // Offers the frame just drawn of stream `key`; `last_ns` is that stream's time of its
-  // last published frame (steady clock), updated when this one is published.
+  // last taken frame (steady clock), updated when this one is taken.
   void offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns,
              uint64_t frames_total, const cv::Mat& frame, int64_t* last_ns);
 
-  uint64_t published() const { return published_; }
-  uint64_t failed() const { return failed_; }
+  // Waits until every taken frame is on the board (tests).
+  void flush();
+
+  uint64_t published() const;
+  uint64_t skipped() const;  // taken frames replaced by a newer one, or beyond the pending cap
+
+  static constexpr size_t kMaxPending = 16;  // frames waiting for the encoder (~1 MB each)
 
  private:
-  LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, int64_t interval_ns, int quality);
+  struct Pending {
+    std::string stream, kind, device, mode;
+    int rank = 0;
+    int64_t producer_pid = 0;
+    int64_t step = 0;
+    uint64_t push_unix_ns = 0;
+    uint64_t frames_total = 0;
+    uint64_t order = 0;  // taken first, encoded first
+    cv::Mat frame;
+  };
+  using PendingKey = std::tuple<uint64_t, std::string, std::string, int, std::string>;
 
-  std::unique_ptr<view::LiveBoardWriter> board_;
+  LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, std::string watch_path, int64_t interval_ns,
+                int quality, int width);
+  void encode_loop();
+  bool watched();  // render thread: a page watches (the watch file, looked at once a second)
+
+  std::unique_ptr<view::LiveBoardWriter> board_;  // written by the encoder thread only
+  const std::string watch_path_;
   const int64_t interval_ns_;
-  std::vector<int> params_;
-  std::vector<unsigned char> jpeg_;
-  uint64_t published_ = 0;
-  uint64_t failed_ = 0;
+  const std::vector<int> params_;
+  const int width_;  // frames wider are scaled down to this (0: never)
+  int64_t watch_checked_ns_ = 0;  // render thread
+  bool watched_ = false;          // render thread
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::map<PendingKey, Pending> pending_;
+  uint64_t order_ = 0;
+  bool encoding_ = false;
+  bool stopping_ = false;
+  uint64_t published_ = 0, skipped_ = 0, failed_ = 0;
+  std::thread encoder_;
 };
 
 }  // namespace tensorscope::daemon

@@ -32,7 +32,9 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   config.runtime_dir = dir.path();
   config.session = "pub";
   config.live.max_fps = 2;  // one frame per 500 ms per stream
+  config.live.width = 0;    // whole frames
   ::chmod(dir.path().c_str(), 0700);
+  ASSERT_TRUE(view::touch_watch_file(dir.path() + "/pub.live.watched"));  // a page watches
   auto publisher = LivePublisher::create(config, 3);
   ASSERT_NE(publisher, nullptr);
   auto reader = view::LiveBoardReader::open(dir.path() + "/pub.live.3");
@@ -45,6 +47,7 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
     publisher->offer(a, "output", step, 1000 + step, step + 1, frame, &last_a);
     publisher->offer(b, "grad", step, 1000 + step, step + 1, frame, &last_b);
   }
+  publisher->flush();
   std::vector<view::LiveFrame> frames;
   (*reader)->poll(&frames);
   ASSERT_EQ(frames.size(), 2u);
@@ -62,14 +65,81 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   EXPECT_NEAR(decoded.at<cv::Vec3b>(60, 80)[1], 200, 8);
   std::this_thread::sleep_for(std::chrono::milliseconds(550));
   publisher->offer(a, "output", 42, 2000, 11, frame, &last_a);
+  publisher->flush();
   frames.clear();
   (*reader)->poll(&frames);
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(frames[0].step, 42);
   EXPECT_EQ(publisher->published(), 3u);
+  EXPECT_EQ(publisher->skipped(), 0u);
   publisher.reset();  // a worker that exits removes its board
   struct stat st{};
   EXPECT_NE(::stat((dir.path() + "/pub.live.3").c_str(), &st), 0);
+}
+
+TEST(LivePublisherTest, ABusyEncoderKeepsOnlyTheNewestFrameOfAStream) {
+  testing::TempDir dir("live");
+  ::chmod(dir.path().c_str(), 0700);
+  DaemonConfig config;
+  config.runtime_dir = dir.path();
+  config.session = "busy";
+  config.live.max_fps = 60;
+  ASSERT_TRUE(view::touch_watch_file(dir.path() + "/busy.live.watched"));
+  auto publisher = LivePublisher::create(config, 0);
+  ASSERT_NE(publisher, nullptr);
+  const cv::Mat frame(480, 640, CV_8UC3, cv::Scalar(1, 2, 3));
+  int64_t last[40] = {};
+  uint64_t offered = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int s = 0; s < 40; ++s) {  // more streams than the pending cap, faster than encoding
+      StreamKey key{1, 5, "s" + std::to_string(s), "cpu", 0, "line"};
+      last[s] = 0;  // as if each offer came after the stream's interval
+      publisher->offer(key, "output", round, 0, 1, frame, &last[s]);
+      ++offered;
+    }
+  }
+  publisher->flush();
+  const uint64_t published = publisher->published();
+  EXPECT_GT(published, 0u);
+  EXPECT_EQ(published + publisher->skipped(), offered);  // each frame encoded or counted
+  auto reader = view::LiveBoardReader::open(dir.path() + "/busy.live.0");
+  ASSERT_TRUE(reader.is_ok());
+  std::vector<view::LiveFrame> frames;
+  (*reader)->poll(&frames);
+  EXPECT_EQ(frames.size(), published);
+}
+
+TEST(LivePublisherTest, NothingIsTakenWhileNoPageWatchesAndFramesAreScaled) {
+  testing::TempDir dir("live");
+  ::chmod(dir.path().c_str(), 0700);
+  DaemonConfig config;
+  config.runtime_dir = dir.path();
+  config.session = "quiet";
+  config.live.max_fps = 60;
+  config.live.width = 320;
+  auto publisher = LivePublisher::create(config, 0);
+  ASSERT_NE(publisher, nullptr);
+  const cv::Mat frame(480, 640, CV_8UC3, cv::Scalar(1, 2, 3));
+  StreamKey key{1, 5, "s", "cpu", 0, "line"};
+  int64_t last = 0;
+  publisher->offer(key, "output", 0, 0, 1, frame, &last);
+  publisher->flush();
+  EXPECT_EQ(publisher->published(), 0u);  // no watch file: nothing taken
+  EXPECT_EQ(last, 0);
+  // A page opens; the worker looks again at most a second later.
+  ASSERT_TRUE(view::touch_watch_file(dir.path() + "/quiet.live.watched"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));
+  publisher->offer(key, "output", 1, 0, 2, frame, &last);
+  publisher->flush();
+  ASSERT_EQ(publisher->published(), 1u);
+  auto reader = view::LiveBoardReader::open(dir.path() + "/quiet.live.0");
+  ASSERT_TRUE(reader.is_ok());
+  std::vector<view::LiveFrame> frames;
+  (*reader)->poll(&frames);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].width, 320);
+  EXPECT_EQ(frames[0].height, 240);
+  EXPECT_EQ(frames[0].step, 1);
 }
 
 TEST(LivePublisherTest, NoBoardWhenLiveFramesAreOff) {

@@ -68,13 +68,35 @@ TEST(FrameStoreTest, TheCapEvictsTheOldestOfTheFattestTileAndKeepsEveryNewest) {
   EXPECT_EQ(tiles[0].history_first_step, 29 - static_cast<int64_t>(tiles[0].history_frames) + 1);
 }
 
-TEST(FrameStoreTest, ACapSmallerThanOneFrameStillKeepsTheNewest) {
+TEST(FrameStoreTest, ACapSmallerThanOneFrameStillKeepsTheFrameJustAdded) {
   FrameStore store(10);
   store.add(0, frame("a", 0));
   store.add(0, frame("a", 1));
   ASSERT_NE(store.newest(1), nullptr);
   EXPECT_EQ(store.newest(1)->step, 1);
   EXPECT_EQ(store.at_step(1, 0), nullptr);
+  store.add(0, frame("b", 0));
+  EXPECT_EQ(store.newest(1), nullptr);  // a's newest went for b's
+  ASSERT_NE(store.newest(2), nullptr);
+  EXPECT_EQ(store.bytes(), frame_cost(frame("b", 0)));
+}
+
+TEST(FrameStoreTest, WithMoreTilesThanTheCapHoldsTheQuietestTilesLoseTheirNewestFrame) {
+  const uint64_t cost = frame_cost(frame("s0", 0, 10000));
+  FrameStore store(cost * 3);
+  for (int i = 0; i < 5; ++i) {
+    LiveFrame f = frame("s" + std::to_string(i), 0, 10000);
+    f.render_unix_ns = 100 + static_cast<uint64_t>(i);  // s0 quiet longest
+    store.add(0, std::move(f));
+  }
+  EXPECT_LE(store.bytes(), cost * 3);
+  EXPECT_EQ(store.newest(1), nullptr);
+  EXPECT_EQ(store.newest(2), nullptr);
+  EXPECT_NE(store.newest(3), nullptr);
+  EXPECT_NE(store.newest(5), nullptr);
+  const auto tiles = store.tiles();
+  EXPECT_EQ(tiles.size(), 5u);  // every tile stays listed
+  EXPECT_EQ(tiles[0].newest_step, 0);
 }
 
 }  // namespace

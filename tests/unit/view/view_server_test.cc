@@ -19,6 +19,7 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "temp_dir.h"
@@ -314,6 +315,23 @@ TEST_F(ViewServerTest, TheNewestFrameOfAWatchedTileArrivesOverTheWebSocket) {
   EXPECT_EQ(none.json["tile"], id);
 }
 
+TEST_F(ViewServerTest, WorkersAreToldWhileAPageWatches) {
+  start();
+  const std::string watch = runtime_ + "/" + live_watch_file_name("sess");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_FALSE(watch_file_fresh(watch));  // no page yet: workers spend nothing
+  auto ws = open_ws();
+  read_until(*ws, [](const Message& m) { return !m.binary && m.json["type"] == "health"; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!watch_file_fresh(watch) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(watch_file_fresh(watch));
+  struct stat st{};
+  ASSERT_EQ(::stat(watch.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
 TEST_F(ViewServerTest, UpgradesWithoutTokenOrFromAnotherOriginAreRefused) {
   start();
   const std::string upgrade = "GET /ws?t=%s HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
@@ -391,6 +409,47 @@ TEST_F(ViewServerTest, APageThatVanishesMidFrameHarmsNoOne) {
   Message frame = read_until(*ws, [](const Message& m) { return m.binary; });
   EXPECT_EQ(frame.payload.size(), big.size());
   EXPECT_EQ(status_of(get(port_, "/")), 200);
+}
+
+TEST_F(ViewServerTest, ManyPagesEachGetTheFrames) {
+  start();
+  publish("a", 7, "jpeg-7");
+  wait_for_step("a", 7);
+  std::vector<std::unique_ptr<websocket::stream<tcp::socket>>> pages;
+  for (int i = 0; i < 24; ++i) {
+    pages.push_back(open_ws());
+    pages.back()->write(boost::asio::buffer(std::string("{\"type\":\"watch\",\"tiles\":[1],\"cursor\":null}")));
+  }
+  for (auto& ws : pages) {
+    Message frame = read_until(*ws, [](const Message& m) { return m.binary; });
+    EXPECT_EQ(frame.payload, "jpeg-7");
+  }
+  EXPECT_GE(server_->counters().connections, 24u);
+}
+
+TEST_F(ViewServerTest, SeveralSessionDirectoriesAreShownTogether) {
+  const std::string other = dir_.path() + "/node1/sess";
+  std::filesystem::create_directories(other);
+  write_file(other + "/b.mp4", "video of node 1");
+  write_file(other + "/index.json",
+             "{\"files\":[{\"path\":\"b.mp4\",\"stream\":\"a\",\"kind\":\"output\",\"device\":\"cpu\","
+             "\"rank\":8,\"pid\":2,\"mode\":\"line\",\"frames\":1,\"first_step\":0,\"last_step\":0}]}");
+  ViewServerOptions o;
+  o.sources.push_back({session_dir_, "sess", runtime_});
+  o.sources.push_back({other, "", ""});  // another node's session: its files only
+  auto server = ViewServer::start(o);
+  ASSERT_TRUE(server.is_ok()) << server.message();
+  const int port = (*server)->port();
+  const std::string t = "?t=" + (*server)->token();
+  const auto tiles = nlohmann::json::parse(body_of(get(port, "/api/tiles" + t)));
+  std::set<std::pair<int, int>> seen;  // (source, rank)
+  for (const auto& tile : tiles["tiles"]) seen.insert({tile["source"].get<int>(), tile["rank"].get<int>()});
+  EXPECT_TRUE(seen.count({0, 0})) << tiles.dump();
+  EXPECT_TRUE(seen.count({1, 8})) << tiles.dump();
+  EXPECT_EQ(body_of(get(port, "/files/1/b.mp4" + t)), "video of node 1");
+  EXPECT_EQ(status_of(get(port, "/files/1/" + std::string(kVideo) + t)), 404);  // listed by source 0 only
+  const auto videos = nlohmann::json::parse(body_of(get(port, "/api/videos" + t)));
+  EXPECT_EQ(videos["sources"].size(), 2u);
 }
 
 TEST_F(ViewServerTest, OnlyLoopbackWithoutTheRemoteFlag) {

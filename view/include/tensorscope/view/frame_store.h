@@ -2,9 +2,12 @@
 // the newest frame and a bounded history for the step cursor.
 //
 // Used by the view server: the board poller adds frames, WebSocket sessions look them up.
-// Memory is capped (history_bytes): past the cap the oldest frame of the tile holding the
-// most history goes first; a tile's newest frame is never evicted. Tiles get small stable
-// ids in order of first appearance, which is the model's order for a tracked model.
+// Memory is capped (history_bytes), newest frames included: past the cap the oldest
+// frame of the tile holding the most history goes first; when only newest frames are left
+// (more tiles than the cap holds frames), the newest frame of the tile quiet longest goes
+// (its tile is shown from finished videos until its next frame); never the frame just
+// added. Tiles get small stable ids in order of first appearance, which is the model's
+// order for a tracked model.
 // Thread safety: every member function locks; frames are shared immutable values.
 #pragma once
 
@@ -58,7 +61,7 @@ class FrameStore {
 
   std::vector<TileInfo> tiles() const;
   std::optional<TileInfo> tile(uint32_t id) const;
-  // The tile's newest frame and its store-wide sequence (null when none).
+  // The tile's newest frame and its store-wide sequence (null when none, or evicted).
   FramePtr newest(uint32_t id, uint64_t* seq = nullptr) const;
   // The kept frame with the largest step <= `step`; null when none is kept.
   FramePtr at_step(uint32_t id, int64_t step) const;
@@ -75,7 +78,8 @@ class FrameStore {
     uint64_t history_bytes = 0;
   };
   uint32_t tile_id_locked(const TileKey& key, const std::string& kind, int64_t pid);
-  void evict_locked();
+  void evict_locked(const LiveFrame* just_added);
+  void drop_front_locked(Tile& t);
 
   const uint64_t cap_;
   mutable std::mutex mu_;

@@ -114,6 +114,16 @@ struct FrameMeta {
   int width = 0, height = 0;
 };
 
+// Workers publish only while a page watches: a view server with a page open touches
+// <runtime dir>/<session>.live.watched every second; a worker whose last look at it found
+// it touched within kWatchFreshNs publishes, otherwise it spends nothing on live frames.
+inline constexpr int64_t kWatchFreshNs = 5'000'000'000;
+std::string live_watch_file_name(const std::string& session);
+// Touches (creating, mode 0600) the watch file `path`. Errors name it.
+Status touch_watch_file(const std::string& path);
+// True when the watch file `path` was touched within kWatchFreshNs (wall clock).
+bool watch_file_fresh(const std::string& path);
+
 // The board's file name for worker `worker_index` of `session`.
 std::string live_board_file_name(const std::string& session, int worker_index);
 // True when `file_name` is a board of `session` (what a viewer opens in the runtime dir).
