@@ -15,7 +15,7 @@ packages=(
   libyaml-cpp-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev
-  python3-numpy
+  python3-numpy python3-pandas
   libhdf5-dev python3-h5py
   python3-torch python3-dev python3-pytest
   chromium
