@@ -17,6 +17,7 @@
 #include "dlpack_ref.h"
 #include "module_tree_args.h"
 #include "py_args.h"
+#include "run_info.h"
 #include "tensorscope/shared/session_name.h"
 
 namespace {
@@ -439,8 +440,38 @@ PyObject* session_error(PyObject*, PyObject* name_object) {
   return text(status.message());
 }
 
+// run_info(rank, versions) -> the JSON text of what this process is (client/core/run_info.h:
+// the document a client sends the daemon at registration); `versions` a dict of str.
+PyObject* run_info(PyObject*, PyObject* args) {
+  long long rank = 0;
+  PyObject* versions_object = nullptr;
+  if (!PyArg_ParseTuple(args, "LO", &rank, &versions_object)) return nullptr;
+  if (!PyDict_Check(versions_object)) {
+    PyErr_SetString(PyExc_TypeError, "versions must be a dict of str");
+    return nullptr;
+  }
+  nlohmann::json versions = nlohmann::json::object();
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(versions_object, &pos, &key, &value)) {
+    std::string k, v;
+    if (!utf8(key, "a version name", &k) || !utf8(value, "a version", &v)) return nullptr;
+    versions[k] = v;
+  }
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS  // reads /proc
+  try {
+    json = tensorscope::collect_run_info(static_cast<int>(rank), versions).dump(2);
+  } catch (...) {
+    json = "{}";
+  }
+  Py_END_ALLOW_THREADS
+  return text(json);
+}
+
 PyMethodDef module_methods[] = {
     {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},
+    {"run_info", run_info, METH_VARARGS, "run_info(rank, versions) -> JSON text of this process's run_info"},
     {nullptr, nullptr, 0, nullptr},
 };
 

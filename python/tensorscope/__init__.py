@@ -9,11 +9,15 @@
 
 The daemon (tensorscoped) renders every stream into videos; see the project README.
 Without a daemon: `capture(model)` keeps module tensors (or their statistics) in memory,
-`read_stats(session_dir)` reads a daemon's statistics tables into the same DataFrame.
+`read_stats(session_dir)` reads a daemon's statistics tables into the same DataFrame,
+`init_dumps(folder)` / `dump(tensor, name)` write .npy files as the daemon's .npy sink
+does, and `compare(a, b)` runs the `tensorscope compare` engine on files or folders.
 """
 
 from ._capture import Capture, Stash, TensorStats, capture, tensor_stats
 from ._client import Client
+from ._compare import CompareEntry, CompareResult, compare
+from ._dumps import DumpResult, Dumps, dump, init_dumps
 from ._frames import read_stats
 from ._results import RENDER_MODES, PushResult
 from ._stats import ClientStats
@@ -24,6 +28,10 @@ __all__ = [
     "Capture",
     "Client",
     "ClientStats",
+    "CompareEntry",
+    "CompareResult",
+    "DumpResult",
+    "Dumps",
     "PushResult",
     "RENDER_MODES",
     "Stash",
@@ -32,6 +40,9 @@ __all__ = [
     "TrackedStream",
     "__version__",
     "capture",
+    "compare",
+    "dump",
+    "init_dumps",
     "read_stats",
     "tensor_stats",
 ]

@@ -25,7 +25,7 @@ cmake --build "$work/build" -j2 >/dev/null
 TENSORSCOPE_RUNTIME_DIR="$work/run" "$work/build/consumer"
 
 # The Python package: importable from the prefix alone (outside the source and build
-# trees), and it finds the installed tensorscoped by itself.
+# trees), and it finds the installed tensorscoped and tensorscope by itself.
 python=${TENSORSCOPE_PYTHON:-/usr/bin/python3}
 site=$(find "$work/prefix" -name _native.abi3.so -path '*/tensorscope/*' -printf '%h\n' | head -1)
 [ -n "$site" ] || { echo "missing after install: tensorscope/_native.abi3.so"; exit 1; }
@@ -36,6 +36,11 @@ from tensorscope import _build_info
 prefix = os.path.realpath(sys.argv[1])
 assert os.path.realpath(tensorscope.__file__).startswith(prefix + "/"), tensorscope.__file__
 assert os.path.realpath(_build_info.DAEMON) == os.path.join(prefix, "bin", "tensorscoped"), _build_info.DAEMON
+# tensorscope.compare runs the installed `tensorscope` command, found next to the package
+from tensorscope._compare import find_cli
+for name in ("TENSORSCOPE_CLI", "TENSORSCOPE_BUILD_DIR"):
+    os.environ.pop(name, None)
+assert os.path.realpath(find_cli()) == os.path.join(prefix, "bin", "tensorscope"), find_cli()
 with tensorscope.Client("install-check", autostart=False, connect_timeout_ms=0) as scope:
     assert scope.push("x", [1]) == "not_connected", scope.stats()
 print("python package OK:", os.path.dirname(tensorscope.__file__))
