@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import subprocess
+import tempfile
 from typing import NamedTuple, Optional, Tuple
 
 try:
@@ -157,10 +158,22 @@ def find_cli(cli=None):
     )
 
 
-def _side(path):
-    path = os.fspath(path)
-    if not isinstance(path, str):
-        raise TypeError(f"a compared path must be a str or os.PathLike, not {type(path).__name__}")
+def _side(value, temp, name):
+    """The command-line argument for one side: a path, or a tensor or array written to an
+    .npy file in the folder `temp()` makes."""
+    from ._dumps import npy_file_parts, write_atomically
+
+    parts = npy_file_parts(value)
+    if parts is not None:
+        if isinstance(parts, str):
+            raise TypeError(f"cannot compare this {name}: {parts}")
+        path = os.path.join(temp(), f"{name}.npy")
+        write_atomically(path, parts)
+        return path
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(
+            f"{name} must be a path, a torch.Tensor or a numpy.ndarray, not {type(value).__name__}")
+    path = os.fspath(value)
     return "./" + path if path.startswith("-") else path  # never taken for an option
 
 
@@ -168,17 +181,32 @@ def compare(a, b, *, atol=1e-8, rtol=1e-5, cli=None, timeout=None, hdf5_timeout=
     """Compares `a` with `b`: two .npy files, two folders of them (dump folders, e.g. two
     init_dumps folders or daemon session directories, paired by relative path), HDF5
     recordings or PyTorch files, exactly as `tensorscope compare A B --atol X --rtol Y`
-    does (allclose |a-b| <= atol + rtol*|b| per element). Returns a CompareResult (its
-    exit_code and verdict are the tool's). Raises FileNotFoundError when the command
-    cannot be found, subprocess.TimeoutExpired after `timeout` seconds."""
+    does (allclose |a-b| <= atol + rtol*|b| per element). A side may also be a tensor or
+    numpy array (written to a temporary .npy file first), compared with a tensor, an .npy
+    file or a .pt file holding one tensor. Returns a CompareResult (its exit_code and
+    verdict are the tool's). Raises FileNotFoundError when the command cannot be found,
+    TypeError for a side that is none of these, subprocess.TimeoutExpired after
+    `timeout` seconds."""
     for what, value in (("atol", atol), ("rtol", rtol)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{what} must be a number, not {type(value).__name__}")
-    command = [find_cli(cli), "compare", _side(a), _side(b), "--atol", repr(float(atol)), "--rtol",
-               repr(float(rtol)), "--json"]
-    if hdf5_timeout is not None:
-        command += ["--hdf5-timeout", repr(float(hdf5_timeout))]
-    r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    cli = find_cli(cli)
+    temp = []
+
+    def temp_dir():
+        if not temp:
+            temp.append(tempfile.mkdtemp(prefix="tensorscope-compare-"))
+        return temp[0]
+
+    try:
+        command = [cli, "compare", _side(a, temp_dir, "a"), _side(b, temp_dir, "b"), "--atol", repr(float(atol)),
+                   "--rtol", repr(float(rtol)), "--json"]
+        if hdf5_timeout is not None:
+            command += ["--hdf5-timeout", repr(float(hdf5_timeout))]
+        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    finally:
+        if temp:
+            shutil.rmtree(temp[0], ignore_errors=True)
     doc = None
     if r.stdout.strip():
         try:

@@ -126,6 +126,18 @@ def _tensor_bytes(value):
     return f"cannot dump an object of type {type(value).__name__}: expected a torch.Tensor or numpy.ndarray"
 
 
+def npy_file_parts(value):
+    """[header, data] of the .npy file for `value` (a torch tensor or numpy array), a
+    refusal str for a tensor or array the .npy sink does not take, None for anything else."""
+    if not isinstance(value, torch.Tensor) and not (_np is not None and isinstance(value, (_np.ndarray, _np.generic))):
+        return None
+    data = _tensor_bytes(value)
+    if isinstance(data, str):
+        return data
+    descr, shape, buffer = data
+    return [npy_header(descr, shape), buffer]
+
+
 def _fsync_dir(path):
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

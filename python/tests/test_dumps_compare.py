@@ -251,3 +251,25 @@ def test_compare_agrees_with_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORSCOPE_CLI", str(tmp_path / "no-such-tool"))
     with pytest.raises(FileNotFoundError, match="TENSORSCOPE_CLI"):
         tensorscope.compare("-A", "-A")
+
+
+def test_compare_tensors_and_arrays(tmp_path):
+    x = torch.linspace(0, 1, 6).reshape(2, 3)
+    same = tensorscope.compare(x, x.clone())
+    assert same and same.exit_code == 0 and same.entries[0].verdict == "MATCH"
+    off = tensorscope.compare(x, x + 1, atol=0.5)
+    assert off.exit_code == 1 and off.entries[0].mismatches == 6
+    assert off.entries[0].max_abs_error == ((x + 1).double() - x.double()).abs().max().item()  # in double
+    assert tensorscope.compare(x.t(), x).entries[0].verdict == "SHAPE"
+    np.save(tmp_path / "x.npy", x.numpy())
+    assert tensorscope.compare(tmp_path / "x.npy", x.double().numpy(), rtol=0).exit_code == 0  # dtypes may differ
+    torch.save(x, tmp_path / "x.pt")
+    assert tensorscope.compare(x, tmp_path / "x.pt").exit_code == 0
+    with pytest.raises(TypeError, match="complex"):
+        tensorscope.compare(torch.zeros(2, dtype=torch.complex64), x)
+    with pytest.raises(TypeError, match="list"):
+        tensorscope.compare([1, 2], x)
+    # no temporary file stays behind
+    import tempfile
+    assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("tensorscope-compare-")
+                and os.stat(os.path.join(tempfile.gettempdir(), n)).st_uid == os.getuid()]
