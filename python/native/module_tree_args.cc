@@ -36,9 +36,16 @@ bool describe(PyObject* item, std::string* out) {
 }
 
 bool read_call(PyObject* item, ModuleTreeCall* call) {
-  if (!PyTuple_Check(item) || PyTuple_Size(item) != 6) {
-    PyErr_SetString(PyExc_TypeError, "a call must be a (thread, call, path, type, inputs, output) tuple");
+  if (!PyTuple_Check(item) || (PyTuple_Size(item) != 6 && PyTuple_Size(item) != 7)) {
+    PyErr_SetString(PyExc_TypeError, "a call must be a (thread, call, path, type, inputs, output[, value]) tuple");
     return false;
+  }
+  if (PyTuple_Size(item) == 7) {
+    if (!utf8(PyTuple_GetItem(item, 6), "value", &call->value)) return false;
+    if (!call->value.empty() && call->value != "=" && call->value != "~" && call->value != "?") {
+      PyErr_SetString(PyExc_ValueError, "a call's value must be \"\", \"=\", \"~\" or \"?\"");
+      return false;
+    }
   }
   int64_t thread = 0, number = 0;
   if (!non_negative(PyTuple_GetItem(item, 0), "thread", &thread) ||

@@ -2,9 +2,11 @@
 // Python tracks collected, so the payload is formatted by the same code as the C++
 // client's.
 //
-//   calls:   a list of (thread, call, path, type, inputs, output) tuples
+//   calls:   a list of (thread, call, path, type, inputs, output[, value]) tuples
 //            thread, call: non-negative ints; path, type: str
 //            inputs: a list of tensor descriptions; output: one, or None
+//            value: "=", "~", "?" or "" (ModuleTreeCall::value; any call with one makes the
+//            payload version 2)
 //   a tensor description: (dtype, shape, device), e.g. ("float32", (32, 784), "cpu")
 //
 // Used by module.cc (Core.send_module_tree). Thread safety: call with the GIL held.

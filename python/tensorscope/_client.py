@@ -44,6 +44,20 @@ def _check_bool(name, value):
     return value
 
 
+def _check_tolerance(value):
+    """(rtol, atol) as floats from `value`, a pair of finite non-negative numbers."""
+    try:
+        rtol, atol = value
+    except (TypeError, ValueError):
+        raise TypeError(f"tree_log_tolerance must be a pair (rtol, atol), not {value!r}") from None
+    for what, number in (("rtol", rtol), ("atol", atol)):
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise TypeError(f"tree_log_tolerance's {what} must be a number, not {type(number).__name__}")
+        if not (0 <= number < float("inf")):
+            raise ValueError(f"tree_log_tolerance's {what} must be finite and at least 0, not {number}")
+    return float(rtol), float(atol)
+
+
 def _check_path(name, value):
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
@@ -231,6 +245,7 @@ class Client:
         render_mode=None,
         tree_log=True,
         containers=False,
+        tree_log_tolerance=(1e-5, 1e-8),
     ):
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
@@ -243,9 +258,12 @@ class Client:
         "<stream>.in[<i>]" for the i-th positional argument (and "in[<name>]" for keyword
         arguments, on PyTorch 2), taken before the module runs. `tree_log`: with outputs
         tracked, each sent step's module calls (in order, with their input and output
-        shapes) go to the daemon's module tree log."""
+        shapes) go to the daemon's module tree log; "values" also marks the calls whose
+        output values changed since the previous logged step beyond `tree_log_tolerance`
+        (rtol, atol), judged on a fingerprint of each output (tensorscope/_tree.py)."""
         return self._track_module(
-            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output"
+            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
+            tree_log_tolerance,
         )
 
     def track_layer(
@@ -261,12 +279,14 @@ class Client:
         render_mode=None,
         tree_log=True,
         containers=False,
+        tree_log_tolerance=(1e-5, 1e-8),
     ):
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
-            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient"
+            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
+            tree_log_tolerance,
         )
 
     def track_tensor(self, name, tensor, *, every_n=None, transform=None, render_mode=None):
@@ -281,13 +301,15 @@ class Client:
         return self._add(TensorTrack(self, name, tensor, every_n, transform, hint))
 
     def _track_module(
-        self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind
+        self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
+        tree_log_tolerance,
     ):
         self._check_track_name(name)
         if not isinstance(module, nn.Module):
             raise TypeError(f"expected a torch.nn.Module, not {type(module).__name__}")
-        if not isinstance(tree_log, bool):
-            raise TypeError(f"tree_log must be a bool, not {type(tree_log).__name__}")
+        if not isinstance(tree_log, bool) and tree_log != "values":
+            raise TypeError(f'tree_log must be a bool or "values", not {tree_log!r}')
+        tolerance = _check_tolerance(tree_log_tolerance)
         if not isinstance(containers, bool):
             raise TypeError(f"containers must be a bool, not {type(containers).__name__}")
         chosen = parse_kinds(kinds, default_kind)
@@ -299,7 +321,7 @@ class Client:
         if not entries:
             what = "no module" if containers else "no module registers parameters or buffers and"
             return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
-        return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log))
+        return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance))
 
     def _check_track_name(self, name):
         if not isinstance(name, str):

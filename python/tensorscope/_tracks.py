@@ -197,7 +197,8 @@ class _Track:
 class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
-    def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log):
+    def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
+                 tree_log_tolerance=None):
         super().__init__(client, name, every_n, transform, render_mode)
         self._root = root
         self._entries = entries  # [(path, module, stream)]
@@ -205,8 +206,12 @@ class ModuleTrack(_Track):
         self._kinds = kinds
         self._input_calls = {}  # stream -> calls whose inputs were seen in this step
         self._input_streams = {}  # path -> input streams seen so far (first calls)
-        # The step's module calls, for the daemon's tree log (outputs tracked only, as in C++).
-        self._tree = TreeLog(owned_tensor_ids(root)) if tree_log and "output" in kinds else None
+        # The step's module calls, for the daemon's tree log (outputs tracked only, as in C++);
+        # with tree_log="values", whether each output's values changed (see _tree.py).
+        self._tree = None
+        if tree_log and "output" in kinds:
+            values = tree_log_tolerance if tree_log == "values" else None
+            self._tree = TreeLog(owned_tensor_ids(root), values)
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []

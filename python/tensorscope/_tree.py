@@ -4,6 +4,16 @@ order, with the shapes, dtypes and devices of their inputs and outputs.
 A track collects the calls of each step it sends here and hands them to the native core,
 which formats them exactly as the C++ client does (shared/module_tree_format.h) and sends
 one record per step to a daemon that reads them (the daemon's `record.tree`).
+
+With values on (a track's tree_log="values"), each call's output also gets a fingerprint
+when the output hook sees it: its sum, its L2 norm and FINGERPRINT_SAMPLES evenly spaced
+elements, in float64, computed on the tensor's device (on a GPU, copied to pinned host
+memory without waiting). When the step's calls are sent, each fingerprint is compared with
+the same call's (thread, call number, path) at the previous logged step: "=" when every
+number is within the tolerance (|now - before| <= atol + rtol * |before|, NaN equal to
+NaN), "~" when not, "?" when there is nothing to compare with (first logged step, another
+shape) or the GPU has not finished computing it yet (never waited for). A change that
+leaves the sum, the norm and the sampled elements within tolerance is not seen.
 """
 
 import threading
@@ -14,6 +24,7 @@ from ._outputs import tensor_leaves
 
 MAX_CALLS = 4096  # per step; more are counted as omitted
 MAX_INPUTS = 16  # per call
+FINGERPRINT_SAMPLES = 64
 _DTYPE_NAMES = {}  # torch dtype -> "float32", ... (str(dtype) is slow on the hot path)
 
 
@@ -37,15 +48,44 @@ def _leaves(value):
     return [t for _, t in tensor_leaves(value)]
 
 
-class TreeLog:
-    """The calls of one step. Not thread-safe by itself: the track holds its lock."""
+def fingerprint(tensor):
+    """(host float64 tensor, CUDA event or None) of `tensor`'s fingerprint (see the top of
+    this file); the event, when there is one, says when the host copy is complete."""
+    x = tensor.detach().reshape(-1)
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8)
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    n = x.numel()
+    if n == 0:
+        fp = torch.zeros(2, dtype=torch.float64, device=x.device)
+    else:
+        sample = x[:: max(1, n // FINGERPRINT_SAMPLES)][:FINGERPRINT_SAMPLES].to(torch.float64)
+        total = x.sum(dtype=torch.float64)
+        norm = torch.linalg.vector_norm(x, dtype=torch.float64)
+        fp = torch.cat([torch.stack([total, norm]), sample])
+    if fp.is_cuda:
+        host = torch.empty(fp.shape, dtype=torch.float64, pin_memory=True)
+        host.copy_(fp, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(fp.device))
+        return host, event
+    return (fp if fp.device.type == "cpu" else fp.cpu()), None
 
-    def __init__(self, skip_ids):
+
+class TreeLog:
+    """The calls of one step. Not thread-safe by itself: the track holds its lock.
+    `values`: None, or (rtol, atol) to fingerprint outputs and compare them step to step."""
+
+    def __init__(self, skip_ids, values=None):
         self._skip = skip_ids  # ids of the model's parameters and buffers: not inputs
+        self._values = values
+        self._previous = {}  # (thread, call, path) -> (output description, fingerprint) at the last take()
         self.clear()
 
     def clear(self):
         self._calls = []  # (thread, call, path, type, inputs, output)
+        self._fingerprints = {}  # index in _calls -> fingerprint(), values on
         self._omitted = 0
         self._threads = {}  # thread ident -> number, by first call in the step
         self._open = {}  # thread ident -> [(module id, index)] calls begun, not ended
@@ -85,12 +125,39 @@ class TreeLog:
             if id(tensor) not in self._skip:
                 c = self._calls[index]
                 self._calls[index] = (c[0], c[1], c[2], c[3], c[4], describe(tensor))
+                if self._values is not None:
+                    self._fingerprints[index] = fingerprint(tensor)
                 return
 
     def take(self):
-        """(calls, omitted, step) of the step so far, and a fresh log."""
-        out = (self._calls, self._omitted, self.step if self.step is not None else 0)
+        """(calls, omitted, step) of the step so far, and a fresh log. With values on,
+        each call has a seventh item: "=", "~", "?" or "" (no output)."""
+        calls = self._calls
+        if self._values is not None:
+            calls = self._compare(calls)
+        out = (calls, self._omitted, self.step if self.step is not None else 0)
         self.clear()
+        return out
+
+    def _compare(self, calls):
+        rtol, atol = self._values
+        now = {}
+        out = []
+        for index, c in enumerate(calls):
+            fp = self._fingerprints.get(index)
+            value = ""
+            if fp is not None:
+                host, event = fp
+                value = "?"
+                if event is None or event.query():
+                    key = (c[0], c[1], c[2])
+                    before = self._previous.get(key)
+                    if before is not None and before[0] == c[5] and before[1].shape == host.shape:
+                        same = torch.allclose(host, before[1], rtol=rtol, atol=atol, equal_nan=True)
+                        value = "=" if same else "~"
+                    now[key] = (c[5], host)
+            out.append(c + (value,))
+        self._previous = now
         return out
 
     def _describe_inputs(self, inputs):

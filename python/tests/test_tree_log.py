@@ -146,3 +146,91 @@ def test_bad_arguments_raise_in_the_native_call(daemon):
     with pytest.raises(TypeError):
         tensorscope.Client(**daemon.client_options()).track_model("x", nn.Linear(1, 1), tree_log="yes")
     assert _native is not None
+
+
+def headers_and_marked(text, track):
+    """The step headers of `track` and the lines of its blocks that carry a mark."""
+    out, current = [], None
+    for line in text.splitlines():
+        if line.startswith("== step"):
+            current = line.split(" | ")[1]
+            if current == track:
+                out.append(line)
+        elif current == track and line[:1] in "*+-~":
+            out.append(" ".join(line.split()))
+    return out
+
+
+def test_value_changes_since_the_previous_logged_step(daemon):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, tree_log="values")
+        scope.track_model("loose", model, tree_log="values", tree_log_tolerance=(0.5, 0.0))
+        scope.track_model("plain", model)  # shapes only: version 1 payloads, as before
+        for step in range(5):
+            with torch.no_grad():
+                if step == 2:
+                    model[2].bias += 1e-3  # net.2's output moves by 1e-3: beyond the default tolerance
+                if step == 3:
+                    model[2].bias.mul_(1 + 1e-9)  # within it
+                if step == 4:
+                    model[0].weight[1, 2] += 0.25  # one weight of net.0: its output and net.2's move
+            model(x)
+            scope.next_step()
+    daemon.stop()
+    text = tree_log(daemon)
+    assert headers_and_marked(text, "net") == [
+        "== step 0 | net | 2 calls | first logged step",
+        "== step 1 | net | 2 calls | same as step 0, values within tolerance",
+        "== step 2 | net | 2 calls | changed since step 1: 1 value changed; 1 unchanged call not shown",
+        "~ net.2 Linear float32[3,4]@cpu -> float32[3,2]@cpu (values changed)",
+        "== step 3 | net | 2 calls | same as step 2, values within tolerance",
+        "== step 4 | net | 2 calls | changed since step 3: 2 values changed",
+        "~ net.0 Linear float32[3,4]@cpu -> float32[3,4]@cpu (values changed)",
+        "~ net.2 Linear float32[3,4]@cpu -> float32[3,2]@cpu (values changed)",
+    ]
+    loose = headers_and_marked(text, "loose")
+    assert loose[2] == "== step 2 | loose | 2 calls | same as step 1, values within tolerance", loose
+    assert headers_and_marked(text, "plain")[1:] == [f"== step {s} | plain | 2 calls | same as step {s - 1}"
+                                                    for s in range(1, 5)]
+
+
+def test_fingerprints_see_the_value_at_the_call_and_any_sampled_change():
+    from tensorscope._tree import FINGERPRINT_SAMPLES, TreeLog
+
+    log = TreeLog(set(), values=(1e-5, 1e-8))
+    module = nn.Identity()
+
+    def one_step(step, out):
+        log.begin(step, "m", "Identity", module, (out,))
+        log.end(module, out)
+        return log.take()[0][0][6]
+
+    base = torch.arange(1000, dtype=torch.float32)
+    assert one_step(0, base.clone()) == "?"  # nothing to compare with
+    out = base.clone()
+    log.begin(1, "m", "Identity", module, (out,))
+    log.end(module, out)
+    out.mul_(2)  # changed in place after the call: the fingerprint has the value at the call
+    assert log.take()[0][0][6] == "="
+    swapped = base.clone()
+    stride = 1000 // FINGERPRINT_SAMPLES
+    swapped[[0, stride]] = swapped[[stride, 0]]  # sum and norm stay, a sampled element moves
+    assert one_step(2, swapped) == "~"
+    assert one_step(3, swapped.clone()) == "="
+    assert one_step(4, swapped[:10].clone()) == "?"  # another shape: not compared
+    assert one_step(5, torch.full((10,), float("nan"))) == "~"  # numbers became NaN
+    assert one_step(6, torch.full((10,), float("nan"))) == "="  # NaN equals NaN
+    assert one_step(7, torch.tensor([True, False] * 5)) == "?"  # another dtype: not compared
+    plain = TreeLog(set())
+    plain.begin(0, "m", "Identity", module, (base,))
+    plain.end(module, base)
+    assert len(plain.take()[0][0]) == 6  # values off: version 1 calls
+    with pytest.raises(TypeError):
+        tensorscope.Client(session="nobody-tl", connect_timeout_ms=0, runtime_dir="/tmp/ts-none").track_model(
+            "x", nn.Linear(1, 1), tree_log="value")
+    with pytest.raises(ValueError):
+        tensorscope.Client(session="nobody-tl", connect_timeout_ms=0, runtime_dir="/tmp/ts-none").track_model(
+            "x", nn.Linear(1, 1), tree_log="values", tree_log_tolerance=(-1, 0))

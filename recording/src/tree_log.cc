@@ -81,6 +81,8 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
 
   // Marks against the previous step.
   size_t changed = 0, added = 0, gone = 0;
+  // Values (version 2 payloads): of the calls the same as before but for their values.
+  size_t values_changed = 0, values_same = 0, values_unknown = 0;
   std::vector<char> marks(tree.calls.size(), ' ');
   std::vector<const ModuleTreeCall*> was(tree.calls.size(), nullptr);
   bool reordered = false;
@@ -94,6 +96,13 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
         marks[i] = '*';
         was[i] = it->second;
         ++changed;
+      } else if (tree.calls[i].value == "~") {
+        marks[i] = '~';
+        ++values_changed;
+      } else if (tree.calls[i].value == "=") {
+        ++values_same;
+      } else if (tree.calls[i].value == "?") {
+        ++values_unknown;
       }
     }
     for (const ModuleTreeCall& c : previous->calls) gone += now.count(key_of(c)) == 0 ? 1 : 0;
@@ -106,7 +115,7 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     }
     reordered = order_now != order_before;
   }
-  const size_t unchanged = tree.calls.size() - changed - added;
+  const size_t unchanged = tree.calls.size() - changed - added - values_changed;
 
   std::string out = "== step " + std::to_string(step) + " | " + track + " | " + std::to_string(tree.calls.size()) +
                     (tree.calls.size() == 1 ? " call" : " calls");
@@ -120,11 +129,24 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     if (changed > 0) parts.push_back(std::to_string(changed) + " changed");
     if (added > 0) parts.push_back(std::to_string(added) + " new");
     if (gone > 0) parts.push_back(std::to_string(gone) + " gone");
+    if (values_changed > 0) {
+      parts.push_back(std::to_string(values_changed) + (values_changed == 1 ? " value changed" : " values changed"));
+    }
     if (reordered) parts.push_back("order changed");
     if (tree.omitted != previous->omitted) {
       parts.push_back("not listed " + std::to_string(previous->omitted) + " -> " + std::to_string(tree.omitted));
     }
-    if (parts.empty()) return out + " | same as step " + std::to_string(previous_step) + "\n";
+    if (parts.empty()) {
+      std::string values;
+      if (values_same > 0 && values_unknown > 0) {
+        values = ", values within tolerance (" + std::to_string(values_unknown) + " not compared)";
+      } else if (values_same > 0) {
+        values = ", values within tolerance";
+      } else if (values_unknown > 0) {
+        values = ", values not compared";
+      }
+      return out + " | same as step " + std::to_string(previous_step) + values + "\n";
+    }
     out += " | changed since step " + std::to_string(previous_step) + ":";
     for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? " " : ", ") + parts[i];
     if (!whole && unchanged > 0) {
@@ -165,6 +187,8 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     std::string rest = flow(c);
     if (was[i] != nullptr) {
       rest += "  (was " + (was[i]->type != c.type ? was[i]->type + " " : std::string()) + flow(*was[i]) + ")";
+    } else if (marks[i] == '~') {
+      rest += "  (values changed)";
     }
     lines.push_back({marks[i], std::move(name), c.type.empty() ? std::string("?") : c.type, std::move(rest)});
     bytes += lines.back().name.size() + lines.back().type.size() + lines.back().rest.size() + 8;

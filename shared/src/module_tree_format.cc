@@ -101,6 +101,8 @@ std::string format_module_tree(const ModuleTree& tree) {
   std::string body;
   uint64_t omitted = tree.omitted;
   size_t listed = 0;
+  bool with_values = false;
+  for (const ModuleTreeCall& call : tree.calls) with_values = with_values || !call.value.empty();
   for (const ModuleTreeCall& call : tree.calls) {
     std::string line = std::to_string(call.thread) + '\t' + std::to_string(call.call) + '\t' +
                        module_tree_field(call.path) + '\t' + module_tree_field(call.type) + '\t';
@@ -111,6 +113,14 @@ std::string format_module_tree(const ModuleTree& tree) {
     }
     line += '\t';
     line += call.output.empty() ? std::string("-") : description_field(call.output);
+    if (with_values) {
+      line += '\t';
+      if (call.value.empty()) {
+        line += '-';
+      } else {
+        line += call.value == "=" || call.value == "~" ? call.value : std::string("?");
+      }
+    }
     line += '\n';
     // Room for the header (with the largest count) is kept.
     if (listed == ModuleTree::kMaxCalls || body.size() + line.size() + 64 > wire::kMaxModuleTreeBytes) {
@@ -120,7 +130,8 @@ std::string format_module_tree(const ModuleTree& tree) {
     body += line;
     ++listed;
   }
-  return std::string(kModuleTreeMagic) + " omitted=" + std::to_string(omitted) + '\n' + body;
+  return std::string(with_values ? kModuleTreeMagicValues : kModuleTreeMagic) + " omitted=" +
+         std::to_string(omitted) + '\n' + body;
 }
 
 StatusOr<ModuleTree> parse_module_tree(std::string_view payload) {
@@ -128,10 +139,15 @@ StatusOr<ModuleTree> parse_module_tree(std::string_view payload) {
   if (payload.empty() || payload.back() != '\n') return Status::error("module tree does not end with a newline");
   std::vector<std::string_view> lines = split(payload.substr(0, payload.size() - 1), '\n');
   ModuleTree tree;
-  const std::string header_prefix = std::string(kModuleTreeMagic) + " omitted=";
+  std::string header_prefix = std::string(kModuleTreeMagic) + " omitted=";
+  const std::string header_values = std::string(kModuleTreeMagicValues) + " omitted=";
+  const bool with_values = lines[0].substr(0, header_values.size()) == header_values;
+  if (with_values) header_prefix = header_values;
   if (lines[0].substr(0, header_prefix.size()) != header_prefix) {
-    return Status::error("module tree: unknown header (expected \"" + std::string(kModuleTreeMagic) + "\")");
+    return Status::error("module tree: unknown header (expected \"" + std::string(kModuleTreeMagic) + "\" or \"" +
+                         std::string(kModuleTreeMagicValues) + "\")");
   }
+  const size_t field_count = with_values ? 7 : 6;
   {
     const std::string_view count = lines[0].substr(header_prefix.size());
     const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), tree.omitted);
@@ -143,7 +159,9 @@ StatusOr<ModuleTree> parse_module_tree(std::string_view payload) {
   for (size_t i = 1; i < lines.size(); ++i) {
     const size_t line_no = i + 1;
     const std::vector<std::string_view> fields = split(lines[i], '\t');
-    if (fields.size() != 6) return field_error(line_no, "expected 6 tab-separated fields");
+    if (fields.size() != field_count) {
+      return field_error(line_no, "expected " + std::to_string(field_count) + " tab-separated fields");
+    }
     for (std::string_view f : fields) {
       if (f.size() > ModuleTree::kMaxFieldBytes * (ModuleTree::kMaxInputs + 1)) return field_error(line_no, "field too long");
       for (const char c : f) {
@@ -172,6 +190,13 @@ StatusOr<ModuleTree> parse_module_tree(std::string_view payload) {
     if (fields[5] != "-") {
       if (!valid_description(fields[5])) return field_error(line_no, "malformed output description");
       call.output = std::string(fields[5]);
+    }
+    if (with_values) {
+      const std::string_view value = fields[6];
+      if (value != "-" && value != "=" && value != "~" && value != "?") {
+        return field_error(line_no, "value is not one of =, ~, ?, -");
+      }
+      if (value != "-") call.value = std::string(value);
     }
     tree.calls.push_back(std::move(call));
   }

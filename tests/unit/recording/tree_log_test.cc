@@ -75,6 +75,34 @@ TEST(TreeLog, ChangesNewAndGoneCallsAreMarked) {
             "-   net.features.0  (not called; was float32[8,1,8,8]@cpu -> float32[8,4,6,6]@cpu)\n");
 }
 
+ModuleTree with_values(ModuleTree t, std::initializer_list<const char*> values) {
+  size_t i = 0;
+  for (const char* v : values) t.calls[i++].value = v;
+  return t;
+}
+
+// Version 2 payloads: the client says which outputs changed beyond its tolerance.
+TEST(TreeLog, ValueChangesAreMarkedAndCounted) {
+  const ModuleTree before = with_values(step_tree("8"), {"?", "?", "?"});
+  EXPECT_EQ(format_tree_step("net", 1, with_values(step_tree("8"), {"=", "~", "="}), &before, 0),
+            "== step 1 | net | 3 calls | changed since step 0: 1 value changed; 2 unchanged calls not shown\n"
+            "    net\n"
+            "      net.features\n"
+            "~       net.features.1  BatchNorm2d  float32[8,4,6,6]@cpu -> float32[8,4,6,6]@cpu  (values changed)\n");
+  EXPECT_EQ(format_tree_step("net", 1, with_values(step_tree("8"), {"=", "=", "="}), &before, 0),
+            "== step 1 | net | 3 calls | same as step 0, values within tolerance\n");
+  EXPECT_EQ(format_tree_step("net", 1, with_values(step_tree("8"), {"=", "?", "="}), &before, 0),
+            "== step 1 | net | 3 calls | same as step 0, values within tolerance (1 not compared)\n");
+  EXPECT_EQ(format_tree_step("net", 1, with_values(step_tree("8"), {"?", "?", "?"}), &before, 0),
+            "== step 1 | net | 3 calls | same as step 0, values not compared\n");
+  // Another shape is a change ('*'), whatever the value says; the first step marks nothing.
+  const std::string shapes = format_tree_step("net", 2, with_values(step_tree("4"), {"~", "~", "~"}), &before, 0);
+  EXPECT_EQ(shapes.find('~'), std::string::npos) << shapes;
+  EXPECT_NE(shapes.find("| changed since step 0: 3 changed\n"), std::string::npos) << shapes;
+  const std::string first = format_tree_step("net", 0, with_values(step_tree("8"), {"~", "~", "~"}), nullptr, 0);
+  EXPECT_EQ(first, format_tree_step("net", 0, step_tree("8"), nullptr, 0));
+}
+
 // A payload built to blow the log up (thousands of calls, each nested hundreds of levels
 // deep, on alternating threads) gives a bounded block that says what it left out.
 TEST(TreeLog, AHugeTreeGivesABoundedBlock) {

@@ -80,7 +80,7 @@ TEST(ModuleTreeFormat, MalformedPayloadsAreErrorsNamingTheLine) {
   const Case cases[] = {
       {"", "newline"},
       {"hello\n", "unknown header"},
-      {"tensorscope-module-tree 2 omitted=0\n", "unknown header"},
+      {"tensorscope-module-tree 3 omitted=0\n", "unknown header"},
       {"tensorscope-module-tree 1 omitted=x\n", "line 1"},
       {header + "0\t0\tfc\tLinear\t-\n", "line 2: expected 6"},
       {header + "0\t0\tfc\tLinear\t-\t-\t-\n", "line 2: expected 6"},
@@ -96,6 +96,47 @@ TEST(ModuleTreeFormat, MalformedPayloadsAreErrorsNamingTheLine) {
     auto parsed = parse_module_tree(c.payload);
     ASSERT_FALSE(parsed.is_ok()) << c.payload;
     EXPECT_NE(parsed.message().find(c.expect), std::string::npos) << c.payload << " -> " << parsed.message();
+  }
+}
+
+// Version 2: a seventh field per line says whether the call's values changed; written
+// only when some call has a value, so clients that do not fingerprint still write version 1.
+TEST(ModuleTreeFormat, ValuesGoInVersion2AndRoundTrip) {
+  ModuleTree t = sample();
+  t.calls[0].value = "=";
+  t.calls[1].value = "~";
+  // calls[2] has no output and no value
+  const std::string payload = format_module_tree(t);
+  EXPECT_EQ(payload,
+            "tensorscope-module-tree 2 omitted=7\n"
+            "0\t0\t\tNet\tfloat32[8,1,28,28]@cpu\tfloat32[8,10]@cpu\t=\n"
+            "1\t2\tfeatures.0\tConv2d\tbfloat16[]@cuda:0 int64[3]@cuda:0\t-\t~\n"
+            "0\t0\thead\t\t-\t-\t-\n");
+  auto back = parse_module_tree(payload);
+  ASSERT_TRUE(back.is_ok()) << back.message();
+  EXPECT_EQ(*back, t);
+  t.calls[2].value = "?";
+  back = parse_module_tree(format_module_tree(t));
+  ASSERT_TRUE(back.is_ok()) << back.message();
+  EXPECT_EQ(back->calls[2].value, "?");
+  t.calls[2].value = "changed";  // not a value: written as not compared
+  back = parse_module_tree(format_module_tree(t));
+  ASSERT_TRUE(back.is_ok()) << back.message();
+  EXPECT_EQ(back->calls[2].value, "?");
+  // Without values: version 1, byte for byte as before.
+  EXPECT_EQ(format_module_tree(sample()).rfind("tensorscope-module-tree 1 omitted=7\n", 0), 0u);
+
+  const std::string v2 = "tensorscope-module-tree 2 omitted=0\n";
+  const std::pair<std::string, std::string> bad[] = {
+      {v2 + "0\t0\tfc\tLinear\t-\t-\n", "line 2: expected 7"},
+      {v2 + "0\t0\tfc\tLinear\t-\t-\t\n", "value"},
+      {v2 + "0\t0\tfc\tLinear\t-\t-\t==\n", "value"},
+      {"tensorscope-module-tree 1 omitted=0\n0\t0\tfc\tLinear\t-\t-\t=\n", "line 2: expected 6"},
+  };
+  for (const auto& [payload, expect] : bad) {
+    auto parsed = parse_module_tree(payload);
+    ASSERT_FALSE(parsed.is_ok()) << payload;
+    EXPECT_NE(parsed.message().find(expect), std::string::npos) << payload << " -> " << parsed.message();
   }
 }
 

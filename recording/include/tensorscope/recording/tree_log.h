@@ -13,9 +13,17 @@
 //   +   net.fc3      Linear  float32[16,128]@cpu -> float32[16,10]@cpu
 //   -   net.fc2  (not called; was float32[32,128]@cpu -> float32[32,10]@cpu)
 // A step identical to the previous one is the header line alone ("| same as step 10").
+// With values (version 2 payloads: the client fingerprints outputs and compares them with
+// the track's previous logged step), a call whose shapes are the same but whose output
+// values changed beyond the client's tolerance is marked '~' and counted in the header:
+//   == step 20 | net | 4 calls | changed since step 10: 2 values changed; 2 unchanged calls not shown
+//   ~     net.fc1      Linear  float32[16,784]@cpu -> float32[16,128]@cpu  (values changed)
+// and a step the same in shapes and values reads "| same as step 10, values within
+// tolerance" ("(k not compared)" for calls the client could not compare).
 // Bounds: at most 32 levels of nesting are shown; a block stops at about 2 MiB ("... N
 // more calls not shown").
-// Marks: ' ' as before, '*' changed (type, inputs or output), '+' new, '-' gone. Calls are
+// Marks: ' ' as before, '*' changed (type, inputs or output), '+' new, '-' gone, '~' values
+// changed (version 2). Calls are
 // keyed by (thread, path, call number); "#<n>" follows the n-th call of a module in the
 // step, "[thread <t>] " precedes calls on other op threads than the first; a module's
 // ancestors that made no call of their own are shown as plain lines for the nesting;

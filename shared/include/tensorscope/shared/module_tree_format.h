@@ -20,6 +20,17 @@
 // A tensor description is <dtype>[<d0>,<d1>,...]@<device>, e.g. float32[32,784]@cpu,
 // int64[]@cuda0 for a 0-d tensor, or "?" for one whose description would be longer
 // than kMaxFieldBytes. Fields hold no tab, newline or other control byte.
+//
+// Version 2 (header "tensorscope-module-tree 2 omitted=<n>") is version 1 with a seventh
+// field on every line, whether the call's output values changed since the track's
+// previous logged step, as the client judged it (it keeps that step's fingerprints and
+// has the tolerance):
+// value   "=" within the tolerance, "~" changed beyond it, "?" not compared (no previous
+//         value of that call, another shape, or the fingerprint was not ready), "-" not
+//         fingerprinted (no output)
+// A client writes version 2 only when it fingerprints values (a track's tree_log option),
+// so a daemon that reads version 1 only keeps working with clients that do not. The
+// parser reads both.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +43,7 @@
 namespace tensorscope {
 
 inline constexpr const char* kModuleTreeMagic = "tensorscope-module-tree 1";
+inline constexpr const char* kModuleTreeMagicValues = "tensorscope-module-tree 2";
 
 struct ModuleTreeCall {
   uint32_t thread = 0;
@@ -40,6 +52,10 @@ struct ModuleTreeCall {
   std::string type;
   std::vector<std::string> inputs;
   std::string output;  // "" when none
+  // Version 2 only: "=" output values within tolerance of the previous logged step, "~"
+  // changed beyond it, "?" not compared; "" not fingerprinted (every call of a version 1
+  // payload).
+  std::string value;
 
   bool operator==(const ModuleTreeCall&) const = default;
 };
@@ -63,15 +79,16 @@ std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t
 // Replaces control bytes (tabs, newlines, ...) by ' ' and cuts at kMaxFieldBytes.
 std::string module_tree_field(std::string_view text);
 
-// The payload for `tree`. Calls beyond kMaxCalls, inputs beyond kMaxInputs and bytes
-// beyond wire::kMaxModuleTreeBytes are left out (counted in `omitted` for calls).
-// Fields are cleaned with module_tree_field.
+// The payload for `tree`: version 2 when some call has a `value`, else version 1. Calls
+// beyond kMaxCalls, inputs beyond kMaxInputs and bytes beyond wire::kMaxModuleTreeBytes
+// are left out (counted in `omitted` for calls). Fields are cleaned with
+// module_tree_field; a value other than "=", "~", "?" and "" is written as "?".
 std::string format_module_tree(const ModuleTree& tree);
 
-// Reads a payload. Errors name the line: a missing or unknown header, a line without
-// six fields, a number that is not one, a field with control bytes or over
-// kMaxFieldBytes, more than kMaxCalls lines or kMaxInputs inputs, a malformed tensor
-// description.
+// Reads a payload of version 1 or 2. Errors name the line: a missing or unknown header,
+// a line without six fields (seven in version 2), a number that is not one, a field with
+// control bytes or over kMaxFieldBytes, more than kMaxCalls lines or kMaxInputs inputs, a
+// malformed tensor description, a value field other than "=", "~", "?", "-".
 StatusOr<ModuleTree> parse_module_tree(std::string_view payload);
 
 }  // namespace tensorscope
