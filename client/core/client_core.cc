@@ -1,6 +1,8 @@
 // client_core.cc — see client_core.h.
 #include "client_core.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,12 +34,6 @@ uint64_t local_world_size_from_environment() {
   char* end = nullptr;
   const long value = std::strtol(env, &end, 10);
   return *end == '\0' && value >= 1 && value <= 65536 ? static_cast<uint64_t>(value) : 1;
-}
-
-uint64_t now_unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
 }
 
 // Copies `text` into a fixed NUL-terminated field, cutting at a UTF-8 boundary.
@@ -214,7 +210,7 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
   // claimed slot is always published.
   wire::RecordHeader fields;
   fields.step = step ? *step : step_.load(std::memory_order_relaxed);
-  fields.timestamp_unix_ns = now_unix_ns();
+  fields.timestamp_unix_ns = unix_time_ns();
   fields.rank = rank_;
   fields.dtype = static_cast<uint8_t>(tensor.dtype);
   fields.kind = static_cast<uint8_t>(kind);

@@ -1,5 +1,7 @@
 #include "connection.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
@@ -33,18 +35,6 @@ void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_relaxed)
 void install_fork_handler() {
   static std::once_flag once;
   std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &on_fork_child); });
-}
-
-uint64_t now_unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string mib(uint64_t bytes) {
@@ -181,7 +171,7 @@ void Connection::run() {
       }
       bool launching = false;
       if (attempt == Attempt::kNoDaemon && autostart_) {
-        const bool look_now = autostart_->step(now_ms());
+        const bool look_now = autostart_->step(steady_time_ms());
         launching = autostart_->in_progress();
         refresh_autostart_note();
         if (look_now && !retried_after_launch_) {
@@ -375,13 +365,13 @@ Connection::Attempt Connection::try_connect() {
 void Connection::watch() {
   Active* active = active_.load();
   if (autostart_ && autostart_->in_progress()) {  // the launcher's outcome, and its lock
-    autostart_->poll(now_ms());
+    autostart_->poll(steady_time_ms());
     refresh_autostart_note();
   }
   pollfd fds[2] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const int rc = ::poll(fds, 2, 100);
   if (stop_.load()) return;
-  active->segment->header()->heartbeat_unix_ns.store(now_unix_ns(), std::memory_order_relaxed);
+  active->segment->header()->heartbeat_unix_ns.store(unix_time_ns(), std::memory_order_relaxed);
   if (rc > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
     Status st = channel_.read_available();
     nlohmann::json message;

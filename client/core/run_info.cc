@@ -1,6 +1,8 @@
 // run_info.cc — see run_info.h.
 #include "run_info.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
@@ -127,9 +129,7 @@ nlohmann::json collect_run_info(int rank, const nlohmann::json& framework_versio
     nlohmann::json info = nlohmann::json::object();
     info["pid"] = static_cast<long>(::getpid());
     info["rank"] = rank;
-    info["collected_unix_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
+    info["collected_unix_ms"] = unix_time_ms();
     collect_argv(&info);
     collect_paths(&info);
     collect_env(&info);

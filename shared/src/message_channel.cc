@@ -1,5 +1,7 @@
 #include "tensorscope/shared/message_channel.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -27,12 +29,6 @@ StatusOr<sockaddr_un> make_address(const std::string& path) {
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -191,7 +187,7 @@ Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int time
   if (!encoded) return encoded.status();
   std::string& frame = *encoded;
 
-  const int64_t deadline = now_ms() + timeout_ms;
+  const int64_t deadline = steady_time_ms() + timeout_ms;
   size_t sent = 0;
   bool fd_sent = pass_fd < 0;
   while (sent < frame.size()) {
@@ -218,7 +214,7 @@ Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int time
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      const int64_t left = deadline - now_ms();
+      const int64_t left = deadline - steady_time_ms();
       if (left <= 0) return Status::error("send timed out (peer not reading)");
       pollfd p{fd_, POLLOUT, 0};
       ::poll(&p, 1, static_cast<int>(left));
@@ -320,11 +316,11 @@ bool MessageChannel::pop(nlohmann::json* message, int* received_fd) {
 }
 
 StatusOr<nlohmann::json> MessageChannel::receive(int timeout_ms, int* received_fd) {
-  const int64_t deadline = now_ms() + timeout_ms;
+  const int64_t deadline = steady_time_ms() + timeout_ms;
   nlohmann::json message;
   for (;;) {
     if (pop(&message, received_fd)) return message;
-    const int64_t left = deadline - now_ms();
+    const int64_t left = deadline - steady_time_ms();
     if (left <= 0) return Status::error("timed out waiting for a message");
     pollfd p{fd_, POLLIN, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(left));

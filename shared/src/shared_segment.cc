@@ -1,5 +1,7 @@
 #include "tensorscope/shared/shared_segment.h"
 
+#include "tensorscope/base/clock.h"
+
 #include "tensorscope/shared/sigbus_guard.h"
 
 #include "tensorscope/shared/file_lock.h"
@@ -28,12 +30,6 @@ bool is_power_of_two(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 std::string errno_text(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
-}
-
-uint64_t now_unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
 }
 
 }  // namespace
@@ -213,7 +209,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   h->producer_pid = identity.pid;
   h->producer_uid = identity.uid;
   h->rank = identity.rank;
-  h->created_unix_ns = now_unix_ns();
+  h->created_unix_ns = unix_time_ns();
   std::memcpy(h->session, identity.session.data(), identity.session.size());
   auto* base = reinterpret_cast<uint8_t*>(h);
   seg.slots_ = reinterpret_cast<wire::RecordHeader*>(base + h->slot_table_offset);
@@ -226,7 +222,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
     auto* slot = new (seg.slots_ + i) wire::RecordHeader();
     slot->sequence.store(i, std::memory_order_relaxed);  // FREE(i)
   }
-  h->heartbeat_unix_ns.store(now_unix_ns(), std::memory_order_relaxed);
+  h->heartbeat_unix_ns.store(unix_time_ns(), std::memory_order_relaxed);
   // Publish the magic last: a reader that sees it sees a complete header.
   std::atomic_thread_fence(std::memory_order_release);
   reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(wire::kSegmentMagic,

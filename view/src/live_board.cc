@@ -1,5 +1,7 @@
 #include "tensorscope/view/live_board.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,12 +16,6 @@ namespace tensorscope::view {
 namespace {
 
 constexpr uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
-
-uint64_t unix_ns_now() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 BoardHeader* writable_header(uint8_t* base) { return reinterpret_cast<BoardHeader*>(base); }
 
@@ -41,7 +37,7 @@ bool watch_file_fresh(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return false;
   const int64_t touched = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  const int64_t now = static_cast<int64_t>(unix_ns_now());
+  const int64_t now = static_cast<int64_t>(unix_time_ns());
   return now - touched < kWatchFreshNs && touched - now < kWatchFreshNs;
 }
 
@@ -99,7 +95,7 @@ StatusOr<std::unique_ptr<LiveBoardWriter>> LiveBoardWriter::create(const std::st
   h->capacity = capacity;
   h->writer_pid = ::getpid();
   h->worker_index = worker_index;
-  h->created_unix_ns = unix_ns_now();
+  h->created_unix_ns = unix_time_ns();
   h->claimed.store(0, std::memory_order_relaxed);
   h->published.store(0, std::memory_order_release);
   if (::rename(temp.c_str(), path.c_str()) != 0) {
@@ -123,7 +119,7 @@ uint64_t LiveBoardWriter::records() const {
   return writable_header(base_)->records.load(std::memory_order_relaxed);
 }
 
-bool LiveBoardWriter::append(const FrameMeta& meta, std::string_view image) {
+bool LiveBoardWriter::append(const LiveFrame& meta, std::string_view image) {
   BoardHeader* h = writable_header(base_);
   const uint64_t names = meta.stream.size() + meta.kind.size() + meta.device.size() + meta.mode.size();
   const uint64_t bytes = align8(sizeof(BoardRecord) + names + image.size());
@@ -158,7 +154,7 @@ bool LiveBoardWriter::append(const FrameMeta& meta, std::string_view image) {
   r.seq = ++seq_;
   r.step = meta.step;
   r.push_unix_ns = meta.push_unix_ns;
-  r.render_unix_ns = unix_ns_now();
+  r.render_unix_ns = unix_time_ns();
   r.producer_pid = meta.producer_pid;
   r.frames_total = meta.frames_total;
   r.rank = meta.rank;
@@ -173,7 +169,8 @@ bool LiveBoardWriter::append(const FrameMeta& meta, std::string_view image) {
   uint8_t* out = area + offset;
   std::memcpy(out, &r, sizeof(r));
   out += sizeof(r);
-  for (std::string_view s : {meta.stream, meta.kind, meta.device, meta.mode, image}) {
+  for (std::string_view s : {std::string_view(meta.stream), std::string_view(meta.kind), std::string_view(meta.device),
+                             std::string_view(meta.mode), image}) {
     std::memcpy(out, s.data(), s.size());
     out += s.size();
   }

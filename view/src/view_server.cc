@@ -1,5 +1,7 @@
 #include "tensorscope/view/view_server.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -24,12 +26,6 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 bool is_loopback_address(const net::ip::address& a) { return a.is_loopback(); }
-
-uint64_t unix_ns_now() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 }  // namespace
 
@@ -145,7 +141,7 @@ class ViewServer::Impl {
   }
 
   std::string tiles_json() {
-    const uint64_t now = unix_ns_now();
+    const uint64_t now = unix_time_ns();
     nlohmann::json tiles = nlohmann::json::array();
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (const TileInfo& t : ctx_->store.tiles()) {

@@ -1,5 +1,7 @@
 #include "ws_session.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
@@ -10,7 +12,6 @@
 #include <optional>
 #include <set>
 
-
 namespace tensorscope::view {
 namespace {
 
@@ -20,12 +21,6 @@ namespace websocket = beast::websocket;
 
 constexpr size_t kMaxMessageBytes = 64 * 1024;
 constexpr size_t kMaxWatched = 20000;
-
-uint64_t unix_ns_now() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 class WsSession : public PageSink, public std::enable_shared_from_this<WsSession> {
  public:
@@ -143,7 +138,7 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
                                           {"seq", seq},
                                           {"push_ns", f.push_unix_ns},
                                           {"render_ns", f.render_unix_ns},
-                                          {"sent_ns", unix_ns_now()}});
+                                          {"sent_ns", unix_time_ns()}});
     auto bytes = std::make_shared<std::string>();
     const uint32_t length = static_cast<uint32_t>(header.size());
     const char le[4] = {static_cast<char>(length & 0xff), static_cast<char>((length >> 8) & 0xff),

@@ -1,6 +1,8 @@
 // run_info_writer.cc — see run_info_writer.h.
 #include "supervisor/run_info_writer.h"
 
+#include "tensorscope/base/clock.h"
+
 #include "inherited_descriptors.h"
 
 #include <fcntl.h>
@@ -195,7 +197,6 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
-
 // The helper's work, in the forked child.
 int run_helper(const std::string& session_dir, const std::string& base, const json& doc,
                const std::vector<std::string>& dirs, const GitOptions& options) {
@@ -330,9 +331,7 @@ json sanitize_run_info(const json& untrusted, std::vector<std::string>* notes) {
 json build_run_info(const json& untrusted, const RunInfoProducer& producer) {
   std::vector<std::string> notes;
   json client = sanitize_run_info(untrusted, &notes);
-  const int64_t now_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
+  const int64_t now_unix_ms = unix_time_ms();
   json doc = json::object();
   doc["format"] = 1;
   doc["session"] = producer.session;

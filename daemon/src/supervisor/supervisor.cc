@@ -1,6 +1,6 @@
 #include "supervisor/supervisor.h"
 
-#include "monotonic_clock.h"
+#include "tensorscope/base/clock.h"
 
 #include "worker/device_payload_reader.h"
 #include "supervisor/run_info_writer.h"
@@ -59,7 +59,7 @@ Status install_signal_handlers() {
   return Status::ok();
 }
 
-int64_t now_ms() { return monotonic_ms(); }
+int64_t now_ms() { return steady_time_ms(); }
 
 // Whether `pid` is stopped or traced (its state in /proc/<pid>/stat is T or t).
 bool is_stopped(pid_t pid) {

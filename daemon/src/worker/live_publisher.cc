@@ -1,5 +1,7 @@
 #include "worker/live_publisher.h"
 
+#include "tensorscope/base/clock.h"
+
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -16,15 +18,6 @@
 #include "worker/stream_video.h"
 
 namespace tensorscope::daemon {
-namespace {
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 uint64_t live_board_capacity(int board_mb, uint64_t free_bytes) {
   const uint64_t wanted = static_cast<uint64_t>(board_mb) << 20;
   const uint64_t capacity = std::min(wanted, free_bytes / 16) & ~uint64_t{7};
@@ -65,7 +58,7 @@ LivePublisher::LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, std::
 }
 
 bool LivePublisher::watched() {
-  const int64_t now = steady_ns();
+  const int64_t now = steady_time_ns();
   if (watch_checked_ns_ == 0 || now - watch_checked_ns_ >= 1'000'000'000) {
     watch_checked_ns_ = now;
     watched_ = view::watch_file_fresh(watch_path_);
@@ -85,7 +78,7 @@ LivePublisher::~LivePublisher() {
 
 void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns,
                           uint64_t frames_total, const cv::Mat& frame, int64_t* last_ns) {
-  const int64_t now = steady_ns();
+  const int64_t now = steady_time_ns();
   if (*last_ns != 0 && now - *last_ns < interval_ns_) return;
   if (!watched()) return;
   PendingKey pk{key.producer_id, key.stream, key.device, key.rank, key.mode};
@@ -104,15 +97,15 @@ void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t
       it->second.order = ++order_;
     }
     Pending& p = it->second;
-    p.stream = key.stream;
-    p.kind = kind;
-    p.device = key.device;
-    p.mode = key.mode;
-    p.rank = key.rank;
-    p.producer_pid = key.producer_pid;
-    p.step = step;
-    p.push_unix_ns = push_unix_ns;
-    p.frames_total = frames_total;
+    p.meta.stream = key.stream;
+    p.meta.kind = kind;
+    p.meta.device = key.device;
+    p.meta.mode = key.mode;
+    p.meta.rank = key.rank;
+    p.meta.producer_pid = key.producer_pid;
+    p.meta.step = step;
+    p.meta.push_unix_ns = push_unix_ns;
+    p.meta.frames_total = frames_total;
     frame.copyTo(p.frame);
   }
   wake_.notify_one();
@@ -143,22 +136,12 @@ void LivePublisher::encode_loop() {
       }
       ok = cv::imencode(".jpg", p.frame, jpeg, params_);
     } catch (const cv::Exception& e) {
-      TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", p.stream, e.what());
+      TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", p.meta.stream, e.what());
     }
     if (ok) {
-      view::FrameMeta meta;
-      meta.stream = p.stream;
-      meta.kind = p.kind;
-      meta.device = p.device;
-      meta.mode = p.mode;
-      meta.rank = p.rank;
-      meta.producer_pid = p.producer_pid;
-      meta.step = p.step;
-      meta.push_unix_ns = p.push_unix_ns;
-      meta.frames_total = p.frames_total;
-      meta.width = p.frame.cols;
-      meta.height = p.frame.rows;
-      ok = board_->append(meta, std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
+      p.meta.width = p.frame.cols;
+      p.meta.height = p.frame.rows;
+      ok = board_->append(p.meta, std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
     }
     lock.lock();
     encoding_ = false;

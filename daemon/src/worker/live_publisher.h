@@ -60,13 +60,8 @@ class LivePublisher {
 
  private:
   struct Pending {
-    std::string stream, kind, device, mode;
-    int rank = 0;
-    int64_t producer_pid = 0;
-    int64_t step = 0;
-    uint64_t push_unix_ns = 0;
-    uint64_t frames_total = 0;
-    uint64_t order = 0;  // taken first, encoded first
+    view::LiveFrame meta;  // what the board is told of the frame
+    uint64_t order = 0;    // taken first, encoded first
     cv::Mat frame;
   };
   using PendingKey = std::tuple<uint64_t, std::string, std::string, int, std::string>;

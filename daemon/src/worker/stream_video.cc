@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "tensorscope/recording/file_naming.h"
-#include "monotonic_clock.h"
+#include "tensorscope/base/clock.h"
 #include "worker/record_frame.h"
 #include "tensorscope/base/logging.h"
 
@@ -101,15 +101,15 @@ plotting::FrameStyle frame_style(const DaemonConfig& config) {
 
 void StreamVideo::output_failed(int err, const std::string& what) {
   if (err != 0 && health_ != nullptr) {
-    health_->failed(err, what, monotonic_ms());
+    health_->failed(err, what, steady_time_ms());
     return;
   }
   throw std::runtime_error(what);
 }
 
 void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix_ns) {
-  if (health_ != nullptr && !health_->may_try(monotonic_ms())) {
-    health_->skipped(monotonic_ms());  // the output is full or unwritable: tried again soon
+  if (health_ != nullptr && !health_->may_try(steady_time_ms())) {
+    health_->skipped(steady_time_ms());  // the output is full or unwritable: tried again soon
     return;
   }
   if (!writer_) {
@@ -130,7 +130,7 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix
     return output_failed(writer_->last_errno(),
                          "video write failed for '" + key_.stream + "': " + writer_->last_error());
   }
-  if (health_ != nullptr) health_->succeeded(monotonic_ms());
+  if (health_ != nullptr) health_->succeeded(steady_time_ms());
   if (Status s = journal_.append(step); !s && !journal_failed_logged_) {
     TS_LOG_ERROR("video of '{}': {}", key_.stream, s.message());
     journal_failed_logged_ = true;
@@ -170,7 +170,7 @@ void StreamVideo::finish() {
     journal_.forget();
     ++segment_;
     if (err != 0 && health_ != nullptr) {
-      health_->failed(err, "cannot finalize the video of '" + key_.stream + "': " + error, monotonic_ms());
+      health_->failed(err, "cannot finalize the video of '" + key_.stream + "': " + error, steady_time_ms());
     } else {
       TS_LOG_ERROR("cannot finalize video for '{}': {}", key_.stream, error);
     }

@@ -1,6 +1,6 @@
 #include "worker/worker.h"
 
-#include "monotonic_clock.h"
+#include "tensorscope/base/clock.h"
 
 #include <poll.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 namespace tensorscope::daemon {
 namespace {
 
-int64_t now_ms() { return monotonic_ms(); }
+int64_t now_ms() { return steady_time_ms(); }
 
 constexpr int kDrainBudget = 64;       // records per producer per round (fairness)
 constexpr size_t kQueueCapacity = 8;   // reduced frames waiting for the render thread

@@ -20,8 +20,8 @@
 namespace tensorscope::view {
 namespace {
 
-FrameMeta meta_for(const std::string& stream, int64_t step) {
-  FrameMeta m;
+LiveFrame meta_for(const std::string& stream, int64_t step) {
+  LiveFrame m;
   m.stream = stream;
   m.kind = "output";
   m.device = "cpu";

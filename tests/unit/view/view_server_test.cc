@@ -132,7 +132,7 @@ class ViewServerTest : public ::testing::Test {
   }
 
   void publish(const std::string& stream, int64_t step, const std::string& image) {
-    FrameMeta m;
+    LiveFrame m;
     m.stream = stream;
     m.kind = "output";
     m.device = "cpu";

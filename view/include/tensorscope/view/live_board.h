@@ -89,7 +89,8 @@ struct BoardRecord {
 static_assert(sizeof(BoardRecord) == 80);
 static_assert(sizeof(BoardRecord) % 8 == 0);
 
-// A frame as the reader hands it out: owned copies, every field checked.
+// A frame as the reader hands it out (owned copies, every field checked), and as a writer
+// describes one (seq, render_unix_ns and jpeg are then set by the writer).
 struct LiveFrame {
   std::string stream, kind, device, mode;
   int rank = 0;
@@ -101,17 +102,6 @@ struct LiveFrame {
   uint64_t frames_total = 0;
   int width = 0, height = 0;
   std::string jpeg;  // the image bytes
-};
-
-// What a writer is given for one frame (views valid during the call).
-struct FrameMeta {
-  std::string_view stream, kind, device, mode;
-  int rank = 0;
-  int64_t producer_pid = 0;
-  int64_t step = 0;
-  uint64_t push_unix_ns = 0;
-  uint64_t frames_total = 0;
-  int width = 0, height = 0;
 };
 
 // Workers publish only while a page watches: a view server with a page open touches
@@ -139,9 +129,10 @@ class LiveBoardWriter {
   LiveBoardWriter(const LiveBoardWriter&) = delete;
   LiveBoardWriter& operator=(const LiveBoardWriter&) = delete;
 
-  // Publishes one frame; false (and counted in the header's `refused`) when it cannot
-  // fit (more than a quarter of the board, or names too long). Never blocks.
-  bool append(const FrameMeta& meta, std::string_view image);
+  // Publishes `image` as a frame described by `meta` (its seq, render time and jpeg are
+  // not read); false (and counted in the header's `refused`) when it cannot fit (more
+  // than a quarter of the board, or names too long). Never blocks.
+  bool append(const LiveFrame& meta, std::string_view image);
   // Deletes the file (the worker exits cleanly); readers keep what they copied.
   void remove();
 

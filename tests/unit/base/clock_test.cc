@@ -1,0 +1,29 @@
+// clock_test.cc — the wall clock agrees with time(2) and the monotonic clock never goes back.
+#include "tensorscope/base/clock.h"
+
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <thread>
+
+namespace tensorscope {
+namespace {
+
+TEST(Clock, WallClockIsTheUnixTime) {
+  const int64_t seconds = static_cast<int64_t>(std::time(nullptr));
+  EXPECT_NEAR(static_cast<double>(unix_time_ns() / 1000000000), static_cast<double>(seconds), 2.0);
+  EXPECT_NEAR(static_cast<double>(unix_time_ms() / 1000), static_cast<double>(seconds), 2.0);
+}
+
+TEST(Clock, MonotonicClockMovesForwardInStep) {
+  const int64_t ns0 = steady_time_ns(), ms0 = steady_time_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int64_t ns1 = steady_time_ns(), ms1 = steady_time_ms();
+  EXPECT_GE(ns1 - ns0, 20000000);
+  EXPECT_GE(ms1 - ms0, 19);
+  EXPECT_LT(ms1 - ms0, 5000);
+  EXPECT_NEAR(static_cast<double>(ns1 / 1000000), static_cast<double>(ms1), 2.0);
+}
+
+}  // namespace
+}  // namespace tensorscope
