@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
     info.step = i;
     const auto start = Clock::now();
-    cv::Mat frame = tp::draw_histogram_frame(info, stats, hist, style);
+    cv::Mat frame = tp::draw_histogram_frame(info, stats, hist, {}, style);
     draw_ms.push_back(ms_since(start));
     if (drawn.size() < 8) drawn.push_back(frame);  // kept for the encode-only run
   }
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   for (int i = 0; ok && i < frames; ++i) {
     tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
     info.step = i;
-    ok = writer.write(tp::draw_histogram_frame(info, stats, hist, style));
+    ok = writer.write(tp::draw_histogram_frame(info, stats, hist, {}, style));
   }
   ok = ok && writer.finalize(&used, &error);
   const double chain_ms = ms_since(start);

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include <opencv2/imgproc.hpp>
 
 #include "tensorscope/plotting/axis_ticks.h"
+#include "tensorscope/plotting/histogram_range.h"
 #include "plot_canvas.h"
 #include "text_painter.h"
 
@@ -90,47 +92,98 @@ AxisTicks count_ticks(double top, int max_ticks) {
   return ticks;
 }
 
+// Value-axis ticks of a symlog range: 0 and +-10^k from the linear threshold on, every
+// `every`-th decade.
+std::vector<double> symlog_ticks(const HistogramRange& r, int every) {
+  std::vector<double> ticks;
+  if (r.lo <= 0 && r.hi >= 0) ticks.push_back(0);
+  const double largest = std::max(std::abs(r.lo), std::abs(r.hi));
+  const int first = static_cast<int>(std::ceil(std::log10(r.linthresh)));
+  const int last = static_cast<int>(std::floor(std::log10(largest)));
+  for (int k = first; k <= last && last - first < 700; ++k) {
+    if ((k - first) % every != 0) continue;
+    const double v = std::pow(10.0, k);
+    if (v <= r.hi) ticks.push_back(v);
+    if (-v >= r.lo) ticks.push_back(-v);
+  }
+  std::sort(ticks.begin(), ticks.end());
+  return ticks;
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "0%";
+  char buf[32];
+  const double p = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+  std::snprintf(buf, sizeof buf, p >= 10 || p == 0 ? "%.0f%%" : "%.1f%%", p);
+  return buf;
+}
+
 void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::TensorStats& stats,
-                         const Histogram& hist, const FrameStyle& style, const Metrics& m) {
+                         const Histogram& hist, const HistogramDisplay& display,
+                         const FrameStyle& style, const Metrics& m) {
   const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
-  const cv::Scalar axis = mix(style.foreground, style.background, 0.55);
+  const cv::Scalar axis = display.range_changed ? style.accent : mix(style.foreground, style.background, 0.55);
   const TextPainter& font = m.small;
   const int right = area.x + area.width - m.pad;
+  const HistogramRange range = sanitize_range(hist.range);
+  const bool symlog_axis = range.axis == HistogramAxis::kSymlog;
+  const bool log_scale = display.log_counts;
+  uint64_t finite = hist.underflow + hist.overflow;
+  for (uint64_t c : hist.counts) finite += c;
 
-  // Bottom row: what the bars do not show.
+  // Bottom row: what the bars do not show, and how the axes are scaled.
   const int bottom_baseline = area.y + area.height - m.pad - font.descent();
-  auto counted = [&](const char* name, uint64_t n, bool first) {
+  auto counted = [&](const char* name, uint64_t n, bool first, bool share) {
     std::vector<Run> runs;
     runs.push_back({std::string(first ? "" : "   ") + name + " ", dim});
     runs.push_back({std::to_string(n), n > 0 ? style.accent : style.foreground});
+    if (share && n > 0) runs.push_back({" (" + percent(n, finite) + ")", dim});
     return runs;
   };
   std::vector<Run> bottom;
-  for (auto& part : {counted("underflow", hist.underflow, true),
-                     counted("overflow", hist.overflow, false), counted("NaN", hist.nan, false),
-                     counted("+Inf", hist.pos_inf, false), counted("-Inf", hist.neg_inf, false)}) {
+  for (auto& part : {counted("underflow", hist.underflow, true, true),
+                     counted("overflow", hist.overflow, false, true),
+                     counted("NaN", hist.nan, false, false), counted("+Inf", hist.pos_inf, false, false),
+                     counted("-Inf", hist.neg_inf, false, false)}) {
     bottom.insert(bottom.end(), part.begin(), part.end());
   }
-  const std::string bins_text = std::to_string(hist.counts.size()) + " bins";
-  const int bins_width = font.width(bins_text);
+  std::string scale_text = std::to_string(hist.counts.size()) + " bins";
+  if (symlog_axis) scale_text += ", symlog x";
+  if (log_scale) scale_text += ", log counts";
+  const int scale_width = font.width(scale_text);
   draw_runs(image, font, area.x + m.pad, bottom_baseline, bottom,
-            right - (area.x + m.pad) - bins_width - 2 * m.gap);
-  font.draw_right(image, bins_text, right, bottom_baseline, dim);
+            right - (area.x + m.pad) - scale_width - 2 * m.gap);
+  font.draw_right(image, scale_text, right, bottom_baseline,
+                  symlog_axis || log_scale ? style.foreground : dim);
 
-  // Plot box.
+  // Plot box; a range note takes a row above it.
   const int x_label_baseline = bottom_baseline - font.descent() - m.gap - font.ascent() - m.gap / 2;
   const int y1 = x_label_baseline - font.ascent() - m.tick - m.gap / 2;
-  const int y0 = area.y + m.pad + font.ascent() / 2;
+  int y0 = area.y + m.pad + font.ascent() / 2;
+  if (!display.range_note.empty()) {
+    const std::string note = font.elide_end(printable_ascii(display.range_note), right - area.x - 2 * m.pad);
+    font.draw(image, note, area.x + m.pad, area.y + m.pad + font.ascent(), style.accent);
+    y0 += font.line_height() + m.gap;
+  }
   if (y1 - y0 < 8) return;
 
-  uint64_t tallest = 0;
-  for (uint64_t c : hist.counts) tallest = std::max(tallest, c);
+  // A spike (on a linear count axis) is cut so the other bars keep their height.
+  const int spike = log_scale ? -1 : spike_bin(hist);
+  uint64_t tallest = 0, second = 0;
+  for (uint64_t c : hist.counts) {
+    if (c > tallest) {
+      second = tallest;
+      tallest = c;
+    } else if (c > second) {
+      second = c;
+    }
+  }
+  const uint64_t scale_to = spike >= 0 ? second : tallest;
   const int max_y_ticks = std::max(2, (y1 - y0) / std::max(1, 3 * font.line_height()));
-  const bool log_scale = style.log_counts;
   // Linear: 0 to a little above the tallest bar. Log: log10(1 + count), ticks at powers
   // of ten (thinned to fit).
   const double top = log_scale ? std::log10(1.0 + std::max(1.0, static_cast<double>(tallest))) * 1.08
-                               : std::max(1.0, static_cast<double>(tallest) * 1.08);
+                               : std::max(1.0, static_cast<double>(scale_to) * (spike >= 0 ? 1.25 : 1.08));
   AxisTicks yticks;
   if (log_scale) {
     const int decades = static_cast<int>(std::floor(top)) + 1;
@@ -149,7 +202,7 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
   const double pw = x1 - x0, ph = y1 - y0;
   auto y_of = [&](double count) {
     const double h = log_scale ? std::log10(1.0 + count) : count;
-    return y1 - static_cast<int>(std::lround(h / top * ph));
+    return y1 - static_cast<int>(std::lround(std::min(h / top, 1.0) * ph));
   };
 
   // Horizontal grid and count labels.
@@ -164,32 +217,52 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
   const int bins = static_cast<int>(hist.counts.size());
   const double bin_width = bins > 0 ? pw / bins : 0;
   const int bar_gap = bin_width >= 5 ? std::max(1, static_cast<int>(bin_width * 0.06)) : 0;
+  auto bar_left = [&](int i) { return x0 + static_cast<int>(std::lround(i * pw / bins)); };
+  auto bar_right = [&](int i) { return std::max(bar_left(i) + 1, bar_left(i + 1) - bar_gap); };
   for (int i = 0; i < bins; ++i) {
     const uint64_t c = hist.counts[static_cast<size_t>(i)];
     if (c == 0) continue;
-    const int xa = x0 + static_cast<int>(std::lround(i * pw / bins));
-    const int xb = std::max(xa + 1, x0 + static_cast<int>(std::lround((i + 1) * pw / bins)) - bar_gap);
     const int yt = std::min(y_of(static_cast<double>(c)), y1 - 1);
-    cv::rectangle(image, cv::Point(xa, yt), cv::Point(xb - 1, y1 - 1), style.bar, cv::FILLED);
+    cv::rectangle(image, cv::Point(bar_left(i), yt), cv::Point(bar_right(i) - 1, y1 - 1), style.bar, cv::FILLED);
+  }
+  if (spike >= 0) {
+    // Two slanted cuts near the top, and the spike's count and share beside it.
+    const int xa = bar_left(spike), xb = bar_right(spike);
+    const int cut = y0 + static_cast<int>(ph * 0.12);
+    const int slant = std::max(2, m.gap / 2);
+    for (int k = 0; k < 2; ++k) {
+      const int y = cut + k * (slant + m.line + 1);
+      cv::line(image, {xa - 2, y + slant}, {xb + 1, y - slant}, style.background, m.line + 1);
+    }
+    const std::string text = format_count(hist.counts[static_cast<size_t>(spike)]) + " (" +
+                             percent(hist.counts[static_cast<size_t>(spike)], finite) + ")";
+    const int w = font.width(text);
+    const int lx = xb + m.gap / 2 + w <= x1 ? xb + m.gap / 2 : std::max(x0, xa - m.gap / 2 - w);
+    font.draw(image, text, lx, y0 + font.ascent() + m.gap / 2, style.foreground);
   }
 
   // Value axis with as many ticks as fit without touching labels.
-  const HistogramRange range = sanitize_range(hist.range);
-  const double lo = range.lo, hi = range.hi;
-  auto x_of = [&](double v) { return x0 + static_cast<int>(std::lround((v - lo) / (hi - lo) * pw)); };
-  for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
-       max_ticks >= 2; --max_ticks) {
-    const AxisTicks xt = nice_ticks(lo, hi, max_ticks);
+  auto x_of = [&](double v) { return x0 + static_cast<int>(std::lround(range.position(v) * pw)); };
+  const int most_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
+  for (int max_ticks = most_ticks, every = 1; max_ticks >= 2; --max_ticks, ++every) {
+    std::vector<double> values;
     std::vector<std::string> labels;
-    int widest = 0;
-    for (double v : xt.values) {
-      labels.push_back(format_tick(v, xt.step));
-      widest = std::max(widest, font.width(labels.back()));
+    if (symlog_axis) {
+      values = symlog_ticks(range, every);
+      for (double v : values) labels.push_back(format_number(v));
+    } else {
+      const AxisTicks xt = nice_ticks(range.lo, range.hi, max_ticks);
+      values = xt.values;
+      for (double v : values) labels.push_back(format_tick(v, xt.step));
     }
-    const double spacing = xt.values.size() > 1 ? (x_of(xt.values[1]) - x_of(xt.values[0])) : pw;
-    if (spacing < widest + 2 * m.gap && max_ticks > 2) continue;
-    for (size_t i = 0; i < xt.values.size(); ++i) {
-      const int x = x_of(xt.values[i]);
+    bool fits = true;
+    for (size_t i = 1; i < values.size(); ++i) {
+      const int room = x_of(values[i]) - x_of(values[i - 1]);
+      if (room < (font.width(labels[i]) + font.width(labels[i - 1])) / 2 + 2 * m.gap) fits = false;
+    }
+    if (!fits && max_ticks > 2) continue;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int x = x_of(values[i]);
       cv::line(image, {x, y1}, {x, y1 + m.tick}, axis, m.line);
       const int w = font.width(labels[i]);
       const int lx = std::clamp(x - w / 2, m.pad / 2, std::max(0, image.cols - m.pad / 2 - w));
@@ -201,7 +274,7 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
   cv::line(image, {x0, y0}, {x0, y1}, axis, m.line);
 
   // Mean marker: a dashed accent line labelled "mean".
-  if (std::isfinite(stats.mean) && stats.mean >= lo && stats.mean <= hi) {
+  if (std::isfinite(stats.mean) && stats.mean >= range.lo && stats.mean <= range.hi) {
     const int x = x_of(stats.mean);
     const int dash = std::max(2, m.gap);
     for (int y = y1; y > y0; y -= 2 * dash) {
@@ -210,7 +283,8 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
     const std::string text = "mean";
     const int w = font.width(text);
     const int lx = x + m.gap / 2 + w <= x1 ? x + m.gap / 2 : x - m.gap / 2 - w;
-    font.draw(image, text, lx, y0 + font.ascent(), style.accent);
+    font.draw(image, text, lx, y0 + font.ascent() + (spike >= 0 ? font.line_height() + m.gap : 0),
+              style.accent);
   }
 
   // Say why the plot is empty.
@@ -320,11 +394,12 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::
 }
 
 cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                             const Histogram& hist, const FrameStyle& style) {
+                             const Histogram& hist, const HistogramDisplay& display,
+                             const FrameStyle& style) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, &stats, style);
-    draw_histogram_plot(image, area, stats, hist, style, metrics_for(image));
+    draw_histogram_plot(image, area, stats, hist, display, style, metrics_for(image));
   } catch (...) {
     fill(image, style.background);
   }
@@ -332,10 +407,10 @@ cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& s
 }
 
 cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
-                           const FrameStyle& style) {
+                           const FrameStyle& style, const tensor::TensorStats* stats) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {
-    const cv::Rect area = draw_frame_header(image, info, nullptr, style);
+    const cv::Rect area = draw_frame_header(image, info, stats, style);
     const Metrics m = metrics_for(image);
     const TextPainter font = m.body.scaled(1.2);
     const std::vector<std::string> lines =
@@ -358,4 +433,25 @@ cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
   return image;
 }
 
+std::string degenerate_description(const tensor::TensorStats& s) {
+  if (s.count == 0) return "empty tensor: nothing to plot";
+  const uint64_t non_finite = s.nan_count + s.pos_inf_count + s.neg_inf_count;
+  const std::string all = s.count == 1 ? "the only value" : "all " + format_count(s.count) + " values";
+  if (s.finite_count == 0) {
+    if (s.nan_count == s.count) return s.count == 1 ? "single element: NaN" : all + " are NaN";
+    if (s.pos_inf_count == s.count) return s.count == 1 ? "single element: +Inf" : all + " are +Inf";
+    if (s.neg_inf_count == s.count) return s.count == 1 ? "single element: -Inf" : all + " are -Inf";
+    return "no finite values: " + format_count(s.nan_count) + " NaN, " + format_count(s.pos_inf_count) +
+           " +Inf, " + format_count(s.neg_inf_count) + " -Inf";
+  }
+  if (s.count == 1) return "single element: " + format_number(s.min);
+  if (s.min < s.max) return "";
+  const std::string besides =
+      non_finite == 0 ? "" : " (besides " + format_count(non_finite) + " NaN/Inf)";
+  const std::string finite = non_finite == 0 ? all : "all " + format_count(s.finite_count) + " finite values";
+  if (s.min == 0) return finite + " are 0" + besides;
+  return "constant: " + finite + " are " + format_number(s.min) + besides;
+}
+
 }  // namespace tensorscope::plotting
+

@@ -13,6 +13,8 @@
 
 #include "tensorscope/tensor/element_blocks.h"
 #include "plot_canvas.h"
+#include "tensorscope/plotting/histogram_range.h"
+#include "tensorscope/plotting/value_sketch.h"
 #include "tensorscope/plotting/axis_ticks.h"
 
 namespace tensorscope::plotting {
@@ -159,12 +161,37 @@ void init_cells(Heatmap* h, int64_t rows, int64_t cols, int max_rows, int max_co
 }
 
 void finish(Heatmap* h) {
-  if (!(h->value_min <= h->value_max)) h->value_min = h->value_max = kNaN;
+  if (!(h->value_min <= h->value_max)) {
+    h->value_min = h->value_max = h->color_lo = h->color_hi = kNaN;
+    return;
+  }
+  std::vector<double> finite;
+  finite.reserve(h->values.size());
+  for (double v : h->values) {
+    if (!std::isnan(v)) finite.push_back(v);
+  }
+  ValueSketch sketch;
+  sketch.add_block(finite.data(), finite.size());
+  BodyRangeOptions body;
+  body.bins = 256;
+  body.margin = 0;
+  body.axis = AxisChoice::kLinear;
+  if (h->value_min == h->value_max) {
+    h->color_lo = h->color_hi = h->value_min;
+  } else {
+    const HistogramRange r = choose_body_range(sketch, body);
+    h->color_lo = std::max(r.lo, h->value_min);
+    h->color_hi = std::min(r.hi, h->value_max);
+  }
+  for (double v : h->values) {
+    h->cells_above += v > h->color_hi ? 1 : 0;
+    h->cells_below += v < h->color_lo ? 1 : 0;
+  }
 }
 
 Heatmap empty_heatmap() {
   Heatmap h;
-  h.value_min = h.value_max = kNaN;
+  h.value_min = h.value_max = h.color_lo = h.color_hi = kNaN;
   return h;
 }
 
@@ -246,6 +273,10 @@ int color_index(double v, double lo, double hi) {
   return std::clamp(static_cast<int>(t * 255.0 + 0.5), 0, 255);
 }
 
+// Cells beyond the colour limits: white above, black below (the colorbar's end caps).
+const cv::Vec3b kAboveColor(255, 255, 255);
+const cv::Vec3b kBelowColor(0, 0, 0);
+
 cv::Mat cell_image(const Heatmap& h, const cv::Vec3b& missing) {
   cv::Mat cells(h.out_rows, h.out_cols, CV_8UC3);
   const auto& lut = viridis();
@@ -255,8 +286,12 @@ cv::Mat cell_image(const Heatmap& h, const cv::Vec3b& missing) {
     for (int c = 0; c < h.out_cols; ++c) {
       const double v = h.values[base + static_cast<size_t>(c)];
       const uint8_t f = h.flags[base + static_cast<size_t>(c)];
-      if (!std::isnan(v)) {
-        row[c] = lut[static_cast<size_t>(color_index(v, h.value_min, h.value_max))];
+      if (v > h.color_hi) {
+        row[c] = kAboveColor;
+      } else if (v < h.color_lo) {
+        row[c] = kBelowColor;
+      } else if (!std::isnan(v)) {
+        row[c] = lut[static_cast<size_t>(color_index(v, h.color_lo, h.color_hi))];
       } else if (f & kCellNaN || f == 0) {
         row[c] = missing;
       } else {
@@ -267,36 +302,59 @@ cv::Mat cell_image(const Heatmap& h, const cv::Vec3b& missing) {
   return cells;
 }
 
+// "200 above": cells beyond an end of the colour range.
+std::string cap_label(int64_t cells, const char* where) {
+  return format_count(static_cast<uint64_t>(cells)) + " " + where;
+}
+
 void draw_colorbar(cv::Mat& image, const cv::Rect& bar, const Heatmap& h, const FrameStyle& style,
                    const PlotMetrics& m) {
   const auto& lut = viridis();
-  const bool any = !std::isnan(h.value_min);
+  const double lo = h.color_lo, hi = h.color_hi;
+  const bool any = !std::isnan(lo);
   for (int y = 0; y < bar.height; ++y) {
     const int idx = bar.height > 1 ? 255 - y * 255 / (bar.height - 1) : 128;
-    const cv::Vec3b color = any ? lut[static_cast<size_t>(any && h.value_min == h.value_max ? 128 : idx)]
-                                : to_vec(style.grid);
+    const cv::Vec3b color = any ? lut[static_cast<size_t>(lo == hi ? 128 : idx)] : to_vec(style.grid);
     cv::line(image, {bar.x, bar.y + y}, {bar.x + bar.width - 1, bar.y + y}, cv::Scalar(color), 1);
   }
   const cv::Scalar axis = internal::axis_color(style), dim = internal::dim_color(style);
   cv::rectangle(image, bar, axis, 1);
   if (!any) return;
+  // End caps (triangles) in the colours of the cells beyond the limits.
+  const int cap = std::min(bar.width, std::max(4, m.gap * 2));
+  auto end_cap = [&](int base_y, int tip_y, const cv::Vec3b& color) {
+    const std::vector<cv::Point> tri = {{bar.x, base_y}, {bar.x + bar.width - 1, base_y},
+                                        {bar.x + (bar.width - 1) / 2, tip_y}};
+    cv::fillConvexPoly(image, tri, cv::Scalar(color), cv::LINE_AA);
+    cv::polylines(image, tri, true, axis, 1, cv::LINE_AA);
+  };
   const TextPainter& font = m.small;
   const int lx = bar.x + bar.width + m.tick + m.gap / 2;
+  if (h.cells_above > 0) {
+    end_cap(bar.y - 2, bar.y - 2 - cap, kAboveColor);
+    font.draw(image, font.elide_end(cap_label(h.cells_above, "above"), image.cols - lx - 2), lx,
+              bar.y - 2 - cap / 2 + font.ascent() / 2, style.foreground);
+  }
+  if (h.cells_below > 0) {
+    end_cap(bar.y + bar.height + 1, bar.y + bar.height + 1 + cap, kBelowColor);
+    font.draw(image, font.elide_end(cap_label(h.cells_below, "below"), image.cols - lx - 2), lx,
+              bar.y + bar.height + 1 + cap / 2 + font.ascent() / 2, style.foreground);
+  }
   auto mark = [&](double v, const std::string& label) {
-    const double t = h.value_max == h.value_min ? 0.5 : (v / 2 - h.value_min / 2) / (h.value_max / 2 - h.value_min / 2);
+    const double t = hi == lo ? 0.5 : (v / 2 - lo / 2) / (hi / 2 - lo / 2);
     const int y = bar.y + bar.height - 1 - static_cast<int>(std::lround(t * (bar.height - 1)));
     cv::line(image, {bar.x + bar.width, y}, {bar.x + bar.width + m.tick, y}, axis, m.line);
     font.draw(image, font.elide_end(label, image.cols - lx - 2), lx, y + font.ascent() / 2, dim);
   };
-  if (h.value_min == h.value_max) {
-    mark(h.value_min, format_number(h.value_min));
+  if (lo == hi) {
+    mark(lo, format_number(lo));
     return;
   }
   const int max_ticks = std::clamp(bar.height / std::max(1, 3 * font.line_height()), 2, 10);
-  const AxisTicks ticks = nice_ticks(h.value_min, h.value_max, max_ticks);
+  const AxisTicks ticks = nice_ticks(lo, hi, max_ticks);
   if (ticks.values.size() < 2) {
-    mark(h.value_min, format_number(h.value_min));
-    mark(h.value_max, format_number(h.value_max));
+    mark(lo, format_number(lo));
+    mark(hi, format_number(hi));
     return;
   }
   for (double v : ticks.values) mark(v, format_tick(v, ticks.step));
@@ -306,7 +364,7 @@ std::string reduction_text(const Heatmap& h) {
   std::string s = std::to_string(h.rows) + " x " + std::to_string(h.cols);
   if (h.out_rows != h.rows || h.out_cols != h.cols) {
     s += " -> " + std::to_string(h.out_rows) + " x " + std::to_string(h.out_cols) +
-         (h.reduction == HeatmapReduction::kMaxAbs ? " cells, block max |x|" : " cells, block mean");
+         (h.reduction == HeatmapReduction::kMaxAbs ? ", block max |x|" : ", block mean");
   }
   if (h.square && h.padded_zeros > 0) s += ", padded with " + format_count(static_cast<uint64_t>(h.padded_zeros)) + " zeros";
   return s;
@@ -314,8 +372,10 @@ std::string reduction_text(const Heatmap& h) {
 
 int widest_label(const TextPainter& font, const Heatmap& h) {
   int w = font.width("-0.000");
-  if (!std::isnan(h.value_min)) {
-    w = std::max({w, font.width(format_number(h.value_min)), font.width(format_number(h.value_max))});
+  if (!std::isnan(h.color_lo)) {
+    w = std::max({w, font.width(format_number(h.color_lo)), font.width(format_number(h.color_hi))});
+    if (h.cells_above > 0) w = std::max(w, font.width(cap_label(h.cells_above, "above")));
+    if (h.cells_below > 0) w = std::max(w, font.width(cap_label(h.cells_below, "below")));
   }
   return w;
 }
@@ -372,7 +432,7 @@ void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
   const int baseline = internal::footer_baseline(area, m, 0);
   const int left = area.x + m.pad, right = area.x + area.width - m.pad;
   const std::vector<TextRun> counts = {
-      {"NaN (red cells) ", dim}, {format_count(h.nan_count), h.nan_count ? alert : style.foreground},
+      {h.nan_count ? "NaN (red cells) " : "NaN ", dim}, {format_count(h.nan_count), h.nan_count ? alert : style.foreground},
       {"   +Inf ", dim}, {format_count(h.pos_inf_count), h.pos_inf_count ? style.accent : style.foreground},
       {"   -Inf ", dim}, {format_count(h.neg_inf_count), h.neg_inf_count ? style.accent : style.foreground}};
   const int counts_width = std::min(internal::text_runs_width(m.small, counts), (right - left) / 2);

@@ -15,17 +15,43 @@ namespace {
 constexpr double kEdgeLimit = std::numeric_limits<double>::max() / 4;
 }  // namespace
 
+double symlog(double x, double linthresh) {
+  return std::copysign(std::log10(1.0 + std::abs(x) / linthresh), x);
+}
+
+double symlog_inverse(double t, double linthresh) {
+  return std::copysign(linthresh * (std::pow(10.0, std::abs(t)) - 1.0), t);
+}
+
 bool HistogramRange::valid() const {
   if (bins < 1 || bins > kMaxHistogramBins) return false;
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) return false;
   if (lo < -kEdgeLimit || hi > kEdgeLimit) return false;
   const double scale = bins / (hi - lo);
-  return std::isfinite(scale) && scale > 0;
+  if (!std::isfinite(scale) || !(scale > 0)) return false;
+  if (axis == HistogramAxis::kLinear) return true;
+  if (axis != HistogramAxis::kSymlog) return false;
+  if (!std::isfinite(linthresh) || !(linthresh > 0) || linthresh > kEdgeLimit) return false;
+  const double t_scale = bins / (symlog(hi, linthresh) - symlog(lo, linthresh));
+  return std::isfinite(t_scale) && t_scale > 0;
 }
 
 double HistogramRange::edge(int i) const {
   if (i >= bins) return hi;
-  return lo + (hi - lo) * (static_cast<double>(i) / bins);
+  const double f = static_cast<double>(i) / bins;
+  if (axis == HistogramAxis::kSymlog) {
+    const double tlo = symlog(lo, linthresh), thi = symlog(hi, linthresh);
+    return std::clamp(symlog_inverse(tlo + (thi - tlo) * f, linthresh), lo, hi);
+  }
+  return lo + (hi - lo) * f;
+}
+
+double HistogramRange::position(double x) const {
+  if (axis == HistogramAxis::kSymlog) {
+    const double tlo = symlog(lo, linthresh);
+    return (symlog(x, linthresh) - tlo) / (symlog(hi, linthresh) - tlo);
+  }
+  return (x - lo) / (hi - lo);
 }
 
 uint64_t Histogram::total() const {
@@ -37,6 +63,12 @@ uint64_t Histogram::total() const {
 HistogramRange sanitize_range(HistogramRange r) {
   r.bins = std::clamp(r.bins, 1, kMaxHistogramBins);
   if (r.valid()) return r;
+  if (r.axis != HistogramAxis::kLinear) {
+    // A symlog range that cannot be binned falls back to a linear one.
+    r.axis = HistogramAxis::kLinear;
+    r.linthresh = 1;
+    if (r.valid()) return r;
+  }
   double lo = std::isfinite(r.lo) ? r.lo : (std::isfinite(r.hi) ? r.hi : 0.0);
   double hi = std::isfinite(r.hi) ? r.hi : lo;
   if (hi < lo) std::swap(lo, hi);
@@ -95,12 +127,26 @@ namespace internal {
 
 HistogramBinner::HistogramBinner(const HistogramRange& range)
     : range_(range),
-      scale_(range.bins / (range.hi - range.lo)),
+      symlog_(range.axis == HistogramAxis::kSymlog),
+      lo_(symlog_ ? symlog(range.lo, range.linthresh) : range.lo),
+      hi_(symlog_ ? symlog(range.hi, range.linthresh) : range.hi),
+      scale_(range.bins / (hi_ - lo_)),
       stride_(static_cast<size_t>(range.bins) + 2),
       lanes_(kLanes * stride_, 0) {}
 
 void HistogramBinner::add_block(const double* v, size_t n) {
-  const double lo = range_.lo, hi = range_.hi, scale = scale_;
+  if (!symlog_) return add_axis_block(v, n);
+  // Symlog is monotonic: binning symlog(x) over [symlog(lo), symlog(hi)] is binning x.
+  double t[tensor::kBlockElements];
+  for (size_t start = 0; start < n; start += tensor::kBlockElements) {
+    const size_t m = std::min(n - start, tensor::kBlockElements);
+    for (size_t i = 0; i < m; ++i) t[i] = symlog(v[start + i], range_.linthresh);
+    add_axis_block(t, m);
+  }
+}
+
+void HistogramBinner::add_axis_block(const double* v, size_t n) {
+  const double lo = lo_, hi = hi_, scale = scale_;
   const double last = static_cast<double>(range_.bins - 1);
   const int overflow_slot = range_.bins + 1;
   uint64_t* c0 = lanes_.data();

@@ -25,8 +25,13 @@ class HistogramBinner {
   Histogram finish(const tensor::NonFiniteCounts& non_finite) const;
 
  private:
+  // Bins values already on the axis (symlog applied when the range is symlog).
+  void add_axis_block(const double* values, size_t n);
+
   static constexpr int kLanes = 4;
   HistogramRange range_;
+  bool symlog_;
+  double lo_, hi_;  // the range on the axis
   double scale_;
   size_t stride_;                // bins + 2
   std::vector<uint64_t> lanes_;  // kLanes * stride_

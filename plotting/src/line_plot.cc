@@ -204,7 +204,7 @@ void draw_series(cv::Mat& image, const PlotRect& plot, const LineSeries& s,
 }
 
 void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
-                    const FrameStyle& style) {
+                    const FrameStyle& style, const AxisLimits* y_limits) {
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style);
   if (s.numel <= 0 || s.first.empty()) {
@@ -220,6 +220,10 @@ void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
   spec.x_integer = true;
   spec.y = any_finite ? internal::padded_range(s.finite_min, s.finite_max, 0.06)
                       : internal::Range{-1, 1};
+  if (any_finite && y_limits != nullptr && y_limits->lo < y_limits->hi &&
+      std::isfinite(y_limits->hi - y_limits->lo)) {
+    spec.y = {y_limits->lo, y_limits->hi};
+  }
   spec.x_title = "element index (flattened)";
   spec.y_title = "value";
   const PlotRect plot = internal::draw_axes(image, area, spec, style, m);
@@ -253,11 +257,12 @@ void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
 }  // namespace
 
 cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                        const LineSeries& series, const FrameStyle& style) {
+                        const LineSeries& series, const FrameStyle& style,
+                        const AxisLimits* y_limits) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, &stats, style);
-    draw_line_plot(image, area, series, style);
+    draw_line_plot(image, area, series, style, y_limits);
   } catch (...) {
     internal::fill_background(image, style.background);
   }

@@ -670,4 +670,22 @@ PcaResult compute_pca(const tensor::TensorView& view, const PcaOptions& options)
   }
 }
 
+int align_signs(Eigen::MatrixXf* projection, const Eigen::MatrixXf& previous) {
+  if (projection == nullptr || projection->rows() != previous.rows() || previous.rows() < 2) return 0;
+  int flipped = 0;
+  const Eigen::Index cols = std::min(projection->cols(), previous.cols());
+  for (Eigen::Index k = 0; k < cols; ++k) {
+    const Eigen::VectorXd a = projection->col(k).cast<double>();
+    const Eigen::VectorXd b = previous.col(k).cast<double>();
+    if (!a.allFinite() || !b.allFinite()) continue;
+    const double na = a.norm(), nb = b.norm();
+    if (!(na > 0) || !(nb > 0)) continue;
+    if (a.dot(b) / (na * nb) < -0.3) {
+      projection->col(k) *= -1.0f;
+      ++flipped;
+    }
+  }
+  return flipped;
+}
+
 }  // namespace tensorscope::plotting

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <vector>
 
@@ -71,7 +72,8 @@ struct Point {
 };
 
 void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& points,
-               const ScatterLabels& labels, const FrameStyle& style, const Metrics& m) {
+               const ScatterLabels& labels, const FrameStyle& style, const Metrics& m,
+               const ScatterLimits* limits) {
   const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
   const cv::Scalar axis = mix(style.foreground, style.background, 0.55);
   const TextPainter& font = m.small;
@@ -143,8 +145,16 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
   }
 
   double xlo, xhi, ylo, yhi;
-  axis_range(xmin, xmax, &xlo, &xhi);
-  axis_range(ymin, ymax, &ylo, &yhi);
+  if (limits != nullptr && limits->x.lo < limits->x.hi && limits->y.lo < limits->y.hi &&
+      std::isfinite(limits->x.hi - limits->x.lo) && std::isfinite(limits->y.hi - limits->y.lo)) {
+    xlo = limits->x.lo;
+    xhi = limits->x.hi;
+    ylo = limits->y.lo;
+    yhi = limits->y.hi;
+  } else {
+    axis_range(xmin, xmax, &xlo, &xhi);
+    axis_range(ymin, ymax, &ylo, &yhi);
+  }
 
   // Y ticks decide the left edge of the box.
   const int max_y_ticks = std::clamp((y1 - y0) / std::max(1, 3 * font.line_height()), 2, 10);
@@ -255,13 +265,27 @@ std::string percent(float ratio) {
 
 }  // namespace
 
+ScatterLimits point_extent(const Eigen::MatrixXf& points) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ScatterLimits e{{INFINITY, -INFINITY}, {INFINITY, -INFINITY}};
+  const bool has_y = points.cols() >= 2;
+  for (int64_t i = 0; points.cols() >= 1 && i < points.rows(); ++i) {
+    const double x = points(i, 0), y = has_y ? points(i, 1) : 0.0;
+    if (!std::isfinite(x) || !std::isfinite(y)) continue;
+    e.x = {std::min(e.x.lo, x), std::max(e.x.hi, x)};
+    e.y = {std::min(e.y.lo, y), std::max(e.y.hi, y)};
+  }
+  if (!(e.x.lo <= e.x.hi)) e = {{nan, nan}, {nan, nan}};
+  return e;
+}
+
 cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats,
                            const Eigen::MatrixXf& points, const ScatterLabels& labels,
-                           const FrameStyle& style) {
+                           const FrameStyle& style, const ScatterLimits* limits) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, stats, style);
-    draw_plot(image, area, points, labels, style, metrics_for(image));
+    draw_plot(image, area, points, labels, style, metrics_for(image), limits);
   } catch (...) {
     image.setTo(style.background);
   }
@@ -269,7 +293,7 @@ cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* sta
 }
 
 cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, const PcaResult& result,
-                       const FrameStyle& style) {
+                       const FrameStyle& style, const ScatterLimits* limits) {
   if (!result.ok()) return draw_message_frame(info, "PCA: " + result.message, style);
   try {
     ScatterLabels labels;
@@ -284,7 +308,7 @@ cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, 
                   (result.features == 1 ? " feature, " : " features, ") +
                   (result.randomized ? "randomized PCA" : "exact PCA");
     if (!result.note.empty()) labels.note += "; " + result.note;
-    return draw_scatter_frame(info, stats, result.projection, labels, style);
+    return draw_scatter_frame(info, stats, result.projection, labels, style, limits);
   } catch (...) {
     cv::Mat image(clamped_size(style), CV_8UC3, style.background);
     return image;

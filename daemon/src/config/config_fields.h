@@ -42,7 +42,11 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.ranges("render.histogram_ranges", c.render.histogram_ranges);
   v.integer("render.histogram_bins", c.render.histogram_bins, between(2, 4096));
   v.number("render.histogram_margin", c.render.histogram_margin, NumberRule{0, true, 1, true});
+  v.choice("render.histogram_axis", c.render.histogram_axis, Choices(kHistogramAxes));
+  v.rules("render.histogram_axis_streams", c.render.histogram_axis_streams, Choices(kHistogramAxes));
   v.choice("render.histogram_scale", c.render.histogram_scale, Choices(kHistogramScales));
+  v.rules("render.histogram_scale_streams", c.render.histogram_scale_streams, Choices(kHistogramScales));
+  v.integer("render.histogram_rerange_frames", c.render.histogram_rerange_frames, between(1, 100000));
   v.choice("render.heatmap_reduction", c.render.heatmap_reduction, Choices(kHeatmapReductions));
   v.choice("render.pca_layout", c.render.pca_layout, Choices(kPcaLayouts));
   v.number("render.tsne_perplexity", c.render.tsne_perplexity, NumberRule{2, true, 100, true});

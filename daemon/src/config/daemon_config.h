@@ -28,7 +28,10 @@ inline constexpr std::array<std::string_view, 3> kVideoCodecs = {"auto", "avc1",
 // Render modes the daemon implements; add one here when its renderer lands.
 inline constexpr std::array<std::string_view, 8> kRenderModes = {
     "auto", "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats"};
-inline constexpr std::array<std::string_view, 2> kHistogramScales = {"linear", "log"};
+// Histogram count axis (auto: log when most bars would be too small to see) and value
+// axis (auto: symlog when the body spans orders of magnitude).
+inline constexpr std::array<std::string_view, 3> kHistogramScales = {"auto", "linear", "log"};
+inline constexpr std::array<std::string_view, 3> kHistogramAxes = {"auto", "linear", "symlog"};
 inline constexpr std::array<std::string_view, 2> kHeatmapReductions = {"mean", "max_abs"};
 inline constexpr std::array<std::string_view, 2> kPcaLayouts = {"first_dim", "first_two_dims"};
 inline constexpr std::array<std::string_view, 4> kHdf5Dtypes = {"keep", "float32", "float16",
@@ -69,8 +72,12 @@ struct RenderConfig {
   std::vector<ModeRule> stream_modes;  // per-stream overrides, before the client's hint
   std::vector<RangeRule> histogram_ranges;  // per-stream fixed histogram ranges
   int histogram_bins = 64;             // 2..4096
-  double histogram_margin = 0.1;  // 0..1: fraction of the first frame's range added each side
-  std::string histogram_scale = "linear";  // one of kHistogramScales (counts axis)
+  double histogram_margin = 0.1;  // 0..1: fraction of the body's width added each side
+  std::string histogram_axis = "auto";      // one of kHistogramAxes (value axis)
+  std::vector<ModeRule> histogram_axis_streams;   // per-stream value axis (mode: an axis)
+  std::string histogram_scale = "auto";    // one of kHistogramScales (counts axis)
+  std::vector<ModeRule> histogram_scale_streams;  // per-stream count axis (mode: a scale)
+  int histogram_rerange_frames = 10;       // 1..100000: frames between two range changes
   std::string heatmap_reduction = "mean";  // one of kHeatmapReductions
   std::string pca_layout = "first_dim";    // one of kPcaLayouts: what a row is
   double tsne_perplexity = 30;             // 2..100

@@ -7,6 +7,7 @@
 
 #include "worker/record_frame.h"
 #include "tensorscope/recording/wire_tensor.h"
+#include "tensorscope/plotting/adaptive_histogram.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/line_plot.h"
@@ -14,6 +15,7 @@
 #include "tensorscope/plotting/scatter_plot.h"
 #include "tensorscope/plotting/tsne.h"
 #include "tensorscope/plotting/stats_history.h"
+#include "tensorscope/plotting/steady_axis.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -28,43 +30,76 @@ DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
   };
 }
 
-class HistogramRenderer final : public FrameRenderer {
- public:
-  HistogramRenderer(const RenderConfig& config, const std::string& stream) : config_(config) {
-    // A configured range (render.histogram_ranges) fixes the bins from the first frame.
-    for (const RangeRule& rule : config.histogram_ranges) {
-      try {
-        if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) {
-          range_ = plotting::HistogramRange{rule.lo, rule.hi, config.histogram_bins};
-          break;
-        }
-      } catch (const std::regex_error&) {
-        // The loader checked every rule; nothing to do for one that cannot compile.
-      }
+// The value of the first rule whose regex matches `stream`, else `fallback`.
+const std::string& stream_setting(const std::vector<ModeRule>& rules, const std::string& stream,
+                                  const std::string& fallback) {
+  for (const ModeRule& rule : rules) {
+    try {
+      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) return rule.mode;
+    } catch (const std::regex_error&) {
+      // The loader checked every rule; nothing to do for one that cannot compile.
     }
   }
+  return fallback;
+}
+
+plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
+                                                     const std::string& stream) {
+  plotting::AdaptiveHistogramOptions o;
+  o.bins = config.histogram_bins;
+  o.margin = config.histogram_margin;
+  const std::string& axis = stream_setting(config.histogram_axis_streams, stream, config.histogram_axis);
+  o.axis = axis == "linear"   ? plotting::AxisChoice::kLinear
+           : axis == "symlog" ? plotting::AxisChoice::kSymlog
+                              : plotting::AxisChoice::kAuto;
+  const std::string& counts =
+      stream_setting(config.histogram_scale_streams, stream, config.histogram_scale);
+  o.counts = counts == "linear" ? plotting::CountChoice::kLinear
+             : counts == "log"  ? plotting::CountChoice::kLog
+                                : plotting::CountChoice::kAuto;
+  o.rerange.min_frames = config.histogram_rerange_frames;
+  // A configured range (render.histogram_ranges) fixes the bins from the first frame.
+  for (const RangeRule& rule : config.histogram_ranges) {
+    try {
+      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) {
+        o.fixed = plotting::HistogramRange{rule.lo, rule.hi, config.histogram_bins};
+        break;
+      }
+    } catch (const std::regex_error&) {
+    }
+  }
+  return o;
+}
+
+// Says so plainly when a tensor has nothing to plot (constant, all zero, one element,
+// no finite values); nullptr otherwise.
+DrawFrame degenerate_frame(const plotting::FrameInfo& info,
+                           const std::shared_ptr<tensor::TensorStats>& stats) {
+  std::string text = plotting::degenerate_description(*stats);
+  if (text.empty()) return nullptr;
+  return [info, stats, text = std::move(text)](const plotting::FrameStyle& style) {
+    return plotting::draw_message_frame(info, text, style, stats.get());
+  };
+}
+
+// Range from the body, kept while it fits, changed (and marked) when it does not.
+class HistogramRenderer final : public FrameRenderer {
+ public:
+  HistogramRenderer(const RenderConfig& config, const std::string& stream)
+      : histogram_(histogram_options(config, stream)) {}
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
-    if (view.numel() == 0) return message_frame(std::move(info), "empty tensor: nothing to plot");
-    auto stats = std::make_shared<tensor::TensorStats>();
-    auto hist = std::make_shared<plotting::Histogram>();
-    plotting::summarize(view, range_ ? &*range_ : nullptr, config_.histogram_bins,
-                        config_.histogram_margin, stats.get(), hist.get());
-    // Bins are fixed from the first frame that has a spread of finite values (a constant
-    // first frame, e.g. a zero-initialized bias, would give a uselessly narrow range).
-    if (!range_ && stats->finite_count > 0 && stats->min < stats->max) range_ = hist->range;
-    const bool log_counts = config_.histogram_scale == "log";
-    return [info = std::move(info), stats, hist, log_counts](const plotting::FrameStyle& style) {
-      plotting::FrameStyle histogram_style = style;
-      histogram_style.log_counts = log_counts;
-      return plotting::draw_histogram_frame(info, *stats, *hist, histogram_style);
+    auto frame = std::make_shared<plotting::HistogramFrame>(histogram_.next(view, info.step));
+    auto stats = std::make_shared<tensor::TensorStats>(frame->stats);
+    if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
+    return [info = std::move(info), frame](const plotting::FrameStyle& style) {
+      return plotting::draw_histogram_frame(info, frame->stats, frame->hist, frame->display, style);
     };
   }
 
  private:
-  const RenderConfig& config_;
-  std::optional<plotting::HistogramRange> range_;  // reader thread
+  plotting::AdaptiveHistogram histogram_;  // reader thread
 };
 
 // 1-D values (any shape flattened), min/max per pixel column when longer than the frame.
@@ -75,14 +110,17 @@ class LineRenderer final : public FrameRenderer {
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
+    if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     auto series = std::make_shared<plotting::LineSeries>(plotting::reduce_line(view, columns_));
-    return [info = std::move(info), stats, series](const plotting::FrameStyle& style) {
-      return plotting::draw_line_frame(info, *stats, *series, style);
+    const plotting::AxisLimits y = y_axis_.update(series->finite_min, series->finite_max);
+    return [info = std::move(info), stats, series, y](const plotting::FrameStyle& style) {
+      return plotting::draw_line_frame(info, *stats, *series, style, &y);
     };
   }
 
  private:
   const int columns_;
+  plotting::SteadyAxis y_axis_;  // reader thread
 };
 
 // 2-D heatmaps (force2d: any shape flattened and zero-padded to a square).
@@ -94,6 +132,7 @@ class HeatmapRenderer final : public FrameRenderer {
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
+    if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     auto heatmap = std::make_shared<plotting::Heatmap>(
         force_square_ ? plotting::force2d(view, kHeatmapMaxSide, reduction_)
                       : plotting::reduce_heatmap(view, kHeatmapMaxSide, kHeatmapMaxSide, reduction_));
@@ -137,14 +176,25 @@ class PcaRenderer final : public FrameRenderer {
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
+    if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     auto result = std::make_shared<plotting::PcaResult>(plotting::compute_pca(view, options_));
-    return [info = std::move(info), stats, result](const plotting::FrameStyle& style) {
-      return plotting::draw_pca_frame(info, stats.get(), *result, style);
+    plotting::ScatterLimits limits{};
+    if (result->ok()) {
+      plotting::align_signs(&result->projection, previous_);
+      previous_ = result->projection;
+      const plotting::ScatterLimits e = plotting::point_extent(result->projection);
+      limits = {x_axis_.update(e.x.lo, e.x.hi), y_axis_.update(e.y.lo, e.y.hi)};
+    }
+    return [info = std::move(info), stats, result, limits](const plotting::FrameStyle& style) {
+      return plotting::draw_pca_frame(info, stats.get(), *result, style, &limits);
     };
   }
 
  private:
   plotting::PcaOptions options_;
+  // Reader thread: the previous projection (for its signs) and the axes.
+  Eigen::MatrixXf previous_;
+  plotting::SteadyAxis x_axis_, y_axis_;
 };
 
 // A 2-D t-SNE embedding of the rows, warm-started from the stream's previous frame. The
@@ -160,6 +210,7 @@ class TsneRenderer final : public FrameRenderer {
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
+    if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     const int64_t rows = view.shape.empty() ? 1 : view.shape[0];
     const int64_t numel = view.numel();
     if (rows <= 0 || numel <= 0) return message_frame(std::move(info), "empty tensor: nothing to embed");
@@ -194,7 +245,9 @@ class TsneRenderer final : public FrameRenderer {
       labels.x_title = "t-SNE 1";
       labels.y_title = "t-SNE 2";
       labels.note = note + (result.message.empty() ? "" : "; " + result.message);
-      return plotting::draw_scatter_frame(info, stats.get(), result.embedding, labels, style);
+      const plotting::ScatterLimits e = plotting::point_extent(result.embedding);
+      const plotting::ScatterLimits limits{x_axis_.update(e.x.lo, e.x.hi), y_axis_.update(e.y.lo, e.y.hi)};
+      return plotting::draw_scatter_frame(info, stats.get(), result.embedding, labels, style, &limits);
     };
   }
 
@@ -213,6 +266,7 @@ class TsneRenderer final : public FrameRenderer {
 
   int64_t max_rows_ = 0;
   plotting::TsneEmbedder embedder_;  // render thread
+  plotting::SteadyAxis x_axis_, y_axis_;  // render thread
 };
 
 }  // namespace

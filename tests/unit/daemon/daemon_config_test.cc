@@ -229,6 +229,9 @@ TEST(DaemonConfigTest, EveryRangeErrorNamesItsKey) {
       {"render: {histogram_bins: 4097}", "render.histogram_bins"},
       {"render: {histogram_margin: -0.1}", "render.histogram_margin"},
       {"render: {histogram_margin: 1.5}", "render.histogram_margin"},
+      {"render: {histogram_axis: log}", "render.histogram_axis"},
+      {"render: {histogram_scale: sqrt}", "render.histogram_scale"},
+      {"render: {histogram_rerange_frames: 0}", "render.histogram_rerange_frames"},
       {"limits: {max_record_bytes: 0}", "limits.max_record_bytes"},
       {"limits: {max_record_bytes: 1e9}", "limits.max_record_bytes"},
       {"limits: {max_streams_per_worker: -3}", "limits.max_streams_per_worker"},
@@ -435,6 +438,10 @@ DaemonConfig non_default_config() {
   c.render.histogram_bins = 17;
   c.render.histogram_margin = 0.123456789012345678;
   c.render.histogram_scale = "log";
+  c.render.histogram_axis = "symlog";
+  c.render.histogram_axis_streams = {{"\\.weight$", "linear"}};
+  c.render.histogram_scale_streams = {{"grad", "auto"}, {"x", "linear"}};
+  c.render.histogram_rerange_frames = 33;
   c.render.heatmap_reduction = "max_abs";
   c.render.pca_layout = "first_two_dims";
   c.render.tsne_perplexity = 12.5;
@@ -579,6 +586,32 @@ TEST(DaemonConfigTest, StreamModesParseAndRefuseBadRules) {
 
   auto extra_key = parse_daemon_config("render:\n  stream_modes:\n    - {match: x, mode: auto, color: red}\n", "t.yaml");
   EXPECT_FALSE(extra_key.is_ok());
+}
+
+TEST(DaemonConfigTest, HistogramAxesPerStream) {
+  const DaemonConfig d;
+  EXPECT_EQ(d.render.histogram_axis, "auto");
+  EXPECT_EQ(d.render.histogram_scale, "auto");
+  EXPECT_EQ(d.render.histogram_rerange_frames, 10);
+  auto ok = parse_daemon_config(
+      "render:\n  histogram_axis: linear\n  histogram_axis_streams:\n    - {match: \"weight$\", mode: symlog}\n"
+      "  histogram_scale_streams:\n    - {match: grad, mode: log}\n  histogram_rerange_frames: 25\n",
+      "t.yaml");
+  ASSERT_TRUE(ok.is_ok()) << ok.message();
+  EXPECT_EQ(ok->render.histogram_axis, "linear");
+  ASSERT_EQ(ok->render.histogram_axis_streams.size(), 1u);
+  EXPECT_EQ(ok->render.histogram_axis_streams[0].mode, "symlog");
+  ASSERT_EQ(ok->render.histogram_scale_streams.size(), 1u);
+  EXPECT_EQ(ok->render.histogram_scale_streams[0].match, "grad");
+  EXPECT_EQ(ok->render.histogram_rerange_frames, 25);
+  // Each list takes its own vocabulary.
+  auto axis = parse_daemon_config("render: {histogram_axis_streams: [{match: x, mode: log}]}", "t.yaml");
+  ASSERT_FALSE(axis.is_ok());
+  EXPECT_NE(axis.message().find("render.histogram_axis_streams[0]"), std::string::npos) << axis.message();
+  EXPECT_NE(axis.message().find("auto, linear, symlog"), std::string::npos) << axis.message();
+  auto scale = parse_daemon_config("render: {histogram_scale_streams: [{match: x, mode: symlog}]}", "t.yaml");
+  ASSERT_FALSE(scale.is_ok());
+  EXPECT_NE(scale.message().find("render.histogram_scale_streams[0]"), std::string::npos) << scale.message();
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ TEST(FramePainter, SizesAndInputs) {
       summarize(view, nullptr, 64, 0.05, &stats, &hist);
       FrameInfo info = long_info();
       info.shape = view.shape;
-      const cv::Mat frame = draw_histogram_frame(info, stats, hist, style);
+      const cv::Mat frame = draw_histogram_frame(info, stats, hist, {}, style);
       EXPECT_EQ(frame.type(), CV_8UC3);
       EXPECT_EQ(frame.cols, width);
       EXPECT_EQ(frame.rows, height);
@@ -95,7 +95,7 @@ TEST(FramePainter, FixedRangeWithEverythingOutside) {
   tensor::TensorStats stats;
   Histogram hist;
   summarize(view, &fixed, 0, 0, &stats, &hist);
-  const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, FrameStyle{});
+  const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, {}, FrameStyle{});
   EXPECT_EQ(frame.size(), cv::Size(640, 480));
 }
 
@@ -108,27 +108,28 @@ TEST(FramePainter, StepChangesTheFrame) {
   FrameInfo info;
   info.stream = "s";
   info.step = 1;
-  const cv::Mat a = draw_histogram_frame(info, stats, hist, FrameStyle{});
+  const cv::Mat a = draw_histogram_frame(info, stats, hist, {}, FrameStyle{});
   info.step = 2;
-  const cv::Mat b = draw_histogram_frame(info, stats, hist, FrameStyle{});
+  const cv::Mat b = draw_histogram_frame(info, stats, hist, {}, FrameStyle{});
   EXPECT_GT(cv::norm(a, b, cv::NORM_L1), 0);
 }
 
-// A log count axis lifts small bins next to a huge one: more bar pixels than linear.
+// A log count axis lifts small bins next to two huge ones: more bar pixels than linear.
 TEST(FramePainter, LogCountScaleShowsSmallBins) {
   std::vector<float> v(100000, 0.f);
-  for (int i = 0; i < 50; ++i) v[static_cast<size_t>(i)] = 1.f + 0.02f * static_cast<float>(i);
+  for (size_t i = 50000; i < v.size(); ++i) v[i] = 2.f;
+  for (int i = 0; i < 50; ++i) v[static_cast<size_t>(i)] = 0.5f + 0.02f * static_cast<float>(i);
   const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {static_cast<int64_t>(v.size())}};
   tensor::TensorStats stats;
   Histogram hist;
   summarize(view, nullptr, 32, 0.05, &stats, &hist);
   FrameInfo info;
   info.stream = "skewed";
-  FrameStyle linear;
-  FrameStyle log = linear;
+  const FrameStyle linear;
+  HistogramDisplay log;
   log.log_counts = true;
-  const cv::Mat a = draw_histogram_frame(info, stats, hist, linear);
-  const cv::Mat b = draw_histogram_frame(info, stats, hist, log);
+  const cv::Mat a = draw_histogram_frame(info, stats, hist, {}, linear);
+  const cv::Mat b = draw_histogram_frame(info, stats, hist, log, linear);
   ASSERT_EQ(b.size(), cv::Size(640, 480));
   auto bar_pixels = [&](const cv::Mat& m) {
     cv::Mat mask;
@@ -142,11 +143,11 @@ TEST(FramePainter, InconsistentHistogramDoesNotCrash) {
   Histogram hist;  // counts missing, absurd range
   hist.range = HistogramRange{5, -5, 0};
   tensor::TensorStats stats;
-  const cv::Mat frame = draw_histogram_frame(FrameInfo{}, stats, hist, FrameStyle{});
+  const cv::Mat frame = draw_histogram_frame(FrameInfo{}, stats, hist, {}, FrameStyle{});
   EXPECT_EQ(frame.size(), cv::Size(640, 480));
   hist.range = HistogramRange{0, 1, 3};
   hist.counts = {UINT64_MAX, 0, 1};
-  EXPECT_EQ(draw_histogram_frame(FrameInfo{}, stats, hist, FrameStyle{}).size(), cv::Size(640, 480));
+  EXPECT_EQ(draw_histogram_frame(FrameInfo{}, stats, hist, {}, FrameStyle{}).size(), cv::Size(640, 480));
 }
 
 TEST(FramePainter, ArbitraryStatsAndRangesDoNotCrash) {
@@ -173,7 +174,7 @@ TEST(FramePainter, ArbitraryStatsAndRangesDoNotCrash) {
     FrameStyle style;
     style.width = 100 + static_cast<int>(rng() % 1300);
     style.height = 60 + static_cast<int>(rng() % 800);
-    const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, style);
+    const cv::Mat frame = draw_histogram_frame(long_info(), stats, hist, {}, style);
     ASSERT_EQ(frame.size(), cv::Size(style.width, style.height));
   }
 }
@@ -205,10 +206,10 @@ TEST(FramePainter, TinyAndAbsurdSizesAreClamped) {
   Histogram hist;
   const std::vector<float> v = {1, 2};
   summarize(tensor::TensorView{v.data(), tensor::ElementType::kFloat32, {2}}, nullptr, 4, 0, &stats, &hist);
-  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, style).size(), cv::Size(16, 16));
+  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, {}, style).size(), cv::Size(16, 16));
   style.width = -5;
   style.height = 0;
-  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, style).size(),
+  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, {}, style).size(),
             cv::Size(kMinFrameSide, kMinFrameSide));
   EXPECT_EQ(draw_message_frame(long_info(), "x", style).size(), cv::Size(kMinFrameSide, kMinFrameSide));
 }
@@ -217,6 +218,95 @@ TEST(FormatShape, Brackets) {
   EXPECT_EQ(format_shape({}), "[]");
   EXPECT_EQ(format_shape({3}), "[3]");
   EXPECT_EQ(format_shape({64, 128, 768}), "[64, 128, 768]");
+}
+
+int color_pixels(const cv::Mat& m, const cv::Scalar& color, const cv::Rect& roi) {
+  cv::Mat mask;
+  cv::inRange(m(roi), color - cv::Scalar(2, 2, 2), color + cv::Scalar(2, 2, 2), mask);
+  return cv::countNonZero(mask);
+}
+
+// Half zeros: the zero bar is cut, so the other bars fill the plot (uncut, they would
+// be under 7 % of its height: about 10,000 bar pixels in all).
+TEST(FramePainter, ASpikeIsCutAndTheBodyKeepsItsHeight) {
+  std::vector<float> v(65536);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (float& x : v) x = std::max(0.f, normal(rng));
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {65536}};
+  tensor::TensorStats stats;
+  Histogram hist;
+  summarize(view, nullptr, 64, 0.1, &stats, &hist);
+  const FrameStyle style;
+  const cv::Mat frame = draw_histogram_frame(FrameInfo{}, stats, hist, {}, style);
+  EXPECT_GT(color_pixels(frame, style.bar, cv::Rect(0, 0, 640, 480)), 20000);
+}
+
+TEST(FramePainter, ARangeChangeIsWrittenAboveThePlot) {
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<float>(i));
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {1000}};
+  tensor::TensorStats stats;
+  Histogram hist;
+  summarize(view, nullptr, 32, 0.1, &stats, &hist);
+  const FrameStyle style;
+  HistogramDisplay noted;
+  noted.range_note = "range changed at step 7 (values shrank; was -6 .. 6)";
+  HistogramDisplay changed = noted;
+  changed.range_changed = true;
+  // Pixels in `roi` nearer the accent (orange) than anything else on the frame.
+  auto orange = [&](const cv::Mat& m, const cv::Rect& roi) {
+    int n = 0;
+    for (int y = roi.y; y < roi.y + roi.height; ++y) {
+      for (int x = roi.x; x < roi.x + roi.width; ++x) {
+        const cv::Vec3b p = m.at<cv::Vec3b>(y, x);
+        n += p[2] > p[1] + 30 && p[1] > p[0] + 30 ? 1 : 0;
+      }
+    }
+    return n;
+  };
+  const cv::Mat plain = draw_histogram_frame(FrameInfo{}, stats, hist, {}, style);
+  const cv::Mat note = draw_histogram_frame(FrameInfo{}, stats, hist, noted, style);
+  const cv::Mat axes = draw_histogram_frame(FrameInfo{}, stats, hist, changed, style);
+  const cv::Rect band(0, 105, 640, 40);  // just under the header
+  EXPECT_GT(orange(note, band), orange(plain, band) + 300);
+  const cv::Rect all(0, 0, 640, 480);
+  EXPECT_GT(orange(axes, all), orange(note, all) + 500);  // the first frame: axes too
+}
+
+TEST(FramePainter, DegenerateTensorsAreNamed) {
+  auto stats_of = [](std::vector<float> v) {
+    return tensor::compute_stats(tensor::TensorView{v.data(), tensor::ElementType::kFloat32,
+                                                    {static_cast<int64_t>(v.size())}});
+  };
+  EXPECT_EQ(degenerate_description(stats_of({})), "empty tensor: nothing to plot");
+  EXPECT_EQ(degenerate_description(stats_of(std::vector<float>(4096, 0.f))), "all 4096 values are 0");
+  EXPECT_EQ(degenerate_description(stats_of(std::vector<float>(20, 1.5f))), "constant: all 20 values are 1.5");
+  EXPECT_EQ(degenerate_description(stats_of({0.25f})), "single element: 0.25");
+  EXPECT_EQ(degenerate_description(stats_of(std::vector<float>(8, NAN))), "all 8 values are NaN");
+  EXPECT_EQ(degenerate_description(stats_of({NAN, INFINITY, -INFINITY, NAN})),
+            "no finite values: 2 NaN, 1 +Inf, 1 -Inf");
+  EXPECT_EQ(degenerate_description(stats_of({2.f, 2.f, NAN})), "constant: all 2 finite values are 2 (besides 1 NaN/Inf)");
+  EXPECT_EQ(degenerate_description(stats_of({1.f, 2.f})), "");
+}
+
+TEST(FramePainter, SymlogAxesAreStated) {
+  std::vector<float> v(4096);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::pow(10.f, static_cast<float>(i % 60) / 10.f - 3.f);
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {4096}};
+  tensor::TensorStats stats;
+  Histogram linear_hist, symlog_hist;
+  summarize(view, nullptr, 64, 0.1, &stats, &linear_hist);
+  symlog_hist = compute_histogram(view, HistogramRange{0, 1000, 64, HistogramAxis::kSymlog, 0.001});
+  EXPECT_EQ(symlog_hist.range.axis, HistogramAxis::kSymlog);
+  EXPECT_EQ(symlog_hist.total(), 4096u);
+  const FrameStyle style;
+  const cv::Mat a = draw_histogram_frame(FrameInfo{}, stats, linear_hist, {}, style);
+  const cv::Mat b = draw_histogram_frame(FrameInfo{}, stats, symlog_hist, {}, style);
+  // "64 bins, symlog x" in the bottom-right corner: more text than "64 bins".
+  const cv::Rect corner(400, 450, 240, 30);
+  auto ink = [&](const cv::Mat& m) { return 640 * 480 / 16 - color_pixels(m, style.background, corner); };
+  EXPECT_GT(ink(b), ink(a) + 100);
 }
 
 }  // namespace

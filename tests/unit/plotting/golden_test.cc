@@ -13,6 +13,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "tensorscope/plotting/adaptive_histogram.h"
 #include "tensorscope/plotting/frame_painter.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/histogram.h"
@@ -167,7 +168,85 @@ TEST(Golden, Histogram) {
   tensor::TensorStats stats;
   Histogram hist;
   summarize(view, nullptr, 64, 0.05, &stats, &hist);
-  check_golden("histogram_bell_64k", draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, FrameStyle{}));
+  check_golden("histogram_bell_64k", draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, {}, FrameStyle{}));
+}
+
+// Deterministic normal and Student-t (nu = 2) samples from noise(): Box-Muller, and
+// Z / sqrt(-ln U).
+float normal_noise(uint32_t i) {
+  const double u1 = (noise(2 * i) + 1.0) / 2 * (1 - 1e-9) + 1e-9;
+  const double u2 = (noise(2 * i + 1) + 1.0) / 2;
+  return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+float student_t2_noise(uint32_t i) {
+  const double u = (noise(i + 7777777u) + 1.0) / 2 * (1 - 1e-9) + 1e-9;
+  return static_cast<float>(normal_noise(i) / std::sqrt(-std::log(u)));
+}
+
+cv::Mat adaptive_histogram_frame(const std::string& stream, const std::string& kind,
+                                 const std::vector<float>& v, const AdaptiveHistogramOptions& options = {}) {
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {256, static_cast<int64_t>(v.size() / 256)}};
+  AdaptiveHistogram adaptive(options);
+  const HistogramFrame f = adaptive.next(view, 100);
+  FrameInfo info = info_for(stream, view.shape);
+  info.kind = kind;
+  info.step = 100;
+  return draw_histogram_frame(info, f.stats, f.hist, f.display, FrameStyle{});
+}
+
+// A heavy-tailed gradient: a body from percentiles, symmetric around 0, the tails counted;
+// and, for comparison, the same values over [min, max] (a single bar).
+TEST(Golden, HistogramHeavyTailedGradient) {
+  std::vector<float> v(65536);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 1e-4f * student_t2_noise(static_cast<uint32_t>(i));
+  check_golden("histogram_t2_gradient", adaptive_histogram_frame("cnn.features.conv2.grad", "grad", v));
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {256, 256}};
+  tensor::TensorStats stats;
+  Histogram hist;
+  summarize(view, nullptr, 64, 0.1, &stats, &hist);
+  FrameInfo info = info_for("cnn.features.conv2.grad", view.shape);
+  info.kind = "grad";
+  info.step = 100;
+  check_golden("histogram_t2_gradient_extremes", draw_histogram_frame(info, stats, hist, {}, FrameStyle{}));
+}
+
+// Half zeros: the zero bar is cut and labelled, the positive half keeps its height.
+TEST(Golden, HistogramReluSpike) {
+  std::vector<float> v(65536);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::max(0.f, normal_noise(static_cast<uint32_t>(i)));
+  check_golden("histogram_relu_spike", adaptive_histogram_frame("cnn.features.relu1", "output", v));
+}
+
+// Log-normal weights spanning decades: a symlog value axis.
+TEST(Golden, HistogramLogNormalSymlog) {
+  std::vector<float> v(65536);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * std::exp(2.f * normal_noise(static_cast<uint32_t>(i)));
+  check_golden("histogram_lognormal_symlog", adaptive_histogram_frame("gate.weight", "weight", v));
+}
+
+// The first frame after a range change: axes in accent and the change written above.
+TEST(Golden, HistogramRangeChanged) {
+  AdaptiveHistogram adaptive(AdaptiveHistogramOptions{});
+  std::vector<float> v(65536);
+  HistogramFrame f;
+  for (int step = 0; step < 12; ++step) {
+    const float scale = step < 11 ? 1.f : 0.05f;
+    for (size_t i = 0; i < v.size(); ++i) v[i] = scale * normal_noise(static_cast<uint32_t>(i + step * 65536));
+    f = adaptive.next(tensor::TensorView{v.data(), tensor::ElementType::kFloat32, {65536}}, step * 100);
+  }
+  ASSERT_TRUE(f.display.range_changed);
+  FrameInfo info = info_for("encoder.layers.5.out", {65536});
+  info.step = 1100;
+  check_golden("histogram_range_changed", draw_histogram_frame(info, f.stats, f.hist, f.display, FrameStyle{}));
+}
+
+// A tensor with nothing to plot says so.
+TEST(Golden, MessageConstant) {
+  std::vector<float> v(4096, 0.f);
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {64, 64}};
+  const tensor::TensorStats stats = tensor::compute_stats(view);
+  check_golden("message_all_zero", draw_message_frame(info_for("fc.bias.grad", view.shape),
+                                                      degenerate_description(stats), FrameStyle{}, &stats));
 }
 
 // Rows from three well-separated deterministic clusters in 12-D.

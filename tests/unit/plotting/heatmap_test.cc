@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <opencv2/core.hpp>
+
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace tensorscope::plotting {
@@ -117,6 +120,48 @@ TEST(Heatmap, HugeFloat64MeansStayFinite) {
   const Heatmap h = reduce_heatmap({big.data(), tensor::ElementType::kFloat64, {4, 4}}, 1, 1);
   ASSERT_EQ(h.values.size(), 1u);
   EXPECT_TRUE(std::isfinite(h.values[0]));
+}
+
+// A few extreme cells do not wash out the rest: the colour limits come from the body,
+// the extreme cells are counted beyond them and drawn in the end-cap colours.
+TEST(Heatmap, ColourLimitsComeFromTheBodyAndOutliersAreMarked) {
+  std::vector<float> m(100 * 100);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(static_cast<float>(i) * 0.37f);
+  m[123] = 1000.f;
+  m[4567] = -800.f;
+  m[8901] = 950.f;
+  const tensor::TensorView view{m.data(), tensor::ElementType::kFloat32, {100, 100}};
+  const Heatmap h = reduce_heatmap(view, 256, 256);
+  EXPECT_EQ(h.value_max, 1000.0);
+  EXPECT_LE(h.color_hi, 1.5);
+  EXPECT_GE(h.color_lo, -1.5);
+  EXPECT_EQ(h.cells_above, 2);
+  EXPECT_EQ(h.cells_below, 1);
+  FrameStyle style;
+  const cv::Mat frame = draw_heatmap_frame(FrameInfo{}, tensor::compute_stats(view), h, style);
+  cv::Mat white, black;
+  cv::inRange(frame, cv::Scalar(255, 255, 255), cv::Scalar(255, 255, 255), white);
+  cv::inRange(frame, cv::Scalar(0, 0, 0), cv::Scalar(0, 0, 0), black);
+  EXPECT_GT(cv::countNonZero(white), 2 * 9);  // two cells of at least 3x3 px, and the cap
+  EXPECT_GT(cv::countNonZero(black), 9);
+  // The body spreads over the colormap: many distinct colours in the cells.
+  std::set<int> colors;
+  for (int r = 0; r < frame.rows; ++r) {
+    for (int c = 0; c < frame.cols; ++c) {
+      const cv::Vec3b p = frame.at<cv::Vec3b>(r, c);
+      colors.insert(p[0] << 16 | p[1] << 8 | p[2]);
+    }
+  }
+  EXPECT_GT(colors.size(), 150u);
+}
+
+TEST(Heatmap, WellBehavedMatricesKeepTheirFullRange) {
+  std::vector<double> m(40 * 30);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<double>(i % 97) - 40.0;
+  const Heatmap h = reduce_heatmap(tensor::TensorView{m.data(), tensor::ElementType::kFloat64, {40, 30}}, 256, 256);
+  EXPECT_EQ(h.color_lo, h.value_min);
+  EXPECT_EQ(h.color_hi, h.value_max);
+  EXPECT_EQ(h.cells_above + h.cells_below, 0);
 }
 
 }  // namespace

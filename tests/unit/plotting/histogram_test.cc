@@ -242,5 +242,31 @@ TEST(Summarize, FixedRangeIsOnePassAndMatches) {
   summarize(view, nullptr, 10, 0, nullptr, nullptr);
 }
 
+// Symlog bins: equal widths in sign(x) log10(1 + |x| / c), both signs and 0, tails
+// outside; the same counts as the element-by-element reference.
+TEST(Histogram, SymlogBinsMatchTheReference) {
+  std::vector<double> v;
+  for (int i = -400; i <= 400; ++i) v.push_back(std::copysign(std::pow(10.0, std::abs(i) / 80.0 - 3), i));
+  v.push_back(0.0);
+  v.push_back(-1e9);
+  v.push_back(1e9);
+  const tensor::TensorView view{v.data(), tensor::ElementType::kFloat64, {static_cast<int64_t>(v.size())}};
+  for (double c : {1e-3, 0.5, 40.0}) {
+    const HistogramRange range{-1000, 2000, 37, HistogramAxis::kSymlog, c};
+    ASSERT_TRUE(range.valid());
+    const Histogram got = compute_histogram(view, range);
+    const Histogram want = testing::reference_histogram(view, range);
+    EXPECT_EQ(got.counts, want.counts) << c;
+    EXPECT_EQ(got.underflow, 1u);
+    EXPECT_EQ(got.overflow, 1u);
+    EXPECT_NEAR(range.edge(0), -1000, 1e-9);
+    EXPECT_EQ(range.edge(37), 2000);
+    for (int i = 0; i < 37; ++i) EXPECT_LT(range.edge(i), range.edge(i + 1));
+  }
+  // A symlog range that cannot be binned becomes a linear one.
+  EXPECT_EQ(sanitize_range(HistogramRange{0, 1, 8, HistogramAxis::kSymlog, -1}).axis, HistogramAxis::kLinear);
+  EXPECT_EQ(sanitize_range(HistogramRange{0, 1, 8, HistogramAxis::kSymlog, NAN}).axis, HistogramAxis::kLinear);
+}
+
 }  // namespace
 }  // namespace tensorscope::plotting

@@ -101,7 +101,7 @@ TEST(PainterEdgeCases, EveryPainterDrawsEveryCase) {
       tensor::TensorStats s2;
       Histogram hist;
       summarize(view, nullptr, 64, 0.05, &s2, &hist);
-      expect_frame(draw_histogram_frame(info, s2, hist, style), style, "histogram " + tag);
+      expect_frame(draw_histogram_frame(info, s2, hist, {}, style), style, "histogram " + tag);
     }
   }
 }

@@ -329,5 +329,25 @@ TEST(PcaTest, OneFeatureProjectsTheCentredValues) {
   EXPECT_EQ(r.projection(0, 1), 0.0f);
 }
 
+TEST(PcaTest, AlignSignsUndoesAMirroredComponent) {
+  Eigen::MatrixXf previous(5, 2);
+  previous << 1, 0.5, 2, -1, 3, 0.2, -4, 1, -2, -0.7;
+  Eigen::MatrixXf next = previous;
+  next.col(1) *= -1.0f;  // the second component came out mirrored
+  next(0, 0) += 0.1f;
+  EXPECT_EQ(align_signs(&next, previous), 1);
+  EXPECT_GT(next.col(1).dot(previous.col(1)), 0);
+  EXPECT_GT(next.col(0).dot(previous.col(0)), 0);
+  // Other row counts do not correspond: nothing changes.
+  Eigen::MatrixXf other = -previous.topRows(4);
+  EXPECT_EQ(align_signs(&other, previous), 0);
+  EXPECT_LT(other(0, 0), 0);
+  // Unrelated scores (correlation near 0) keep their sign.
+  Eigen::MatrixXf unrelated(4, 1), before(4, 1);
+  unrelated << 1, -1, 1, -1;
+  before << 1, 1, -1, -1;
+  EXPECT_EQ(align_signs(&unrelated, before), 0);
+}
+
 }  // namespace
 }  // namespace tensorscope::plotting

@@ -36,12 +36,11 @@ class TempDir {
   std::string path_;
 };
 
-// Element-by-element histogram, written the obvious way.
+// Element-by-element histogram, written the obvious way (linear or symlog axis).
 inline Histogram reference_histogram(const tensor::TensorView& view, const HistogramRange& range) {
   Histogram h;
   h.range = range;
   h.counts.assign(static_cast<size_t>(range.bins), 0);
-  const double scale = range.bins / (range.hi - range.lo);
   for (int64_t i = 0; i < view.numel(); ++i) {
     const double x = tensor::element_as_double(view.data, view.type, i);
     if (std::isnan(x)) {
@@ -55,7 +54,11 @@ inline Histogram reference_histogram(const tensor::TensorView& view, const Histo
     } else if (x > range.hi) {
       ++h.overflow;
     } else {
-      int64_t bin = static_cast<int64_t>(std::floor((x - range.lo) * scale));
+      // The binner's arithmetic: (t(x) - t(lo)) * (bins / (t(hi) - t(lo))), t the axis.
+      const bool sym = range.axis == HistogramAxis::kSymlog;
+      auto t = [&](double v) { return sym ? symlog(v, range.linthresh) : v; };
+      const double scale = range.bins / (t(range.hi) - t(range.lo));
+      int64_t bin = static_cast<int64_t>(std::floor((t(x) - t(range.lo)) * scale));
       if (bin >= range.bins) bin = range.bins - 1;
       ++h.counts[static_cast<size_t>(bin)];
     }

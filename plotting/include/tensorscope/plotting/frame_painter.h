@@ -45,19 +45,37 @@ struct FrameStyle {
   cv::Scalar bar{222, 156, 72};
   cv::Scalar grid{64, 59, 56};
   cv::Scalar accent{64, 172, 255};
-  bool log_counts = false;  // histogram: count axis on a log scale (log10(1 + count))
+};
+
+// How a histogram is shown besides its counts (adaptive_histogram.h decides it).
+struct HistogramDisplay {
+  bool log_counts = false;     // count axis on a log scale (log10(1 + count))
+  bool range_changed = false;  // the first frame on a new range: the axes in accent
+  std::string range_note;      // e.g. "range changed at step 1200 (values shrank; ...)"
 };
 
 // Histogram frame: header with statistics, bars over hist.range with count (y) and
-// value (x) axes, the mean marked, and underflow/overflow/NaN/+Inf/-Inf counts in a
-// line of their own.
+// value (x, linear or symlog) axes, the mean marked, and underflow/overflow/NaN/+Inf/
+// -Inf counts in a line of their own with the axes' state ("64 bins, symlog x, log
+// counts"). On a linear count axis a spike (spike_bin, e.g. a ReLU's zeros) is drawn
+// cut at the top with its count and share written, so the other bars keep their
+// height. A range note is written in accent at the top of the plot.
 cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                             const Histogram& hist, const FrameStyle& style);
+                             const Histogram& hist, const HistogramDisplay& display,
+                             const FrameStyle& style);
 
-// Header without statistics and `message` centred below it (word-wrapped), for tensors
-// that cannot be plotted (empty, unsupported, ...).
+// Header (with the statistics line when stats != nullptr) and `message` centred below
+// it (word-wrapped), for tensors that cannot be plotted (empty, unsupported,
+// degenerate, ...).
 cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
-                           const FrameStyle& style);
+                           const FrameStyle& style, const tensor::TensorStats* stats = nullptr);
+
+// What a frame should say instead of a plot about a tensor that has nothing to show:
+// "empty tensor: nothing to plot", "all 4096 values are NaN", "no finite values: 3 NaN,
+// 1 +Inf", "single element: 0.25", "all 4096 values are 0", "constant: all 4096 values
+// are 1.5" (NaN/Inf besides are named). Empty when the tensor has a spread of finite
+// values to plot.
+std::string degenerate_description(const tensor::TensorStats& stats);
 
 // For other painters: fills `image` with the background, draws the header (with the
 // statistics line when stats != nullptr) and returns the free area below it.

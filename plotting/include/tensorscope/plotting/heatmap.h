@@ -6,8 +6,10 @@
 // row and column contributes to a cell (nothing is skipped). It makes one pass over the
 // data in memory order (about 1-2 ms per 1M float32). force2d() lays any tensor out as
 // the smallest square that holds it, the tail filled with explicit zeros. The painter
-// draws cells with the viridis colormap, a colorbar with values, row/column axes with
-// the original indices, and cells without a finite value in a distinct colour.
+// draws cells with the viridis colormap over limits taken from the body of the cell
+// values (a few extreme cells do not wash out the rest; they are marked and counted), a
+// colorbar with values, row/column axes with the original indices, and cells without a
+// finite value in a distinct colour.
 // No exception escapes; NaN, Inf, empty and huge inputs never crash.
 // Thread safety: pure functions, thread-safe.
 #pragma once
@@ -48,6 +50,14 @@ struct Heatmap {
   std::vector<uint8_t> flags;  // kCellNaN | kCellPosInf | kCellNegInf per cell
   double value_min = 0;        // over finite cell values; NaN when none
   double value_max = 0;
+  // Colour limits: the body of the finite cell values (choose_body_range: the full
+  // range unless a few cells lie far outside it, then the 1st to 99th percentile),
+  // edges on a nice grid; NaN when no finite cell. Cells outside are drawn in the
+  // colorbar's end-cap colours (white above, black below) and counted.
+  double color_lo = 0;
+  double color_hi = 0;
+  int64_t cells_above = 0;
+  int64_t cells_below = 0;
   uint64_t nan_count = 0;  // elements
   uint64_t pos_inf_count = 0;
   uint64_t neg_inf_count = 0;
@@ -70,9 +80,10 @@ Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_col
 Heatmap force2d(const tensor::TensorView& view, int max_side,
                 HeatmapReduction reduction = HeatmapReduction::kMean);
 
-// Header with statistics, the cells (viridis; no-finite-value cells in a distinct
-// grey-magenta), a colorbar with value ticks, row and column axes with source indices,
-// and a footer naming the reduction, NaN/Inf counts and padding.
+// Header with statistics, the cells (viridis over [color_lo, color_hi]; cells beyond
+// in white/black; no-finite-value cells in a distinct red), a colorbar with value ticks
+// and end caps, with their cell counts, when cells lie beyond it, row and column axes
+// with source indices, and a footer naming the reduction, NaN/Inf counts and padding.
 cv::Mat draw_heatmap_frame(const FrameInfo& info, const tensor::TensorStats& stats,
                            const Heatmap& heatmap, const FrameStyle& style);
 

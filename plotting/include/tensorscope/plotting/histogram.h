@@ -18,17 +18,34 @@ namespace tensorscope::plotting {
 
 inline constexpr int kMaxHistogramBins = 1 << 20;
 
-// Bins of equal width over [lo, hi]: bin i holds lo + i*w <= x < lo + (i+1)*w with
-// w = (hi - lo) / bins, and x == hi goes to the last bin.
+// The value axis of a histogram. kLinear: bins of equal width in x. kSymlog: bins of
+// equal width in symlog(x) = sign(x) * log10(1 + |x| / linthresh), linear within about
+// +-linthresh and logarithmic beyond, for bodies that span orders of magnitude (both
+// signs and zero allowed, unlike a log axis).
+enum class HistogramAxis : uint8_t { kLinear, kSymlog };
+
+// sign(x) * log10(1 + |x| / linthresh) and its inverse (linthresh > 0).
+double symlog(double x, double linthresh);
+double symlog_inverse(double t, double linthresh);
+
+// Bins of equal width over [lo, hi] on the axis: with kLinear, bin i holds
+// lo + i*w <= x < lo + (i+1)*w with w = (hi - lo) / bins; with kSymlog the same in
+// symlog(x). x == hi goes to the last bin.
 struct HistogramRange {
   double lo = 0;
   double hi = 1;
   int bins = 64;
+  HistogramAxis axis = HistogramAxis::kLinear;
+  double linthresh = 1;  // kSymlog only: finite, > 0
 
-  // lo < hi, both finite, hi - lo finite, 1 <= bins <= kMaxHistogramBins.
+  // lo < hi, both finite, hi - lo finite, 1 <= bins <= kMaxHistogramBins; with kSymlog
+  // also a finite linthresh > 0 that keeps symlog(hi) - symlog(lo) > 0.
   bool valid() const;
-  // Left edge of bin i (i == bins gives hi).
+  // Left edge of bin i (i == bins gives hi), in x.
   double edge(int i) const;
+  // Where x sits on the axis, 0 at lo and 1 at hi (outside [0, 1] beyond them).
+  double position(double x) const;
+  bool operator==(const HistogramRange&) const = default;
 };
 
 // Makes any range valid: clamps bins, orders lo/hi, widens an empty or non-finite one.

@@ -15,6 +15,7 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/plotting/steady_axis.h"
 #include "tensorscope/tensor/tensor_stats.h"
 #include "tensorscope/tensor/tensor_view.h"
 
@@ -51,8 +52,10 @@ LineSeries reduce_line(const tensor::TensorView& view, int columns);
 // Header with statistics, value-vs-index axes, the series (a polyline with dots when
 // short, a min-max band when reduced), NaN/Inf markers (red ticks on the x axis for
 // NaN, marks at the top/bottom edge for +Inf/-Inf) and a footer with their counts.
-// Empty or all-non-finite series get a message in the plot area.
+// Empty or all-non-finite series get a message in the plot area. The value axis spans
+// `y_limits` when given (a stream's SteadyAxis), else the series' own range.
 cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                        const LineSeries& series, const FrameStyle& style);
+                        const LineSeries& series, const FrameStyle& style,
+                        const AxisLimits* y_limits = nullptr);
 
 }  // namespace tensorscope::plotting

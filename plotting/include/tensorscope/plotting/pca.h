@@ -73,4 +73,11 @@ void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64
 
 PcaResult compute_pca(const tensor::TensorView& view, const PcaOptions& options);
 
+// A component's sign is arbitrary, so a video of projections may mirror from one frame
+// to the next. Flips each column of `projection` whose scores run against the same
+// column of `previous` (a correlation below -0.3 over rows that correspond: same row
+// count), so that motion in the video means change in the data. Columns without such a
+// counterpart keep compute_pca's sign. Returns the number of columns flipped.
+int align_signs(Eigen::MatrixXf* projection, const Eigen::MatrixXf& previous);
+
 }  // namespace tensorscope::plotting

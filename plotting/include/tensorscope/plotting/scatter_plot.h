@@ -18,6 +18,7 @@
 
 #include "tensorscope/plotting/frame_painter.h"
 #include "tensorscope/plotting/pca.h"
+#include "tensorscope/plotting/steady_axis.h"
 #include "tensorscope/tensor/tensor_stats.h"
 
 namespace tensorscope::plotting {
@@ -34,16 +35,27 @@ struct ScatterLabels {
   std::string index_name = "row";
 };
 
+// Axis ranges kept across a stream's frames (SteadyAxis), instead of each frame's own.
+struct ScatterLimits {
+  AxisLimits x;
+  AxisLimits y;
+};
+
+// The finite extent of the first two columns of `points` (a single column: y is 0):
+// {x: [min, max], y: [min, max]}; NaN limits when no point is finite.
+ScatterLimits point_extent(const Eigen::MatrixXf& points);
+
 // Header (with the statistics line when stats != nullptr) and a scatter plot of the
-// n x 2 `points` (extra columns are ignored; a single column is plotted against 0).
+// n x 2 `points` (extra columns are ignored; a single column is plotted against 0),
+// over `limits` when given, else around the points.
 cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats,
                            const Eigen::MatrixXf& points, const ScatterLabels& labels,
-                           const FrameStyle& style);
+                           const FrameStyle& style, const ScatterLimits* limits = nullptr);
 
 // The `pca` frame: the first two columns of result.projection with the explained
 // variance on the axis titles and the matrix shape and method in the note; a message
 // frame when !result.ok().
 cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, const PcaResult& result,
-                       const FrameStyle& style);
+                       const FrameStyle& style, const ScatterLimits* limits = nullptr);
 
 }  // namespace tensorscope::plotting

@@ -1,0 +1,107 @@
+// value_sketch.cc — the bucket key of a value, quantiles from bucket counts.
+#include "tensorscope/plotting/value_sketch.h"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "tensorscope/tensor/element_blocks.h"
+
+namespace tensorscope::plotting {
+namespace {
+
+constexpr int kKeyShift = 20;  // 32-bit key, 12-bit bucket
+constexpr double kBucketKeys = 1 << kKeyShift;
+constexpr uint32_t kSignBit = 0x80000000u;
+constexpr int kZeroBucket = ValueSketch::kBuckets / 2;  // +0 (and -0 at kZeroBucket - 1)
+
+// float32 bits in sign-magnitude order: a larger key is a larger value.
+uint32_t key_of(double x) {
+  const float f = static_cast<float>(std::clamp(x, -static_cast<double>(FLT_MAX),
+                                                static_cast<double>(FLT_MAX)));
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  return (bits & kSignBit) != 0 ? ~bits : bits | kSignBit;
+}
+
+double value_of_key(uint32_t key) {
+  const uint32_t bits = (key & kSignBit) != 0 ? key & ~kSignBit : ~key;
+  return static_cast<double>(std::bit_cast<float>(bits));
+}
+
+// The key at fraction `frac` of bucket `b`.
+uint32_t key_inside(int b, double frac) {
+  const double k = static_cast<double>(b) * kBucketKeys + std::clamp(frac, 0.0, 1.0) * (kBucketKeys - 1);
+  return static_cast<uint32_t>(std::min(k, 4294967295.0));
+}
+
+// Index and in-bucket fraction of the value of rank `rank` (0-based, fractional) among
+// `counts` summing to at least rank + 1.
+template <size_t N>
+std::pair<int, double> locate(const std::array<uint64_t, N>& counts, double rank) {
+  double before = 0;
+  for (size_t b = 0; b < N; ++b) {
+    const double c = static_cast<double>(counts[b]);
+    if (c > 0 && rank < before + c) return {static_cast<int>(b), (rank - before + 0.5) / c};
+    before += c;
+  }
+  for (size_t b = N; b-- > 0;) {
+    if (counts[b] > 0) return {static_cast<int>(b), 1.0};
+  }
+  return {0, 0.0};
+}
+
+}  // namespace
+
+void ValueSketch::add_block(const double* v, size_t n) {
+  if (n == 0) return;
+  double mn = count_ == 0 ? v[0] : min_, mx = count_ == 0 ? v[0] : max_;
+  uint64_t zeros = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = v[i];
+    ++buckets_[key_of(x) >> kKeyShift];
+    mn = x < mn ? x : mn;
+    mx = x > mx ? x : mx;
+    zeros += x == 0.0 ? 1 : 0;
+  }
+  min_ = mn;
+  max_ = mx;
+  zeros_ += zeros;
+  count_ += n;
+}
+
+double ValueSketch::quantile(double p) const {
+  if (count_ == 0) return std::numeric_limits<double>::quiet_NaN();
+  if (!(p > 0)) return min_;
+  if (p >= 1) return max_;
+  const auto [b, frac] = locate(buckets_, p * static_cast<double>(count_ - 1));
+  return std::clamp(value_of_key(key_inside(b, frac)), min_, max_);
+}
+
+double ValueSketch::nonzero_abs_quantile(double p) const {
+  if (count_ <= zeros_) return std::numeric_limits<double>::quiet_NaN();
+  // Fold the negative buckets onto the positive ones: -x lands in kZeroBucket - 1 - h
+  // where x lands in kZeroBucket + h.
+  std::array<uint64_t, kBuckets / 2> magnitude{};
+  for (int h = 0; h < kBuckets / 2; ++h) {
+    magnitude[static_cast<size_t>(h)] = buckets_[static_cast<size_t>(kZeroBucket + h)] +
+                                        buckets_[static_cast<size_t>(kZeroBucket - 1 - h)];
+  }
+  magnitude[0] -= zeros_;
+  const uint64_t n = count_ - zeros_;
+  const double largest = std::max(std::abs(min_), std::abs(max_));
+  const double rank = std::clamp(p, 0.0, 1.0) * static_cast<double>(n - 1);
+  const auto [h, frac] = locate(magnitude, rank);
+  return std::clamp(value_of_key(key_inside(kZeroBucket + h, frac)), 0.0, largest);
+}
+
+ValueSketch sketch_values(const tensor::TensorView& view) {
+  ValueSketch sketch;
+  tensor::NonFiniteCounts nf;
+  tensor::for_each_finite_block(view, &nf,
+                                [&](const double* v, size_t n) { sketch.add_block(v, n); });
+  return sketch;
+}
+
+}  // namespace tensorscope::plotting
