@@ -2,7 +2,8 @@
 //
 // Measures, in one run, for a random-normal float32 tensor of 1M elements at 640x480:
 //   summarize (stats + 64-bin histogram; auto range = 2 passes, fixed range = 1 pass),
-//   compute_histogram alone,
+//   compute_histogram alone, the value sketch alone, AdaptiveHistogram::next on a kept
+//   range and on a frame that chooses a range (as ratios to summarize with a fixed range),
 //   draw_histogram_frame, VideoWriter::write (encode) per frame, and the whole chain
 //   (summarize + draw + encode, into a real .mp4 in a temp dir, finalize included) as
 //   frames per second; then the same chain (stats + reduce + draw + encode) for the line
@@ -18,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "tensorscope/plotting/adaptive_histogram.h"
 #include "tensorscope/plotting/frame_painter.h"
 #include "tensorscope/plotting/heatmap.h"
 #include "tensorscope/plotting/line_plot.h"
 #include "tensorscope/plotting/histogram.h"
+#include "tensorscope/plotting/value_sketch.h"
 #include "tensorscope/plotting/video_writer.h"
 
 namespace tp = tensorscope::plotting;
@@ -65,8 +68,10 @@ int main(int argc, char** argv) {
   // 1. summarize.
   tt::TensorStats stats;
   tp::Histogram hist;
-  std::vector<double> auto_ms, fixed_ms, hist_ms;
+  std::vector<double> auto_ms, fixed_ms, hist_ms, choose_ms, kept_ms, sketch_ms;
   tp::summarize(view_of(0), nullptr, kBins, 0.05, &stats, &hist);  // warm-up
+  tp::AdaptiveHistogram kept_histogram{tp::AdaptiveHistogramOptions{}};
+  kept_histogram.next(view_of(0), 0);
   const tp::HistogramRange fixed = hist.range;
   for (int i = 0; i < 30; ++i) {
     auto start = Clock::now();
@@ -78,6 +83,19 @@ int main(int argc, char** argv) {
     start = Clock::now();
     hist = tp::compute_histogram(view_of(i), fixed);
     hist_ms.push_back(ms_since(start));
+    // What a histogram stream does per frame: on its kept range, and on a frame that
+    // chooses one (its first, or a range change: sketch pass, then the histogram).
+    tp::AdaptiveHistogram first{tp::AdaptiveHistogramOptions{}};
+    start = Clock::now();
+    first.next(view_of(i), 0);
+    choose_ms.push_back(ms_since(start));
+    start = Clock::now();
+    kept_histogram.next(view_of(i), i + 1);
+    kept_ms.push_back(ms_since(start));
+    start = Clock::now();
+    const tp::ValueSketch sketch = tp::sketch_values(view_of(i));
+    sketch_ms.push_back(ms_since(start));
+    if (sketch.count() != static_cast<uint64_t>(kElements)) return 1;
   }
 
   // 2. draw.
@@ -199,6 +217,12 @@ int main(int argc, char** argv) {
               summarize_fixed, best(fixed_ms), kElements / summarize_fixed / 1e3);
   std::printf("  compute_histogram only:          %.2f ms [%.2f]  (%.0f M elements/s)\n",
               median(hist_ms), best(hist_ms), kElements / median(hist_ms) / 1e3);
+  std::printf("  value sketch only:               %.2f ms [%.2f]  (%.0f M elements/s)\n",
+              median(sketch_ms), best(sketch_ms), kElements / median(sketch_ms) / 1e3);
+  std::printf("  adaptive histogram, kept range:  %.2f ms [%.2f]  (%.2fx summarize fixed)\n",
+              median(kept_ms), best(kept_ms), median(kept_ms) / summarize_fixed);
+  std::printf("  adaptive histogram, new range:   %.2f ms [%.2f]  (%.2fx summarize fixed)\n",
+              median(choose_ms), best(choose_ms), median(choose_ms) / summarize_fixed);
   std::printf("  draw_histogram_frame:            %.2f ms [%.2f]\n", median(draw_ms), best(draw_ms));
   std::printf("  encode per frame:                %.2f ms  (finalize %.1f ms)\n", encode_ms,
               finalize_ms);

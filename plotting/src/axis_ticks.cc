@@ -59,6 +59,33 @@ AxisTicks nice_ticks(double lo, double hi, int max_ticks) {
   return ticks;
 }
 
+// log1p/expm1 keep |x| far below linthresh exact.
+constexpr double kLn10 = 2.302585092994045684;
+
+double symlog(double x, double linthresh) {
+  return std::copysign(std::log1p(std::abs(x) / linthresh) / kLn10, x);
+}
+
+double symlog_inverse(double t, double linthresh) {
+  return std::copysign(linthresh * std::expm1(std::abs(t) * kLn10), t);
+}
+
+std::vector<double> symlog_tick_candidates(double lo, double hi, double linthresh) {
+  std::vector<double> ticks;
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi) || !(linthresh > 0)) return ticks;
+  if (lo <= 0 && hi >= 0) ticks.push_back(0);
+  const double largest = std::max(std::abs(lo), std::abs(hi));
+  if (!(largest > 0)) return ticks;
+  const int first = static_cast<int>(std::ceil(std::log10(linthresh)));
+  const int last = static_cast<int>(std::floor(std::log10(largest)));
+  for (int k = last; k >= first && last - k < 700; --k) {
+    const double v = std::pow(10.0, k);
+    if (v <= hi) ticks.push_back(v);
+    if (-v >= lo) ticks.push_back(-v);
+  }
+  return ticks;
+}
+
 std::string format_tick(double value, double step) {
   if (!std::isfinite(value)) return format_number(value);
   if (std::abs(value) < std::abs(step) * 1e-9) return "0";

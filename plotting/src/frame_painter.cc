@@ -92,28 +92,11 @@ AxisTicks count_ticks(double top, int max_ticks) {
   return ticks;
 }
 
-// Value-axis ticks of a symlog range: 0 and +-10^k from the linear threshold on, every
-// `every`-th decade.
-std::vector<double> symlog_ticks(const HistogramRange& r, int every) {
-  std::vector<double> ticks;
-  if (r.lo <= 0 && r.hi >= 0) ticks.push_back(0);
-  const double largest = std::max(std::abs(r.lo), std::abs(r.hi));
-  const int first = static_cast<int>(std::ceil(std::log10(r.linthresh)));
-  const int last = static_cast<int>(std::floor(std::log10(largest)));
-  for (int k = first; k <= last && last - first < 700; ++k) {
-    if ((k - first) % every != 0) continue;
-    const double v = std::pow(10.0, k);
-    if (v <= r.hi) ticks.push_back(v);
-    if (-v >= r.lo) ticks.push_back(-v);
-  }
-  std::sort(ticks.begin(), ticks.end());
-  return ticks;
-}
-
 std::string percent(uint64_t part, uint64_t whole) {
   if (whole == 0) return "0%";
   char buf[32];
   const double p = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+  if (p > 0 && p < 0.1) return "<0.1%";
   std::snprintf(buf, sizeof buf, p >= 10 || p == 0 ? "%.0f%%" : "%.1f%%", p);
   return buf;
 }
@@ -243,32 +226,41 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
 
   // Value axis with as many ticks as fit without touching labels.
   auto x_of = [&](double v) { return x0 + static_cast<int>(std::lround(range.position(v) * pw)); };
-  const int most_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
-  for (int max_ticks = most_ticks, every = 1; max_ticks >= 2; --max_ticks, ++every) {
-    std::vector<double> values;
-    std::vector<std::string> labels;
-    if (symlog_axis) {
-      values = symlog_ticks(range, every);
-      for (double v : values) labels.push_back(format_number(v));
-    } else {
+  auto draw_tick = [&](double v, const std::string& label) {
+    const int x = x_of(v);
+    cv::line(image, {x, y1}, {x, y1 + m.tick}, axis, m.line);
+    const int w = font.width(label);
+    const int lx = std::clamp(x - w / 2, m.pad / 2, std::max(0, image.cols - m.pad / 2 - w));
+    font.draw(image, label, lx, x_label_baseline, dim);
+  };
+  if (symlog_axis) {
+    // Each candidate kept when its label clears the labels kept before it.
+    std::vector<std::pair<int, int>> taken;
+    for (double v : symlog_tick_candidates(range.lo, range.hi, range.linthresh)) {
+      const std::string label = format_number(v);
+      const int x = x_of(v), half = font.width(label) / 2 + m.gap;
+      const bool clear = std::none_of(taken.begin(), taken.end(), [&](const auto& t) {
+        return x - half < t.second && x + half > t.first;
+      });
+      if (!clear) continue;
+      taken.emplace_back(x - half, x + half);
+      draw_tick(v, label);
+    }
+  } else {
+    for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
+         max_ticks >= 2; --max_ticks) {
       const AxisTicks xt = nice_ticks(range.lo, range.hi, max_ticks);
-      values = xt.values;
-      for (double v : values) labels.push_back(format_tick(v, xt.step));
+      std::vector<std::string> labels;
+      int widest = 0;
+      for (double v : xt.values) {
+        labels.push_back(format_tick(v, xt.step));
+        widest = std::max(widest, font.width(labels.back()));
+      }
+      const double spacing = xt.values.size() > 1 ? (x_of(xt.values[1]) - x_of(xt.values[0])) : pw;
+      if (spacing < widest + 2 * m.gap && max_ticks > 2) continue;
+      for (size_t i = 0; i < xt.values.size(); ++i) draw_tick(xt.values[i], labels[i]);
+      break;
     }
-    bool fits = true;
-    for (size_t i = 1; i < values.size(); ++i) {
-      const int room = x_of(values[i]) - x_of(values[i - 1]);
-      if (room < (font.width(labels[i]) + font.width(labels[i - 1])) / 2 + 2 * m.gap) fits = false;
-    }
-    if (!fits && max_ticks > 2) continue;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const int x = x_of(values[i]);
-      cv::line(image, {x, y1}, {x, y1 + m.tick}, axis, m.line);
-      const int w = font.width(labels[i]);
-      const int lx = std::clamp(x - w / 2, m.pad / 2, std::max(0, image.cols - m.pad / 2 - w));
-      font.draw(image, labels[i], lx, x_label_baseline, dim);
-    }
-    break;
   }
   cv::line(image, {x0, y1}, {x1, y1}, axis, m.line);
   cv::line(image, {x0, y0}, {x0, y1}, axis, m.line);

@@ -15,14 +15,6 @@ namespace {
 constexpr double kEdgeLimit = std::numeric_limits<double>::max() / 4;
 }  // namespace
 
-double symlog(double x, double linthresh) {
-  return std::copysign(std::log10(1.0 + std::abs(x) / linthresh), x);
-}
-
-double symlog_inverse(double t, double linthresh) {
-  return std::copysign(linthresh * (std::pow(10.0, std::abs(t)) - 1.0), t);
-}
-
 bool HistogramRange::valid() const {
   if (bins < 1 || bins > kMaxHistogramBins) return false;
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) return false;

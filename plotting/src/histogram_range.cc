@@ -11,7 +11,7 @@ namespace tensorscope::plotting {
 namespace {
 
 constexpr double kLowQuantile = 0.01;   // the body: 1st to 99th percentile
-constexpr double kFullRangeFactor = 2.5;  // keep [min, max] when at most this x the body
+constexpr double kFullRangeSpread = 0.3;  // keep [min, max] while the central 90 % spans this
 constexpr double kSymmetricRatio = 1.0 / 3;  // sides of a body around 0 this comparable
 constexpr double kSnapDivisions = 20;   // edges on a grid of width / 20
 constexpr double kLinearEnough = 0.25;  // central 90 % over this much of a linear axis
@@ -42,30 +42,19 @@ struct Candidate {
   double spread = 0;  // predicted central_spread at 90 %
 };
 
-// The body range on `axis` (values mapped by symlog with `linthresh` when kSymlog).
-Candidate body_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis,
-                         double linthresh) {
+// The range [lo, hi] (on the axis) made a histogram range: kept on one side of 0 when
+// the values are (symlog), symmetric around 0 when the body's sides are comparable,
+// edges rounded outward; with the central spread it gives the values.
+Candidate finish_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis,
+                           double linthresh, double lo, double hi) {
   const bool log_axis = axis == HistogramAxis::kSymlog;
-  auto to_axis = [&](double x) { return log_axis ? symlog(x, linthresh) : x; };
   auto from_axis = [&](double t) { return log_axis ? symlog_inverse(t, linthresh) : t; };
-  const double margin = std::clamp(std::isfinite(o.margin) ? o.margin : 0.0, 0.0, 10.0);
-  const double q_lo = s.quantile(kLowQuantile), q_hi = s.quantile(1 - kLowQuantile);
-  const double t_min = to_axis(s.min()), t_max = to_axis(s.max());
-  double lo = to_axis(q_lo), hi = to_axis(q_hi);
-  const double body = hi - lo;
-  if (!(body > 0) || t_max - t_min <= kFullRangeFactor * body) {
-    const double full = t_max - t_min;
-    lo = t_min - margin * full;
-    hi = t_max + margin * full;
-  } else {
-    lo = std::max(lo - margin * body, t_min);
-    hi = std::min(hi + margin * body, t_max);
-  }
   if (log_axis) {
     // A margin never takes a symlog axis across 0 when every value is on one side.
     if (s.min() >= 0) lo = std::max(lo, 0.0);
     if (s.max() <= 0) hi = std::min(hi, 0.0);
   }
+  const double q_lo = s.quantile(kLowQuantile), q_hi = s.quantile(1 - kLowQuantile);
   if (q_lo < 0 && q_hi > 0 &&
       std::min(-q_lo, q_hi) >= kSymmetricRatio * std::max(-q_lo, q_hi)) {
     const double a = std::max(-lo, hi);
@@ -84,11 +73,27 @@ Candidate body_candidate(const ValueSketch& s, const BodyRangeOptions& o, Histog
     }
   }
   r = sanitize_range(r);
-  Candidate c{r, 0};
   const double p05 = std::clamp(r.position(s.quantile(0.05)), 0.0, 1.0);
   const double p95 = std::clamp(r.position(s.quantile(0.95)), 0.0, 1.0);
-  c.spread = p95 - p05;
-  return c;
+  return Candidate{r, p95 - p05};
+}
+
+// The range on `axis` (values mapped by symlog with `linthresh` when kSymlog): all the
+// values when that spreads the central 90 % over kFullRangeSpread of it, else the body.
+Candidate body_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis,
+                         double linthresh) {
+  const bool log_axis = axis == HistogramAxis::kSymlog;
+  auto to_axis = [&](double x) { return log_axis ? symlog(x, linthresh) : x; };
+  const double margin = std::clamp(std::isfinite(o.margin) ? o.margin : 0.0, 0.0, 10.0);
+  const double t_min = to_axis(s.min()), t_max = to_axis(s.max());
+  const double full = t_max - t_min;
+  const Candidate all =
+      finish_candidate(s, o, axis, linthresh, t_min - margin * full, t_max + margin * full);
+  const double t_lo = to_axis(s.quantile(kLowQuantile)), t_hi = to_axis(s.quantile(1 - kLowQuantile));
+  const double body = t_hi - t_lo;
+  if (all.spread >= kFullRangeSpread || !(body > 0)) return all;
+  return finish_candidate(s, o, axis, linthresh, std::max(t_lo - margin * body, t_min),
+                          std::min(t_hi + margin * body, t_max));
 }
 
 // Non-zero counts of a histogram's bins, largest first.

@@ -54,6 +54,12 @@ Range padded_range(double lo, double hi, double margin) {
 
 namespace {
 double fraction(double v, const Range& r) {
+  if (r.linthresh > 0) {
+    const double lo = symlog(r.lo, r.linthresh);
+    const double den = symlog(r.hi, r.linthresh) - lo;
+    if (den == 0 || !std::isfinite(den)) return 0.5;
+    return (symlog(v, r.linthresh) - lo) / den;
+  }
   const double den = r.hi / 2 - r.lo / 2;  // negative for an inverted axis
   if (den == 0 || !std::isfinite(den)) return 0.5;
   return (v / 2 - r.lo / 2) / den;
@@ -129,7 +135,28 @@ PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec,
   if (y1 - y0 < 12) return plot;
 
   const int max_y_ticks = std::clamp((y1 - y0) / std::max(1, 3 * font.line_height()), 2, 10);
-  const LabelledTicks yt = make_ticks(spec.y, max_y_ticks, spec.y_integer);
+  LabelledTicks yt;
+  if (spec.y.linthresh > 0) {
+    // Decades, each kept when it clears those kept before (by y alone: the plot's height
+    // is known from the layout above).
+    std::vector<std::pair<int, int>> taken;
+    PlotRect probe;
+    probe.rect = cv::Rect(0, y0, 1, y1 - y0);
+    probe.y = spec.y;
+    for (double v : symlog_tick_candidates(std::min(spec.y.lo, spec.y.hi), std::max(spec.y.lo, spec.y.hi),
+                                           spec.y.linthresh)) {
+      const int y = probe.py(v), half = font.line_height() / 2 + m.gap;
+      if (std::any_of(taken.begin(), taken.end(),
+                      [&](const auto& t) { return y - half < t.second && y + half > t.first; })) {
+        continue;
+      }
+      taken.emplace_back(y - half, y + half);
+      yt.values.push_back(v);
+      yt.labels.push_back(format_number(v));
+    }
+  } else {
+    yt = make_ticks(spec.y, max_y_ticks, spec.y_integer);
+  }
   int ylabel_width = 0;
   for (const auto& s : yt.labels) ylabel_width = std::max(ylabel_width, font.width(s));
   const int x0 = area.x + m.pad + ylabel_width + m.tick + m.gap / 2;

@@ -43,6 +43,7 @@ cv::Scalar alert_color(const FrameStyle& style);
 struct Range {
   double lo = 0;
   double hi = 1;
+  double linthresh = 0;  // > 0: a symlog axis (axis_ticks.h) with this linear threshold
 };
 Range padded_range(double lo, double hi, double margin);
 
@@ -62,7 +63,7 @@ struct AxesSpec {
   std::string x_title;  // drawn below the x tick labels, centred
   std::string y_title;  // drawn above the y axis, left-aligned
   bool x_integer = false;  // ticks only at whole numbers (element indices, steps)
-  bool y_integer = false;
+  bool y_integer = false;  // (a symlog y axis, y.linthresh > 0, is labelled at 0 and decades)
   int footer_rows = 1;  // rows of small text left free below the x title
 };
 

@@ -137,6 +137,23 @@ void draw_band(cv::Mat& image, const PlotRect& plot, const std::vector<StatsPoin
   }
 }
 
+// Beyond this ratio of the whole history's largest |value| to the recent ones', the
+// value axis is symlog.
+constexpr double kSymlogRange = 20;
+
+// The largest finite |min|, |max|, |mean +- std| over the last tenth of the points.
+double recent_extent(const std::vector<StatsPoint>& pts) {
+  double extent = 0;
+  const size_t from = pts.size() - std::max<size_t>(1, pts.size() / 10);
+  for (size_t i = from; i < pts.size(); ++i) {
+    const StatsPoint& p = pts[i];
+    for (double v : {p.min, p.max, p.mean - p.std, p.mean + p.std}) {
+      if (std::isfinite(v)) extent = std::max(extent, std::abs(v));
+    }
+  }
+  return extent;
+}
+
 void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& history,
                      const FrameStyle& style) {
   const PlotMetrics m = internal::plot_metrics(image);
@@ -174,6 +191,13 @@ void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& h
   spec.y = any_finite ? internal::padded_range(lo, hi, 0.06) : internal::Range{-1, 1};
   spec.x_title = "step";
   spec.y_title = "value";
+  // Values that shrank (or grew) 20x or more over the run: a symlog axis keeps the recent steps
+  // readable beside the early ones.
+  const double recent = recent_extent(pts);
+  if (any_finite && recent > 0 && std::max(std::abs(lo), std::abs(hi)) >= kSymlogRange * recent) {
+    spec.y.linthresh = recent / 10;
+    spec.y_title = "value (symlog axis)";
+  }
   const PlotRect plot = internal::draw_axes(image, area, spec, style, m);
   if (plot.rect.empty()) return;
 

@@ -17,13 +17,7 @@ constexpr double kBucketKeys = 1 << kKeyShift;
 constexpr uint32_t kSignBit = 0x80000000u;
 constexpr int kZeroBucket = ValueSketch::kBuckets / 2;  // +0 (and -0 at kZeroBucket - 1)
 
-// float32 bits in sign-magnitude order: a larger key is a larger value.
-uint32_t key_of(double x) {
-  const float f = static_cast<float>(std::clamp(x, -static_cast<double>(FLT_MAX),
-                                                static_cast<double>(FLT_MAX)));
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  return (bits & kSignBit) != 0 ? ~bits : bits | kSignBit;
-}
+constexpr double kFloatMax = FLT_MAX;
 
 double value_of_key(uint32_t key) {
   const uint32_t bits = (key & kSignBit) != 0 ? key & ~kSignBit : ~key;
@@ -58,24 +52,59 @@ void ValueSketch::add_block(const double* v, size_t n) {
   if (n == 0) return;
   double mn = count_ == 0 ? v[0] : min_, mx = count_ == 0 ? v[0] : max_;
   uint64_t zeros = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double x = v[i];
-    ++buckets_[key_of(x) >> kKeyShift];
-    mn = x < mn ? x : mn;
-    mx = x > mx ? x : mx;
-    zeros += x == 0.0 ? 1 : 0;
+  // Bucket indices first (a vectorisable loop), then the increments over four lanes so
+  // that neighbouring values in one bucket do not wait on each other's stores.
+  constexpr size_t kChunk = 256;
+  uint16_t slots[kChunk];
+  uint64_t* lane0 = lanes_.data();
+  uint64_t* lane1 = lane0 + kBuckets;
+  uint64_t* lane2 = lane1 + kBuckets;
+  uint64_t* lane3 = lane2 + kBuckets;
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t m = std::min(n - start, kChunk);
+    const double* x = v + start;
+    for (size_t i = 0; i < m; ++i) {
+      const double d = x[i];
+      const double c = d < -kFloatMax ? -kFloatMax : (d > kFloatMax ? kFloatMax : d);
+      const uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(c));
+      // Sign-magnitude order: negative values flip every bit, others set the sign bit.
+      const uint32_t key = bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | kSignBit);
+      slots[i] = static_cast<uint16_t>(key >> kKeyShift);
+      mn = d < mn ? d : mn;
+      mx = d > mx ? d : mx;
+      zeros += d == 0.0 ? 1 : 0;
+    }
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      ++lane0[slots[i]];
+      ++lane1[slots[i + 1]];
+      ++lane2[slots[i + 2]];
+      ++lane3[slots[i + 3]];
+    }
+    for (; i < m; ++i) ++lane0[slots[i]];
   }
   min_ = mn;
   max_ = mx;
   zeros_ += zeros;
   count_ += n;
+  merged_ = false;
+}
+
+const std::array<uint64_t, ValueSketch::kBuckets>& ValueSketch::buckets() const {
+  if (!merged_) {
+    for (size_t b = 0; b < kBuckets; ++b) {
+      buckets_[b] = lanes_[b] + lanes_[kBuckets + b] + lanes_[2 * kBuckets + b] + lanes_[3 * kBuckets + b];
+    }
+    merged_ = true;
+  }
+  return buckets_;
 }
 
 double ValueSketch::quantile(double p) const {
   if (count_ == 0) return std::numeric_limits<double>::quiet_NaN();
   if (!(p > 0)) return min_;
   if (p >= 1) return max_;
-  const auto [b, frac] = locate(buckets_, p * static_cast<double>(count_ - 1));
+  const auto [b, frac] = locate(buckets(), p * static_cast<double>(count_ - 1));
   return std::clamp(value_of_key(key_inside(b, frac)), min_, max_);
 }
 
@@ -83,10 +112,11 @@ double ValueSketch::nonzero_abs_quantile(double p) const {
   if (count_ <= zeros_) return std::numeric_limits<double>::quiet_NaN();
   // Fold the negative buckets onto the positive ones: -x lands in kZeroBucket - 1 - h
   // where x lands in kZeroBucket + h.
+  const std::array<uint64_t, kBuckets>& all = buckets();
   std::array<uint64_t, kBuckets / 2> magnitude{};
   for (int h = 0; h < kBuckets / 2; ++h) {
-    magnitude[static_cast<size_t>(h)] = buckets_[static_cast<size_t>(kZeroBucket + h)] +
-                                        buckets_[static_cast<size_t>(kZeroBucket - 1 - h)];
+    magnitude[static_cast<size_t>(h)] =
+        all[static_cast<size_t>(kZeroBucket + h)] + all[static_cast<size_t>(kZeroBucket - 1 - h)];
   }
   magnitude[0] -= zeros_;
   const uint64_t n = count_ - zeros_;

@@ -74,5 +74,24 @@ TEST(FormatCount, Compact) {
   EXPECT_EQ(format_count(UINT64_MAX), "18.4E");
 }
 
+TEST(AxisTicks, SymlogRoundTripAndTickCandidates) {
+  for (double c : {1e-6, 0.3, 50.0}) {
+    for (double x : {-1e6, -2.5, -1e-7, 0.0, 3e-5, 1.0, 7e8}) {
+      EXPECT_NEAR(symlog_inverse(symlog(x, c), c), x, std::abs(x) * 1e-9 + 1e-300) << x << " " << c;
+    }
+    EXPECT_EQ(symlog(0.0, c), 0.0);
+    EXPECT_LT(symlog(-1.0, c), 0);
+  }
+  const std::vector<double> t = symlog_tick_candidates(-50, 2000, 0.01);
+  ASSERT_GE(t.size(), 3u);
+  EXPECT_EQ(t[0], 0);
+  EXPECT_EQ(t[1], 1000);  // the outermost decade first
+  EXPECT_EQ(t.back(), -0.01);
+  for (double v : t) EXPECT_TRUE(v >= -50 && v <= 2000) << v;
+  EXPECT_TRUE(symlog_tick_candidates(1, 1, 0.1).empty());
+  EXPECT_TRUE(symlog_tick_candidates(0, 1, 0).empty());
+  EXPECT_TRUE(symlog_tick_candidates(NAN, 1, 1).empty());
+}
+
 }  // namespace
 }  // namespace tensorscope::plotting

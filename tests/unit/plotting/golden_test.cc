@@ -31,6 +31,8 @@
 namespace tensorscope::plotting {
 namespace {
 
+float normal_noise(uint32_t i);
+
 bool regenerate() {
   const char* v = std::getenv("TENSORSCOPE_REGENERATE_GOLDEN");
   return v != nullptr && std::string(v) == "1";
@@ -154,6 +156,23 @@ TEST(Golden, Stats) {
     history.add(s * 10, last);
   }
   check_golden("stats_drift_500", draw_stats_frame(info_for("loss.grad", {16, 16}), last, history, FrameStyle{}));
+}
+
+// Values shrinking 100x over the run: a symlog value axis keeps the late steps readable.
+TEST(Golden, StatsShrinking100x) {
+  StatsHistory history;
+  tensor::TensorStats last;
+  std::vector<float> t(256);
+  for (int s = 0; s < 500; ++s) {
+    const float scale = std::pow(100.f, -s / 499.f);
+    for (size_t i = 0; i < t.size(); ++i) {
+      t[i] = scale * (0.5f + normal_noise(static_cast<uint32_t>(s * 256 + i)));
+    }
+    const tensor::TensorView view{t.data(), tensor::ElementType::kFloat32, {256}};
+    last = tensor::compute_stats(view);
+    history.add(s * 10, last);
+  }
+  check_golden("stats_shrinking_100x", draw_stats_frame(info_for("fc1.grad", {256}), last, history, FrameStyle{}));
 }
 
 TEST(Golden, Histogram) {

@@ -20,6 +20,16 @@ struct AxisTicks {
 };
 AxisTicks nice_ticks(double lo, double hi, int max_ticks);
 
+// The symlog axis: sign(x) * log10(1 + |x| / linthresh) and its inverse (linthresh > 0):
+// linear within about +-linthresh, logarithmic beyond, both signs and 0 allowed.
+double symlog(double x, double linthresh);
+double symlog_inverse(double t, double linthresh);
+
+// Tick candidates of a symlog axis over [lo, hi], most telling first: 0 (when inside),
+// then +-10^k from the outermost decade in, down to the linear threshold. A painter keeps
+// each candidate whose label clears those it kept before.
+std::vector<double> symlog_tick_candidates(double lo, double hi, double linthresh);
+
 // A tick label with just enough digits to tell ticks `step` apart: "0.25", "1000.5",
 // "-3", "1.5e-7", "2e38". Never "-0".
 std::string format_tick(double value, double step);

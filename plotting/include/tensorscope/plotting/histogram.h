@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensorscope/plotting/axis_ticks.h"
 #include "tensorscope/tensor/tensor_stats.h"
 #include "tensorscope/tensor/tensor_view.h"
 
@@ -23,10 +24,6 @@ inline constexpr int kMaxHistogramBins = 1 << 20;
 // +-linthresh and logarithmic beyond, for bodies that span orders of magnitude (both
 // signs and zero allowed, unlike a log axis).
 enum class HistogramAxis : uint8_t { kLinear, kSymlog };
-
-// sign(x) * log10(1 + |x| / linthresh) and its inverse (linthresh > 0).
-double symlog(double x, double linthresh);
-double symlog_inverse(double t, double linthresh);
 
 // Bins of equal width over [lo, hi] on the axis: with kLinear, bin i holds
 // lo + i*w <= x < lo + (i+1)*w with w = (hi - lo) / bins; with kSymlog the same in

@@ -3,10 +3,10 @@
 //
 // Used by the daemon's worker processes (through adaptive_histogram.h) and by the tests'
 // readability checks. choose_body_range() starts from the 1st and 99th percentiles of
-// the finite values (value_sketch.h), not the extremes: the full [min, max] is kept when
-// it is at most 2.5 times that body (well-behaved data, no tails to count), otherwise the
-// body widened by `margin` of its width each side, and the heavy tails are counted as
-// underflow/overflow. A body around 0 with both sides of comparable size (gradients)
+// the finite values (value_sketch.h), not the extremes: the full [min, max] (widened by
+// `margin` of its width each side) is kept while the central 90 % still spans 30 % of
+// it (well-behaved data, no tails to count), otherwise the body widened by `margin` of
+// its width each side, and the heavy tails are counted as underflow/overflow. A body around 0 with both sides of comparable size (gradients)
 // gets a range symmetric around 0. Edges are rounded outward to a grid of 1, 2 or 5
 // times a power of ten (a twentieth of the width) so that a slightly different frame
 // picks the same range. Where the body spans orders of magnitude (the central 90 %

@@ -54,7 +54,10 @@ class StatsHistory {
 
 // Header with the current statistics, then mean (line) with a +-std band, min and max
 // (thin lines) against step, NaN/Inf steps marked with red ticks on the x axis, and a
-// legend. An empty history shows a message.
+// legend. When the history's largest |value| is 20 times those of its last tenth
+// (values that shrank 20x or more over training, or grew), the value axis is symlog, linear
+// within a tenth of the recent values, and its title says so. An empty history shows a
+// message.
 cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current,
                          const StatsHistory& history, const FrameStyle& style);
 

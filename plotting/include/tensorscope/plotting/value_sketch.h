@@ -6,13 +6,14 @@
 // of its float32 form in sign-magnitude order (sign, 8 exponent bits, 3 mantissa bits),
 // so every bucket spans at most 1/8 of its values' magnitude: a quantile is exact to
 // about 6 % relative error at any scale (1e-30 or 1e30 alike), and heavy tails cost
-// nothing. Zeros, the minimum and the maximum are counted exactly. About 1 ns per value.
-// Thread safety: a plain value, not synchronised.
+// nothing. Zeros, the minimum and the maximum are counted exactly. Holds 160 KiB.
+// Thread safety: a plain value, not synchronised (const reads may fill a cache).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "tensorscope/tensor/tensor_view.h"
 
@@ -38,7 +39,12 @@ class ValueSketch {
   double nonzero_abs_quantile(double p) const;
 
  private:
-  std::array<uint64_t, kBuckets> buckets_{};
+  // Counts per bucket, the four lanes of add_block summed (on first use after a change).
+  const std::array<uint64_t, kBuckets>& buckets() const;
+
+  std::vector<uint64_t> lanes_ = std::vector<uint64_t>(4 * kBuckets, 0);  // 4 x kBuckets
+  mutable std::array<uint64_t, kBuckets> buckets_{};
+  mutable bool merged_ = true;
   uint64_t count_ = 0;
   uint64_t zeros_ = 0;
   double min_ = 0;
