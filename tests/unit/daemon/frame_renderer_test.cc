@@ -1,0 +1,116 @@
+// The worker's renderers draw what plotting/ draws, with the config's settings: histogram
+// streams through AdaptiveHistogram (bins, margin, re-range interval, per-stream axes),
+// and in every mode but stats a tensor with nothing to plot gets the frame that says so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "tensorscope/plotting/adaptive_histogram.h"
+#include "worker/frame_renderer.h"
+
+namespace tensorscope::daemon {
+namespace {
+
+// A float32 record over `values` (kept alive by the caller).
+std::unique_ptr<RecordView> record(const char* name, const std::vector<float>& values,
+                                   std::vector<int64_t> shape) {
+  auto r = std::make_unique<RecordView>();
+  std::snprintf(r->header.name, wire::kNameBytes, "%s", name);
+  r->header.dtype = static_cast<uint8_t>(wire::DType::kFloat32);
+  r->header.ndim = static_cast<uint8_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) r->header.shape[d] = shape[d];
+  r->header.payload_bytes = values.size() * sizeof(float);
+  r->payload = reinterpret_cast<const uint8_t*>(values.data());
+  return r;
+}
+
+plotting::FrameInfo info_of(const char* name, std::vector<int64_t> shape, int64_t step) {
+  plotting::FrameInfo info;
+  info.stream = name;
+  info.device = "cpu";
+  info.step = step;
+  info.shape = std::move(shape);
+  return info;
+}
+
+bool same(const cv::Mat& a, const cv::Mat& b) {
+  return a.size() == b.size() && a.type() == b.type() && cv::norm(a, b, cv::NORM_INF) == 0;
+}
+
+// Deterministic values with a spread: a sine wave of growing amplitude, scaled.
+std::vector<float> wave(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i)) * (1 + i % 7);
+  return v;
+}
+
+TEST(FrameRenderer, HistogramFramesFollowTheConfiguredAdaptiveHistogram) {
+  RenderConfig config;
+  config.histogram_bins = 40;
+  config.histogram_margin = 0.05;
+  config.histogram_rerange_frames = 3;
+  config.histogram_axis_streams = {{"\\.w$", "symlog"}};
+  for (const char* name : {"layer.out", "layer.w"}) {
+    auto renderer = make_frame_renderer("histogram", config, 640, name);
+    ASSERT_NE(renderer, nullptr);
+    plotting::AdaptiveHistogramOptions o;
+    o.bins = 40;
+    o.margin = 0.05;
+    o.rerange.min_frames = 3;
+    o.axis = std::string(name) == "layer.w" ? plotting::AxisChoice::kSymlog : plotting::AxisChoice::kAuto;
+    plotting::AdaptiveHistogram want(o);
+    bool changed = false;
+    for (int step = 0; step < 12; ++step) {
+      const std::vector<float> v = wave(5000, step < 6 ? 1.f : 0.01f);  // shrinks 100x at step 6
+      const auto r = record(name, v, {50, 100});
+      const plotting::FrameInfo info = info_of(name, {50, 100}, step);
+      const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{});
+      const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {50, 100}};
+      const plotting::HistogramFrame f = want.next(view, step);
+      EXPECT_EQ(f.hist.counts.size(), 40u);
+      EXPECT_EQ(f.hist.range.axis == plotting::HistogramAxis::kSymlog, std::string(name) == "layer.w");
+      changed = changed || f.display.range_changed;
+      EXPECT_TRUE(same(got, plotting::draw_histogram_frame(info, f.stats, f.hist, f.display,
+                                                           plotting::FrameStyle{})))
+          << name << " step " << step;
+    }
+    EXPECT_TRUE(changed) << name;
+  }
+}
+
+TEST(FrameRenderer, NothingToPlotIsSaidInEveryModeButStats) {
+  const RenderConfig config;
+  const std::vector<float> zeros(64, 0.f);
+  const std::vector<float> nans(64, NAN);
+  for (const char* mode : {"histogram", "line", "heatmap", "force2d", "pca", "tsne"}) {
+    for (const auto* values : {&zeros, &nans}) {
+      auto renderer = make_frame_renderer(mode, config, 640, "s");
+      ASSERT_NE(renderer, nullptr) << mode;
+      const auto r = record("s", *values, {8, 8});
+      const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
+      const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{});
+      const tensor::TensorStats stats =
+          tensor::compute_stats(tensor::TensorView{values->data(), tensor::ElementType::kFloat32, {8, 8}});
+      const std::string text = plotting::degenerate_description(stats);
+      EXPECT_EQ(text, values == &zeros ? "all 64 values are 0" : "all 64 values are NaN");
+      EXPECT_TRUE(same(got, plotting::draw_message_frame(info, text, plotting::FrameStyle{}, &stats)))
+          << mode;
+    }
+  }
+  // The stats mode draws one point per step: a constant is a value like any other.
+  auto stats_renderer = make_frame_renderer("stats", config, 640, "s");
+  const auto r = record("s", zeros, {8, 8});
+  const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
+  const tensor::TensorStats stats = tensor::compute_stats(
+      tensor::TensorView{zeros.data(), tensor::ElementType::kFloat32, {8, 8}});
+  EXPECT_FALSE(same(stats_renderer->prepare(*r, info)(plotting::FrameStyle{}),
+                    plotting::draw_message_frame(info, "all 64 values are 0", plotting::FrameStyle{}, &stats)));
+}
+
+}  // namespace
+}  // namespace tensorscope::daemon
