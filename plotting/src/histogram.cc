@@ -7,6 +7,7 @@
 
 #include "tensorscope/tensor/element_blocks.h"
 #include "histogram_binner.h"
+#include "lane_counts.h"
 #include "tensorscope/tensor/tensor_stats.h"
 
 namespace tensorscope::plotting {
@@ -124,7 +125,7 @@ HistogramBinner::HistogramBinner(const HistogramRange& range)
       hi_(symlog_ ? symlog(range.hi, range.linthresh) : range.hi),
       scale_(range.bins / (hi_ - lo_)),
       stride_(static_cast<size_t>(range.bins) + 2),
-      lanes_(kLanes * stride_, 0) {}
+      lanes_(internal::kCountLanes * stride_, 0) {}
 
 void HistogramBinner::add_block(const double* v, size_t n) {
   if (!symlog_) return add_axis_block(v, n);
@@ -141,10 +142,6 @@ void HistogramBinner::add_axis_block(const double* v, size_t n) {
   const double lo = lo_, hi = hi_, scale = scale_;
   const double last = static_cast<double>(range_.bins - 1);
   const int overflow_slot = range_.bins + 1;
-  uint64_t* c0 = lanes_.data();
-  uint64_t* c1 = c0 + stride_;
-  uint64_t* c2 = c1 + stride_;
-  uint64_t* c3 = c2 + stride_;
   // Slot of a finite x: 0 below lo, bins+1 above hi, else 1 + bin (x == hi -> last).
   auto slot = [=](double x) -> int {
     double t = (x - lo) * scale;
@@ -162,14 +159,7 @@ void HistogramBinner::add_axis_block(const double* v, size_t n) {
     const size_t m = n - start < kChunk ? n - start : kChunk;
     const double* x = v + start;
     for (size_t i = 0; i < m; ++i) slots[i] = slot(x[i]);
-    size_t i = 0;
-    for (; i + 4 <= m; i += 4) {
-      ++c0[slots[i]];
-      ++c1[slots[i + 1]];
-      ++c2[slots[i + 2]];
-      ++c3[slots[i + 3]];
-    }
-    for (; i < m; ++i) ++c0[slots[i]];
+    count_slots(slots, m, lanes_.data(), stride_);
   }
 }
 
@@ -177,7 +167,7 @@ Histogram HistogramBinner::finish(const tensor::NonFiniteCounts& nf) const {
   Histogram h;
   h.range = range_;
   h.counts.assign(static_cast<size_t>(range_.bins), 0);
-  for (int lane = 0; lane < kLanes; ++lane) {
+  for (int lane = 0; lane < kCountLanes; ++lane) {
     const uint64_t* c = lanes_.data() + lane * stride_;
     h.underflow += c[0];
     h.overflow += c[stride_ - 1];

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lane_counts.h"
 #include "tensorscope/tensor/element_blocks.h"
 
 namespace tensorscope::plotting {
@@ -56,10 +57,6 @@ void ValueSketch::add_block(const double* v, size_t n) {
   // that neighbouring values in one bucket do not wait on each other's stores.
   constexpr size_t kChunk = 256;
   uint16_t slots[kChunk];
-  uint64_t* lane0 = lanes_.data();
-  uint64_t* lane1 = lane0 + kBuckets;
-  uint64_t* lane2 = lane1 + kBuckets;
-  uint64_t* lane3 = lane2 + kBuckets;
   for (size_t start = 0; start < n; start += kChunk) {
     const size_t m = std::min(n - start, kChunk);
     const double* x = v + start;
@@ -74,14 +71,7 @@ void ValueSketch::add_block(const double* v, size_t n) {
       mx = d > mx ? d : mx;
       zeros += d == 0.0 ? 1 : 0;
     }
-    size_t i = 0;
-    for (; i + 4 <= m; i += 4) {
-      ++lane0[slots[i]];
-      ++lane1[slots[i + 1]];
-      ++lane2[slots[i + 2]];
-      ++lane3[slots[i + 3]];
-    }
-    for (; i < m; ++i) ++lane0[slots[i]];
+    internal::count_slots(slots, m, lanes_.data(), kBuckets);
   }
   min_ = mn;
   max_ = mx;
@@ -93,7 +83,9 @@ void ValueSketch::add_block(const double* v, size_t n) {
 const std::array<uint64_t, ValueSketch::kBuckets>& ValueSketch::buckets() const {
   if (!merged_) {
     for (size_t b = 0; b < kBuckets; ++b) {
-      buckets_[b] = lanes_[b] + lanes_[kBuckets + b] + lanes_[2 * kBuckets + b] + lanes_[3 * kBuckets + b];
+      uint64_t sum = 0;
+      for (int lane = 0; lane < internal::kCountLanes; ++lane) sum += lanes_[lane * kBuckets + b];
+      buckets_[b] = sum;
     }
     merged_ = true;
   }

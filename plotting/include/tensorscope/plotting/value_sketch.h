@@ -42,7 +42,7 @@ class ValueSketch {
   // Counts per bucket, the four lanes of add_block summed (on first use after a change).
   const std::array<uint64_t, kBuckets>& buckets() const;
 
-  std::vector<uint64_t> lanes_ = std::vector<uint64_t>(4 * kBuckets, 0);  // 4 x kBuckets
+  std::vector<uint64_t> lanes_ = std::vector<uint64_t>(4 * kBuckets, 0);  // 4 lanes of kBuckets
   mutable std::array<uint64_t, kBuckets> buckets_{};
   mutable bool merged_ = true;
   uint64_t count_ = 0;
