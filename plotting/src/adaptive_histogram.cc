@@ -74,8 +74,8 @@ HistogramFrame AdaptiveHistogram::next(const tensor::TensorView& view, int64_t s
   if (frames_since_change_ >= 0 && frames_since_change_ <= options_.notice_frames) {
     f.display.range_changed = frames_since_change_ == 0;
     f.display.range_note = note_;
+    ++frames_since_change_;
   }
-  if (frames_since_change_ >= 0 && frames_since_change_ <= options_.notice_frames) ++frames_since_change_;
   return f;
 }
 

@@ -12,7 +12,7 @@ HistogramRangePolicy::HistogramRangePolicy(RerangeRules rules) : rules_(rules) {
 }
 
 HistogramRangePolicy::Decision HistogramRangePolicy::on_frame(const Histogram& hist) {
-  ++frames_;
+  frames_ = std::min(frames_ + 1, rules_.min_frames);  // no further than "due"
   const double outside = outside_fraction(hist);
   const bool due = frames_ >= rules_.min_frames;
   Decision d;

@@ -30,17 +30,18 @@ DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
   };
 }
 
-// The value of the first rule whose regex matches `stream`, else `fallback`.
-const std::string& stream_setting(const std::vector<ModeRule>& rules, const std::string& stream,
-                                  const std::string& fallback) {
-  for (const ModeRule& rule : rules) {
+// The first rule (ModeRule, RangeRule) whose regex `match` is found in `stream`; nullptr
+// when none is.
+template <typename Rule>
+const Rule* first_match(const std::vector<Rule>& rules, const std::string& stream) {
+  for (const Rule& rule : rules) {
     try {
-      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) return rule.mode;
+      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) return &rule;
     } catch (const std::regex_error&) {
       // The loader checked every rule; nothing to do for one that cannot compile.
     }
   }
-  return fallback;
+  return nullptr;
 }
 
 plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
@@ -48,25 +49,20 @@ plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
   plotting::AdaptiveHistogramOptions o;
   o.bins = config.histogram_bins;
   o.margin = config.histogram_margin;
-  const std::string& axis = stream_setting(config.histogram_axis_streams, stream, config.histogram_axis);
+  const ModeRule* axis_rule = first_match(config.histogram_axis_streams, stream);
+  const std::string& axis = axis_rule != nullptr ? axis_rule->mode : config.histogram_axis;
   o.axis = axis == "linear"   ? plotting::AxisChoice::kLinear
            : axis == "symlog" ? plotting::AxisChoice::kSymlog
                               : plotting::AxisChoice::kAuto;
-  const std::string& counts =
-      stream_setting(config.histogram_scale_streams, stream, config.histogram_scale);
+  const ModeRule* scale_rule = first_match(config.histogram_scale_streams, stream);
+  const std::string& counts = scale_rule != nullptr ? scale_rule->mode : config.histogram_scale;
   o.counts = counts == "linear" ? plotting::CountChoice::kLinear
              : counts == "log"  ? plotting::CountChoice::kLog
                                 : plotting::CountChoice::kAuto;
   o.rerange.min_frames = config.histogram_rerange_frames;
   // A configured range (render.histogram_ranges) fixes the bins from the first frame.
-  for (const RangeRule& rule : config.histogram_ranges) {
-    try {
-      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) {
-        o.fixed = plotting::HistogramRange{rule.lo, rule.hi, config.histogram_bins};
-        break;
-      }
-    } catch (const std::regex_error&) {
-    }
+  if (const RangeRule* range = first_match(config.histogram_ranges, stream)) {
+    o.fixed = plotting::HistogramRange{range->lo, range->hi, config.histogram_bins};
   }
   return o;
 }
