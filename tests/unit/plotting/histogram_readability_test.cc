@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
@@ -189,6 +190,40 @@ TEST(HistogramReadability, CountAxisFollowsTheSetting) {
     o.counts = choice;
     AdaptiveHistogram h(o);
     EXPECT_EQ(h.next(view_of(v), 0).display.log_counts, want);
+  }
+}
+
+TEST(HistogramReadability, IntegerDataKeepWholeNumberBins) {
+  std::vector<int8_t> v(5000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int8_t>(static_cast<int>(i * 7919 % 41) - 20);
+  v[3] = 127;  // a far outlier
+  AdaptiveHistogram ints(AdaptiveHistogramOptions{});
+  const HistogramFrame f =
+      ints.next(tensor::TensorView{v.data(), tensor::ElementType::kInt8, {5000}}, 0);
+  const double width = (f.hist.range.hi - f.hist.range.lo) / f.hist.range.bins;
+  EXPECT_EQ(width, std::round(width));
+  EXPECT_EQ(f.hist.range.lo - std::floor(f.hist.range.lo), 0.5);
+  EXPECT_EQ(f.hist.total(), 5000u);
+  std::vector<uint8_t> flags(100, 0);
+  for (size_t i = 0; i < flags.size(); i += 3) flags[i] = 1;
+  AdaptiveHistogram bools(AdaptiveHistogramOptions{});
+  const HistogramFrame b =
+      bools.next(tensor::TensorView{flags.data(), tensor::ElementType::kBool, {100}}, 0);
+  EXPECT_EQ(b.hist.counts.size(), 2u);
+  EXPECT_EQ(b.hist.counts[0] + b.hist.counts[1], 100u);
+}
+
+TEST(HistogramReadability, ExtremeMagnitudesGiveValidRanges) {
+  for (double scale : {1e300, 1e-300, 1e-40}) {
+    std::vector<double> v(4000);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(static_cast<double>(i)) * (1 + i % 5);
+    v[7] = scale * 1e6;
+    AdaptiveHistogram h(AdaptiveHistogramOptions{});
+    for (int frame = 0; frame < 3; ++frame) {
+      const HistogramFrame f = h.next(tensor::TensorView{v.data(), tensor::ElementType::kFloat64, {4000}}, frame);
+      EXPECT_TRUE(f.hist.range.valid()) << scale;
+      EXPECT_EQ(f.hist.total(), 4000u) << scale;
+    }
   }
 }
 
