@@ -39,14 +39,21 @@ void print_table(const nlohmann::json& s) {
   } else if (idle_exit_ms > 0) {
     std::printf("exits after %.1f s without producers\n", idle_exit_ms / 1000.0);
   }
-  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s\n", "index", "pid", "alive",
-              "restarts", "records", "invalid", "errors");
+  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s\n", "index", "pid", "alive",
+              "restarts", "records", "invalid", "errors", "starved");
+  bool starved_now = false;
   for (const auto& w : s.value("workers", nlohmann::json::array())) {
     const auto st = w.value("stats", nlohmann::json::object());
-    std::printf("  %-5d %-8lld %-6s %-9llu %-10llu %-8llu %-8llu\n", w.value("index", 0),
+    std::printf("  %-5d %-8lld %-6s %-9llu %-10llu %-8llu %-8llu %-8llu%s\n", w.value("index", 0),
                 w.value("pid", 0LL), w.value("alive", false) ? "yes" : "NO",
                 w.value("restarts", 0ULL), st.value("records", 0ULL), st.value("invalid", 0ULL),
-                st.value("render_errors", 0ULL));
+                st.value("render_errors", 0ULL), w.value("starved_episodes", 0ULL),
+                w.value("starved", false) ? "  (STARVED now)" : "");
+    starved_now = starved_now || w.value("starved", false);
+  }
+  if (starved_now) {
+    std::printf("a worker is silent but runnable or working: the machine is busy (not restarted; its\n"
+                "streams fall behind and drops are counted)\n");
   }
   std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s %-12s\n", "id", "pid",
               "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused", "not_drawn");

@@ -1,6 +1,7 @@
 #include "supervisor/supervisor.h"
 
 #include "tensorscope/base/clock.h"
+#include "tensorscope/base/process_stat.h"
 
 #include "worker/device_payload_reader.h"
 #include "supervisor/run_info_writer.h"
@@ -21,7 +22,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "tensorscope/shared/control_protocol.h"
 #include "tensorscope/shared/daemon_exit_status.h"
@@ -62,14 +62,6 @@ Status install_signal_handlers() {
 int64_t now_ms() { return steady_time_ms(); }
 
 // Whether `pid` is stopped or traced (its state in /proc/<pid>/stat is T or t).
-bool is_stopped(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
-  return paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'T' || text[paren + 2] == 't');
-}
-
 constexpr int kRegisterDeadlineMs = 5000;
 constexpr int64_t kReplyDeadlineMs = 5000;   // a client reading its status reply slower than this loses it
 constexpr size_t kMaxPendingConnections = 256;  // accepted, not yet registered or answered
@@ -182,7 +174,8 @@ Status Supervisor::start() {
     workers_[i].index = static_cast<int>(i);
     workers_[i].policy = WorkerRestartPolicy(RestartPolicyConfig{
         config_.supervisor.restart_backoff_initial_ms, config_.supervisor.restart_backoff_max_ms,
-        config_.supervisor.heartbeat_timeout_ms});
+        config_.supervisor.heartbeat_timeout_ms, /*healthy_after_ms=*/10000,
+        /*starved_limit_ms=*/std::max<int64_t>(60000, 12 * int64_t{config_.supervisor.heartbeat_timeout_ms})});
     spawn_worker(workers_[i]);
   }
   // Published last: a client that sees the socket is served at once.
@@ -284,7 +277,8 @@ void Supervisor::reap_children() {
 void Supervisor::check_workers(int64_t now) {
   for (auto& worker : workers_) {
     if (worker.alive && worker.policy.heartbeat_missed(now)) {
-      if (is_stopped(worker.pid)) {
+      const std::optional<ProcessStat> stat = read_process_stat(worker.pid);
+      if (stat && stat->stopped()) {
         // Stopped on purpose (a debugger, SIGSTOP): not hung. It goes on when continued.
         if (!worker.stopped_logged) {
           TS_LOG_WARN("worker {} (pid {}) is stopped (a debugger or SIGSTOP?); not restarting it", worker.index,
@@ -294,10 +288,28 @@ void Supervisor::check_workers(int64_t now) {
         continue;
       }
       worker.stopped_logged = false;
-      TS_LOG_WARN("worker {} (pid {}) missed its heartbeat for {} ms; killing it", worker.index,
-                  worker.pid, worker.policy.silent_ms(now));
-      ::kill(worker.pid, SIGKILL);  // reaped (and restarted) through SIGCHLD
-      worker.policy.heard(now);
+      const Silence silence =
+          stat ? worker.policy.silence(now, stat->runnable(), stat->cpu_ticks) : Silence::kHung;
+      if (silence == Silence::kStarved) {
+        // Waiting for a core or the disk, or still working: a busy machine, not a hang.
+        if (!worker.starved) {
+          ++worker.starved_episodes;
+          TS_LOG_WARN("worker {} (pid {}) has not been heard from for {} ms but is {}: the machine is busy; "
+                      "waiting for it",
+                      worker.index, worker.pid, worker.policy.silent_ms(now),
+                      stat->runnable() ? "runnable" : "still using CPU time");
+        }
+        worker.starved = true;
+        continue;
+      }
+      if (silence == Silence::kHung) {
+        TS_LOG_WARN("worker {} (pid {}) missed its heartbeat for {} ms {}; killing it", worker.index, worker.pid,
+                    worker.policy.silent_ms(now),
+                    worker.starved ? "and stayed silent past the starved limit" : "while idle (hung)");
+        ::kill(worker.pid, SIGKILL);  // reaped (and restarted) through SIGCHLD
+        worker.policy.heard(now);
+        worker.starved = false;
+      }
     }
     if (!worker.alive && worker.policy.restart_due(now) && !g_stop_requested) spawn_worker(worker);
   }
@@ -531,6 +543,11 @@ void Supervisor::handle_worker_message(WorkerSlot& worker, const nlohmann::json&
 
 void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::json& m) {
   const std::string type = control::message_type(m);
+  if (worker.starved) {
+    TS_LOG_INFO("worker {} (pid {}) heard from again after {} ms", worker.index, worker.pid,
+                worker.policy.silent_ms(now_ms()));
+    worker.starved = false;
+  }
   if (type == control::kHeartbeat) {
     worker.policy.heard(now_ms());
     if (m.contains("stats") && m["stats"].is_object()) worker.stats = m["stats"];
@@ -569,6 +586,8 @@ nlohmann::json Supervisor::status_json() const {
                        {"pid", w.pid},
                        {"alive", w.alive},
                        {"restarts", w.policy.restarts()},
+                       {"starved", w.starved},
+                       {"starved_episodes", w.starved_episodes},
                        {"stats", w.stats}});
   }
   nlohmann::json producers = nlohmann::json::array();

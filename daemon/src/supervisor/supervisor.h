@@ -60,6 +60,8 @@ class Supervisor {
     bool alive = false;
     WorkerRestartPolicy policy;
     bool stopped_logged = false;  // said once that it is stopped (a debugger), not hung
+    bool starved = false;         // silent past its deadline, but runnable or using CPU
+    uint64_t starved_episodes = 0;
     nlohmann::json stats = nlohmann::json::object();
   };
   struct Producer {

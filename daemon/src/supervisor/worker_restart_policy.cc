@@ -10,7 +10,19 @@ WorkerRestartPolicy::WorkerRestartPolicy(RestartPolicyConfig config)
 
 void WorkerRestartPolicy::started(int64_t now) {
   started_ms_ = now;
-  last_heard_ms_ = now;
+  heard(now);
+}
+
+Silence WorkerRestartPolicy::silence(int64_t now, bool runnable, uint64_t cpu_ticks) {
+  if (!heartbeat_missed(now)) return Silence::kHeard;
+  if (silent_ms(now) > config_.starved_limit_ms) return Silence::kHung;
+  if (runnable || !watching_ || cpu_ticks != watch_ticks_) {
+    watching_ = true;
+    watch_ticks_ = cpu_ticks;
+    watch_since_ms_ = now;
+    return Silence::kStarved;
+  }
+  return now - watch_since_ms_ > config_.heartbeat_timeout_ms ? Silence::kHung : Silence::kStarved;
 }
 
 int64_t WorkerRestartPolicy::exited(int64_t now, bool counted) {

@@ -67,6 +67,32 @@ TEST(WorkerRestartPolicy, HeartbeatDeadline) {
   EXPECT_TRUE(p.heartbeat_missed(10001));
 }
 
+// A worker waiting for a core (runnable) is starved, not hung, until the starved limit.
+TEST(WorkerRestartPolicy, ARunnableWorkerIsStarvedNotHung) {
+  RestartPolicyConfig config = kConfig;
+  config.starved_limit_ms = 60000;
+  WorkerRestartPolicy p(config);
+  p.started(0);
+  EXPECT_EQ(p.silence(5000, true, 10), Silence::kHeard);
+  for (int64_t t = 5001; t <= 60000; t += 100) ASSERT_EQ(p.silence(t, true, 10), Silence::kStarved) << t;
+  EXPECT_EQ(p.silence(60001, true, 10), Silence::kHung);  // running, yet silent a minute
+}
+
+// Asleep: starved while its CPU time still advances, hung after a whole timeout without.
+TEST(WorkerRestartPolicy, AnIdleSilentWorkerIsHungAfterATimeoutWithoutCpu) {
+  WorkerRestartPolicy p(kConfig);
+  p.started(0);
+  EXPECT_EQ(p.silence(5001, false, 7), Silence::kStarved);   // a first look: the baseline
+  EXPECT_EQ(p.silence(8000, false, 9), Silence::kStarved);   // it used CPU since
+  EXPECT_EQ(p.silence(13000, false, 9), Silence::kStarved);  // 5000 ms without: not past yet
+  EXPECT_EQ(p.silence(13001, false, 9), Silence::kHung);
+  // Heard again: a later silence starts a new watch.
+  p.heard(14000);
+  EXPECT_EQ(p.silence(15000, false, 9), Silence::kHeard);
+  EXPECT_EQ(p.silence(19001, false, 9), Silence::kStarved);
+  EXPECT_EQ(p.silence(24002, false, 9), Silence::kHung);
+}
+
 TEST(StallDetector, OnlyGapsAboveTheThresholdCount) {
   StallDetector d(1000);
   EXPECT_EQ(d.gap(5000), 0) << "the first call has nothing to compare with";
