@@ -44,19 +44,19 @@ void copy_field(char* field, size_t capacity, const std::string& text) {
   std::memset(field + n, 0, capacity - n);
 }
 
-std::string name_refusal(const std::string& name) {
+}  // namespace
+
+std::string stream_name_refusal(const std::string& name) {
   if (name.empty()) return "stream name is empty";
   if (name.size() >= wire::kNameBytes) {
     return "stream name " + quote_for_message(name, 32) + " is longer than " +
            std::to_string(wire::kNameBytes - 1) + " bytes";
   }
   for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) return "stream name has control characters";
+    if (c < 0x20 || c == 0x7f) return "stream name " + quote_for_message(name, 32) + " has control characters";
   }
   return {};
 }
-
-}  // namespace
 
 const char* to_string(PushResult result) {
   switch (result) {
@@ -193,7 +193,7 @@ PushResult ClientCore::refuse(const std::string& name, const std::string& why) n
 
 PushResult ClientCore::stage(Connection::Active& active, const std::string& name, const TensorRef& tensor,
                              wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step) {
-  std::string refusal = name_refusal(name);
+  std::string refusal = stream_name_refusal(name);
   if (refusal.empty()) refusal = tensor_ref_refusal(tensor);
   uint64_t bytes = 0;
   if (refusal.empty()) {

@@ -56,6 +56,12 @@ struct CoreOptions {
 // The rank a client without an explicit one uses: $RANK, else 0.
 int rank_from_environment();
 
+// Why `name` cannot be a stream name (empty, 128 bytes or longer, control characters such
+// as NUL or the ESC of terminal escapes), or "" when it can. Pushes under such a name are
+// refused; track_* refuse such a track name at the call. The Python package asks the
+// same through the extension.
+std::string stream_name_refusal(const std::string& name);
+
 class ClientCore {
  public:
   explicit ClientCore(CoreOptions options);

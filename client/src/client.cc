@@ -73,35 +73,35 @@ PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexc
 }
 
 TrackHandle Client::track_model(const std::string& name, const torch::nn::Module& module, TrackOptions options) {
-  return guarded(*impl_, "track_model('" + name + "')", [&] {
+  return guarded(*impl_, "track_model(" + quote_for_message(name, 32) + ")", [&] {
     const TrackKinds kinds = kinds_or(options, TrackKinds::kOutput);
     return ModuleTrack::create(impl_, name, index_modules(module), std::move(options), kinds);
   });
 }
 
 TrackHandle Client::track_model(const std::string& name, const torch::jit::Module& module, TrackOptions options) {
-  return guarded(*impl_, "track_model('" + name + "')", [&] {
+  return guarded(*impl_, "track_model(" + quote_for_message(name, 32) + ")", [&] {
     const TrackKinds kinds = kinds_or(options, TrackKinds::kOutput);
     return ModuleTrack::create(impl_, name, index_modules(module), std::move(options), kinds);
   });
 }
 
 TrackHandle Client::track_layer(const std::string& name, const torch::nn::Module& module, TrackOptions options) {
-  return guarded(*impl_, "track_layer('" + name + "')", [&] {
+  return guarded(*impl_, "track_layer(" + quote_for_message(name, 32) + ")", [&] {
     const TrackKinds kinds = kinds_or(options, TrackKinds::kOutputGradient);
     return ModuleTrack::create(impl_, name, index_modules(module), std::move(options), kinds);
   });
 }
 
 TrackHandle Client::track_layer(const std::string& name, const torch::jit::Module& module, TrackOptions options) {
-  return guarded(*impl_, "track_layer('" + name + "')", [&] {
+  return guarded(*impl_, "track_layer(" + quote_for_message(name, 32) + ")", [&] {
     const TrackKinds kinds = kinds_or(options, TrackKinds::kOutputGradient);
     return ModuleTrack::create(impl_, name, index_modules(module), std::move(options), kinds);
   });
 }
 
 TrackHandle Client::track_tensor(const std::string& name, const at::Tensor& tensor, TrackOptions options) {
-  return guarded(*impl_, "track_tensor('" + name + "')",
+  return guarded(*impl_, "track_tensor(" + quote_for_message(name, 32) + ")",
                  [&] { return GradHookTrack::create(impl_, name, tensor, std::move(options)); });
 }
 

@@ -56,7 +56,9 @@ void GradSender::send(const std::string& stream, const at::Tensor& grad, wire::T
 
 std::shared_ptr<Track> GradHookTrack::create(std::weak_ptr<ClientImpl> client, const std::string& name,
                                              const at::Tensor& tensor, TrackOptions options) {
-  if (name.empty()) return std::make_shared<FailedTrack>("track_tensor: the stream name is empty");
+  if (const std::string why = stream_name_refusal(name); !why.empty()) {
+    return std::make_shared<FailedTrack>("track_tensor: " + why);
+  }
   if (!tensor.defined()) return std::make_shared<FailedTrack>("track_tensor('" + name + "'): undefined tensor");
   if (!tensor.requires_grad()) {
     return std::make_shared<FailedTrack>("track_tensor('" + name +

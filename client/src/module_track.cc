@@ -58,7 +58,9 @@ const void* ModuleTrack::storage_of(const at::Tensor& t) {
 std::shared_ptr<Track> ModuleTrack::create(std::weak_ptr<ClientImpl> client, const std::string& name,
                                            std::vector<ModuleEntry> modules, TrackOptions options,
                                            TrackKinds kinds) {
-  if (name.empty()) return std::make_shared<FailedTrack>("track_model/track_layer: the name is empty");
+  if (const std::string why = stream_name_refusal(name); !why.empty()) {
+    return std::make_shared<FailedTrack>("track_model/track_layer: the track name is the streams' prefix: " + why);
+  }
   std::regex include, exclude;
   try {
     if (!options.include().empty()) include = std::regex(options.include(), std::regex::ECMAScript);

@@ -440,6 +440,16 @@ PyObject* session_error(PyObject*, PyObject* name_object) {
   return text(status.message());
 }
 
+// stream_name_error(name) -> why `name` cannot be a stream (or track) name, or None: the
+// client core's rule (empty, 128 bytes or longer, control characters).
+PyObject* stream_name_error(PyObject*, PyObject* name_object) {
+  std::string name;
+  if (!utf8(name_object, "name", &name)) return nullptr;
+  const std::string why = tensorscope::stream_name_refusal(name);
+  if (why.empty()) Py_RETURN_NONE;
+  return text(why);
+}
+
 // run_info(rank, versions) -> the JSON text of what this process is (client/core/run_info.h:
 // the document a client sends the daemon at registration); `versions` a dict of str.
 PyObject* run_info(PyObject*, PyObject* args) {
@@ -471,6 +481,8 @@ PyObject* run_info(PyObject*, PyObject* args) {
 
 PyMethodDef module_methods[] = {
     {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},
+    {"stream_name_error", stream_name_error, METH_O,
+     "stream_name_error(name) -> why the name cannot be a stream or track name, or None"},
     {"run_info", run_info, METH_VARARGS, "run_info(rank, versions) -> JSON text of this process's run_info"},
     {nullptr, nullptr, 0, nullptr},
 };

@@ -328,6 +328,9 @@ class Client:
             raise TypeError(f"a track name must be a str, not {type(name).__name__}")
         if not name:
             raise ValueError("a track name must not be empty")
+        why = _native.stream_name_error(name)
+        if why is not None:
+            raise ValueError(f"a track name starts its streams' names: {why}")
         if self._core is None:
             raise ValueError("the tensorscope client is closed")
 
@@ -362,7 +365,7 @@ class Client:
 
     def set_step(self, step):
         """Sets the step; tracks start a new step (their every_n counts steps)."""
-        _check_int("step", step)
+        _check_int("step", step, -(2**63), 2**63 - 1)  # a 64-bit step, as from C++
         core = self._core
         if core is None:
             return

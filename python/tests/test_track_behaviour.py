@@ -207,8 +207,21 @@ def test_bad_use_raises_at_the_call():
         scope.track_model("net", nn.Linear(2, 2), every_n="2")
     with pytest.raises(ValueError):
         scope.track_model("", nn.Linear(2, 2))
+    # A track name starts every stream's name: one no stream can have is refused here, not
+    # on every push (NUL, a terminal escape, 64 KiB).
+    for bad in ("net\x00x", "\x1b[31mnet", "n" * 65536):
+        for track in (scope.track_model, scope.track_layer):
+            with pytest.raises(ValueError, match="stream name"):
+                track(bad, nn.Linear(2, 2))
+        with pytest.raises(ValueError, match="stream name"):
+            scope.track_tensor(bad, torch.zeros(2, requires_grad=True))
     with pytest.raises(ValueError):
         scope.set_render_mode("s", "sparkle")
+    # Steps are 64-bit, as from C++: a clear error, not an OverflowError.
+    with pytest.raises(ValueError, match="step must be between"):
+        scope.set_step(2**70)
+    with pytest.raises(ValueError, match="step must be between"):
+        scope.set_step(-(2**63) - 1)
     scope.close()
 
 

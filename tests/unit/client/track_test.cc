@@ -184,6 +184,19 @@ TEST_F(Track, BadRegexOrNoMatchGivesAnInertHandleThatSaysWhy) {
   EXPECT_FALSE(none.ok());
   TrackHandle unnamed = rx.client().track_model("", net);
   EXPECT_FALSE(unnamed.ok());
+  // A track name starts its streams' names: one no stream can have is refused at the call
+  // (NUL, a terminal escape, 64 KiB), and the error quotes it cut short.
+  for (const std::string& bad : {std::string("net\0x", 5), std::string("\x1b[31mnet"), std::string(65536, 'n')}) {
+    TrackHandle model = rx.client().track_model(bad, net);
+    EXPECT_FALSE(model.ok());
+    EXPECT_NE(model.error().find("stream name"), std::string::npos) << model.error();
+    EXPECT_LT(model.error().size(), 300u);
+    TrackHandle layer = rx.client().track_layer(bad, net);
+    EXPECT_FALSE(layer.ok());
+    TrackHandle grad = rx.client().track_tensor(bad, torch::zeros({2}, torch::requires_grad()));
+    EXPECT_FALSE(grad.ok());
+    EXPECT_NE(grad.error().find("stream name"), std::string::npos) << grad.error();
+  }
   net->forward(input());
   rx.client().next_step();
   EXPECT_TRUE(rx.records().empty());
