@@ -267,9 +267,14 @@ class Capture:
             return self._step
         return self._track._auto_step
 
+    def _begin_explicit_steps(self):
+        if not self._explicit_steps and self._track is not None:
+            self._track.steps_became_explicit()  # as a Client's tracks: no offset from step 0
+        self._explicit_steps = True
+
     def next_step(self):
         """Advances the step by one and returns it (every_n counts steps)."""
-        self._explicit_steps = True
+        self._begin_explicit_steps()
         self._step += 1
         if self._track is not None:
             self._track.step_changed()
@@ -278,7 +283,7 @@ class Capture:
     def set_step(self, step):
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"step must be an int, not {type(step).__name__}")
-        self._explicit_steps = True
+        self._begin_explicit_steps()
         changed = step != self._step
         self._step = step
         if changed and self._track is not None:

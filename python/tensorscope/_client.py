@@ -369,11 +369,14 @@ class Client:
         core = self._core
         if core is None:
             return
+        first = not self._explicit_steps
         self._explicit_steps = True
         changed = step != core.step()
         core.set_step(step)
-        if changed:
-            for track in self._live_tracks():
+        for track in self._live_tracks():
+            if first:
+                track.steps_became_explicit()
+            if changed:
                 track.step_changed()
 
     def next_step(self):
@@ -381,9 +384,12 @@ class Client:
         core = self._core
         if core is None:
             return 0
+        first = not self._explicit_steps
         self._explicit_steps = True
         step = core.next_step()
         for track in self._live_tracks():
+            if first:
+                track.steps_became_explicit()
             track.step_changed()
         return step
 

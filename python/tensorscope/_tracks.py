@@ -190,6 +190,9 @@ class _Track:
     def step_changed(self):
         return False
 
+    def steps_became_explicit(self):
+        """The script called next_step()/set_step() for the first time."""
+
     def stop(self):
         self._stopped = True
 
@@ -240,6 +243,14 @@ class ModuleTrack(_Track):
                         if "input" in self._kinds:
                             self._on_inputs(stream, path, module, inputs, kwargs)
         self._auto_started = True
+
+    def steps_became_explicit(self):
+        """From the script's first next_step()/set_step() on, the track counts the client's
+        steps, as if it had from step 0: the training forwards it took for steps before
+        (several calls of the model in step 0: a GAN's discriminator, micro-batches) do not
+        shift its every_n for the rest of the run."""
+        with self._lock:
+            self._steps_seen = 1  # the step ending now is the first this track sees
 
     def step_changed(self):
         """A new step begins; True when the track's hooks were installed for it just now."""

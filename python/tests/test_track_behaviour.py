@@ -126,6 +126,40 @@ def test_every_n_with_next_step_installs_hooks_only_on_sent_steps(daemon):
     assert steps == [0, 2, 4]
 
 
+def test_a_model_called_three_times_a_step_follows_the_client_steps(daemon):
+    # A GAN loop: the discriminator runs on real data, on generated data detached, and on
+    # generated data for the generator's loss; next_step() after both optimizers. Before
+    # the first next_step() the tracks cannot tell a second call from a new step; from it
+    # on, both tracks count the client's steps as from step 0 (nothing taken before leaks).
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(4, 4))
+    disc = nn.Sequential(nn.Linear(4, 1))
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.01)
+    opt_d = torch.optim.SGD(disc.parameters(), lr=0.01)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("G", gen, every_n=3)
+        scope.track_model("D", disc, every_n=3)
+        for _ in range(7):
+            fake = gen(torch.randn(8, 4))
+            loss_d = disc(fake.detach()).mean() - disc(torch.randn(8, 4)).mean()
+            opt_d.zero_grad()
+            loss_d.backward()
+            opt_d.step()
+            loss_g = -disc(fake).mean()
+            opt_g.zero_grad()
+            loss_g.backward()
+            opt_g.step()
+            scope.next_step()
+    daemon.stop()
+    steps = {}
+    for r in daemon.stats_rows():
+        steps.setdefault(r["stream"], []).append(int(r["step"]))
+    assert sorted(steps["G.0"]) == [0, 3, 6]
+    assert sorted(steps["D.0"]) == [0, 3, 6]
+    assert sorted(steps["D.0#1"]) == [3, 6]
+    assert sorted(steps["D.0#2"]) == [3, 6]
+
+
 def test_every_n_without_next_step_counts_training_forwards(daemon):
     model = nn.Sequential(nn.Linear(2, 2))
     with tensorscope.Client(**daemon.client_options()) as scope:
