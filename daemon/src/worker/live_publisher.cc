@@ -26,35 +26,54 @@ uint64_t live_board_capacity(int board_mb, uint64_t free_bytes) {
 
 std::unique_ptr<LivePublisher> LivePublisher::create(const DaemonConfig& config, int worker_index) {
   if (config.live.max_fps <= 0) return nullptr;
-  const std::string dir = default_runtime_dir(config.runtime_dir);
-  struct statvfs fs{};
-  const uint64_t free_bytes =
-      ::statvfs(dir.c_str(), &fs) == 0 ? static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize : 0;
-  const uint64_t capacity = live_board_capacity(config.live.board_mb, free_bytes);
-  if (capacity == 0) {
-    TS_LOG_WARN("no live view from this worker: {} has {} bytes free, kept for the training's segments", dir,
-                free_bytes);
-    return nullptr;
-  }
-  const std::string path = dir + "/" + view::live_board_file_name(config.session, worker_index);
-  auto board = view::LiveBoardWriter::create(path, capacity, worker_index);
-  if (!board) {
-    TS_LOG_ERROR("no live view from this worker: {}", board.message());
-    return nullptr;
-  }
-  return std::unique_ptr<LivePublisher>(new LivePublisher(
-      std::move(*board), dir + "/" + view::live_watch_file_name(config.session),
-      static_cast<int64_t>(1e9 / config.live.max_fps), config.live.jpeg_quality, config.live.width));
+  BoardPlace place;
+  place.dir = default_runtime_dir(config.runtime_dir);
+  place.path = place.dir + "/" + view::live_board_file_name(config.session, worker_index);
+  place.board_mb = config.live.board_mb;
+  place.worker_index = worker_index;
+  const std::string watch = place.dir + "/" + view::live_watch_file_name(config.session);
+  return std::unique_ptr<LivePublisher>(new LivePublisher(std::move(place), watch,
+                                                          static_cast<int64_t>(1e9 / config.live.max_fps),
+                                                          config.live.jpeg_quality, config.live.width));
 }
 
-LivePublisher::LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, std::string watch_path,
-                             int64_t interval_ns, int quality, int width)
-    : board_(std::move(board)),
+LivePublisher::LivePublisher(BoardPlace place, std::string watch_path, int64_t interval_ns, int quality,
+                             int width)
+    : place_(std::move(place)),
       watch_path_(std::move(watch_path)),
       interval_ns_(interval_ns),
       params_{cv::IMWRITE_JPEG_QUALITY, quality},
       width_(width) {
   encoder_ = std::thread([this] { encode_loop(); });
+}
+
+view::LiveBoardWriter* LivePublisher::board() {
+  constexpr int64_t kRetryNs = 30'000'000'000;
+  if (board_ != nullptr) return board_.get();
+  const int64_t now = steady_time_ns();
+  if (board_tried_ns_ != 0 && now - board_tried_ns_ < kRetryNs) return nullptr;
+  board_tried_ns_ = now;
+  struct statvfs fs{};
+  const uint64_t free_bytes =
+      ::statvfs(place_.dir.c_str(), &fs) == 0 ? static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize : 0;
+  const uint64_t capacity = live_board_capacity(place_.board_mb, free_bytes);
+  if (capacity == 0) {
+    TS_LOG_WARN("no live view from this worker for now: {} has {} bytes free, kept for the training's segments",
+                place_.dir, free_bytes);
+    return nullptr;
+  }
+  auto made = view::LiveBoardWriter::create(place_.path, capacity, place_.worker_index);
+  if (!made) {
+    TS_LOG_ERROR("no live view from this worker for now: {}", made.message());
+    return nullptr;
+  }
+  board_ = std::move(*made);
+  return board_.get();
+}
+
+bool LivePublisher::has_board() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return board_made_;
 }
 
 bool LivePublisher::watched() {
@@ -73,7 +92,7 @@ LivePublisher::~LivePublisher() {
   }
   wake_.notify_all();
   encoder_.join();
-  board_->remove();
+  if (board_ != nullptr) board_->remove();
 }
 
 void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns,
@@ -138,12 +157,16 @@ void LivePublisher::encode_loop() {
     } catch (const cv::Exception& e) {
       TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", p.meta.stream, e.what());
     }
-    if (ok) {
+    view::LiveBoardWriter* writer = ok ? board() : nullptr;
+    if (writer != nullptr) {
       p.meta.width = p.frame.cols;
       p.meta.height = p.frame.rows;
-      ok = board_->append(p.meta, std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
+      ok = writer->append(p.meta, std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
+    } else {
+      ok = false;
     }
     lock.lock();
+    board_made_ = board_ != nullptr;
     encoding_ = false;
     ++(ok ? published_ : failed_);
     if (pending_.empty()) idle_.notify_all();

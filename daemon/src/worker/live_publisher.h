@@ -8,7 +8,9 @@
 // replaces its older one. A thread of its own, at the lowest CPU priority (nice 19),
 // scales them to live.width, encodes them and writes the board: when the machine is busy
 // rendering, live frames get sparser, rendering does not get slower. The board never
-// blocks; nothing is written to the output directory.
+// blocks; nothing is written to the output directory. The board (shared memory) is made
+// when the first frame is to be written, i.e. once a page watches: a daemon nobody
+// watches leaves all of the runtime directory to the training's segments.
 // Thread safety: offer() from the render thread; the encoder thread is internal.
 #pragma once
 
@@ -39,11 +41,14 @@ uint64_t live_board_capacity(int board_mb, uint64_t free_bytes);
 
 class LivePublisher {
  public:
-  // The publisher of worker `worker_index`; null when live.max_fps is 0 or the board
-  // cannot be created or would not fit (said in the log: the videos go on without the
-  // live view).
+  // The publisher of worker `worker_index`; null when live.max_fps is 0. Its board is made
+  // when first needed; when it cannot be (or would not fit: said in the log, tried again
+  // every 30 s), the frames are counted as failed and the videos go on.
   static std::unique_ptr<LivePublisher> create(const DaemonConfig& config, int worker_index);
   ~LivePublisher();  // encodes nothing more, removes the board
+
+  // Whether the board exists (tests).
+  bool has_board() const;
 
   // Offers the frame just drawn of stream `key`; `last_ns` is that stream's time of its
   // last taken frame (steady clock), updated when this one is taken.
@@ -66,12 +71,22 @@ class LivePublisher {
   };
   using PendingKey = std::tuple<uint64_t, std::string, std::string, int, std::string>;
 
-  LivePublisher(std::unique_ptr<view::LiveBoardWriter> board, std::string watch_path, int64_t interval_ns,
-                int quality, int width);
+  struct BoardPlace {
+    std::string dir;   // the runtime directory
+    std::string path;  // the board's file in it
+    int board_mb = 0;
+    int worker_index = 0;
+  };
+
+  LivePublisher(BoardPlace place, std::string watch_path, int64_t interval_ns, int quality, int width);
   void encode_loop();
+  // Encoder thread: the board, made now if it is not yet (null when it cannot be).
+  view::LiveBoardWriter* board();
   bool watched();  // render thread: a page watches (the watch file, looked at once a second)
 
-  std::unique_ptr<view::LiveBoardWriter> board_;  // written by the encoder thread only
+  const BoardPlace place_;
+  std::unique_ptr<view::LiveBoardWriter> board_;  // made and written by the encoder thread only
+  int64_t board_tried_ns_ = 0;                    // encoder thread: the last failed attempt
   const std::string watch_path_;
   const int64_t interval_ns_;
   const std::vector<int> params_;
@@ -86,6 +101,7 @@ class LivePublisher {
   bool encoding_ = false;
   bool stopping_ = false;
   uint64_t published_ = 0, skipped_ = 0, failed_ = 0;
+  bool board_made_ = false;  // board_ != nullptr, for has_board() from other threads
   std::thread encoder_;
 };
 

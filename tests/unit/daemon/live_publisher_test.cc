@@ -1,5 +1,5 @@
-// live_publisher_test.cc — a worker's live frames: board size within the free shared
-// memory, at most live.max_fps per stream, readable JPEGs on the board; the daemon's own
+// live_publisher_test.cc — a worker's live frames: no board until a page watches, board
+// size within the free shared memory, at most live.max_fps per stream, readable JPEGs on the board; the daemon's own
 // view gets the session's directory and the live.* keys.
 #include "worker/live_publisher.h"
 
@@ -37,8 +37,7 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   ASSERT_TRUE(view::touch_watch_file(dir.path() + "/pub.live.watched"));  // a page watches
   auto publisher = LivePublisher::create(config, 3);
   ASSERT_NE(publisher, nullptr);
-  auto reader = view::LiveBoardReader::open(dir.path() + "/pub.live.3");
-  ASSERT_TRUE(reader.is_ok()) << reader.message();
+  EXPECT_FALSE(publisher->has_board());  // made with the first frame to write
   const cv::Mat frame(120, 160, CV_8UC3, cv::Scalar(10, 200, 30));
   StreamKey a{1, 77, "model.fc1", "cpu", 2, "histogram"};
   StreamKey b{1, 77, "model.fc1.grad", "cpu", 2, "histogram"};
@@ -48,6 +47,9 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
     publisher->offer(b, "grad", step, 1000 + step, step + 1, frame, &last_b);
   }
   publisher->flush();
+  EXPECT_TRUE(publisher->has_board());
+  auto reader = view::LiveBoardReader::open(dir.path() + "/pub.live.3");
+  ASSERT_TRUE(reader.is_ok()) << reader.message();
   std::vector<view::LiveFrame> frames;
   (*reader)->poll(&frames);
   ASSERT_EQ(frames.size(), 2u);
@@ -126,6 +128,10 @@ TEST(LivePublisherTest, NothingIsTakenWhileNoPageWatchesAndFramesAreScaled) {
   publisher->flush();
   EXPECT_EQ(publisher->published(), 0u);  // no watch file: nothing taken
   EXPECT_EQ(last, 0);
+  // Nor any shared memory: the board is made once a frame is to be written.
+  struct stat st{};
+  EXPECT_NE(::stat((dir.path() + "/quiet.live.0").c_str(), &st), 0);
+  EXPECT_FALSE(publisher->has_board());
   // A page opens; the worker looks again at most a second later.
   ASSERT_TRUE(view::touch_watch_file(dir.path() + "/quiet.live.watched"));
   std::this_thread::sleep_for(std::chrono::milliseconds(1050));
