@@ -90,5 +90,39 @@ TEST_F(IntegrationTest, ADeletedOutputDirectoryIsMadeAgain) {
   EXPECT_THAT(daemon->log(), HasSubstr("was deleted; made it again"));
 }
 
+// Outputs are readable by other users by default (0644 files in 0755 directories);
+// output_private: true makes every file of the session the user's only (and its
+// directory 0700, even one that was there before).
+TEST_F(IntegrationTest, PrivateOutputsAreTheUsersOnly) {
+  for (const bool priv : {false, true}) {
+    const std::string name = session(priv ? "private" : "shared");
+    const std::string out = output_dir(priv ? "private" : "shared");
+    std::filesystem::create_directories(out + "/" + name);
+    ::chmod((out + "/" + name).c_str(), 0755);
+    DaemonProcess* daemon = start_ready_daemon(
+        name, out, 1, write_config(5, 45000, 160, 120, priv ? "output_private: true\n" : ""));
+    ASSERT_NE(daemon, nullptr);
+    ChildProcess* producer = start_producer(name, 0, {"--count", "12", "--streams", "1"});
+    ASSERT_NE(producer, nullptr);
+    ASSERT_TRUE(final_line(producer).is_object());
+    release_producer(producer);
+    json last;
+    ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last))
+        << last.dump(2);
+    terminate_daemon(daemon);
+    struct stat st{};
+    ASSERT_EQ(::stat(daemon->session_dir().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, priv ? 0u : 055u) << daemon->session_dir();
+    size_t files = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(daemon->session_dir())) {
+      if (!e.is_regular_file()) continue;
+      ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+      if (priv) EXPECT_EQ(st.st_mode & 077, 0u) << e.path();
+      ++files;
+    }
+    EXPECT_GE(files, 3u);  // videos, their steps, index.json
+  }
+}
+
 }  // namespace
 }  // namespace tensorscope::itest

@@ -27,6 +27,7 @@ template <typename V>
 void visit_fields(V& v, DaemonConfig& c) {
   v.text("session", c.session, StringRule::kSessionName);
   v.text("output_dir", c.output_dir, StringRule::kNonEmpty);
+  v.choice("output_private", c.output_private, Choices(kBooleans));
   v.text("runtime_dir", c.runtime_dir, StringRule::kAny);
   v.integer("workers", c.workers, between(1, 64));
   v.choice("log_level", c.log_level, Choices(kLogLevels));

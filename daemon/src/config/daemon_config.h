@@ -162,6 +162,7 @@ struct LiveConfig {
 struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
   std::string output_dir = "tensorscope_out";  // non-empty
+  std::string output_private = "false";        // one of kBooleans: outputs 0600 in 0700
   std::string runtime_dir;                     // "" = automatic ($TENSORSCOPE_RUNTIME_DIR,
                                                // else /dev/shm/tensorscope-<uid>)
   int workers = 2;                             // 1..64

@@ -150,9 +150,17 @@ Status Supervisor::start() {
                 runtime_dir_, cleanup.bytes);
   }
   session_dir_ = config_.output_dir + "/" + config_.session;
+  if (config_.output_private == "true") {
+    // Everything this process and its workers (which inherit the mask) make from now on is
+    // the user's only; the session directory too, even when it was there before.
+    ::umask(::umask(0) | 077);
+  }
   std::error_code ec;
   std::filesystem::create_directories(session_dir_, ec);
   if (ec) return Status::error("cannot create output directory " + session_dir_ + ": " + ec.message());
+  if (config_.output_private == "true" && ::chmod(session_dir_.c_str(), 0700) != 0) {
+    return Status::error("cannot make the output directory " + session_dir_ + " private: " + std::strerror(errno));
+  }
   index_ = std::make_unique<IndexWriter>(session_dir_);
   Status loaded = index_->load();
   if (!loaded) return loaded;
