@@ -17,7 +17,22 @@ std::string default_runtime_dir(const std::string& configured) {
     return env;
   }
   const std::string base = (::access("/dev/shm", W_OK) == 0) ? "/dev/shm" : "/tmp";
-  return base + "/tensorscope-" + std::to_string(::geteuid());
+  return automatic_runtime_dir(base, std::getenv("XDG_RUNTIME_DIR"));
+}
+
+std::string automatic_runtime_dir(const std::string& shared_base, const char* xdg_runtime_dir) {
+  const std::string shared = shared_base + "/tensorscope-" + std::to_string(::geteuid());
+  struct stat st {};
+  if (::lstat(shared.c_str(), &st) != 0) return shared;  // free: ours to make
+  if (S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) return shared;
+  // Taken by someone else: the per-user runtime directory, when there is one of ours.
+  if (xdg_runtime_dir == nullptr || xdg_runtime_dir[0] != '/') return shared;
+  struct stat xdg {};
+  if (::lstat(xdg_runtime_dir, &xdg) != 0 || !S_ISDIR(xdg.st_mode) || xdg.st_uid != ::geteuid() ||
+      (xdg.st_mode & 077) != 0) {
+    return shared;
+  }
+  return std::string(xdg_runtime_dir) + "/tensorscope";
 }
 
 Status ensure_private_dir(const std::string& path) {
@@ -34,13 +49,15 @@ Status ensure_private_dir(const std::string& path) {
   if (::lstat(path.c_str(), &st) != 0) {
     return Status::error("cannot stat runtime directory " + path + ": " + std::strerror(errno));
   }
+  // Someone else's name in a shared directory: say how to go on without it.
+  const std::string elsewhere = " (set TENSORSCOPE_RUNTIME_DIR, or XDG_RUNTIME_DIR, to a directory of yours)";
   if (!S_ISDIR(st.st_mode)) {
-    return Status::error("runtime directory " + path + " is not a directory (or is a symlink)");
+    return Status::error("runtime directory " + path + " is not a directory (or is a symlink)" + elsewhere);
   }
   if (st.st_uid != ::geteuid()) {
     return Status::error("runtime directory " + path + " is owned by uid " +
                          std::to_string(st.st_uid) + ", not by us (uid " +
-                         std::to_string(::geteuid()) + ")");
+                         std::to_string(::geteuid()) + ")" + elsewhere);
   }
   if ((st.st_mode & 077) != 0) {
     char mode[16];

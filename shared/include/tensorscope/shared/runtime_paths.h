@@ -4,7 +4,11 @@
 // Used by the client and the daemon. The runtime directory is
 // $TENSORSCOPE_RUNTIME_DIR when set, else /dev/shm/tensorscope-<uid> (tmpfs, so the
 // segment files are shared memory); it must be a real directory owned by us with mode
-// 0700. Thread safety: free functions without shared state.
+// 0700. /dev/shm is shared by every user: when another user has taken that name first (a
+// directory of theirs, or a symlink), the per-user $XDG_RUNTIME_DIR/tensorscope is used
+// instead when $XDG_RUNTIME_DIR is ours (no one else can create names there); without
+// it the client and daemon refuse the squatted directory with a clear error.
+// Thread safety: free functions without shared state.
 #pragma once
 
 #include <string>
@@ -15,6 +19,12 @@ namespace tensorscope {
 
 // `configured` overrides the environment when non-empty.
 std::string default_runtime_dir(const std::string& configured = "");
+
+// The automatic choice of default_runtime_dir: <shared_base>/tensorscope-<uid>, unless that
+// name exists and is not a directory of ours (a symlink, a file, another user's
+// directory) and `xdg_runtime_dir` (may be null) is an absolute directory of ours with
+// mode 0700: then <xdg_runtime_dir>/tensorscope.
+std::string automatic_runtime_dir(const std::string& shared_base, const char* xdg_runtime_dir);
 
 // Creates the directory (mode 0700, parents as needed) if missing; refuses one that is a symlink, not
 // owned by us, or open to group/others.
