@@ -1,7 +1,11 @@
 // output_health.cc — see output_health.h.
 #include "output_health.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstring>
 
 #include "tensorscope/base/logging.h"
 
@@ -44,6 +48,23 @@ void OutputHealth::skipped(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++not_written_;
   log_if_due(now_ms);
+}
+
+void OutputHealth::probe(const std::string& dir, int64_t now_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (state_ == "ok" || now_ms - last_probe_ms_ < kRetryIntervalMs) return;
+    last_probe_ms_ = now_ms;
+  }
+  const std::string path = dir + "/.tensorscope-probe-" + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  char block[4096];
+  std::memset(block, 0, sizeof block);
+  const bool written = ::write(fd, block, sizeof block) == static_cast<ssize_t>(sizeof block) && ::fsync(fd) == 0;
+  ::close(fd);
+  ::unlink(path.c_str());
+  if (written) succeeded(now_ms);
 }
 
 void OutputHealth::log_if_due(int64_t now_ms) {

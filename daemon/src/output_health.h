@@ -6,7 +6,10 @@
 //   - the log says so once, then at most every kLogIntervalMs with what was lost since;
 //   - writers try again at most every kRetryIntervalMs (may_try); frames arriving in
 //     between are counted as not written (skipped), not attempted;
-//   - the first write that succeeds again turns the state back to "ok" and says so.
+//   - the first write that succeeds again turns the state back to "ok" and says so;
+//   - so does probe(), which tries a small file of its own every kRetryIntervalMs while
+//     the output is down, so that space that comes back while nothing is being written
+//     (a paused producer) is seen at once, not at the next frame.
 // summary() goes into the worker's heartbeat and the supervisor's status, so
 // `tensorscope status` shows it.
 //
@@ -38,6 +41,9 @@ class OutputHealth {
   void succeeded(int64_t now_ms);
   // A frame (or record) was not attempted because the output is down.
   void skipped(int64_t now_ms);
+  // While down, at most every kRetryIntervalMs: whether `dir` takes a small file again
+  // (written, synced, removed); succeeded() when it does. Any thread.
+  void probe(const std::string& dir, int64_t now_ms);
 
   bool ok() const;
   // {"state": "ok"|"full"|"unwritable", "error": ..., "down_since_ms": ...,
@@ -56,6 +62,7 @@ class OutputHealth {
   std::string error_;
   int64_t down_since_ms_ = 0;
   int64_t last_failure_ms_ = 0;
+  int64_t last_probe_ms_ = 0;
   int64_t last_log_ms_ = 0;
   uint64_t not_written_ = 0;
   uint64_t not_written_at_log_ = 0;

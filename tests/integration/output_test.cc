@@ -60,6 +60,43 @@ TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
 }
 
+// 3b'. Space comes back while nothing is being written (the producer paused): status says
+// "ok" again within a few seconds, not at the next frame.
+TEST_F(IntegrationTest, AnIdleDaemonSeesTheSpaceComeBack) {
+  testing::SmallTmpfs disk(std::to_string(6 << 20));
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  const std::string out = disk.path();
+  const std::string name = session("idlefull");
+  DaemonProcess* daemon = start_ready_daemon(name, out, 1, write_config(40, 45000, 320, 240));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 1; }, kSettleTimeout, &last))
+      << last.dump(2);
+  const std::string filler = out + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    const std::string block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
+    }
+  }
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "full"; },
+                                  kSettleTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(producer->write_stdin("stop\n"));  // no more frames: nothing to try a write with
+  ::unlink(filler.c_str());
+  const auto freed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; },
+                                  kSettleTimeout, &last)) << "still not ok:\n" << last.dump(2);
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - freed).count();
+  std::fprintf(stderr, "[ figure ] output ok again %.1f s after the space came back, no frame written\n", seconds);
+  EXPECT_LT(seconds, 10.0);  // a probe a second (heartbeats a tenth of a second); generous for a busy machine
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+}
+
 // 3c. The session directory is deleted while videos are written: the daemon makes it
 // again, index.json keeps only the files still there, and later videos are listed.
 TEST_F(IntegrationTest, ADeletedOutputDirectoryIsMadeAgain) {

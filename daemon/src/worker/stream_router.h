@@ -42,6 +42,8 @@ class StreamRouter {
   uint64_t dropped_over_limit() const { return dropped_over_limit_; }
   // Whether the videos could be written (output_health.h), for the heartbeat.
   nlohmann::json output_summary() const { return output_health_.summary(); }
+  // While the output is down: tries it with a small file of its own (output_health.h).
+  void probe_output(int64_t now_ms) { output_health_.probe(session_dir_, now_ms); }
   nlohmann::json stream_summaries() const;
 
   // The render mode a record gets: ModeSelector's choice when this daemon can draw it,

@@ -81,6 +81,7 @@ void Worker::send_heartbeat() {
 
 void Worker::keep_in_touch() {
   const int64_t now = now_ms();
+  if (router_) router_->probe_output(now);  // while the output is down, once a second
   if (configured_ && now >= next_heartbeat_ms_) {
     send_heartbeat();
     next_heartbeat_ms_ = now + config_.supervisor.heartbeat_interval_ms;
