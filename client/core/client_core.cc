@@ -363,6 +363,10 @@ ClientStats ClientCore::stats() const {
     s.autostart = std::move(notes.autostart);
   } else if (session_error_) {
     s.connection_note = "invalid session name: every push is refused";
+  } else if (connection_) {
+    s.connection_note =
+        "this process is a fork of the one that made the client: it sends nothing (its pushes count as "
+        "not_connected); make a Client in this process to send from it";
   }
 #ifdef TENSORSCOPE_WITH_CUDA
   if (cuda_) cuda_->fill_stats(&s);

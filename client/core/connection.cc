@@ -9,6 +9,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -30,7 +32,52 @@ std::atomic<uint64_t> g_fork_generation{0};
 // session in one process (a notebook cell run twice) never share a file name.
 std::atomic<unsigned> g_segment_generation{0};
 
-void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+// Descriptors a forked child must not keep: the daemon takes a producer for gone when its
+// control socket closes, so a child (a DataLoader worker, os.fork()) holding a copy kept a
+// killed or closed parent registered for as long as the child lived. The fork handler
+// closes them in the child; close() is async-signal-safe and the slots are lock-free.
+// A descriptor may be listed more than once (remembered by two owners); each forget()
+// takes one listing away.
+constexpr size_t kForkClosedSlots = 64;
+struct ForkClosedSlot {
+  std::atomic<int> fd{-1};
+};
+std::array<ForkClosedSlot, kForkClosedSlots> g_fork_closed;  // constant-initialised
+
+void remember_fork_closed(int fd) {
+  if (fd < 0) return;
+  for (auto& slot : g_fork_closed) {
+    int empty = -1;
+    if (slot.fd.compare_exchange_strong(empty, fd)) return;
+  }  // more than 64 at once (many clients in one process): this one stays in a child
+}
+
+void forget_fork_closed(int fd) {
+  if (fd < 0) return;
+  for (auto& slot : g_fork_closed) {
+    int expected = fd;
+    if (slot.fd.compare_exchange_strong(expected, -1)) return;
+  }
+}
+
+void on_fork_child() {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  for (auto& slot : g_fork_closed) {
+    // A descriptor listed twice is closed twice: the second close fails (EBADF), harmless
+    // here, before anything of the child's own can take the number.
+    const int fd = slot.fd.exchange(-1, std::memory_order_relaxed);
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+// The local socket of a registration attempt: listed while it lives.
+struct ForkClosedListing {
+  explicit ForkClosedListing(int fd) : fd(fd) { remember_fork_closed(fd); }
+  ~ForkClosedListing() { forget_fork_closed(fd); }
+  ForkClosedListing(const ForkClosedListing&) = delete;
+  ForkClosedListing& operator=(const ForkClosedListing&) = delete;
+  int fd;
+};
 
 void install_fork_handler() {
   static std::once_flag once;
@@ -289,6 +336,7 @@ Connection::Attempt Connection::try_connect() {
     return Attempt::kNoDaemon;
   }
   MessageChannel channel(*fd);
+  const ForkClosedListing listed(channel.fd());  // from the socket's first moment
   auto cred = peer_credentials(channel.fd());
   if (!cred || cred->uid != ::geteuid()) {
     return report("daemon socket " + socket_path + " is not served by our user; not connecting");
@@ -348,6 +396,7 @@ Connection::Attempt Connection::try_connect() {
   const auto tree = reply->find("module_tree");
   active->module_tree = tree != reply->end() && tree->is_boolean() && tree->get<bool>();
   channel_ = std::move(channel);
+  remember_fork_closed(channel_.fd());  // for as long as the connection lasts (retire)
   last_error_.clear();
   closed_in_registration_ = 0;
   set_state("");
@@ -394,6 +443,7 @@ uint64_t Connection::dropped_by_daemon() {
 
 void Connection::retire(const std::string& why) {
   Active* old = active_.exchange(nullptr, std::memory_order_seq_cst);
+  forget_fork_closed(channel_.fd());
   channel_.close();
   if (old == nullptr) return;
   // Pinned-host copies in flight hold guards until their GPU copy is done.
