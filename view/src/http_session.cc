@@ -22,7 +22,9 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
 
-constexpr auto kReadTimeout = std::chrono::seconds(15);
+// A request's headers must arrive whole within this (a viewer's arrive in milliseconds;
+// a connection that dribbles them a byte a second is let go).
+constexpr auto kReadTimeout = std::chrono::seconds(5);
 constexpr size_t kHeaderLimit = 8 * 1024;
 constexpr size_t kBodyLimit = 4 * 1024;
 constexpr uint64_t kMaxRangeBytes = 4ull << 20;  // a video is sent in pieces of at most this
@@ -75,25 +77,51 @@ bool parse_range(std::string_view header, uint64_t size, uint64_t* first, uint64
   return true;
 }
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+class HttpSession : public WaitingConnection, public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(tcp::socket socket, std::shared_ptr<ServerContext> context)
       : stream_(std::move(socket)), ctx_(std::move(context)) {
     ctx_->connections.fetch_add(1, std::memory_order_relaxed);
   }
-  ~HttpSession() {
+  ~HttpSession() override {
     if (!handed_over_) ctx_->connections.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void start() {
-    if (ctx_->connections.load(std::memory_order_relaxed) > static_cast<uint64_t>(ctx_->options.max_connections)) {
+    if (ctx_->connections.load(std::memory_order_relaxed) > static_cast<uint64_t>(ctx_->options.max_connections) &&
+        !let_the_oldest_waiting_go()) {
+      // Every other connection has shown the token: a viewer's, not an intruder's.
       refuse_and_close(http::status::service_unavailable, "too many connections\n");
       return;
     }
+    auto& waiting = ctx_->waiting;
+    if (waiting.size() > 2 * static_cast<size_t>(ctx_->options.max_connections) + 16) {
+      std::erase_if(waiting, [](const std::weak_ptr<WaitingConnection>& w) { return w.expired(); });
+    }
+    waiting.push_back(weak_from_this());
     read();
   }
 
+  bool let_go() override {
+    if (authenticated_ || handed_over_) return false;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();  // the pending read ends with an error: the session goes
+    return true;
+  }
+
  private:
+  // Lets the oldest connection that has not shown the token go; false when there is none.
+  bool let_the_oldest_waiting_go() {
+    auto& waiting = ctx_->waiting;
+    while (!waiting.empty()) {
+      auto oldest = waiting.front().lock();
+      waiting.pop_front();
+      if (oldest && oldest->let_go()) return true;
+    }
+    return false;
+  }
+
   void read() {
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
@@ -138,6 +166,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const bool token_ok = t != target->query.end() && constant_time_equal(t->second, ctx_->token);
     if (path == "/ws" || path.rfind("/api/", 0) == 0 || path.rfind("/files/", 0) == 0) {
       if (!token_ok) return refuse(req, http::status::forbidden, "missing or wrong token\n");
+      authenticated_ = true;  // never let go for a newcomer
     } else {
       return refuse(req, http::status::not_found, "not found\n");
     }
@@ -299,6 +328,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<ServerContext> ctx_;
   bool handed_over_ = false;
+  bool authenticated_ = false;  // showed the token: not let go for a newcomer
 };
 
 }  // namespace

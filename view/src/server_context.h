@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +31,16 @@ class PageSink {
                     bool files_changed) = 0;
 };
 
+// A connection that has not shown the token yet (http_session.cc): when a new connection
+// would pass max_connections, the oldest of these is let go, so that connections that
+// dribble their headers or say nothing cannot keep a viewer with the token out.
+class WaitingConnection {
+ public:
+  virtual ~WaitingConnection() = default;
+  // Closes the connection unless it has shown the token meanwhile; true when it did close.
+  virtual bool let_go() = 0;
+};
+
 struct ServerContext {
   ServerContext(ViewServerOptions opts, std::string tok, std::vector<std::string> names)
       : options(std::move(opts)), token(std::move(tok)), host_names(std::move(names)),
@@ -44,6 +55,7 @@ struct ServerContext {
   // Network thread only.
   std::vector<std::unique_ptr<SessionFiles>> files;  // one per source
   std::vector<std::weak_ptr<PageSink>> pages;
+  std::deque<std::weak_ptr<WaitingConnection>> waiting;  // oldest first
   std::shared_ptr<const std::string> tiles_message;   // the last tick's
   std::shared_ptr<const std::string> health_message;
   uint64_t files_version = 0;

@@ -21,6 +21,8 @@ namespace websocket = beast::websocket;
 
 constexpr size_t kMaxMessageBytes = 64 * 1024;
 constexpr size_t kMaxWatched = 20000;
+// A message that has not left in this long: the page does not read; it is closed.
+constexpr auto kStalledSend = std::chrono::seconds(10);
 
 class WsSession : public PageSink, public std::enable_shared_from_this<WsSession> {
  public:
@@ -50,6 +52,13 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
   void tick(std::shared_ptr<const std::string> tiles, std::shared_ptr<const std::string> health,
             bool files_changed) override {
     if (!open_) return;
+    if (writing_ && std::chrono::steady_clock::now() - write_started_ > kStalledSend) {
+      // A page that does not read (or cannot: a dead network) holds a slot: let it go.
+      open_ = false;
+      ctx_->rejected.fetch_add(1, std::memory_order_relaxed);
+      beast::get_lowest_layer(ws_).close();
+      return;
+    }
     // Only the newest of each: a page that cannot keep up gets the latest lists.
     pending_text_.clear();
     pending_text_.push_back(std::move(tiles));
@@ -199,6 +208,7 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
 
   void send(bool binary, std::shared_ptr<const std::string> bytes) {
     writing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
     ws_.binary(binary);
     ws_.async_write(boost::asio::buffer(*bytes), [self = shared_from_this(), bytes](beast::error_code ec, size_t) {
       self->writing_ = false;
@@ -215,6 +225,7 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
   beast::flat_buffer in_;
   bool open_ = false;
   bool writing_ = false;
+  std::chrono::steady_clock::time_point write_started_;
   std::deque<std::shared_ptr<const std::string>> pending_text_;
   std::vector<uint32_t> watched_;
   size_t next_ = 0;
