@@ -9,6 +9,16 @@
 namespace tensorscope::itest {
 namespace {
 
+// Fills what is left of the file system of `dir` with one file; returns its path.
+std::string fill_up(const std::string& dir) {
+  const std::string filler = dir + "/filler";
+  std::ofstream f(filler, std::ios::binary);
+  const std::string block(64 << 10, 'x');
+  while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
+  }
+  return filler;
+}
+
 // 3b. The output fills up: videos are never published broken, the daemon says "output
 // full" (in status, and in a log that does not flood), counts the frames it could not
 // write, and goes on by itself once there is room again; every listed video plays.
@@ -25,14 +35,7 @@ TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
   json last;
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last))
       << last.dump(2);
-  // Fill what is left.
-  const std::string filler = out + "/filler";
-  {
-    std::ofstream f(filler, std::ios::binary);
-    const std::string block(64 << 10, 'x');
-    while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
-    }
-  }
+  const std::string filler = fill_up(out);
   ASSERT_TRUE(daemon->wait_status([&](const json& s) {
     return s["output"].value("state", "") == "full" && s["output"].value("not_written", 0) > 20;
   }, kSettleTimeout, &last)) << "the daemon did not say the output is full:\n" << last.dump(2);
@@ -75,13 +78,7 @@ TEST_F(IntegrationTest, AnIdleDaemonSeesTheSpaceComeBack) {
   json last;
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 1; }, kSettleTimeout, &last))
       << last.dump(2);
-  const std::string filler = out + "/filler";
-  {
-    std::ofstream f(filler, std::ios::binary);
-    const std::string block(64 << 10, 'x');
-    while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
-    }
-  }
+  const std::string filler = fill_up(out);
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "full"; },
                                   kSettleTimeout, &last)) << last.dump(2);
   ASSERT_TRUE(producer->write_stdin("stop\n"));  // no more frames: nothing to try a write with

@@ -46,10 +46,8 @@ std::string video_bytes() {
   return s;
 }
 
-// A raw exchange: sends `request` as is, returns what the server answered until it closed
-// the connection, `ms` passed without a byte, or (when `header_only`) the response's
-// header is complete.
-std::string raw_exchange(int port, const std::string& request, int ms = 3000, bool header_only = false) {
+// A TCP connection to the server on loopback; -1 when it cannot be made.
+int connect_raw(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -57,8 +55,17 @@ std::string raw_exchange(int port, const std::string& request, int ms = 3000, bo
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     ::close(fd);
-    return "connect failed";
+    return -1;
   }
+  return fd;
+}
+
+// A raw exchange: sends `request` as is, returns what the server answered until it closed
+// the connection, `ms` passed without a byte, or (when `header_only`) the response's
+// header is complete.
+std::string raw_exchange(int port, const std::string& request, int ms = 3000, bool header_only = false) {
+  const int fd = connect_raw(port);
+  if (fd < 0) return "connect failed";
   timeval tv{ms / 1000, (ms % 1000) * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   size_t sent = 0;
@@ -373,17 +380,8 @@ TEST_F(ViewServerTest, BadWebSocketMessagesCloseThatPageOnly) {
 // server for good; then a newcomer gets 503, and a slot again once one leaves.
 TEST_F(ViewServerTest, SilentConnectionsMakeWayAndOnlyViewersFillTheServer) {
   start(/*max_connections=*/8);
-  auto connect_idle = [&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    return fd;
-  };
   std::vector<int> held;
-  for (int i = 0; i < 20; ++i) held.push_back(connect_idle());  // idle connections that say nothing
+  for (int i = 0; i < 20; ++i) held.push_back(connect_raw(port_));  // idle connections that say nothing
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(status_of(get(port_, "/api/health?t=" + token_)), 200);
   EXPECT_EQ(status_of(get(port_, "/")), 200);
@@ -411,12 +409,8 @@ TEST_F(ViewServerTest, DribbledHeadersDoNotKeepAViewerOut) {
   start(/*max_connections=*/8);
   std::vector<int> slow;
   for (int i = 0; i < 30; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const int fd = connect_raw(port_);
+    ASSERT_GE(fd, 0);
     ASSERT_EQ(::send(fd, "G", 1, MSG_NOSIGNAL), 1);
     slow.push_back(fd);
   }
