@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 
 namespace tensorscope {
 namespace {
@@ -36,11 +37,15 @@ TEST(ProcessStat, ReadsALiveProcess) {
   const auto self = read_process_stat(::getpid());
   ASSERT_TRUE(self.has_value());
   EXPECT_EQ(self->state, 'R');  // reading its own stat, it runs
-  // CPU time advances while it spins.
-  const auto start = std::chrono::steady_clock::now();
+  // CPU time advances while it spins (a clock tick is 10 ms of CPU; on a busy machine
+  // that may take a while to get).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   volatile uint64_t sink = 0;
-  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) sink = sink + 1;
-  const auto later = read_process_stat(::getpid());
+  std::optional<ProcessStat> later = self;
+  while (later && later->cpu_ticks == self->cpu_ticks && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 1000000; ++i) sink = sink + 1;
+    later = read_process_stat(::getpid());
+  }
   ASSERT_TRUE(later.has_value());
   EXPECT_GT(later->cpu_ticks, self->cpu_ticks);
 
