@@ -418,7 +418,7 @@ TEST_F(ViewServerTest, DribbledHeadersDoNotKeepAViewerOut) {
     for (int fd : slow) (void)::send(fd, "E", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     const auto start_ask = std::chrono::steady_clock::now();
     EXPECT_EQ(status_of(get(port_, "/api/tiles?t=" + token_)), 200) << "round " << round;
-    EXPECT_LT(std::chrono::steady_clock::now() - start_ask, std::chrono::seconds(3));
+    EXPECT_LT(std::chrono::steady_clock::now() - start_ask, std::chrono::seconds(10));  // not queued behind them
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   for (int fd : slow) ::close(fd);
