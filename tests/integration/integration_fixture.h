@@ -133,6 +133,20 @@ class IntegrationTest : public ProcessFixture {
                                               kStartTimeout);
   }
 
+  // A daemon (one worker, 320x240 frames) writing under `output` for a producer that
+  // pushes 4 streams until told to stop on its stdin, once `files` videos are listed.
+  void start_writing(const std::string& session_name, const std::string& output, int files,
+                     DaemonProcess** daemon, ChildProcess** producer, json* last) {
+    *daemon = start_ready_daemon(session_name, output, 1, write_config(40, 45000, 320, 240));
+    ASSERT_NE(*daemon, nullptr);
+    *producer = start_producer(session_name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000",
+                                                 "--streams", "4", "--report-ms", "100"});
+    ASSERT_NE(*producer, nullptr);
+    ASSERT_TRUE((*daemon)->wait_status([&](const json& s) { return s.value("files", 0) >= files; },
+                                       kSettleTimeout, last))
+        << last->dump(2);
+  }
+
   ChildProcess* start_producer(const std::string& session_name, int rank,
                                const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"--session", session_name, "--runtime-dir", runtime_dir_,

@@ -27,14 +27,10 @@ TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
   if (!disk.mounted()) GTEST_SKIP() << disk.why();
   const std::string out = disk.path();
   const std::string name = session("full");
-  DaemonProcess* daemon = start_ready_daemon(name, out, 1, write_config(40, 45000, 320, 240));
-  ASSERT_NE(daemon, nullptr);
-  ChildProcess* producer = start_producer(
-      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
-  ASSERT_NE(producer, nullptr);
+  DaemonProcess* daemon = nullptr;
+  ChildProcess* producer = nullptr;
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last))
-      << last.dump(2);
+  ASSERT_NO_FATAL_FAILURE(start_writing(name, out, 2, &daemon, &producer, &last));
   const std::string filler = fill_up(out);
   ASSERT_TRUE(daemon->wait_status([&](const json& s) {
     return s["output"].value("state", "") == "full" && s["output"].value("not_written", 0) > 20;
@@ -70,14 +66,10 @@ TEST_F(IntegrationTest, AnIdleDaemonSeesTheSpaceComeBack) {
   if (!disk.mounted()) GTEST_SKIP() << disk.why();
   const std::string out = disk.path();
   const std::string name = session("idlefull");
-  DaemonProcess* daemon = start_ready_daemon(name, out, 1, write_config(40, 45000, 320, 240));
-  ASSERT_NE(daemon, nullptr);
-  ChildProcess* producer = start_producer(
-      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
-  ASSERT_NE(producer, nullptr);
+  DaemonProcess* daemon = nullptr;
+  ChildProcess* producer = nullptr;
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 1; }, kSettleTimeout, &last))
-      << last.dump(2);
+  ASSERT_NO_FATAL_FAILURE(start_writing(name, out, 1, &daemon, &producer, &last));
   const std::string filler = fill_up(out);
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "full"; },
                                   kSettleTimeout, &last)) << last.dump(2);
