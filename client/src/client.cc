@@ -123,12 +123,12 @@ bool Client::enabled() const { return impl_->enabled(); }
 
 void Client::set_step(int64_t step) {
   // Calls of the ending step are sent with its number.
-  impl_->end_module_calls(step != impl_->step());
+  impl_->end_module_calls(step != impl_->step() ? std::optional<int64_t>(step) : std::nullopt);
   impl_->core().set_step(step);
 }
 int64_t Client::step() const { return impl_->step(); }
 int64_t Client::next_step() {
-  impl_->end_module_calls(true);
+  impl_->end_module_calls(impl_->step() + 1);
   return impl_->core().next_step();
 }
 

@@ -100,12 +100,12 @@ std::vector<std::shared_ptr<Track>> ClientImpl::live_tracks() const {
 
 // Both run in the training loop (set_step, next_step) or a destructor: nothing may
 // escape. A track that fails here is logged and left as it is.
-void ClientImpl::end_module_calls(bool step_changes) noexcept {
+void ClientImpl::end_module_calls(std::optional<int64_t> next) noexcept {
   try {
     for (const auto& track : live_tracks()) {
       try {
         track->end_calls();
-        if (step_changes) track->step_changed();
+        if (next) track->step_changed(*next);
       } catch (const std::exception& e) {
         TS_LOG_ERROR("tensorscope: ending a track's module calls failed: {}", e.what());
       }

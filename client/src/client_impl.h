@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,8 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   // Tracks: registered on creation, stopped when the client goes away; the step setters
   // end the current module calls of every track and tell them when the step changes.
   void add_track(const std::shared_ptr<Track>& track);
-  void end_module_calls(bool step_changes) noexcept;
+  // Ends the tracks' module calls; with `next`, the step changes to it.
+  void end_module_calls(std::optional<int64_t> next) noexcept;
   // Stops every track (the Client is going away).
   void stop_tracks() noexcept;
   std::vector<TrackedStream> tracked() const;

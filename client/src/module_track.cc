@@ -89,7 +89,8 @@ std::shared_ptr<Track> ModuleTrack::create(std::weak_ptr<ClientImpl> client, con
       }
     }
   }
-  track->listen(true);  // the first step is always sent
+  const auto owner = track->client_.lock();
+  track->listen(is_sent_step(owner ? owner->step() : 0, track->every_n_));
   return track;
 }
 
@@ -145,7 +146,7 @@ void ModuleTrack::listen(bool on) {
   }
 }
 
-void ModuleTrack::step_changed() {
+void ModuleTrack::step_changed(int64_t next) {
   std::pair<std::string, int64_t> tree;
   {
     const auto client = client_.lock();
@@ -157,12 +158,7 @@ void ModuleTrack::step_changed() {
     if (client) tree_closed_step_ = client->step();
   }
   send_tree(tree);
-  bool send_next;
-  {
-    std::lock_guard<std::mutex> lock(listen_mutex_);
-    send_next = ++steps_seen_ % every_n_ == 0;
-  }
-  listen(send_next);
+  listen(is_sent_step(next, every_n_));
 }
 
 void ModuleTrack::publish_storages() {

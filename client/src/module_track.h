@@ -51,7 +51,7 @@ class ModuleTrack : public Track,
   // Track
   void stop() override;
   void end_calls() override;
-  void step_changed() override;
+  void step_changed(int64_t next) override;
   // Ends the open calls of one op thread (its backward started).
   void end_calls_of(uint64_t thread);
   std::vector<TrackedStream> streams() const override;
@@ -139,9 +139,8 @@ class ModuleTrack : public Track,
   std::atomic<int> grad_keys_{0};
   const int64_t every_n_;       // steps
   const bool tree_log_;         // TrackOptions::tree_log, for tracks sending outputs
-  std::mutex listen_mutex_;     // listener_, steps_seen_
+  std::mutex listen_mutex_;     // listener_
   std::shared_ptr<OpListener> listener_;  // registered while listening (a WeakOpListener)
-  int64_t steps_seen_ = 0;
 
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, std::vector<Pending>> open_;  // by op thread id

@@ -20,8 +20,8 @@ class Track {
   virtual void stop() = 0;
   // Ends the current module calls (their outputs are sent); no-op for other tracks.
   virtual void end_calls() {}
-  // The client's step is about to change (after end_calls()).
-  virtual void step_changed() {}
+  // The client's step is about to change to `next` (after end_calls()).
+  virtual void step_changed(int64_t /*next*/) {}
   // Empty once stopped.
   virtual std::vector<TrackedStream> streams() const = 0;
 

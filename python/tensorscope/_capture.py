@@ -269,7 +269,7 @@ class Capture:
 
     def _begin_explicit_steps(self):
         if not self._explicit_steps and self._track is not None:
-            self._track.steps_became_explicit()  # as a Client's tracks: no offset from step 0
+            self._track.steps_became_explicit(self._step)  # as a Client's tracks: no offset from step 0
         self._explicit_steps = True
 
     def next_step(self):

@@ -371,12 +371,12 @@ class Client:
             return
         first = not self._explicit_steps
         self._explicit_steps = True
-        changed = step != core.step()
+        before = core.step()
         core.set_step(step)
         for track in self._live_tracks():
             if first:
-                track.steps_became_explicit()
-            if changed:
+                track.steps_became_explicit(before)
+            if step != before:
                 track.step_changed()
 
     def next_step(self):
@@ -389,7 +389,7 @@ class Client:
         step = core.next_step()
         for track in self._live_tracks():
             if first:
-                track.steps_became_explicit()
+                track.steps_became_explicit(step - 1)
             track.step_changed()
         return step
 

@@ -26,6 +26,7 @@ from torch import nn
 
 from . import _results as R
 from ._outputs import input_leaves, tensor_leaves
+from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
 from ._tree import TreeLog, owned_tensor_ids
 
 # The kinds a track may send, by name, and their TrackedStream kind.
@@ -190,8 +191,9 @@ class _Track:
     def step_changed(self):
         return False
 
-    def steps_became_explicit(self):
-        """The script called next_step()/set_step() for the first time."""
+    def steps_became_explicit(self, step):
+        """The script called next_step()/set_step() for the first time; `step` is the
+        client's step until then."""
 
     def stop(self):
         self._stopped = True
@@ -218,11 +220,18 @@ class ModuleTrack(_Track):
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []
-        self._steps_seen = 1  # the step running now is the first this track sees
         self._auto_step = 0  # steps counted from the root's training forwards
         self._auto_started = False
+        # Step 0 before the first next_step()/set_step() (see _step_zero.py): the reading
+        # ("auto" or "client") once known, the window holding values until then.
+        self._reading = None
+        self._window = None
+        self._step_zero = 0  # the client's step the window was in
+        self._trainable = [p for p in root.parameters() if p.requires_grad]
+        self._first_version = 0
         self._root_hook = _register_pre_hook(root, _Hook(self._on_root_forward))
-        self._install()
+        if self._sends(client):
+            self._install()
 
     # -- steps --
 
@@ -231,6 +240,10 @@ class ModuleTrack(_Track):
         client = self._client()
         if client is None or client._explicit_steps or not module.training:
             return
+        if not self._auto_started:
+            self._first_version = trainable_version(self._trainable)
+        elif self._reading is None:
+            self._watch_step_zero()
         if self._auto_started:
             self._auto_step += 1
             if self.step_changed():
@@ -244,25 +257,99 @@ class ModuleTrack(_Track):
                             self._on_inputs(stream, path, module, inputs, kwargs)
         self._auto_started = True
 
-    def steps_became_explicit(self):
-        """From the script's first next_step()/set_step() on, the track counts the client's
-        steps, as if it had from step 0: the training forwards it took for steps before
-        (several calls of the model in step 0: a GAN's discriminator, micro-batches) do not
-        shift its every_n for the rest of the run."""
+    def steps_became_explicit(self, step):
+        """From the script's first next_step()/set_step() on, the track follows the client's
+        steps: the training forwards it saw before (several calls of the model in step 0: a
+        GAN's discriminator, micro-batches) were step `step`'s later calls (_step_zero.py)."""
+        self._settle("client", step)
+
+    def _watch_step_zero(self):
+        """A second or later training forward with no next_step() yet: from now on the
+        hooks hold their values until the reading of step 0 is known."""
+        version = trainable_version(self._trainable)
         with self._lock:
-            self._steps_seen = 1  # the step ending now is the first this track sees
+            if self._window is None:
+                self._window = StepZeroWindow(self._first_version, self._calls, self._input_calls)
+            certain = self._window.forward(version)
+        if certain:
+            self._settle("auto")
+
+    def _settle(self, reading, step=0):
+        """The reading of step 0 is known: what the window held is sent as it names and
+        stamps it (the client reading's values at `step`)."""
+        with self._lock:
+            if self._reading is not None:
+                return
+            window, self._window = self._window, None
+            self._reading, self._step_zero = reading, step
+            trees = []
+            if window is not None and reading == "client":
+                # Step 0 goes on (set_step to the same step): its calls counted so far.
+                self._calls, self._input_calls = window.calls, window.input_calls
+            elif window is not None and self._tree is not None:
+                # The log of the auto reading's steps, the sent ones (the last, current one too).
+                ends = [end for end, _ in window.marks]
+                sent = [was_sent for _, was_sent in window.marks] + [window.open]
+                for auto_step, ((calls, omitted), was_sent) in enumerate(zip(self._tree.take_parts(ends), sent)):
+                    if was_sent and (calls or omitted):
+                        trees.append((calls, omitted, auto_step))
+        if window is None:
+            return
+        for tensor, kind, meta, auto, client_target in window.held:
+            target = auto if reading == "auto" else client_target
+            if target is not None:
+                name, at, call = target
+                self._send(name, tensor, kind, step if at is None else at, meta + (call,))
+        for tree in trees:
+            self._send_tree(tree)
+
+    def _route(self, auto, client_target, tensor, kind, meta):
+        """A value taken in step 0's window (see _step_zero.py): held while the reading is
+        unknown, else sent as the known reading names it. A target: (stream, step, call)."""
+        with self._lock:
+            window = self._window
+            if window is not None:
+                kept = window.hold(tensor, kind, meta, auto, client_target)
+            reading, step = self._reading, self._step_zero
+        if window is not None:
+            if not kept:
+                name = (client_target or auto)[0]
+                self._client_refuse(name, f"taken before the first next_step(), and over the {HOLD_BYTES >> 20} MiB "
+                                          "kept until the step is known")
+            return
+        target = auto if reading == "auto" else client_target
+        if target is not None:
+            name, at, call = target
+            self._send(name, tensor, kind, step if at is None else at, meta + (call,))
+
+    def _client_refuse(self, stream, why):
+        client = self._client()
+        if client is not None:
+            client._refuse(stream, why)
+
+    def _sends(self, client):
+        """Whether the step now beginning is sent: a multiple of every_n, counted in the
+        client's steps (or, before any next_step()/set_step(), the track's own count), so
+        tracks with the same every_n send the same steps, however late they were made, and
+        a run resumed with set_step() sends the steps it would have sent."""
+        step = client.step if client is not None and client._explicit_steps else self._auto_step
+        return step % self._every_n == 0
 
     def step_changed(self):
         """A new step begins; True when the track's hooks were installed for it just now."""
         installed = False
+        client = self._client()
         with self._lock:
             if self._stopped:
                 return False
             self._calls.clear()
             self._input_calls.clear()
+            send = self._sends(client)
+            if self._window is not None:
+                # The auto reading's step: the hooks stay for the client reading's step 0.
+                self._window.auto_step_began(send, self._tree)
+                return False
             tree = self._take_tree()
-            send = self._steps_seen % self._every_n == 0
-            self._steps_seen += 1
             if send and not self._hooks:
                 self._install()
                 installed = True
@@ -321,15 +408,22 @@ class ModuleTrack(_Track):
                 return
             call = self._input_calls.get(stream, 0)
             self._input_calls[stream] = call + 1
-            if call >= MAX_CALLS_PER_STEP:
+            window = self._window
+            call0 = self._count_in_window("input_calls", stream) if window is not None else call
+            if call >= MAX_CALLS_PER_STEP and call0 >= MAX_CALLS_PER_STEP:
                 client._refuse(stream + ".in", "more calls of this module in one step than are tracked")
                 return
-            named = stream if call == 0 else f"{stream}#{call}"
             step = self._record_step(client)
             type_name = type(module).__name__
             leaves = input_leaves(args, kwargs)
             if call == 0 and path not in self._input_streams:
                 self._input_streams[path] = [f"{stream}.in{leaf}" for leaf, _ in leaves]
+            if window is not None:
+                for leaf, tensor in leaves:
+                    auto, client_target = self._targets(window, stream, f".in{leaf}", call, call0, step)
+                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "input", leaf))
+                return
+            named = call_name(stream, call)
             for leaf, tensor in leaves:
                 self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, (path, type_name, "input", leaf, call))
         except Exception as e:  # never into the training loop
@@ -345,14 +439,19 @@ class ModuleTrack(_Track):
                     self._tree.end(module, output)
             call = self._calls.get(stream, 0)
             self._calls[stream] = call + 1
-            if call >= MAX_CALLS_PER_STEP:
+            window = self._window
+            call0 = self._count_in_window("calls", stream) if window is not None else call
+            if call >= MAX_CALLS_PER_STEP and call0 >= MAX_CALLS_PER_STEP:
                 client._refuse(stream, "more calls of this module in one step than are tracked")
                 return
-            named = stream if call == 0 else f"{stream}#{call}"
             step = self._record_step(client)
             kinds = self._kinds
             path = self._paths.get(stream, "")
             type_name = type(module).__name__
+            if window is not None:
+                self._output_in_window(window, stream, path, type_name, module, output, call, call0, step)
+                return
+            named = call_name(stream, call)
             if "output" in kinds or "gradient" in kinds:
                 for suffix, tensor in tensor_leaves(output):
                     if "output" in kinds:
@@ -383,10 +482,57 @@ class ModuleTrack(_Track):
     def _on_param_grad(self, stream, meta, grad):
         try:
             client = self._client()
-            if client is not None:
-                self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, self._record_step(client), meta)
+            if client is None:
+                return
+            window = self._window
+            if window is not None:
+                auto = (stream, self._auto_step, 0) if window.open else None
+                self._route(auto, (stream, None, 0), grad, R.KIND_PARAMETER_GRADIENT, meta[:4])
+                return
+            self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, self._record_step(client), meta)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
+
+    # -- step 0's window (see _step_zero.py) --
+
+    def _count_in_window(self, counts, stream):
+        """The call's number under the client reading (step 0 not yet over)."""
+        with self._lock:
+            window = self._window
+            return window.count(getattr(window, counts), stream) if window is not None else 0
+
+    def _targets(self, window, stream, suffix, call, call0, step, first_only=False):
+        """Where a value of a call goes under each reading: (auto, client) targets."""
+        auto = client_target = None
+        if window.open and call < MAX_CALLS_PER_STEP and (call == 0 or not first_only):
+            auto = (call_name(stream, 0 if first_only else call) + suffix, step, call)
+        if call0 < MAX_CALLS_PER_STEP and (call0 == 0 or not first_only):
+            client_target = (call_name(stream, 0 if first_only else call0) + suffix, None, call0)
+        return auto, client_target
+
+    def _output_in_window(self, window, stream, path, type_name, module, output, call, call0, step):
+        kinds = self._kinds
+        if "output" in kinds or "gradient" in kinds:
+            for suffix, tensor in tensor_leaves(output):
+                if "output" in kinds:
+                    auto, client_target = self._targets(window, stream, suffix, call, call0, step)
+                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "output", suffix))
+                if "gradient" in kinds and tensor.requires_grad:
+                    auto, client_target = self._targets(window, stream, suffix + ".grad", call, call0, step)
+                    meta = (path, type_name, "gradient", suffix)
+                    tensor.register_hook(_Hook(self._on_window_grad, auto, client_target, meta))
+        for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
+            if kind in kinds:
+                for vname, value in values.items():
+                    if value is not None:
+                        auto, client_target = self._targets(window, stream, f".{vname}", call, call0, step, True)
+                        self._route(auto, client_target, value, R.KIND_PARAMETER, (path, type_name, kind, vname))
+
+    def _on_window_grad(self, auto, client_target, meta, grad):
+        try:
+            self._route(auto, client_target, grad, R.KIND_GRADIENT, meta)
+        except Exception as e:
+            _refuse_quietly(self._client(), (client_target or auto or (self.name,))[0], e)
 
     # -- handle --
 
@@ -434,6 +580,7 @@ class ModuleTrack(_Track):
             _refuse_quietly(client, self.name, e)
 
     def stop(self):
+        self._settle("auto")  # step 0's window, still open: as the forwards counted steps
         with self._lock:
             tree = self._take_tree()
             self._stopped = True

@@ -96,6 +96,11 @@ class TreeLog:
     def empty(self):
         return not self._calls and not self._omitted
 
+    @property
+    def position(self):
+        """How many calls are listed so far (a place to split the log at, see take_parts)."""
+        return len(self._calls)
+
     def begin(self, step, path, type_name, module, inputs):
         """A call of `module` begins (its forward pre-hook)."""
         if self.step is None:
@@ -139,12 +144,37 @@ class TreeLog:
         self.clear()
         return out
 
-    def _compare(self, calls):
+    def take_parts(self, ends):
+        """Like take(), the log split before each position in `ends` (ascending), each part
+        numbered as a step of its own: [(calls, omitted)], one more than `ends`. (A track
+        that took several steps for one learns it late: see _step_zero.py.)"""
+        calls, fingerprints, omitted = self._calls, self._fingerprints, self._omitted
+        bounds = [0, *ends, len(calls)]
+        parts = []
+        for lo, hi in zip(bounds, bounds[1:]):
+            numbers = {}
+            part, part_fingerprints = [], {}
+            for index in range(lo, hi):
+                c = calls[index]
+                call = numbers.get((c[0], c[2]), 0)
+                numbers[(c[0], c[2])] = call + 1
+                if index in fingerprints:
+                    part_fingerprints[len(part)] = fingerprints[index]
+                part.append((c[0], call) + c[2:])
+            if self._values is not None:
+                part = self._compare(part, part_fingerprints)
+            parts.append((part, 0))
+        parts[-1] = (parts[-1][0], omitted)
+        self.clear()
+        return parts
+
+    def _compare(self, calls, fingerprints=None):
         rtol, atol = self._values
+        fingerprints = self._fingerprints if fingerprints is None else fingerprints
         now = {}
         out = []
         for index, c in enumerate(calls):
-            fp = self._fingerprints.get(index)
+            fp = fingerprints.get(index)
             value = ""
             if fp is not None:
                 host, event = fp

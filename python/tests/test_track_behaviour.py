@@ -156,8 +156,8 @@ def test_a_model_called_three_times_a_step_follows_the_client_steps(daemon):
         steps.setdefault(r["stream"], []).append(int(r["step"]))
     assert sorted(steps["G.0"]) == [0, 3, 6]
     assert sorted(steps["D.0"]) == [0, 3, 6]
-    assert sorted(steps["D.0#1"]) == [3, 6]
-    assert sorted(steps["D.0#2"]) == [3, 6]
+    assert sorted(steps["D.0#1"]) == [0, 3, 6]
+    assert sorted(steps["D.0#2"]) == [0, 3, 6]
 
 
 def test_every_n_without_next_step_counts_training_forwards(daemon):
@@ -182,10 +182,12 @@ def test_disabled_transform_removal_and_late_modules(daemon):
             scope.enabled = True
             model.add_module("late", nn.Linear(4, 4))  # added after tracking: ignored
             out = model(torch.randn(3, 4))
-            assert scope.stats().pushed == 1
+            # A second training forward before any next_step(): a new step, or step 0's
+            # second call? Held until known (here: at removal, as a step of its own).
+            assert scope.stats().pushed == 0
             assert handle.ok and len(handle.streams) == 1
         assert hooks_of(model) == 0 and not handle.ok
-        assert scope.stats().pushed == 2  # the module tree record of the open step, at removal
+        assert scope.stats().pushed == 2  # that output, and the module tree record of its step
         model(torch.randn(3, 4))
         assert scope.stats().pushed == 2
     assert out.shape == (3, 4)
