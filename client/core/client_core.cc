@@ -132,7 +132,7 @@ PushResult ClientCore::precheck() {
 PushResult ClientCore::ready() {
   const PushResult early = precheck();
   if (early != PushResult::kPushed) return early;
-  if (!connection_->connected()) return count(not_connected_, PushResult::kNotConnected);
+  if (!connection_->accepting()) return count(not_connected_, PushResult::kNotConnected);
   return PushResult::kPushed;
 }
 
@@ -168,7 +168,8 @@ PushResult ClientCore::send_module_tree(const std::string& track, const std::str
     if (early != PushResult::kPushed) return early;
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
-    if (!guard->module_tree) return PushResult::kGated;  // a daemon that would drop it: not sent, not counted
+    // A daemon that would drop it: not sent, not counted (before one attached: sent).
+    if (guard->is_attached() && !guard->module_tree) return PushResult::kGated;
     TensorRef bytes;  // copied into the ring before this returns
     bytes.data = payload.data();
     bytes.dtype = wire::DType::kUInt8;
@@ -346,12 +347,15 @@ void ClientCore::set_label(const std::string& text) {
 
 ClientStats ClientCore::stats() const {
   ClientStats s;
-  s.pushed = pushed_.load(std::memory_order_relaxed);
+  // Pushes that waited in a segment no daemon attached to were not sent after all.
+  const uint64_t lost = connection_ ? connection_->unattached_lost() : 0;
+  const uint64_t lost_bytes = connection_ ? connection_->unattached_lost_bytes() : 0;
+  s.pushed = pushed_.load(std::memory_order_relaxed) - lost;
   s.gated = gated_.load(std::memory_order_relaxed);
   s.dropped_full = dropped_full_.load(std::memory_order_relaxed);
-  s.not_connected = not_connected_.load(std::memory_order_relaxed);
+  s.not_connected = not_connected_.load(std::memory_order_relaxed) + lost;
   s.refused = refused_.load(std::memory_order_relaxed);
-  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.bytes = bytes_.load(std::memory_order_relaxed) - lost_bytes;
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;
   if (connection_ && fork_generation() == fork_generation_) {  // a forked child must not take its lock

@@ -164,8 +164,11 @@ void Connection::refresh_autostart_note() {
 
 void Connection::wait_for_first_connection(int timeout_ms) {
   std::unique_lock<std::mutex> lock(notes_mutex_);
-  first_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                     [this] { return first_over_ || active_.load() != nullptr; });
+  if (first_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return first_over_ || connected(); })) {
+    return;
+  }
+  // Still registering: at least wait for the segment pushes can wait in.
+  first_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return first_over_ || accepting(); });
 }
 
 void Connection::first_attempt_over() {
@@ -201,7 +204,7 @@ void Connection::run() {
   RuntimeDirWatch dir_watch(config_.runtime_dir, config_.session + ".sock");
   while (!stop_.load()) {
     try {
-      if (active_.load() != nullptr) {
+      if (connected()) {
         watch();
         continue;
       }
@@ -227,7 +230,12 @@ void Connection::run() {
         }
       }
       retried_after_launch_ = false;
-      if (!launching) first_attempt_over();
+      if (launching) {
+        (void)waiting_segment();  // pushes wait in it while our daemon comes up
+      } else {
+        retire("no daemon");  // a segment pushes waited in, given up
+        first_attempt_over();
+      }
       if (stop_.load()) break;
       const int wait = launching ? kAutostartPollMs
                                  : (refusal_backoff_ms_ > 0 ? refusal_backoff_ms_ : config_.reconnect_interval_ms);
@@ -310,6 +318,22 @@ StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
   return Status::error(failure);
 }
 
+StatusOr<Connection::Active*> Connection::waiting_segment() {
+  if (Active* active = active_.load(); active != nullptr) return active;
+  auto segment = create_segment();
+  if (!segment) return Status::error(segment.message());
+  auto* active = new Active();
+  active->segment = std::move(*segment);
+  active->writer = std::make_unique<RingWriter>(active->segment.get());
+  active->serial = connections_.load(std::memory_order_relaxed) + 1;
+  {
+    std::lock_guard<std::mutex> lock(notes_mutex_);  // the constructor may wait for it
+    active_.store(active, std::memory_order_seq_cst);
+  }
+  first_cv_.notify_all();
+  return active;
+}
+
 Connection::Attempt Connection::try_connect() {
   refusal_backoff_ms_ = 0;
   const std::string socket_path = session_socket_path(config_.runtime_dir, config_.session);
@@ -341,19 +365,21 @@ Connection::Attempt Connection::try_connect() {
   if (!cred || cred->uid != ::geteuid()) {
     return report("daemon socket " + socket_path + " is not served by our user; not connecting");
   }
-  auto segment = create_segment();
-  if (!segment) {
+  auto waiting = waiting_segment();
+  if (!waiting) {
     refusal_backoff_ms_ = kRefusedBackoffMs;
-    return report(segment.message());
+    return report(waiting.message());
   }
+  Active* active = *waiting;
+  const SharedSegment* segment = active->segment.get();
   nlohmann::json hello = {{control::kType, control::kRegister},
                           {"abi", wire::kAbiVersion},
                           {control::kProtocol, control::kControlProtocolVersion},
                           {"pid", pid_},
                           {"rank", config_.rank},
                           {"session", config_.session},
-                          {"segment", (*segment)->path().substr((*segment)->path().find_last_of('/') + 1)},
-                          {"segment_size", (*segment)->size()}};
+                          {"segment", segment->path().substr(segment->path().find_last_of('/') + 1)},
+                          {"segment_size", segment->size()}};
   if (config_.run_info.is_object()) hello["run_info"] = config_.run_info;
   Status sent = channel.send(hello);
   auto reply = sent ? channel.receive(kRegisterTimeoutMs) : StatusOr<nlohmann::json>(sent);
@@ -368,7 +394,6 @@ Connection::Attempt Connection::try_connect() {
     // Closed without a word: a daemon that stopped listening while we connected (idle
     // exit, shutdown). Not a refusal: look for (or start) the next one. Twice in a row
     // is a daemon that will not take us: a refusal, with its backoff.
-    (void)(*segment)->unlink_file();
     set_state("the daemon closed the connection during registration (it is stopping)");
     return Attempt::kNoDaemon;
   }
@@ -382,14 +407,7 @@ Connection::Attempt Connection::try_connect() {
               (message.empty() ? std::string("no reason given") : quote_for_message(message, 300));
     refusal_backoff_ms_ = kRefusedBackoffMs;
   }
-  if (!refusal.empty()) {
-    (void)(*segment)->unlink_file();
-    return report(refusal);
-  }
-  auto* active = new Active();
-  active->segment = std::move(*segment);
-  active->writer = std::make_unique<RingWriter>(active->segment.get());
-  active->serial = connections_.load(std::memory_order_relaxed) + 1;
+  if (!refusal.empty()) return report(refusal);
   const auto ipc = reply->find("cuda_ipc");
   active->cuda_ipc = ipc != reply->end() && ipc->is_boolean() && ipc->get<bool>();
   active->cuda_note = string_field(*reply, "cuda_note");
@@ -402,9 +420,10 @@ Connection::Attempt Connection::try_connect() {
   set_state("");
   connections_.fetch_add(1, std::memory_order_relaxed);
   {
-    // Published under the mutex the constructor waits on, so its wake-up is not missed.
+    // Under the mutex the constructor waits on, so its wake-up is not missed; after the
+    // reply's fields, which pushes read once they see it.
     std::lock_guard<std::mutex> lock(notes_mutex_);
-    active_.store(active, std::memory_order_seq_cst);
+    active->attached.store(true, std::memory_order_release);
   }
   TS_LOG_INFO("tensorscope client: connected to session '{}' (segment {})", config_.session,
               active->segment->path());
@@ -457,10 +476,21 @@ void Connection::retire(const std::string& why) {
   // A worker of the old daemon may still be copying device blocks: it drops what it
   // copied once it sees the pools revoked, before we reuse them for a new registration.
   revoke_pools(old->segment->pool(0));
-  retired_dropped_by_daemon_.fetch_add(
-      old->segment->header()->dropped_by_daemon.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  const wire::SegmentHeader* header = old->segment->header();
+  retired_dropped_by_daemon_.fetch_add(header->dropped_by_daemon.load(std::memory_order_relaxed),
+                                       std::memory_order_relaxed);
+  const bool attached = old->is_attached();
+  const uint64_t lost = attached ? 0 : header->pushed.load(std::memory_order_relaxed);
+  if (!attached) {  // no daemon read it: what waited in it was never sent
+    unattached_lost_.fetch_add(lost, std::memory_order_relaxed);
+    unattached_lost_bytes_.fetch_add(header->bytes_pushed.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
   (void)old->segment->unlink_file();
   delete old;
+  if (!attached) {
+    if (lost > 0) TS_LOG_WARN("tensorscope client: {} push(es) waited for a daemon that never read them ({})", lost, why);
+    return;
+  }
   set_state("disconnected (" + why + ")");
   if (!stop_.load()) TS_LOG_INFO("tensorscope client: disconnected ({})", why);
 }

@@ -7,9 +7,13 @@
 // which never blocks: it returns an empty guard while not connected.
 //
 // Start-up: when a daemon's socket exists at construction (or autostart is on), the
-// constructor waits, at most `connect_timeout_ms`, for the first registration, so the
-// first pushes of a run are not lost; with no socket and no autostart it does not wait
-// at all. A daemon that appears later is noticed at once (RuntimeDirWatch). Segments:
+// constructor waits, at most `connect_timeout_ms`, for the first registration; with no
+// socket and no autostart it does not wait at all. A daemon that appears later is
+// noticed at once (RuntimeDirWatch). While a registration is under way (and while a
+// daemon we started comes up) the segment is already there, unattached: pushes wait in
+// its ring (bounded: counted dropped_full when it fills) for the daemon to read them, so
+// a slow start loses nothing. A segment given up unattached counts its records as
+// not_connected (unattached_lost()). Segments:
 // their bytes are reserved at creation; when the runtime directory has less room than
 // the budget, a smaller segment that fits (fitting_segment_budget: other programs, e.g.
 // DataLoader workers, need /dev/shm too) is used and notes() says so; the page tables
@@ -66,9 +70,13 @@ class Connection {
     std::unique_ptr<SharedSegment> segment;
     std::unique_ptr<RingWriter> writer;
     uint64_t serial = 0;     // 1 for the first registration, then 2, 3 ...
+    // The daemon replied and reads the segment. Until then pushes wait in the ring, and
+    // the fields below (written before it turns true) are not to be read.
+    std::atomic<bool> attached{false};
     bool cuda_ipc = false;   // the daemon's workers can read CUDA IPC payloads
     std::string cuda_note;   // why not, as the daemon said
     bool module_tree = false;  // the daemon reads kModuleTree records (older ones drop them)
+    bool is_attached() const { return attached.load(std::memory_order_acquire); }
   };
 
   // Keeps the segment mapped while held.
@@ -103,7 +111,16 @@ class Connection {
     inflight_.fetch_add(1, std::memory_order_seq_cst);
     return Guard(this, active_.load(std::memory_order_seq_cst));
   }
-  bool connected() const { return active_.load(std::memory_order_acquire) != nullptr; }
+  // Registered: a daemon reads the segment.
+  bool connected() const {
+    const Active* active = active_.load(std::memory_order_acquire);
+    return active != nullptr && active->is_attached();
+  }
+  // Pushes are taken: registered, or a registration (or a daemon's start) under way.
+  bool accepting() const { return active_.load(std::memory_order_acquire) != nullptr; }
+  // Records (and their bytes) pushed into segments given up before a daemon attached.
+  uint64_t unattached_lost() const { return unattached_lost_.load(std::memory_order_relaxed); }
+  uint64_t unattached_lost_bytes() const { return unattached_lost_bytes_.load(std::memory_order_relaxed); }
   // Records the daemon accepted but dropped (SegmentHeader::dropped_by_daemon), summed
   // over every segment of this connection.
   uint64_t dropped_by_daemon();
@@ -116,6 +133,8 @@ class Connection {
   void run();
   Attempt try_connect();
   StatusOr<std::unique_ptr<SharedSegment>> create_segment();
+  // The unattached segment pushes wait in (made and published when there is none).
+  StatusOr<Active*> waiting_segment();
   void watch();
   void retire(const std::string& why);
   void wait_for_first_connection(int timeout_ms);
@@ -131,6 +150,7 @@ class Connection {
   std::atomic<int64_t> inflight_{0};
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> retired_dropped_by_daemon_{0};  // of the segments retired so far
+  std::atomic<uint64_t> unattached_lost_{0}, unattached_lost_bytes_{0};
   std::atomic<bool> stop_{false};
   int wake_fd_ = -1;  // eventfd: wakes the thread's poll on shutdown
   bool retried_after_launch_ = false;

@@ -296,6 +296,8 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
   std::string why_not_ipc;
   if (!allow_ipc_) {
     why_not_ipc = "the cuda_ipc option is off";
+  } else if (!active.is_attached()) {
+    why_not_ipc = "no daemon has attached yet";
   } else if (!active.cuda_ipc) {
     why_not_ipc = "the daemon cannot read CUDA IPC payloads" +
                   (active.cuda_note.empty() ? std::string() : ": " + active.cuda_note);

@@ -289,6 +289,41 @@ TEST_F(ClientStartTest, AutostartFourRanksOneDaemonThatExitsWhenIdle) {
   EXPECT_THAT(segment_files(runtime_dir_), ::testing::IsEmpty());
 }
 
+// The daemon a rank starts itself comes up long after the constructor stopped waiting
+// (here 50 ms): the first pushes wait in the segment's ring for it, none is lost.
+TEST_F(ClientStartTest, AnAutostartedDaemonSlowerThanTheConstructorLosesNoFirstPush) {
+  const std::string name = session("slowstart");
+  const std::string output = tmp_.path() + "/runs";
+  ChildProcess* p = start_producer(
+      name, runtime_dir_, 0,
+      {"--count", "60", "--sleep-us", "1000", "--streams", "2", "--stdin-control", "--wait-connect-ms", "0",
+       "--autostart", "--autostart-output", output, "--idle-exit-ms", "1500", "--connect-timeout-ms", "50"});
+  ASSERT_NE(p, nullptr);
+  const json line = final_line(p);
+  ASSERT_TRUE(line.is_object());
+  EXPECT_EQ(u64(line, "not_connected"), 0u) << line.dump();
+  EXPECT_EQ(u64(line, "pushed"), 60u) << line.dump();
+  pid_t daemon_pid = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto status = query_status(session_socket_path(runtime_dir_, name));
+        if (!status || status->value("producers", json::array()).empty()) return false;
+        daemon_pid = static_cast<pid_t>(status->value("pid", 0LL));
+        return true;
+      },
+      kStartTimeout))
+      << "the producer never registered with the daemon it started";
+  detached_.push_back(daemon_pid);
+  release_producer(p);
+  ASSERT_TRUE(wait_until([&] { return !process_alive(daemon_pid); }, kExitTimeout));
+  auto files = read_index(output + "/" + name);
+  ASSERT_TRUE(files) << files.message();
+  std::map<std::string, int64_t> frames;
+  for (const auto& f : *files) frames[f.value("stream", "")] += f.value("frames", int64_t{0});
+  EXPECT_EQ(frames["r0.s0"], 30);  // every push, those made before the daemon was up too
+  EXPECT_EQ(frames["r0.s1"], 30);
+}
+
 TEST_F(ClientStartTest, AutostartWithABadDaemonPathIsAStateAndTheTrainingRuns) {
   const std::string name = session("nodaemon");
   ChildProcess* p = start_producer(name, runtime_dir_, 0,

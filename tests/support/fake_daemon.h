@@ -61,6 +61,13 @@ class FakeDaemon {
     ::unlink(session_socket_path(runtime_dir_, session_).c_str());
   }
 
+  // A busy daemon: each registration is answered only after `delay` (from start() on,
+  // set before it), and refused when `refuse` is set.
+  void set_registration(std::chrono::milliseconds delay, bool refuse = false) {
+    registration_delay_ = delay;
+    refuse_ = refuse;
+  }
+
   uint64_t received() const { return received_.load(); }
   uint64_t dropped() const { return dropped_.load(); }
 
@@ -78,7 +85,10 @@ class FakeDaemon {
       if (fd >= 0) {
         Producer p{MessageChannel(fd), nullptr, nullptr};
         auto hello = p.channel.receive(2000);
-        if (hello && hello->is_object()) {
+        if (registration_delay_.count() > 0) std::this_thread::sleep_for(registration_delay_);
+        if (hello && refuse_) {
+          (void)p.channel.send({{"type", "refused"}, {"message", "this test daemon refuses every producer"}});
+        } else if (hello && hello->is_object()) {
           auto seg = SharedSegment::open(runtime_dir_ + "/" + hello->value("segment", ""));
           if (seg) {
             p.segment = std::move(*seg);
@@ -123,6 +133,8 @@ class FakeDaemon {
   const OnRecord on_record_;
   const FetchDevice fetch_device_;
   int listen_fd_ = -1;
+  std::chrono::milliseconds registration_delay_{0};
+  bool refuse_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> received_{0};
   std::atomic<uint64_t> dropped_{0};

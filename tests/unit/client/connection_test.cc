@@ -16,9 +16,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -237,6 +239,59 @@ TEST(ClientStart, TwoClientsOfOneSessionInOneProcessKeepTheirOwnSegments) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(records.load(), 2);
+}
+
+// A daemon slow to answer the registration (a busy machine): the constructor stops waiting
+// after connect_timeout_ms, and the pushes after it wait in the segment's ring until the
+// daemon reads them. None is lost, and each arrives as pushed.
+TEST(ClientStart, PushesWaitInTheRingForADaemonSlowToRegister) {
+  testing::TempDir dir("ts-client");
+  std::mutex mutex;
+  std::vector<int64_t> steps;
+  testing::FakeDaemon sink(dir.path() + "/run", "unit", [&](const RecordView& v) {
+    std::lock_guard<std::mutex> lock(mutex);
+    steps.push_back(v.header.step);
+  });
+  sink.set_registration(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(sink.start());
+  Client client(isolated(dir).connect_timeout_ms(100));
+  EXPECT_FALSE(client.connected()) << "the daemon answered before its delay";
+  for (int step = 0; step < 20; ++step) {
+    client.set_step(step);
+    EXPECT_EQ(client.push("early", torch::full({64}, static_cast<float>(step))), PushResult::kPushed) << step;
+  }
+  ASSERT_TRUE(testing::wait_connected(client, std::chrono::seconds(60)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (sink.received() < 20 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<int64_t> expected(20);
+  for (int i = 0; i < 20; ++i) expected[static_cast<size_t>(i)] = i;
+  EXPECT_EQ(steps, expected);
+  const ClientStats s = client.stats();
+  EXPECT_EQ(s.pushed, 20u);
+  EXPECT_EQ(s.not_connected, 0u);
+}
+
+// The same pushes, for a daemon that then refuses the producer: counted as not connected
+// once the segment they waited in is given up, not as pushed.
+TEST(ClientStart, PushesThatWaitedForARefusingDaemonCountAsNotConnected) {
+  testing::TempDir dir("ts-client");
+  testing::FakeDaemon sink(dir.path() + "/run", "unit");
+  sink.set_registration(std::chrono::milliseconds(800), /*refuse=*/true);
+  ASSERT_TRUE(sink.start());
+  Client client(isolated(dir).connect_timeout_ms(100));
+  for (int i = 0; i < 10; ++i) client.push("early", torch::ones({16}));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (client.stats().not_connected < 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const ClientStats s = client.stats();
+  EXPECT_EQ(s.not_connected, 10u) << s.connection_note;
+  EXPECT_EQ(s.pushed, 0u);
+  EXPECT_EQ(s.bytes, 0u);
+  EXPECT_NE(s.connection_note.find("refused"), std::string::npos) << s.connection_note;
 }
 
 TEST(ClientLog, HostileStreamNamesAreEscapedAndCut) {
