@@ -93,6 +93,35 @@ TEST_F(IntegrationTest, KilledWorkerIsRestartedAndFinishedFilesSurvive) {
   EXPECT_THAT(daemon->log(), HasSubstr("killed by signal 9"));
 }
 
+// 2a. The records a killed worker had taken from the ring but not drawn yet (its render
+// queue, kept full here by large frames) are counted as dropped by the daemon, where the
+// producer's stats() and `tensorscope status` show them, and the log says so.
+TEST_F(IntegrationTest, AKilledWorkersUndrawnRecordsAreCounted) {
+  const std::string name = session("wlost");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("wlost"), 1, write_config(1000, 45000, 1920, 1080));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(name, 0, {"--count", "0", "--stdin-control", "--streams", "4"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) { return u64(producer_entry(s, producer->pid()), "in_render") >= 2; }, kProgressTimeout,
+      &last))
+      << "the worker's render queue never held records:\n" << last.dump(2);
+  const pid_t old_pid = static_cast<pid_t>(last["workers"][0].value("pid", -1));
+  ASSERT_GT(old_pid, 0);
+  ASSERT_EQ(::kill(old_pid, SIGKILL), 0);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) { return u64(producer_entry(s, producer->pid()), "dropped_by_daemon") >= 1; }, 60s, &last))
+      << last.dump(2);
+  EXPECT_THAT(daemon->log(), HasSubstr("taken but not drawn"));
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  const json f = final_line(producer);
+  ASSERT_TRUE(f.is_object());
+  EXPECT_GE(u64(f, "dropped_by_daemon"), 1u) << f.dump();
+  release_producer(producer);
+  terminate_daemon(daemon);
+}
+
 // 2b. kill -9 a worker whose videos are open (none finished yet): its files are cut at
 // their last whole frame, renamed and listed with their real frame counts; the
 // restarted worker goes on in new segments; at most about a second of frames is lost.

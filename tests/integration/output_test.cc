@@ -143,7 +143,9 @@ TEST_F(IntegrationTest, PrivateOutputsAreTheUsersOnly) {
     for (const auto& e : std::filesystem::recursive_directory_iterator(daemon->session_dir())) {
       if (!e.is_regular_file()) continue;
       ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
-      if (priv) EXPECT_EQ(st.st_mode & 077, 0u) << e.path();
+      if (priv) {
+        EXPECT_EQ(st.st_mode & 077, 0u) << e.path();
+      }
       ++files;
     }
     EXPECT_GE(files, 3u);  // videos, their steps, index.json

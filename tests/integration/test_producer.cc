@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
                            {"expected_refusals", expected_refusals},
                            {"bytes", s.bytes},
                            {"connections", s.connections},
+                           {"dropped_by_daemon", s.dropped_by_daemon},
                            {"connected", s.connected},
                            {"final", final},
                            {"per_stream", per_stream},

@@ -258,6 +258,21 @@ void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
   // Its open videos play up to their last whole frame: finished and listed as they are.
   recover_videos(".tmp-" + std::to_string(worker.pid) + "-", "worker " + std::to_string(worker.index) +
                                                                " (pid " + std::to_string(worker.pid) + ")");
+  // What it had taken from the rings but not drawn yet is gone with it: counted where the
+  // producers see it (stats().dropped_by_daemon), and said.
+  uint64_t lost = 0;
+  for (auto& [id, producer] : producers_) {
+    if (producer.worker != worker.index || !producer.segment) continue;
+    wire::SegmentHeader* h = producer.segment->header();
+    const uint64_t n = h->in_render.exchange(0, std::memory_order_relaxed);
+    h->dropped_by_daemon.fetch_add(n, std::memory_order_relaxed);
+    lost += n;
+  }
+  if (lost > 0) {
+    TS_LOG_WARN("worker {} (pid {}) had {} record(s) taken but not drawn: lost (counted in the producers' "
+                "dropped_by_daemon)",
+                worker.index, worker.pid, lost);
+  }
   const int64_t delay = worker.policy.exited(now_ms(), /*counted=*/!g_stop_requested);
   if (g_stop_requested) {
     TS_LOG_INFO("worker {} (pid {}) {}", worker.index, worker.pid, why);
@@ -613,7 +628,8 @@ nlohmann::json Supervisor::status_json() const {
                          {"received", h->received.load(std::memory_order_relaxed)},
                          {"dropped_invalid", h->dropped_invalid.load(std::memory_order_relaxed)},
                          {"bytes_received", h->bytes_received.load(std::memory_order_relaxed)},
-                         {"dropped_by_daemon", h->dropped_by_daemon.load(std::memory_order_relaxed)}});
+                         {"dropped_by_daemon", h->dropped_by_daemon.load(std::memory_order_relaxed)},
+                         {"in_render", h->in_render.load(std::memory_order_relaxed)}});
   }
   return {{control::kType, control::kStatus},
           {"session", config_.session},

@@ -71,7 +71,7 @@ class Supervisor {
     int rank = 0;
     std::string segment_path;
     int segment_fd = -1;
-    std::unique_ptr<SharedSegment> segment;  // read-only use: status counters
+    std::unique_ptr<SharedSegment> segment;  // status counters; what a dead worker lost
     int worker = -1;
     bool detaching = false;
     int64_t registered_ms = 0;

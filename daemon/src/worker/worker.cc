@@ -222,7 +222,21 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
     }
     p.reader->release(view);
     ++records_;
-    if (job) queue_->push(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+    if (job) {
+      // Counted in the segment until drawn: if this process dies first, the supervisor
+      // counts it lost. The job keeps the mapping (a detach may come before it runs).
+      std::shared_ptr<SharedSegment> segment = p.segment;
+      segment->header()->in_render.fetch_add(1, std::memory_order_relaxed);
+      queue_->push(
+          [job = std::move(job), segment] {
+            struct Drawn {
+              SharedSegment* segment;
+              ~Drawn() { segment->header()->in_render.fetch_sub(1, std::memory_order_relaxed); }
+            } drawn{segment.get()};
+            job();
+          },
+          [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+    }
     keep_in_touch();
   }
   return consumed;

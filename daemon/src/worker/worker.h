@@ -40,7 +40,7 @@ class Worker {
 
  private:
   struct Attached {
-    std::unique_ptr<SharedSegment> segment;
+    std::shared_ptr<SharedSegment> segment;  // shared with the render jobs of its records
     std::unique_ptr<RingReader> reader;
     bool detaching = false;
     bool poisoned_logged = false;

@@ -199,7 +199,10 @@ struct alignas(64) SegmentHeader {
   // Accepted records the daemon could not draw (limits.max_streams_per_worker reached);
   // the client shows them in stats().dropped_by_daemon. Zero from daemons before it.
   std::atomic<uint64_t> dropped_by_daemon;
-  uint8_t reserved_consumer_counters[64 - 32];
+  // Accepted records whose frames a worker has yet to draw (its render queue). When the
+  // worker dies they are lost: the supervisor moves them to dropped_by_daemon.
+  std::atomic<uint64_t> in_render;
+  uint8_t reserved_consumer_counters[64 - 40];
 
   uint8_t reserved_tail[kSegmentHeaderSize - 512];
 };
@@ -294,6 +297,7 @@ static_assert(offsetof(SegmentHeader, received) == 448);
 static_assert(offsetof(SegmentHeader, dropped_invalid) == 456);
 static_assert(offsetof(SegmentHeader, bytes_received) == 464);
 static_assert(offsetof(SegmentHeader, dropped_by_daemon) == 472);
+static_assert(offsetof(SegmentHeader, in_render) == 480);
 // Producer and consumer hot fields never share a cache line.
 static_assert(offsetof(SegmentHeader, slot_tail) / 64 != offsetof(SegmentHeader, data_head) / 64);
 
