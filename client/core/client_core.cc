@@ -163,20 +163,30 @@ PushResult ClientCore::send(const std::string& name, const TensorRef& tensor, wi
 
 PushResult ClientCore::send_module_tree(const std::string& track, const std::string& payload,
                                         int64_t step) noexcept {
+  return send_bytes(track, payload, wire::TensorKind::kModuleTree, step);
+}
+
+PushResult ClientCore::send_summaries(const std::string& track, const std::string& payload, int64_t step) noexcept {
+  return send_bytes(track, payload, wire::TensorKind::kSummary, step);
+}
+
+PushResult ClientCore::send_bytes(const std::string& name, const std::string& payload, wire::TensorKind kind,
+                                  int64_t step) noexcept {
   try {
     const PushResult early = precheck();
     if (early != PushResult::kPushed) return early;
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
     // A daemon that would drop it: not sent, not counted (before one attached: sent).
-    if (guard->is_attached() && !guard->module_tree) return PushResult::kGated;
+    const bool read = kind == wire::TensorKind::kModuleTree ? guard->module_tree : guard->summaries;
+    if (guard->is_attached() && !read) return PushResult::kGated;
     TensorRef bytes;  // copied into the ring before this returns
     bytes.data = payload.data();
     bytes.dtype = wire::DType::kUInt8;
     bytes.ndim = 1;
     bytes.shape[0] = static_cast<int64_t>(payload.size());
     bytes.strides[0] = 1;
-    return stage(*guard.operator->(), track, bytes, wire::TensorKind::kModuleTree, 0, step);
+    return stage(*guard.operator->(), name, bytes, kind, 0, step);
   } catch (...) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     return PushResult::kRefused;

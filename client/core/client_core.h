@@ -87,6 +87,9 @@ class ClientCore {
 
   // A module tree record (module_tree_format.h) of step `step`, named after the track.
   PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept;
+  // A summary record (summary_format.h) of step `step`, named after the track; not sent
+  // (kGated, not counted) to a daemon that does not read them.
+  PushResult send_summaries(const std::string& track, const std::string& payload, int64_t step) noexcept;
 
   // A push refused before it reached send() (a string, a complex tensor, a failed
   // transform): counted, and logged once per stream. Never throws.
@@ -115,6 +118,9 @@ class ClientCore {
   const CoreOptions& options() const { return options_; }
 
  private:
+  // A payload that is not a tensor (a module tree, summaries) as a uint8 record.
+  PushResult send_bytes(const std::string& name, const std::string& payload, wire::TensorKind kind,
+                        int64_t step) noexcept;
   PushResult stage(Connection::Active& active, const std::string& name, const TensorRef& tensor,
                    wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step);
   PushResult stage_in_ring(Connection::Active& active, const std::string& name,

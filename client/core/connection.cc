@@ -413,6 +413,8 @@ Connection::Attempt Connection::try_connect() {
   active->cuda_note = string_field(*reply, "cuda_note");
   const auto tree = reply->find("module_tree");
   active->module_tree = tree != reply->end() && tree->is_boolean() && tree->get<bool>();
+  const auto summaries = reply->find("summaries");
+  active->summaries = summaries != reply->end() && summaries->is_boolean() && summaries->get<bool>();
   channel_ = std::move(channel);
   remember_fork_closed(channel_.fd());  // for as long as the connection lasts (retire)
   last_error_.clear();

@@ -76,6 +76,7 @@ class Connection {
     bool cuda_ipc = false;   // the daemon's workers can read CUDA IPC payloads
     std::string cuda_note;   // why not, as the daemon said
     bool module_tree = false;  // the daemon reads kModuleTree records (older ones drop them)
+    bool summaries = false;    // the daemon reads kSummary records (older ones refuse them)
     bool is_attached() const { return attached.load(std::memory_order_acquire); }
   };
 

@@ -43,6 +43,9 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
 
   // A module tree record (module_tree_format.h) of step `step`, named after the track.
   // Never throws.
+  PushResult send_summaries(const std::string& track, const std::string& payload, int64_t step) noexcept {
+    return core_.send_summaries(track, payload, step);
+  }
   PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept {
     return core_.send_module_tree(track, payload, step);
   }

@@ -90,7 +90,7 @@ std::shared_ptr<Track> ModuleTrack::create(std::weak_ptr<ClientImpl> client, con
     }
   }
   const auto owner = track->client_.lock();
-  track->listen(is_sent_step(owner ? owner->step() : 0, track->every_n_));
+  track->set_gates(owner ? owner->step() : 0);
   return track;
 }
 
@@ -103,6 +103,7 @@ ModuleTrack::ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std
       gate_(1, track_max_hz(client_)),
       param_grads_(client_, options_),
       every_n_(track_every_n(client_, options_)),
+      stats_every_(std::max<int64_t>(0, options_.stats_every())),
       tree_log_(options_.tree_log() && has_kind(kinds_, TrackKinds::kOutput)) {
   modules_.reserve(modules.size());
   for (auto& entry : modules) {
@@ -146,19 +147,53 @@ void ModuleTrack::listen(bool on) {
   }
 }
 
+void ModuleTrack::set_gates(int64_t step) {
+  const bool full = is_sent_step(step, every_n_);
+  const bool stats = stats_every_ > 0 && is_sent_step(step, stats_every_);
+  full_on_.store(full, std::memory_order_relaxed);
+  stats_on_.store(stats, std::memory_order_relaxed);
+  listen(full || stats);
+}
+
+void ModuleTrack::summarise(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
+                            const at::Tensor& tensor, bool ratio) {
+  std::string why;
+  bool kept = false;
+  {
+    ObserverPause pause;  // our reductions are not the model's ops
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      kept = summaries_.add(step, stream, kind, tensor, ratio, &why);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  if (!kept) client.count_refused(stream, "no summary: " + why);
+}
+
+void ModuleTrack::send_summaries(std::map<int64_t, std::vector<TensorSummary>> ready) {
+  if (ready.empty()) return;
+  auto client = client_.lock();
+  if (!client) return;
+  for (const auto& [step, summaries] : ready) client->send_summaries(name_, encode_summaries(summaries), step);
+}
+
 void ModuleTrack::step_changed(int64_t next) {
   std::pair<std::string, int64_t> tree;
+  std::map<int64_t, std::vector<TensorSummary>> ready;
   {
     const auto client = client_.lock();
     std::lock_guard<std::mutex> lock(mutex_);
     tree = take_tree();
+    ready = summaries_.take_ready(/*wait=*/false);
     // An op of another thread may still read the ending step before the client stores
     // the next one: its calls must not start a second list for this step.
     tree_closed_ = client != nullptr;
     if (client) tree_closed_step_ = client->step();
   }
   send_tree(tree);
-  listen(is_sent_step(next, every_n_));
+  send_summaries(std::move(ready));
+  set_gates(next);
 }
 
 void ModuleTrack::publish_storages() {
@@ -338,7 +373,8 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
       calls_step_ = step;
     }
     if (!tree_.empty() && tree_.step() != step) older_tree = take_tree();
-    const bool list = tree_log_ && !(tree_closed_ && step == tree_closed_step_);
+    const bool list = tree_log_ && full_on_.load(std::memory_order_relaxed) &&
+                      !(tree_closed_ && step == tree_closed_step_);
     std::vector<int> begun;  // modules whose call begins with this op, innermost first
     std::vector<Pending>& open = open_[thread];
     close_calls(open, &modules_[owner].entry.chain, finished);
@@ -351,7 +387,7 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
         p = open.end();
       }
       if (p != open.end()) {
-        if (p->admitted) p->output = output;
+        if (p->admitted || p->summarise) p->output = output;
         p->storage = storage;
         p->thread = thread;
         tree_.set_output(p->tree_index, output);
@@ -411,12 +447,15 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
     client->count_refused(modules_[module].stream, "more calls in one step than tracked");
     return p;
   }
-  if (gate_.admit(call_stream(module, p.call)).admitted) {
-    p.admitted = true;
-    p.output = output;
-  } else {
-    client->count_gated();
+  if (full_on_.load(std::memory_order_relaxed)) {
+    if (gate_.admit(call_stream(module, p.call)).admitted) {
+      p.admitted = true;
+    } else {
+      client->count_gated();
+    }
   }
+  p.summarise = stats_on_.load(std::memory_order_relaxed);
+  if (p.admitted || p.summarise) p.output = output;
   return p;
 }
 
@@ -425,11 +464,15 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
   auto client = client_.lock();
   if (!client) return;
   ObserverPause pause;
+  const int64_t step = client->step();
   for (Pending& p : finished) {
-    if (!p.admitted || !p.output.defined()) continue;
+    if (!(p.admitted || p.summarise) || !p.output.defined()) continue;
     const std::string stream = call_stream(p.module, p.call);
     if (has_kind(kinds_, TrackKinds::kOutput)) {
-      client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform());
+      if (p.admitted) {
+        client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform());
+      }
+      if (p.summarise) summarise(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
     }
     if (has_kind(kinds_, TrackKinds::kOutputGradient) && p.output.requires_grad() && p.output.grad_fn()) {
       const int64_t sequence_nr = static_cast<int64_t>(p.output.grad_fn()->sequence_nr());
@@ -438,14 +481,18 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
         grad_targets_.clear();  // backward never ran for these (eval with grad on): forget them
         grad_keys_.store(0, std::memory_order_relaxed);
       }
-      grad_targets_[p.thread][sequence_nr].push_back(GradTarget{stream + ".grad", p.output.output_nr()});
+      grad_targets_[p.thread][sequence_nr].push_back(
+          GradTarget{stream + ".grad", p.output.output_nr(), p.admitted, p.summarise, step});
       grad_keys_.fetch_add(1, std::memory_order_relaxed);
     }
     if (has_kind(kinds_, TrackKinds::kParameter) && p.call == 0) {
       for (const auto& [param_name, param] : modules_[p.module].entry.params) {
         const std::string param_stream = modules_[p.module].stream + "." + param_name;
-        client->send(param_stream, param, wire::TensorKind::kParameter, hint_for(*client, param_stream),
-                     &options_.transform());
+        if (p.admitted) {
+          client->send(param_stream, param, wire::TensorKind::kParameter, hint_for(*client, param_stream),
+                       &options_.transform());
+        }
+        if (p.summarise) summarise(*client, step, param_stream, wire::TensorKind::kParameter, param, true);
       }
     }
     p.output = at::Tensor();
@@ -475,14 +522,24 @@ void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
     if (target.output_nr < 0 || static_cast<size_t>(target.output_nr) >= grads.size()) continue;
     const c10::IValue& grad = grads[target.output_nr];
     if (!grad.isTensor() || !grad.toTensor().defined()) continue;
-    client->send(target.stream, grad.toTensor(), wire::TensorKind::kGradient, hint_for(*client, target.stream),
-                 &options_.transform());
+    if (target.send) {
+      client->send(target.stream, grad.toTensor(), wire::TensorKind::kGradient, hint_for(*client, target.stream),
+                   &options_.transform());
+    }
+    if (target.summarise) {
+      summarise(*client, target.step, target.stream, wire::TensorKind::kGradient, grad.toTensor(), false);
+    }
   }
 }
 
 void ModuleTrack::send_param_grad(const std::string& stream, const at::Tensor& grad) {
   if (stopped_.load(std::memory_order_relaxed)) return;
-  param_grads_.send(stream, grad, wire::TensorKind::kParameterGradient);
+  if (full_on_.load(std::memory_order_relaxed)) param_grads_.send(stream, grad, wire::TensorKind::kParameterGradient);
+  if (stats_on_.load(std::memory_order_relaxed)) {
+    if (auto client = client_.lock()) {
+      summarise(*client, client->step(), stream, wire::TensorKind::kParameterGradient, grad, false);
+    }
+  }
 }
 
 void ModuleTrack::end_calls_of(uint64_t thread) {
@@ -533,6 +590,12 @@ void ModuleTrack::stop() {
   hooks.clear();
   finish(finished);
   send_tree(tree);
+  std::map<int64_t, std::vector<TensorSummary>> ready;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready = summaries_.take_ready(/*wait=*/true);
+  }
+  send_summaries(std::move(ready));
 }
 
 std::vector<TrackedStream> ModuleTrack::streams() const {

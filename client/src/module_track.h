@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -30,6 +31,7 @@
 #include "module_tree_log.h"
 #include "op_observer.h"
 #include "track.h"
+#include "track_summaries.h"
 #include "tensorscope/track_options.h"
 
 namespace tensorscope {
@@ -85,8 +87,9 @@ class ModuleTrack : public Track,
   struct Pending {
     int module = -1;
     int call = 0;
-    bool admitted = false;
-    at::Tensor output;             // held only when admitted
+    bool admitted = false;         // sent whole (a sent step, and max_hz allows)
+    bool summarise = false;        // a summarised step
+    at::Tensor output;             // held only when admitted or summarised
     const void* storage = nullptr; // the output's storage
     uint64_t thread = 0;           // op thread that produced it (autograd's forward thread)
     int tree_index = -1;           // its line in tree_, -1 when not listed
@@ -94,6 +97,9 @@ class ModuleTrack : public Track,
   struct GradTarget {
     std::string stream;
     int64_t output_nr = 0;
+    bool send = true;
+    bool summarise = false;
+    int64_t step = 0;  // of the forward call (summaries)
   };
 
   void select(const std::regex* include, const std::regex* exclude);
@@ -113,6 +119,13 @@ class ModuleTrack : public Track,
   // Outside mutex_: sends a finished call.
   void finish(std::vector<Pending>& finished);
   void send_param_grad(const std::string& stream, const at::Tensor& grad);
+  // Whether step `step` is sent whole and summarised; listens when either.
+  void set_gates(int64_t step);
+  // Summarises `tensor` for the current step (takes mutex_); a failure is counted refused.
+  void summarise(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
+                 const at::Tensor& tensor, bool ratio);
+  // Outside mutex_: one summary record per step.
+  void send_summaries(std::map<int64_t, std::vector<TensorSummary>> ready);
   // Under mutex_: the listed calls as a payload, and their step (an empty payload when
   // nothing is listed); open calls lose their line index.
   std::pair<std::string, int64_t> take_tree();
@@ -138,6 +151,8 @@ class ModuleTrack : public Track,
   std::atomic<int> open_calls_{0};      // pending calls over all threads
   std::atomic<int> grad_keys_{0};
   const int64_t every_n_;       // steps
+  const int64_t stats_every_;   // steps (0: no summaries)
+  std::atomic<bool> full_on_{true}, stats_on_{false};  // of the current step (set_gates)
   const bool tree_log_;         // TrackOptions::tree_log, for tracks sending outputs
   std::mutex listen_mutex_;     // listener_
   std::shared_ptr<OpListener> listener_;  // registered while listening (a WeakOpListener)
@@ -151,6 +166,7 @@ class ModuleTrack : public Track,
   std::unordered_map<uint64_t, std::unordered_map<int64_t, std::vector<GradTarget>>> grad_targets_;
   bool over_calls_logged_ = false;
   ModuleTreeLog tree_;
+  TrackSummaries summaries_;
   bool tree_closed_ = false;     // step_changed() sent the list of tree_closed_step_
   int64_t tree_closed_step_ = 0;
 };

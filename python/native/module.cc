@@ -18,13 +18,16 @@
 #include "module_tree_args.h"
 #include "py_args.h"
 #include "run_info.h"
+#include "summaries.h"
 #include "tensorscope/shared/session_name.h"
+#include "tensorscope/shared/status_query.h"
 
 namespace {
 
 using tensorscope::ClientCore;
 using tensorscope::CoreOptions;
 using tensorscope::PushResult;
+using tensorscope::python::capsule_tensor;
 using tensorscope::python::utf8;
 
 // Copies at least this large release the GIL (below it, releasing costs more than it gives).
@@ -165,27 +168,6 @@ PyObject* core_ready(PyObject* self, PyObject*) {
   return PyLong_FromLong(static_cast<long>(core->ready()));
 }
 
-// The DLTensor of a DLPack capsule (borrowed: the capsule keeps it alive), or null with
-// why in *error.
-const tensorscope::dlpack::DLTensor* capsule_tensor(PyObject* capsule, std::string* error) {
-  using namespace tensorscope::dlpack;
-  if (PyCapsule_IsValid(capsule, "dltensor")) {
-    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-    return managed != nullptr ? &managed->dl_tensor : nullptr;
-  }
-  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
-    if (managed == nullptr) return nullptr;
-    if (managed->version.major > kSupportedMajorVersion) {
-      *error = "DLPack version " + std::to_string(managed->version.major) + " is not supported";
-      return nullptr;
-    }
-    return &managed->dl_tensor;
-  }
-  *error = "not an unused DLPack capsule";
-  return nullptr;
-}
-
 // send(name, capsule, kind, hint, step or None, as_bool, cuda_stream) -> result code.
 PyObject* core_send(PyObject* self, PyObject* args) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
@@ -198,7 +180,8 @@ PyObject* core_send(PyObject* self, PyObject* args) {
   }
   std::string name;
   if (!utf8(name_object, "name", &name)) return nullptr;
-  if (kind < 1 || kind > tensorscope::wire::kMaxTensorKind || hint < 0 || hint > tensorscope::wire::kMaxRenderHint) {
+  if (kind < 0 || kind > 255 || !tensorscope::wire::is_tensor_kind(static_cast<uint8_t>(kind)) || hint < 0 ||
+      hint > tensorscope::wire::kMaxRenderHint) {
     PyErr_SetString(PyExc_ValueError, "invalid record kind or render hint");
     return nullptr;
   }
@@ -262,6 +245,20 @@ PyObject* core_send_module_tree(PyObject* self, PyObject* args) {
   }
   const std::string payload = tensorscope::format_module_tree(tree);
   return PyLong_FromLong(static_cast<long>(core->send_module_tree(track, payload, step)));
+}
+
+// send_summaries(track, entries, step): see summaries.h for `entries`.
+PyObject* core_send_summaries(PyObject* self, PyObject* args) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  PyObject *track_object = nullptr, *entries = nullptr;
+  long long step = 0;
+  if (core == nullptr || !PyArg_ParseTuple(args, "OOL", &track_object, &entries, &step)) return nullptr;
+  std::string track;
+  std::vector<tensorscope::TensorSummary> summaries;
+  if (!utf8(track_object, "track", &track) || !tensorscope::python::summaries_from_python(entries, &summaries)) {
+    return nullptr;
+  }
+  return PyLong_FromLong(static_cast<long>(core->send_summaries(track, tensorscope::encode_summaries(summaries), step)));
 }
 
 PyObject* core_cuda_staging_usable(PyObject* self, PyObject*) {
@@ -403,6 +400,7 @@ PyMethodDef core_methods[] = {
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
     {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
     {"send_module_tree", core_send_module_tree, METH_VARARGS, "send_module_tree(track, calls, omitted, step) -> result code"},
+    {"send_summaries", core_send_summaries, METH_VARARGS, "send_summaries(track, entries, step) -> result code"},
     {"cuda_staging_usable", core_cuda_staging_usable, METH_NOARGS, "whether CUDA tensors can be staged on the GPU"},
     {"count_sync_copy", core_count_sync_copy, METH_O, "counts a CUDA tensor copied to the host by the caller"},
     {"set_render_hint", core_set_render_hint, METH_VARARGS, "set_render_hint(stream, hint)"},
@@ -479,11 +477,38 @@ PyObject* run_info(PyObject*, PyObject* args) {
   return text(json);
 }
 
+// daemon_status(runtime_dir, session, timeout_ms) -> the JSON text of the daemon's status,
+// or None when no daemon answers (shared/status_query.h).
+PyObject* daemon_status(PyObject*, PyObject* args) {
+  PyObject *dir_object = nullptr, *session_object = nullptr;
+  int timeout_ms = 0;
+  if (!PyArg_ParseTuple(args, "OOi", &dir_object, &session_object, &timeout_ms)) return nullptr;
+  std::string dir, session;
+  if (!utf8(dir_object, "runtime_dir", &dir) || !utf8(session_object, "session", &session)) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  try {
+    auto status = tensorscope::query_daemon_status(dir, session, timeout_ms);
+    if (status) json = status->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (...) {
+    json.clear();
+  }
+  Py_END_ALLOW_THREADS
+  if (json.empty()) Py_RETURN_NONE;
+  return text(json);
+}
+
 PyMethodDef module_methods[] = {
     {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},
     {"stream_name_error", stream_name_error, METH_O,
      "stream_name_error(name) -> why the name cannot be a stream or track name, or None"},
     {"run_info", run_info, METH_VARARGS, "run_info(rank, versions) -> JSON text of this process's run_info"},
+    {"daemon_status", daemon_status, METH_VARARGS,
+     "daemon_status(runtime_dir, session, timeout_ms) -> the daemon's status as JSON text, or None"},
+    {"summarize", tensorscope::python::summarize, METH_VARARGS,
+     "summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std) of a CPU tensor, or why not"},
+    {"update_ratio", tensorscope::python::update_ratio, METH_VARARGS,
+     "update_ratio(now, before) -> |now - before| / |before| of two CPU tensors, or why not"},
     {nullptr, nullptr, 0, nullptr},
 };
 

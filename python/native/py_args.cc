@@ -33,4 +33,23 @@ bool non_negative(PyObject* object, const char* what, int64_t* out) {
   return true;
 }
 
+const dlpack::DLTensor* capsule_tensor(PyObject* capsule, std::string* error) {
+  using namespace dlpack;
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    return managed != nullptr ? &managed->dl_tensor : nullptr;
+  }
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (managed == nullptr) return nullptr;
+    if (managed->version.major > kSupportedMajorVersion) {
+      *error = "DLPack version " + std::to_string(managed->version.major) + " is not supported";
+      return nullptr;
+    }
+    return &managed->dl_tensor;
+  }
+  *error = "not an unused DLPack capsule";
+  return nullptr;
+}
+
 }  // namespace tensorscope::python

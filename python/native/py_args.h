@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dlpack_ref.h"
+
 namespace tensorscope::python {
 
 // The UTF-8 text of a str; TypeError naming `what` otherwise.
@@ -17,5 +19,9 @@ bool utf8(PyObject* object, const char* what, std::string* out);
 
 // A non-negative int that fits in int64; TypeError/ValueError naming `what` otherwise.
 bool non_negative(PyObject* object, const char* what, int64_t* out);
+
+// The DLTensor of a DLPack capsule (borrowed: the capsule keeps it alive), or null with
+// why in *error (no Python exception set).
+const dlpack::DLTensor* capsule_tensor(PyObject* capsule, std::string* error);
 
 }  // namespace tensorscope::python

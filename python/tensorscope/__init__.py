@@ -10,10 +10,14 @@
 The daemon (tensorscoped) renders every stream into videos; see the project README.
 Without a daemon: `capture(model)` keeps module tensors (or their statistics) in memory,
 `read_stats(session_dir)` reads a daemon's statistics tables into the same DataFrame,
+`read_summaries(session_dir)` / `read_anomalies(session_dir)` read the per-step summaries
+of tracked tensors and what the daemon flagged in them (first NaN/Inf, explosions, dead
+units),
 `init_dumps(folder)` / `dump(tensor, name)` write .npy files as the daemon's .npy sink
 does, and `compare(a, b)` runs the `tensorscope compare` engine on files or folders.
 """
 
+from ._anomalies import read_anomalies, read_summaries
 from ._capture import Capture, Stash, TensorStats, capture, tensor_stats
 from ._client import Client
 from ._compare import CompareEntry, CompareResult, compare
@@ -43,6 +47,8 @@ __all__ = [
     "compare",
     "dump",
     "init_dumps",
+    "read_anomalies",
     "read_stats",
+    "read_summaries",
     "tensor_stats",
 ]

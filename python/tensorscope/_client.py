@@ -6,6 +6,7 @@ PushResult and every outcome is counted in stats(). Bad use (a wrong option type
 module that is not an nn.Module) raises TypeError/ValueError at the call.
 """
 
+import json
 import os
 import platform
 import threading
@@ -17,6 +18,7 @@ from torch import nn
 
 from . import _native
 from . import _results as R
+from ._anomalies import read_anomalies
 from ._stats import ClientStats
 from ._tensors import export
 from ._tracks import ModuleTrack, TensorTrack, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
@@ -246,6 +248,7 @@ class Client:
         tree_log=True,
         containers=False,
         tree_log_tolerance=(1e-5, 1e-8),
+        stats_every=1,
     ):
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
@@ -260,10 +263,14 @@ class Client:
         tracked, each sent step's module calls (in order, with their input and output
         shapes) go to the daemon's module tree log; "values" also marks the calls whose
         output values changed since the previous logged step beyond `tree_log_tolerance`
-        (rtol, atol), judged on a fingerprint of each output (tensorscope/_tree.py)."""
+        (rtol, atol), judged on a fingerprint of each output (tensorscope/_tree.py).
+        `stats_every`: every this many steps (default 1; 0: never) each tracked tensor is
+        also summarised where it lives (numel, L2 norm, max |x|, mean, std, NaN/Inf counts,
+        fraction of zeros; for parameters the update ratio), one record per step, for the
+        daemon's summary table and anomaly reports (scope.anomalies())."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
-            tree_log_tolerance,
+            tree_log_tolerance, stats_every,
         )
 
     def track_layer(
@@ -280,13 +287,14 @@ class Client:
         tree_log=True,
         containers=False,
         tree_log_tolerance=(1e-5, 1e-8),
+        stats_every=1,
     ):
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
-            tree_log_tolerance,
+            tree_log_tolerance, stats_every,
         )
 
     def track_tensor(self, name, tensor, *, every_n=None, transform=None, render_mode=None):
@@ -302,7 +310,7 @@ class Client:
 
     def _track_module(
         self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
-        tree_log_tolerance,
+        tree_log_tolerance, stats_every,
     ):
         self._check_track_name(name)
         if not isinstance(module, nn.Module):
@@ -310,6 +318,7 @@ class Client:
         if not isinstance(tree_log, bool) and tree_log != "values":
             raise TypeError(f'tree_log must be a bool or "values", not {tree_log!r}')
         tolerance = _check_tolerance(tree_log_tolerance)
+        _check_int("stats_every", stats_every, 0)
         if not isinstance(containers, bool):
             raise TypeError(f"containers must be a bool, not {type(containers).__name__}")
         chosen = parse_kinds(kinds, default_kind)
@@ -321,7 +330,9 @@ class Client:
         if not entries:
             what = "no module" if containers else "no module registers parameters or buffers and"
             return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
-        return self._add(ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance))
+        return self._add(
+            ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance, stats_every)
+        )
 
     def _check_track_name(self, name):
         if not isinstance(name, str):
@@ -392,6 +403,17 @@ class Client:
                 track.steps_became_explicit(step - 1)
             track.step_changed()
         return step
+
+    def anomalies(self):
+        """What the session's daemon flagged so far in the tracks' per-step summaries (the
+        first non-finite value, explosions, dead units; every rank's), as
+        tensorscope.read_anomalies gives them: a list of dicts with type, step, rank, pid,
+        track, stream, kind, message and details. [] when no daemon answers."""
+        text = _native.daemon_status(self._options["runtime_dir"], self._options["session"], 2000)
+        if text is None:
+            return []
+        output = json.loads(text).get("output_dir")
+        return read_anomalies(output) if isinstance(output, str) and output else []
 
     def set_label(self, text):
         """Text shown on every frame from now on (at most 127 bytes are kept)."""

@@ -27,6 +27,7 @@ from torch import nn
 from . import _results as R
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
+from ._summaries import StepSummaries, summarize, update_ratio
 from ._tree import TreeLog, owned_tensor_ids
 
 # The kinds a track may send, by name, and their TrackedStream kind.
@@ -203,8 +204,14 @@ class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
     def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
-                 tree_log_tolerance=None):
+                 tree_log_tolerance=None, stats_every=0):
         super().__init__(client, name, every_n, transform, render_mode)
+        # Summaries (_summaries.py) every stats_every steps (0: none), beside full tensors
+        # every every_n steps; whether the step in progress has each.
+        self._stats_every = stats_every
+        self._summaries = StepSummaries()
+        self._previous = {}  # parameter stream -> its value at the last summarised step
+        self._full_on = self._stats_on = False
         self._root = root
         self._entries = entries  # [(path, module, stream)]
         self._paths = {stream: path for path, _, stream in entries}
@@ -230,7 +237,8 @@ class ModuleTrack(_Track):
         self._trainable = [p for p in root.parameters() if p.requires_grad]
         self._first_version = 0
         self._root_hook = _register_pre_hook(root, _Hook(self._on_root_forward))
-        if self._sends(client):
+        self._full_on, self._stats_on = self._gates(client)
+        if self._full_on or self._stats_on:
             self._install()
 
     # -- steps --
@@ -327,13 +335,14 @@ class ModuleTrack(_Track):
         if client is not None:
             client._refuse(stream, why)
 
-    def _sends(self, client):
-        """Whether the step now beginning is sent: a multiple of every_n, counted in the
+    def _gates(self, client):
+        """(full, summarised) of the step now beginning: whether its tensors are sent whole
+        (a multiple of every_n) and summarised (a multiple of stats_every), counted in the
         client's steps (or, before any next_step()/set_step(), the track's own count), so
         tracks with the same every_n send the same steps, however late they were made, and
         a run resumed with set_step() sends the steps it would have sent."""
         step = client.step if client is not None and client._explicit_steps else self._auto_step
-        return step % self._every_n == 0
+        return step % self._every_n == 0, self._stats_every > 0 and step % self._stats_every == 0
 
     def step_changed(self):
         """A new step begins; True when the track's hooks were installed for it just now."""
@@ -344,18 +353,22 @@ class ModuleTrack(_Track):
                 return False
             self._calls.clear()
             self._input_calls.clear()
-            send = self._sends(client)
+            send, summarise = self._gates(client)
             if self._window is not None:
                 # The auto reading's step: the hooks stay for the client reading's step 0.
                 self._window.auto_step_began(send, self._tree)
                 return False
             tree = self._take_tree()
-            if send and not self._hooks:
+            ready = self._summaries.take_ready()
+            self._full_on, self._stats_on = send, summarise
+            listen = send or summarise
+            if listen and not self._hooks:
                 self._install()
                 installed = True
-            elif not send and self._hooks:
+            elif not listen and self._hooks:
                 self._uninstall()
         self._send_tree(tree)
+        self._send_summaries(ready)
         return installed
 
     def _record_step(self, client):
@@ -389,8 +402,8 @@ class ModuleTrack(_Track):
             client = self._client()
             # PyTorch runs the pre-hooks it listed when the call began: the root's, just
             # removed by a step change that call made, still runs once.
-            if client is None or self._stopped or not self._hooks or not client.enabled:
-                return  # (disabled: the output hook counts the call as gated)
+            if client is None or self._stopped or not self._hooks or not client.enabled or not self._full_on:
+                return  # (disabled: the output hook counts the call as gated; the log follows every_n)
             step = self._record_step(client)
             with self._lock:
                 self._tree.begin(client.step if step is None else step, path, type_name, module, inputs)
@@ -424,8 +437,12 @@ class ModuleTrack(_Track):
                     self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "input", leaf))
                 return
             named = call_name(stream, call)
+            full, stats = self._full_on, self._stats_on
             for leaf, tensor in leaves:
-                self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, (path, type_name, "input", leaf, call))
+                if full:
+                    self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, (path, type_name, "input", leaf, call))
+                if stats:
+                    self._summarise(client, f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
@@ -452,30 +469,37 @@ class ModuleTrack(_Track):
                 self._output_in_window(window, stream, path, type_name, module, output, call, call0, step)
                 return
             named = call_name(stream, call)
+            full, stats = self._full_on, self._stats_on
             if "output" in kinds or "gradient" in kinds:
                 for suffix, tensor in tensor_leaves(output):
                     if "output" in kinds:
-                        self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, (path, type_name, "output", suffix, call))
+                        if full:
+                            self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, (path, type_name, "output", suffix, call))
+                        if stats:
+                            self._summarise(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
                     if "gradient" in kinds and tensor.requires_grad:
                         meta = (path, type_name, "gradient", suffix, call)
-                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta))
+                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full, stats))
             if call == 0:
-                if "parameter" in kinds:
-                    for pname, param in module._parameters.items():
-                        if param is not None:
-                            meta = (path, type_name, "parameter", pname, 0)
-                            self._send(f"{stream}.{pname}", param, R.KIND_PARAMETER, step, meta)
-                if "buffer" in kinds:
-                    for bname, buf in module._buffers.items():
-                        if buf is not None:
-                            meta = (path, type_name, "buffer", bname, 0)
-                            self._send(f"{stream}.{bname}", buf, R.KIND_PARAMETER, step, meta)
+                for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
+                    if kind not in kinds:
+                        continue
+                    for vname, value in values.items():
+                        if value is None:
+                            continue
+                        if full:
+                            self._send(f"{stream}.{vname}", value, R.KIND_PARAMETER, step, (path, type_name, kind, vname, 0))
+                        if stats:
+                            self._summarise(client, f"{stream}.{vname}", value, R.KIND_PARAMETER, step, ratio=True)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
-    def _on_grad(self, stream, step, meta, grad):
+    def _on_grad(self, stream, step, meta, full, stats, grad):
         try:
-            self._send(stream, grad, R.KIND_GRADIENT, step, meta)
+            if full:
+                self._send(stream, grad, R.KIND_GRADIENT, step, meta)
+            if stats:
+                self._summarise(self._client(), stream, grad, R.KIND_GRADIENT, step)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
 
@@ -489,9 +513,46 @@ class ModuleTrack(_Track):
                 auto = (stream, self._auto_step, 0) if window.open else None
                 self._route(auto, (stream, None, 0), grad, R.KIND_PARAMETER_GRADIENT, meta[:4])
                 return
-            self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, self._record_step(client), meta)
+            step = self._record_step(client)
+            if self._full_on:
+                self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, step, meta)
+            if self._stats_on:
+                self._summarise(client, stream, grad, R.KIND_PARAMETER_GRADIENT, step)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
+
+    # -- summaries (_summaries.py) --
+
+    def _summarise(self, client, name, tensor, kind, step, ratio=False):
+        """Adds the summary of `tensor` (stream `name`) to the step's; for a parameter, with
+        its update ratio since the previous summarised step."""
+        if client is None or self._stopped or not client.enabled:
+            return
+        values = summarize(tensor)
+        if isinstance(values, str):
+            client._refuse(name, f"no summary: {values}")
+            return
+        change = None
+        if ratio:
+            before = self._previous.get(name)
+            if before is not None and before.shape == tensor.shape and before.dtype == tensor.dtype:
+                change = update_ratio(tensor, before)
+            self._previous[name] = tensor.detach().clone()
+        with self._lock:
+            kept = self._summaries.add(client.step if step is None else step, name, kind, values, change)
+        if not kept:
+            client._refuse(name, "summary not kept: too many waiting for their GPU copies")
+
+    def _send_summaries(self, ready):
+        """Sends {step: [entry]} as one summary record per step."""
+        client = self._client()
+        if not ready or client is None or client._core is None:
+            return
+        for step, entries in ready.items():
+            try:
+                client._core.send_summaries(self.name, entries, step)
+            except Exception as e:
+                _refuse_quietly(client, self.name, e)
 
     # -- step 0's window (see _step_zero.py) --
 
@@ -583,10 +644,12 @@ class ModuleTrack(_Track):
         self._settle("auto")  # step 0's window, still open: as the forwards counted steps
         with self._lock:
             tree = self._take_tree()
+            ready = self._summaries.take_ready(wait=True)
             self._stopped = True
             self._uninstall()
             self._root_hook.remove()
         self._send_tree(tree)
+        self._send_summaries(ready)
 
 
 class TensorTrack(_Track):

@@ -34,7 +34,8 @@ def test_four_ddp_ranks_one_daemon(daemon):
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert sorted(r["rank"] for r in results) == list(range(WORLD))
     for r in results:
-        assert r["pushed"] == STEPS * (len(STREAMS) + 1), r  # and a module tree record per step
+        # and per step a module tree record and both tracks' summary records
+        assert r["pushed"] == STEPS * (len(STREAMS) + 1 + 2), r
         assert r["dropped_full"] == 0 and r["refused"] == 0 and r["not_connected"] == 0, r
     daemon.stop()
     frames = daemon.frames()

@@ -85,7 +85,7 @@ def test_inputs_and_containers_equal_what_modules_received(daemon):
         ]
         s = scope.stats()
         assert s.refused == 0 and s.dropped_full == 0
-        assert s.pushed == 2 * (11 + 1)  # 11 streams and a module tree record per step
+        assert s.pushed == 2 * (11 + 1 + 1)  # 11 streams, a module tree and a summary record per step
     daemon.stop()
     frames = daemon.frames()
     assert sorted(frames) == sorted({(name, 0) for name, _ in expected})

@@ -67,7 +67,8 @@ def test_cnn_outputs_and_gradients_bitwise(daemon):
             scope.next_step()
         s = scope.stats()
         assert s.refused == 0 and s.dropped_full == 0
-        assert s.pushed == STEPS * (8 + 1 + 1)  # 8 streams, the loss, a module tree record
+        # 8 streams, the loss, a module tree record, and both tracks' summary records
+        assert s.pushed == STEPS * (8 + 1 + 1 + 2)
     daemon.stop()
     frames = daemon.frames()
     names = sorted({name for name, _ in expected} | {"loss"})

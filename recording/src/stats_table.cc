@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "tensorscope/recording/csv_text.h"
 #include "tensorscope/recording/wire_tensor.h"
 #include "tensorscope/tensor/element_blocks.h"
 #include "tensorscope/tensor/tensor_stats.h"
@@ -48,25 +49,6 @@ struct NormPass {
   }
 };
 
-std::string number(double v) {
-  if (std::isnan(v)) return "";
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  if (ec != std::errc()) return "";  // cannot happen with 64 bytes
-  return std::string(buf, end);
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  out += '"';
-  return out;
-}
-
 std::string shape_field(const std::vector<int64_t>& shape) {
   if (shape.empty()) return "scalar";
   std::string s;
@@ -90,7 +72,7 @@ TensorStatsRow compute_stats_row(wire::DType dtype, const void* data, uint64_t n
   // corrected two-pass sums merged with Chan's formula, safe near DBL_MAX).
   tensor::TensorView view;
   view.data = data;
-  view.type = element_type(dtype);
+  view.type = wire::element_type(dtype);
   view.shape = {static_cast<int64_t>(numel)};
   const tensor::TensorStats stats = tensor::compute_stats(view);
 
@@ -139,14 +121,14 @@ std::string stats_table_line(const StatsRowMeta& meta, const TensorStatsRow& row
   line += shape_field(meta.shape);
   for (const double v : {row.mean, row.std, row.min, row.max, row.l2_norm}) {
     line += ',';
-    line += number(v);
+    line += csv_number(v);
   }
   line += ',';
   line += std::to_string(row.nan_count);
   line += ',';
   line += std::to_string(row.inf_count);
   line += ',';
-  line += number(row.zero_fraction);
+  line += csv_number(row.zero_fraction);
   return line;
 }
 

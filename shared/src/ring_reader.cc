@@ -57,6 +57,11 @@ std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacit
        (h.flags & wire::kRecordDevicePayload) != 0 || h.payload_bytes > wire::kMaxModuleTreeBytes)) {
     return "module tree record is not at most 1 MiB of uint8 text in the ring";
   }
+  if (h.kind == static_cast<uint8_t>(wire::TensorKind::kSummary) &&
+      (h.dtype != static_cast<uint8_t>(wire::DType::kUInt8) || h.ndim != 1 ||
+       (h.flags & wire::kRecordDevicePayload) != 0 || h.payload_bytes > wire::kMaxSummaryBytes)) {
+    return "summary record is not at most 2 MiB of uint8 in the ring";
+  }
   if ((h.flags & wire::kRecordDevicePayload) != 0 && h.pool_index >= wire::kMaxDevicePools) {
     return "device payload names pool " + std::to_string(h.pool_index);
   }

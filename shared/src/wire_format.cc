@@ -27,6 +27,7 @@ const char* tensor_kind_name(TensorKind kind) {
     case TensorKind::kParameter: return "parameter";
     case TensorKind::kParameterGradient: return "parameter_gradient";
     case TensorKind::kModuleTree: return "module_tree";
+    case TensorKind::kSummary: return "summary";
     case TensorKind::kInvalid: break;
   }
   return "invalid";

@@ -112,6 +112,28 @@ TensorStats StatsAccumulator::finish(uint64_t count, const NonFiniteCounts& nf) 
   return s;
 }
 
+SummaryStats compute_summary_stats(const TensorView& view) {
+  NonFiniteCounts nf;
+  StatsAccumulator acc;
+  uint64_t zeros = 0;
+  for_each_finite_block(view, &nf, [&](const double* v, size_t n) {
+    acc.add_block(v, n);
+    uint64_t block_zeros = 0;
+    for (size_t i = 0; i < n; ++i) block_zeros += v[i] == 0.0 ? 1 : 0;
+    zeros += block_zeros;
+  });
+  SummaryStats out;
+  out.stats = acc.finish(view.valid() ? static_cast<uint64_t>(view.numel()) : 0, nf);
+  out.zero_count = zeros;
+  const TensorStats& s = out.stats;
+  if (s.finite_count > 0) {
+    // Sum of squares = n (var + mean^2); each term finite for finite data below ~1e154.
+    out.l2 = std::sqrt(static_cast<double>(s.finite_count) * (s.std * s.std + s.mean * s.mean));
+    out.max_abs = std::max(std::fabs(s.min), std::fabs(s.max));
+  }
+  return out;
+}
+
 TensorStats compute_stats(const TensorView& view) {
   NonFiniteCounts nf;
   StatsAccumulator acc;

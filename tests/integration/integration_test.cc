@@ -327,9 +327,9 @@ TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
   const std::set<std::string> expected_tracked = {"model.0", "model.1", "model.4", "model.0.grad",
                                                   "model.1.grad", "model.4.grad"};
   EXPECT_EQ(tracked, expected_tracked);
-  // 6 tracked streams and the model's module tree on every 3rd step, and the loss on
-  // every step.
-  EXPECT_EQ(u64(f, "pushed"), 7u * (kSteps / kEveryN) + kSteps) << f.dump();
+  // 6 tracked streams and the model's module tree on every 3rd step, and the loss and
+  // both tracks' summary records on every step.
+  EXPECT_EQ(u64(f, "pushed"), 7u * (kSteps / kEveryN) + 3u * kSteps) << f.dump();
   EXPECT_EQ(u64(f, "dropped_full") + u64(f, "refused") + u64(f, "not_connected"), 0u) << f.dump();
   json last;
   EXPECT_TRUE(daemon->wait_status([&](const json& s) {

@@ -96,7 +96,8 @@ class FakeDaemon {
             (void)p.channel.send({{"type", "registered"},
                                   {"producer_id", producers.size() + 1},
                                   {"cuda_ipc", static_cast<bool>(fetch_device_)},
-                                  {"module_tree", true}});
+                                  {"module_tree", true},
+                                  {"summaries", true}});
             producers.push_back(std::move(p));
           }
         }

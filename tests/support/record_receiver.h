@@ -60,7 +60,7 @@ class RecordReceiver {
   Client& client() { return *client_; }
 
   // Every tensor record pushed so far, once the sink has received every record
-  // (arrival order). Module tree records are kept apart: trees().
+  // (arrival order). Module tree and summary records are kept apart: trees(), summaries().
   std::vector<ReceivedRecord> records() {
     wait_all();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -71,6 +71,12 @@ class RecordReceiver {
     wait_all();
     std::lock_guard<std::mutex> lock(mutex_);
     return trees_;
+  }
+  // The summary records (kind "summary", payload: summary_format.h).
+  std::vector<ReceivedRecord> summaries() {
+    wait_all();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return summaries_;
   }
   std::vector<ReceivedRecord> named(const std::string& name) {
     std::vector<ReceivedRecord> out;
@@ -91,7 +97,7 @@ class RecordReceiver {
     while (std::chrono::steady_clock::now() < deadline) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (records_.size() + trees_.size() >= client_->stats().pushed) return;
+        if (records_.size() + trees_.size() + summaries_.size() >= client_->stats().pushed) return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
@@ -105,7 +111,9 @@ class RecordReceiver {
     r.shape.assign(v.header.shape, v.header.shape + v.header.ndim);
     r.payload.assign(v.payload, v.payload + v.header.payload_bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    (v.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree) ? trees_ : records_).push_back(std::move(r));
+    const auto kind = static_cast<wire::TensorKind>(v.header.kind);
+    (kind == wire::TensorKind::kModuleTree ? trees_ : kind == wire::TensorKind::kSummary ? summaries_ : records_)
+        .push_back(std::move(r));
   }
 
   TempDir dir_;
@@ -115,6 +123,7 @@ class RecordReceiver {
   std::mutex mutex_;
   std::vector<ReceivedRecord> records_;
   std::vector<ReceivedRecord> trees_;
+  std::vector<ReceivedRecord> summaries_;
 };
 
 }  // namespace tensorscope::testing

@@ -19,7 +19,7 @@ constexpr size_t kBlockElements = 2048;
 
 void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst) {
   TENSORSCOPE_CHECK(dtype != wire::DType::kInvalid && "convert_to_double: invalid dtype");
-  tensor::convert_to_double(src, recording::element_type(dtype), n, dst);
+  tensor::convert_to_double(src, wire::element_type(dtype), n, dst);
 }
 
 void TensorComparer::add(const double* a, const double* b, size_t n) {

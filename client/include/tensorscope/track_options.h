@@ -39,11 +39,16 @@ class TrackOptions {
   TENSORSCOPE_TRACK_OPTION(std::string, include, "")
   // Modules whose qualified path matches this regex are not tracked. "" excludes none.
   TENSORSCOPE_TRACK_OPTION(std::string, exclude, "")
-  // Send the 1st, (n+1)th, (2n+1)th ... step this track sees (steps change with
-  // Client::set_step / next_step); 0 = the client's every_n. Every module call of a sent
-  // step is sent; on the other steps the op observer is not even installed, so they cost
-  // nothing. For track_tensor and parameter gradients: every n-th call of each stream.
+  // Send steps 0, n, 2n, ... of the client (Client::set_step / next_step) whole; 0 = the
+  // client's every_n. Every module call of a sent step is sent; on the other steps the op
+  // observer is not even installed, so they cost nothing. For track_tensor and parameter
+  // gradients: every n-th call of each stream.
   TENSORSCOPE_TRACK_OPTION(int64_t, every_n, 0)
+  // module tracks: every this many steps (0: never) each tracked tensor is also summarised
+  // where it lives (numel, L2 norm, max |x|, mean, std, NaN/Inf counts, zeros; parameters
+  // their update ratio), one small record per step, for the daemon's summary table and
+  // anomaly reports. On a GPU without a host synchronisation.
+  TENSORSCOPE_TRACK_OPTION(int64_t, stats_every, 1)
   // Applied to each tensor before it is copied (e.g. reduce to per-channel std); replaces
   // the client's transform for this track. Empty = the client's transform.
   TENSORSCOPE_TRACK_OPTION(TransformFn, transform, nullptr)

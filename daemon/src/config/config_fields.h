@@ -108,6 +108,11 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.choice("live.allow_remote", l.allow_remote, Choices(kBooleans));
   v.integer("live.port", l.port, between(0, 65535));
   v.integer("live.history_mb", l.history_mb, between(1, 65536));
+  AnomaliesConfig& a = c.anomalies;
+  v.number("anomalies.explosion_factor", a.explosion_factor, NumberRule{1, false, 1e12, true});
+  v.integer("anomalies.explosion_window", a.explosion_window, between(4, 100000));
+  v.number("anomalies.dead_fraction", a.dead_fraction, NumberRule{0, false, 1, true});
+  v.integer("anomalies.dead_steps", a.dead_steps, between(1, 1000000));
 }
 
 // The key tree, derived from visit_fields().

@@ -159,6 +159,19 @@ struct LiveConfig {
   bool operator==(const LiveConfig&) const = default;
 };
 
+// What the workers flag in the per-step summaries (anomalies.jsonl, the log, status):
+// the first non-finite value always; an explosion when a tensor's L2 norm exceeds
+// explosion_factor times the median of its last explosion_window summarised steps; dead
+// units when an activation's fraction of exact zeros stays >= dead_fraction for
+// dead_steps summarised steps in a row.
+struct AnomaliesConfig {
+  double explosion_factor = 50;  // > 1
+  int explosion_window = 50;     // 4..100000 steps (the median needs a quarter of them)
+  double dead_fraction = 0.99;   // 0 < x <= 1
+  int dead_steps = 50;           // 1..1000000
+  bool operator==(const AnomaliesConfig&) const = default;
+};
+
 struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
   std::string output_dir = "tensorscope_out";  // non-empty
@@ -174,6 +187,7 @@ struct DaemonConfig {
   LimitsConfig limits;
   SupervisorConfig supervisor;
   LiveConfig live;
+  AnomaliesConfig anomalies;
 
   static DaemonConfig defaults() { return DaemonConfig{}; }
   bool operator==(const DaemonConfig&) const = default;

@@ -150,6 +150,7 @@ Status Supervisor::start() {
                 runtime_dir_, cleanup.bytes);
   }
   session_dir_ = config_.output_dir + "/" + config_.session;
+  anomalies_ = std::make_unique<AnomalyLog>(session_dir_);
   if (config_.output_private == "true") {
     // Everything this process and its workers (which inherit the mask) make from now on is
     // the user's only; the session directory too, even when it was there before.
@@ -493,6 +494,7 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
                                     {control::kProducerId, producer.id},
                                     {"cuda_ipc", cuda_ipc},
                                     {"module_tree", true},
+                                    {"summaries", true},
                                     {"cuda_note", cuda_note}},
                                    -1, kRegisterReplyTimeoutMs);
   if (!replied) {
@@ -583,6 +585,8 @@ void Supervisor::dispatch_worker_message(WorkerSlot& worker, const nlohmann::jso
     Status st = index_->stage(*entry);
     if (!st) TS_LOG_ERROR("cannot add {} to index.json: {}", entry->path, st.message());
     index_dirty_ = true;
+  } else if (type == control::kAnomaly) {
+    if (anomalies_) anomalies_->add(m.value("anomaly", nlohmann::json()));
   } else if (type == control::kAttachFailed) {
     // The worker could not map the segment: drop the producer; its client notices the
     // closed socket and registers a fresh segment.
@@ -639,6 +643,7 @@ nlohmann::json Supervisor::status_json() const {
           {"uptime_ms", now_ms() - started_ms_},
           {"output_dir", session_dir_},
           {"registrations_refused", registrations_refused_},
+          {"anomalies", anomalies_ ? anomalies_->status() : nlohmann::json(nullptr)},
           {"workers", workers},
           {"producers", producers},
           {"files", index_ ? index_->entries().size() : 0},

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/anomaly_log.h"
 #include "supervisor/index_writer.h"
 #include "output_health.h"
 #include "supervisor/worker_launcher.h"
@@ -145,6 +146,7 @@ class Supervisor {
   int64_t session_dir_checked_ms_ = 0;
   int64_t started_ms_ = 0;
   uint64_t registrations_refused_ = 0;
+  std::unique_ptr<AnomalyLog> anomalies_;  // made with the session directory
   bool index_dirty_ = false;
   int64_t index_written_ms_ = 0;
   int64_t accept_paused_until_ms_ = 0;

@@ -14,7 +14,7 @@ plotting::FrameInfo frame_info(const wire::RecordHeader& h) {
   info.rank = h.rank;
   info.step = h.step;
   info.shape.assign(h.shape, h.shape + h.ndim);
-  info.type = recording::element_type(static_cast<wire::DType>(h.dtype));
+  info.type = wire::element_type(static_cast<wire::DType>(h.dtype));
   return info;
 }
 

@@ -44,6 +44,7 @@ Status Worker::configure(const nlohmann::json& message) {
     post({{control::kType, control::kFile}, {"entry", to_json(e)}});
   }, live_.get());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
+  summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies);
   configured_ = true;
   return Status::ok();
 }
@@ -200,6 +201,17 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
         continue;
       }
     }
+    if (view.header.kind == static_cast<uint8_t>(wire::TensorKind::kSummary)) {
+      if (!take_summaries(id, p, view)) {
+        p.reader->drop(view, "summary record refused");
+        ++invalid_;
+        continue;
+      }
+      p.reader->release(view);
+      ++records_;
+      keep_in_touch();
+      continue;
+    }
     std::function<void()> job;
     try {
       const uint8_t sinks = sinks_->wants(view.header.name);
@@ -242,6 +254,17 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
   return consumed;
 }
 
+bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
+  std::vector<Anomaly> anomalies;
+  std::string why;
+  if (!summaries_->take(id, p.segment->header()->producer_pid, view, &anomalies, &why)) {
+    if (p.invalid_logged++ < 10) TS_LOG_WARN("producer {}: refused a summary record: {}", id, why);
+    return false;
+  }
+  for (const Anomaly& a : anomalies) post({{control::kType, control::kAnomaly}, {"anomaly", a.to_json()}});
+  return true;
+}
+
 void Worker::detach(uint64_t id) {
   auto it = producers_.find(id);
   if (it == producers_.end()) {
@@ -252,6 +275,7 @@ void Worker::detach(uint64_t id) {
   }
   auto finish = router_->finish_producer(id);
   sinks_->finish_producer(id);
+  summaries_->finish_producer(id);
   producers_.erase(it);
   device_reader_.forget_producer(id);
   queue_->push(

@@ -25,6 +25,7 @@
 #include "worker/record_sinks.h"
 #include "worker/render_queue.h"
 #include "worker/stream_router.h"
+#include "worker/summary_intake.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/ring_reader.h"
@@ -52,6 +53,9 @@ class Worker {
 
   Status configure(const nlohmann::json& message);
   void handle(const nlohmann::json& message, int fd);
+  // A summary record (kSummary): to the summary table and the anomaly detector; the
+  // anomalies go to the supervisor. False when it is refused (counted invalid).
+  bool take_summaries(uint64_t producer_id, Attached& producer, const RecordView& view);
   // Reads up to `budget` records of a producer; returns how many slots were consumed.
   int drain(uint64_t producer_id, Attached& producer, int budget);
   // True (and the supervisor told, once) when the producer's segment file was truncated
@@ -76,6 +80,7 @@ class Worker {
   std::unique_ptr<RenderQueue> queue_;
   std::unique_ptr<StreamRouter> router_;
   std::unique_ptr<RecordSinks> sinks_;  // stats table, .npy dumps, HDF5
+  std::unique_ptr<SummaryIntake> summaries_;  // summary records: table and anomalies
   std::map<uint64_t, Attached> producers_;
   DevicePayloadReader device_reader_;  // CUDA IPC payloads (declared after producers_:
                                        // its handles close before the segments unmap)

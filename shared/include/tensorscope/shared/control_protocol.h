@@ -47,6 +47,7 @@ inline constexpr char kDetach[] = "detach";
 inline constexpr char kShutdown[] = "shutdown";
 inline constexpr char kHeartbeat[] = "heartbeat";
 inline constexpr char kFile[] = "file";
+inline constexpr char kAnomaly[] = "anomaly";  // worker -> supervisor: {"anomaly": {...}}
 inline constexpr char kAttachFailed[] = "attach_failed";
 inline constexpr char kDetached[] = "detached";
 inline constexpr char kBye[] = "bye";

@@ -107,9 +107,18 @@ enum class TensorKind : uint8_t {
   kModuleTree = 6,         // not a tensor: the module calls of one step of a track, as
                            // text (module_tree_format.h); dtype uint8, ndim 1, in the
                            // data ring, at most kMaxModuleTreeBytes; named after the track
+  kSummary = 7,            // not a tensor: summaries of the tensors of one step of a track
+                           // (summary_format.h); dtype uint8, ndim 1, in the data ring, at
+                           // most kMaxSummaryBytes; named after the track. Sent only to a
+                           // daemon that says it reads them ("summaries" in its reply).
 };
-inline constexpr uint8_t kMaxTensorKind = 6;
+inline constexpr uint8_t kMaxTensorKind = 7;
 inline constexpr uint64_t kMaxModuleTreeBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxSummaryBytes = uint64_t{2} << 20;
+// A kind whose records carry a tensor (not a module tree or summaries).
+constexpr bool is_tensor_kind(uint8_t kind) {
+  return kind >= static_cast<uint8_t>(TensorKind::kTensor) && kind <= static_cast<uint8_t>(TensorKind::kParameterGradient);
+}
 
 // RecordHeader::render_hint values: the client's choice of render mode for the stream.
 // Values are part of the ABI. The daemon's per-stream config rules take precedence.

@@ -37,6 +37,17 @@ struct TensorStats {
 // gives count == 0 and NaN mean/std/min/max.
 TensorStats compute_stats(const TensorView& view);
 
+// What a client summarises of a tracked tensor each step (shared/summary_format.h): the
+// statistics, the exact zeros, and the L2 norm and largest |x| of the finite values (0
+// when there are none). One pass, as compute_stats.
+struct SummaryStats {
+  TensorStats stats;
+  uint64_t zero_count = 0;
+  double l2 = 0;
+  double max_abs = 0;
+};
+SummaryStats compute_summary_stats(const TensorView& view);
+
 // Combines blocks of finite doubles (for_each_finite_block) into TensorStats.
 class StatsAccumulator {
  public:

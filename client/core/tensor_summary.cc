@@ -1,0 +1,86 @@
+// tensor_summary.cc — see tensor_summary.h.
+#include "tensor_summary.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tensorscope/shared/wire_element_type.h"
+#include "tensorscope/tensor/element_blocks.h"
+#include "tensorscope/tensor/tensor_stats.h"
+
+namespace tensorscope {
+namespace {
+
+// `ref` as a contiguous view: its own memory, or a C-order copy kept in `copy`.
+bool contiguous_view(const TensorRef& ref, std::vector<uint8_t>* copy, tensor::TensorView* view,
+                     std::string* why) {
+  if (std::string refusal = tensor_ref_refusal(ref); !refusal.empty()) {
+    *why = refusal;
+    return false;
+  }
+  if (ref.device != DeviceType::kCpu) {
+    *why = "not a CPU tensor";
+    return false;
+  }
+  view->type = wire::element_type(ref.dtype);
+  view->shape.assign(ref.shape, ref.shape + ref.ndim);
+  view->data = ref.data;
+  if (!is_c_contiguous(ref)) {
+    const uint64_t bytes = element_count(ref) * wire::dtype_size(ref.dtype);
+    copy->resize(bytes);
+    copy_strided(ref, copy->data(), bytes);
+    view->data = copy->data();
+  }
+  return true;
+}
+
+}  // namespace
+
+bool summarize_cpu(const TensorRef& ref, TensorSummary* out, std::string* why) {
+  std::vector<uint8_t> copy;
+  tensor::TensorView view;
+  if (!contiguous_view(ref, &copy, &view, why)) return false;
+  const tensor::SummaryStats s = tensor::compute_summary_stats(view);
+  out->numel = s.stats.count;
+  out->nan_count = s.stats.nan_count;
+  out->inf_count = s.stats.pos_inf_count + s.stats.neg_inf_count;
+  out->zero_count = s.zero_count;
+  out->l2 = s.l2;
+  out->max_abs = s.max_abs;
+  out->mean = s.stats.finite_count > 0 ? s.stats.mean : 0.0;
+  out->std = s.stats.finite_count > 0 ? s.stats.std : 0.0;
+  return true;
+}
+
+bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* ratio, std::string* why) {
+  std::vector<uint8_t> now_copy, before_copy;
+  tensor::TensorView a, b;
+  if (!contiguous_view(now, &now_copy, &a, why) || !contiguous_view(before, &before_copy, &b, why)) return false;
+  if (a.type != b.type || a.shape != b.shape) {
+    *why = "the parameter changed shape or dtype";
+    return false;
+  }
+  const size_t n = static_cast<size_t>(a.numel());
+  double diff = 0, base = 0;
+  std::vector<double> x(std::min<size_t>(n, tensor::kOrderedBlockElements)), y(x.size());
+  const size_t element = tensor::element_size(a.type);
+  for (size_t at = 0; at < n; at += x.size()) {
+    const size_t k = std::min(x.size(), n - at);
+    tensor::convert_to_double(static_cast<const uint8_t*>(a.data) + at * element, a.type, k, x.data());
+    tensor::convert_to_double(static_cast<const uint8_t*>(b.data) + at * element, b.type, k, y.data());
+    for (size_t i = 0; i < k; ++i) {
+      const double d = x[i] - y[i];
+      diff += d * d;
+      base += y[i] * y[i];
+    }
+  }
+  if (base == 0) {
+    *ratio = diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  } else {
+    *ratio = std::sqrt(diff) / std::sqrt(base);
+  }
+  return true;
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,54 @@
+// track_summaries.h — a module track's per-step summaries (TrackOptions::stats_every):
+// each tracked tensor summarised where it lives, kept until its step's record is sent.
+//
+// On the CPU the client core reads the tensor once (client/core/tensor_summary.h), in
+// the op callback. On a GPU the reductions are queued on the tensor's current stream,
+// copied to pinned host memory without waiting, and a c10::Event recorded after the copy:
+// nothing here synchronises with the device. take_ready() hands over the summaries whose
+// values are known (a GPU one whose event has not completed waits for a later call).
+// Parameters get their update ratio |w_t - w_prev| / |w_prev| against a copy kept from
+// their previous summarised step.
+// Used by ModuleTrack. Thread safety: every method under the caller's lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
+
+#include "tensorscope/shared/summary_format.h"
+
+namespace tensorscope {
+
+class TrackSummaries {
+ public:
+  static constexpr size_t kMaxPending = 65536;
+
+  // Summarises `tensor` (stream `name`) for `step`; with `ratio`, against the copy kept
+  // from the previous call for `name`. False (and `why`) when it cannot (an unsupported
+  // tensor, too many pending).
+  bool add(int64_t step, const std::string& name, wire::TensorKind kind, const at::Tensor& tensor, bool ratio,
+           std::string* why);
+
+  // {step: summaries in the order added} of those whose values are known; with `wait`,
+  // GPU ones are waited for.
+  std::map<int64_t, std::vector<TensorSummary>> take_ready(bool wait);
+
+ private:
+  struct Pending {
+    int64_t step = 0;
+    TensorSummary summary;  // name and kind; the values too when on the CPU
+    at::Tensor host;        // a GPU summary's pinned values (see track_summaries.cc), else undefined
+    std::shared_ptr<c10::Event> event;
+  };
+
+  std::vector<Pending> pending_;
+  std::unordered_map<std::string, at::Tensor> previous_;  // parameter stream -> its last value
+};
+
+}  // namespace tensorscope

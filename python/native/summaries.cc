@@ -1,0 +1,123 @@
+// summaries.cc — see summaries.h.
+#include "summaries.h"
+
+#include <string>
+
+#include "py_args.h"
+#include "tensor_summary.h"
+
+namespace tensorscope::python {
+namespace {
+
+constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
+
+PyObject* text(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+}
+
+// The CPU TensorRef of a capsule, or false with why.
+bool cpu_ref(PyObject* capsule, bool as_bool, TensorRef* ref, std::string* why) {
+  const dlpack::DLTensor* tensor = capsule_tensor(capsule, why);
+  if (tensor == nullptr) {
+    if (why->empty()) *why = "bad DLPack capsule";
+    return false;
+  }
+  *why = dlpack::to_tensor_ref(*tensor, as_bool, 0, ref);
+  return why->empty();
+}
+
+uint64_t bytes_of(const TensorRef& ref) { return element_count(ref) * wire::dtype_size(ref.dtype); }
+
+bool number(PyObject* item, const char* what, double* out) {
+  *out = PyFloat_AsDouble(item);
+  if (*out == -1.0 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_TypeError, "a summary's %s must be a number", what);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PyObject* summarize(PyObject*, PyObject* args) {
+  PyObject* capsule = nullptr;
+  int as_bool = 0;
+  if (!PyArg_ParseTuple(args, "Op", &capsule, &as_bool)) return nullptr;
+  TensorRef ref;
+  std::string why;
+  if (!cpu_ref(capsule, as_bool != 0, &ref, &why)) return text(why);
+  TensorSummary s;
+  bool ok = false;
+  if (bytes_of(ref) >= kReleaseGilBytes) {
+    Py_BEGIN_ALLOW_THREADS
+    ok = summarize_cpu(ref, &s, &why);
+    Py_END_ALLOW_THREADS
+  } else {
+    ok = summarize_cpu(ref, &s, &why);
+  }
+  if (!ok) return text(why);
+  return Py_BuildValue("(KKKKdddd)", static_cast<unsigned long long>(s.numel),
+                       static_cast<unsigned long long>(s.nan_count), static_cast<unsigned long long>(s.inf_count),
+                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std);
+}
+
+PyObject* update_ratio(PyObject*, PyObject* args) {
+  PyObject *now_capsule = nullptr, *before_capsule = nullptr;
+  if (!PyArg_ParseTuple(args, "OO", &now_capsule, &before_capsule)) return nullptr;
+  TensorRef now, before;
+  std::string why;
+  if (!cpu_ref(now_capsule, false, &now, &why) || !cpu_ref(before_capsule, false, &before, &why)) return text(why);
+  double ratio = 0;
+  bool ok = false;
+  Py_BEGIN_ALLOW_THREADS
+  ok = update_ratio_cpu(now, before, &ratio, &why);
+  Py_END_ALLOW_THREADS
+  if (!ok) return text(why);
+  return PyFloat_FromDouble(ratio);
+}
+
+bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
+  if (!PyList_Check(entries)) {
+    PyErr_SetString(PyExc_TypeError, "summaries must be a list");
+    return false;
+  }
+  const Py_ssize_t n = std::min<Py_ssize_t>(PyList_Size(entries), kMaxSummaryEntries);
+  out->reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* e = PyList_GetItem(entries, i);  // borrowed
+    if (!PyTuple_Check(e) || PyTuple_Size(e) != 11) {
+      PyErr_SetString(PyExc_TypeError, "a summary must be a tuple of 11 items");
+      return false;
+    }
+    TensorSummary s;
+    int64_t kind = 0, numel = 0, nan = 0, inf = 0, zeros = 0;
+    if (!utf8(PyTuple_GetItem(e, 0), "a summary's name", &s.name) ||
+        !non_negative(PyTuple_GetItem(e, 1), "a summary's kind", &kind) ||
+        !non_negative(PyTuple_GetItem(e, 2), "a summary's numel", &numel) ||
+        !non_negative(PyTuple_GetItem(e, 3), "a summary's NaN count", &nan) ||
+        !non_negative(PyTuple_GetItem(e, 4), "a summary's Inf count", &inf) ||
+        !non_negative(PyTuple_GetItem(e, 5), "a summary's zero count", &zeros) ||
+        !number(PyTuple_GetItem(e, 6), "l2", &s.l2) || !number(PyTuple_GetItem(e, 7), "max_abs", &s.max_abs) ||
+        !number(PyTuple_GetItem(e, 8), "mean", &s.mean) || !number(PyTuple_GetItem(e, 9), "std", &s.std)) {
+      return false;
+    }
+    if (!wire::is_tensor_kind(static_cast<uint8_t>(kind)) || kind > 255) {
+      PyErr_SetString(PyExc_ValueError, "a summary's kind must be a tensor kind");
+      return false;
+    }
+    PyObject* ratio = PyTuple_GetItem(e, 10);
+    if (ratio != Py_None) {
+      if (!number(ratio, "update_ratio", &s.update_ratio)) return false;
+      s.has_update_ratio = true;
+    }
+    s.kind = static_cast<wire::TensorKind>(kind);
+    s.numel = static_cast<uint64_t>(numel);
+    s.nan_count = static_cast<uint64_t>(nan);
+    s.inf_count = static_cast<uint64_t>(inf);
+    s.zero_count = static_cast<uint64_t>(zeros);
+    out->push_back(std::move(s));
+  }
+  return true;
+}
+
+}  // namespace tensorscope::python

@@ -1,0 +1,29 @@
+// summaries.h — tensor summaries for the Python tracks (shared/summary_format.h): computed
+// by the client core (client/core/tensor_summary.h) from a DLPack capsule of a CPU tensor,
+// and the entries a track collected, read back for Core.send_summaries.
+//
+//   summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std), or a
+//                                  str saying why it cannot (a CUDA tensor, a bad capsule)
+//   update_ratio(now, before)   -> |now - before| / |before| of two capsules, or a str
+//   an entry: (name, kind, numel, nan, inf, zeros, l2, max_abs, mean, std, update_ratio
+//              or None), kind a wire TensorKind value (activation .. parameter_gradient)
+//
+// Used by module.cc. Thread safety: call with the GIL held (released around long passes).
+#pragma once
+
+#include <Python.h>
+
+#include <vector>
+
+#include "tensorscope/shared/summary_format.h"
+
+namespace tensorscope::python {
+
+PyObject* summarize(PyObject* module, PyObject* args);
+PyObject* update_ratio(PyObject* module, PyObject* args);
+
+// Fills `out` from a list of entries; false with TypeError/ValueError set when one is
+// malformed. Entries beyond kMaxSummaryEntries are left out.
+bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out);
+
+}  // namespace tensorscope::python

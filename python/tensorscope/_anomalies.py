@@ -1,0 +1,75 @@
+"""Reading what the daemon made of the per-step summaries of tracked tensors (a track's
+stats_every): the summary tables (summaries/rank<r>_pid<p>.csv, recording/summary_table.h)
+and the anomaly log (anomalies.jsonl, daemon/src/supervisor/anomaly_log.h). Needs neither
+torch nor a running daemon; read_summaries needs pandas.
+"""
+
+import csv
+import glob
+import json
+import os
+
+SUMMARY_COLUMNS = (
+    "step", "rank", "track", "order", "stream", "kind", "numel", "l2", "max_abs", "mean", "std",
+    "nan_count", "inf_count", "zero_fraction", "update_ratio",
+)
+_INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count")
+_ANOMALY_HEADER = {"tensorscope": "anomalies", "version": 1}
+
+
+def read_summaries(session_dir):
+    """Every summarised tensor of a session as a pandas DataFrame (one row per tensor and
+    step; columns SUMMARY_COLUMNS and "pid"), sorted by step, rank and order. Empty cells
+    (no finite value, no update ratio) are NaN. Raises FileNotFoundError when the session
+    has no summary table, ValueError for a file that is not one."""
+    import pandas as pd
+
+    session_dir = os.fspath(session_dir)
+    files = sorted(glob.glob(os.path.join(session_dir, "summaries", "rank*_pid*.csv")))
+    if not files:
+        raise FileNotFoundError(f"{session_dir}: no summary tables (summaries/*.csv; tracks send summaries every "
+                                "stats_every steps)")
+    frames = []
+    for path in files:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), None)
+        if header is None or tuple(header) != SUMMARY_COLUMNS:
+            raise ValueError(f"{path}: not a tensorscope summary table (header {header!r})")
+        frame = pd.read_csv(path, dtype={"track": str, "stream": str, "kind": str}, keep_default_na=False,
+                            na_values={c: [""] for c in SUMMARY_COLUMNS if c not in ("track", "stream", "kind")})
+        frame["pid"] = int(os.path.basename(path).split("_pid")[1].split(".")[0])
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    for column in _INTEGER_COLUMNS:
+        out[column] = out[column].astype("int64")
+    return out.sort_values(["step", "rank", "pid", "order"], kind="stable").reset_index(drop=True)
+
+
+def read_anomalies(session_dir):
+    """The anomalies the daemon reported for a session, in the order it reported them: a
+    list of dicts with type ("non_finite", "explosion", "dead_units"), step, rank, pid,
+    track, stream, kind, message and details. [] when there is none yet. Raises ValueError
+    for a file that is not an anomaly log (a last line cut by a crash is skipped)."""
+    path = os.path.join(os.fspath(session_dir), "anomalies.jsonl")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        return []
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        header = None
+    if header != _ANOMALY_HEADER:
+        raise ValueError(f"{path}: not a tensorscope anomaly log (first line {lines[0][:80]!r})")
+    out = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # a line a killed daemon did not finish
+        if isinstance(item, dict):
+            out.append(item)
+    return out

@@ -1,0 +1,35 @@
+// summary_table.h — the per-step summaries of tracked tensors (a kSummary record,
+// shared/summary_format.h) as lines of the session's summary table, one CSV file per
+// producer: <session>/summaries/rank<r>_pid<p>.csv.
+//
+// Used by a worker process for each summary record it receives; tensorscope.read_summaries
+// (Python) reads the files. The CSV (RFC 4180, '\n' line ends, cells as csv_text.h) has
+// the header line kSummaryTableHeader and one line per summarised tensor:
+//   step, rank, track, order (the tensor's place in its record: forward outputs in call
+//   order, then gradients), stream, kind, numel, l2, max_abs, mean, std, nan_count,
+//   inf_count, zero_fraction, update_ratio (empty unless the tensor is a parameter with
+//   an earlier summarised step).
+// A record's lines go to the file in one write() (AppendFile): a killed worker loses at
+// most the record it was writing.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensorscope/shared/summary_format.h"
+
+namespace tensorscope::recording {
+
+inline constexpr char kSummaryTableHeader[] =
+    "step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio";
+
+// The lines (each ending in '\n') of one record's summaries.
+std::string summary_table_lines(int64_t step, int rank, const std::string& track,
+                                const std::vector<TensorSummary>& summaries);
+
+// <session_dir>/summaries/rank<r>_pid<p>.csv
+std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid);
+
+}  // namespace tensorscope::recording

@@ -1,0 +1,70 @@
+// summary_format.h — the payload of a kSummary record: a small summary of every tensor a
+// track saw in one step (numel, L2 norm, max |x|, mean, std, NaN/Inf counts, zeros and,
+// for parameters, the update ratio), many tensors in one record. The client writes it
+// (encode_summaries), the daemon reads it (parse_summaries) and never trusts it.
+//
+// Used by the training process (client) and the daemon's workers. Thread safety: free
+// functions over value types.
+//
+// Layout (little-endian, as the ring): a 16-byte header
+//   uint32 magic (kSummaryMagic)  uint16 version  uint16 entry_size  uint32 count  uint32 0
+// then `count` entries of `entry_size` bytes, in the order the track saw the tensors
+// (forward outputs in call order, gradients after them as backward delivered them):
+//   char name[128]   the stream the tensor would have, NUL-terminated
+//   uint8 kind       wire::TensorKind (activation .. parameter_gradient)
+//   uint8 flags      kSummaryHasUpdateRatio
+//   uint8 pad[6]
+//   uint64 numel, nan_count, inf_count, zero_count
+//   float64 l2, max_abs, mean, std    over the finite elements (0 when there are none)
+//   float64 update_ratio              |w_t - w_prev| / |w_prev| (flag set), else 0
+// Version 1 entries are kSummaryEntryBytes long; a later version may append fields to an
+// entry (entry_size larger) and a version 1 reader reads the fields it knows. A reader
+// refuses another version with a message that names both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorscope/base/status.h"
+#include "tensorscope/shared/wire_format.h"
+
+namespace tensorscope {
+
+inline constexpr uint32_t kSummaryMagic = 0x4d535354;  // "TSSM"
+inline constexpr uint16_t kSummaryVersion = 1;
+inline constexpr size_t kSummaryHeaderBytes = 16;
+inline constexpr size_t kSummaryEntryBytes = 208;
+inline constexpr uint32_t kMaxSummaryEntries = 8192;
+inline constexpr uint8_t kSummaryHasUpdateRatio = 1;
+
+struct TensorSummary {
+  std::string name;
+  wire::TensorKind kind = wire::TensorKind::kActivation;
+  uint64_t numel = 0;
+  uint64_t nan_count = 0;
+  uint64_t inf_count = 0;
+  uint64_t zero_count = 0;
+  double l2 = 0;
+  double max_abs = 0;
+  double mean = 0;
+  double std = 0;
+  bool has_update_ratio = false;
+  double update_ratio = 0;
+
+  bool operator==(const TensorSummary&) const = default;
+  bool finite() const { return nan_count == 0 && inf_count == 0; }
+  double zero_fraction() const { return numel > 0 ? static_cast<double>(zero_count) / static_cast<double>(numel) : 0; }
+};
+
+// The payload for `summaries` (at most kMaxSummaryEntries; names longer than 127 bytes
+// are cut).
+std::string encode_summaries(const std::vector<TensorSummary>& summaries);
+
+// The summaries of a payload, or why it is refused: a wrong magic or version, a size that
+// does not match the count, an entry whose name is empty or not text, a kind that is not
+// a tensor's, counts larger than numel, or negative norms.
+StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view payload);
+
+}  // namespace tensorscope

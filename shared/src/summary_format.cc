@@ -1,0 +1,114 @@
+// summary_format.cc — see summary_format.h.
+#include "tensorscope/shared/summary_format.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tensorscope {
+namespace {
+
+// Offsets in an entry (summary_format.h).
+constexpr size_t kKindAt = wire::kNameBytes;
+constexpr size_t kFlagsAt = kKindAt + 1;
+constexpr size_t kCountsAt = kKindAt + 8;
+constexpr size_t kValuesAt = kCountsAt + 4 * 8;
+static_assert(kValuesAt + 5 * 8 == kSummaryEntryBytes);
+
+template <typename T>
+void put(std::string& out, size_t at, T value) {
+  std::memcpy(out.data() + at, &value, sizeof(T));
+}
+
+template <typename T>
+T get(std::string_view in, size_t at) {
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof(T));
+  return value;
+}
+
+std::string entry_refusal(const TensorSummary& s) {
+  if (s.name.empty()) return "an entry has no name";
+  for (const char c : s.name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "an entry's name holds a control byte";
+  }
+  const auto kind = static_cast<uint8_t>(s.kind);
+  if (kind < static_cast<uint8_t>(wire::TensorKind::kTensor) ||
+      kind > static_cast<uint8_t>(wire::TensorKind::kParameterGradient)) {
+    return "entry '" + s.name + "' has kind " + std::to_string(kind) + ", not a tensor's";
+  }
+  if (s.nan_count > s.numel || s.inf_count > s.numel - s.nan_count || s.zero_count > s.numel) {
+    return "entry '" + s.name + "' counts more NaN, Inf or zero elements than it has";
+  }
+  for (const double v : {s.l2, s.max_abs, s.std, s.update_ratio}) {
+    if (v < 0) return "entry '" + s.name + "' has a negative norm";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
+  const size_t count = std::min<size_t>(summaries.size(), kMaxSummaryEntries);
+  std::string out(kSummaryHeaderBytes + count * kSummaryEntryBytes, '\0');
+  put<uint32_t>(out, 0, kSummaryMagic);
+  put<uint16_t>(out, 4, kSummaryVersion);
+  put<uint16_t>(out, 6, static_cast<uint16_t>(kSummaryEntryBytes));
+  put<uint32_t>(out, 8, static_cast<uint32_t>(count));
+  for (size_t i = 0; i < count; ++i) {
+    const TensorSummary& s = summaries[i];
+    const size_t at = kSummaryHeaderBytes + i * kSummaryEntryBytes;
+    std::memcpy(out.data() + at, s.name.data(), std::min(s.name.size(), wire::kNameBytes - 1));
+    put<uint8_t>(out, at + kKindAt, static_cast<uint8_t>(s.kind));
+    put<uint8_t>(out, at + kFlagsAt, s.has_update_ratio ? kSummaryHasUpdateRatio : 0);
+    const uint64_t counts[] = {s.numel, s.nan_count, s.inf_count, s.zero_count};
+    std::memcpy(out.data() + at + kCountsAt, counts, sizeof(counts));
+    const double values[] = {s.l2, s.max_abs, s.mean, s.std, s.has_update_ratio ? s.update_ratio : 0.0};
+    std::memcpy(out.data() + at + kValuesAt, values, sizeof(values));
+  }
+  return out;
+}
+
+StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
+  if (in.size() < kSummaryHeaderBytes) return Status::error("summary record shorter than its header");
+  if (get<uint32_t>(in, 0) != kSummaryMagic) return Status::error("not a summary record (wrong magic)");
+  const auto version = get<uint16_t>(in, 4);
+  if (version != kSummaryVersion) {
+    return Status::error("summary record of format version " + std::to_string(version) + "; this daemon reads " +
+                         std::to_string(kSummaryVersion) + " (update tensorscoped to the client's version)");
+  }
+  const size_t entry_size = get<uint16_t>(in, 6);
+  const uint32_t count = get<uint32_t>(in, 8);
+  if (entry_size < kSummaryEntryBytes) return Status::error("summary entries shorter than version 1's");
+  if (count > kMaxSummaryEntries) {
+    return Status::error("summary record of " + std::to_string(count) + " entries (at most " +
+                         std::to_string(kMaxSummaryEntries) + ")");
+  }
+  if (in.size() != kSummaryHeaderBytes + static_cast<size_t>(count) * entry_size) {
+    return Status::error("summary record size does not match its " + std::to_string(count) + " entries");
+  }
+  std::vector<TensorSummary> out;
+  out.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const std::string_view e = in.substr(kSummaryHeaderBytes + i * entry_size, entry_size);
+    const size_t name_length = ::strnlen(e.data(), wire::kNameBytes);
+    if (name_length == wire::kNameBytes) return Status::error("a summary entry's name is not terminated");
+    TensorSummary s;
+    s.name.assign(e.data(), name_length);
+    s.kind = static_cast<wire::TensorKind>(get<uint8_t>(e, kKindAt));
+    s.has_update_ratio = (get<uint8_t>(e, kFlagsAt) & kSummaryHasUpdateRatio) != 0;
+    s.numel = get<uint64_t>(e, kCountsAt);
+    s.nan_count = get<uint64_t>(e, kCountsAt + 8);
+    s.inf_count = get<uint64_t>(e, kCountsAt + 16);
+    s.zero_count = get<uint64_t>(e, kCountsAt + 24);
+    s.l2 = get<double>(e, kValuesAt);
+    s.max_abs = get<double>(e, kValuesAt + 8);
+    s.mean = get<double>(e, kValuesAt + 16);
+    s.std = get<double>(e, kValuesAt + 24);
+    s.update_ratio = s.has_update_ratio ? get<double>(e, kValuesAt + 32) : 0.0;
+    if (std::string why = entry_refusal(s); !why.empty()) return Status::error(why);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,139 @@
+// Per-step summaries from the C++ client (TrackOptions::stats_every): one record per step
+// and track, the tensors in forward order then gradients, the values of the tensors the
+// step computed, a NaN named at the step and module it appeared in, and parameters' update
+// ratios. Against the fake daemon, which says it reads summaries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tensorscope/tensorscope.h>
+
+#include "record_receiver.h"
+#include "tensorscope/shared/summary_format.h"
+
+namespace tensorscope {
+namespace {
+
+using testing::RecordReceiver;
+
+// step -> the summaries of that step's records, in order.
+std::map<int64_t, std::vector<TensorSummary>> summaries_of(RecordReceiver& rx) {
+  std::map<int64_t, std::vector<TensorSummary>> out;
+  for (const auto& r : rx.summaries()) {
+    auto parsed = parse_summaries(std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
+    EXPECT_TRUE(parsed.is_ok()) << parsed.message();
+    if (!parsed) continue;
+    auto& step = out[r.step];
+    step.insert(step.end(), parsed->begin(), parsed->end());
+  }
+  return out;
+}
+
+// A Linear whose output is multiplied by `gain` (a buffer the test can set to NaN).
+struct ScaledImpl : torch::nn::Module {
+  ScaledImpl() : fc(register_module("fc", torch::nn::Linear(6, 6))) { gain = register_buffer("gain", torch::ones({1})); }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x) * gain; }
+  torch::nn::Linear fc;
+  torch::Tensor gain;
+};
+TORCH_MODULE(Scaled);
+
+TEST(TrackSummaries, ANanIsNamedAtItsStepAndModuleInForwardOrder) {
+  torch::manual_seed(1);
+  torch::nn::Sequential net(torch::nn::Linear(6, 6), torch::nn::Linear(6, 6), torch::nn::Linear(6, 6),
+                            torch::nn::Linear(6, 6), Scaled(), torch::nn::Linear(6, 6));
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle h = rx.client().track_model(
+      "net", net, TrackOptions().every_n(100).kinds(TrackKinds::kOutput | TrackKinds::kOutputGradient));
+  for (int step = 0; step < 10; ++step) {
+    if (step == 7) {
+      torch::NoGradGuard no_grad;
+      net[4]->named_buffers()["gain"].fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    net->forward(torch::randn({3, 6})).sum().backward();
+    rx.client().next_step();
+  }
+  h.reset();
+  const auto by_step = summaries_of(rx);
+  ASSERT_EQ(by_step.size(), 10u) << "a summary record each step";
+  int64_t first_step = -1;
+  std::string first_stream;
+  for (const auto& [step, entries] : by_step) {
+    for (const TensorSummary& s : entries) {
+      if (!s.finite()) {
+        first_step = step;
+        first_stream = s.name;
+        break;
+      }
+    }
+    if (first_step >= 0) break;
+  }
+  EXPECT_EQ(first_step, 7);
+  EXPECT_EQ(first_stream, "net.4") << "the module whose output went NaN (its Linear's own output is finite)";
+}
+
+TEST(TrackSummaries, OneRecordEveryStatsEveryStepsWithTheStepsValues) {
+  torch::manual_seed(2);
+  torch::nn::Linear fc(4, 3);
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle h = rx.client().track_model(
+      "fc", fc, TrackOptions().every_n(100).stats_every(3).kinds(TrackKinds::kOutput | TrackKinds::kParameter));
+  std::map<int64_t, torch::Tensor> outputs;
+  torch::optim::SGD opt(fc->parameters(), 0.1);
+  for (int step = 0; step < 10; ++step) {
+    const torch::Tensor out = fc(torch::randn({5, 4}));
+    outputs[step] = out.detach().clone();
+    opt.zero_grad();
+    out.pow(2).sum().backward();
+    opt.step();
+    rx.client().next_step();
+  }
+  h.reset();
+  const auto by_step = summaries_of(rx);
+  std::vector<int64_t> steps;
+  for (const auto& [step, entries] : by_step) steps.push_back(step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 3, 6, 9}));
+  for (const auto& [step, entries] : by_step) {
+    ASSERT_EQ(entries.size(), 3u) << "the output, then weight and bias";
+    const TensorSummary& out = entries[0];
+    EXPECT_EQ(out.name, "fc");
+    EXPECT_EQ(out.kind, wire::TensorKind::kActivation);
+    const torch::Tensor& expected = outputs[step];
+    EXPECT_EQ(out.numel, 15u);
+    EXPECT_NEAR(out.l2, expected.norm().item<double>(), 1e-5);
+    EXPECT_NEAR(out.max_abs, expected.abs().max().item<double>(), 1e-6);
+    EXPECT_NEAR(out.mean, expected.mean().item<double>(), 1e-6);
+    EXPECT_EQ(entries[1].name, "fc.weight");
+    EXPECT_EQ(entries[1].has_update_ratio, step > 0) << "from the second summarised step on";
+    if (step > 0) {
+      EXPECT_GT(entries[1].update_ratio, 0.0);
+      EXPECT_LT(entries[1].update_ratio, 10.0);
+    }
+  }
+  EXPECT_EQ(rx.named("fc").size(), 1u) << "full tensors only at step 0 (every_n 100)";
+}
+
+TEST(TrackSummaries, StatsEveryZeroSendsNone) {
+  torch::nn::Linear fc(2, 2);
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle h = rx.client().track_model("fc", fc, TrackOptions().stats_every(0));
+  for (int step = 0; step < 3; ++step) {
+    fc(torch::randn({1, 2}));
+    rx.client().next_step();
+  }
+  h.reset();
+  EXPECT_TRUE(summaries_of(rx).empty());
+  EXPECT_EQ(rx.named("fc").size(), 3u);
+}
+
+}  // namespace
+}  // namespace tensorscope
