@@ -210,3 +210,48 @@ TEST(TensorStats, HalfPrecisionSpecials) {
 
 }  // namespace
 }  // namespace tensorscope::tensor
+
+namespace tensorscope::tensor {
+namespace {
+
+// compute_summary_stats: zeros counted exactly, L2 norm and max |x| over the finite values.
+TEST(SummaryStats, ZerosNormAndMaxAbsOfTheFiniteValues) {
+  const std::vector<float> v = {0.0f, -0.0f, 3.0f, -4.0f, std::numeric_limits<float>::quiet_NaN(),
+                                std::numeric_limits<float>::infinity(), 0.0f, 1.0f};
+  const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat32, {8}});
+  EXPECT_EQ(s.stats.count, 8u);
+  EXPECT_EQ(s.stats.nan_count, 1u);
+  EXPECT_EQ(s.stats.pos_inf_count, 1u);
+  EXPECT_EQ(s.zero_count, 3u) << "+0 and -0";
+  EXPECT_NEAR(s.l2, std::sqrt(9.0 + 16.0 + 1.0), 1e-12);
+  EXPECT_EQ(s.max_abs, 4.0);
+}
+
+TEST(SummaryStats, LargeRandomDataMatchesADirectSum) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> v(100000);
+  double sum_sq = 0, max_abs = 0;
+  uint64_t zeros = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = i % 7 == 0 ? 0.0f : normal(rng);
+    sum_sq += static_cast<double>(v[i]) * v[i];
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(v[i])));
+    zeros += v[i] == 0.0f ? 1 : 0;
+  }
+  const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat32, {100000}});
+  EXPECT_EQ(s.zero_count, zeros);
+  EXPECT_NEAR(s.l2, std::sqrt(sum_sq), 1e-9 * std::sqrt(sum_sq));
+  EXPECT_EQ(s.max_abs, max_abs);
+}
+
+TEST(SummaryStats, NothingFiniteGivesZeroNormAndMaxAbs) {
+  const std::vector<double> v = {kNaN, -kInf};
+  const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat64, {2}});
+  EXPECT_EQ(s.l2, 0.0);
+  EXPECT_EQ(s.max_abs, 0.0);
+  EXPECT_EQ(s.zero_count, 0u);
+}
+
+}  // namespace
+}  // namespace tensorscope::tensor

@@ -1,0 +1,195 @@
+"""Per-step summaries of tracked tensors and the anomalies the daemon finds in them: a NaN
+named at its step and module, only the rank that went bad reported, an explosion after
+the learning rate blows up, a dead ReLU layer, no report for a healthy model, the summary
+table's values, and malformed summary records refused and counted."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import tensorscope
+from conftest import wait_until
+
+
+class LogLayer(nn.Module):
+    """log(|fc(x)| + 1 - shift): finite until `shift` is raised (the test's known step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.register_buffer("shift", torch.zeros(()))
+
+    def forward(self, x):
+        return torch.log(self.fc(x).abs() + 1 - self.shift)
+
+
+def six_layers():
+    return nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), LogLayer(),
+                         nn.Linear(8, 8))
+
+
+def train(scope, model, steps, bad_step=None, lr=1e-3):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for step in range(steps):
+        if step == bad_step:
+            model[4].shift.fill_(1e6)  # log of a negative value from here on: NaN
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        scope.next_step()
+
+
+def test_a_nan_is_reported_at_its_step_and_module(daemon):
+    torch.manual_seed(0)
+    model = six_layers()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, every_n=100, kinds=("output", "gradient"))
+        train(scope, model, 45, bad_step=37)
+        assert wait_until(lambda: scope.anomalies(), 60), daemon.log()
+        reported = scope.anomalies()
+    daemon.stop()
+    first = [a for a in reported if a["type"] == "non_finite"]
+    assert len(first) == 1, reported
+    assert (first[0]["step"], first[0]["stream"], first[0]["rank"], first[0]["kind"]) == (37, "net.4", 0, "activation")
+    assert "step 37" in first[0]["message"] and "net.4" in first[0]["message"]
+    assert tensorscope.read_anomalies(daemon.session_dir) == reported
+    assert daemon.status() is None  # stopped
+    table = tensorscope.read_summaries(daemon.session_dir)
+    at37 = table[(table.step == 37) & (table.stream == "net.4")].iloc[0]
+    assert at37.nan_count == 32 and at37.numel == 32
+    assert table[(table.step == 36) & (table.nan_count > 0)].empty
+    assert "first non-finite value: step 37" in daemon.log()
+
+
+def test_only_the_rank_that_went_bad_is_reported(daemon):
+    torch.manual_seed(1)
+    models = [six_layers() for _ in range(4)]
+    opts = [torch.optim.SGD(m.parameters(), lr=1e-3) for m in models]
+    scopes = [tensorscope.Client(**daemon.client_options(rank=r)) for r in range(4)]
+    try:
+        for r, scope in enumerate(scopes):
+            scope.track_model("net", models[r], every_n=100)
+        for step in range(30):
+            for r in range(4):
+                if r == 2 and step == 20:
+                    models[r][4].shift.fill_(1e6)
+                loss = models[r](torch.randn(4, 8)).pow(2).mean()
+                opts[r].zero_grad()
+                loss.backward()
+                opts[r].step()
+                scopes[r].next_step()
+        assert wait_until(lambda: scopes[0].anomalies(), 60), daemon.log()
+    finally:
+        for scope in scopes:
+            scope.close()
+    daemon.stop()
+    reported = tensorscope.read_anomalies(daemon.session_dir)
+    assert [(a["type"], a["rank"], a["step"], a["stream"]) for a in reported] == [("non_finite", 2, 20, "net.4")]
+
+
+def test_an_exploding_learning_rate_is_reported_within_a_few_steps(daemon):
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 16), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 16), torch.randn(64, 1)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, every_n=1000, kinds=("output", "gradient"))
+        for step in range(80):
+            if step == 60:
+                for group in opt.param_groups:
+                    group["lr"] = 50.0  # blows up from here
+            loss = (model(x) - y).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            scope.next_step()
+    daemon.stop()
+    explosions = [a for a in tensorscope.read_anomalies(daemon.session_dir) if a["type"] == "explosion"]
+    assert explosions, daemon.log()
+    assert 60 <= min(a["step"] for a in explosions) <= 64, explosions
+    assert all(a["details"]["ratio"] > 50 for a in explosions)
+
+
+class DeadBlock(nn.Module):
+    """relu(x + bias) with a bias that kills every unit."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.full((8,), -1e3))
+
+    def forward(self, x):
+        return torch.relu(x + self.bias)
+
+
+def test_a_dead_relu_layer_is_reported_and_a_healthy_model_is_not(daemon):
+    torch.manual_seed(3)
+    dead = nn.Sequential(nn.Linear(8, 8), DeadBlock(), nn.Linear(8, 1))
+    healthy = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt_dead = torch.optim.SGD(dead.parameters(), lr=1e-3)
+    opt_healthy = torch.optim.Adam(healthy.parameters(), lr=1e-3)
+    x, y = torch.randn(128, 8), torch.randn(128, 1)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("dead", dead, every_n=1000)
+        scope.track_model("healthy", healthy, every_n=1000, kinds=("output", "gradient", "parameter"))
+        for step in range(500):
+            batch = slice((step * 16) % 128, (step * 16) % 128 + 16)
+            for model, opt in ((dead, opt_dead), (healthy, opt_healthy)):
+                loss = (model(x[batch]) - y[batch]).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            scope.next_step()
+    daemon.stop()
+    reported = tensorscope.read_anomalies(daemon.session_dir)
+    assert [(a["type"], a["stream"], a["step"]) for a in reported] == [("dead_units", "dead.1", 49)], reported
+    table = tensorscope.read_summaries(daemon.session_dir)
+    weights = table[(table.stream == "healthy.0.weight") & (table.step > 0)]
+    assert len(weights) == 499 and (weights.update_ratio > 0).all() and (weights.update_ratio < 0.1).all()
+    assert math.isnan(table[(table.stream == "healthy.0.weight") & (table.step == 0)].update_ratio.iloc[0])
+
+
+def test_summary_table_values_match_the_tensors(daemon):
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(5, 7))
+    outputs = {}
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, every_n=100, stats_every=2)
+        for step in range(6):
+            out = model(torch.randn(3, 5))
+            outputs[step] = out.detach().double()
+            scope.next_step()
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert list(table.step) == [0, 2, 4] and set(table.stream) == {"net.0"}
+    for row in table.itertuples():
+        t = outputs[row.step]
+        assert row.numel == 21 and row.kind == "activation" and row.rank == 0
+        assert row.l2 == pytest.approx(t.norm().item(), rel=1e-6)
+        assert row.max_abs == pytest.approx(t.abs().max().item(), rel=1e-6)
+        assert row.mean == pytest.approx(t.mean().item(), abs=1e-6)
+        assert row.std == pytest.approx(t.std(unbiased=False).item(), rel=1e-5)
+
+
+def test_malformed_summary_records_are_refused_and_counted(daemon):
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        core = scope._core
+        # more NaN than elements, a negative norm: refused by the daemon, counted invalid
+        core.send_summaries("bad", [("x", 2, 4, 9, 0, 0, 1.0, 1.0, 0.0, 0.0, None)], 0)
+        core.send_summaries("bad", [("y", 2, 4, 0, 0, 0, -1.0, 1.0, 0.0, 0.0, None)], 1)
+        with pytest.raises(TypeError):
+            core.send_summaries("bad", [("z", 2)], 2)
+        with pytest.raises(ValueError):
+            core.send_summaries("bad", [("z", 6, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None)], 2)  # not a tensor kind
+
+        def refused():
+            s = daemon.status()
+            producers = s["producers"] if s else []
+            return producers and producers[0]["dropped_invalid"] == 2
+
+        assert wait_until(refused, 60), daemon.status()
+    daemon.stop()
+    assert "refused a summary record" in daemon.log()
+    assert tensorscope.read_anomalies(daemon.session_dir) == []

@@ -1,0 +1,105 @@
+// The summary record's payload: what the client encodes reads back exactly, and what a
+// daemon must not trust (wrong magic or version, sizes, counts, norms, names, kinds) is
+// refused with a reason, never read past its end.
+#include "tensorscope/shared/summary_format.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tensorscope {
+namespace {
+
+TensorSummary sample(const std::string& name, wire::TensorKind kind) {
+  TensorSummary s;
+  s.name = name;
+  s.kind = kind;
+  s.numel = 100;
+  s.nan_count = 2;
+  s.inf_count = 1;
+  s.zero_count = 30;
+  s.l2 = 12.5;
+  s.max_abs = 3.25;
+  s.mean = -0.5;
+  s.std = 1.75;
+  return s;
+}
+
+std::string refusal(const std::string& payload) {
+  auto parsed = parse_summaries(payload);
+  return parsed ? std::string() : parsed.message();
+}
+
+TEST(SummaryFormat, RoundTripsEveryField) {
+  std::vector<TensorSummary> in = {sample("net.0", wire::TensorKind::kActivation),
+                                   sample("net.0.grad", wire::TensorKind::kGradient),
+                                   sample("net.0.weight", wire::TensorKind::kParameter)};
+  in[2].has_update_ratio = true;
+  in[2].update_ratio = 1e-3;
+  in[1].l2 = std::numeric_limits<double>::infinity();  // an overflowing norm is kept
+  const std::string payload = encode_summaries(in);
+  EXPECT_EQ(payload.size(), kSummaryHeaderBytes + 3 * kSummaryEntryBytes);
+  auto out = parse_summaries(payload);
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(*out, in);
+}
+
+TEST(SummaryFormat, LongNamesAreCutAndTheCountIsBounded) {
+  const std::string payload = encode_summaries({sample(std::string(300, 'a'), wire::TensorKind::kActivation)});
+  auto out = parse_summaries(payload);
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].name, std::string(wire::kNameBytes - 1, 'a'));
+  std::vector<TensorSummary> many(kMaxSummaryEntries + 5, sample("x", wire::TensorKind::kActivation));
+  EXPECT_EQ(parse_summaries(encode_summaries(many))->size(), kMaxSummaryEntries);
+}
+
+TEST(SummaryFormat, RefusesWhatItCannotTrust) {
+  const std::string good = encode_summaries({sample("net.0", wire::TensorKind::kActivation)});
+  EXPECT_EQ(refusal(good), "");
+  EXPECT_NE(refusal(good.substr(0, 10)), "");
+  std::string bad = good;
+  bad[0] ^= 1;
+  EXPECT_NE(refusal(bad).find("magic"), std::string::npos);
+  bad = good;
+  bad[4] = 2;  // version 2
+  EXPECT_NE(refusal(bad).find("version 2"), std::string::npos) << refusal(bad);
+  EXPECT_NE(refusal(good + "x").find("size"), std::string::npos);
+  bad = good;
+  bad[8] = 2;  // says 2 entries
+  EXPECT_NE(refusal(bad).find("size"), std::string::npos);
+  bad = good;
+  std::memset(bad.data() + kSummaryHeaderBytes, 'a', wire::kNameBytes);  // no NUL
+  EXPECT_NE(refusal(bad).find("terminated"), std::string::npos);
+
+  auto with = [](auto change) {
+    TensorSummary s = sample("net.0", wire::TensorKind::kActivation);
+    change(s);
+    return refusal(encode_summaries({s}));
+  };
+  EXPECT_NE(with([](TensorSummary& s) { s.nan_count = 101; }), "");
+  EXPECT_NE(with([](TensorSummary& s) { s.inf_count = 99; }), "") << "NaN + Inf > numel";
+  EXPECT_NE(with([](TensorSummary& s) { s.zero_count = 101; }), "");
+  EXPECT_NE(with([](TensorSummary& s) { s.l2 = -1; }), "");
+  EXPECT_NE(with([](TensorSummary& s) { s.name = ""; }), "");
+  EXPECT_NE(with([](TensorSummary& s) { s.name = "a\nb"; }), "");
+  EXPECT_NE(with([](TensorSummary& s) { s.kind = wire::TensorKind::kModuleTree; }), "");
+  EXPECT_EQ(with([](TensorSummary& s) { s.mean = std::nan(""); }), "") << "NaN statistics are data";
+}
+
+TEST(SummaryFormat, ALaterVersionsLongerEntriesAreReadForTheFieldsKnown) {
+  const TensorSummary s = sample("net.0", wire::TensorKind::kActivation);
+  std::string payload = encode_summaries({s});
+  const uint16_t longer = kSummaryEntryBytes + 16;
+  std::memcpy(payload.data() + 6, &longer, 2);
+  payload.append(16, '\x7f');
+  auto out = parse_summaries(payload);
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ((*out)[0], s);
+}
+
+}  // namespace
+}  // namespace tensorscope
