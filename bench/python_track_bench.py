@@ -6,10 +6,18 @@ trained from Python (zero_grad, forward, cross-entropy, backward, SGD step, next
 under each configuration:
   none                 no track: the baseline every ratio is taken against
   none (control)       the baseline again: the ratio shows the run's noise floor
-  track_model n=100    track_model on the model, every_n 100 (hooks only on 1 step in 100)
+  summaries            track_model and track_layer with every_n 10^6 and stats_every 1: a
+                       summary of every module output and its gradient, every step
+  summaries+n=100      the same with full tensors every 100 steps on top
+  detect_anomaly       no track; each step under torch.autograd.detect_anomaly()
+  isfinite().item()    no track; a hand-written check of every module output and its
+                       gradient, torch.isfinite(t).all().item() (a host sync each)
+  track_model n=100    track_model on the model, every_n 100, stats_every 0 (hooks only on
+                       1 step in 100)
   track_model n=1      every module output copied every step (and the module tree log)
   no tree n=1          the same with tree_log=False: what the module tree log costs
   model+layer n=1      track_model and track_layer, every_n 1: outputs and their gradients
+(the last four without summaries: stats_every=0).
 Blocks of 100 steps, interleaved in rounds (each round starts with a different
 configuration) after one untimed round; tracks are made and removed outside the timed
 steps. A real tensorscoped (started here, recording nothing) drains the ring, so every
@@ -21,6 +29,7 @@ delivered per second per stream with model+layer n=1.
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -49,7 +58,8 @@ import tensorscope  # noqa: E402
 from cnn_model import Cnn  # noqa: E402
 
 STEPS_PER_BLOCK = 100
-CONFIGS = ["none", "none (control)", "track_model n=100", "track_model n=1", "no tree n=1", "model+layer n=1"]
+CONFIGS = ["none", "none (control)", "summaries", "summaries+n=100", "detect_anomaly", "isfinite().item()",
+           "track_model n=100", "track_model n=1", "no tree n=1", "model+layer n=1"]
 
 
 class Mlp(nn.Module):
@@ -77,14 +87,48 @@ def start_daemon(root, session):
     return daemon, runtime
 
 
+class IsfiniteCheck:
+    """What people write instead: every module output and its gradient checked with
+    isfinite().all().item() (each a host synchronisation on a GPU)."""
+
+    def __init__(self, model):
+        self.bad = 0
+        self.hooks = [m.register_forward_hook(self.on_output) for m in model.modules()
+                      if any(True for _ in m.parameters(recurse=False))]
+
+    def check(self, t):
+        if not torch.isfinite(t).all().item():
+            self.bad += 1
+
+    def on_output(self, module, inputs, output):
+        self.check(output)
+        if output.requires_grad:
+            output.register_hook(self.check)
+
+    def remove(self):
+        for h in self.hooks:
+            h.remove()
+
+
 def make_tracks(scope, config, model):
-    if config.startswith("none"):
-        return []
+    """(handles to remove after the block, a context each step runs in)."""
+    step_context = contextlib.nullcontext
+    if config.startswith("none") or config == "detect_anomaly":
+        if config == "detect_anomaly":
+            step_context = torch.autograd.detect_anomaly
+        return [], step_context
+    if config == "isfinite().item()":
+        return [IsfiniteCheck(model)], step_context
+    if config.startswith("summaries"):
+        every_n = 100 if "n=100" in config else 1_000_000
+        return [scope.track_model("m", model, every_n=every_n, stats_every=1),
+                scope.track_layer("m", model, every_n=every_n, stats_every=1)], step_context
     every_n = 100 if "n=100" in config else 1
-    tracks = [scope.track_model("m", model, every_n=every_n, tree_log=not config.startswith("no tree"))]
+    tracks = [scope.track_model("m", model, every_n=every_n, tree_log=not config.startswith("no tree"),
+                                stats_every=0)]
     if config.startswith("model+layer"):
-        tracks.append(scope.track_layer("m", model, every_n=every_n))
-    return tracks
+        tracks.append(scope.track_layer("m", model, every_n=every_n, stats_every=0))
+    return tracks, step_context
 
 
 def bench_model(label, scope, model, x, y, rounds):
@@ -93,14 +137,15 @@ def bench_model(label, scope, model, x, y, rounds):
     counts = {c: [0, 0, 0] for c in CONFIGS}  # pushes, bytes, dropped
 
     def block(config, timed):
-        tracks = make_tracks(scope, config, model)
+        tracks, step_context = make_tracks(scope, config, model)
         before = scope.stats()
         times = []
         for _ in range(STEPS_PER_BLOCK):
             t0 = time.perf_counter()
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
+            with step_context():
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
             scope.next_step()
             times.append(time.perf_counter() - t0)
         after = scope.stats()
@@ -163,7 +208,7 @@ def gated_forward_cost(scope, rounds):
 
         timed()
         untracked = timed()
-        handle = scope.track_model("g", model, every_n=1_000_000)
+        handle = scope.track_model("g", model, every_n=1_000_000, stats_every=0)
         scope.next_step()  # now on a gated step: no module hook of the track is installed
         tracked = timed()
         handle.remove()
@@ -210,7 +255,7 @@ def main():
 
         step = cnn_rows["model+layer n=1"]
         streams = 12  # 6 outputs + 6 gradients
-        handle = [scope.track_model("c", cnn), scope.track_layer("c", cnn)]
+        handle = [scope.track_model("c", cnn, stats_every=0), scope.track_layer("c", cnn, stats_every=0)]
         before = scope.stats()
         x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
         opt = torch.optim.SGD(cnn.parameters(), lr=0.01)

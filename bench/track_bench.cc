@@ -5,6 +5,9 @@
 // configuration:
 //   none                  no track: the baseline every ratio is taken against
 //   none (control)        the baseline again: the ratio shows the run's noise floor
+//   summaries             track_model and track_layer, every_n 10^6, stats_every 1: a
+//                         summary of every module output and its gradient every step
+//   summaries+n=100       the same with full tensors every 100 steps on top
 //   observer only         track_model on an unrelated tiny module: the global op observer
 //                         is installed and sees every op, but no op matches
 //   track_model n=100     track_model on the model (every module with parameters), every_n 100
@@ -12,6 +15,7 @@
 //   track_model n=1       the same with the module tree log (the default): every module
 //                         output copied every step, and the step's module tree sent
 //   model+layer n=1       track_model and track_layer, every_n 1: outputs and their gradients
+//   (the configurations after "summaries+n=100" with stats_every 0: no summaries)
 // Configurations run in blocks of 100 steps (so every_n 100 sends exactly once a block),
 // interleaved in rounds, each round starting with a different one, so that drift of the
 // machine affects every configuration alike; one untimed round warms up first. Tracks are
@@ -68,15 +72,19 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-enum class Config { kNone, kControl, kObserverOnly, kModel100, kModel1NoTree, kModel1, kModelLayer1 };
-const std::vector<Config> kConfigs = {Config::kNone,         Config::kControl, Config::kObserverOnly,
-                                      Config::kModel100,     Config::kModel1NoTree, Config::kModel1,
-                                      Config::kModelLayer1};
+enum class Config {
+  kNone, kControl, kSummaries, kSummaries100, kObserverOnly, kModel100, kModel1NoTree, kModel1, kModelLayer1
+};
+const std::vector<Config> kConfigs = {Config::kNone,         Config::kControl,      Config::kSummaries,
+                                      Config::kSummaries100, Config::kObserverOnly, Config::kModel100,
+                                      Config::kModel1NoTree, Config::kModel1,       Config::kModelLayer1};
 
 const char* name_of(Config c) {
   switch (c) {
     case Config::kNone: return "none";
     case Config::kControl: return "none (control)";
+    case Config::kSummaries: return "summaries";
+    case Config::kSummaries100: return "summaries+n=100";
     case Config::kObserverOnly: return "observer only";
     case Config::kModel100: return "track_model n=100";
     case Config::kModel1NoTree: return "n=1 no tree log";
@@ -102,21 +110,32 @@ void run_block(tensorscope::Client& client, torch::nn::Module& model, const torc
     case Config::kNone:
     case Config::kControl:
       break;
+    case Config::kSummaries:
+    case Config::kSummaries100: {
+      // A summary of every module output and its gradient every step; full tensors every
+      // 100 steps on top, or (almost) never.
+      const int64_t n = config == Config::kSummaries100 ? 100 : 1000000;
+      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(n).stats_every(1)));
+      handles.push_back(client.track_layer(name, model, tensorscope::TrackOptions().every_n(n).stats_every(1)));
+      break;
+    }
     case Config::kObserverOnly:
-      handles.push_back(client.track_model("unrelated", unrelated, tensorscope::TrackOptions().every_n(1)));
+      handles.push_back(
+          client.track_model("unrelated", unrelated, tensorscope::TrackOptions().every_n(1).stats_every(0)));
       break;
     case Config::kModel100:
-      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(100)));
+      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(100).stats_every(0)));
       break;
     case Config::kModel1NoTree:
-      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1).tree_log(false)));
+      handles.push_back(
+          client.track_model(name, model, tensorscope::TrackOptions().every_n(1).tree_log(false).stats_every(0)));
       break;
     case Config::kModel1:
-      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1)));
+      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1).stats_every(0)));
       break;
     case Config::kModelLayer1:
-      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1)));
-      handles.push_back(client.track_layer(name, model, tensorscope::TrackOptions().every_n(1)));
+      handles.push_back(client.track_model(name, model, tensorscope::TrackOptions().every_n(1).stats_every(0)));
+      handles.push_back(client.track_layer(name, model, tensorscope::TrackOptions().every_n(1).stats_every(0)));
       break;
   }
   for (const auto& h : handles) {

@@ -42,14 +42,14 @@ bool summarize_cpu(const TensorRef& ref, TensorSummary* out, std::string* why) {
   tensor::TensorView view;
   if (!contiguous_view(ref, &copy, &view, why)) return false;
   const tensor::SummaryStats s = tensor::compute_summary_stats(view);
-  out->numel = s.stats.count;
-  out->nan_count = s.stats.nan_count;
-  out->inf_count = s.stats.pos_inf_count + s.stats.neg_inf_count;
+  out->numel = s.count;
+  out->nan_count = s.nan_count;
+  out->inf_count = s.inf_count;
   out->zero_count = s.zero_count;
   out->l2 = s.l2;
   out->max_abs = s.max_abs;
-  out->mean = s.stats.finite_count > 0 ? s.stats.mean : 0.0;
-  out->std = s.stats.finite_count > 0 ? s.stats.std : 0.0;
+  out->mean = s.mean;
+  out->std = s.std;
   return true;
 }
 

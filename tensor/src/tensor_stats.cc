@@ -1,8 +1,11 @@
 // tensor_stats.cc — compute_stats and the block-wise StatsAccumulator (tensor_stats.h).
 #include "tensorscope/tensor/tensor_stats.h"
 
+#include "summary_kernel.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tensorscope::tensor {
 namespace {
@@ -112,7 +115,71 @@ TensorStats StatsAccumulator::finish(uint64_t count, const NonFiniteCounts& nf) 
   return s;
 }
 
+namespace {
+
+// float32 in blocks of detail::float32_block (vectorised float sums), each block's sums
+// added into doubles; a block whose float sums overflow is summed again in double. The
+// variance is taken around the first finite value, so |mean| >> std loses nothing.
+SummaryStats float32_summary(const float* data, size_t n) {
+  constexpr size_t kBlock = 4096;
+  float shift = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(data[i])) {
+      shift = data[i];
+      break;
+    }
+  }
+  double total = 0, total_centred = 0, total_squares = 0;
+  float largest = 0;
+  uint64_t zeros = 0, finite = 0;
+  for (size_t at = 0; at < n; at += kBlock) {
+    const float* p = data + at;
+    const size_t m = std::min(kBlock, n - at);
+    const detail::Float32Block b = detail::float32_block(p, m, shift);
+    double sum = b.sum, centred = b.centred, squares = b.squares;
+    if (!std::isfinite(b.squares) || !std::isfinite(b.centred)) {  // beyond float range
+      sum = centred = squares = 0;
+      for (size_t k = 0; k < m; ++k) {
+        if (!std::isfinite(p[k])) continue;
+        const double v = p[k], d = v - static_cast<double>(shift);
+        sum += d;
+        centred += d * d;
+        squares += v * v;
+      }
+    }
+    total += sum;
+    total_centred += centred;
+    total_squares += squares;
+    largest = std::max(largest, b.max_abs);
+    zeros += b.zeros;
+    finite += b.finite;
+  }
+  SummaryStats out;
+  out.count = n;
+  out.finite_count = finite;
+  out.zero_count = zeros;
+  out.max_abs = largest;
+  if (finite < n) {
+    for (size_t k = 0; k < n; ++k) out.nan_count += std::isnan(data[k]) ? 1 : 0;
+    out.inf_count = n - finite - out.nan_count;
+  }
+  if (finite > 0) {
+    const double count = static_cast<double>(finite);
+    const double offset = total / count;
+    out.mean = static_cast<double>(shift) + offset;
+    out.std = std::sqrt(std::max(0.0, total_centred / count - offset * offset));
+    out.l2 = std::sqrt(total_squares);
+  }
+  return out;
+}
+
+}  // namespace
+
 SummaryStats compute_summary_stats(const TensorView& view) {
+  if (view.valid() && view.type == ElementType::kFloat32) {
+    // Shared memory or a tensor of the training process: aligned float32 as allocators give it.
+    return float32_summary(static_cast<const float*>(view.data), static_cast<size_t>(view.numel()));
+  }
   NonFiniteCounts nf;
   StatsAccumulator acc;
   uint64_t zeros = 0;
@@ -122,11 +189,16 @@ SummaryStats compute_summary_stats(const TensorView& view) {
     for (size_t i = 0; i < n; ++i) block_zeros += v[i] == 0.0 ? 1 : 0;
     zeros += block_zeros;
   });
+  const TensorStats s = acc.finish(view.valid() ? static_cast<uint64_t>(view.numel()) : 0, nf);
   SummaryStats out;
-  out.stats = acc.finish(view.valid() ? static_cast<uint64_t>(view.numel()) : 0, nf);
+  out.count = s.count;
+  out.finite_count = s.finite_count;
+  out.nan_count = s.nan_count;
+  out.inf_count = s.pos_inf_count + s.neg_inf_count;
   out.zero_count = zeros;
-  const TensorStats& s = out.stats;
   if (s.finite_count > 0) {
+    out.mean = s.mean;
+    out.std = s.std;
     // Sum of squares = n (var + mean^2); each term finite for finite data below ~1e154.
     out.l2 = std::sqrt(static_cast<double>(s.finite_count) * (s.std * s.std + s.mean * s.mean));
     out.max_abs = std::max(std::fabs(s.min), std::fabs(s.max));

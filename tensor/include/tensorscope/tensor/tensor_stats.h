@@ -38,11 +38,19 @@ struct TensorStats {
 TensorStats compute_stats(const TensorView& view);
 
 // What a client summarises of a tracked tensor each step (shared/summary_format.h): the
-// statistics, the exact zeros, and the L2 norm and largest |x| of the finite values (0
-// when there are none). One pass, as compute_stats.
+// counts, and over the finite values the mean, population std, L2 norm and largest |x|
+// (all 0 when there are none). In the training process, on every step: float32 (the
+// common case) takes one vectorised pass with double accumulators per lane, the variance
+// taken around the first finite value (so |mean| >> std loses nothing); other types go
+// through compute_stats' blocks.
 struct SummaryStats {
-  TensorStats stats;
+  uint64_t count = 0;
+  uint64_t finite_count = 0;
+  uint64_t nan_count = 0;
+  uint64_t inf_count = 0;  // +Inf and -Inf
   uint64_t zero_count = 0;
+  double mean = 0;
+  double std = 0;
   double l2 = 0;
   double max_abs = 0;
 };

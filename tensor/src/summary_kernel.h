@@ -1,0 +1,27 @@
+// summary_kernel.h — the inner loop of compute_summary_stats for float32 (tensor_stats.h):
+// one block's float sums, vectorised. Private to tensor/src.
+//
+// Compiled on its own with reassociation allowed (the sums may be taken in any order:
+// they are summaries, not exact statistics), and on x86-64 with an AVX2 clone picked at
+// load time, so the training process pays about a quarter of a nanosecond per element.
+// Thread safety: a pure function.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tensorscope::tensor::detail {
+
+struct Float32Block {
+  float sum = 0;      // of x - shift, finite x only
+  float centred = 0;  // of (x - shift)^2
+  float squares = 0;  // of x^2
+  float max_abs = 0;  // the largest finite |x|
+  uint32_t zeros = 0;
+  uint32_t finite = 0;
+};
+
+// The sums of `n` (at most 2^20) values at `p`.
+Float32Block float32_block(const float* p, size_t n, float shift);
+
+}  // namespace tensorscope::tensor::detail
