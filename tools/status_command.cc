@@ -39,6 +39,17 @@ void print_table(const nlohmann::json& s) {
   } else if (idle_exit_ms > 0) {
     std::printf("exits after %.1f s without producers\n", idle_exit_ms / 1000.0);
   }
+  // Where to look first: what the summaries showed (anomaly_log.h).
+  const nlohmann::json anomalies = s.value("anomalies", nlohmann::json::object());
+  if (anomalies.is_object() && anomalies.value("count", 0ULL) > 0) {
+    std::printf("\n%llu anomal%s (anomalies.jsonl)\n", anomalies.value("count", 0ULL),
+                anomalies.value("count", 0ULL) == 1 ? "y" : "ies");
+    const nlohmann::json first = anomalies.value("first_non_finite", nlohmann::json());
+    if (first.is_object()) std::printf("  FIRST %s\n", first.value("message", std::string()).c_str());
+    for (const auto& a : anomalies.value("recent", nlohmann::json::array())) {
+      if (a != first) std::printf("  %s\n", a.value("message", std::string()).c_str());
+    }
+  }
   std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s\n", "index", "pid", "alive",
               "restarts", "records", "invalid", "errors", "starved");
   bool starved_now = false;

@@ -4,13 +4,14 @@ the learning rate blows up, a dead ReLU layer, no report for a healthy model, th
 table's values, and malformed summary records refused and counted."""
 
 import math
+import subprocess
 
 import pytest
 import torch
 from torch import nn
 
 import tensorscope
-from conftest import wait_until
+from conftest import CLI, wait_until
 
 
 class LogLayer(nn.Module):
@@ -50,6 +51,9 @@ def test_a_nan_is_reported_at_its_step_and_module(daemon):
         train(scope, model, 45, bad_step=37)
         assert wait_until(lambda: scope.anomalies(), 60), daemon.log()
         reported = scope.anomalies()
+    table = subprocess.run([CLI, "status", "--session", daemon.session, "--runtime-dir", daemon.runtime_dir],
+                           capture_output=True, text=True, timeout=60).stdout
+    assert "1 anomaly" in table and "FIRST first non-finite value: step 37, rank 0, net.4" in table, table
     daemon.stop()
     first = [a for a in reported if a["type"] == "non_finite"]
     assert len(first) == 1, reported
