@@ -376,8 +376,7 @@ def capture(
     included (`containers=False`: only those with parameters or buffers of their own, as
     track_model). `kinds` as track_model's (default "output"; `grad=True` adds
     "gradient": d(loss)/d(output)); `include`/`exclude`: a regular expression searched in
-    the module path, or a callable path -> bool; `every_n`: steps captured (the 1st,
-    (n+1)th, ...). `stash(tensor) -> value` is called with each tensor (detached; clone
+    the module path, or a callable path -> bool; `every_n`: steps captured (0, n, 2n, ...). `stash(tensor) -> value` is called with each tensor (detached; clone
     it to keep values a later in-place operation changes); without it, the tensor's
     statistics are kept (a TensorStats). `max_entries` bounds the entries; later tensors
     are counted in `dropped`. `name` prefixes the stream names (as a track's name).

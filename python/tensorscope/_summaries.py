@@ -18,32 +18,16 @@ from . import _native
 _FIELDS = 8  # numel, nan, inf, zeros, l2, max_abs, mean, std
 
 
-def _device_summary(t):
-    """(pinned host float64 tensor of the _FIELDS values, CUDA event) for a GPU tensor."""
-    x = t.detach().reshape(-1)
-    if x.dtype == torch.bool:
-        x = x.to(torch.uint8)
-    x = x.to(torch.float64)
-    finite = torch.isfinite(x)
-    nan = torch.isnan(x).sum()
-    count = finite.sum()
-    kept = torch.where(finite, x, torch.zeros((), dtype=x.dtype, device=x.device))
-    total = kept.sum()
-    squares = (kept * kept).sum()
-    mean = total / count.clamp(min=1)
-    var = (squares / count.clamp(min=1) - mean * mean).clamp(min=0)
-    max_abs = kept.abs().amax() if x.numel() > 0 else torch.zeros((), dtype=x.dtype, device=x.device)
-    values = torch.stack([
-        torch.tensor(float(x.numel()), dtype=torch.float64, device=x.device),
-        nan.to(torch.float64),
-        (x.numel() - count - nan).to(torch.float64),
-        (x == 0).sum().to(torch.float64),
-        squares.sqrt(),
-        max_abs,
-        mean,
-        var.sqrt(),
-    ])
-    return _to_host(values)
+def device_values(t):
+    """The _FIELDS values of `t` as a float64 tensor on its device, from the statistics
+    tensorscope.tensor_stats computes there (nothing waits for them)."""
+    from ._capture import tensor_stats  # (_capture imports the tracks, which import this)
+
+    s = tensor_stats(t)._pending  # mean, std, min, max, l2, nan, inf, zero_fraction (float64)
+    n = torch.full((), float(t.numel()), dtype=torch.float64, device=s.device)  # a fill, no copy
+    values = torch.stack([n, s[5], s[6], torch.round(s[7] * n), s[4], torch.maximum(s[2].abs(), s[3].abs()),
+                          s[0], s[1]])
+    return torch.nan_to_num(values, nan=0.0)  # nothing finite: 0, as the CPU kernel gives
 
 
 def _to_host(values):
@@ -66,7 +50,11 @@ def summarize(tensor):
     if not isinstance(tensor, torch.Tensor) or tensor.is_complex() or tensor.layout != torch.strided:
         return "not a dense real tensor"
     if tensor.is_cuda:
-        return _device_summary(tensor)
+        values = device_values(tensor)
+        if values.is_cuda:
+            return _to_host(values)
+        v = values.tolist()  # an empty tensor: nothing was computed on the device
+        return (int(v[0]), int(v[1]), int(v[2]), int(v[3])) + tuple(v[4:])
     t = tensor.detach()
     if t.device.type != "cpu":
         t = t.cpu()

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import tensorscope
+from tensorscope import _summaries
 from conftest import CLI, wait_until
 
 
@@ -197,3 +198,19 @@ def test_malformed_summary_records_are_refused_and_counted(daemon):
     daemon.stop()
     assert "refused a summary record" in daemon.log()
     assert tensorscope.read_anomalies(daemon.session_dir) == []
+
+
+@pytest.mark.parametrize("values", [
+    [0.0, -0.0, 3.0, -4.0, float("nan"), float("inf"), 1.0],
+    [1000.0 + 0.01 * k for k in range(100)],
+    [float("nan")] * 3,
+    [],
+])
+def test_the_device_path_agrees_with_the_cpu_kernel(values):
+    # The GPU path's arithmetic (reductions on the tensor's device) run on the CPU, against
+    # the native kernel the CPU path uses: the same numbers either way.
+    t = torch.tensor(values, dtype=torch.float32)
+    cpu = _summaries.summarize(t)
+    device = _summaries.device_values(t).tolist()
+    assert [int(v) for v in device[:4]] == list(cpu[:4])
+    assert device[4:] == pytest.approx(list(cpu[4:]), rel=1e-5, abs=1e-6)
