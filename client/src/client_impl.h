@@ -8,7 +8,10 @@
 // callbacks and autograd hooks.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +43,18 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   // `transform` (may be null or empty) replaces the client's transform. Never throws.
   PushResult send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
                   uint8_t render_hint, const TransformFn* transform) noexcept;
+
+  // The first non-finite summary (at `step`): module tracks send whole tensors through
+  // step + anomaly_capture_steps. Later calls change nothing.
+  void non_finite_seen(int64_t step) {
+    int64_t none = kNoCapture;
+    capture_until_.compare_exchange_strong(none, step + std::max<int64_t>(0, options_.anomaly_capture_steps()));
+  }
+  bool capture_started() const { return capture_until_.load(std::memory_order_relaxed) != kNoCapture; }
+  bool capturing(int64_t step) const {
+    const int64_t until = capture_until_.load(std::memory_order_relaxed);
+    return until != kNoCapture && step <= until;
+  }
 
   // A module tree record (module_tree_format.h) of step `step`, named after the track.
   // Never throws.
@@ -73,6 +88,8 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   const ClientOptions options_;
 
  private:
+  static constexpr int64_t kNoCapture = std::numeric_limits<int64_t>::min();
+  std::atomic<int64_t> capture_until_{kNoCapture};
   PushResult stage(const std::string& name, const at::Tensor& input, wire::TensorKind kind,
                    uint8_t render_hint, const TransformFn& transform) noexcept;
   std::vector<std::shared_ptr<Track>> live_tracks() const;

@@ -148,7 +148,8 @@ void ModuleTrack::listen(bool on) {
 }
 
 void ModuleTrack::set_gates(int64_t step) {
-  const bool full = is_sent_step(step, every_n_);
+  const auto client = client_.lock();
+  const bool full = is_sent_step(step, every_n_) || (client && client->capturing(step));
   const bool stats = stats_every_ > 0 && is_sent_step(step, stats_every_);
   full_on_.store(full, std::memory_order_relaxed);
   stats_on_.store(stats, std::memory_order_relaxed);
@@ -158,17 +159,25 @@ void ModuleTrack::set_gates(int64_t step) {
 void ModuleTrack::summarise(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
                             const at::Tensor& tensor, bool ratio) {
   std::string why;
-  bool kept = false;
+  bool kept = false, non_finite = false;
   {
     ObserverPause pause;  // our reductions are not the model's ops
     std::lock_guard<std::mutex> lock(mutex_);
     try {
-      kept = summaries_.add(step, stream, kind, tensor, ratio, &why);
+      kept = summaries_.add(step, stream, kind, tensor, ratio, &non_finite, &why);
     } catch (const std::exception& e) {
       why = e.what();
     }
   }
   if (!kept) client.count_refused(stream, "no summary: " + why);
+  if (non_finite && !client.capture_started()) {
+    // The first NaN/Inf of this client: this tensor whole at once (unless the step sends
+    // it anyway), every track whole for the next anomaly_capture_steps steps.
+    client.non_finite_seen(step);
+    if (!full_on_.load(std::memory_order_relaxed)) {
+      client.send(stream, tensor, kind, hint_for(client, stream), &options_.transform());
+    }
+  }
 }
 
 void ModuleTrack::send_summaries(std::map<int64_t, std::vector<TensorSummary>> ready) {
@@ -186,6 +195,10 @@ void ModuleTrack::step_changed(int64_t next) {
     std::lock_guard<std::mutex> lock(mutex_);
     tree = take_tree();
     ready = summaries_.take_ready(/*wait=*/false);
+    // A GPU summary is read a step late: its NaN starts the capture from the next step.
+    if (client && !client->capture_started()) {
+      if (const auto bad = TrackSummaries::first_non_finite(ready)) client->non_finite_seen(std::max(*bad, next - 1));
+    }
     // An op of another thread may still read the ending step before the client stores
     // the next one: its calls must not start a second list for this step.
     tree_closed_ = client != nullptr;

@@ -58,7 +58,8 @@ void fill(TensorSummary* s, const double* v) {
 }  // namespace
 
 bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind kind, const at::Tensor& tensor,
-                         bool ratio, std::string* why) {
+                         bool ratio, bool* non_finite, std::string* why) {
+  *non_finite = false;
   if (pending_.size() >= kMaxPending) {
     *why = "too many summaries waiting for their GPU copies";
     return false;
@@ -91,6 +92,7 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
   } else {
     const StagedTensor staged(tensor.device().is_cpu() ? tensor : tensor.cpu());
     if (!summarize_cpu(staged.ref(), &p.summary, why)) return false;
+    *non_finite = !p.summary.finite();
     if (before.defined()) {
       const StagedTensor old(before);
       double r = 0;
@@ -102,6 +104,15 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
   }
   pending_.push_back(std::move(p));
   return true;
+}
+
+std::optional<int64_t> TrackSummaries::first_non_finite(const std::map<int64_t, std::vector<TensorSummary>>& ready) {
+  for (const auto& [step, summaries] : ready) {  // in step order
+    for (const TensorSummary& s : summaries) {
+      if (!s.finite()) return step;
+    }
+  }
+  return std::nullopt;
 }
 
 std::map<int64_t, std::vector<TensorSummary>> TrackSummaries::take_ready(bool wait) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,14 +31,18 @@ class TrackSummaries {
   static constexpr size_t kMaxPending = 65536;
 
   // Summarises `tensor` (stream `name`) for `step`; with `ratio`, against the copy kept
-  // from the previous call for `name`. False (and `why`) when it cannot (an unsupported
-  // tensor, too many pending).
+  // from the previous call for `name`. `non_finite`: whether a CPU tensor's summary shows
+  // a NaN or Inf (a GPU one is known at take_ready). False (and `why`) when it cannot (an
+  // unsupported tensor, too many pending).
   bool add(int64_t step, const std::string& name, wire::TensorKind kind, const at::Tensor& tensor, bool ratio,
-           std::string* why);
+           bool* non_finite, std::string* why);
 
   // {step: summaries in the order added} of those whose values are known; with `wait`,
   // GPU ones are waited for.
   std::map<int64_t, std::vector<TensorSummary>> take_ready(bool wait);
+
+  // The earliest step of `ready` with a NaN or Inf, if any.
+  static std::optional<int64_t> first_non_finite(const std::map<int64_t, std::vector<TensorSummary>>& ready);
 
  private:
   struct Pending {

@@ -99,6 +99,7 @@ class Client:
         enabled=True,
         cuda_staging_bytes=256 << 20,
         cuda_ipc=True,
+        anomaly_capture_steps=2,
     ):
         if not isinstance(session, str):
             raise TypeError(f"session must be a str, not {type(session).__name__}")
@@ -143,6 +144,10 @@ class Client:
         self._transform = transform
         self._max_hz = float(max_hz)
         self._every_n = every_n
+        # After the first non-finite summary: every track sends whole tensors for this
+        # many steps (the step after it to _capture_until; None until then).
+        self._anomaly_capture_steps = _check_int("anomaly_capture_steps", anomaly_capture_steps, 0, 1 << 20)
+        self._capture_until = None
         self._last_sent = {}  # stream -> monotonic time of its last admitted track push (max_hz)
         self._explicit_steps = False  # set by next_step()/set_step()
         self._tracks = []
@@ -403,6 +408,16 @@ class Client:
                 track.steps_became_explicit(step - 1)
             track.step_changed()
         return step
+
+    def _non_finite_seen(self, step):
+        """A summary showed the first NaN/Inf (at `step`): every track sends whole tensors
+        for the next anomaly_capture_steps steps, so the videos, dumps and compare have
+        the steps around it."""
+        if self._capture_until is None:
+            self._capture_until = step + self._anomaly_capture_steps
+
+    def _capturing(self, step):
+        return self._capture_until is not None and step <= self._capture_until
 
     def anomalies(self):
         """What the session's daemon flagged so far in the tracks' per-step summaries (the

@@ -120,3 +120,9 @@ class StepSummaries:
             ready.setdefault(step, []).append((name, kind) + tuple(values) + (ratio,))
         self._pending = waiting
         return ready
+
+    @staticmethod
+    def first_non_finite_step(ready):
+        """The earliest step of `ready` (take_ready's result) with a NaN or Inf, or None."""
+        bad = [step for step, entries in ready.items() if any(e[3] or e[4] for e in entries)]
+        return min(bad) if bad else None

@@ -342,7 +342,8 @@ class ModuleTrack(_Track):
         tracks with the same every_n send the same steps, however late they were made, and
         a run resumed with set_step() sends the steps it would have sent."""
         step = client.step if client is not None and client._explicit_steps else self._auto_step
-        return step % self._every_n == 0, self._stats_every > 0 and step % self._stats_every == 0
+        full = step % self._every_n == 0 or (client is not None and client._capturing(step))
+        return full, self._stats_every > 0 and step % self._stats_every == 0
 
     def step_changed(self):
         """A new step begins; True when the track's hooks were installed for it just now."""
@@ -353,13 +354,18 @@ class ModuleTrack(_Track):
                 return False
             self._calls.clear()
             self._input_calls.clear()
+            ready = self._summaries.take_ready() if self._window is None else {}
+            if ready and client is not None and client._capture_until is None:
+                # A GPU summary is read a step late: its NaN starts the capture from here.
+                bad = StepSummaries.first_non_finite_step(ready)
+                if bad is not None:
+                    client._non_finite_seen(max(bad, client.step - 1))
             send, summarise = self._gates(client)
             if self._window is not None:
                 # The auto reading's step: the hooks stay for the client reading's step 0.
                 self._window.auto_step_began(send, self._tree)
                 return False
             tree = self._take_tree()
-            ready = self._summaries.take_ready()
             self._full_on, self._stats_on = send, summarise
             listen = send or summarise
             if listen and not self._hooks:
@@ -532,6 +538,14 @@ class ModuleTrack(_Track):
         if isinstance(values, str):
             client._refuse(name, f"no summary: {values}")
             return
+        if isinstance(values, tuple) and len(values) == 8 and (values[1] or values[2]) and client._capture_until is None:
+            # The first NaN/Inf this client sees (on the CPU, known now): this tensor whole
+            # at once, unless the step sends it anyway, and every track whole for the next
+            # anomaly_capture_steps steps.
+            at = client.step if step is None else step
+            client._non_finite_seen(at)
+            if not self._full_on:
+                self._send(name, tensor, kind, step, (self._paths.get(name, ""), "", "", "", 0))
         change = None
         if ratio:
             before = self._previous.get(name)

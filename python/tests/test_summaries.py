@@ -69,6 +69,22 @@ def test_a_nan_is_reported_at_its_step_and_module(daemon):
     assert "first non-finite value: step 37" in daemon.log()
 
 
+def test_the_first_nan_brings_whole_tensors_of_the_steps_around_it(daemon):
+    torch.manual_seed(5)
+    model = six_layers()
+    with tensorscope.Client(**daemon.client_options(), anomaly_capture_steps=2) as scope:
+        scope.track_model("net", model, every_n=100, kinds=("output", "gradient"))
+        train(scope, model, 45, bad_step=37)
+    daemon.stop()
+    steps = {}
+    for r in daemon.stats_rows():
+        steps.setdefault(r["stream"], set()).add(int(r["step"]))
+    # Step 0 (every_n), the NaN tensor itself at once at step 37, everything at 38 and 39.
+    assert steps["net.4"] == {0, 37, 38, 39}, steps
+    assert steps["net.0"] == {0, 38, 39} and steps["net.0.grad"] == {0, 38, 39}
+    assert all(s <= {0, 37, 38, 39} for s in steps.values())
+
+
 def test_only_the_rank_that_went_bad_is_reported(daemon):
     torch.manual_seed(1)
     models = [six_layers() for _ in range(4)]

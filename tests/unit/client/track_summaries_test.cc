@@ -79,6 +79,32 @@ TEST(TrackSummaries, ANanIsNamedAtItsStepAndModuleInForwardOrder) {
   EXPECT_EQ(first_stream, "net.4") << "the module whose output went NaN (its Linear's own output is finite)";
 }
 
+TEST(TrackSummaries, TheFirstNanBringsWholeTensorsOfTheStepsAroundIt) {
+  torch::manual_seed(1);
+  torch::nn::Sequential net(torch::nn::Linear(6, 6), torch::nn::Linear(6, 6), torch::nn::Linear(6, 6),
+                            torch::nn::Linear(6, 6), Scaled(), torch::nn::Linear(6, 6));
+  RecordReceiver rx(ClientOptions().anomaly_capture_steps(2));
+  ASSERT_TRUE(rx.ready());
+  TrackHandle h = rx.client().track_model("net", net, TrackOptions().every_n(100));
+  for (int step = 0; step < 12; ++step) {
+    if (step == 7) {
+      torch::NoGradGuard no_grad;
+      net[4]->named_buffers()["gain"].fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    net->forward(torch::randn({3, 6}));
+    rx.client().next_step();
+  }
+  h.reset();
+  auto steps = [&](const std::string& name) {
+    std::vector<int64_t> out;
+    for (const auto& r : rx.named(name)) out.push_back(r.step);
+    return out;
+  };
+  EXPECT_EQ(steps("net.4"), (std::vector<int64_t>{0, 7, 8, 9})) << "the NaN tensor at once, then two steps whole";
+  EXPECT_EQ(steps("net.0"), (std::vector<int64_t>{0, 8, 9}));
+  EXPECT_EQ(steps("net.5"), (std::vector<int64_t>{0, 8, 9})) << "only the first NaN tensor is sent at once";
+}
+
 TEST(TrackSummaries, OneRecordEveryStatsEveryStepsWithTheStepsValues) {
   torch::manual_seed(2);
   torch::nn::Linear fc(4, 3);
