@@ -28,10 +28,9 @@ using tensorscope::ClientCore;
 using tensorscope::CoreOptions;
 using tensorscope::PushResult;
 using tensorscope::python::capsule_tensor;
+using tensorscope::python::kReleaseGilBytes;
+using tensorscope::python::text;
 using tensorscope::python::utf8;
-
-// Copies at least this large release the GIL (below it, releasing costs more than it gives).
-constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
 
 struct CoreObject {
   PyObject_HEAD
@@ -361,7 +360,6 @@ bool put(PyObject* dict, const char* key, PyObject* value) {
   return rc == 0;
 }
 
-PyObject* text(const std::string& s) { return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"); }
 
 PyObject* core_stats(PyObject* self, PyObject*) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));

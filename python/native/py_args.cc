@@ -18,6 +18,10 @@ bool utf8(PyObject* object, const char* what, std::string* out) {
   return ok;
 }
 
+PyObject* text(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+}
+
 bool non_negative(PyObject* object, const char* what, int64_t* out) {
   if (!PyLong_Check(object)) {
     PyErr_Format(PyExc_TypeError, "%s must be an int", what);

@@ -14,6 +14,13 @@
 
 namespace tensorscope::python {
 
+// Work on at least this many bytes (copies, summaries) runs without the GIL (below it,
+// releasing costs more than it gives).
+inline constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
+
+// A str of UTF-8 text (undecodable bytes replaced); null with an exception if out of memory.
+PyObject* text(const std::string& s);
+
 // The UTF-8 text of a str; TypeError naming `what` otherwise.
 bool utf8(PyObject* object, const char* what, std::string* out);
 

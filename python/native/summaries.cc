@@ -9,12 +9,6 @@
 namespace tensorscope::python {
 namespace {
 
-constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
-
-PyObject* text(const std::string& s) {
-  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
-}
-
 // The CPU TensorRef of a capsule, or false with why.
 bool cpu_ref(PyObject* capsule, bool as_bool, TensorRef* ref, std::string* why) {
   const dlpack::DLTensor* tensor = capsule_tensor(capsule, why);
