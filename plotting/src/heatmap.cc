@@ -247,18 +247,7 @@ Heatmap force2d(const tensor::TensorView& view, int max_side, HeatmapReduction r
 
 namespace {
 
-// Viridis as 256 BGR entries (OpenCV's table), built once.
-const std::array<cv::Vec3b, 256>& viridis() {
-  static const std::array<cv::Vec3b, 256> table = [] {
-    std::array<cv::Vec3b, 256> t{};
-    cv::Mat gray(1, 256, CV_8UC1), colored;
-    for (int i = 0; i < 256; ++i) gray.at<uchar>(0, i) = static_cast<uchar>(i);
-    cv::applyColorMap(gray, colored, cv::COLORMAP_VIRIDIS);
-    for (int i = 0; i < 256; ++i) t[static_cast<size_t>(i)] = colored.at<cv::Vec3b>(0, i);
-    return t;
-  }();
-  return table;
-}
+using internal::viridis;
 
 cv::Vec3b to_vec(const cv::Scalar& s) {
   return cv::Vec3b(cv::saturate_cast<uchar>(s[0]), cv::saturate_cast<uchar>(s[1]),

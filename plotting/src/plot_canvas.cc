@@ -32,6 +32,18 @@ cv::Size frame_size(const FrameStyle& style) {
                   std::clamp(style.height, kMinFrameSide, kMaxFrameSide));
 }
 
+const std::array<cv::Vec3b, 256>& viridis() {
+  static const std::array<cv::Vec3b, 256> table = [] {
+    std::array<cv::Vec3b, 256> t{};
+    cv::Mat gray(1, 256, CV_8UC1), colored;
+    for (int i = 0; i < 256; ++i) gray.at<uchar>(0, i) = static_cast<uchar>(i);
+    cv::applyColorMap(gray, colored, cv::COLORMAP_VIRIDIS);
+    for (int i = 0; i < 256; ++i) t[static_cast<size_t>(i)] = colored.at<cv::Vec3b>(0, i);
+    return t;
+  }();
+  return table;
+}
+
 cv::Scalar dim_color(const FrameStyle& style) { return mix(style.foreground, style.background, 0.4); }
 cv::Scalar axis_color(const FrameStyle& style) { return mix(style.foreground, style.background, 0.55); }
 cv::Scalar alert_color(const FrameStyle&) { return cv::Scalar(80, 80, 240); }

@@ -7,6 +7,7 @@
 // Thread safety: pure functions on the caller's image; thread-safe.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ cv::Size frame_size(const FrameStyle& style);
 // Muted text colour (labels, tick values) and axis colour for a style.
 cv::Scalar dim_color(const FrameStyle& style);
 cv::Scalar axis_color(const FrameStyle& style);
+// Viridis as 256 BGR entries (OpenCV's table), built once.
+const std::array<cv::Vec3b, 256>& viridis();
+
 // Red-ish colour for NaN/Inf markers, readable on the style's background.
 cv::Scalar alert_color(const FrameStyle& style);
 

@@ -28,19 +28,7 @@ Metrics metrics_for(const cv::Mat& image) { return internal::plot_metrics(image)
 
 cv::Size clamped_size(const FrameStyle& style) { return internal::frame_size(style); }
 
-// Viridis, BGR, 256 entries (OpenCV's table).
-const std::vector<cv::Vec3b>& viridis() {
-  static const std::vector<cv::Vec3b> table = [] {
-    cv::Mat ramp(1, 256, CV_8UC1);
-    for (int i = 0; i < 256; ++i) ramp.at<uchar>(0, i) = static_cast<uchar>(i);
-    cv::Mat colored;
-    cv::applyColorMap(ramp, colored, cv::COLORMAP_VIRIDIS);
-    std::vector<cv::Vec3b> t(256);
-    for (int i = 0; i < 256; ++i) t[static_cast<size_t>(i)] = colored.at<cv::Vec3b>(0, i);
-    return t;
-  }();
-  return table;
-}
+using internal::viridis;
 
 // Index colour for t in [0, 1]: viridis from 0.18 up (its darkest purples vanish on a
 // dark background).

@@ -3,7 +3,9 @@ named at its step and module, only the rank that went bad reported, an explosion
 the learning rate blows up, a dead ReLU layer, no report for a healthy model, the summary
 table's values, and malformed summary records refused and counted."""
 
+import json
 import math
+import os
 import subprocess
 
 import pytest
@@ -67,6 +69,37 @@ def test_a_nan_is_reported_at_its_step_and_module(daemon):
     assert at37.nan_count == 32 and at37.numel == 32
     assert table[(table.step == 36) & (table.nan_count > 0)].empty
     assert "first non-finite value: step 37" in daemon.log()
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_the_overview_is_drawn_per_metric_and_listed(daemon):
+    torch.manual_seed(3)
+    model = six_layers()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, every_n=100, kinds=("output", "gradient", "parameter"))
+        train(scope, model, 60, bad_step=37)
+    daemon.stop()
+    with open(f"{daemon.session_dir}/index.json") as f:
+        files = json.load(f)["files"]
+    overview = [e for e in files if e["stream"] == "overview"]
+    pngs = {e["mode"]: e for e in overview if e["path"].endswith(".png")}
+    videos = {e["mode"]: e for e in overview if e["path"].endswith(".mp4")}
+    metrics = {"grad_norm", "act_std", "zero_fraction", "update_ratio"}
+    assert set(pngs) == metrics and set(videos) == metrics, overview
+    for metric, e in pngs.items():
+        assert e["path"] == f"overview__rank0__pid{os.getpid()}__{metric}.png"
+        assert (e["kind"], e["device"], e["rank"], e["first_step"], e["last_step"]) == ("summary", "all", 0, 0, 59)
+        width, height = png_size(f"{daemon.session_dir}/{e['path']}")
+        assert width >= 1280 and height >= 720
+    for e in videos.values():
+        assert e["frames"] >= 1 and e["last_step"] <= 58, e  # the newest step is left to other tracks
+        assert os.path.getsize(f"{daemon.session_dir}/{e['path']}") > 1000
 
 
 def test_the_first_nan_brings_whole_tensors_of_the_steps_around_it(daemon):

@@ -113,6 +113,10 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("anomalies.explosion_window", a.explosion_window, between(4, 100000));
   v.number("anomalies.dead_fraction", a.dead_fraction, NumberRule{0, false, 1, true});
   v.integer("anomalies.dead_steps", a.dead_steps, between(1, 1000000));
+  OverviewConfig& o = c.overview;
+  v.integer("overview.window_steps", o.window_steps, between(10, 100000));
+  v.integer("overview.frame_every", o.frame_every, between(0, 1000000));
+  v.integer("overview.min_frame_interval_ms", o.min_frame_interval_ms, between(0, 600000));
 }
 
 // The key tree, derived from visit_fields().

@@ -172,6 +172,17 @@ struct AnomaliesConfig {
   bool operator==(const AnomaliesConfig&) const = default;
 };
 
+// The overview of each rank (recording/overview_history.h): a video per metric while
+// training, a frame each time frame_every more steps were summarised (at most one per
+// min_frame_interval_ms), showing the last window_steps summarised steps; a PNG of the
+// whole run when the producer ends. frame_every 0: neither.
+struct OverviewConfig {
+  int window_steps = 200;            // 10..100000 columns of the video's frames
+  int frame_every = 10;              // 0..1000000 summarised steps between frames (0: off)
+  int min_frame_interval_ms = 250;   // 0..600000
+  bool operator==(const OverviewConfig&) const = default;
+};
+
 struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
   std::string output_dir = "tensorscope_out";  // non-empty
@@ -188,6 +199,7 @@ struct DaemonConfig {
   SupervisorConfig supervisor;
   LiveConfig live;
   AnomaliesConfig anomalies;
+  OverviewConfig overview;
 
   static DaemonConfig defaults() { return DaemonConfig{}; }
   bool operator==(const DaemonConfig&) const = default;

@@ -24,27 +24,35 @@ std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
   return "histogram";
 }
 
+std::shared_ptr<StreamVideo> StreamRouter::add(const StreamKey& key, const std::string& kind,
+                                               std::unique_ptr<FrameRenderer> renderer) {
+  if (static_cast<int64_t>(streams_.size()) >= config_.limits.max_streams_per_worker) {
+    if (dropped_over_limit_++ == 0) {
+      TS_LOG_WARN("stream limit of {} per worker reached (limits.max_streams_per_worker); records of "
+                  "further streams are not drawn (the producer counts them in stats().dropped_by_daemon)",
+                  config_.limits.max_streams_per_worker);
+    }
+    return nullptr;
+  }
+  auto video = std::make_shared<StreamVideo>(key, kind, std::move(renderer), config_, session_dir_, on_finished_,
+                                             &open_limit_, &output_health_, live_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return streams_.emplace(key, std::move(video)).first->second;
+}
+
 std::function<void()> StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
   StreamKey key{producer_id, producer_pid, record.header.name, record.header.device, record.header.rank,
                 mode_for(record.header)};
   auto it = streams_.find(key);
-  if (it == streams_.end()) {
-    if (static_cast<int64_t>(streams_.size()) >= config_.limits.max_streams_per_worker) {
-      if (dropped_over_limit_++ == 0) {
-        TS_LOG_WARN("stream limit of {} per worker reached (limits.max_streams_per_worker); records of "
-                    "further streams are not drawn (the producer counts them in stats().dropped_by_daemon)",
-                    config_.limits.max_streams_per_worker);
-      }
-      return {};
-    }
-    auto video = std::make_shared<StreamVideo>(
-        key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
-        make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream), config_, session_dir_, on_finished_,
-        &open_limit_, &output_health_, live_);
-    std::lock_guard<std::mutex> lock(mutex_);
-    it = streams_.emplace(key, std::move(video)).first;
-  }
-  return it->second->prepare(record);
+  if (it != streams_.end()) return it->second->prepare(record);
+  auto video = add(key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
+                   make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream));
+  return video ? video->prepare(record) : std::function<void()>();
+}
+
+std::shared_ptr<StreamVideo> StreamRouter::video_for(const StreamKey& key, const std::string& kind) {
+  auto it = streams_.find(key);
+  return it != streams_.end() ? it->second : add(key, kind, nullptr);
 }
 
 std::function<void()> StreamRouter::finish_producer(uint64_t producer_id) {

@@ -34,6 +34,11 @@ class StreamRouter {
   // empty function when it was dropped.
   std::function<void()> route(uint64_t producer_id, int64_t producer_pid, const RecordView& record);
 
+  // The video of `key` whose frames are drawn elsewhere (StreamVideo::frame_job: the
+  // overview), created on first use like any stream's and finished with its producer;
+  // null beyond limits.max_streams_per_worker.
+  std::shared_ptr<StreamVideo> video_for(const StreamKey& key, const std::string& kind);
+
   // A job (to run on the render thread after the producer's frames) that finalizes
   // every stream of `producer_id`; the streams are forgotten here at once.
   std::function<void()> finish_producer(uint64_t producer_id);
@@ -57,6 +62,9 @@ class StreamRouter {
   LivePublisher* const live_;
   OpenVideoLimit open_limit_;  // render-thread state, handed to every StreamVideo
   OutputHealth output_health_;  // written by the render thread, summarized by the heartbeat
+  // A new stream's video, or null (counted) beyond the limit.
+  std::shared_ptr<StreamVideo> add(const StreamKey& key, const std::string& kind, std::unique_ptr<FrameRenderer> renderer);
+
   ModeSelector selector_;
   std::set<std::string> unavailable_logged_;
   mutable std::mutex mutex_;  // guards streams_ against stream_summaries()

@@ -49,9 +49,13 @@ IndexEntry StreamVideo::entry_meta() const {
 
 std::function<void()> StreamVideo::prepare(const RecordView& record) {
   last_step_seen_.store(record.header.step, std::memory_order_relaxed);
-  DrawFrame draw = renderer_->prepare(record, frame_info(record.header));
-  return [self = shared_from_this(), draw = std::move(draw), step = record.header.step,
-          pushed = record.header.timestamp_unix_ns] { self->render(draw, step, pushed); };
+  return frame_job(renderer_->prepare(record, frame_info(record.header)), record.header.step,
+                   record.header.timestamp_unix_ns);
+}
+
+std::function<void()> StreamVideo::frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns) {
+  last_step_seen_.store(step, std::memory_order_relaxed);
+  return [self = shared_from_this(), draw = std::move(draw), step, push_unix_ns] { self->render(draw, step, push_unix_ns); };
 }
 
 bool StreamVideo::open_segment(std::string* error, int* err) {

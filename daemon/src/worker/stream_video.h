@@ -55,6 +55,9 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
 
   // Reader thread: reduces the record; the returned job renders it.
   std::function<void()> prepare(const RecordView& record);
+  // A job that draws `draw` as the frame of `step` (a stream whose frames are not drawn
+  // from one record, e.g. the overview; its renderer may be null).
+  std::function<void()> frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns);
 
   // Render thread: finalizes the open file, if any.
   void finish();

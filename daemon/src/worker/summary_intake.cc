@@ -10,8 +10,8 @@
 
 namespace tensorscope::daemon {
 
-bool SummaryIntake::take(uint64_t id, int64_t pid, const RecordView& view, std::vector<Anomaly>* anomalies,
-                         std::string* why) {
+bool SummaryIntake::take(uint64_t id, int64_t pid, const RecordView& view, std::vector<TensorSummary>* summaries,
+                         std::vector<Anomaly>* anomalies, std::string* why) {
   auto parsed = parse_summaries(
       std::string_view(reinterpret_cast<const char*>(view.payload), static_cast<size_t>(view.header.payload_bytes)));
   if (!parsed) {
@@ -41,6 +41,7 @@ bool SummaryIntake::take(uint64_t id, int64_t pid, const RecordView& view, std::
     }
   }
   *anomalies = p.detector.observe(track, view.header.step, rank, pid, *parsed);
+  *summaries = std::move(*parsed);
   return true;
 }
 

@@ -26,9 +26,10 @@ class SummaryIntake {
   SummaryIntake(std::string session_dir, AnomaliesConfig config)
       : session_dir_(std::move(session_dir)), config_(config) {}
 
-  // The anomalies this record of producer `id` (process `pid`) shows first; false (and
-  // `why`) when the record is refused.
-  bool take(uint64_t id, int64_t pid, const RecordView& view, std::vector<Anomaly>* anomalies, std::string* why);
+  // The summaries of this record of producer `id` (process `pid`) and the anomalies it
+  // shows first; false (and `why`) when the record is refused.
+  bool take(uint64_t id, int64_t pid, const RecordView& view, std::vector<TensorSummary>* summaries,
+            std::vector<Anomaly>* anomalies, std::string* why);
   void finish_producer(uint64_t id) { producers_.erase(id); }
 
  private:

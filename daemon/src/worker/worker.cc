@@ -40,11 +40,11 @@ Status Worker::configure(const nlohmann::json& message) {
   (void)init_logging(config_.log_level, "worker-" + std::to_string(index_));
   live_ = LivePublisher::create(config_, index_);
   queue_ = std::make_unique<RenderQueue>(kQueueCapacity);
-  router_ = std::make_unique<StreamRouter>(config_, session_dir_, [this](const IndexEntry& e) {
-    post({{control::kType, control::kFile}, {"entry", to_json(e)}});
-  }, live_.get());
+  auto list_file = [this](const IndexEntry& e) { post({{control::kType, control::kFile}, {"entry", to_json(e)}}); };
+  router_ = std::make_unique<StreamRouter>(config_, session_dir_, list_file, live_.get());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
   summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies);
+  overview_ = std::make_unique<OverviewVideos>(config_, session_dir_, router_.get(), list_file);
   configured_ = true;
   return Status::ok();
 }
@@ -256,13 +256,23 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
 
 bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
   std::vector<Anomaly> anomalies;
+  std::vector<TensorSummary> summaries;
   std::string why;
-  if (!summaries_->take(id, p.segment->header()->producer_pid, view, &anomalies, &why)) {
+  const int64_t pid = p.segment->header()->producer_pid;
+  if (!summaries_->take(id, pid, view, &summaries, &anomalies, &why)) {
     if (p.invalid_logged++ < 10) TS_LOG_WARN("producer {}: refused a summary record: {}", id, why);
     return false;
   }
   for (const Anomaly& a : anomalies) post({{control::kType, control::kAnomaly}, {"anomaly", a.to_json()}});
+  for (auto& job : overview_->observe(id, pid, view.header.rank, view.header.step, view.header.timestamp_unix_ns,
+                                      summaries, now_ms())) {
+    render_later(std::move(job));
+  }
   return true;
+}
+
+void Worker::render_later(std::function<void()> job) {
+  queue_->push(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
 }
 
 void Worker::detach(uint64_t id) {
@@ -274,13 +284,15 @@ void Worker::detach(uint64_t id) {
   while (drain(id, it->second, 1 << 30) > 0) {
   }
   auto finish = router_->finish_producer(id);
+  auto pngs = overview_->finish_producer(id);
   sinks_->finish_producer(id);
   summaries_->finish_producer(id);
   producers_.erase(it);
   device_reader_.forget_producer(id);
   queue_->push(
-      [this, id, finish] {
+      [this, id, finish, pngs] {
         finish();
+        if (pngs) pngs();
         post({{control::kType, control::kDetached}, {control::kProducerId, id}});
       },
       [this] { keep_in_touch(); }, kKeepInTouchTickMs);
@@ -305,7 +317,8 @@ void Worker::shutdown() {
     if (unread > 0) TS_LOG_WARN("producer {}: {} records left unread at shutdown", id, unread);
   }
   producers_.clear();
-  queue_->push(router_->finish_all(), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+  render_later(router_->finish_all());
+  render_later(overview_->finish_all());
   while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
   sinks_.reset();  // writes what is queued, finalizes the recording files
   flush_outbox();

@@ -22,6 +22,7 @@
 
 #include "worker/device_payload_reader.h"
 #include "worker/live_publisher.h"
+#include "worker/overview_videos.h"
 #include "worker/record_sinks.h"
 #include "worker/render_queue.h"
 #include "worker/stream_router.h"
@@ -53,8 +54,8 @@ class Worker {
 
   Status configure(const nlohmann::json& message);
   void handle(const nlohmann::json& message, int fd);
-  // A summary record (kSummary): to the summary table and the anomaly detector; the
-  // anomalies go to the supervisor. False when it is refused (counted invalid).
+  // A summary record (kSummary): to the summary table, the anomaly detector and the
+  // overview; the anomalies go to the supervisor. False when it is refused (counted invalid).
   bool take_summaries(uint64_t producer_id, Attached& producer, const RecordView& view);
   // Reads up to `budget` records of a producer; returns how many slots were consumed.
   int drain(uint64_t producer_id, Attached& producer, int budget);
@@ -64,6 +65,7 @@ class Worker {
   void detach(uint64_t producer_id);
   void shutdown();
   void post(nlohmann::json message);  // render thread -> supervisor, via the outbox
+  void render_later(std::function<void()> job);  // to the render thread (waits while it is full)
   void flush_outbox();
   void send_heartbeat();
   // Heartbeat and outbox, when due: called between records so that a worker busy
@@ -81,6 +83,7 @@ class Worker {
   std::unique_ptr<StreamRouter> router_;
   std::unique_ptr<RecordSinks> sinks_;  // stats table, .npy dumps, HDF5
   std::unique_ptr<SummaryIntake> summaries_;  // summary records: table and anomalies
+  std::unique_ptr<OverviewVideos> overview_;  // ... and the overview videos and PNGs
   std::map<uint64_t, Attached> producers_;
   DevicePayloadReader device_reader_;  // CUDA IPC payloads (declared after producers_:
                                        // its handles close before the segments unmap)

@@ -1,0 +1,55 @@
+// overview.h — the overview frame: one metric (recording/overview_history.h) of every
+// tracked tensor of one rank over the steps, as a heatmap read in a second: module names
+// down the left in forward order, steps along the bottom, the metric in colour (on a log
+// scale where the metric spans decades), non-finite cells in one unmistakable colour with
+// the first of them framed and named in the footer.
+//
+// Used by the daemon's worker processes (the overview videos while training, a PNG of the
+// whole run at the end). Frames are CV_8UC3 of style.width x style.height; no exception
+// escapes (a failed drawing gives a blank frame of the right size).
+// Thread safety: pure functions, thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+#include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/recording/overview_history.h"
+
+namespace tensorscope::plotting {
+
+// The colour scale of a grid: on a log scale, decades lo..hi (10^lo .. 10^hi) around the
+// finite positive values (the smallest, or 2 decades below the 1st percentile when a few
+// lie further down, to the largest: a value that explodes is the brightest, the others
+// keep their shades); else lo..hi linear (0..1 for a fraction).
+// valid == false when the grid has no value to scale.
+struct OverviewScale {
+  bool log = false;
+  double lo = 0;
+  double hi = 1;
+  bool valid = false;
+  // Where `v` falls on the scale: 0..1; < 0 below (including 0 on a log scale), > 1 above.
+  double position(double v) const;
+};
+OverviewScale overview_scale(const recording::OverviewGrid& grid);
+
+// `grid` reduced to at most max_rows x max_cols cells for display: blocks of rows and
+// columns merge into their largest value, non-finite when any cell was; a merged row is
+// named after its first row and "+k".
+recording::OverviewGrid fit_overview_grid(const recording::OverviewGrid& grid, size_t max_rows, size_t max_cols);
+
+// The first non-finite cell: the earliest column, in it the first row (forward order);
+// false when there is none.
+bool first_nonfinite_cell(const recording::OverviewGrid& grid, size_t* row, size_t* column);
+
+// `where` names the rank and process ("rank 0 · pid 4242"); `span` says what the columns
+// are ("last 200 summarised steps" / "whole run").
+cv::Mat draw_overview_frame(const recording::OverviewGrid& grid, const std::string& where, const std::string& span,
+                            const FrameStyle& style);
+
+// The colour of an overview cell that holds a NaN or Inf (BGR), for tests and legends.
+cv::Vec3b overview_nonfinite_color();
+
+}  // namespace tensorscope::plotting

@@ -1,0 +1,134 @@
+// overview_history.h — the per-step summaries of one producer (a training process: one
+// rank) as a matrix per overview metric: one row per tracked tensor in forward order
+// (gradients after, in the same module order; without their module's output, in the
+// reverse of backward's order), one column per summarised step. What the
+// overview videos and PNGs (daemon) and the live view's overview page draw.
+//
+// The overview metrics are defined here once (kOverviewMetrics): the file names
+// (overview__rank<r>__pid<p>__<metric>.png), the daemon's videos, the live view's API and
+// page and the Python package take them from this table.
+//
+// Two views of the same history:
+//  - window(): the last `window_columns` summarised steps, one column each (the
+//    scrolling window of the video while training);
+//  - whole_run(): every step since the start in at most `max_run_columns` columns; when
+//    full, neighbouring columns merge (each cell keeps the larger value, and a
+//    non-finite value anywhere in the block), so a column covers 2^k steps.
+// Memory: rows x (window_columns + max_run_columns) cells of 12 bytes; tensors beyond
+// max_rows rows are left out (their summaries counted in summaries_left_out).
+//
+// Used by a worker's reader thread (one history per producer) and the view server's
+// network thread (one per summary table it follows). Thread safety: none; one thread.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tensorscope/shared/summary_format.h"
+
+namespace tensorscope::recording {
+
+struct OverviewMetric {
+  const char* name;   // in file names and the API: "grad_norm"
+  const char* title;  // on frames and the page
+  bool log_scale;     // colour on log10 (values <= 0 shown below the scale)
+};
+
+// Index into kOverviewMetrics.
+enum class OverviewMetricId : uint8_t { kGradNorm = 0, kActStd, kZeroFraction, kUpdateRatio };
+
+inline constexpr std::array<OverviewMetric, 4> kOverviewMetrics = {{
+    {"grad_norm", "gradient L2 norm", true},
+    {"act_std", "activation std", true},
+    {"zero_fraction", "fraction of exact zeros (dead units)", false},
+    {"update_ratio", "update ratio |w_t - w_prev| / |w_prev|", true},
+}};
+
+// How the overview is listed in index.json and named on disk: stream "overview", device
+// "all", kind "summary", mode = the metric's name; the videos are named like every
+// stream's (file_naming.h), the PNG of a whole run overview__rank<r>__pid<p>__<metric>.png.
+inline constexpr char kOverviewStream[] = "overview";
+inline constexpr char kOverviewDevice[] = "all";
+inline constexpr char kOverviewKind[] = "summary";
+std::string overview_png_name(int rank, int64_t pid, size_t metric);
+
+// The metric called `name`, or -1.
+int overview_metric_index(const std::string& name);
+// Whether a tensor of `kind` has a row in metric `m`'s matrix.
+bool overview_metric_applies(size_t m, wire::TensorKind kind);
+// Metric m of one summary (NaN when it has none, e.g. an update ratio at the first step).
+double overview_value(size_t m, const TensorSummary& s);
+
+// One metric's matrix, ready to draw or send.
+struct OverviewGrid {
+  size_t metric = 0;
+  std::vector<std::string> rows;   // stream names, top to bottom
+  std::vector<int64_t> first_steps;  // per column, ascending
+  std::vector<int64_t> last_steps;   // per column (== first_steps unless merged)
+  int64_t steps_per_column = 1;      // whole_run(): 2^k; window(): 1
+  std::vector<float> values;         // rows x columns, row-major; NaN: no value
+  std::vector<uint8_t> nonfinite;    // rows x columns: 1 when the tensor had a NaN/Inf
+  int64_t summaries_left_out = 0;
+
+  size_t columns() const { return first_steps.size(); }
+  float value(size_t r, size_t c) const { return values[r * columns() + c]; }
+  bool is_nonfinite(size_t r, size_t c) const { return nonfinite[r * columns() + c] != 0; }
+  bool empty() const { return rows.empty() || first_steps.empty(); }
+};
+
+class OverviewHistory {
+ public:
+  explicit OverviewHistory(int window_columns = 200, int max_run_columns = 1024, int max_rows = 2048);
+
+  // The summaries of one track at `step` (several tracks may report the same step).
+  // True when `step` opened a new newest column.
+  bool observe(int64_t step, const std::vector<TensorSummary>& summaries);
+
+  OverviewGrid window(size_t metric) const;
+  OverviewGrid whole_run(size_t metric) const;
+  // Whether any row belongs to `metric` (else its grid has no rows).
+  bool has_rows(size_t metric) const;
+  int64_t steps_seen() const { return steps_seen_; }
+  int64_t newest_step() const { return newest_step_; }
+
+ private:
+  struct Cell {
+    float value[2];     // [0]: the row's own metric, [1]: zero fraction; NaN: none
+    uint8_t nonfinite;  // 1: the tensor had a NaN or an Inf
+  };
+  struct Column {
+    int64_t first_step = 0;
+    int64_t last_step = 0;
+    int64_t steps = 1;  // distinct steps merged into it
+    std::vector<Cell> cells;  // by row id (grows as rows appear)
+  };
+  struct Row {
+    std::string name;
+    wire::TensorKind kind;
+    size_t seen;  // order of first appearance
+  };
+
+  static void put(Column& column, size_t row, const Cell& cell);
+  static void merge(Column& into, const Column& from);
+  Column* window_column(int64_t step, bool* opened);
+  Column* run_column(int64_t step);
+  std::vector<size_t> rows_of(size_t metric) const;  // row ids in display order
+  OverviewGrid grid(size_t metric, const std::deque<Column>& columns, int64_t steps_per_column) const;
+
+  const size_t window_columns_, max_run_columns_, max_rows_;
+  std::vector<Row> rows_;
+  std::map<std::string, size_t> row_ids_;
+  std::deque<Column> window_;
+  std::deque<Column> run_;
+  int64_t run_stride_ = 1;  // distinct steps per run column
+  int64_t summaries_left_out_ = 0;
+  int64_t steps_seen_ = 0;
+  int64_t newest_step_ = -1;
+};
+
+}  // namespace tensorscope::recording

@@ -1,0 +1,208 @@
+// overview_history.cc — see overview_history.h.
+#include "tensorscope/recording/overview_history.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string_view>
+#include <tuple>
+
+namespace tensorscope::recording {
+namespace {
+
+constexpr float kNone = std::numeric_limits<float>::quiet_NaN();
+
+bool is_gradient(wire::TensorKind kind) {
+  return kind == wire::TensorKind::kGradient || kind == wire::TensorKind::kParameterGradient;
+}
+bool is_activation(wire::TensorKind kind) {
+  return kind == wire::TensorKind::kActivation || kind == wire::TensorKind::kTensor;
+}
+
+// The cell slot a metric reads: [1] for the zero fraction, [0] for the row's own metric.
+size_t slot_of(size_t m) { return m == static_cast<size_t>(OverviewMetricId::kZeroFraction) ? 1 : 0; }
+
+}  // namespace
+
+std::string overview_png_name(int rank, int64_t pid, size_t metric) {
+  return std::string(kOverviewStream) + "__rank" + std::to_string(rank) + "__pid" + std::to_string(pid) + "__" +
+         kOverviewMetrics[std::min(metric, kOverviewMetrics.size() - 1)].name + ".png";
+}
+
+int overview_metric_index(const std::string& name) {
+  for (size_t m = 0; m < kOverviewMetrics.size(); ++m) {
+    if (name == kOverviewMetrics[m].name) return static_cast<int>(m);
+  }
+  return -1;
+}
+
+bool overview_metric_applies(size_t m, wire::TensorKind kind) {
+  switch (static_cast<OverviewMetricId>(m)) {
+    case OverviewMetricId::kGradNorm: return is_gradient(kind);
+    case OverviewMetricId::kActStd:
+    case OverviewMetricId::kZeroFraction: return is_activation(kind);
+    case OverviewMetricId::kUpdateRatio: return kind == wire::TensorKind::kParameter;
+  }
+  return false;
+}
+
+double overview_value(size_t m, const TensorSummary& s) {
+  if (!overview_metric_applies(m, s.kind)) return std::numeric_limits<double>::quiet_NaN();
+  switch (static_cast<OverviewMetricId>(m)) {
+    case OverviewMetricId::kGradNorm: return s.l2;
+    case OverviewMetricId::kActStd: return s.std;
+    case OverviewMetricId::kZeroFraction: return s.zero_fraction();
+    case OverviewMetricId::kUpdateRatio:
+      return s.has_update_ratio ? s.update_ratio : std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+OverviewHistory::OverviewHistory(int window_columns, int max_run_columns, int max_rows)
+    : window_columns_(static_cast<size_t>(std::max(1, window_columns))),
+      max_run_columns_(static_cast<size_t>(std::max(2, max_run_columns))),
+      max_rows_(static_cast<size_t>(std::max(1, max_rows))) {}
+
+void OverviewHistory::put(Column& column, size_t row, const Cell& cell) {
+  if (column.cells.size() <= row) column.cells.resize(row + 1, Cell{{kNone, kNone}, 0});
+  Cell& c = column.cells[row];
+  for (size_t i = 0; i < 2; ++i) c.value[i] = std::fmax(c.value[i], cell.value[i]);  // NaN: the other
+  c.nonfinite |= cell.nonfinite;
+}
+
+void OverviewHistory::merge(Column& into, const Column& from) {
+  for (size_t row = 0; row < from.cells.size(); ++row) put(into, row, from.cells[row]);
+  into.first_step = std::min(into.first_step, from.first_step);
+  into.last_step = std::max(into.last_step, from.last_step);
+  into.steps += from.steps;
+}
+
+OverviewHistory::Column* OverviewHistory::window_column(int64_t step, bool* opened) {
+  if (window_.empty() || step > window_.back().first_step) {
+    window_.push_back(Column{step, step, 1, {}});
+    if (window_.size() > window_columns_) window_.pop_front();
+    *opened = true;
+    return &window_.back();
+  }
+  if (step < window_.front().first_step) return nullptr;  // older than the window
+  auto at = std::lower_bound(window_.begin(), window_.end(), step,
+                             [](const Column& c, int64_t s) { return c.first_step < s; });
+  if (at != window_.end() && at->first_step == step) return &*at;
+  at = window_.insert(at, Column{step, step, 1, {}});  // a late step of another track
+  return &*at;
+}
+
+OverviewHistory::Column* OverviewHistory::run_column(int64_t step) {
+  if (run_.empty() || step > run_.back().last_step) {
+    if (!run_.empty() && run_.back().steps < run_stride_) {
+      run_.back().last_step = step;
+      ++run_.back().steps;
+      return &run_.back();
+    }
+    run_.push_back(Column{step, step, 1, {}});
+    if (run_.size() > max_run_columns_) {  // halve: neighbours merge, a column covers twice the steps
+      std::deque<Column> halved;
+      for (size_t i = 0; i < run_.size(); i += 2) {
+        halved.push_back(std::move(run_[i]));
+        if (i + 1 < run_.size()) merge(halved.back(), run_[i + 1]);
+      }
+      run_ = std::move(halved);
+      run_stride_ *= 2;
+    }
+    return &run_.back();
+  }
+  // An earlier step (another track's, late): the column that covers it.
+  auto after = std::upper_bound(run_.begin(), run_.end(), step,
+                                [](int64_t s, const Column& c) { return s < c.first_step; });
+  Column& c = after == run_.begin() ? run_.front() : *(after - 1);
+  c.first_step = std::min(c.first_step, step);
+  c.last_step = std::max(c.last_step, step);
+  return &c;
+}
+
+bool OverviewHistory::observe(int64_t step, const std::vector<TensorSummary>& summaries) {
+  bool opened = false;
+  Column* w = window_column(step, &opened);
+  Column* r = run_column(step);
+  if (opened) {
+    ++steps_seen_;
+    newest_step_ = step;
+  }
+  for (const TensorSummary& s : summaries) {
+    auto it = row_ids_.find(s.name);
+    if (it == row_ids_.end()) {
+      if (rows_.size() >= max_rows_) {
+        ++summaries_left_out_;
+        continue;
+      }
+      it = row_ids_.emplace(s.name, rows_.size()).first;
+      rows_.push_back(Row{s.name, s.kind, rows_.size()});
+    }
+    Cell cell{{kNone, kNone}, static_cast<uint8_t>(s.finite() ? 0 : 1)};
+    for (size_t m = 0; m < kOverviewMetrics.size(); ++m) {
+      const double v = overview_value(m, s);
+      if (!std::isnan(v)) cell.value[slot_of(m)] = static_cast<float>(v);
+    }
+    if (w != nullptr) put(*w, it->second, cell);
+    put(*r, it->second, cell);
+  }
+  return opened;
+}
+
+bool OverviewHistory::has_rows(size_t metric) const {
+  return std::any_of(rows_.begin(), rows_.end(),
+                     [metric](const Row& r) { return overview_metric_applies(metric, r.kind); });
+}
+
+std::vector<size_t> OverviewHistory::rows_of(size_t metric) const {
+  // Forward order; a gradient takes the place of the tensor it is the gradient of, and
+  // gradients without one (a track of gradients only) come in the reverse of the order
+  // backward delivered them: the first module's first.
+  auto key = [this](size_t id) {
+    const Row& row = rows_[id];
+    if (!is_gradient(row.kind)) return std::make_tuple(0, row.seen, row.seen);
+    constexpr std::string_view kGrad = ".grad";
+    if (row.name.size() > kGrad.size() && std::string_view(row.name).substr(row.name.size() - kGrad.size()) == kGrad) {
+      auto base = row_ids_.find(row.name.substr(0, row.name.size() - kGrad.size()));
+      if (base != row_ids_.end()) return std::make_tuple(1, rows_[base->second].seen, row.seen);
+    }
+    return std::make_tuple(2, rows_.size() - row.seen, row.seen);
+  };
+  std::vector<size_t> ids;
+  for (size_t id = 0; id < rows_.size(); ++id) {
+    if (overview_metric_applies(metric, rows_[id].kind)) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end(), [&key](size_t a, size_t b) { return key(a) < key(b); });
+  return ids;
+}
+
+OverviewGrid OverviewHistory::grid(size_t metric, const std::deque<Column>& columns, int64_t steps_per_column) const {
+  OverviewGrid g;
+  g.metric = metric;
+  g.steps_per_column = steps_per_column;
+  g.summaries_left_out = summaries_left_out_;
+  if (metric >= kOverviewMetrics.size()) return g;
+  const std::vector<size_t> ids = rows_of(metric);
+  for (size_t id : ids) g.rows.push_back(rows_[id].name);
+  for (const Column& c : columns) {
+    g.first_steps.push_back(c.first_step);
+    g.last_steps.push_back(c.last_step);
+  }
+  const size_t cols = columns.size(), slot = slot_of(metric);
+  g.values.assign(ids.size() * cols, kNone);
+  g.nonfinite.assign(ids.size() * cols, 0);
+  for (size_t c = 0; c < cols; ++c) {
+    const std::vector<Cell>& cells = columns[c].cells;
+    for (size_t r = 0; r < ids.size(); ++r) {
+      if (ids[r] >= cells.size()) continue;
+      g.values[r * cols + c] = cells[ids[r]].value[slot];
+      g.nonfinite[r * cols + c] = cells[ids[r]].nonfinite;
+    }
+  }
+  return g;
+}
+
+OverviewGrid OverviewHistory::window(size_t metric) const { return grid(metric, window_, 1); }
+OverviewGrid OverviewHistory::whole_run(size_t metric) const { return grid(metric, run_, run_stride_); }
+
+}  // namespace tensorscope::recording

@@ -1,0 +1,125 @@
+// overview_history_test.cc — the overview's matrices: rows in forward order with the
+// gradients after them, the scrolling window, the whole run merged by max, late steps,
+// the row limit.
+#include "tensorscope/recording/overview_history.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace tensorscope::recording {
+namespace {
+
+constexpr size_t kGradNorm = static_cast<size_t>(OverviewMetricId::kGradNorm);
+constexpr size_t kActStd = static_cast<size_t>(OverviewMetricId::kActStd);
+constexpr size_t kZeros = static_cast<size_t>(OverviewMetricId::kZeroFraction);
+constexpr size_t kUpdate = static_cast<size_t>(OverviewMetricId::kUpdateRatio);
+
+TensorSummary summary(const std::string& name, wire::TensorKind kind, double value) {
+  TensorSummary s;
+  s.name = name;
+  s.kind = kind;
+  s.numel = 100;
+  s.l2 = value;
+  s.std = value;
+  s.zero_count = 25;
+  return s;
+}
+
+// A step of a three-module model as a track sends it: outputs in forward order, then
+// gradients as backward delivers them (last module first).
+std::vector<TensorSummary> model_step(double scale) {
+  using K = wire::TensorKind;
+  return {summary("net.a", K::kActivation, 1 * scale), summary("net.b", K::kActivation, 2 * scale),
+          summary("net.c", K::kActivation, 3 * scale), summary("net.c.grad", K::kGradient, 30 * scale),
+          summary("net.b.grad", K::kGradient, 20 * scale), summary("net.a.grad", K::kGradient, 10 * scale)};
+}
+
+TEST(OverviewMetricsTest, NamesAreUniqueAndFound) {
+  for (size_t m = 0; m < kOverviewMetrics.size(); ++m) {
+    EXPECT_EQ(overview_metric_index(kOverviewMetrics[m].name), static_cast<int>(m));
+  }
+  EXPECT_EQ(overview_metric_index("nope"), -1);
+}
+
+TEST(OverviewHistoryTest, RowsInForwardOrderGradientsInModuleOrder) {
+  OverviewHistory h;
+  EXPECT_TRUE(h.observe(0, model_step(1)));
+  const OverviewGrid grads = h.window(kGradNorm);
+  EXPECT_EQ(grads.rows, (std::vector<std::string>{"net.a.grad", "net.b.grad", "net.c.grad"}));
+  EXPECT_FLOAT_EQ(grads.value(0, 0), 10);
+  EXPECT_FLOAT_EQ(grads.value(2, 0), 30);
+  const OverviewGrid acts = h.window(kActStd);
+  EXPECT_EQ(acts.rows, (std::vector<std::string>{"net.a", "net.b", "net.c"}));
+  EXPECT_FLOAT_EQ(h.window(kZeros).value(1, 0), 0.25f);
+  EXPECT_FALSE(h.has_rows(kUpdate));
+  EXPECT_TRUE(h.window(kUpdate).rows.empty());
+}
+
+TEST(OverviewHistoryTest, WindowKeepsTheLastColumnsWholeRunMergesByMax) {
+  OverviewHistory h(/*window_columns=*/10, /*max_run_columns=*/8);
+  for (int64_t step = 0; step < 40; ++step) {
+    auto s = model_step(1 + static_cast<double>(step));
+    if (step == 13) s[1].nan_count = 3;  // net.b at step 13
+    EXPECT_TRUE(h.observe(step, s));
+    EXPECT_FALSE(h.observe(step, {}));  // a second track's record of the same step
+  }
+  const OverviewGrid w = h.window(kActStd);
+  ASSERT_EQ(w.columns(), 10u);
+  EXPECT_EQ(w.first_steps.front(), 30);
+  EXPECT_EQ(w.first_steps.back(), 39);
+  EXPECT_FLOAT_EQ(w.value(0, 9), 40);
+  const OverviewGrid run = h.whole_run(kActStd);
+  EXPECT_LE(run.columns(), 8u);
+  EXPECT_EQ(run.steps_per_column, 8);
+  EXPECT_EQ(run.first_steps.front(), 0);
+  EXPECT_EQ(run.last_steps.back(), 39);
+  // Column 1 covers steps 8..15: its largest value (step 15: scale 16) and the NaN of step 13.
+  EXPECT_EQ(run.first_steps[1], 8);
+  EXPECT_EQ(run.last_steps[1], 15);
+  EXPECT_FLOAT_EQ(run.value(0, 1), 16);
+  EXPECT_TRUE(run.is_nonfinite(1, 1));
+  EXPECT_FALSE(run.is_nonfinite(0, 1));
+  EXPECT_FALSE(run.is_nonfinite(1, 0));
+  EXPECT_EQ(h.steps_seen(), 40);
+}
+
+TEST(OverviewHistoryTest, ALateStepOfAnotherTrackFillsItsColumn) {
+  OverviewHistory h;
+  using K = wire::TensorKind;
+  h.observe(0, {summary("a", K::kActivation, 1)});
+  h.observe(2, {summary("a", K::kActivation, 1)});
+  h.observe(1, {summary("b", K::kActivation, 5)});  // between the two
+  const OverviewGrid g = h.window(kActStd);
+  ASSERT_EQ(g.first_steps, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_TRUE(std::isnan(g.value(1, 0)));
+  EXPECT_FLOAT_EQ(g.value(1, 1), 5);
+  EXPECT_EQ(h.newest_step(), 2);
+}
+
+TEST(OverviewHistoryTest, UpdateRatioOnlyForParametersThatHaveOne) {
+  OverviewHistory h;
+  TensorSummary w = summary("net.fc.weight", wire::TensorKind::kParameter, 1);
+  h.observe(0, {w});
+  w.has_update_ratio = true;
+  w.update_ratio = 1e-3;
+  h.observe(1, {w});
+  const OverviewGrid g = h.window(kUpdate);
+  ASSERT_EQ(g.rows.size(), 1u);
+  EXPECT_TRUE(std::isnan(g.value(0, 0)));
+  EXPECT_FLOAT_EQ(g.value(0, 1), 1e-3f);
+  EXPECT_TRUE(h.window(kActStd).rows.empty());
+}
+
+TEST(OverviewHistoryTest, RowsBeyondTheLimitAreCounted) {
+  OverviewHistory h(10, 10, /*max_rows=*/2);
+  h.observe(0, model_step(1));
+  const OverviewGrid g = h.window(kActStd);
+  EXPECT_EQ(g.rows.size(), 2u);
+  EXPECT_EQ(g.summaries_left_out, 4);
+}
+
+}  // namespace
+}  // namespace tensorscope::recording
