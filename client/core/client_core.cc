@@ -281,7 +281,11 @@ PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::stri
     }
   }
   RingWriter::Reservation r;
-  const auto reserved = active.writer->reserve(bytes, &r);
+  // Tensors leave room for the small records (summaries, module tree) behind them.
+  const bool small = fields.kind == static_cast<uint8_t>(wire::TensorKind::kSummary) ||
+                     fields.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
+  const auto reserved = active.writer->reserve(
+      bytes, &r, small ? RingWriter::Claim::kAnySpace : RingWriter::Claim::kLeaveHeadroom);
   if (reserved == RingWriter::ReserveResult::kTooLarge) {
     return refuse(&active, name, "tensor does not fit in the shared-memory ring");
   }

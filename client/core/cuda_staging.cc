@@ -346,7 +346,7 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
     dev.published_serial = active.serial;
   }
   RingWriter::Reservation r;
-  if (active.writer->reserve(0, &r) != RingWriter::ReserveResult::kOk) {
+  if (active.writer->reserve(0, &r, RingWriter::Claim::kLeaveHeadroom) != RingWriter::ReserveResult::kOk) {
     return Outcome{PushResult::kDroppedFull, {}};
   }
   const PoolReleases released = read_pool_releases(*entry, pool.generation_start_position(),
@@ -393,7 +393,7 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
     return Outcome{PushResult::kNotConnected, {}};
   }
   RingWriter::Reservation r;
-  const auto reserved = active.writer->reserve(bytes, &r);
+  const auto reserved = active.writer->reserve(bytes, &r, RingWriter::Claim::kLeaveHeadroom);
   if (reserved == RingWriter::ReserveResult::kTooLarge) {
     return Outcome{PushResult::kRefused, "tensor does not fit in the shared-memory ring"};
   }

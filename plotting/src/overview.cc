@@ -17,6 +17,8 @@ namespace {
 using internal::PlotMetrics;
 using internal::TextPainter;
 using internal::TextRun;
+using recording::first_nonfinite_cell;
+using recording::fit_overview_grid;
 using recording::OverviewGrid;
 
 const cv::Vec3b kNonFinite(255, 0, 255);   // magenta: in no colormap, on no background
@@ -236,50 +238,6 @@ OverviewScale overview_scale(const OverviewGrid& grid) {
   if (s.hi <= s.lo) s.hi = s.lo + 1;
   s.valid = true;
   return s;
-}
-
-OverviewGrid fit_overview_grid(const OverviewGrid& grid, size_t max_rows, size_t max_cols) {
-  max_rows = std::max<size_t>(1, max_rows);
-  max_cols = std::max<size_t>(1, max_cols);
-  const size_t rows = grid.rows.size(), cols = grid.columns();
-  if (rows <= max_rows && cols <= max_cols) return grid;
-  const size_t rb = (rows + max_rows - 1) / max_rows, cb = (cols + max_cols - 1) / max_cols;  // block sides
-  OverviewGrid out;
-  out.metric = grid.metric;
-  out.summaries_left_out = grid.summaries_left_out;
-  out.steps_per_column = grid.steps_per_column * static_cast<int64_t>(cb);
-  for (size_t r = 0; r < rows; r += rb) {
-    const size_t n = std::min(rb, rows - r);
-    out.rows.push_back(n == 1 ? grid.rows[r] : grid.rows[r] + " +" + std::to_string(n - 1));
-  }
-  for (size_t c = 0; c < cols; c += cb) {
-    out.first_steps.push_back(grid.first_steps[c]);
-    out.last_steps.push_back(grid.last_steps[std::min(cols, c + cb) - 1]);
-  }
-  const size_t orows = out.rows.size(), ocols = out.columns();
-  out.values.assign(orows * ocols, std::numeric_limits<float>::quiet_NaN());
-  out.nonfinite.assign(orows * ocols, 0);
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t c = 0; c < cols; ++c) {
-      const size_t o = (r / rb) * ocols + c / cb;
-      out.values[o] = std::fmax(out.values[o], grid.value(r, c));
-      out.nonfinite[o] |= grid.nonfinite[r * cols + c];
-    }
-  }
-  return out;
-}
-
-bool first_nonfinite_cell(const OverviewGrid& grid, size_t* row, size_t* column) {
-  for (size_t c = 0; c < grid.columns(); ++c) {
-    for (size_t r = 0; r < grid.rows.size(); ++r) {
-      if (grid.is_nonfinite(r, c)) {
-        *row = r;
-        *column = c;
-        return true;
-      }
-    }
-  }
-  return false;
 }
 
 cv::Mat draw_overview_frame(const OverviewGrid& grid, const std::string& where, const std::string& span,

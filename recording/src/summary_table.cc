@@ -1,7 +1,11 @@
 // summary_table.cc — see summary_table.h.
 #include "tensorscope/recording/summary_table.h"
 
+#include <charconv>
+#include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "tensorscope/recording/csv_text.h"
 
@@ -23,6 +27,78 @@ std::string summary_table_lines(int64_t step, int rank, const std::string& track
            (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "\n";
   }
   return out;
+}
+
+namespace {
+
+// The cells of one CSV line (RFC 4180 quoting); false when a quote is not closed.
+bool split_csv(std::string_view line, std::vector<std::string>* cells) {
+  cells->clear();
+  std::string cell;
+  size_t i = 0;
+  for (;;) {
+    cell.clear();
+    if (i < line.size() && line[i] == '"') {
+      for (++i;; ++i) {
+        if (i >= line.size()) return false;
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            cell += '"';
+            ++i;
+          } else {
+            ++i;
+            break;
+          }
+        } else {
+          cell += line[i];
+        }
+      }
+    } else {
+      while (i < line.size() && line[i] != ',') cell += line[i++];
+    }
+    cells->push_back(cell);
+    if (i >= line.size()) return true;
+    if (line[i] != ',') return false;
+    ++i;
+  }
+}
+
+template <class T>
+bool read_number(const std::string& text, T* out) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (text.empty()) {
+      *out = std::numeric_limits<T>::quiet_NaN();
+      return true;
+    }
+  }
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
+  std::vector<std::string> c;
+  if (!split_csv(line, &c) || c.size() != 15) return false;
+  TensorSummary& s = row->summary;
+  int64_t order = 0;
+  double zero_fraction = 0;
+  if (!read_number(c[0], &row->step) || !read_number(c[1], &row->rank) || !read_number(c[3], &order) ||
+      !read_number(c[6], &s.numel) || !read_number(c[7], &s.l2) || !read_number(c[8], &s.max_abs) ||
+      !read_number(c[9], &s.mean) || !read_number(c[10], &s.std) || !read_number(c[11], &s.nan_count) ||
+      !read_number(c[12], &s.inf_count) || !read_number(c[13], &zero_fraction) ||
+      !read_number(c[14], &s.update_ratio)) {
+    return false;
+  }
+  s.kind = wire::tensor_kind_from_name(c[5]);
+  if (s.kind == wire::TensorKind::kInvalid || c[4].empty()) return false;
+  row->track = std::move(c[2]);
+  s.name = std::move(c[4]);
+  s.zero_count = std::isnan(zero_fraction) ? 0 : static_cast<uint64_t>(std::llround(zero_fraction * static_cast<double>(s.numel)));
+  s.has_update_ratio = !std::isnan(s.update_ratio);
+  if (!s.has_update_ratio) s.update_ratio = 0;
+  return true;
 }
 
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid) {

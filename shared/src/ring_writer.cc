@@ -27,23 +27,27 @@ void RingWriter::lock() {
   }
 }
 
-RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservation* out) {
+RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservation* out, Claim claim) {
   const uint64_t capacity = segment_->data_capacity();
   if (payload_bytes > capacity) return ReserveResult::kTooLarge;
   const uint64_t padded = wire::align_up(payload_bytes, wire::kPayloadAlignment);
+  const bool headroom = claim == Claim::kLeaveHeadroom;
+  const uint64_t keep_slots = headroom ? headroom_slots() : 0;
+  const uint64_t keep_bytes = headroom ? headroom_bytes() : 0;
 
   lock();
   const uint64_t position = header_->slot_head.load(std::memory_order_relaxed);
   wire::RecordHeader* slot = segment_->slot(position);
-  if (slot->sequence.load(std::memory_order_acquire) != position) {
+  if (slot->sequence.load(std::memory_order_acquire) != position ||
+      (headroom && position + 1 + keep_slots - header_->slot_tail.load(std::memory_order_acquire) > header_->slot_count)) {
     unlock();
-    return ReserveResult::kFull;  // the consumer has not freed this slot yet
+    return ReserveResult::kFull;  // the consumer has not freed this slot (or the headroom) yet
   }
   uint64_t start = header_->data_head.load(std::memory_order_relaxed);
   const uint64_t offset = start % capacity;
   if (offset + padded > capacity) start += capacity - offset;  // skip to the next lap
   const uint64_t end = start + padded;
-  if (end - header_->data_tail.load(std::memory_order_acquire) > capacity) {
+  if (end - header_->data_tail.load(std::memory_order_acquire) + keep_bytes > capacity) {
     unlock();
     return ReserveResult::kFull;
   }

@@ -33,6 +33,13 @@ const char* tensor_kind_name(TensorKind kind) {
   return "invalid";
 }
 
+TensorKind tensor_kind_from_name(std::string_view name) {
+  for (uint8_t k = 1; k <= static_cast<uint8_t>(TensorKind::kSummary); ++k) {
+    if (name == tensor_kind_name(static_cast<TensorKind>(k))) return static_cast<TensorKind>(k);
+  }
+  return TensorKind::kInvalid;
+}
+
 const char* render_hint_name(RenderHint hint) {
   switch (hint) {
     case RenderHint::kAuto: return "auto";

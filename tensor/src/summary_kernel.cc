@@ -1,10 +1,17 @@
-// summary_kernel.cc — see summary_kernel.h. Each quantity has a loop of its own, simple
-// enough for the compiler to vectorise (the block is in L1 by the second); finiteness and
-// |x| are read from the bits, so no NaN or Inf reaches a sum and the largest |x| is an
-// integer maximum (non-negative floats order as their bits do).
+// summary_kernel.cc — see summary_kernel.h. Finiteness and |x| are read from the bits, so
+// no NaN or Inf reaches a sum and the largest |x| is an integer maximum (non-negative
+// floats order as their bits do). On x86-64 with AVX2 and FMA (checked once, at the first
+// call) one pass computes every quantity, 16 elements an iteration in two sets of
+// accumulators; elsewhere each quantity has a loop of its own, simple enough for the
+// compiler to vectorise (the block is in L1 by the second).
 #include "summary_kernel.h"
 
 #include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TENSORSCOPE_SUMMARY_AVX2 1
+#endif
 
 namespace tensorscope::tensor::detail {
 namespace {
@@ -14,10 +21,8 @@ constexpr int32_t kLargestFinite = 0x7f7fffff;
 
 }  // namespace
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-Float32Block float32_block(const float* p, size_t n, float shift) {
+// The portable kernel: a loop per quantity.
+Float32Block float32_block_loops(const float* p, size_t n, float shift) {
   Float32Block out;
   float sum = 0, centred = 0, squares = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -53,6 +58,100 @@ Float32Block float32_block(const float* p, size_t n, float shift) {
   out.zeros = static_cast<uint32_t>(zeros);
   out.finite = static_cast<uint32_t>(finite);
   return out;
+}
+
+#ifdef TENSORSCOPE_SUMMARY_AVX2
+namespace {
+
+struct Lanes {
+  __m256 sum, centred, squares;
+  __m256i top, zeros, bad;  // zeros and bad count down (a compare gives -1)
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline void step8(Lanes& l, const float* p, __m256 shift) {
+  const __m256 x = _mm256_loadu_ps(p);
+  const __m256i magnitude = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(kMagnitude));
+  const __m256i bad = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(kLargestFinite));
+  const __m256 bad_ps = _mm256_castsi256_ps(bad);
+  const __m256 v = _mm256_andnot_ps(bad_ps, x);
+  const __m256 d = _mm256_andnot_ps(bad_ps, _mm256_sub_ps(x, shift));
+  l.sum = _mm256_add_ps(l.sum, d);
+  l.centred = _mm256_fmadd_ps(d, d, l.centred);
+  l.squares = _mm256_fmadd_ps(v, v, l.squares);
+  l.top = _mm256_max_epi32(l.top, _mm256_andnot_si256(bad, magnitude));
+  l.zeros = _mm256_add_epi32(l.zeros, _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256()));
+  l.bad = _mm256_add_epi32(l.bad, bad);
+}
+
+__attribute__((target("avx2,fma"))) float add_lanes(__m256 v) {
+  alignas(32) float f[8];
+  _mm256_store_ps(f, v);
+  return ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+}
+__attribute__((target("avx2,fma"))) int32_t add_lanes(__m256i v) {
+  alignas(32) int32_t k[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(k), v);
+  return ((k[0] + k[1]) + (k[2] + k[3])) + ((k[4] + k[5]) + (k[6] + k[7]));
+}
+__attribute__((target("avx2,fma"))) int32_t max_lanes(__m256i v) {
+  alignas(32) int32_t k[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(k), v);
+  int32_t m = 0;
+  for (int32_t x : k) m = m > x ? m : x;
+  return m;
+}
+
+__attribute__((target("avx2,fma"))) Float32Block float32_block_avx2(const float* p, size_t n, float shift) {
+  const __m256 vshift = _mm256_set1_ps(shift);
+  Lanes a{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+          _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  Lanes b = a;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    step8(a, p + i, vshift);
+    step8(b, p + i + 8, vshift);
+  }
+  if (i + 8 <= n) {
+    step8(a, p + i, vshift);
+    i += 8;
+  }
+  Float32Block out;
+  out.sum = add_lanes(_mm256_add_ps(a.sum, b.sum));
+  out.centred = add_lanes(_mm256_add_ps(a.centred, b.centred));
+  out.squares = add_lanes(_mm256_add_ps(a.squares, b.squares));
+  int32_t top = max_lanes(_mm256_max_epi32(a.top, b.top));
+  const int32_t zeros = -add_lanes(_mm256_add_epi32(a.zeros, b.zeros));
+  const int32_t bad = -add_lanes(_mm256_add_epi32(a.bad, b.bad));
+  float max_abs;
+  std::memcpy(&max_abs, &top, sizeof(top));
+  if (i < n) {  // the last 0-7 elements
+    const Float32Block tail = float32_block_loops(p + i, n - i, shift);
+    out.sum += tail.sum;
+    out.centred += tail.centred;
+    out.squares += tail.squares;
+    max_abs = max_abs > tail.max_abs ? max_abs : tail.max_abs;
+    out.zeros += tail.zeros;
+    out.finite += tail.finite;
+  }
+  out.max_abs = max_abs;
+  out.zeros += static_cast<uint32_t>(zeros);
+  out.finite += static_cast<uint32_t>(static_cast<int64_t>(i) - bad);
+  return out;
+}
+
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+}  // namespace
+#endif
+
+Float32Block float32_block(const float* p, size_t n, float shift) {
+#ifdef TENSORSCOPE_SUMMARY_AVX2
+  if (has_avx2()) return float32_block_avx2(p, n, shift);
+#endif
+  return float32_block_loops(p, n, shift);
 }
 
 }  // namespace tensorscope::tensor::detail

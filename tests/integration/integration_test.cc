@@ -351,7 +351,15 @@ TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
     EXPECT_EQ(kinds[stream], stream.find(".grad") != std::string::npos ? "gradient" : "activation") << stream;
   }
   EXPECT_EQ(frames["loss"], kSteps);
-  EXPECT_EQ(frames.size(), expected_tracked.size() + 1);
+  // The overview of the summaries: a video and a PNG per metric of the tracked kinds.
+  EXPECT_EQ(kinds["overview"], "summary");
+  std::set<std::string> overview_pngs;
+  for (const auto& file : files) {
+    const std::string path = file.value("path", "");
+    if (path.size() > 4 && path.substr(path.size() - 4) == ".png") overview_pngs.insert(file.value("mode", ""));
+  }
+  EXPECT_EQ(overview_pngs, (std::set<std::string>{"act_std", "grad_norm", "zero_fraction"}));
+  EXPECT_EQ(frames.size(), expected_tracked.size() + 2);
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
 
   // The module tree log: the first logged step in full (the Sequential's modules that own

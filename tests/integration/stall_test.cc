@@ -55,7 +55,7 @@ TEST_F(IntegrationTest, ClientsThatNeverReadDoNotStallTheSupervisor) {
   std::vector<ChildProcess*> producers;
   for (int rank : {0, 1}) {
     producers.push_back(start_producer(
-        name, rank, {"--count", "2500", "--streams", "2500", "--max-elements", "4", "--stdin-control"}));
+        name, rank, {"--count", "2500", "--streams", "2500", "--max-elements", "4", "--ring-slots", "4096", "--stdin-control"}));
     ASSERT_NE(producers.back(), nullptr);
   }
   for (ChildProcess* p : producers) ASSERT_TRUE(final_line(p).is_object());

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "tensorscope/base/clock.h"
 #include "tensorscope/base/posix_file.h"
 #include "tensorscope/view/request_guard.h"
 #include "web_assets.h"
@@ -39,6 +40,7 @@ std::string_view content_type(std::string_view path) {
   if (ends(".json")) return "application/json";
   if (ends(".mp4")) return "video/mp4";
   if (ends(".svg")) return "image/svg+xml";
+  if (ends(".png")) return "image/png";
   return "application/octet-stream";
 }
 
@@ -183,6 +185,7 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     if (path == "/api/tiles") return send_text(req, ctx_->tiles_message, "application/json");
     if (path == "/api/health") return send_text(req, ctx_->health_message, "application/json");
     if (path == "/api/videos") return send_videos(req);
+    if (path == "/api/overview") return send_overview(req, target->query);
     return send_file(req, path.substr(std::string_view("/files/").size()));
   }
 
@@ -258,6 +261,35 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
                          {"files", std::move(files)}});
     }
     send_text(req, std::make_shared<const std::string>(dump_json({{"sources", std::move(sources)}})),
+              "application/json");
+  }
+
+  // The overview of one metric in every session: ?metric=<name>&columns=<16..2000>.
+  void send_overview(const http::request<http::string_body>& req, const std::map<std::string, std::string>& query) {
+    int metric = 0;
+    if (auto m = query.find("metric"); m != query.end()) metric = recording::overview_metric_index(m->second);
+    if (metric < 0) return refuse(req, http::status::bad_request, "unknown metric\n");
+    size_t columns = 600;
+    if (auto c = query.find("columns"); c != query.end()) {
+      char* end = nullptr;
+      const long v = std::strtol(c->second.c_str(), &end, 10);
+      if (c->second.empty() || *end != '\0' || v < 16 || v > 2000) {
+        return refuse(req, http::status::bad_request, "columns: an integer from 16 to 2000\n");
+      }
+      columns = static_cast<size_t>(v);
+    }
+    const int64_t now = steady_time_ms();
+    const bool fresh = now - ctx_->summaries_read_ms < 300;  // pages of several viewers share a read
+    if (!fresh) ctx_->summaries_read_ms = now;
+    nlohmann::json metrics = nlohmann::json::array(), sources = nlohmann::json::array();
+    for (const auto& m : recording::kOverviewMetrics) metrics.push_back({{"name", m.name}, {"title", m.title}, {"log", m.log_scale}});
+    for (size_t i = 0; i < ctx_->summaries.size(); ++i) {
+      if (!fresh) ctx_->summaries[i]->refresh();
+      nlohmann::json o = ctx_->summaries[i]->overview(static_cast<size_t>(metric), columns);
+      o["source"] = i;
+      sources.push_back(std::move(o));
+    }
+    send_text(req, std::make_shared<const std::string>(dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}})),
               "application/json");
   }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "session_files.h"
+#include "summary_tables.h"
 #include "tensorscope/view/frame_store.h"
 #include "tensorscope/view/view_server.h"
 
@@ -54,6 +55,8 @@ struct ServerContext {
 
   // Network thread only.
   std::vector<std::unique_ptr<SessionFiles>> files;  // one per source
+  std::vector<std::unique_ptr<SummaryTables>> summaries;  // one per source (the overview)
+  int64_t summaries_read_ms = 0;  // when they were last refreshed
   std::vector<std::weak_ptr<PageSink>> pages;
   std::deque<std::weak_ptr<WaitingConnection>> waiting;  // oldest first
   std::shared_ptr<const std::string> tiles_message;   // the last tick's

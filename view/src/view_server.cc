@@ -56,7 +56,10 @@ class ViewServer::Impl {
   }
 
   void run() {
-    for (const auto& s : ctx_->options.sources) ctx_->files.push_back(std::make_unique<SessionFiles>(s.session_dir));
+    for (const auto& s : ctx_->options.sources) {
+      ctx_->files.push_back(std::make_unique<SessionFiles>(s.session_dir));
+      ctx_->summaries.push_back(std::make_unique<SummaryTables>(s.session_dir));
+    }
     on_tick();
     accept();
     io_thread_ = std::thread([this] {

@@ -1,5 +1,6 @@
-// The live view's page: a tile per stream, newest frame (or the frame at the step
-// cursor), filters kept in the URL, health, finished videos. Talks to the server over one
+// The live view's page: the overview (every tracked tensor of every rank over the steps,
+// where the page lands), a tile per stream, newest frame (or the frame at the step
+// cursor), filters kept in the URL, health, finished videos, the first anomaly. Talks to the server over one
 // WebSocket (docs/design/live_view.md); every request carries the start's token, read
 // from the URL fragment (#t=...), which never reaches a server log.
 'use strict';
@@ -16,6 +17,9 @@ const state = {
   ws: null,
   filesVersion: -1,
   stats: { frames: 0, lags: [], videoFrames: 0, noFrames: 0, messages: 0 },
+  page: null,             // 'overview' | 'tiles'; null: not chosen (the overview when there is one)
+  metric: '',             // the overview's metric ('' : the first)
+  overview: null,         // the last /api/overview answer
 };
 window.tensorscopeView = state;  // for tests and the curious
 
@@ -32,6 +36,8 @@ function readHash() {
     if (v && ![...sel.options].some((o) => o.value === v)) sel.add(new Option(v, v));
     sel.value = v;
   }
+  if (['overview', 'tiles'].includes(p.get('page'))) state.page = p.get('page');
+  state.metric = p.get('metric') || state.metric;
   const step = p.get('step');
   state.cursor = step !== null && step !== '' && Number.isFinite(Number(step)) ? Math.trunc(Number(step)) : null;
 }
@@ -41,6 +47,8 @@ function writeHash() {
   if ($('filter-q').value) p.set('q', $('filter-q').value);
   for (const k of ['kind', 'rank', 'device']) if ($('filter-' + k).value) p.set(k, $('filter-' + k).value);
   if (state.cursor !== null) p.set('step', String(state.cursor));
+  if (state.page) p.set('page', state.page);
+  if (state.metric) p.set('metric', state.metric);
   history.replaceState(null, '', '#' + p.toString());
 }
 
@@ -421,9 +429,16 @@ async function loadVideos() {
       tr.insertCell().textContent = f.stream;
       tr.insertCell().textContent = `rank ${f.rank} · ${f.device} · ${f.mode}`;
       tr.insertCell().textContent = `steps ${f.first_step}–${f.last_step} (${f.frames} frames)`;
+      const png = f.path.endsWith('.png');
       const play = document.createElement('button');
-      play.textContent = 'play';
+      play.textContent = png ? 'show' : 'play';
       play.onclick = () => {
+        if (png) {
+          const img = document.createElement('img');
+          img.src = fileUrl(s.source, f.path); img.alt = f.path;
+          play.replaceWith(img);
+          return;
+        }
         const v = document.createElement('video');
         v.controls = true; v.src = fileUrl(s.source, f.path);
         play.replaceWith(v);
@@ -436,6 +451,263 @@ async function loadVideos() {
     }
   }
   panel.replaceChildren(n ? table : document.createTextNode('No finished video yet (a video is listed once its segment is finalized).'));
+}
+
+
+// ---- the overview: a heatmap per rank of one metric, a row per tracked tensor, a column
+// per step (or block of steps); hover names the cell, click opens its tile at that step ----
+const VIRIDIS = ['#440154', '#472d7b', '#3b528b', '#2c728e', '#21918c', '#28ae80', '#5ec962', '#addc30', '#fde725']
+  .map((h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)));
+const NONFINITE = [255, 0, 255], NO_VALUE = [56, 59, 64], BELOW = [0, 0, 0];
+function viridis(t) {
+  const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(x)), f = x - i;
+  return VIRIDIS[i].map((c, k) => Math.round(c + (VIRIDIS[i + 1][k] - c) * f));
+}
+// The colour scale of every rank together (so ranks compare): decades around the positive
+// values on a log scale (from the smallest, or 2 decades below the 1st percentile), else 0..1.
+function overviewScale(tables, log) {
+  const vals = [];
+  for (const t of tables) for (const row of t.values) for (const v of row) if (v !== null && (!log || v > 0)) vals.push(v);
+  if (!vals.length) return null;
+  if (!log) return { log, lo: 0, hi: Math.max(1, ...vals) };
+  vals.sort((a, b) => a - b);
+  const p1 = vals[Math.floor(vals.length / 100)];
+  const lo = Math.max(Math.floor(Math.log10(vals[0])), Math.floor(Math.log10(p1)) - 2);
+  let hi = Math.ceil(Math.log10(vals[vals.length - 1]));
+  if (hi <= lo) hi = lo + 1;
+  return { log, lo, hi };
+}
+function position(scale, v) {
+  if (!scale.log) return (v - scale.lo) / (scale.hi - scale.lo);
+  return v > 0 ? (Math.log10(v) - scale.lo) / (scale.hi - scale.lo) : -1;
+}
+function formatValue(v) {
+  if (v === null) return 'no value';
+  const a = Math.abs(v);
+  return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(2) : String(Number(v.toPrecision(4)));
+}
+function scaleLabel(scale, e) { return scale.log ? (e >= -2 && e <= 3 ? String(10 ** e) : `1e${e}`) : String(e); }
+
+const AXIS_H = 30;
+let ROW_H = 14;  // a row's height: up to 28 pixels when few rows leave room
+function drawOverviewTable(canvas, t, scale) {
+  const rows = t.rows.length, cols = t.first_steps.length;
+  const ctx = canvas.getContext('2d');
+  ctx.font = '11px ui-monospace, monospace';
+  const labelW = Math.min(canvas.width * 0.4, Math.max(60, ...t.rows.map((r) => ctx.measureText(r).width)) + 8);
+  const plot = { x: Math.ceil(labelW), y: 2, w: Math.max(1, canvas.width - Math.ceil(labelW) - 4), h: rows * ROW_H };
+  canvas.height = plot.h + AXIS_H + 4;
+  ctx.font = '11px ui-monospace, monospace';  // (a resize resets the context)
+  ctx.fillStyle = '#1f2226';
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const img = ctx.createImageData(cols, rows);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const v = t.values[r][c];
+      let rgb = NO_VALUE;
+      if (t.nonfinite[r][c]) rgb = NONFINITE;
+      else if (v !== null && scale) { const p = position(scale, v); rgb = p < 0 ? BELOW : viridis(p); }
+      const o = 4 * (r * cols + c);
+      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
+    }
+  }
+  const tmp = document.createElement('canvas');
+  tmp.width = cols; tmp.height = rows;
+  tmp.getContext('2d').putImageData(img, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(tmp, plot.x, plot.y, plot.w, plot.h);
+  ctx.fillStyle = '#e6e8eb';
+  ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
+  for (let r = 0; r < rows; r++) ctx.fillText(t.rows[r], plot.x - 4, plot.y + (r + 0.5) * ROW_H, labelW - 6);
+  ctx.fillStyle = '#8b9199';
+  ctx.textAlign = 'center'; ctx.textBaseline = 'top';
+  const ticks = Math.max(1, Math.min(cols, Math.floor(plot.w / 80)));
+  for (let i = 0; i < ticks; i++) {
+    const c = ticks === 1 ? 0 : Math.round(i * (cols - 1) / (ticks - 1));
+    const x = plot.x + (c + 0.5) * plot.w / cols;
+    ctx.fillText(String(t.first_steps[c]), Math.min(canvas.width - 20, Math.max(plot.x + 10, x)), plot.y + plot.h + 4);
+  }
+  ctx.fillText('step', plot.x + plot.w / 2, plot.y + plot.h + 17);
+  canvas.overview = { t, plot, rows, cols };
+}
+// The cell under client point (x, y) of a table's canvas, or null.
+function cellAt(canvas, x, y) {
+  const o = canvas.overview;
+  if (!o) return null;
+  const b = canvas.getBoundingClientRect();
+  const px = (x - b.left) * canvas.width / b.width, py = (y - b.top) * canvas.height / b.height;
+  const c = Math.floor((px - o.plot.x) * o.cols / o.plot.w), r = Math.floor((py - o.plot.y) / ROW_H);
+  if (c < 0 || c >= o.cols || r < 0 || r >= o.rows) return null;
+  return { r, c, stream: o.t.rows[r], rank: o.t.rank, first: o.t.first_steps[c], last: o.t.last_steps[c],
+           value: o.t.values[r][c], nonfinite: !!o.t.nonfinite[r][c] };
+}
+function cellText(cell) {
+  const steps = cell.first === cell.last ? `step ${cell.first}` : `steps ${cell.first}–${cell.last} (max)`;
+  return `${cell.stream}\nrank ${cell.rank} · ${steps}\n${metricInfo().title}: ${formatValue(cell.value)}` +
+    (cell.nonfinite ? ' (of its finite values)\nNaN/Inf in this tensor' : '');
+}
+function metricInfo() {
+  const ms = (state.overview && state.overview.metrics) || [];
+  return ms.find((m) => m.name === state.metric) || ms[0] || { name: '', title: '', log: true };
+}
+// For tests: the client point of the cell of (rank, stream) at `step`.
+state.cellCenter = (rank, stream, step) => {
+  for (const canvas of document.querySelectorAll('#overview-ranks canvas')) {
+    const o = canvas.overview;
+    if (!o || o.t.rank !== rank) continue;
+    const r = o.t.rows.indexOf(stream);
+    const c = o.t.first_steps.findIndex((f, i) => f <= step && step <= o.t.last_steps[i]);
+    if (r < 0 || c < 0) return null;
+    const b = canvas.getBoundingClientRect();
+    return { x: b.left + (o.plot.x + (c + 0.5) * o.plot.w / o.cols) * b.width / canvas.width,
+             y: b.top + (o.plot.y + (r + 0.5) * ROW_H) * b.height / canvas.height };
+  }
+  return null;
+};
+
+function renderOverview() {
+  const data = state.overview;
+  if (!data) return;
+  const metrics = $('overview-metrics');
+  if (metrics.childElementCount !== data.metrics.length) {
+    metrics.replaceChildren(...data.metrics.map((m) => {
+      const b = document.createElement('button');
+      b.textContent = m.title; b.dataset.metric = m.name;
+      b.onclick = () => { state.metric = m.name; writeHash(); loadOverview(); };
+      return b;
+    }));
+  }
+  const info = metricInfo();
+  for (const b of metrics.children) b.classList.toggle('on', b.dataset.metric === info.name);
+  const tables = data.sources.flatMap((s) => s.tables.map((t) => ({ ...t, source: s.source })));
+  const multi = data.sources.length > 1;
+  const scale = overviewScale(tables, info.log);
+  const sc = $('overview-scale');
+  sc.replaceChildren();
+  if (scale) {
+    const span = (cls, text, color) => {
+      const e = document.createElement('span');
+      if (cls) e.className = cls;
+      if (text) e.textContent = text;
+      if (color) e.style.background = `rgb(${color})`;
+      return e;
+    };
+    sc.append(span('', scaleLabel(scale, scale.lo)), span('ramp'), span('', scaleLabel(scale, scale.hi) + (scale.log ? ' (log)' : '')),
+      span('swatch', '', NONFINITE), span('', 'NaN/Inf'), span('swatch', '', NO_VALUE), span('', 'no value'));
+    if (scale.log) sc.append(span('swatch', '', BELOW), span('', '0 / below'));
+  }
+  const incomplete = data.sources.some((s) => !s.complete);
+  $('overview-note').textContent = tables.length ? (incomplete ? 'reading the summary tables…' : '')
+    : 'No summaries yet: track a model (stats_every, on by default) to see every tensor here.';
+  const box = $('overview-ranks');
+  const width = Math.max(320, Math.floor((box.clientWidth - 12 * (tables.length - 1)) / Math.max(1, tables.length)));
+  const most = Math.max(1, ...tables.map((t) => t.rows.length));
+  ROW_H = Math.min(28, Math.max(12, Math.floor((innerHeight - box.getBoundingClientRect().top - AXIS_H - 40) / most)));
+  const keep = new Map([...box.children].map((e) => [e.dataset.key, e]));
+  const els = tables.map((t) => {
+    const key = `${t.source}|${t.rank}|${t.pid}`;
+    let el = keep.get(key);
+    if (!el) {
+      el = document.createElement('div');
+      el.className = 'overview-rank'; el.dataset.key = key;
+      const h = document.createElement('h3');
+      const canvas = document.createElement('canvas');
+      canvas.addEventListener('mousemove', (e) => {
+        const cell = cellAt(canvas, e.clientX, e.clientY);
+        const tip = $('overview-tip');
+        tip.hidden = !cell;
+        if (!cell) return;
+        tip.textContent = cellText(cell);
+        tip.style.left = `${Math.min(innerWidth - 260, e.clientX + 14)}px`;
+        tip.style.top = `${e.clientY + 14}px`;
+      });
+      canvas.addEventListener('mouseleave', () => { $('overview-tip').hidden = true; });
+      canvas.addEventListener('click', (e) => {
+        const cell = cellAt(canvas, e.clientX, e.clientY);
+        if (cell) openTile(cell.rank, cell.stream, cell.first);
+      });
+      el.append(h, canvas);
+    }
+    el.querySelector('h3').textContent = `${multi ? `session ${t.source} · ` : ''}rank ${t.rank} · pid ${t.pid}` +
+      ` · ${t.rows.length} tensors` + (t.steps_per_column > 1 ? ` · a column = ${t.steps_per_column} steps` : '');
+    const canvas = el.querySelector('canvas');
+    canvas.width = width;
+    drawOverviewTable(canvas, t, scale);
+    return el;
+  });
+  box.replaceChildren(...els);
+  renderBanner(data);
+}
+
+// The first non-finite value of every session, and how many other anomalies.
+function renderBanner(data) {
+  let first = null, others = [], count = 0;
+  for (const s of data.sources) {
+    const a = s.anomalies || {};
+    count += a.count || 0;
+    others = others.concat(a.others || []);
+    const f = a.first_non_finite;
+    if (f && (!first || f.step < first.step || (f.step === first.step && f.rank < first.rank))) first = f;
+  }
+  const banner = $('banner');
+  banner.hidden = count === 0;
+  if (!count) return;
+  const lead = first || others[0];
+  const more = count - 1;
+  $('banner-text').textContent = (first ? `First NaN/Inf: step ${first.step}, rank ${first.rank}, ${first.stream} (${first.kind})`
+    : lead.message) + (more ? ` · ${more} more anomal${more === 1 ? 'y' : 'ies'}` : '');
+  banner.title = [first, ...others].filter(Boolean).map((a) => a.message).join('\n');
+  $('banner-show').onclick = () => openTile(lead.rank, lead.stream, lead.step);
+}
+
+function escapeRegExp(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); }
+// The tiles of one stream of one rank, the cursor on `step`.
+function openTile(rank, stream, step) {
+  $('filter-q').value = `^${escapeRegExp(stream)}$`;
+  const sel = $('filter-rank');
+  if (![...sel.options].some((o) => o.value === String(rank))) sel.add(new Option(String(rank), String(rank)));
+  sel.value = String(rank);
+  $('filter-kind').value = ''; $('filter-device').value = '';
+  showPage('tiles');
+  setCursor(step);
+  layout();
+}
+
+function showPage(page) {
+  state.page = page;
+  const overview = page === 'overview';
+  $('overview-page').hidden = !overview;
+  $('grid').hidden = overview;
+  for (const id of ['show-overview', 'show-tiles']) $(id).classList.toggle('on', id === `show-${page}`);
+  writeHash();
+  if (overview) loadOverview(); else { state.order = ''; layout(); }
+}
+
+let overviewBusy = false;
+async function loadOverview() {
+  if (overviewBusy || !state.token) return;
+  overviewBusy = true;
+  try {
+    const columns = Math.min(2000, Math.max(16, Math.floor($('overview-ranks').clientWidth || 600)));
+    const metric = state.metric ? `&metric=${encodeURIComponent(state.metric)}` : '';
+    const res = await fetch(`api/overview?t=${encodeURIComponent(state.token)}&columns=${columns}${metric}`);
+    if (!res.ok) return;
+    state.overview = await res.json();
+    if (!state.metric && state.overview.metrics.length) state.metric = state.overview.metrics[0].name;
+    const any = state.overview.sources.some((s) => s.tables.length);
+    if (state.page === null && any) showPage('overview');  // where the page lands when there is one
+    if (state.page === 'overview') renderOverview(); else renderBanner(state.overview);
+  } catch (e) {
+    // the server restarts or the page goes: tried again at the next tick
+  } finally {
+    overviewBusy = false;
+  }
+}
+function pollOverview() {
+  loadOverview();
+  const reading = state.overview && state.overview.sources.some((s) => !s.complete);
+  setTimeout(pollOverview, reading ? 300 : state.page === 'overview' ? 2000 : 5000);
 }
 
 // ---- wiring ----
@@ -462,5 +734,18 @@ $('toggle-health').onclick = () => {
   $('toggle-health').classList.toggle('on', !p.hidden);
 };
 $('health').onclick = () => $('toggle-health').click();
-window.addEventListener('hashchange', () => { readHash(); setCursor(state.cursor); layout(); });
+$('show-overview').onclick = () => showPage('overview');
+$('show-tiles').onclick = () => showPage('tiles');
+// Until the page is chosen: the tiles, and the overview once summaries turn up.
+$('overview-page').hidden = state.page !== 'overview';
+$('grid').hidden = state.page === 'overview';
+if (state.page) showPage(state.page);
+addEventListener('resize', () => { if (state.page === 'overview') renderOverview(); });
+pollOverview();
+window.addEventListener('hashchange', () => {
+  const page = state.page;
+  readHash();
+  setCursor(state.cursor);
+  if (state.page && state.page !== page) showPage(state.page); else layout();
+});
 connect();

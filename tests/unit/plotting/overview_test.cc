@@ -16,6 +16,8 @@
 namespace tensorscope::plotting {
 namespace {
 
+using recording::first_nonfinite_cell;
+using recording::fit_overview_grid;
 using recording::OverviewGrid;
 using recording::OverviewHistory;
 using recording::OverviewMetricId;

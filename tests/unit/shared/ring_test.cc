@@ -40,9 +40,10 @@ Ring make_ring(const TempDir& dir, uint64_t budget, uint32_t slots) {
 
 // Writes a float32 record whose payload is `count` copies of `value`.
 RingWriter::ReserveResult write_record(RingWriter& writer, const std::string& name, int64_t step,
-                                       size_t count, float value) {
+                                       size_t count, float value,
+                                       RingWriter::Claim claim = RingWriter::Claim::kAnySpace) {
   RingWriter::Reservation r;
-  const auto result = writer.reserve(count * sizeof(float), &r);
+  const auto result = writer.reserve(count * sizeof(float), &r, claim);
   if (result != RingWriter::ReserveResult::kOk) return result;
   r.header->step = step;
   r.header->rank = 3;
@@ -155,6 +156,42 @@ TEST(Ring, FullRingReportsFullUntilTheConsumerFrees) {
   ASSERT_EQ(reader.next(&v), RingReader::Result::kRecord);
   reader.release(v);
   EXPECT_EQ(write_record(writer, "s", 4, 1, 1.f), RingWriter::ReserveResult::kOk);
+}
+
+TEST(Ring, TensorsLeaveHeadroomForSmallRecords) {
+  TempDir dir("ts-ring");
+  using C = RingWriter::Claim;
+  {  // slots: 32 slots, tensors stop with 2 left
+    Ring ring = make_ring(dir, 1 << 20, 32);
+    RingWriter writer(ring.producer_side.get());
+    ASSERT_EQ(writer.headroom_slots(), 2u);
+    for (int i = 0; i < 30; ++i) ASSERT_EQ(write_record(writer, "t", i, 1, 1.f, C::kLeaveHeadroom), RingWriter::ReserveResult::kOk);
+    EXPECT_EQ(write_record(writer, "t", 30, 1, 1.f, C::kLeaveHeadroom), RingWriter::ReserveResult::kFull);
+    EXPECT_EQ(write_record(writer, "summary", 30, 1, 2.f), RingWriter::ReserveResult::kOk);
+    EXPECT_EQ(write_record(writer, "summary", 31, 1, 2.f), RingWriter::ReserveResult::kOk);
+    EXPECT_EQ(write_record(writer, "summary", 32, 1, 2.f), RingWriter::ReserveResult::kFull);
+    RingReader reader(ring.consumer_side.get(), UINT64_MAX);
+    RecordView v;
+    ASSERT_EQ(reader.next(&v), RingReader::Result::kRecord);
+    reader.release(v);
+    EXPECT_EQ(write_record(writer, "t", 31, 1, 1.f, C::kLeaveHeadroom), RingWriter::ReserveResult::kFull);
+    EXPECT_EQ(write_record(writer, "summary", 32, 1, 2.f), RingWriter::ReserveResult::kOk);
+  }
+  {  // data: tensors stop a sixteenth short of the data space
+    Ring ring = make_ring(dir, 64 << 10, 64);
+    RingWriter writer(ring.producer_side.get());
+    const uint64_t capacity = ring.producer_side->data_capacity();
+    const size_t chunk = 1024;  // floats: 4 KiB records
+    size_t tensors = 0;
+    while (write_record(writer, "t", static_cast<int64_t>(tensors), chunk, 1.f, C::kLeaveHeadroom) ==
+           RingWriter::ReserveResult::kOk) {
+      ++tensors;
+    }
+    const uint64_t used = tensors * chunk * sizeof(float);
+    EXPECT_LE(used + writer.headroom_bytes(), capacity);
+    EXPECT_GT(used + chunk * sizeof(float) + writer.headroom_bytes(), capacity);
+    EXPECT_EQ(write_record(writer, "summary", 0, chunk, 2.f), RingWriter::ReserveResult::kOk);
+  }
 }
 
 TEST(Ring, CancelledRecordsAreSkippedNotCounted) {

@@ -35,15 +35,6 @@ struct OverviewScale {
 };
 OverviewScale overview_scale(const recording::OverviewGrid& grid);
 
-// `grid` reduced to at most max_rows x max_cols cells for display: blocks of rows and
-// columns merge into their largest value, non-finite when any cell was; a merged row is
-// named after its first row and "+k".
-recording::OverviewGrid fit_overview_grid(const recording::OverviewGrid& grid, size_t max_rows, size_t max_cols);
-
-// The first non-finite cell: the earliest column, in it the first row (forward order);
-// false when there is none.
-bool first_nonfinite_cell(const recording::OverviewGrid& grid, size_t* row, size_t* column);
-
 // `where` names the rank and process ("rank 0 · pid 4242"); `span` says what the columns
 // are ("last 200 summarised steps" / "whole run").
 cv::Mat draw_overview_frame(const recording::OverviewGrid& grid, const std::string& where, const std::string& span,

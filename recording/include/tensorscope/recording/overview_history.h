@@ -81,6 +81,15 @@ struct OverviewGrid {
   bool empty() const { return rows.empty() || first_steps.empty(); }
 };
 
+// `grid` reduced to at most max_rows x max_cols cells for display: blocks of rows and
+// columns merge into their largest value, non-finite when any cell was; a merged row is
+// named after its first row and "+k".
+OverviewGrid fit_overview_grid(const OverviewGrid& grid, size_t max_rows, size_t max_cols);
+
+// The first non-finite cell: the earliest column, in it the first row (forward order);
+// false when there is none.
+bool first_nonfinite_cell(const OverviewGrid& grid, size_t* row, size_t* column);
+
 class OverviewHistory {
  public:
   explicit OverviewHistory(int window_columns = 200, int max_run_columns = 1024, int max_rows = 2048);
@@ -120,7 +129,7 @@ class OverviewHistory {
   std::vector<size_t> rows_of(size_t metric) const;  // row ids in display order
   OverviewGrid grid(size_t metric, const std::deque<Column>& columns, int64_t steps_per_column) const;
 
-  const size_t window_columns_, max_run_columns_, max_rows_;
+  size_t window_columns_, max_run_columns_, max_rows_;
   std::vector<Row> rows_;
   std::map<std::string, size_t> row_ids_;
   std::deque<Column> window_;

@@ -10,12 +10,14 @@
 //   inf_count, zero_fraction, update_ratio (empty unless the tensor is a parameter with
 //   an earlier summarised step).
 // A record's lines go to the file in one write() (AppendFile): a killed worker loses at
-// most the record it was writing.
+// most the record it was writing. parse_summary_table_line reads a line back (the live
+// view's overview follows the files as they grow).
 // Thread safety: pure functions.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorscope/shared/summary_format.h"
@@ -28,6 +30,16 @@ inline constexpr char kSummaryTableHeader[] =
 // The lines (each ending in '\n') of one record's summaries.
 std::string summary_table_lines(int64_t step, int rank, const std::string& track,
                                 const std::vector<TensorSummary>& summaries);
+
+// One line of the table (without its '\n'), as summary_table_lines wrote it.
+struct SummaryTableRow {
+  int64_t step = 0;
+  int rank = 0;
+  std::string track;
+  TensorSummary summary;  // zero_count from the zero fraction (rounded)
+};
+// False for the header and for a line that is not one of the table's.
+bool parse_summary_table_line(std::string_view line, SummaryTableRow* row);
 
 // <session_dir>/summaries/rank<r>_pid<p>.csv
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid);

@@ -3,12 +3,16 @@
 // Used by the client inside the training process. reserve() claims a slot and payload
 // space without waiting (a full ring is reported, never waited on); the caller fills the
 // header and payload, then commit() publishes the record (or cancel() releases it).
+// Tensors leave a sixteenth of the slots and of the data space free (Claim::kLeaveHeadroom)
+// for the small records that must not be lost behind them: the step's summaries and
+// module tree get through a ring that full tensors keep full.
 // Thread safety: reserve/commit/cancel may be called from any number of threads of the
 // producer process. Claims are serialized by a process-private spin lock held for a few
 // instructions (never across a copy, never visible to another process); fills run in
 // parallel. Only one process may write a segment.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -19,6 +23,7 @@ namespace tensorscope {
 class RingWriter {
  public:
   enum class ReserveResult { kOk, kFull, kTooLarge };
+  enum class Claim { kAnySpace, kLeaveHeadroom };
 
   struct Reservation {
     wire::RecordHeader* header = nullptr;  // slot to fill (sequence excluded)
@@ -32,8 +37,13 @@ class RingWriter {
   uint64_t max_payload_bytes() const { return segment_->data_capacity(); }
 
   // Claims a slot and `payload_bytes` of data. Never blocks: kFull when the consumer has
-  // not freed enough yet, kTooLarge when the payload can never fit.
-  ReserveResult reserve(uint64_t payload_bytes, Reservation* out);
+  // not freed enough yet (with kLeaveHeadroom: when less than the headroom would be left),
+  // kTooLarge when the payload can never fit.
+  ReserveResult reserve(uint64_t payload_bytes, Reservation* out, Claim claim = Claim::kAnySpace);
+
+  // What kLeaveHeadroom leaves free: slots and data bytes.
+  uint64_t headroom_slots() const { return std::max<uint64_t>(1, header_->slot_count / 16); }
+  uint64_t headroom_bytes() const { return segment_->data_capacity() / 16; }
 
   // Publishes a filled reservation (READY). Every successful reserve() must be followed
   // by exactly one commit() or cancel(), or the consumer stops at that slot.

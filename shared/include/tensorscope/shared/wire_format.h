@@ -58,6 +58,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace tensorscope::wire {
 
@@ -372,6 +373,8 @@ constexpr size_t dtype_size(DType dtype) {
 
 const char* dtype_name(DType dtype);        // "float32", ... ; "invalid" otherwise
 const char* tensor_kind_name(TensorKind k);  // "tensor", "activation", ...
+// The kind tensor_kind_name() calls `name`; kInvalid for any other text.
+TensorKind tensor_kind_from_name(std::string_view name);
 const char* render_hint_name(RenderHint h);  // "auto", "line", ...; "" for kNone
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {

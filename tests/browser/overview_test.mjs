@@ -1,0 +1,165 @@
+// The overview page in a real browser: a daemon, two Python training processes (ranks 0
+// and 1; rank 1's fifth module turns NaN at step 37), `tensorscope view`, and Debian's
+// chromium driven headless by puppeteer-core.
+//
+//   node tests/browser/overview_test.mjs --bin build/bin --python-path build/python
+//        --artifacts DIR [--python /usr/bin/python3] [--chromium PATH]
+//
+// Checks: the page lands on the overview, a heatmap per rank side by side; the banner
+// names the first NaN (step, rank, module) while training runs; hovering a cell names its
+// module, step and value; clicking it opens that module's tile of that rank with the step
+// cursor on that step; the finished session's view shows the same. Saves screenshots.
+// Exit 0 when every check passed, 1 otherwise, 77 when chromium or torch is missing.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { check, failures, waitFor, startProcess } from './lib/harness.mjs';
+
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
+  return acc;
+}, []));
+const bin = path.resolve(args.bin || 'build/bin');
+const pythonPath = path.resolve(args['python-path'] || 'build/python');
+const python = args.python || '/usr/bin/python3';
+const artifacts = path.resolve(args.artifacts || 'build/browser_artifacts');
+const chromiumPath = args.chromium || '/usr/bin/chromium';
+if (!fs.existsSync(chromiumPath)) {
+  console.log(`SKIP: no chromium at ${chromiumPath}`);
+  process.exit(77);
+}
+if (spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore' }).status !== 0) {
+  console.log(`SKIP: ${python} has no torch`);
+  process.exit(77);
+}
+const { default: puppeteer } = await import('puppeteer-core');
+fs.mkdirSync(artifacts, { recursive: true });
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-overview-'));
+const runtime = path.join(work, 'rt');
+fs.mkdirSync(runtime, { mode: 0o700 });
+const session = `overview${process.pid}`;
+const output = path.join(work, 'out');
+const sessionDir = path.join(output, session);
+const env = { ...process.env, TENSORSCOPE_RUNTIME_DIR: runtime, PYTHONPATH: pythonPath };
+fs.writeFileSync(path.join(work, 'config.yaml'), 'live:\n  max_fps: 2\nsupervisor:\n  shutdown_timeout_ms: 20000\n');
+
+const children = [];
+const cleanup = () => { for (const c of children) { try { c.kill('SIGKILL'); } catch (e) { /* gone */ } } };
+process.on('exit', cleanup);
+
+const STEPS = 80, BAD_STEP = 37, BAD_RANK = 1, BAD_MODULE = 'net.4';
+const training = path.join(path.dirname(fileURLToPath(import.meta.url)), 'lib', 'diverging_training.py');
+const daemon = startProcess(children, path.join(bin, 'tensorscoped'),
+  ['--config', path.join(work, 'config.yaml'), '--session', session, '--output', output, '--workers', '2'], env);
+await waitFor(() => fs.existsSync(path.join(runtime, `${session}.sock`)), 20000, 'the daemon listens');
+const ranks = [0, 1].map((rank) => startProcess(children, python,
+  [training, session, String(rank), String(STEPS), String(rank === BAD_RANK ? BAD_STEP : -1)], env));
+const viewer = startProcess(children, path.join(bin, 'tensorscope'), ['view', '--session', session], env);
+const url = await viewer.firstLine(15000);
+
+const browser = await puppeteer.launch({
+  executablePath: chromiumPath,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--autoplay-policy=no-user-gesture-required'],
+});
+const consoleErrors = [];
+async function openPage(address, width, height) {
+  const page = await browser.newPage();
+  await page.setViewport({ width, height });
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  await page.goto(address, { waitUntil: 'load' });
+  return page;
+}
+const overviewState = (page) => page.evaluate(() => ({
+  page: window.tensorscopeView.page,
+  ranks: [...document.querySelectorAll('#overview-ranks h3')].map((h) => h.textContent),
+  canvases: [...document.querySelectorAll('#overview-ranks canvas')].map((c) => c.overview ? c.overview.cols : 0),
+  banner: document.getElementById('banner').hidden ? '' : document.getElementById('banner-text').textContent,
+}));
+
+// Hovers and clicks the cell of (rank, stream, step) on `page`; returns the tooltip.
+async function hoverCell(page, rank, stream, step) {
+  const at = await page.evaluate((r, s, t) => window.tensorscopeView.cellCenter(r, s, t), rank, stream, step);
+  if (!at) return null;
+  await page.mouse.move(at.x, at.y);
+  return page.evaluate(() => (document.getElementById('overview-tip').hidden ? '' : document.getElementById('overview-tip').textContent));
+}
+const tileSteps = (page) => page.evaluate(() => [...document.querySelectorAll('figure.tile')].map((f) => ({
+  name: f.querySelector('.name').textContent, step: f.querySelector('.step').textContent,
+  hasImage: f.querySelector('img').hasAttribute('src'),
+})));
+
+async function checkOverview(page, label) {
+  await waitFor(async () => (await overviewState(page)).page === 'overview', 30000, `${label}: the page lands on the overview`);
+  await waitFor(async () => {
+    const s = await overviewState(page);
+    return s.ranks.length === 2 && s.canvases.every((c) => c > 0);
+  }, 30000, `${label}: a heatmap per rank, side by side`);
+  const s = await overviewState(page);
+  check(s.ranks[0].startsWith('rank 0') && s.ranks[1].startsWith('rank 1'), `${label}: ranks in order (${s.ranks.join(' | ')})`);
+  const tops = await page.$$eval('#overview-ranks canvas', (cs) => cs.map((c) => c.getBoundingClientRect().top));
+  check(Math.abs(tops[0] - tops[1]) < 2, `${label}: the ranks are side by side (tops ${tops.join(', ')})`);
+  await waitFor(async () => (await overviewState(page)).banner.includes(`First NaN/Inf: step ${BAD_STEP}, rank ${BAD_RANK}, ${BAD_MODULE}`),
+    30000, `${label}: the banner names the first NaN: step ${BAD_STEP}, rank ${BAD_RANK}, ${BAD_MODULE}`);
+  // The metric with the module's own row: activation std.
+  await page.evaluate(() => document.querySelector('#overview-metrics button[data-metric="act_std"]').click());
+  await waitFor(async () => (await hoverCell(page, BAD_RANK, BAD_MODULE, BAD_STEP) || '').includes('NaN/Inf'), 15000,
+    `${label}: the activation std heatmap has a NaN cell at (rank ${BAD_RANK}, ${BAD_MODULE}, step ${BAD_STEP})`);
+  const tip = await hoverCell(page, BAD_RANK, BAD_MODULE, BAD_STEP);
+  check(tip.includes(BAD_MODULE) && tip.includes(`rank ${BAD_RANK}`) && /step/.test(tip) && tip.includes('activation std'),
+    `${label}: hovering names module, rank, step and metric (${JSON.stringify(tip)})`);
+  const healthy = await hoverCell(page, 0, BAD_MODULE, BAD_STEP);
+  check(healthy && !healthy.includes('NaN') && /activation std: \d/.test(healthy), `${label}: rank 0's cell is a number (${JSON.stringify(healthy)})`);
+  const before = await hoverCell(page, BAD_RANK, BAD_MODULE, BAD_STEP - 1);
+  check(before && !before.includes('NaN/Inf'), `${label}: the step before is finite (${JSON.stringify(before)})`);
+  await page.screenshot({ path: path.join(artifacts, `overview_${label}.png`) });
+}
+
+try {
+  const page = await openPage(url, 1600, 900);
+  await checkOverview(page, 'live');
+  for (const r of ranks) await r.exited(120000);
+
+  // Click: that module's tile of that rank, the cursor on that step.
+  const cellStep = BAD_STEP;
+  await hoverCell(page, BAD_RANK, BAD_MODULE, cellStep);
+  const at = await page.evaluate((r, s, t) => window.tensorscopeView.cellCenter(r, s, t), BAD_RANK, BAD_MODULE, cellStep);
+  await page.mouse.click(at.x, at.y);
+  await waitFor(async () => (await overviewState(page)).page === 'tiles', 5000, 'a click opens the tiles');
+  const hash = decodeURIComponent(page.url().split('#')[1]);
+  check(hash.includes(`step=${cellStep}`) && hash.includes(`rank=${BAD_RANK}`) && hash.includes('q=^net\\.4$'),
+    `the URL keeps the module, rank and step (${hash.replace(/t=[0-9a-f]+/, 't=…')})`);
+  await waitFor(async () => {
+    const tiles = await tileSteps(page);
+    return tiles.length > 0 && tiles.every((t) => t.name === BAD_MODULE && t.step === `step ${cellStep}` && t.hasImage);
+  }, 60000, `the ${BAD_MODULE} tile of rank ${BAD_RANK} shows step ${cellStep}`);
+  await page.screenshot({ path: path.join(artifacts, 'overview_click_tile.png') });
+
+  // The finished session, from its files alone.
+  await page.close();
+  daemon.kill('SIGTERM');
+  await daemon.exited(60000);
+  viewer.kill('SIGTERM');
+  await viewer.exited(10000);
+  const pngs = fs.readdirSync(sessionDir).filter((f) => /^overview__rank\d+__pid\d+__\w+\.png$/.test(f));
+  check(pngs.length === 2 * 3, `a PNG of the whole run per rank and metric (${pngs.join(', ')})`);
+  const offline = startProcess(children, path.join(bin, 'tensorscope'), ['view', '--dir', sessionDir], env);
+  const page2 = await openPage(await offline.firstLine(15000), 1600, 900);
+  await checkOverview(page2, 'finished');
+  offline.kill('SIGTERM');
+  await offline.exited(10000);
+} catch (e) {
+  check(false, `unexpected: ${e.stack || e}`);
+} finally {
+  await browser.close();
+}
+check(consoleErrors.length === 0, `no console error (${consoleErrors.slice(0, 5).join(' / ')})`);
+cleanup();
+fs.rmSync(work, { recursive: true, force: true });
+console.log(failures() === 0 ? 'PASS' : `FAIL: ${failures()} check(s) failed`);
+process.exit(failures() === 0 ? 0 : 1);

@@ -1,0 +1,186 @@
+// summary_tables.cc — see summary_tables.h.
+#include "summary_tables.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "tensorscope/base/posix_file.h"
+#include "tensorscope/recording/summary_table.h"
+
+namespace tensorscope::view {
+namespace {
+
+// rank<r>_pid<p>.csv -> r, p; false for any other name.
+bool parse_table_name(const std::string& name, int* rank, int64_t* pid) {
+  long long r = -1, p = -1;
+  int end = 0;
+  if (std::sscanf(name.c_str(), "rank%lld_pid%lld.csv%n", &r, &p, &end) != 2 || static_cast<size_t>(end) != name.size() ||
+      r < 0 || r > 1000000 || p < 0) {
+    return false;
+  }
+  *rank = static_cast<int>(r);
+  *pid = p;
+  return true;
+}
+
+}  // namespace
+
+SummaryTables::SummaryTables(std::string session_dir) : dir_(std::move(session_dir)) {}
+
+void SummaryTables::discover() {
+  DIR* d = ::opendir((dir_ + "/summaries").c_str());
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (tables_.count(name) != 0 || tables_.size() >= kMaxTables) continue;
+    Table t;
+    if (parse_table_name(name, &t.rank, &t.pid)) tables_.emplace(name, std::move(t));
+  }
+  ::closedir(d);
+}
+
+bool SummaryTables::read_table(const std::string& name, Table& table, size_t* budget) {
+  const std::string path = dir_ + "/summaries/" + name;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st{};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return true;
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < table.offset) {  // replaced: read it again
+    table.offset = 0;
+    table.history = recording::OverviewHistory();
+  }
+  const uint64_t want = std::min<uint64_t>(size - table.offset, *budget);
+  if (want == 0) return table.offset == size;
+  std::string text(want, '\0');
+  const ssize_t got = ::pread(fd.get(), text.data(), text.size(), static_cast<off_t>(table.offset));
+  if (got <= 0) return true;
+  text.resize(static_cast<size_t>(got));
+  const size_t last = text.rfind('\n');
+  if (last == std::string::npos) {
+    // A line longer than the budget (not one of the table's) or one being written.
+    if (text.size() >= *budget && text.size() >= (1u << 20)) {
+      table.offset += text.size();
+      ++skipped_lines_;
+    }
+    return false;
+  }
+  *budget -= last + 1;
+  table.offset += last + 1;
+  std::string_view rest(text.data(), last + 1);
+  recording::SummaryTableRow row;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    if (line == recording::kSummaryTableHeader) continue;
+    if (!recording::parse_summary_table_line(line, &row)) {
+      ++skipped_lines_;
+      continue;
+    }
+    table.history.observe(row.step, {row.summary});
+  }
+  return table.offset == size;
+}
+
+void SummaryTables::read_anomalies() {
+  const std::string path = dir_ + "/anomalies.jsonl";
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || st.st_size == anomalies_size_) return;
+  anomalies_size_ = st.st_size;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return;
+  std::string text(static_cast<size_t>(std::min<int64_t>(st.st_size, kMaxAnomalyBytes)), '\0');
+  const ssize_t got = ::pread(fd.get(), text.data(), text.size(), 0);
+  if (got <= 0) return;
+  text.resize(static_cast<size_t>(got));
+  nlohmann::json first = nullptr, others = nlohmann::json::array();
+  int64_t count = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) break;  // a line being written
+    const nlohmann::json a = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(start),
+                                                   text.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
+    start = nl + 1;
+    if (!a.is_object() || !a.contains("type") || !a["type"].is_string() || !a.contains("step") ||
+        !a["step"].is_number_integer() || !a.contains("rank") || !a["rank"].is_number_integer()) {
+      continue;  // the header line, or not an anomaly
+    }
+    ++count;
+    if (a["type"] == "non_finite") {
+      if (first.is_null() || a["step"].get<int64_t>() < first["step"].get<int64_t>() ||
+          (a["step"] == first["step"] && a["rank"].get<int64_t>() < first["rank"].get<int64_t>())) {
+        first = a;
+      }
+    } else if (others.size() < 20) {
+      others.push_back(a);
+    }
+  }
+  anomalies_ = {{"count", count}, {"first_non_finite", first}, {"others", others}};
+}
+
+bool SummaryTables::refresh(size_t budget) {
+  discover();
+  bool all = true;
+  for (auto& [name, table] : tables_) {
+    if (!read_table(name, table, &budget)) all = false;
+  }
+  read_anomalies();
+  complete_ = all;
+  return all;
+}
+
+nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns) const {
+  std::vector<const Table*> order;
+  for (const auto& [name, t] : tables_) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const Table* a, const Table* b) {
+    return a->rank != b->rank ? a->rank < b->rank : a->pid < b->pid;
+  });
+  nlohmann::json tables = nlohmann::json::array();
+  for (const Table* t : order) {
+    if (!t->history.has_rows(metric)) continue;
+    const recording::OverviewGrid g =
+        recording::fit_overview_grid(t->history.whole_run(metric), SIZE_MAX, std::max<size_t>(1, max_columns));
+    nlohmann::json values = nlohmann::json::array(), nonfinite = nlohmann::json::array();
+    for (size_t r = 0; r < g.rows.size(); ++r) {
+      nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
+      for (size_t c = 0; c < g.columns(); ++c) {
+        const float v = g.value(r, c);
+        // Four significant digits are all a colour needs, and keep the message small.
+        if (std::isfinite(v)) {
+          char text[32];
+          std::snprintf(text, sizeof(text), "%.4g", static_cast<double>(v));
+          row.push_back(std::strtod(text, nullptr));
+        } else {
+          row.push_back(nullptr);
+        }
+        bad.push_back(g.is_nonfinite(r, c) ? 1 : 0);
+      }
+      values.push_back(std::move(row));
+      nonfinite.push_back(std::move(bad));
+    }
+    tables.push_back({{"rank", t->rank},
+                      {"pid", t->pid},
+                      {"rows", g.rows},
+                      {"first_steps", g.first_steps},
+                      {"last_steps", g.last_steps},
+                      {"steps_per_column", g.steps_per_column},
+                      {"values", std::move(values)},
+                      {"nonfinite", std::move(nonfinite)}});
+  }
+  return {{"metric", recording::kOverviewMetrics[metric].name},
+          {"complete", complete_},
+          {"skipped_lines", skipped_lines_},
+          {"tables", std::move(tables)},
+          {"anomalies", anomalies_}};
+}
+
+}  // namespace tensorscope::view

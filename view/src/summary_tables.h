@@ -1,0 +1,61 @@
+// summary_tables.h — what the live view's overview page shows of one session: its
+// summary tables (<session>/summaries/rank<r>_pid<p>.csv, recording/summary_table.h)
+// followed as they grow, one OverviewHistory per table (one training process: a rank),
+// and its anomalies (<session>/anomalies.jsonl).
+//
+// Used by the view server on its network thread (the /api/overview request). refresh()
+// reads at most `budget` new bytes in all, whole lines only, so a long finished run is
+// taken in over a few requests without holding up the others ("complete": false until
+// then). Lines that are not the table's are skipped and counted. At most kMaxTables
+// tables are followed. Thread safety: none; one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensorscope/recording/overview_history.h"
+
+namespace tensorscope::view {
+
+class SummaryTables {
+ public:
+  static constexpr size_t kMaxTables = 1024;
+  static constexpr size_t kMaxAnomalyBytes = 4u << 20;
+
+  explicit SummaryTables(std::string session_dir);
+
+  // Reads what the tables and the anomaly file gained; true when all is read.
+  bool refresh(size_t budget = 16u << 20);
+
+  // {"metric", "complete", "skipped_lines", "tables": [{"rank", "pid", "rows", "first_steps",
+  // "last_steps", "steps_per_column", "values" (per row, null: no value), "nonfinite" (per
+  // row, 0/1)}], "anomalies": {"count", "first_non_finite", "others" (the first 20)}},
+  // the whole run of each table in at most `max_columns` columns, tables by rank.
+  nlohmann::json overview(size_t metric, size_t max_columns) const;
+
+ private:
+  struct Table {
+    int rank = 0;
+    int64_t pid = 0;
+    uint64_t offset = 0;  // bytes read (whole lines)
+    recording::OverviewHistory history;
+  };
+
+  void discover();
+  bool read_table(const std::string& name, Table& table, size_t* budget);
+  void read_anomalies();
+
+  const std::string dir_;
+  std::map<std::string, Table> tables_;  // by file name
+  bool complete_ = true;
+  uint64_t skipped_lines_ = 0;
+  int64_t anomalies_size_ = -1;
+  nlohmann::json anomalies_ = {{"count", 0}, {"first_non_finite", nullptr}, {"others", nlohmann::json::array()}};
+};
+
+}  // namespace tensorscope::view
