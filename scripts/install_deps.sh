@@ -18,6 +18,7 @@ packages=(
   python3-numpy python3-pandas
   libhdf5-dev python3-h5py
   python3-torch python3-dev python3-pytest
+  python3-setuptools python3-wheel python3-build python3-venv python3-pip mypy
   chromium
 )
 # Node.js runs the browser tests (tests/browser); any node >= 18 will do, Debian's when none.

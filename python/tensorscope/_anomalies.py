@@ -4,10 +4,13 @@ and the anomaly log (anomalies.jsonl, daemon/src/supervisor/anomaly_log.h). Need
 torch nor a running daemon; read_summaries needs pandas.
 """
 
+from __future__ import annotations
+
 import csv
 import glob
 import json
 import os
+from typing import Any, Dict, List, Union
 
 SUMMARY_COLUMNS = (
     "step", "rank", "track", "order", "stream", "kind", "numel", "l2", "max_abs", "mean", "std",
@@ -17,7 +20,7 @@ _INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count")
 _ANOMALY_HEADER = {"tensorscope": "anomalies", "version": 1}
 
 
-def read_summaries(session_dir):
+def read_summaries(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
     """Every summarised tensor of a session as a pandas DataFrame (one row per tensor and
     step; columns SUMMARY_COLUMNS and "pid"), sorted by step, rank and order. Empty cells
     (no finite value, no update ratio) are NaN. Raises FileNotFoundError when the session
@@ -45,7 +48,7 @@ def read_summaries(session_dir):
     return out.sort_values(["step", "rank", "pid", "order"], kind="stable").reset_index(drop=True)
 
 
-def read_anomalies(session_dir):
+def read_anomalies(session_dir: Union[str, "os.PathLike[str]"]) -> List[Dict[str, Any]]:
     """The anomalies the daemon reported for a session, in the order it reported them: a
     list of dicts with type ("non_finite", "explosion", "dead_units"), step, rank, pid,
     track, stream, kind, message and details. [] when there is none yet. Raises ValueError

@@ -17,15 +17,17 @@ stash function or a hook that fails is counted in `errors` (the last message in
 Thread safety: the hooks may run on autograd's threads; entries are appended under a lock.
 """
 
+from __future__ import annotations
+
 import os
 import threading
-from typing import Any, NamedTuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Pattern, Tuple, Union
 
 import torch
 from torch import nn
 
 from . import _frames
-from ._tracks import ModuleTrack, compile_pattern, parse_kinds, select_modules, unwrap
+from ._tracks import ModuleTrack, TrackedStream, compile_pattern, parse_kinds, select_modules, unwrap
 
 _STAT_FIELDS = ("mean", "std", "min", "max", "l2_norm", "nan_count", "inf_count", "zero_fraction")
 _DTYPE_NAMES = {}
@@ -52,14 +54,14 @@ class TensorStats:
 
     __slots__ = ("dtype", "shape", "device", "_pending", "_values")
 
-    def __init__(self, dtype, shape, device, pending):
+    def __init__(self, dtype: str, shape: Tuple[int, ...], device: str, pending: Any) -> None:
         self.dtype = dtype  # "float32", ...
         self.shape = shape  # a tuple
         self.device = device  # "cpu", "cuda0", ...
         self._pending = pending  # float64 tensor of the 8 values, until read
         self._values = None
 
-    def _read(self):
+    def _read(self) -> Tuple[Any, ...]:
         if self._values is None:
             values = self._pending.tolist()
             values[5] = int(values[5])
@@ -68,33 +70,65 @@ class TensorStats:
             self._pending = None
         return self._values
 
-    mean = property(lambda self: self._read()[0])
-    std = property(lambda self: self._read()[1])
-    min = property(lambda self: self._read()[2])
-    max = property(lambda self: self._read()[3])
-    l2_norm = property(lambda self: self._read()[4])
-    nan_count = property(lambda self: self._read()[5])
-    inf_count = property(lambda self: self._read()[6])
-    zero_fraction = property(lambda self: self._read()[7])
+    @property
+    def mean(self) -> float:
+        """Mean of the finite elements (NaN when there is none)."""
+        return float(self._read()[0])
 
-    def as_tuple(self):
+    @property
+    def std(self) -> float:
+        """Population standard deviation of the finite elements."""
+        return float(self._read()[1])
+
+    @property
+    def min(self) -> float:
+        """Smallest finite element."""
+        return float(self._read()[2])
+
+    @property
+    def max(self) -> float:
+        """Largest finite element."""
+        return float(self._read()[3])
+
+    @property
+    def l2_norm(self) -> float:
+        """L2 norm of the finite elements."""
+        return float(self._read()[4])
+
+    @property
+    def nan_count(self) -> int:
+        """How many elements are NaN."""
+        return int(self._read()[5])
+
+    @property
+    def inf_count(self) -> int:
+        """How many elements are +Inf or -Inf."""
+        return int(self._read()[6])
+
+    @property
+    def zero_fraction(self) -> float:
+        """Fraction of elements that are exactly zero (NaN for an empty tensor)."""
+        return float(self._read()[7])
+
+    def as_tuple(self) -> Tuple[Any, ...]:
         """(dtype, shape, device, mean, std, min, max, l2_norm, nan_count, inf_count, zero_fraction)."""
         return (self.dtype, self.shape, self.device) + self._read()
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
+        """The statistics table's columns (dtype, shape, device, mean, ...) as a dict."""
         return dict(zip(_frames.STATS_COLUMNS, self.as_tuple()))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, TensorStats) and self.as_tuple() == other.as_tuple()
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         values = ", ".join(f"{k}={v!r}" for k, v in zip(_STAT_FIELDS, self._read()))
         return f"TensorStats({self.dtype}{list(self.shape)}@{self.device}, {values})"
 
 
-def tensor_stats(tensor):
+def tensor_stats(tensor: torch.Tensor) -> TensorStats:
     """TensorStats of `tensor` (any real or bool dtype, any device), computed in float64
     on its device. Squares and sums are scaled by the binade of the largest finite
     magnitude, so values near the float64 range neither overflow nor vanish."""
@@ -165,19 +199,19 @@ class Capture:
 
     def __init__(
         self,
-        model,
+        model: nn.Module,
         *,
-        name="model",
-        grad=True,
-        kinds=None,
-        include=None,
-        exclude=None,
-        every_n=1,
-        stash=None,
-        max_entries=100_000,
-        containers=True,
-        rank=None,
-    ):
+        name: str = "model",
+        grad: bool = True,
+        kinds: Optional[Iterable[str]] = None,
+        include: Union[str, Pattern[str], Callable[[str], bool], None] = None,
+        exclude: Union[str, Pattern[str], Callable[[str], bool], None] = None,
+        every_n: int = 1,
+        stash: Optional[Callable[[torch.Tensor], Any]] = None,
+        max_entries: int = 100_000,
+        containers: bool = True,
+        rank: Optional[int] = None,
+    ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"expected a torch.nn.Module, not {type(model).__name__}")
         if not isinstance(name, str) or not name:
@@ -262,7 +296,7 @@ class Capture:
     # ---- steps ----
 
     @property
-    def step(self):
+    def step(self) -> int:
         """The step the next captured tensors get: set by next_step()/set_step(); until
         either is called, each training-mode forward of the model is a step (as for a
         Client's tracks)."""
@@ -275,7 +309,7 @@ class Capture:
             self._track.steps_became_explicit(self._step)  # as a Client's tracks: no offset from step 0
         self._explicit_steps = True
 
-    def next_step(self):
+    def next_step(self) -> int:
         """Advances the step by one and returns it (every_n counts steps)."""
         self._begin_explicit_steps()
         self._step += 1
@@ -283,7 +317,8 @@ class Capture:
             self._track.step_changed()
         return self._step
 
-    def set_step(self, step):
+    def set_step(self, step: int) -> None:
+        """Sets the step the next captured tensors get (every_n counts from it)."""
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"step must be an int, not {type(step).__name__}")
         self._begin_explicit_steps()
@@ -295,25 +330,25 @@ class Capture:
     # ---- reading ----
 
     @property
-    def streams(self):
+    def streams(self) -> List[TrackedStream]:
         """The streams the capture may record (TrackedStream tuples, as a track handle's)."""
         return self._track.streams() if self._track is not None else []
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Stash]:
         return iter(list(self.stashes))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.stashes)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Stash:
         return self.stashes[index]
 
-    def clear(self):
+    def clear(self) -> None:
         """Forgets every entry (the counters stay)."""
         with self._lock:
             self.stashes = []
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         """A pandas DataFrame, one row per entry, in capture order: the columns of
         tensorscope/_frames.py (statistics columns without `stash`, else `value`, with
         0-d tensors as Python numbers). The same frame as tensorscope.read_stats()
@@ -328,21 +363,21 @@ class Capture:
     # ---- lifetime ----
 
     @property
-    def tracking(self):
+    def tracking(self) -> bool:
         """Whether the capture's hooks are still on the model."""
         return self._track is not None and not self._track._stopped
 
-    def remove(self):
+    def remove(self) -> None:
         """Removes every hook; the entries stay."""
         if self._track is not None:
             self._track.stop()
 
     close = remove
 
-    def __enter__(self):
+    def __enter__(self) -> Capture:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.remove()
         return False
 
@@ -359,19 +394,19 @@ def _plain(value):
 
 
 def capture(
-    model,
+    model: nn.Module,
     *,
-    name="model",
-    grad=True,
-    kinds=None,
-    include=None,
-    exclude=None,
-    every_n=1,
-    stash=None,
-    max_entries=100_000,
-    containers=True,
-    rank=None,
-):
+    name: str = "model",
+    grad: bool = True,
+    kinds: Optional[Iterable[str]] = None,
+    include: Union[str, Pattern[str], Callable[[str], bool], None] = None,
+    exclude: Union[str, Pattern[str], Callable[[str], bool], None] = None,
+    every_n: int = 1,
+    stash: Optional[Callable[[torch.Tensor], Any]] = None,
+    max_entries: int = 100_000,
+    containers: bool = True,
+    rank: Optional[int] = None,
+) -> Capture:
     """Captures the tensors of `model`'s modules in memory (see Capture); use as a
     context manager, or call remove() when done.
 

@@ -6,12 +6,15 @@ PushResult and every outcome is counted in stats(). Bad use (a wrong option type
 module that is not an nn.Module) raises TypeError/ValueError at the call.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import platform
 import threading
 import time
 import weakref
+from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Tuple, Union
 
 import torch
 from torch import nn
@@ -21,7 +24,12 @@ from . import _results as R
 from ._anomalies import read_anomalies
 from ._stats import ClientStats
 from ._tensors import export
-from ._tracks import ModuleTrack, TensorTrack, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
+from ._tracks import ModuleTrack, TensorTrack, TrackedStream, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
+
+# A module path filter: a regular expression searched in the path, or a callable.
+PathFilter = Union[str, Pattern[str], Callable[[str], bool], None]
+# A callable applied to a tensor before it is copied: (stream name, tensor) -> tensor.
+Transform = Optional[Callable[[str, Any], Any]]
 
 try:
     from ._build_info import DAEMON as _DEFAULT_DAEMON
@@ -79,28 +87,28 @@ class Client:
 
     def __init__(
         self,
-        session="default",
+        session: str = "default",
         *,
-        every_n=1,
-        max_hz=0.0,
-        rank=None,
-        shm_budget=128 << 20,
-        ring_slots=1024,
-        max_tensor_bytes=0,
-        transform=None,
-        runtime_dir="",
-        reconnect_interval_ms=200,
-        connect_timeout_ms=500,
-        autostart=False,
-        autostart_config="",
-        autostart_output="tensorscope_runs",
-        autostart_idle_exit_ms=30000,
-        daemon_executable="",
-        enabled=True,
-        cuda_staging_bytes=256 << 20,
-        cuda_ipc=True,
-        anomaly_capture_steps=2,
-    ):
+        every_n: int = 1,
+        max_hz: float = 0.0,
+        rank: Optional[int] = None,
+        shm_budget: int = 128 << 20,
+        ring_slots: int = 1024,
+        max_tensor_bytes: int = 0,
+        transform: Transform = None,
+        runtime_dir: str = "",
+        reconnect_interval_ms: int = 200,
+        connect_timeout_ms: int = 500,
+        autostart: bool = False,
+        autostart_config: str = "",
+        autostart_output: str = "tensorscope_runs",
+        autostart_idle_exit_ms: int = 30000,
+        daemon_executable: str = "",
+        enabled: bool = True,
+        cuda_staging_bytes: int = 256 << 20,
+        cuda_ipc: bool = True,
+        anomaly_capture_steps: int = 2,
+    ) -> None:
         if not isinstance(session, str):
             raise TypeError(f"session must be a str, not {type(session).__name__}")
         why = _native.session_error(session)
@@ -158,7 +166,7 @@ class Client:
 
     # ---- explicit pushes ----
 
-    def push(self, name, tensor):
+    def push(self, name: str, tensor: Any) -> R.PushResult:
         """Pushes `tensor` (a torch tensor or numpy array) as stream `name`, gated by every_n /
         max_hz. Never raises and never blocks: returns a PushResult."""
         core = self._core
@@ -241,20 +249,20 @@ class Client:
 
     def track_model(
         self,
-        name,
-        module,
+        name: str,
+        module: nn.Module,
         *,
-        every_n=None,
-        include=None,
-        exclude=None,
-        kinds=None,
-        transform=None,
-        render_mode=None,
-        tree_log=True,
-        containers=False,
-        tree_log_tolerance=(1e-5, 1e-8),
-        stats_every=1,
-    ):
+        every_n: Optional[int] = None,
+        include: PathFilter = None,
+        exclude: PathFilter = None,
+        kinds: Optional[Iterable[str]] = None,
+        transform: Transform = None,
+        render_mode: Optional[str] = None,
+        tree_log: Union[bool, str] = True,
+        containers: bool = False,
+        tree_log_tolerance: Tuple[float, float] = (1e-5, 1e-8),
+        stats_every: int = 1,
+    ) -> TrackHandle:
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
         root; "#<k>" for the k-th further call in a step; "[i]"/"[key]" for each tensor
@@ -280,20 +288,20 @@ class Client:
 
     def track_layer(
         self,
-        name,
-        module,
+        name: str,
+        module: nn.Module,
         *,
-        every_n=None,
-        include=None,
-        exclude=None,
-        kinds=None,
-        transform=None,
-        render_mode=None,
-        tree_log=True,
-        containers=False,
-        tree_log_tolerance=(1e-5, 1e-8),
-        stats_every=1,
-    ):
+        every_n: Optional[int] = None,
+        include: PathFilter = None,
+        exclude: PathFilter = None,
+        kinds: Optional[Iterable[str]] = None,
+        transform: Transform = None,
+        render_mode: Optional[str] = None,
+        tree_log: Union[bool, str] = True,
+        containers: bool = False,
+        tree_log_tolerance: Tuple[float, float] = (1e-5, 1e-8),
+        stats_every: int = 1,
+    ) -> TrackHandle:
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
@@ -302,7 +310,8 @@ class Client:
             tree_log_tolerance, stats_every,
         )
 
-    def track_tensor(self, name, tensor, *, every_n=None, transform=None, render_mode=None):
+    def track_tensor(self, name: str, tensor: torch.Tensor, *, every_n: Optional[int] = None,
+                     transform: Transform = None, render_mode: Optional[str] = None) -> TrackHandle:
         """Sends the gradient of `tensor` (which must require grad) as stream `name` each
         n-th time backward computes it. The handle does not keep `tensor` alive."""
         self._check_track_name(name)
@@ -368,18 +377,18 @@ class Client:
         with self._tracks_lock:
             return [t for t in (ref() for ref in self._tracks) if t is not None and not t._stopped]
 
-    def tracked(self):
+    def tracked(self) -> List[TrackedStream]:
         """Every stream the live handles of this client may send."""
         return [s for track in self._live_tracks() for s in track.streams()]
 
     # ---- steps, state ----
 
     @property
-    def step(self):
+    def step(self) -> int:
         """The training step stamped on every record."""
         return self._core.step() if self._core is not None else 0
 
-    def set_step(self, step):
+    def set_step(self, step: int) -> None:
         """Sets the step; tracks start a new step (their every_n counts steps)."""
         _check_int("step", step, -(2**63), 2**63 - 1)  # a 64-bit step, as from C++
         core = self._core
@@ -395,7 +404,7 @@ class Client:
             if step != before:
                 track.step_changed()
 
-    def next_step(self):
+    def next_step(self) -> int:
         """Advances the step by one and returns it."""
         core = self._core
         if core is None:
@@ -419,7 +428,7 @@ class Client:
     def _capturing(self, step):
         return self._capture_until is not None and step <= self._capture_until
 
-    def anomalies(self):
+    def anomalies(self) -> List[Dict[str, Any]]:
         """What the session's daemon flagged so far in the tracks' per-step summaries (the
         first non-finite value, explosions, dead units; every rank's), as
         tensorscope.read_anomalies gives them: a list of dicts with type, step, rank, pid,
@@ -430,7 +439,7 @@ class Client:
         output = json.loads(text).get("output_dir")
         return read_anomalies(output) if isinstance(output, str) and output else []
 
-    def set_label(self, text):
+    def set_label(self, text: str) -> None:
         """Text shown on every frame from now on (at most 127 bytes are kept)."""
         if not isinstance(text, str):
             raise TypeError(f"a label must be a str, not {type(text).__name__}")
@@ -438,20 +447,21 @@ class Client:
             self._core.set_label(text)
 
     @property
-    def enabled(self):
+    def enabled(self) -> bool:
         """Checked by every push and hook; disabled pushes count as gated."""
         return self._core.enabled() if self._core is not None else False
 
     @enabled.setter
-    def enabled(self, value):
+    def enabled(self, value: bool) -> None:
         _check_bool("enabled", value)
         if self._core is not None:
             self._core.set_enabled(value)
 
-    def set_enabled(self, value):
+    def set_enabled(self, value: bool) -> None:
+        """Turns every push and track on or off (the `enabled` property)."""
         self.enabled = value
 
-    def set_render_mode(self, stream, mode):
+    def set_render_mode(self, stream: str, mode: Optional[str]) -> None:
         """How the daemon should draw `stream` from its next push on ("default", "auto",
         "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats")."""
         if not isinstance(stream, str):
@@ -460,27 +470,28 @@ class Client:
         if self._core is not None:
             self._core.set_render_hint(stream, hint)
 
-    def stats(self):
+    def stats(self) -> ClientStats:
         """The client's counters and notes (a ClientStats)."""
         if self._core is None:
             return ClientStats(closed=True)
         return ClientStats(**self._core.stats())
 
     @property
-    def connected(self):
+    def connected(self) -> bool:
         """A daemon holds this client's segment right now."""
         return self._core is not None and self._core.connected()
 
     @property
-    def rank(self):
+    def rank(self) -> int:
+        """The rank the client sends as (its `rank` option, else $RANK, else 0)."""
         return self._core.rank() if self._core is not None else self._options["rank"] or 0
 
     @property
-    def options(self):
+    def options(self) -> Dict[str, Any]:
         """The options this client was made with (a copy)."""
         return dict(self._options)
 
-    def close(self):
+    def close(self) -> None:
         """Removes every track's hooks and disconnects (finished records stay with the
         daemon). Later pushes return NOT_CONNECTED."""
         for track in self._live_tracks():
@@ -489,13 +500,13 @@ class Client:
         if core is not None:
             core.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self._core is None else ("connected" if self.connected else "not connected")
         return f"tensorscope.Client(session={self._options['session']!r}, rank={self.rank}, {state})"

@@ -9,13 +9,15 @@ with this package (the build tree's bin/tensorscope, or <prefix>/bin/tensorscope
 `cmake --install`), $TENSORSCOPE_BUILD_DIR/bin/tensorscope, `tensorscope` on PATH.
 """
 
+from __future__ import annotations
+
 import json
 import math
 import os
 import shutil
 import subprocess
 import tempfile
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 try:
     from ._build_info import CLI as _PACKAGE_CLI
@@ -91,38 +93,39 @@ class CompareResult:
     error        what the tool said on stderr ("" when nothing)
     """
 
-    def __init__(self, exit_code, doc, error, command):
-        self.exit_code = exit_code
-        self.verdict = VERDICTS.get(exit_code, "error")
-        self.error = error
-        self.command = command  # the argv that ran
+    def __init__(self, exit_code: int, doc: Optional[Dict[str, Any]], error: str, command: List[str]) -> None:
+        self.exit_code: int = exit_code
+        self.verdict: str = VERDICTS.get(exit_code, "error")
+        self.error: str = error
+        self.command: List[str] = command  # the argv that ran
         doc = doc or {}
-        self.atol = doc.get("atol")
-        self.rtol = doc.get("rtol")
-        self.directories = doc.get("directories", False)
-        self.entries = [_entry(e) for e in doc.get("entries", [])]
-        self.matched = doc.get("matched", 0)
-        self.differed = doc.get("differed", 0)
-        self.only_in_a = doc.get("only_in_a", 0)
-        self.only_in_b = doc.get("only_in_b", 0)
-        self.unreadable = doc.get("unreadable", 0)
+        self.atol: Optional[float] = doc.get("atol")
+        self.rtol: Optional[float] = doc.get("rtol")
+        self.directories: bool = doc.get("directories", False)
+        self.entries: List[CompareEntry] = [_entry(e) for e in doc.get("entries", [])]
+        self.matched: int = doc.get("matched", 0)
+        self.differed: int = doc.get("differed", 0)
+        self.only_in_a: int = doc.get("only_in_a", 0)
+        self.only_in_b: int = doc.get("only_in_b", 0)
+        self.unreadable: int = doc.get("unreadable", 0)
         name = doc.get("first_divergence")
-        self.first_divergence = next((e for e in self.entries if e.name == name), None) if name else None
+        self.first_divergence: Optional[CompareEntry] = next((e for e in self.entries if e.name == name), None) if name else None
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
+        """True when everything matched (exit code 0)."""
         return self.exit_code == EXIT_MATCH
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.ok
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         """The entries as a pandas DataFrame (one row per entry, CompareEntry's fields)."""
         from ._frames import pandas
 
         return pandas().DataFrame.from_records(self.entries, columns=CompareEntry._fields)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.exit_code == EXIT_ERROR and not self.entries:
             return f"CompareResult(error, {self.error!r})"
         first = f", first divergence {self.first_divergence.name!r}" if self.first_divergence else ""
@@ -130,7 +133,7 @@ class CompareResult:
                 f"{self.only_in_a} only in A, {self.only_in_b} only in B, {self.unreadable} unreadable{first})")
 
 
-def find_cli(cli=None):
+def find_cli(cli: Optional[str] = None) -> str:
     """The path of the `tensorscope` command (see the top of this file); FileNotFoundError
     naming the places looked at when there is none."""
     tried = []
@@ -177,7 +180,8 @@ def _side(value, temp, name):
     return "./" + path if path.startswith("-") else path  # never taken for an option
 
 
-def compare(a, b, *, atol=1e-8, rtol=1e-5, cli=None, timeout=None, hdf5_timeout=None):
+def compare(a: Any, b: Any, *, atol: float = 1e-8, rtol: float = 1e-5, cli: Optional[str] = None,
+            timeout: Optional[float] = None, hdf5_timeout: Optional[float] = None) -> CompareResult:
     """Compares `a` with `b`: two .npy files, two folders of them (dump folders, e.g. two
     init_dumps folders or daemon session directories, paired by relative path), HDF5
     recordings or PyTorch files, exactly as `tensorscope compare A B --atol X --rtol Y`

@@ -21,13 +21,15 @@ Thread safety: dump() may be called from several threads; files of one folder ma
 written by several processes (ranks) at once.
 """
 
+from __future__ import annotations
+
 import itertools
 import json
 import os
 import platform
 import sys
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple, Optional, Union
 
 import torch
 
@@ -68,10 +70,10 @@ class DumpResult(NamedTuple):
     """What dump() did: `path` of the file written (None when nothing was), `error` why
     not ("" when it was). True when the file was written."""
 
-    path: str
+    path: Optional[str]
     error: str
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return not self.error
 
 
@@ -176,7 +178,7 @@ def write_atomically(path, chunks, exclusive=False):
 class Dumps:
     """A run folder that dump() writes to (what init_dumps returns)."""
 
-    def __init__(self, folder, rank):
+    def __init__(self, folder: Union[str, "os.PathLike[str]"], rank: int) -> None:
         self.folder = folder
         self.rank = rank
         self._lock = threading.Lock()
@@ -201,7 +203,7 @@ class Dumps:
             _print(message)
             return message
 
-    def dump(self, tensor, name, step=None):
+    def dump(self, tensor: Any, name: str, step: Optional[int] = None) -> DumpResult:
         """Writes `tensor` as stream `name` at `step` (default: how many times `name` was
         dumped before by this process). Never raises: see DumpResult."""
         try:
@@ -258,7 +260,7 @@ _current = None
 _current_lock = threading.Lock()
 
 
-def init_dumps(folder, *, rank=None):
+def init_dumps(folder: Union[str, "os.PathLike[str]"], *, rank: Optional[int] = None) -> Dumps:
     """Sets the run folder dump() writes to (created when missing) and writes its
     run_info.json (command line, host, pid, rank, versions, a few environment variables:
     what the daemon keeps in run_info/) unless the folder has one. `rank` defaults to
@@ -281,7 +283,7 @@ def init_dumps(folder, *, rank=None):
     return dumps
 
 
-def dump(tensor, name, step=None):
+def dump(tensor: Any, name: str, step: Optional[int] = None) -> DumpResult:
     """Writes `tensor` (a torch tensor, any device, or a numpy array) as
     <folder>/dumps/step_<step>/<name made safe>_rank<rank>.npy in the folder of the last
     init_dumps(), synchronously and atomically. `step` defaults to how many times this

@@ -25,11 +25,14 @@ or the statistics columns of the daemon's table (recording/stats_table.h):
   inf_count, zero_fraction (zeros over all elements; NaN for an empty tensor).
 """
 
+from __future__ import annotations
+
 import csv
 import glob
 import math
 import os
 import re
+from typing import Any, Optional, Union
 
 KEY_COLUMNS = ["step", "module", "type", "kind", "leaf", "call", "rank", "pid", "stream"]
 STATS_COLUMNS = [
@@ -154,7 +157,7 @@ def tree_log_types(session_dir):
     return types
 
 
-def read_stats(session_dir, track=None):
+def read_stats(session_dir: Union[str, "os.PathLike[str]"], track: Optional[str] = None) -> Any:
     """The statistics table(s) of a daemon's session directory (stats/rank<r>_pid<p>.csv,
     written with `record.stats`) as a DataFrame with the columns of Capture.to_frame()
     (statistics mode), rows in step order (per step: by rank and pid, then as recorded).

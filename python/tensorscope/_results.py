@@ -1,6 +1,9 @@
 """Results, render modes and record kinds shared by the client and its tracks."""
 
+from __future__ import annotations
+
 import enum
+from typing import Dict, Optional
 
 
 class PushResult(str, enum.Enum):
@@ -12,7 +15,7 @@ class PushResult(str, enum.Enum):
     NOT_CONNECTED = "not_connected"  # no daemon for this session right now
     REFUSED = "refused"  # bad input: unsupported type or dtype, too large, bad name, failed transform
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.value
 
 
@@ -26,7 +29,7 @@ RESULTS = (
 )
 
 # wire::RenderHint values by name (RenderMode in render_mode.h).
-RENDER_MODES = {
+RENDER_MODES: Dict[str, int] = {
     "default": 0,
     "auto": 1,
     "line": 2,
@@ -46,7 +49,7 @@ KIND_PARAMETER = 4
 KIND_PARAMETER_GRADIENT = 5
 
 
-def render_hint(mode, what="render_mode"):
+def render_hint(mode: Optional[str], what: str = "render_mode") -> int:
     """The wire value of render mode `mode` (a name; None is the default). Raises on bad use."""
     if mode is None:
         return 0

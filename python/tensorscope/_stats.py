@@ -1,5 +1,7 @@
 """ClientStats: the client's counters (the C++ ClientStats fields) as attributes."""
 
+from __future__ import annotations
+
 import dataclasses
 
 
@@ -25,7 +27,7 @@ class ClientStats:
     cuda_failed: int = 0
     closed: bool = False  # the client was closed
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         counters = (
             f"pushed={self.pushed}, gated={self.gated}, dropped_full={self.dropped_full}, "
             f"not_connected={self.not_connected}, refused={self.refused}, bytes={self.bytes}"

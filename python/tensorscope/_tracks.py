@@ -14,12 +14,14 @@ memory). Every value goes with what it is (module path, module type, kind, leaf,
 number), which the Client ignores and the Capture records.
 """
 
+from __future__ import annotations
+
 import inspect
 import re
 import threading
 import warnings
 import weakref
-from typing import NamedTuple
+from typing import Any, List, NamedTuple
 
 import torch
 from torch import nn
@@ -134,38 +136,39 @@ def unwrap(module):
 class TrackHandle:
     """Stands for one track. remove() (or leaving a `with` block) removes every hook."""
 
-    def __init__(self, track=None, error=""):
+    def __init__(self, track: Any = None, error: str = "") -> None:
         self._track = track
         self._error = error
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """False when the track could not be set up; `error` says why."""
         return self._track is not None
 
     @property
-    def error(self):
+    def error(self) -> str:
+        """Why the track could not be set up ("" when it was)."""
         return self._error
 
     @property
-    def streams(self):
+    def streams(self) -> List[TrackedStream]:
         """The streams this handle may send (calls after the first of a step add "#<k>")."""
         return self._track.streams() if self._track is not None else []
 
-    def remove(self):
+    def remove(self) -> None:
         """Removes every hook this handle installed; the handle becomes inert."""
         track, self._track = self._track, None
         if track is not None:
             track.stop()
 
-    def __enter__(self):
+    def __enter__(self) -> TrackHandle:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.remove()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._track is None:
             return f"TrackHandle(ok=False, error={self._error!r})" if self._error else "TrackHandle(removed)"
         return f"TrackHandle({self._track.name!r}, {len(self.streams)} streams)"

@@ -2,8 +2,9 @@
 // no NaN or Inf reaches a sum and the largest |x| is an integer maximum (non-negative
 // floats order as their bits do). On x86-64 with AVX2 and FMA (checked once, at the first
 // call) one pass computes every quantity, 16 elements an iteration in two sets of
-// accumulators; elsewhere each quantity has a loop of its own, simple enough for the
-// compiler to vectorise (the block is in L1 by the second).
+// accumulators, without masks (a block with a NaN or Inf, seen in its largest magnitude,
+// is read again with them); elsewhere each quantity has a loop of its own, simple enough
+// for the compiler to vectorise (the block is in L1 by the second).
 #include "summary_kernel.h"
 
 #include <cstring>
@@ -101,18 +102,42 @@ __attribute__((target("avx2,fma"))) int32_t max_lanes(__m256i v) {
   return m;
 }
 
-__attribute__((target("avx2,fma"))) Float32Block float32_block_avx2(const float* p, size_t n, float shift) {
+// Without masks: what every element of a block of finite values needs (9 operations for
+// 8 elements). A NaN or Inf shows in the largest magnitude, and its block is read again
+// with masks (step8).
+__attribute__((target("avx2,fma"), always_inline)) inline void step8_finite(Lanes& l, const float* p, __m256 shift) {
+  const __m256 x = _mm256_loadu_ps(p);
+  const __m256i magnitude = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(kMagnitude));
+  const __m256 d = _mm256_sub_ps(x, shift);
+  l.sum = _mm256_add_ps(l.sum, d);
+  l.centred = _mm256_fmadd_ps(d, d, l.centred);
+  l.squares = _mm256_fmadd_ps(x, x, l.squares);
+  l.top = _mm256_max_epi32(l.top, magnitude);
+  l.zeros = _mm256_add_epi32(l.zeros, _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256()));
+}
+
+template <bool kFinite>
+__attribute__((target("avx2,fma"))) Float32Block avx2_pass(const float* p, size_t n, float shift) {
   const __m256 vshift = _mm256_set1_ps(shift);
   Lanes a{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
           _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   Lanes b = a;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    step8(a, p + i, vshift);
-    step8(b, p + i + 8, vshift);
+    if constexpr (kFinite) {
+      step8_finite(a, p + i, vshift);
+      step8_finite(b, p + i + 8, vshift);
+    } else {
+      step8(a, p + i, vshift);
+      step8(b, p + i + 8, vshift);
+    }
   }
   if (i + 8 <= n) {
-    step8(a, p + i, vshift);
+    if constexpr (kFinite) {
+      step8_finite(a, p + i, vshift);
+    } else {
+      step8(a, p + i, vshift);
+    }
     i += 8;
   }
   Float32Block out;
@@ -120,6 +145,7 @@ __attribute__((target("avx2,fma"))) Float32Block float32_block_avx2(const float*
   out.centred = add_lanes(_mm256_add_ps(a.centred, b.centred));
   out.squares = add_lanes(_mm256_add_ps(a.squares, b.squares));
   int32_t top = max_lanes(_mm256_max_epi32(a.top, b.top));
+  if (kFinite && top > kLargestFinite) return avx2_pass<false>(p, n, shift);  // a NaN or Inf
   const int32_t zeros = -add_lanes(_mm256_add_epi32(a.zeros, b.zeros));
   const int32_t bad = -add_lanes(_mm256_add_epi32(a.bad, b.bad));
   float max_abs;
@@ -137,6 +163,10 @@ __attribute__((target("avx2,fma"))) Float32Block float32_block_avx2(const float*
   out.zeros += static_cast<uint32_t>(zeros);
   out.finite += static_cast<uint32_t>(static_cast<int64_t>(i) - bad);
   return out;
+}
+
+__attribute__((target("avx2,fma"))) Float32Block float32_block_avx2(const float* p, size_t n, float shift) {
+  return avx2_pass<true>(p, n, shift);
 }
 
 bool has_avx2() {

@@ -265,6 +265,39 @@ TEST(SummaryStats, Float32FastPathAgreesWithTheCarefulOneWhenTheMeanDwarfsTheSpr
   EXPECT_EQ(fast.count, careful.count);
 }
 
+// NaN and Inf anywhere (the vector loop's blocks, a block's tail, the first element):
+// counted, and left out of the sums, the zeros and max |x| (the fast path reads a block
+// of finite values without masks and a block with a NaN or Inf again with them).
+TEST(SummaryStats, NonFiniteValuesAnywhereAreCountedAndLeftOut) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> v(3 * 4096 + 13);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 11 == 0 ? 0.0f : normal(rng);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  v[0] = nan;                    // before the first finite value
+  v[17] = inf;                   // in the vector loop of block 0
+  v[4096 + 4095] = -inf;         // the last element of block 1
+  v[2 * 4096 + 100] = -nan;      // block 2
+  v[v.size() - 1] = nan;         // the tail of the last block
+  v[v.size() - 3] = 1e30f;       // the largest |x|, finite
+  double sum_sq = 0, max_abs = 0;
+  uint64_t zeros = 0, finite = 0;
+  for (float x : v) {
+    if (!std::isfinite(x)) continue;
+    ++finite;
+    sum_sq += static_cast<double>(x) * x;
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(x)));
+    zeros += x == 0.0f ? 1 : 0;
+  }
+  const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat32, {static_cast<int64_t>(v.size())}});
+  EXPECT_EQ(s.nan_count, 3u);
+  EXPECT_EQ(s.inf_count, 2u);
+  EXPECT_EQ(s.finite_count, finite);
+  EXPECT_EQ(s.zero_count, zeros);
+  EXPECT_EQ(s.max_abs, max_abs);
+  EXPECT_NEAR(s.l2, std::sqrt(sum_sq), 1e-5 * std::sqrt(sum_sq));
+}
+
 TEST(SummaryStats, NothingFiniteGivesZeroNormAndMaxAbs) {
   const std::vector<double> v = {kNaN, -kInf};
   const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat64, {2}});
