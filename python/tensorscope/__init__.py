@@ -15,18 +15,50 @@ of tracked tensors and what the daemon flagged in them (first NaN/Inf, explosion
 units),
 `init_dumps(folder)` / `dump(tensor, name)` write .npy files as the daemon's .npy sink
 does, and `compare(a, b)` runs the `tensorscope compare` engine on files or folders.
+
+`import tensorscope` imports neither torch nor pandas: the names that touch tensors load
+their module (and torch) when first used, pandas is imported when a DataFrame is asked
+for, so reading a session's tables and `compare` on files work where torch is missing.
 """
 
+from typing import TYPE_CHECKING, Any
+
+# Imported now: what needs neither torch nor pandas (reading a session's tables, compare).
 from ._anomalies import read_anomalies, read_summaries
-from ._capture import Capture, Stash, TensorStats, capture, tensor_stats
-from ._client import Client
 from ._compare import CompareEntry, CompareResult, compare
-from ._dumps import DumpResult, Dumps, dump, init_dumps
 from ._frames import read_stats
 from ._results import RENDER_MODES, PushResult
 from ._stats import ClientStats
-from ._tracks import TrackedStream, TrackHandle
 from ._native import VERSION as __version__
+
+# Imported when first used: what touches tensors (and imports torch).
+_LAZY = {
+    "Capture": "_capture", "Stash": "_capture", "TensorStats": "_capture", "capture": "_capture",
+    "tensor_stats": "_capture", "Client": "_client", "DumpResult": "_dumps", "Dumps": "_dumps", "dump": "_dumps",
+    "init_dumps": "_dumps", "TrackedStream": "_tracks", "TrackHandle": "_tracks",
+}
+
+if TYPE_CHECKING:
+    from ._capture import Capture, Stash, TensorStats, capture, tensor_stats
+    from ._client import Client
+    from ._dumps import DumpResult, Dumps, dump, init_dumps
+    from ._tracks import TrackedStream, TrackHandle
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tensorscope' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:  # type: ignore[type-arg]
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Capture",

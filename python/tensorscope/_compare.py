@@ -164,20 +164,20 @@ def find_cli(cli: Optional[str] = None) -> str:
 def _side(value, temp, name):
     """The command-line argument for one side: a path, or a tensor or array written to an
     .npy file in the folder `temp()` makes."""
-    from ._dumps import npy_file_parts, write_atomically
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        return "./" + path if path.startswith("-") else path  # never taken for an option
+    from ._dumps import npy_file_parts, write_atomically  # (imports torch: only for a tensor or array)
 
     parts = npy_file_parts(value)
-    if parts is not None:
-        if isinstance(parts, str):
-            raise TypeError(f"cannot compare this {name}: {parts}")
-        path = os.path.join(temp(), f"{name}.npy")
-        write_atomically(path, parts)
-        return path
-    if not isinstance(value, (str, os.PathLike)):
+    if parts is None:
         raise TypeError(
             f"{name} must be a path, a torch.Tensor or a numpy.ndarray, not {type(value).__name__}")
-    path = os.fspath(value)
-    return "./" + path if path.startswith("-") else path  # never taken for an option
+    if isinstance(parts, str):
+        raise TypeError(f"cannot compare this {name}: {parts}")
+    path = os.path.join(temp(), f"{name}.npy")
+    write_atomically(path, parts)
+    return path
 
 
 def compare(a: Any, b: Any, *, atol: float = 1e-8, rtol: float = 1e-5, cli: Optional[str] = None,
