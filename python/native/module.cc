@@ -21,12 +21,14 @@
 #include "summaries.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
+#include "tensorscope/shared/wire_format.h"
 
 namespace {
 
 using tensorscope::ClientCore;
 using tensorscope::CoreOptions;
 using tensorscope::PushResult;
+namespace wire = tensorscope::wire;
 using tensorscope::python::capsule_tensor;
 using tensorscope::python::kReleaseGilBytes;
 using tensorscope::python::text;
@@ -513,6 +515,42 @@ PyMethodDef module_methods[] = {
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "tensorscope's native client core", -1, module_methods,
                           nullptr, nullptr, nullptr, nullptr};
 
+// The vocabularies the C++ side defines, for the package to derive its own from:
+// RENDER_MODES {name: wire value} ("default" and every wire::RenderHint), PUSH_RESULTS
+// (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors.
+bool add_vocabularies(PyObject* module) {
+  PyObject* modes = PyDict_New();
+  PyObject* results = PyTuple_New(5);
+  PyObject* kinds = PyDict_New();
+  bool ok = modes != nullptr && results != nullptr && kinds != nullptr;
+  auto put = [&ok](PyObject* dict, const char* name, long value) {
+    PyObject* v = PyLong_FromLong(value);
+    ok = ok && v != nullptr && PyDict_SetItemString(dict, name, v) == 0;
+    Py_XDECREF(v);
+  };
+  if (ok) {
+    put(modes, "default", 0);
+    for (uint8_t h = 1; h <= wire::kMaxRenderHint; ++h) {
+      put(modes, wire::render_hint_name(static_cast<wire::RenderHint>(h)), h);
+    }
+    for (int r = 0; r < 5; ++r) {
+      PyObject* name = PyUnicode_FromString(tensorscope::to_string(static_cast<PushResult>(r)));
+      ok = ok && name != nullptr && PyTuple_SetItem(results, r, name) == 0;  // steals name
+    }
+    for (const auto kind : {wire::TensorKind::kTensor, wire::TensorKind::kActivation, wire::TensorKind::kGradient,
+                            wire::TensorKind::kParameter, wire::TensorKind::kParameterGradient}) {
+      put(kinds, wire::tensor_kind_name(kind), static_cast<long>(kind));
+    }
+  }
+  ok = ok && PyModule_AddObject(module, "RENDER_MODES", modes) == 0;
+  if (!ok) Py_XDECREF(modes);
+  const bool results_ok = ok && PyModule_AddObject(module, "PUSH_RESULTS", results) == 0;
+  if (!results_ok) Py_XDECREF(results);
+  const bool kinds_ok = results_ok && PyModule_AddObject(module, "TENSOR_KINDS", kinds) == 0;
+  if (!kinds_ok) Py_XDECREF(kinds);
+  return kinds_ok;
+}
+
 }  // namespace
 
 PyMODINIT_FUNC PyInit__native() {
@@ -530,5 +568,9 @@ PyMODINIT_FUNC PyInit__native() {
   PyModule_AddIntConstant(module, "WITH_CUDA", 0);
 #endif
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
+  if (!add_vocabularies(module)) {
+    Py_DECREF(module);
+    return nullptr;
+  }
   return module;
 }

@@ -5,6 +5,9 @@ from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 VERSION: str
 WITH_CUDA: int
+RENDER_MODES: dict[str, int]
+PUSH_RESULTS: Tuple[str, ...]
+TENSOR_KINDS: dict[str, int]
 
 SummaryValues = Tuple[int, int, int, int, float, float, float, float]
 

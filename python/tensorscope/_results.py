@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Dict, Optional
 
+from . import _native
+
 
 class PushResult(str, enum.Enum):
     """What happened to one push (compares equal to its string value)."""
@@ -19,34 +21,19 @@ class PushResult(str, enum.Enum):
         return self.value
 
 
-# Indexed by the native result codes (PushResult in push_result.h, in order).
-RESULTS = (
-    PushResult.PUSHED,
-    PushResult.GATED,
-    PushResult.DROPPED_FULL,
-    PushResult.NOT_CONNECTED,
-    PushResult.REFUSED,
-)
+# Indexed by the native result codes (PushResult in push_result.h, in order); the enum's
+# values are the C++ names (test_push.py checks them against _native.PUSH_RESULTS).
+RESULTS = tuple(PushResult(name) for name in _native.PUSH_RESULTS)
 
-# wire::RenderHint values by name (RenderMode in render_mode.h).
-RENDER_MODES: Dict[str, int] = {
-    "default": 0,
-    "auto": 1,
-    "line": 2,
-    "histogram": 3,
-    "heatmap": 4,
-    "force2d": 5,
-    "pca": 6,
-    "tsne": 7,
-    "stats": 8,
-}
+# Render mode names -> wire values, as the C++ side defines them (RenderMode, wire::RenderHint).
+RENDER_MODES: Dict[str, int] = dict(_native.RENDER_MODES)
 
-# wire::TensorKind values.
-KIND_TENSOR = 1
-KIND_ACTIVATION = 2
-KIND_GRADIENT = 3
-KIND_PARAMETER = 4
-KIND_PARAMETER_GRADIENT = 5
+# wire::TensorKind values of tensors.
+KIND_TENSOR = _native.TENSOR_KINDS["tensor"]
+KIND_ACTIVATION = _native.TENSOR_KINDS["activation"]
+KIND_GRADIENT = _native.TENSOR_KINDS["gradient"]
+KIND_PARAMETER = _native.TENSOR_KINDS["parameter"]
+KIND_PARAMETER_GRADIENT = _native.TENSOR_KINDS["parameter_gradient"]
 
 
 def render_hint(mode: Optional[str], what: str = "render_mode") -> int:

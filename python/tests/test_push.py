@@ -172,3 +172,17 @@ def test_no_daemon_training_goes_on(tmp_path):
         assert "not connected" in repr(s)
     assert scope.push("x", torch.ones(3)) == PushResult.NOT_CONNECTED  # closed: still no exception
     assert scope.stats().closed
+
+
+def test_the_vocabularies_are_the_cpp_ones():
+    """Render modes, push results and tensor kinds come from the extension (C++), so a
+    name added or renamed there reaches Python without a second list."""
+    from tensorscope import _native, _results
+
+    assert tensorscope.RENDER_MODES == _native.RENDER_MODES
+    assert list(tensorscope.RENDER_MODES) == ["default", "auto", "line", "histogram", "heatmap", "force2d", "pca",
+                                              "tsne", "stats"]
+    assert tuple(r.value for r in _results.RESULTS) == _native.PUSH_RESULTS
+    assert {r.value for r in tensorscope.PushResult} == set(_native.PUSH_RESULTS)
+    assert _native.TENSOR_KINDS == {"tensor": 1, "activation": 2, "gradient": 3, "parameter": 4,
+                                    "parameter_gradient": 5}
