@@ -21,6 +21,8 @@
 #include "summaries.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
+#include "tensorscope/recording/file_naming.h"
+#include "tensorscope/recording/npy_file.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace {
@@ -498,7 +500,54 @@ PyObject* daemon_status(PyObject*, PyObject* args) {
   return text(json);
 }
 
+// dump_path(stream, step, rank) -> "dumps/step_<step>/<safe stream>_rank<rank>.npy"
+PyObject* dump_path(PyObject*, PyObject* args) {
+  PyObject* stream_object = nullptr;
+  long long step = 0;
+  int rank = 0;
+  if (!PyArg_ParseTuple(args, "OLi", &stream_object, &step, &rank)) return nullptr;
+  std::string stream;
+  if (!utf8(stream_object, "stream", &stream)) return nullptr;
+  return text(tensorscope::recording::npy_dump_path(stream, step, rank));
+}
+
+// write_npy(path, capsule, as_bool): the C-contiguous CPU tensor of a DLPack capsule as
+// an .npy file, written as the daemon's .npy sink writes it (recording::write_npy:
+// atomic, fsynced). None, or OSError/ValueError saying why.
+PyObject* write_npy(PyObject*, PyObject* args) {
+  PyObject* path_object = nullptr;
+  PyObject* capsule = nullptr;
+  int as_bool = 0;
+  if (!PyArg_ParseTuple(args, "OOp", &path_object, &capsule, &as_bool)) return nullptr;
+  std::string path, error;
+  if (!utf8(path_object, "path", &path)) return nullptr;
+  const tensorscope::dlpack::DLTensor* tensor = capsule_tensor(capsule, &error);
+  tensorscope::TensorRef ref;
+  if (tensor != nullptr) error = tensorscope::dlpack::to_tensor_ref(*tensor, as_bool != 0, 0, &ref);
+  if (error.empty() && ref.device != tensorscope::DeviceType::kCpu) error = "the tensor is not on the CPU";
+  if (error.empty() && !tensorscope::is_c_contiguous(ref)) error = "the tensor is not C-contiguous";
+  if (!error.empty()) {
+    PyErr_SetString(PyExc_ValueError, error.c_str());
+    return nullptr;
+  }
+  const std::vector<int64_t> shape(ref.shape, ref.shape + ref.ndim);
+  const size_t bytes = tensorscope::element_count(ref) * tensorscope::wire::dtype_size(ref.dtype);
+  tensorscope::Status written;
+  Py_BEGIN_ALLOW_THREADS
+  written = tensorscope::recording::write_npy(path, ref.dtype, shape, ref.data, bytes);
+  Py_END_ALLOW_THREADS
+  if (!written) {
+    PyErr_SetString(PyExc_OSError, written.message().c_str());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
+    {"dump_path", dump_path, METH_VARARGS,
+     "dump_path(stream, step, rank) -> the .npy sink's file of a stream, relative to the run folder"},
+    {"write_npy", write_npy, METH_VARARGS,
+     "write_npy(path, capsule, as_bool) -> None: a contiguous CPU tensor as the .npy sink writes it"},
     {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},
     {"stream_name_error", stream_name_error, METH_O,
      "stream_name_error(name) -> why the name cannot be a stream or track name, or None"},

@@ -167,16 +167,16 @@ def _side(value, temp, name):
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
         return "./" + path if path.startswith("-") else path  # never taken for an option
-    from ._dumps import npy_file_parts, write_atomically  # (imports torch: only for a tensor or array)
+    from ._dumps import prepared, write_npy  # (imports torch: only for a tensor or array)
 
-    parts = npy_file_parts(value)
-    if parts is None:
+    data = prepared(value)
+    if data is None:
         raise TypeError(
             f"{name} must be a path, a torch.Tensor or a numpy.ndarray, not {type(value).__name__}")
-    if isinstance(parts, str):
-        raise TypeError(f"cannot compare this {name}: {parts}")
+    if isinstance(data, str):
+        raise TypeError(f"cannot compare this {name}: {data}")
     path = os.path.join(temp(), f"{name}.npy")
-    write_atomically(path, parts)
+    write_npy(path, data)
     return path
 
 

@@ -6,10 +6,11 @@ other and with a daemon's dumps:
     <folder>/run_info.json                                 once per folder (the first writer)
     <folder>/dumps/step_<step>/<stream made safe>_rank<rank>.npy
 
-The file name is the daemon's (tensorscope/_naming.py); the file is byte for byte what
-the daemon writes for the same tensor (recording/npy_file.h: format 1.0 unless the header
-needs 2.0, data on a 64-byte boundary, bfloat16 as a structured uint16 field named
-"bfloat16"). Each file is written synchronously and atomically: into a temporary file
+The file name and the file are the daemon's own: the extension runs the recording
+library's recording::npy_dump_path and recording::write_npy (recording/npy_file.h: format
+1.0 unless the header needs 2.0, data on a 64-byte boundary, bfloat16 as a structured
+uint16 field named "bfloat16"), so a dump is byte for byte what the daemon writes for the
+same tensor. Each file is written synchronously and atomically: into a temporary file
 ".tmp-npy-<pid>-<n>-<name>" in the same directory (which compare ignores), fsync,
 rename, fsync of the directory. A dump of the same name, step and rank replaces the
 earlier one.
@@ -34,7 +35,6 @@ from typing import Any, NamedTuple, Optional, Union
 import torch
 
 from . import _native
-from ._naming import dump_path
 
 try:
     import numpy as _np
@@ -43,26 +43,6 @@ except ImportError:  # pragma: no cover - Debian's python3-torch depends on nump
 
 TEMP_PREFIX = ".tmp-npy-"  # recording::kTempNpyPrefix
 RUN_INFO = "run_info.json"
-_MAGIC = b"\x93NUMPY"
-_ALIGN = 64
-_V1_MAX_HEADER = 65535
-_TORCH_DESCR = {
-    torch.float32: "'<f4'",
-    torch.float64: "'<f8'",
-    torch.float16: "'<f2'",
-    torch.bfloat16: "[('bfloat16', '<u2')]",
-    torch.int8: "'|i1'",
-    torch.int16: "'<i2'",
-    torch.int32: "'<i4'",
-    torch.int64: "'<i8'",
-    torch.uint8: "'|u1'",
-    torch.bool: "'|b1'",
-}
-_NUMPY_DESCR = {
-    ("f", 2): "'<f2'", ("f", 4): "'<f4'", ("f", 8): "'<f8'",
-    ("i", 1): "'|i1'", ("i", 2): "'<i2'", ("i", 4): "'<i4'", ("i", 8): "'<i8'",
-    ("u", 1): "'|u1'", ("b", 1): "'|b1'",
-}
 _temp_numbers = itertools.count()
 
 
@@ -77,35 +57,21 @@ class DumpResult(NamedTuple):
         return not self.error
 
 
-def npy_header(descr, shape):
-    """The .npy header recording::write_npy writes for `descr` and `shape` (bytes)."""
-    dims = ", ".join(str(int(d)) for d in shape)
-    if len(shape) == 1:
-        dims += ","
-    text = "{'descr': " + descr + ", 'fortran_order': False, 'shape': (" + dims + "), }"
-    body = text.encode("latin-1")
-
-    def padded(prefix):
-        unpadded = prefix + len(body) + 1
-        return len(body) + 1 + (_ALIGN - unpadded % _ALIGN) % _ALIGN
-
-    major, length_bytes = 1, 2
-    length = padded(len(_MAGIC) + 2 + 2)
-    if length > _V1_MAX_HEADER:
-        major, length_bytes = 2, 4
-        length = padded(len(_MAGIC) + 2 + 4)
-    padding = length - len(body) - 1
-    return _MAGIC + bytes([major, 0]) + length.to_bytes(length_bytes, "little") + body + b" " * padding + b"\n"
+def dump_path(stream: str, step: int, rank: int) -> str:
+    """The daemon's .npy file of `stream` at `step` and `rank`, relative to a run folder:
+    "dumps/step_<step>/<stream made safe>_rank<rank>.npy" (recording::npy_dump_path)."""
+    return _native.dump_path(stream, int(step), int(rank))
 
 
-def _tensor_bytes(value):
-    """(descr, shape, buffer) of `value` (a torch tensor or numpy array), or a refusal str."""
+def prepared(value):
+    """(DLPack capsule of a contiguous CPU copy or view of `value`, as_bool, its dtype in
+    words) for the .npy writer; a refusal str for a tensor or array it does not take; None
+    for anything else."""
     if isinstance(value, torch.Tensor):
-        descr = _TORCH_DESCR.get(value.dtype)
-        if descr is None:
-            return f"dtype {value.dtype} is not supported (the .npy sink's dtypes: {', '.join(map(str, _TORCH_DESCR))})"
         if value.layout != torch.strided:
             return f"only dense (strided) tensors are supported, not {value.layout}"
+        if value.is_complex() or value.is_quantized:
+            return f"dtype {value.dtype} is not supported by the .npy sink"
         t = value.detach()
         if t.is_conj():
             t = t.resolve_conj()
@@ -114,30 +80,33 @@ def _tensor_bytes(value):
         if t.device.type != "cpu":
             t = t.cpu()  # synchronous: waits for the tensor's stream
         t = t.contiguous()
-        if t.dtype == torch.bfloat16:
-            t = t.view(torch.int16)
-        array = t.numpy()
-        return descr, tuple(value.shape), array.reshape(-1).view(_np.uint8)
-    if _np is not None and isinstance(value, (_np.ndarray, _np.generic)):
+        as_bool = t.dtype == torch.bool
+        if as_bool:
+            t = t.view(torch.uint8)
+        what = f"dtype {value.dtype}"
+    elif _np is not None and isinstance(value, (_np.ndarray, _np.generic)):
         array = _np.asarray(value)
-        descr = _NUMPY_DESCR.get((array.dtype.kind, array.dtype.itemsize))
-        if descr is None or not array.dtype.isnative:
-            return f"numpy dtype {array.dtype} is not supported"
-        shape = array.shape
-        return descr, shape, _np.ascontiguousarray(array).reshape(-1).view(_np.uint8)
-    return f"cannot dump an object of type {type(value).__name__}: expected a torch.Tensor or numpy.ndarray"
-
-
-def npy_file_parts(value):
-    """[header, data] of the .npy file for `value` (a torch tensor or numpy array), a
-    refusal str for a tensor or array the .npy sink does not take, None for anything else."""
-    if not isinstance(value, torch.Tensor) and not (_np is not None and isinstance(value, (_np.ndarray, _np.generic))):
+        if not array.dtype.isnative or array.dtype.kind not in "biuf":
+            return f"numpy dtype {array.dtype} is not supported by the .npy sink"
+        as_bool = array.dtype.kind == "b"
+        t = _np.ascontiguousarray(array.view(_np.uint8) if as_bool else array)
+        what = f"numpy dtype {array.dtype}"
+    else:
         return None
-    data = _tensor_bytes(value)
-    if isinstance(data, str):
-        return data
-    descr, shape, buffer = data
-    return [npy_header(descr, shape), buffer]
+    try:
+        return t.__dlpack__(), as_bool, what
+    except Exception as e:  # a dtype DLPack does not carry
+        return f"{what} is not supported by the .npy sink ({type(e).__name__}: {e})"
+
+
+def write_npy(path, value):
+    """Writes `value` (prepared()'s result) as an .npy file at `path`; raises OSError (the
+    writer's message) when it cannot, ValueError for a dtype the .npy sink does not take."""
+    capsule, as_bool, what = value
+    try:
+        _native.write_npy(os.fspath(path), capsule, as_bool)
+    except ValueError as e:
+        raise ValueError(f"{what} is not supported by the .npy sink ({e})") from None
 
 
 def _fsync_dir(path):
@@ -216,17 +185,20 @@ class Dumps:
                 step = count
             elif isinstance(step, bool) or not isinstance(step, int) or step < 0:
                 return self._fail(name, f"step must be a non-negative int, not {step!r}")
-            data = _tensor_bytes(tensor)
+            data = prepared(tensor)
+            if data is None:
+                data = f"cannot dump an object of type {type(tensor).__name__}: expected a torch.Tensor or numpy.ndarray"
             if isinstance(data, str):
                 return self._fail(name, data)
-            descr, shape, buffer = data
             path = os.path.join(self.folder, dump_path(name, step, self.rank))
             directory = os.path.dirname(path)
             if directory not in self._made:
                 os.makedirs(directory, exist_ok=True)
                 self._made.add(directory)
-            write_atomically(path, [npy_header(descr, shape), buffer])
+            write_npy(path, data)
             return DumpResult(path, "")
+        except ValueError as e:
+            return self._fail(name, str(e))
         except Exception as e:
             return self._fail(name if isinstance(name, str) else "?", f"{type(e).__name__}: {e}")
 

@@ -126,7 +126,7 @@ class Daemon:
 
     def npy(self, stream, step, rank=0):
         """The .npy sink's dump of `stream` (its file name made safe as the daemon does)."""
-        from tensorscope._naming import dump_path
+        from tensorscope._dumps import dump_path
 
         return np.load(os.path.join(self.session_dir, dump_path(stream, step, rank)))
 

@@ -77,7 +77,7 @@ def test_dumps_equal_the_daemons_files_byte_for_byte(daemon, tmp_path):
         assert data == theirs[path], path
     # numpy reads them; the values are the tensors'
     for name, t in tensors.items():
-        got = np.load(os.path.join(run.folder, tensorscope._naming.dump_path(name, 0, 0)))
+        got = np.load(os.path.join(run.folder, _dumps.dump_path(name, 0, 0)))
         if t.dtype == torch.bfloat16:
             assert np.array_equal(got["bfloat16"], t.view(torch.int16).numpy().view(np.uint16)), name
         else:
@@ -94,10 +94,13 @@ def test_header_steps_run_info_and_failures(tmp_path, capfd):
     t = torch.arange(15, dtype=torch.float32).reshape(3, 5)
     buf = io.BytesIO()
     np.save(buf, t.numpy())
-    assert _dumps.npy_header("'<f4'", (3, 5)) + t.numpy().tobytes() == buf.getvalue()  # numpy's own layout
+    _dumps.write_npy(tmp_path / "t.npy", _dumps.prepared(t))
+    assert (tmp_path / "t.npy").read_bytes() == buf.getvalue()  # numpy's own layout, from the C++ writer
     for shape in [(), (7,), (2, 3, 4)]:
-        header = _dumps.npy_header("'<i8'", shape)
-        assert len(header) % 64 == 0 and header.endswith(b"\n")
+        _dumps.write_npy(tmp_path / "s.npy", _dumps.prepared(torch.zeros(shape, dtype=torch.int64)))
+        data = (tmp_path / "s.npy").read_bytes()
+        header = data[: len(data) - 8 * max(1, int(np.prod(shape)))]
+        assert len(header) % 64 == 0 and header.endswith(b"\n") and np.load(tmp_path / "s.npy").shape == shape
 
     run = tensorscope.init_dumps(tmp_path / "a", rank=3)
     for i in range(3):

@@ -75,6 +75,11 @@ std::string video_file_name(const std::string& stream, const std::string& device
          sanitize_component(mode, kMaxModeComponentLength, true) + "__" + seg + kVideoExtension;
 }
 
+std::string npy_dump_path(const std::string& stream, int64_t step, int rank) {
+  return "dumps/step_" + std::to_string(step) + "/" + sanitize_stream_name(stream) + "_rank" + std::to_string(rank) +
+         ".npy";
+}
+
 std::string temp_video_file_name(const std::string& final_name, int worker_pid, uint64_t producer_id) {
   std::string out = std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" +
                     std::to_string(producer_id) + "-" + final_name;

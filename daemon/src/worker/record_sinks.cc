@@ -252,10 +252,8 @@ void RecordSinks::write(Job& job) {
 
   if ((job.sinks & kNpy) != 0) {
     std::string why;
-    const std::string dir = session_dir_ + "/dumps/step_" + std::to_string(job.meta.step);
-    if (make_dirs(dir, &why)) {
-      const std::string path = dir + "/" + recording::sanitize_stream_name(job.meta.stream) + "_rank" +
-                               std::to_string(job.meta.rank) + ".npy";
+    const std::string path = session_dir_ + "/" + recording::npy_dump_path(job.meta.stream, job.meta.step, job.meta.rank);
+    if (make_dirs(path.substr(0, path.rfind('/')), &why)) {
       Status st = recording::write_npy(path, job.meta.dtype, job.meta.shape, job.payload.data(), job.payload.size());
       if (!st) fail(st.message());
     } else {

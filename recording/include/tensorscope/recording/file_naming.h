@@ -42,6 +42,11 @@ std::string sanitize_stream_name(const std::string& name);
 std::string video_file_name(const std::string& stream, const std::string& device, int rank,
                             int64_t producer_pid, const std::string& mode, int segment);
 
+// Where the .npy sink (and the Python package's dump()) puts stream `stream`'s tensor
+// of `step` and `rank`, relative to a session or run folder:
+// "dumps/step_<step>/<sanitize_stream_name(stream)>_rank<rank>.npy".
+std::string npy_dump_path(const std::string& stream, int64_t step, int rank);
+
 // The hidden name a worker writes `final_name` under until it is finalized:
 // ".tmp-<worker_pid>-<producer_id>-<final_name>", always ending in ".mp4". The producer
 // id (unique within a daemon) keeps two registrations of one process apart.
