@@ -86,6 +86,7 @@ ClientCore::ClientCore(CoreOptions options)
       rank_(options_.rank.has_value() ? *options_.rank : rank_from_environment()),
       fork_generation_(fork_generation()),
       gate_(options_.every_n, options_.max_hz),
+      tracked_gate_(1, options_.max_hz),
       enabled_(options_.enabled) {
   Status valid = validate_session_name(options_.session);
   if (!valid) {
@@ -144,6 +145,15 @@ StreamGate::Admission ClientCore::admit(const std::string& name) {
   }
   admission = gate_.admit(name);
   if (!admission.admitted) count(gated_, PushResult::kGated);
+  return admission;
+}
+
+StreamGate::Admission ClientCore::admit_tracked(const std::string& name) {
+  StreamGate::Admission admission{true, gate_.render_hint(name)};
+  if (options_.max_hz > 0 && !tracked_gate_.admit(name).admitted) {
+    admission.admitted = false;
+    count(gated_, PushResult::kGated);
+  }
   return admission;
 }
 

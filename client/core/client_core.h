@@ -73,6 +73,11 @@ class ClientCore {
   // that is not admitted is counted as gated. Also checks enabled().
   StreamGate::Admission admit(const std::string& name);
 
+  // A tracked tensor's gate (a track gates its steps itself): max_hz per stream, kept
+  // apart from admit()'s call counts; a call not admitted is counted as gated. Also
+  // returns the stream's render hint.
+  StreamGate::Admission admit_tracked(const std::string& name);
+
   // Whether a send now would go ahead: kPushed when enabled and connected, else the
   // outcome, counted (kGated, kRefused for a bad session, kNotConnected). Lets a
   // framework skip its own work (a transform, a conversion) for a push that cannot be
@@ -137,6 +142,7 @@ class ClientCore {
   const int rank_;
   const uint64_t fork_generation_;
   StreamGate gate_;
+  StreamGate tracked_gate_;  // every_n 1: max_hz only
   std::atomic<bool> enabled_;
   std::atomic<int64_t> step_{0};
   bool session_error_ = false;

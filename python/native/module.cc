@@ -164,6 +164,15 @@ PyObject* core_admit(PyObject* self, PyObject* name_object) {
   return PyLong_FromLong(admission.admitted ? admission.render_hint : -1);
 }
 
+// admit_tracked(name) -> render hint, or -1 when max_hz gated it (counted).
+PyObject* core_admit_tracked(PyObject* self, PyObject* name_object) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  std::string name;
+  if (core == nullptr || !utf8(name_object, "name", &name)) return nullptr;
+  const auto admission = core->admit_tracked(name);
+  return PyLong_FromLong(admission.admitted ? admission.render_hint : -1);
+}
+
 // ready() -> result code: 0 (go ahead) or the counted outcome.
 PyObject* core_ready(PyObject* self, PyObject*) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
@@ -397,6 +406,8 @@ PyObject* core_stats(PyObject* self, PyObject*) {
 
 PyMethodDef core_methods[] = {
     {"admit", core_admit, METH_O, "admit(name) -> render hint, or -1 when gated (counted)"},
+    {"admit_tracked", core_admit_tracked, METH_O,
+     "admit_tracked(name) -> render hint, or -1 when max_hz gated it (counted): a track's tensors"},
     {"ready", core_ready, METH_NOARGS, "ready() -> 0 when a send would go ahead, else the counted result code"},
     {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},

@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import threading
-import time
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Tuple, Union
 
@@ -150,13 +149,11 @@ class Client:
         self._options["rank"] = rank
         self._options["transform"] = transform
         self._transform = transform
-        self._max_hz = float(max_hz)
         self._every_n = every_n
         # After the first non-finite summary: every track sends whole tensors for this
         # many steps (the step after it to _capture_until; None until then).
         self._anomaly_capture_steps = _check_int("anomaly_capture_steps", anomaly_capture_steps, 0, 1 << 20)
         self._capture_until = None
-        self._last_sent = {}  # stream -> monotonic time of its last admitted track push (max_hz)
         self._explicit_steps = False  # set by next_step()/set_step()
         self._tracks = []
         self._tracks_lock = threading.Lock()
@@ -208,15 +205,11 @@ class Client:
         core = self._core
         if core is None:
             return R.PushResult.NOT_CONNECTED
-        if self._max_hz > 0:
-            now = time.monotonic()
-            last = self._last_sent.get(name)
-            if last is not None and now - last < 1.0 / self._max_hz:
-                core.count_gated()
-                return R.PushResult.GATED
-            self._last_sent[name] = now
+        admitted = core.admit_tracked(name)  # max_hz per stream, and the stream's render hint
+        if admitted < 0:
+            return R.PushResult.GATED
         if not hint:
-            hint = core.render_hint(name)
+            hint = admitted
         return self._send(name, tensor, kind, hint, transform if transform is not None else self._transform, step)
 
     def _refuse(self, name, why):

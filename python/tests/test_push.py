@@ -139,6 +139,20 @@ def test_every_n_max_hz_enabled_steps(daemon):
     assert steps == [10]
 
 
+def test_max_hz_gates_a_tracks_tensors_per_stream_in_the_core(daemon):
+    """A track's tensors go through the core's max_hz gate (admit_tracked), apart from
+    push()'s call counts: one module output in 100 s is sent, the rest counted as gated."""
+    model = torch.nn.Linear(4, 4)
+    with tensorscope.Client(**daemon.client_options(max_hz=0.01)) as scope:
+        scope.track_model("m", model, every_n=1, stats_every=0, tree_log=False)
+        for _ in range(3):
+            model(torch.randn(2, 4))
+            scope.next_step()
+        assert scope.push("m", torch.zeros(1)) == PushResult.PUSHED  # push() has its own gate
+        stats = scope.stats()
+    assert (stats.pushed, stats.gated) == (2, 2), stats
+
+
 @pytest.mark.parametrize(
     "kwargs, error",
     [

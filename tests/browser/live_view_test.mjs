@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { check, failures, waitFor, expectedStepAtOrBefore, readVideoSteps, startProcess } from './lib/harness.mjs';
+import { check, failures, launchBrowser, waitFor, expectedStepAtOrBefore, readVideoSteps, startProcess } from './lib/harness.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -25,7 +25,6 @@ if (!fs.existsSync(chromiumPath)) {
   console.log(`SKIP: no chromium at ${chromiumPath}`);
   process.exit(77);
 }
-const { default: puppeteer } = await import('puppeteer-core');
 fs.mkdirSync(artifacts, { recursive: true });
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-browser-'));
@@ -54,21 +53,8 @@ const viewer = startProcess(children, path.join(bin, 'tensorscope'), ['view', '-
 const url = await viewer.firstLine(15000);
 check(/^http:\/\/127\.0\.0\.1:\d+\/#t=[0-9a-f]{32}$/.test(url), `the viewer prints its address (${url})`);
 
-const browser = await puppeteer.launch({
-  executablePath: chromiumPath,
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--autoplay-policy=no-user-gesture-required'],
-});
 const consoleErrors = [];
-async function openPage(address, width, height) {
-  const page = await browser.newPage();
-  await page.setViewport({ width, height });
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('pageerror', (e) => consoleErrors.push(String(e)));
-  page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
-  await page.goto(address, { waitUntil: 'load' });
-  return page;
-}
+const { browser, openPage } = await launchBrowser(chromiumPath, consoleErrors);
 const tileState = (page) => page.evaluate(() => [...document.querySelectorAll('figure.tile')].map((f) => {
   const r = f.getBoundingClientRect();
   const img = f.querySelector('img');

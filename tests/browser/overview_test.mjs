@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { check, failures, waitFor, startProcess } from './lib/harness.mjs';
+import { check, failures, launchBrowser, waitFor, startProcess } from './lib/harness.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -34,7 +34,6 @@ if (spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore' }).status !== 0)
   console.log(`SKIP: ${python} has no torch`);
   process.exit(77);
 }
-const { default: puppeteer } = await import('puppeteer-core');
 fs.mkdirSync(artifacts, { recursive: true });
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-overview-'));
@@ -60,21 +59,8 @@ const ranks = [0, 1].map((rank) => startProcess(children, python,
 const viewer = startProcess(children, path.join(bin, 'tensorscope'), ['view', '--session', session], env);
 const url = await viewer.firstLine(15000);
 
-const browser = await puppeteer.launch({
-  executablePath: chromiumPath,
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--autoplay-policy=no-user-gesture-required'],
-});
 const consoleErrors = [];
-async function openPage(address, width, height) {
-  const page = await browser.newPage();
-  await page.setViewport({ width, height });
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('pageerror', (e) => consoleErrors.push(String(e)));
-  page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
-  await page.goto(address, { waitUntil: 'load' });
-  return page;
-}
+const { browser, openPage } = await launchBrowser(chromiumPath, consoleErrors);
 const overviewState = (page) => page.evaluate(() => ({
   page: window.tensorscopeView.page,
   ranks: [...document.querySelectorAll('#overview-ranks h3')].map((h) => h.textContent),

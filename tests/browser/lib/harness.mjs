@@ -1,5 +1,6 @@
 // What the browser tests share: checks that count failures, waits with deadlines, child
-// processes with their output kept, and the steps of finished videos read from disk.
+// processes with their output kept, headless chromium with its pages' errors collected,
+// and the steps of finished videos read from disk.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -71,4 +72,26 @@ export function expectedStepAtOrBefore(videoSteps, tile, step) {
   let best = -1;
   for (const s of list) if (s <= step && s > best) best = s;
   return best;
+}
+
+// Headless chromium at `executablePath`; openPage(address, width, height) opens a page
+// whose console errors, page errors and failed requests go to `errors` (a test checks it
+// stays empty).
+export async function launchBrowser(executablePath, errors) {
+  const { default: puppeteer } = await import('puppeteer-core');
+  const browser = await puppeteer.launch({
+    executablePath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--autoplay-policy=no-user-gesture-required'],
+  });
+  const openPage = async (address, width, height) => {
+    const page = await browser.newPage();
+    await page.setViewport({ width, height });
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+    await page.goto(address, { waitUntil: 'load' });
+    return page;
+  };
+  return { browser, openPage };
 }
