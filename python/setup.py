@@ -24,6 +24,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -36,6 +37,15 @@ def project_version():
     if not match:
         raise RuntimeError(f"no project(tensorscope VERSION ...) in {ROOT / 'CMakeLists.txt'}")
     return match.group(1)
+
+
+class FreshBuildPy(build_py):
+    """build_py that starts from an empty package directory, so a module deleted from the
+    sources is not carried into the wheel from an earlier build."""
+
+    def run(self):
+        shutil.rmtree(Path(self.build_lib) / "tensorscope", ignore_errors=True)
+        super().run()
 
 
 class CMakeBuild(build_ext):
@@ -86,6 +96,6 @@ class CMakeBuild(build_ext):
 setup(
     version=project_version(),
     ext_modules=[Extension("tensorscope._native", sources=[], py_limited_api=True)],
-    cmdclass={"build_ext": CMakeBuild},
+    cmdclass={"build_py": FreshBuildPy, "build_ext": CMakeBuild},
     options={"bdist_wheel": {"py_limited_api": "cp39"}},
 )

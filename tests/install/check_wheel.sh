@@ -22,12 +22,16 @@ case "$(basename "$wheel")" in
   "tensorscope-$version-cp39-abi3-linux_"*.whl) ;;
   *) fail "unexpected wheel name $(basename "$wheel") (version $version, stable ABI, this platform)" ;;
 esac
-"$python" - "$wheel" <<'PY' || fail "the wheel's contents"
+SOURCE_DIR="$source_dir" "$python" - "$wheel" <<'PY' || fail "the wheel's contents"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 for need in ("tensorscope/__init__.py", "tensorscope/_native.abi3.so", "tensorscope/bin/tensorscoped",
              "tensorscope/bin/tensorscope", "tensorscope/_build_info.py", "tensorscope/py.typed"):
     assert need in names, f"{need} is not in the wheel"
+import os
+sources = {f for f in os.listdir(os.path.join(os.environ["SOURCE_DIR"], "python", "tensorscope")) if f.endswith(".py")}
+packaged = {n.split("/", 1)[1] for n in names if n.startswith("tensorscope/") and n.endswith(".py")}
+assert packaged == sources | {"_build_info.py"}, f"modules not in the sources: {packaged - sources}; missing: {sources - packaged}"
 meta = [n for n in names if n.endswith(".dist-info/METADATA")]
 text = zipfile.ZipFile(sys.argv[1]).read(meta[0]).decode()
 assert "Summary: Watch the tensors" in text and "Requires-Python: >=3.9" in text, text[:800]
