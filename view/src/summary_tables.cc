@@ -55,7 +55,7 @@ bool SummaryTables::read_table(const std::string& name, Table& table, size_t* bu
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < table.offset) {  // replaced: read it again
     table.offset = 0;
-    table.history = recording::OverviewHistory();
+    table.history = recording::OverviewHistory(1);
   }
   const uint64_t want = std::min<uint64_t>(size - table.offset, *budget);
   if (want == 0) return table.offset == size;

@@ -43,7 +43,7 @@ class SummaryTables {
     int rank = 0;
     int64_t pid = 0;
     uint64_t offset = 0;  // bytes read (whole lines)
-    recording::OverviewHistory history;
+    recording::OverviewHistory history{1};  // only whole_run() is shown: no window kept
   };
 
   void discover();
