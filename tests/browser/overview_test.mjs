@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { check, failures, launchBrowser, waitFor, startProcess } from './lib/harness.mjs';
+import { check, finish, launchBrowser, waitFor, startProcess } from './lib/harness.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -144,8 +144,4 @@ try {
 } finally {
   await browser.close();
 }
-check(consoleErrors.length === 0, `no console error (${consoleErrors.slice(0, 5).join(' / ')})`);
-cleanup();
-fs.rmSync(work, { recursive: true, force: true });
-console.log(failures() === 0 ? 'PASS' : `FAIL: ${failures()} check(s) failed`);
-process.exit(failures() === 0 ? 0 : 1);
+finish(consoleErrors, cleanup, work);

@@ -95,3 +95,13 @@ export async function launchBrowser(executablePath, errors) {
   };
   return { browser, openPage };
 }
+
+// The end of a browser test: no console error on its pages, its processes and work
+// folder gone, PASS or FAIL printed, exit 0 when every check passed, else 1.
+export function finish(errors, cleanup, work) {
+  check(errors.length === 0, `no console error (${errors.slice(0, 5).join(' / ')})`);
+  cleanup();
+  fs.rmSync(work, { recursive: true, force: true });
+  console.log(failed === 0 ? 'PASS' : `FAIL: ${failed} check(s) failed`);
+  process.exit(failed === 0 ? 0 : 1);
+}
