@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -63,7 +64,7 @@ std::vector<std::string> segment_files(const std::string& dir) {
 
 // Supervisors (not workers) of `session` running now, found by their command lines.
 std::vector<pid_t> supervisors_of(const std::string& session) {
-  std::vector<pid_t> found;
+  std::map<pid_t, pid_t> candidates;  // pid -> parent pid
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -73,8 +74,18 @@ std::vector<pid_t> supervisors_of(const std::string& session) {
     if (slurp(e.path().string() + "/comm") != "tensorscoped\n") continue;
     if (cmdline.find("--worker-fd") == std::string::npos &&
         cmdline.find("--session " + session + " ") != std::string::npos) {
-      found.push_back(static_cast<pid_t>(std::stol(name)));
+      const std::string stat = slurp(e.path().string() + "/stat");  // pid (comm) state ppid ...
+      const size_t close = stat.rfind(')');
+      pid_t parent = 0;
+      if (close != std::string::npos) std::sscanf(stat.c_str() + close + 1, " %*c %d", &parent);
+      candidates[static_cast<pid_t>(std::stol(name))] = parent;
     }
+  }
+  // A helper the supervisor just forked carries its name and command line until it
+  // renames itself or execs: a child of a candidate is not a second daemon.
+  std::vector<pid_t> found;
+  for (const auto& [pid, parent] : candidates) {
+    if (candidates.count(parent) == 0) found.push_back(pid);
   }
   return found;
 }
