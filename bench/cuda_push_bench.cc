@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
     const int reps = static_cast<int>(std::clamp<uint64_t>((uint64_t{4} << 30) / bytes, 5, quick ? 20 : 100));
     std::vector<double> copy_s, push_s;
     uint64_t retries = 0;
-    for (int r = -2; r < reps; ++r) {  // two warm-up rounds
+    tensorscope::PushResult failed = tensorscope::PushResult::kPushed;
+    for (int r = -2; r < reps && failed == tensorscope::PushResult::kPushed; ++r) {  // two warm-up rounds
       torch::cuda::synchronize();
       auto t0 = Clock::now();
       dst.copy_(src);
@@ -136,9 +137,19 @@ int main(int argc, char** argv) {
           if (r >= 0) push_s.push_back(s);
           break;
         }
-        ++retries;  // the sink still holds the pool: wait for it, untimed
+        // The sink still holds the pool (or the ring): wait for it, untimed, for at most
+        // 10 s. Anything else (a tensor larger than the segment: refused) ends the table.
+        if (result != tensorscope::PushResult::kDroppedFull || ++retries > 10000) {
+          failed = result;
+          break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
+    }
+    if (failed != tensorscope::PushResult::kPushed) {
+      std::printf("%7llu MiB: not measured, push %s (%s)\n", static_cast<unsigned long long>(bytes >> 20),
+                  tensorscope::to_string(failed), client.stats().shm_note.c_str());
+      break;
     }
     const double c = median(copy_s), p = median(push_s);
     std::printf("%7llu MiB %12.3f %12.3f %10.2f %8llu\n", static_cast<unsigned long long>(bytes >> 20),

@@ -97,11 +97,13 @@ constexpr int kAutostartPollMs = 20;  // while a daemon we started comes up
 
 uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
 
+uint64_t kept_free_bytes(uint64_t total_bytes) { return std::min(total_bytes / 4, uint64_t{4} << 30); }
+
 uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes,
                                 uint64_t local_world_size) {
-  const uint64_t quarter = total_bytes / 4;
+  const uint64_t keep = kept_free_bytes(total_bytes);
   uint64_t cap = free_bytes / 2;
-  cap = std::min(cap, free_bytes > quarter ? free_bytes - quarter : 0);
+  cap = std::min(cap, free_bytes > keep ? free_bytes - keep : 0);
   cap = std::min(cap, total_bytes / 2 / std::max<uint64_t>(1, local_world_size));
   if (budget <= cap) return budget;
   if (cap < kMinSegmentBudget) return 0;
@@ -284,11 +286,11 @@ StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
         path, *layout, SegmentIdentity{pid_, static_cast<uint32_t>(::geteuid()), config_.rank, config_.session},
         &out_of_space);
     if (segment) {
-      // Ranks sizing themselves at the same moment: whoever finds less than a quarter of
-      // the filesystem left afterwards gives its segment back and takes a smaller one.
+      // Ranks sizing themselves at the same moment: whoever finds less than
+      // kept_free_bytes left afterwards gives its segment back and takes a smaller one.
       uint64_t free_after = 0, total_after = 0;
       space(&free_after, &total_after);
-      if (free_after < total_after / 4 && budget / 2 >= kMinSegmentBudget) {
+      if (free_after < kept_free_bytes(total_after) && budget / 2 >= kMinSegmentBudget) {
         (void)(*segment)->unlink_file();
         budget /= 2;
         continue;

@@ -55,12 +55,16 @@ struct ConnectionConfig {
 // The smallest segment budget tried when the runtime directory is short of space.
 inline constexpr uint64_t kMinSegmentBudget = uint64_t{1} << 20;
 
+// What a producer leaves free on the runtime directory's filesystem for the others: a
+// quarter of it, at most 4 GiB (16 MiB of Docker's 64 MiB /dev/shm; 4 GiB of a 250 GiB
+// disk under /tmp, not 62).
+uint64_t kept_free_bytes(uint64_t total_bytes);
+
 // The segment budget to try first. One producer takes at most half of what is free, never
-// leaves less than a quarter of the filesystem free, and never more than its share of
-// half the filesystem among `local_world_size` ranks (LOCAL_WORLD_SIZE, as torchrun sets
-// it): DataLoader workers and NCCL need /dev/shm too. `budget` when it fits, else the
-// largest power of two that does, but not below kMinSegmentBudget (0 when even that does
-// not fit).
+// leaves less than kept_free_bytes free, and never more than its share of half the
+// filesystem among `local_world_size` ranks (LOCAL_WORLD_SIZE, as torchrun sets it):
+// DataLoader workers and NCCL need /dev/shm too. `budget` when it fits, else the largest
+// power of two that does, but not below kMinSegmentBudget (0 when even that does not fit).
 uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes,
                                 uint64_t local_world_size);
 

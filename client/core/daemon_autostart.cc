@@ -12,13 +12,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/file_lock.h"
 #include "tensorscope/base/logging.h"
+#include "tensorscope/base/posix_path.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/base/text_input.h"
@@ -40,11 +40,7 @@ bool is_executable_file(const std::string& path) {
          ::access(path.c_str(), X_OK) == 0;
 }
 
-std::string directory_of(const std::string& path) {
-  std::error_code ec;
-  const auto canonical = std::filesystem::weakly_canonical(path, ec);
-  return (ec ? std::filesystem::path(path) : canonical).parent_path().string();
-}
+std::string directory_of(const std::string& path) { return parent_path(resolved_path(path)); }
 
 // The last non-empty line of the daemon's log (why it did not start), quoted.
 std::string last_log_line(const std::string& path) {
@@ -119,11 +115,7 @@ StatusOr<std::string> find_daemon_executable(const DaemonSearch& search) {
   }
   std::string looked;
   for (const auto& c : candidates) {
-    if (is_executable_file(c)) {
-      std::error_code ec;
-      const auto clean = std::filesystem::weakly_canonical(c, ec);
-      return ec ? c : clean.string();
-    }
+    if (is_executable_file(c)) return resolved_path(c);
     if (looked.size() < 1500) looked += (looked.empty() ? "" : ", ") + c;
   }
   return Status::error("tensorscoped not found (looked at " + looked +
@@ -133,14 +125,10 @@ StatusOr<std::string> find_daemon_executable(const DaemonSearch& search) {
 DaemonAutostart::DaemonAutostart(AutostartConfig config)
     : config_(std::move(config)), search_(DaemonSearch::from_environment(config_.executable)) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment_.emplace_back(*e);
-  std::error_code ec;  // relative to the working directory the program has now
+  // Relative to the working directory the program has now.
   if (config_.output_dir.empty()) config_.output_dir = "tensorscope_runs";
-  const auto output = std::filesystem::absolute(config_.output_dir, ec);
-  if (!ec) config_.output_dir = output.lexically_normal().string();
-  if (!config_.config_path.empty()) {
-    const auto config_path = std::filesystem::absolute(config_.config_path, ec);
-    if (!ec) config_.config_path = config_path.string();
-  }
+  config_.output_dir = absolute_path(config_.output_dir);
+  if (!config_.config_path.empty()) config_.config_path = absolute_path(config_.config_path);
 }
 
 DaemonAutostart::~DaemonAutostart() {
@@ -213,11 +201,9 @@ void DaemonAutostart::launch(int64_t now_ms) {
   if (!executable_) executable_ = find_daemon_executable(search_);
   const StatusOr<std::string>& executable = *executable_;
   if (!executable) return fail(executable.message(), true, now_ms);
-  std::error_code ec;
   const std::string& output = config_.output_dir;
   const std::string session_dir = output + "/" + config_.session;
-  std::filesystem::create_directories(session_dir, ec);
-  if (ec) return fail("cannot create " + session_dir + ": " + ec.message(), false, now_ms);
+  if (Status made = make_directories(session_dir); !made) return fail(made.message(), false, now_ms);
   log_path_ = session_dir + "/tensorscoped.log";
 
   std::vector<std::string> args = {*executable,  "--detach",   "--autostarted",        "--session",

@@ -2,6 +2,7 @@
 #include "track_summaries.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>

@@ -155,29 +155,30 @@ PyObject* core_close(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
-// admit(name) -> render hint (0..8), or -1 when the client's gate says no (counted).
+// What admit() and admit_tracked() return: the stream's render hint (>= 0) when a send
+// would go ahead; -1 when the gate said no (counted as gated); -2 - code when the gate
+// admitted it but a send cannot go ahead now (ready(): not connected, disabled, ...;
+// counted). One call decides whether the tensor is exported at all.
+long admission_code(ClientCore* core, const tensorscope::StreamGate::Admission& admission) {
+  if (!admission.admitted) return -1;
+  const PushResult ready = core->ready();
+  return ready == PushResult::kPushed ? admission.render_hint : -2 - static_cast<long>(ready);
+}
+
+// admit(name) -> admission_code: the client's gate (every_n, max_hz), then ready().
 PyObject* core_admit(PyObject* self, PyObject* name_object) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
   std::string name;
   if (core == nullptr || !utf8(name_object, "name", &name)) return nullptr;
-  const auto admission = core->admit(name);
-  return PyLong_FromLong(admission.admitted ? admission.render_hint : -1);
+  return PyLong_FromLong(admission_code(core, core->admit(name)));
 }
 
-// admit_tracked(name) -> render hint, or -1 when max_hz gated it (counted).
+// admit_tracked(name) -> admission_code: max_hz per stream (a track gated its steps), then ready().
 PyObject* core_admit_tracked(PyObject* self, PyObject* name_object) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
   std::string name;
   if (core == nullptr || !utf8(name_object, "name", &name)) return nullptr;
-  const auto admission = core->admit_tracked(name);
-  return PyLong_FromLong(admission.admitted ? admission.render_hint : -1);
-}
-
-// ready() -> result code: 0 (go ahead) or the counted outcome.
-PyObject* core_ready(PyObject* self, PyObject*) {
-  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
-  if (core == nullptr) return nullptr;
-  return PyLong_FromLong(static_cast<long>(core->ready()));
+  return PyLong_FromLong(admission_code(core, core->admit_tracked(name)));
 }
 
 // send(name, capsule, kind, hint, step or None, as_bool, cuda_stream) -> result code.
@@ -405,10 +406,10 @@ PyObject* core_stats(PyObject* self, PyObject*) {
 }
 
 PyMethodDef core_methods[] = {
-    {"admit", core_admit, METH_O, "admit(name) -> render hint, or -1 when gated (counted)"},
+    {"admit", core_admit, METH_O,
+     "admit(name) -> render hint (>= 0: send it), -1 when gated, -2 - result code when it cannot go now"},
     {"admit_tracked", core_admit_tracked, METH_O,
-     "admit_tracked(name) -> render hint, or -1 when max_hz gated it (counted): a track's tensors"},
-    {"ready", core_ready, METH_NOARGS, "ready() -> 0 when a send would go ahead, else the counted result code"},
+     "admit_tracked(name) -> as admit(), for a track's tensors (max_hz per stream only)"},
     {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
     {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
@@ -577,12 +578,14 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "tensorscope's nativ
 
 // The vocabularies the C++ side defines, for the package to derive its own from:
 // RENDER_MODES {name: wire value} ("default" and every wire::RenderHint), PUSH_RESULTS
-// (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors.
+// (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors,
+// RECORD_KINDS {name: value} of every record (tensors, module trees, summaries).
 bool add_vocabularies(PyObject* module) {
   PyObject* modes = PyDict_New();
   PyObject* results = PyTuple_New(5);
   PyObject* kinds = PyDict_New();
-  bool ok = modes != nullptr && results != nullptr && kinds != nullptr;
+  PyObject* record_kinds = PyDict_New();
+  bool ok = modes != nullptr && results != nullptr && kinds != nullptr && record_kinds != nullptr;
   auto put = [&ok](PyObject* dict, const char* name, long value) {
     PyObject* v = PyLong_FromLong(value);
     ok = ok && v != nullptr && PyDict_SetItemString(dict, name, v) == 0;
@@ -601,6 +604,9 @@ bool add_vocabularies(PyObject* module) {
                             wire::TensorKind::kParameter, wire::TensorKind::kParameterGradient}) {
       put(kinds, wire::tensor_kind_name(kind), static_cast<long>(kind));
     }
+    for (uint8_t k = 1; k <= wire::kMaxTensorKind; ++k) {
+      put(record_kinds, wire::tensor_kind_name(static_cast<wire::TensorKind>(k)), k);
+    }
   }
   ok = ok && PyModule_AddObject(module, "RENDER_MODES", modes) == 0;
   if (!ok) Py_XDECREF(modes);
@@ -608,7 +614,9 @@ bool add_vocabularies(PyObject* module) {
   if (!results_ok) Py_XDECREF(results);
   const bool kinds_ok = results_ok && PyModule_AddObject(module, "TENSOR_KINDS", kinds) == 0;
   if (!kinds_ok) Py_XDECREF(kinds);
-  return kinds_ok;
+  const bool records_ok = kinds_ok && PyModule_AddObject(module, "RECORD_KINDS", record_kinds) == 0;
+  if (!records_ok) Py_XDECREF(record_kinds);
+  return records_ok;
 }
 
 }  // namespace

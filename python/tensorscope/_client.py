@@ -170,20 +170,18 @@ class Client:
         if core is None:
             return R.PushResult.NOT_CONNECTED
         try:
-            hint = core.admit(name)
-            if hint < 0:
-                return R.PushResult.GATED
-            return self._send(name, tensor, R.KIND_TENSOR, hint, self._transform, None)
+            admitted = core.admit(name)  # the gate and whether a send can go now, in one call
+            if admitted < 0:
+                return R.not_admitted(admitted)
+            return self._send(name, tensor, R.KIND_TENSOR, admitted, self._transform, None)
         except Exception as e:
             return self._refuse(name if isinstance(name, str) else repr(name)[:100], f"push failed: {e}")
 
     def _send(self, name, tensor, kind, hint, transform, step):
+        """Transforms, exports and sends a tensor that core.admit or core.admit_tracked admitted."""
         core = self._core
         if core is None:
             return R.PushResult.NOT_CONNECTED
-        code = core.ready()
-        if code:
-            return R.RESULTS[code]
         try:
             if transform is not None:
                 tensor = transform(name, tensor)
@@ -207,7 +205,7 @@ class Client:
             return R.PushResult.NOT_CONNECTED
         admitted = core.admit_tracked(name)  # max_hz per stream, and the stream's render hint
         if admitted < 0:
-            return R.PushResult.GATED
+            return R.not_admitted(admitted)
         if not hint:
             hint = admitted
         return self._send(name, tensor, kind, hint, transform if transform is not None else self._transform, step)

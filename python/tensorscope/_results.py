@@ -25,6 +25,12 @@ class PushResult(str, enum.Enum):
 # values are the C++ names (test_push.py checks them against _native.PUSH_RESULTS).
 RESULTS = tuple(PushResult(name) for name in _native.PUSH_RESULTS)
 
+
+def not_admitted(code: int) -> PushResult:
+    """The result of a push that Core.admit / admit_tracked did not let through: -1 when
+    the gate said no, -2 - result code when a send cannot go ahead now (both counted)."""
+    return PushResult.GATED if code == -1 else RESULTS[-2 - code]
+
 # Render mode names -> wire values, as the C++ side defines them (RenderMode, wire::RenderHint).
 RENDER_MODES: Dict[str, int] = dict(_native.RENDER_MODES)
 

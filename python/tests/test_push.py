@@ -200,3 +200,4 @@ def test_the_vocabularies_are_the_cpp_ones():
     assert {r.value for r in tensorscope.PushResult} == set(_native.PUSH_RESULTS)
     assert _native.TENSOR_KINDS == {"tensor": 1, "activation": 2, "gradient": 3, "parameter": 4,
                                     "parameter_gradient": 5}
+    assert _native.RECORD_KINDS == dict(_native.TENSOR_KINDS, module_tree=6, summary=7)

@@ -7,7 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
+
+#include "tensorscope/base/posix_path.h"
 
 namespace tensorscope {
 
@@ -39,8 +40,8 @@ Status ensure_private_dir(const std::string& path) {
   if (path.empty()) return Status::error("runtime directory path is empty");
   const size_t slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) {
-    std::error_code ec;  // parents get default permissions; the directory itself is 0700
-    std::filesystem::create_directories(path.substr(0, slash), ec);
+    // Parents get default permissions; the directory itself is 0700.
+    (void)make_directories(path.substr(0, slash));
   }
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::error("cannot create runtime directory " + path + ": " + std::strerror(errno));

@@ -28,6 +28,7 @@
 
 #include "cli_run.h"
 #include "daemon_process.h"
+#include "video_frames.h"
 #include "process_fixture.h"
 #include "small_tmpfs.h"
 #include "temp_dir.h"

@@ -1,7 +1,8 @@
 // CUDA tensors to a daemon in another process (ipc_sink, which reads device payloads
 // with the daemon's DevicePayloadReader): byte-for-byte arrival by CUDA IPC and by the
 // pinned-host fallback, tensors changed or freed right after push, a model trained on
-// cuda:0 with tracking, and a daemon killed with SIGKILL during pushes.
+// cuda:0 with tracking and its per-step summaries, a tracked step that never waits for
+// the GPU, and a daemon killed with SIGKILL during pushes.
 // Every test skips on a machine without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -11,11 +12,15 @@
 
 #include <tensorscope/tensorscope.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
+#include <string_view>
 
 #include "daemon_process.h"
 #include "record_log.h"
 #include "temp_dir.h"
+#include "tensorscope/shared/summary_format.h"
 
 namespace tensorscope::itest {
 namespace {
@@ -63,6 +68,25 @@ std::vector<uint8_t> bytes_of(const torch::Tensor& cpu) {
   const torch::Tensor c = cpu.contiguous();
   const auto* p = static_cast<const uint8_t*>(c.data_ptr());
   return std::vector<uint8_t>(p, p + c.numel() * c.element_size());
+}
+
+// The summary records the sink received and the entries in them (each must parse, finite).
+std::pair<int, int> summaries_in(const std::vector<LoggedRecord>& records) {
+  int summary_records = 0, entries = 0;
+  for (const auto& r : records) {
+    if (r.kind != static_cast<uint8_t>(wire::TensorKind::kSummary)) continue;
+    ++summary_records;
+    const auto parsed = parse_summaries(
+        std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
+    EXPECT_TRUE(parsed.is_ok()) << parsed.message();
+    if (!parsed.is_ok()) continue;
+    for (const TensorSummary& s : *parsed) {
+      EXPECT_TRUE(s.finite()) << s.name;
+      EXPECT_GT(s.numel, 0u) << s.name;
+      ++entries;
+    }
+  }
+  return {summary_records, entries};
 }
 
 TEST_P(CudaIpcTest, PushedTensorsArriveByteForByte) {
@@ -177,6 +201,81 @@ TEST_P(CudaIpcTest, ModelTrainedOnTheGpuSendsItsTrackedTensors) {
     }
   }
   EXPECT_EQ(fc2, steps);
+  // One summary record a step (stats_every defaults to 1), every entry finite.
+  ASSERT_TRUE(wait_until([&] { return summaries_in(read_records(log)).first >= steps; }, Millis(20000)));
+  EXPECT_GE(summaries_in(read_records(log)).second, steps * 4);
+}
+
+// A tracked step (full tensors every step, summaries every step) never waits for the GPU:
+// with about a second of matrix products queued ahead of it, forward, backward and the
+// optimizer step return to the host long before the GPU has run them. A synchronization
+// anywhere in the hooks (a pageable copy, .item(), an event or stream wait on the host)
+// would hold the host until the queued products are done.
+TEST_P(CudaIpcTest, TrackedStepNeverWaitsForTheGpu) {
+  const bool ipc = GetParam();
+  const std::string log = dir_.path() + "/records.log";
+  auto sink = start_sink("nowait", log, !ipc);
+  ASSERT_TRUE(sink);
+  Client client(options("nowait"));
+  ASSERT_TRUE(wait_connected(client));
+
+  torch::manual_seed(5);
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA, 0);
+  torch::nn::Sequential net(torch::nn::Linear(256, 512), torch::nn::ReLU(), torch::nn::Linear(512, 10));
+  net->to(torch::kCUDA);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  TrackHandle outputs = client.track_model("net", net, TrackOptions().stats_every(1));
+  TrackHandle grads = client.track_layer("net", net, TrackOptions().stats_every(1));
+  ASSERT_TRUE(outputs.ok()) << outputs.error();
+  const torch::Tensor x = torch::randn({64, 256}, cuda);
+  const torch::Tensor y = torch::randint(0, 10, {64}, cuda.dtype(torch::kLong));
+  auto step = [&](int64_t s) {
+    client.set_step(s);
+    opt.zero_grad();
+    torch::nn::functional::cross_entropy(net->forward(x), y).backward();
+    opt.step();
+  };
+  for (int s = 0; s < 4; ++s) step(s);  // warm-up: staging pools, pinned blocks, kernels
+  torch::cuda::synchronize();
+
+  // About a second of GPU work: 8192x8192 products, one kernel each (few enough that the
+  // launch queue never fills and blocks the host by itself).
+  const torch::Tensor m = torch::randn({8192, 8192}, cuda) / 90.5;
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  torch::Tensor a = m;
+  auto t = Clock::now();
+  for (int i = 0; i < 4; ++i) a = torch::mm(a, m);
+  torch::cuda::synchronize();
+  const double per_product = seconds_since(t) / 4;
+  const int products = std::clamp(static_cast<int>(1.0 / per_product), 8, 400);
+
+  t = Clock::now();
+  for (int i = 0; i < products; ++i) a = torch::mm(a, m);
+  const double queued = seconds_since(t);
+  step(4);
+  const double host = seconds_since(t);
+  torch::cuda::synchronize();
+  const double gpu = seconds_since(t);
+  std::printf("queued %d products in %.1f ms; the tracked step returned at %.1f ms; the GPU finished at %.1f ms\n",
+              products, queued * 1e3, host * 1e3, gpu * 1e3);
+  ASSERT_GT(gpu, 0.3) << "the queued work was too short to tell";
+  EXPECT_LT(host, gpu / 2) << "the tracked step waited for the GPU";
+
+  outputs.flush();
+  grads.flush();
+  ASSERT_TRUE(wait_until([&] { return summaries_in(read_records(log)).first >= 5; }, Millis(20000)))
+      << summaries_in(read_records(log)).first << " summary records of 5 steps";
+  const ClientStats stats = client.stats();
+  EXPECT_EQ(stats.cuda_failed, 0u);
+  EXPECT_EQ(stats.dropped_full, 0u);
+  int full = 0;
+  for (const auto& r : read_records(log)) {
+    if (r.kind == static_cast<uint8_t>(wire::TensorKind::kSummary) || r.name == "net") continue;
+    EXPECT_EQ(r.by_ipc, ipc) << r.name;
+    ++full;
+  }
+  EXPECT_GE(full, 5 * 4) << "outputs of net.0 and net.2 and their gradients, 5 steps";
 }
 
 TEST_P(CudaIpcTest, KilledDaemonLeavesTrainingRunningWithFlatGpuMemory) {

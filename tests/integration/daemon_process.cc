@@ -16,9 +16,6 @@
 #include <sstream>
 #include <thread>
 
-#include <opencv2/core.hpp>
-#include <opencv2/videoio.hpp>
-
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
 
@@ -314,18 +311,6 @@ StatusOr<std::vector<nlohmann::json>> read_index(const std::string& session_dir)
   std::vector<nlohmann::json> files;
   for (const auto& f : doc["files"]) files.push_back(f);
   return files;
-}
-
-int64_t count_decodable_frames(const std::string& path) {
-  cv::VideoCapture capture(path, cv::CAP_FFMPEG);
-  if (!capture.isOpened()) return -1;
-  int64_t frames = 0;
-  cv::Mat frame;
-  while (capture.read(frame)) {
-    if (frame.empty()) break;
-    ++frames;
-  }
-  return frames;
 }
 
 std::vector<std::string> list_dir(const std::string& dir,

@@ -1,5 +1,6 @@
 // daemon_process.h — the integration tests' harness: child processes (tensorscoped,
-// the `tensorscope` tool, test_producer), status queries, index.json and video checks.
+// the `tensorscope` tool, test_producer), status queries and index.json (decoding videos:
+// video_frames.h).
 //
 // Used only by the integration tests (one test process). Every child is started with
 // fork+exec in its own process group, so that killing the group also kills the workers
@@ -118,10 +119,6 @@ StatusOr<nlohmann::json> request_reply(const std::string& socket_path, const nlo
 
 // Parsed <session dir>/index.json ("files" array); empty when there is none yet.
 StatusOr<std::vector<nlohmann::json>> read_index(const std::string& session_dir);
-
-// Number of frames cv::VideoCapture decodes from `path` (every frame read); -1 when it
-// cannot be opened.
-int64_t count_decodable_frames(const std::string& path);
 
 // Names in `dir` (no recursion) for which `predicate` holds.
 std::vector<std::string> list_dir(const std::string& dir,

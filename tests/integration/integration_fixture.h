@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "video_frames.h"
 #include "process_fixture.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"

@@ -1,6 +1,10 @@
-// record_log.h — a flat binary log of received records (name, step, dtype, device,
+// record_log.h — a flat binary log of received records (name, step, dtype, kind, device,
 // whether the payload came by CUDA IPC, payload bytes), written by ipc_sink and read back
-// by the CUDA tests to compare what arrived with what was pushed, byte for byte.
+// by the CUDA tests (C++ here, Python in python/tests/test_cuda.py) to compare what
+// arrived with what was pushed, byte for byte.
+//
+// Each record, little-endian: u32 name length, name, u32 device length, device, i64 step,
+// u8 dtype, u8 kind, u8 by_ipc, u64 payload length, payload.
 //
 // Used by tests only. Thread safety: one writer (append flushes each record), readers
 // read the whole file.
@@ -20,6 +24,7 @@ struct LoggedRecord {
   std::string device;
   int64_t step = 0;
   uint8_t dtype = 0;
+  uint8_t kind = 0;  // wire::TensorKind
   bool by_ipc = false;
   std::vector<uint8_t> payload;
 };
@@ -35,7 +40,8 @@ inline bool append_record(std::FILE* out, const RecordView& v) {
             std::fwrite(&device_len, 4, 1, out) == 1 &&
             std::fwrite(device.data(), 1, device_len, out) == device_len &&
             std::fwrite(&v.header.step, 8, 1, out) == 1 && std::fwrite(&v.header.dtype, 1, 1, out) == 1 &&
-            std::fwrite(&by_ipc, 1, 1, out) == 1 && std::fwrite(&bytes, 8, 1, out) == 1;
+            std::fwrite(&v.header.kind, 1, 1, out) == 1 && std::fwrite(&by_ipc, 1, 1, out) == 1 &&
+            std::fwrite(&bytes, 8, 1, out) == 1;
   if (ok && bytes > 0) ok = std::fwrite(v.payload, 1, bytes, out) == bytes;
   return ok && std::fflush(out) == 0;
 }
@@ -57,7 +63,8 @@ inline std::vector<LoggedRecord> read_records(const std::string& path) {
     if (std::fread(r.device.data(), 1, device_len, in) != device_len) break;
     uint8_t by_ipc = 0;
     if (std::fread(&r.step, 8, 1, in) != 1 || std::fread(&r.dtype, 1, 1, in) != 1 ||
-        std::fread(&by_ipc, 1, 1, in) != 1 || std::fread(&bytes, 8, 1, in) != 1 ||
+        std::fread(&r.kind, 1, 1, in) != 1 || std::fread(&by_ipc, 1, 1, in) != 1 ||
+        std::fread(&bytes, 8, 1, in) != 1 ||
         bytes > (uint64_t{1} << 34)) {
       break;
     }

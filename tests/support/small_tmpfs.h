@@ -7,11 +7,11 @@
 #pragma once
 
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "temp_dir.h"
@@ -22,8 +22,7 @@ class SmallTmpfs {
  public:
   explicit SmallTmpfs(const std::string& size) : dir_("ts-tmpfs") {
     path_ = dir_.path() + "/mnt";
-    std::error_code ec;
-    std::filesystem::create_directory(path_, ec);
+    ::mkdir(path_.c_str(), 0700);
     const std::string data = "size=" + size + ",mode=0700";
     if (::mount("tmpfs", path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) == 0) {
       mounted_ = true;

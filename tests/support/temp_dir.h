@@ -1,12 +1,15 @@
 // temp_dir.h — a unique private temporary directory for one test, removed afterwards.
 //
 // Used by unit and integration tests so that `ctest -j` runs never share a runtime
-// directory, socket or segment name. Thread safety: one owner.
+// directory, socket or segment name. Removed with nftw, not std::filesystem: tests that
+// link libtorch would bind std::filesystem to the copies libtorch 2.x wheels export
+// (tensorscope/base/posix_path.h). Thread safety: one owner.
 #pragma once
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#include <filesystem>
 #include <string>
 
 namespace tensorscope::testing {
@@ -19,8 +22,11 @@ class TempDir {
     if (made != nullptr) path_ = made;
   }
   ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+    auto remove = [](const char* path, const struct stat*, int, struct FTW*) {
+      (void)::remove(path);  // what cannot be removed stays; the rest goes
+      return 0;
+    };
+    if (!path_.empty()) ::nftw(path_.c_str(), remove, 16, FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

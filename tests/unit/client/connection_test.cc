@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -32,6 +31,7 @@
 #include "connection.h"
 #include "runtime_dir_watch.h"
 #include "daemon_autostart.h"
+#include "dir_listing.h"
 #include "temp_dir.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
@@ -45,7 +45,7 @@ ClientOptions isolated(const testing::TempDir& dir) {
   return ClientOptions().session("unit").runtime_dir(dir.path() + "/run").shm_budget(4 << 20);
 }
 
-TEST(SegmentBudget, HalfTheFreeSpaceAQuarterLeftFreeAndAShareOfHalfPerLocalRank) {
+TEST(SegmentBudget, HalfTheFreeSpaceAQuarterAtMost4GiBLeftFreeAndAShareOfHalfPerLocalRank) {
   const uint64_t GiB = 1024 * kMiB;
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 24 * GiB, 24 * GiB, 1), 128 * kMiB);
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 24 * GiB, 24 * GiB, 8), 128 * kMiB);
@@ -59,6 +59,12 @@ TEST(SegmentBudget, HalfTheFreeSpaceAQuarterLeftFreeAndAShareOfHalfPerLocalRank)
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 1 * kMiB, 1 * kMiB, 1), 0u) << "below the minimum: none";
   EXPECT_EQ(fitting_segment_budget(512 * 1024, 2 * kMiB, 2 * kMiB, 1), 512u * 1024) << "a small budget that fits";
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, UINT64_MAX, UINT64_MAX, 1), 128 * kMiB) << "unknown: the budget";
+  // A large disk under /tmp, a quarter of it free: at most 4 GiB stays free for others.
+  EXPECT_EQ(fitting_segment_budget(64 * kMiB, 63 * GiB, 252 * GiB, 1), 64 * kMiB);
+  EXPECT_EQ(fitting_segment_budget(16 * GiB, 10 * GiB, 252 * GiB, 1), 4 * GiB) << "half the free space";
+  EXPECT_EQ(fitting_segment_budget(16 * GiB, 5 * GiB, 252 * GiB, 1), 1024 * kMiB) << "4 GiB kept free";
+  EXPECT_EQ(kept_free_bytes(64 * kMiB), 16 * kMiB);
+  EXPECT_EQ(kept_free_bytes(252 * GiB), 4 * GiB);
 }
 
 TEST(RuntimeDirWatch, WakesForTheWatchedNameOnlyAndForTheWakeDescriptor) {
@@ -78,7 +84,7 @@ TEST(RuntimeDirWatch, WakesForTheWatchedNameOnlyAndForTheWakeDescriptor) {
   std::thread appear([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::ofstream(dir.path() + "/.s.sock.tmp") << "x";
-    std::filesystem::rename(dir.path() + "/.s.sock.tmp", dir.path() + "/s.sock");
+    (void)::rename((dir.path() + "/.s.sock.tmp").c_str(), (dir.path() + "/s.sock").c_str());
   });
   EXPECT_TRUE(watch.wait(wake, 60000));
   appear.join();
@@ -101,7 +107,7 @@ class EnvGuard {
   bool had_ = false;
 };
 
-TEST(DaemonExecutable, ConfiguredThenEnvironmentThenBesideTheProgram) {
+TEST(DaemonExecutable, ConfiguredThenEnvironment) {
   EnvGuard guard("TENSORSCOPE_DAEMON");
   testing::TempDir dir("ts-exe");
   const std::string fake = dir.path() + "/my-tensorscoped";
@@ -123,8 +129,13 @@ TEST(DaemonExecutable, ConfiguredThenEnvironmentThenBesideTheProgram) {
   auto bad_env = find_daemon_executable(DaemonSearch::from_environment(""));
   ASSERT_FALSE(bad_env);
   EXPECT_NE(bad_env.message().find("TENSORSCOPE_DAEMON"), std::string::npos) << bad_env.message();
+}
 
-  // The test program lives in build/bin beside tensorscoped.
+TEST(DaemonExecutable, BesideTheProgram) {
+  // The test program lives in build/bin beside tensorscoped (not in a build of the client
+  // alone, TENSORSCOPE_BUILD_DAEMON=OFF).
+  if (!TENSORSCOPE_DAEMON_BUILT) GTEST_SKIP() << "this build has no tensorscoped";
+  EnvGuard guard("TENSORSCOPE_DAEMON");
   ::unsetenv("TENSORSCOPE_DAEMON");
   auto beside = find_daemon_executable(DaemonSearch::from_environment(""));
   ASSERT_TRUE(beside) << beside.message();
@@ -228,8 +239,8 @@ TEST(ClientStart, TwoClientsOfOneSessionInOneProcessKeepTheirOwnSegments) {
   ASSERT_TRUE(a.connected());
   ASSERT_TRUE(b.connected());
   size_t segments = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/run")) {
-    segments += segment_file_pid(e.path().filename().string()) == ::getpid() ? 1 : 0;
+  for (const std::string& name : testing::list_dir(dir.path() + "/run")) {
+    segments += segment_file_pid(name) == ::getpid() ? 1 : 0;
   }
   EXPECT_EQ(segments, 2u);
   EXPECT_EQ(a.push("x", torch::ones({4})), PushResult::kPushed);
