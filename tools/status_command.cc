@@ -66,14 +66,18 @@ void print_table(const nlohmann::json& s) {
     std::printf("a worker is silent but runnable or working: the machine is busy (not restarted; its\n"
                 "streams fall behind and drops are counted)\n");
   }
-  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s %-12s\n", "id", "pid",
-              "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused", "not_drawn");
+  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s %-12s %s\n", "id", "pid",
+              "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused", "not_drawn", "sends");
   for (const auto& p : s.value("producers", nlohmann::json::array())) {
-    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu %-12llu%s\n",
+    // Pacing (the client's, while the daemon is behind) in words.
+    const double stride = p.value("pace_stride", 1.0);
+    char sends[64] = "every call";
+    if (stride > 1) std::snprintf(sends, sizeof sends, "1 call in %.3g (daemon-limited)", stride);
+    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu %-12llu %s%s\n",
                 p.value("id", 0ULL), p.value("pid", 0LL), p.value("rank", 0), p.value("worker", 0),
                 p.value("pushed", 0ULL), p.value("received", 0ULL), p.value("dropped_full", 0ULL),
                 p.value("dropped_invalid", 0ULL), p.value("refused", 0ULL), p.value("dropped_by_daemon", 0ULL),
-                p.value("connected", true) ? "" : "  (draining)");
+                sends, p.value("connected", true) ? "" : "  (draining)");
   }
   std::printf("\nstreams\n  %-40s %-8s %-5s %-10s %-8s %-10s\n", "stream", "device", "rank", "mode",
               "frames", "last_step");

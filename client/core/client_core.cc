@@ -143,13 +143,28 @@ StreamGate::Admission ClientCore::admit(const std::string& name) {
     count(gated_, PushResult::kGated);
     return admission;
   }
-  admission = gate_.admit(name);
-  if (!admission.admitted) count(gated_, PushResult::kGated);
+  admission = gate_.admit(name, stride16());
+  if (admission.admitted || admission.paced) pacer_.offer();
+  if (!admission.admitted) {
+    count(gated_, PushResult::kGated);
+    if (admission.paced) count(paced_, PushResult::kGated, &wire::SegmentHeader::paced);
+  }
+  return admission;
+}
+
+StreamGate::Admission ClientCore::pace(const std::string& name) {
+  pacer_.offer();
+  StreamGate::Admission admission = gate_.pace(name, stride16());
+  if (!admission.admitted) {
+    count(gated_, PushResult::kGated);
+    count(paced_, PushResult::kGated, &wire::SegmentHeader::paced);
+  }
   return admission;
 }
 
 StreamGate::Admission ClientCore::admit_tracked(const std::string& name) {
-  StreamGate::Admission admission{true, gate_.render_hint(name)};
+  StreamGate::Admission admission = pace(name);
+  if (!admission.admitted) return admission;
   if (options_.max_hz > 0 && !tracked_gate_.admit(name).admitted) {
     admission.admitted = false;
     count(gated_, PushResult::kGated);
@@ -250,14 +265,25 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
   if (tensor.device == DeviceType::kCuda && bytes > 0) {
 #ifdef TENSORSCOPE_WITH_CUDA
     const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
-    if (!outcome.fallback) return counted(active, name, outcome.result, outcome.why, bytes);
+    if (!outcome.fallback) return paced(active, kind, counted(active, name, outcome.result, outcome.why, bytes));
     // else CudaStaging noted why: a synchronous copy below
 #else
     if (tensor.ordering == nullptr) return refuse(&active, name, "tensorscope was built without CUDA support");
     count_sync_copy("tensorscope was built without CUDA support");
 #endif
   }
-  return stage_in_ring(active, name, fields, tensor, bytes);
+  return paced(active, kind, stage_in_ring(active, name, fields, tensor, bytes));
+}
+
+PushResult ClientCore::paced(Connection::Active& active, wire::TensorKind kind, PushResult result) {
+  if (!options_.pacing || !wire::is_tensor_kind(static_cast<uint8_t>(kind)) || !active.is_attached()) return result;
+  pacer_.use_connection(active.serial);
+  const uint64_t oldest = active.writer->oldest_unread_unix_ns(), now_ns = unix_time_ns();
+  const int64_t backlog_ms = oldest == 0 || oldest > now_ns ? 0 : static_cast<int64_t>((now_ns - oldest) / 1000000);
+  pacer_.observe(backlog_ms, active.writer->fill(), result == PushResult::kDroppedFull,
+                 active.segment->header()->slot_tail.load(std::memory_order_relaxed), steady_time_ms());
+  active.segment->header()->pace_stride16.store(pacer_.stride16(), std::memory_order_relaxed);
+  return result;
 }
 
 PushResult ClientCore::counted(Connection::Active& active, const std::string& name, PushResult result,
@@ -376,6 +402,16 @@ ClientStats ClientCore::stats() const {
   const uint64_t lost_bytes = connection_ ? connection_->unattached_lost_bytes() : 0;
   s.pushed = pushed_.load(std::memory_order_relaxed) - lost;
   s.gated = gated_.load(std::memory_order_relaxed);
+  s.paced = paced_.load(std::memory_order_relaxed);
+  s.pace_stride = static_cast<double>(stride16()) / Pacer::kOne;
+  if (s.pace_stride > 1) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "daemon-limited: one call in %.3g of each stream is sent (the daemon is behind; the others "
+                  "are not copied)",
+                  s.pace_stride);
+    s.pace_note = text;
+  }
   s.dropped_full = dropped_full_.load(std::memory_order_relaxed);
   s.not_connected = not_connected_.load(std::memory_order_relaxed) + lost;
   s.refused = refused_.load(std::memory_order_relaxed);

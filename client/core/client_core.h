@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "connection.h"
+#include "pacer.h"
 #include "stream_gate.h"
 #include "tensor_ref.h"
 #include "tensorscope/push_result.h"
@@ -50,6 +51,7 @@ struct CoreOptions {
   bool enabled = true;
   uint64_t cuda_staging_bytes = uint64_t{256} << 20;
   bool cuda_ipc = true;
+  bool pacing = true;  // pacer.h
   nlohmann::json framework_versions = nlohmann::json::object();  // {"libtorch": "1.13.1"}, ...
 };
 
@@ -69,14 +71,18 @@ class ClientCore {
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
-  // The client's own gate (every_n / max_hz per stream) for an explicit push; a call
-  // that is not admitted is counted as gated. Also checks enabled().
+  // The client's own gate (every_n / max_hz per stream, then pacing: pacer.h) for an
+  // explicit push; a call that is not admitted is counted as gated (and as paced when
+  // pacing alone held it back). Also checks enabled().
   StreamGate::Admission admit(const std::string& name);
 
-  // A tracked tensor's gate (a track gates its steps itself): max_hz per stream, kept
-  // apart from admit()'s call counts; a call not admitted is counted as gated. Also
-  // returns the stream's render hint.
+  // A tracked tensor's gate (a track gates its steps itself): pacing, then max_hz per
+  // stream, kept apart from admit()'s call counts; a call not admitted is counted as
+  // gated (and paced). Also returns the stream's render hint.
   StreamGate::Admission admit_tracked(const std::string& name);
+  // Pacing alone, for a tensor whose track already applied its own gates (the libtorch
+  // client's tracks); counted as admit_tracked counts.
+  StreamGate::Admission pace(const std::string& name);
 
   // Whether a send now would go ahead: kPushed when enabled and connected, else the
   // outcome, counted (kGated, kRefused for a bad session, kNotConnected). Lets a
@@ -132,6 +138,10 @@ class ClientCore {
                            const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
   PushResult counted(Connection::Active& active, const std::string& name, PushResult result,
                      const std::string& why, uint64_t bytes);
+  // Tells the pacer what a tensor push to an attached daemon found (the ring's backlog,
+  // or a full ring) and publishes the stride in the segment; returns `result`.
+  PushResult paced(Connection::Active& active, wire::TensorKind kind, PushResult result);
+  uint32_t stride16() const { return options_.pacing ? pacer_.stride16() : Pacer::kOne; }
   PushResult refuse(Connection::Active* active, const std::string& name, const std::string& why);
   using SegmentCounter = std::atomic<uint64_t> wire::SegmentHeader::*;
   PushResult count(std::atomic<uint64_t>& local, PushResult result,
@@ -160,7 +170,8 @@ class ClientCore {
   std::string sync_note_;
 
   std::atomic<uint64_t> pushed_{0}, gated_{0}, dropped_full_{0}, not_connected_{0}, refused_{0}, bytes_{0},
-      sync_copies_{0};
+      sync_copies_{0}, paced_{0};
+  Pacer pacer_;
 };
 
 }  // namespace tensorscope

@@ -7,29 +7,42 @@ StreamGate::StreamGate(int64_t every_n, double max_hz)
       min_interval_(max_hz > 0 ? std::chrono::nanoseconds(static_cast<int64_t>(1e9 / max_hz))
                                : std::chrono::nanoseconds(0)) {}
 
-StreamGate::Admission StreamGate::admit(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
+StreamGate::State& StreamGate::state_of(const std::string& name) {
   auto it = streams_.find(std::string_view(name));
-  if (it == streams_.end()) it = streams_.emplace(name, State{}).first;
-  State& state = it->second;
+  if (it == streams_.end()) {
+    it = streams_.emplace(name, State{}).first;
+    it->second.ordinal = static_cast<uint32_t>(streams_.size() - 1);
+  }
+  return it->second;
+}
+
+StreamGate::Admission StreamGate::admit(const std::string& name, uint32_t stride16) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  State& state = state_of(name);
   const int64_t call = state.calls++;
   if (call % every_n_ != 0) return {false, state.render_hint};
+  std::chrono::steady_clock::time_point now{};
   if (min_interval_.count() > 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (state.last_admitted.time_since_epoch().count() != 0 &&
-        now - state.last_admitted < min_interval_) {
+    now = std::chrono::steady_clock::now();
+    if (state.last_admitted.time_since_epoch().count() != 0 && now - state.last_admitted < min_interval_) {
       return {false, state.render_hint};
     }
-    state.last_admitted = now;
   }
+  if (paced_out(state, stride16)) return {false, state.render_hint, true};
+  if (min_interval_.count() > 0) state.last_admitted = now;
+  return {true, state.render_hint};
+}
+
+StreamGate::Admission StreamGate::pace(const std::string& name, uint32_t stride16) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  State& state = state_of(name);
+  if (paced_out(state, stride16)) return {false, state.render_hint, true};
   return {true, state.render_hint};
 }
 
 void StreamGate::set_render_hint(const std::string& name, uint8_t hint) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = streams_.find(std::string_view(name));
-  if (it == streams_.end()) it = streams_.emplace(name, State{}).first;
-  it->second.render_hint = hint;
+  state_of(name).render_hint = hint;
 }
 
 uint8_t StreamGate::render_hint(const std::string& name) {

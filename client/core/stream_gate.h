@@ -1,4 +1,4 @@
-// stream_gate.h — per-stream gating: every_n and max_hz.
+// stream_gate.h — per-stream gating: every_n, max_hz and pacing (pacer.h).
 //
 // Used by the Client on the training thread for every push; a gated-out call costs one
 // hash lookup under an uncontended mutex and no copy. Thread safety: all methods are
@@ -28,12 +28,19 @@ class StreamGate {
   struct Admission {
     bool admitted = false;
     uint8_t render_hint = 0;  // the stream's wire::RenderHint
+    bool paced = false;       // not admitted by pacing alone (the daemon is behind)
   };
 
   // Admitted when this call of stream `name` should be pushed: the 1st, (n+1)th, ...
   // call, and (with max_hz) not sooner than 1/max_hz after the stream's last admitted
   // call. Also returns the stream's render hint (one lookup for both).
-  Admission admit(const std::string& name);
+  // With `stride16` > 16 (Pacer: the daemon is behind) only 16 in `stride16` of the calls
+  // that pass are admitted (one in 2.5 for 40), at a phase set by the order in which
+  // streams were first seen, so that the admitted calls of all streams spread evenly over
+  // the steps.
+  Admission admit(const std::string& name, uint32_t stride16 = 16);
+  // A call its track already decided to send: pacing alone, and the render hint.
+  Admission pace(const std::string& name, uint32_t stride16);
 
   void set_render_hint(const std::string& name, uint8_t hint);
   // The hint set for `name` (0 when none); does not count a call.
@@ -46,9 +53,17 @@ class StreamGate {
   };
   struct State {
     int64_t calls = 0;
+    uint64_t offered = 0;  // calls that reached pacing
+    uint32_t ordinal = 0;  // order of first sight: the stream's pacing phase
     uint8_t render_hint = 0;
     std::chrono::steady_clock::time_point last_admitted{};
   };
+  State& state_of(const std::string& name);  // mutex_ held
+  // Whether pacing at `stride16` holds this call of `state` back: of the calls k, those
+  // where (k + ordinal) * 16 mod stride16 < 16 go, 16 in every stride16.
+  static bool paced_out(State& state, uint32_t stride16) {
+    return stride16 > 16 && ((state.offered++ + state.ordinal) * 16) % stride16 >= 16;
+  }
 
   const int64_t every_n_;
   const std::chrono::nanoseconds min_interval_;

@@ -31,6 +31,7 @@ CoreOptions core_options(const ClientOptions& options) {
   core.enabled = options.enabled();
   core.cuda_staging_bytes = options.cuda_staging_bytes();
   core.cuda_ipc = options.cuda_ipc();
+  core.pacing = options.pacing();
   core.framework_versions = {{"libtorch", libtorch_version()}};
   return core;
 }
@@ -45,6 +46,11 @@ PushResult ClientImpl::push(const std::string& name, const at::Tensor& tensor) {
 
 PushResult ClientImpl::send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
                             uint8_t render_hint, const TransformFn* transform) noexcept {
+  try {
+    if (!core_.pace(name).admitted) return PushResult::kGated;  // the daemon is behind: no copy
+  } catch (...) {
+    return core_.refuse(name, "pacing failed");
+  }
   const TransformFn& chosen = transform != nullptr && *transform ? *transform : options_.transform();
   return stage(name, tensor, kind, render_hint, chosen);
 }

@@ -37,9 +37,10 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
  public:
   explicit ClientImpl(ClientOptions options);
 
-  // Client::push: gated by the client's every_n / max_hz.
+  // Client::push: gated by the client's every_n / max_hz, then pacing (pacer.h).
   PushResult push(const std::string& name, const at::Tensor& tensor);
-  // For tracks, which gate on their own: copies `tensor` as a record of `kind`.
+  // For tracks, which gate on their own (then pacing, when the daemon is behind: kGated):
+  // copies `tensor` as a record of `kind`.
   // `transform` (may be null or empty) replaces the client's transform. Never throws.
   PushResult send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
                   uint8_t render_hint, const TransformFn* transform) noexcept;

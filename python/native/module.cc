@@ -103,7 +103,8 @@ bool read_options(PyObject* dict, CoreOptions* o) {
         read_text(dict, "autostart_output", &o->autostart_output) &&
         read_int(dict, "autostart_idle_exit_ms", &o->autostart_idle_exit_ms) &&
         read_text(dict, "daemon_executable", &o->daemon_executable) && read_bool(dict, "enabled", &o->enabled) &&
-        read_int(dict, "cuda_staging_bytes", &o->cuda_staging_bytes) && read_bool(dict, "cuda_ipc", &o->cuda_ipc))) {
+        read_int(dict, "cuda_staging_bytes", &o->cuda_staging_bytes) && read_bool(dict, "cuda_ipc", &o->cuda_ipc) &&
+        read_bool(dict, "pacing", &o->pacing))) {
     return false;
   }
   if (rank >= 0) o->rank = static_cast<int>(rank);
@@ -387,6 +388,8 @@ PyObject* core_stats(PyObject* self, PyObject*) {
   const bool ok =
       put(d, "pushed", PyLong_FromUnsignedLongLong(s.pushed)) && put(d, "gated", PyLong_FromUnsignedLongLong(s.gated)) &&
       put(d, "dropped_full", PyLong_FromUnsignedLongLong(s.dropped_full)) &&
+      put(d, "paced", PyLong_FromUnsignedLongLong(s.paced)) &&
+      put(d, "pace_stride", PyFloat_FromDouble(s.pace_stride)) && put(d, "pace_note", text(s.pace_note)) &&
       put(d, "dropped_by_daemon", PyLong_FromUnsignedLongLong(s.dropped_by_daemon)) &&
       put(d, "not_connected", PyLong_FromUnsignedLongLong(s.not_connected)) &&
       put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) && put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&

@@ -107,6 +107,7 @@ class Client:
         cuda_staging_bytes: int = 256 << 20,
         cuda_ipc: bool = True,
         anomaly_capture_steps: int = 2,
+        pacing: bool = True,
     ) -> None:
         if not isinstance(session, str):
             raise TypeError(f"session must be a str, not {type(session).__name__}")
@@ -140,6 +141,7 @@ class Client:
             "enabled": _check_bool("enabled", enabled),
             "cuda_staging_bytes": _check_int("cuda_staging_bytes", cuda_staging_bytes, 1 << 16, 64 * _GB),
             "cuda_ipc": _check_bool("cuda_ipc", cuda_ipc),
+            "pacing": _check_bool("pacing", pacing),
             "framework_versions": {"python": platform.python_version(), "torch": str(torch.__version__)},
         }
         if not options["daemon_executable"] and not os.environ.get("TENSORSCOPE_DAEMON"):

@@ -10,6 +10,9 @@ class ClientStats:
     pushed: int = 0  # records copied into shared memory
     gated: int = 0  # skipped by every_n / max_hz or while disabled
     dropped_full: int = 0  # the ring had no room (daemon slow)
+    paced: int = 0  # held back (also in gated) while the daemon is behind: see pace_note
+    pace_stride: float = 1.0  # one call in pace_stride of each stream is sent (1: no pacing; 2.5: 2 in 5)
+    pace_note: str = ""  # pacing in words ("" when not pacing)
     not_connected: int = 0  # no daemon at the time
     refused: int = 0  # bad input: type, dtype, size, name, failed transform or hook
     bytes: int = 0  # payload bytes pushed
@@ -38,7 +41,7 @@ class ClientStats:
             state = f"connected ({self.connections} registration{'s' if self.connections != 1 else ''})"
         else:
             state = "not connected" + (f": {self.connection_note}" if self.connection_note else "")
-        notes = [n for n in (self.shm_note, self.autostart) if n]
+        notes = [n for n in (self.pace_note, self.shm_note, self.autostart) if n]
         if self.dropped_by_daemon:
             notes.append(f"{self.dropped_by_daemon} not drawn by the daemon (its stream limit)")
         if self.cuda_transport:

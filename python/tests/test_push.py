@@ -168,6 +168,7 @@ def test_max_hz_gates_a_tracks_tensors_per_stream_in_the_core(daemon):
         ({"transform": 5}, TypeError),
         ({"runtime_dir": 7}, TypeError),
         ({"autostart_idle_exit_ms": 10}, ValueError),
+        ({"pacing": "yes"}, TypeError),
     ],
 )
 def test_bad_options_raise_at_the_call(kwargs, error):
@@ -186,6 +187,18 @@ def test_no_daemon_training_goes_on(tmp_path):
         assert "not connected" in repr(s)
     assert scope.push("x", torch.ones(3)) == PushResult.NOT_CONNECTED  # closed: still no exception
     assert scope.stats().closed
+
+
+def test_pacing_is_reported_and_can_be_turned_off(daemon):
+    """The daemon keeps up here: no pacing (the pacing itself: pacing_test.cc, C++)."""
+    for pacing in (True, False):
+        with tensorscope.Client(**daemon.client_options(pacing=pacing)) as scope:
+            assert scope.connected
+            for _ in range(20):
+                assert scope.push("p", torch.ones(8)) == PushResult.PUSHED
+            s = scope.stats()
+            assert (s.pace_stride, s.paced, s.pace_note) == (1.0, 0, "")
+            assert scope.options["pacing"] is pacing
 
 
 def test_the_vocabularies_are_the_cpp_ones():

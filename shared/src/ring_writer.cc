@@ -73,4 +73,20 @@ void RingWriter::cancel(const Reservation& r) {
   r.header->sequence.store(r.position + 1, std::memory_order_release);
 }
 
+uint64_t RingWriter::oldest_unread_unix_ns() const {
+  const uint64_t tail = header_->slot_tail.load(std::memory_order_acquire);
+  if (tail >= header_->slot_head.load(std::memory_order_relaxed)) return 0;
+  return segment_->slot(tail)->timestamp_unix_ns;
+}
+
+double RingWriter::fill() const {
+  const uint64_t slots = header_->slot_head.load(std::memory_order_relaxed) -
+                         header_->slot_tail.load(std::memory_order_acquire);
+  const uint64_t bytes = header_->data_head.load(std::memory_order_relaxed) -
+                         header_->data_tail.load(std::memory_order_acquire);
+  const double capacity = static_cast<double>(std::max<uint64_t>(1, segment_->data_capacity()));
+  return std::max(static_cast<double>(slots) / static_cast<double>(std::max<uint64_t>(1, header_->slot_count)),
+                  static_cast<double>(bytes) / capacity);
+}
+
 }  // namespace tensorscope

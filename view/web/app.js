@@ -176,9 +176,11 @@ function updateCaption(t) {
     step.className = 'step';
   }
   q('age').textContent = state.cursor === null && t.live ? `${formatAge(t.age_ms)} ago` : '';
+  // What the tile's producer sends, in words: its pacing while the daemon is behind (the
+  // raw drop counts of the whole producer are in the session's status row).
   const p = state.producers.get(`${t.source}/${t.pid}`);
-  const drops = p ? (p.dropped_full || 0) + (p.dropped_by_daemon || 0) + (p.refused || 0) : 0;
-  q('drops').textContent = drops ? `${drops} dropped` : '';
+  const stride = p ? p.pace_stride || 1 : 1;
+  q('drops').textContent = stride > 1 ? `1 call in ${+stride.toFixed(1)} sent, daemon-limited` : '';
   fig.classList.toggle('stale', state.cursor === null && t.live && t.age_ms > 10000);
 }
 function formatAge(ms) {

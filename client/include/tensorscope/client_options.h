@@ -75,6 +75,10 @@ class ClientOptions {
   // Hand CUDA tensors to the daemon by CUDA IPC when it can read them; false always uses
   // the pinned-host copy. Either way the training thread never synchronizes the device.
   TENSORSCOPE_OPTION(bool, cuda_ipc, true)
+  // While the daemon falls behind, send one call in k of every stream (k fitted to what
+  // it reads) instead of copying tensors a full ring drops (stats().pace_stride, paced).
+  // false: send every admitted call and let a full ring drop (kDroppedFull).
+  TENSORSCOPE_OPTION(bool, pacing, true)
   // After the first NaN or Inf a track's summary shows (TrackOptions::stats_every): the
   // tensor is sent whole at once (on the CPU; a GPU summary is read a step later), and
   // every module track sends whole tensors for this many steps after that step.

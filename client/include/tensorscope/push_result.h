@@ -27,6 +27,13 @@ struct ClientStats {
   uint64_t not_connected = 0;
   uint64_t refused = 0;
   uint64_t bytes = 0;          // payload bytes pushed
+  // Pacing: while the daemon falls behind, the client sends one call in pace_stride of
+  // each stream (1: every call its gates admit), spread evenly over the steps, instead of
+  // copying tensors a full ring would drop. paced counts the calls held back for it
+  // (they are in gated too); pace_note says it in words ("" when not pacing).
+  uint64_t paced = 0;
+  double pace_stride = 1;  // in sixteenths: 2.5 sends 2 calls in 5
+  std::string pace_note;
   // Pushed records the daemon received but could not draw: its per-worker stream limit
   // (limits.max_streams_per_worker) was reached. Its log says so once.
   uint64_t dropped_by_daemon = 0;

@@ -627,6 +627,8 @@ nlohmann::json Supervisor::status_json() const {
                          {"connected", !p.detaching},
                          {"pushed", h->pushed.load(std::memory_order_relaxed)},
                          {"dropped_full", h->dropped_full.load(std::memory_order_relaxed)},
+                         {"paced", h->paced.load(std::memory_order_relaxed)},
+                         {"pace_stride", std::max(1.0, h->pace_stride16.load(std::memory_order_relaxed) / 16.0)},
                          {"refused", h->refused.load(std::memory_order_relaxed)},
                          {"bytes_pushed", h->bytes_pushed.load(std::memory_order_relaxed)},
                          {"received", h->received.load(std::memory_order_relaxed)},

@@ -45,6 +45,12 @@ class RingWriter {
   uint64_t headroom_slots() const { return std::max<uint64_t>(1, header_->slot_count / 16); }
   uint64_t headroom_bytes() const { return segment_->data_capacity() / 16; }
 
+  // The push time (RecordHeader::timestamp_unix_ns) of the oldest record the consumer has
+  // not read yet, 0 when it has read everything: how far behind it is. A hint, read
+  // without synchronizing with the consumer, which may be releasing that record meanwhile.
+  uint64_t oldest_unread_unix_ns() const;
+  // How full the ring is, 0..1: the larger of the slots and the data bytes in use.
+  double fill() const;
   // Publishes a filled reservation (READY). Every successful reserve() must be followed
   // by exactly one commit() or cancel(), or the consumer stops at that slot.
   void commit(const Reservation& reservation);

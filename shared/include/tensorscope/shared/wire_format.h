@@ -200,7 +200,13 @@ struct alignas(64) SegmentHeader {
   std::atomic<uint64_t> dropped_full;   // no free slot or data space
   std::atomic<uint64_t> refused;        // bad dtype, too large, transform failed ...
   std::atomic<uint64_t> bytes_pushed;   // payload bytes committed
-  uint8_t reserved_producer_counters[64 - 40];
+  // Pacing (client/core/pacer.h): while the daemon falls behind, the client sends one
+  // call in pace_stride16 / 16 of each stream (16: all its gates admit) and counts the
+  // others in paced (and in gated). Zero from clients before it.
+  std::atomic<uint64_t> paced;
+  std::atomic<uint32_t> pace_stride16;
+  uint32_t reserved_pace;
+  uint8_t reserved_producer_counters[64 - 56];
 
   // --- consumer counters (cumulative; survive a worker restart) -------------------
   std::atomic<uint64_t> received;         // records read and accepted
@@ -306,6 +312,8 @@ static_assert(offsetof(SegmentHeader, bytes_pushed) == 416);
 static_assert(offsetof(SegmentHeader, received) == 448);
 static_assert(offsetof(SegmentHeader, dropped_invalid) == 456);
 static_assert(offsetof(SegmentHeader, bytes_received) == 464);
+static_assert(offsetof(SegmentHeader, paced) == 424);
+static_assert(offsetof(SegmentHeader, pace_stride16) == 432);
 static_assert(offsetof(SegmentHeader, dropped_by_daemon) == 472);
 static_assert(offsetof(SegmentHeader, in_render) == 480);
 // Producer and consumer hot fields never share a cache line.

@@ -1,0 +1,59 @@
+#include "pacer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tensorscope {
+
+void Pacer::use_connection(uint64_t serial) {
+  if (serial_.load(std::memory_order_relaxed) == serial) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  serial_.store(serial, std::memory_order_relaxed);
+  stride16_.store(kOne, std::memory_order_relaxed);
+  window_start_ms_ = -1;
+  last_raise_ms_ = last_lower_ms_ = INT64_MIN / 2;
+}
+
+void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t offers = offers_.load(std::memory_order_relaxed);
+  if (window_start_ms_ < 0) {
+    window_start_ms_ = now_ms;
+    window_offers_ = offers;
+    window_read_ = read;
+    window_min_backlog_ms_ = backlog_ms;
+    window_min_fill_ = fill;
+    window_full_ = full;
+    return;
+  }
+  window_min_backlog_ms_ = std::min(window_min_backlog_ms_, backlog_ms);
+  window_min_fill_ = std::min(window_min_fill_, fill);
+  window_full_ = window_full_ || full;
+  const int64_t length = now_ms - window_start_ms_;
+  if (length < kWindowMs && !(full && length >= kFullGapMs)) return;
+
+  const uint32_t stride = stride16_.load(std::memory_order_relaxed);
+  if (window_full_ || window_min_fill_ >= kBehindFill || window_min_backlog_ms_ > kBehindMs) {
+    const double offered = static_cast<double>(offers - window_offers_);
+    const double taken = static_cast<double>(std::max<uint64_t>(1, read - window_read_));
+    const double fits = std::ceil(kOne * kMargin * offered / taken - 1e-9);
+    const uint32_t target = static_cast<uint32_t>(std::min<double>(kMaxStride16, std::max<double>(kOne, fits)));
+    if (target > stride) {
+      stride16_.store(target, std::memory_order_relaxed);
+      last_raise_ms_ = now_ms;
+    }
+  } else if (window_min_backlog_ms_ < kCaughtUpMs && stride > kOne && now_ms - last_raise_ms_ >= kHoldMs &&
+             now_ms - last_lower_ms_ >= kLowerGapMs) {
+    stride16_.store(std::max(kOne, stride - std::max<uint32_t>(1, stride / 4)), std::memory_order_relaxed);
+    last_lower_ms_ = now_ms;
+  }
+  // The next window: its own samples decide (this one's belonged to the last).
+  window_start_ms_ = now_ms;
+  window_offers_ = offers;
+  window_read_ = read;
+  window_min_backlog_ms_ = INT64_MAX;
+  window_min_fill_ = 2.0;
+  window_full_ = false;
+}
+
+}  // namespace tensorscope

@@ -1,0 +1,71 @@
+// pacer.h — how much of what its gates admit a producer sends while the daemon falls
+// behind: every stream at the same reduced rate, one call in `stride` (a fraction, in
+// sixteenths: 2.5 sends 2 calls in 5), instead of the ring
+// filling up, the first tensors of each step taking all of it, and copies made only to be
+// dropped.
+//
+// It watches the ring at each tensor push: the age of the oldest record the daemon has
+// not read yet (the backlog), how full the ring is, whether it was full, and how many
+// records the daemon has read. Per window of kWindowMs (cut short, at most every
+// kFullGapMs, by a full ring):
+//   - behind (a full ring, or all window long a ring kBehindFill full or a backlog older
+//     than kBehindMs): the stride becomes at least kMargin x the calls offered / the
+//     records the daemon read in the window, so what is sent fits what the daemon takes (in one
+//     step, not by doubling). A burst the ring can hold, or a daemon busy for a moment,
+//     is not behind: the ring is there to absorb those.
+//   - caught up (the backlog fell under kCaughtUpMs), kHoldMs after the last raise and
+//     kLowerGapMs after the last change down: the stride shrinks by a quarter (at least
+//     1/16), to find out whether the daemon now takes more (a daemon slow only while it
+//     opened its videos is back to full use within seconds).
+// A new connection starts over at 1 (no pacing).
+//
+// Used by ClientCore (stage: observe; the gates: offer, stride). Thread safety: all
+// methods are thread safe; stride() and offer() are single relaxed atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace tensorscope {
+
+class Pacer {
+ public:
+  static constexpr uint32_t kOne = 16;  // stride16() of no pacing: strides are in sixteenths
+  static constexpr uint32_t kMaxStride16 = 4096 * kOne;
+  static constexpr int64_t kWindowMs = 200;
+  static constexpr int64_t kFullGapMs = 20;
+  static constexpr int64_t kBehindMs = 2000;
+  static constexpr double kBehindFill = 0.75;
+  static constexpr int64_t kCaughtUpMs = 100;
+  static constexpr int64_t kHoldMs = 1000;
+  static constexpr int64_t kLowerGapMs = 500;
+  static constexpr double kMargin = 1.05;  // sent at most 1/kMargin of what the daemon read
+
+  // One call in stride16() / 16 of each stream is sent (16: every call the gates admit).
+  uint32_t stride16() const { return stride16_.load(std::memory_order_relaxed); }
+  // A tensor call reached pacing (sent or held back): the demand.
+  void offer() { offers_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Connection `serial` is the one pushes go to now: a new one starts over at stride 1.
+  void use_connection(uint64_t serial);
+  // A tensor push to an attached daemon: the age of the oldest unread record then (0:
+  // none), how full the ring is (0..1), whether it was full, and the records the daemon
+  // has read so far.
+  void observe(int64_t backlog_ms, double fill, bool full, uint64_t read, int64_t now_ms);
+
+ private:
+  std::atomic<uint32_t> stride16_{kOne};
+  std::atomic<uint64_t> offers_{0};
+  std::atomic<uint64_t> serial_{0};
+  std::mutex mutex_;
+  int64_t window_start_ms_ = -1;
+  uint64_t window_offers_ = 0, window_read_ = 0;
+  int64_t window_min_backlog_ms_ = 0;
+  double window_min_fill_ = 0;
+  bool window_full_ = false;
+  int64_t last_raise_ms_ = INT64_MIN / 2;
+  int64_t last_lower_ms_ = INT64_MIN / 2;
+};
+
+}  // namespace tensorscope

@@ -1,0 +1,158 @@
+// pacer_test.cc — the client's pacing without a daemon: the Pacer's stride from what it
+// observes (fake time), and StreamGate spreading the calls it admits under a stride
+// evenly over the streams and the steps.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "pacer.h"
+#include "stream_gate.h"
+
+namespace tensorscope {
+namespace {
+
+TEST(Pacer, FitsWhatIsSentToWhatTheDaemonReadsInOneWindow) {
+  Pacer pacer;
+  pacer.use_connection(1);
+  EXPECT_EQ(pacer.stride16(), Pacer::kOne);
+  int64_t now = 1000;
+  uint64_t read = 0;
+  pacer.observe(0, 0.1, false, read, now);  // the window starts
+  // 400 calls offered in 60 ms, the daemon read 20 records, then the ring was full.
+  for (int i = 0; i < 400; ++i) pacer.offer();
+  read += 20;
+  pacer.observe(300, 1.0, true, read, now + 60);
+  EXPECT_EQ(pacer.stride16(), 21u * 16) << "1.05 x 400 / 20, in sixteenths";
+  // A full ring again at once: no new judgement within kFullGapMs of the last.
+  for (int i = 0; i < 400; ++i) pacer.offer();
+  pacer.observe(300, 1.0, true, read, now + 70);
+  EXPECT_EQ(pacer.stride16(), 21u * 16);
+}
+
+TEST(Pacer, BehindIsAFullRingAllWindowLongOrAnOldBacklogNotABurst) {
+  for (const bool by_fill : {true, false}) {
+    SCOPED_TRACE(by_fill ? "ring 3/4 full" : "backlog over 2 s");
+    Pacer pacer;
+    pacer.use_connection(1);
+    const double high = by_fill ? 0.8 : 0.3;
+    const int64_t old = by_fill ? 400 : 2500;
+    int64_t now = 0;
+    uint64_t read = 0;
+    pacer.observe(old, high, false, read, now);
+    for (int i = 0; i < 80; ++i) pacer.offer();
+    read += 20;
+    pacer.observe(old, high, false, read, now += 100);
+    EXPECT_EQ(pacer.stride16(), Pacer::kOne) << "a window lasts kWindowMs";
+    pacer.observe(old, 0.1, false, read, now += 150);  // the ring emptied, and the backlog with it
+    EXPECT_EQ(pacer.stride16(), by_fill ? Pacer::kOne : 68u) << "by fill: a burst it absorbed; by age: 16 x 1.05 x 80 / 20, up";
+    for (int i = 0; i < 80; ++i) pacer.offer();
+    read += 20;
+    pacer.observe(old, high, false, read, now += 100);
+    pacer.observe(old, high, false, read, now += 150);
+    EXPECT_EQ(pacer.stride16(), 68u) << "behind all window long";
+  }
+}
+
+TEST(Pacer, ACaughtUpDaemonLowersItSlowlyAndANewConnectionStartsOver) {
+  Pacer pacer;
+  pacer.use_connection(1);
+  int64_t now = 0;
+  uint64_t read = 0;
+  pacer.observe(2500, 0.5, false, read, now);
+  for (int i = 0; i < 80; ++i) pacer.offer();
+  read += 20;
+  pacer.observe(2500, 0.5, false, read, now += 250);
+  ASSERT_EQ(pacer.stride16(), 68u);
+  // Under kCaughtUpMs: lowered, but only kHoldMs after the raise and once per kLowerGapMs.
+  pacer.observe(50, 0.1, false, read, now += 250);
+  pacer.observe(50, 0.1, false, read, now += 250);
+  EXPECT_EQ(pacer.stride16(), 68u) << "held after a raise";
+  pacer.observe(50, 0.1, false, read, now += Pacer::kHoldMs);
+  EXPECT_EQ(pacer.stride16(), 51u) << "a quarter (at least 1/16) less";
+  pacer.observe(50, 0.1, false, read, now += 250);
+  EXPECT_EQ(pacer.stride16(), 51u) << "once per kLowerGapMs";
+  pacer.observe(50, 0.1, false, read, now += Pacer::kLowerGapMs);
+  EXPECT_EQ(pacer.stride16(), 39u);
+  // A backlog between the two: neither.
+  pacer.observe(300, 0.3, false, read, now += 250);
+  pacer.observe(300, 0.3, false, read, now += 250);
+  pacer.observe(300, 0.3, false, read, now += Pacer::kLowerGapMs);
+  EXPECT_EQ(pacer.stride16(), 39u);
+  pacer.use_connection(2);
+  EXPECT_EQ(pacer.stride16(), Pacer::kOne) << "a new connection starts over";
+}
+
+TEST(Pacer, NeverLowersWhileBehindAndIsCapped) {
+  Pacer pacer;
+  pacer.use_connection(7);
+  pacer.observe(900, 1.0, true, 0, 0);
+  for (int i = 0; i < 1'000'000; ++i) pacer.offer();
+  pacer.observe(900, 1.0, true, 0, 100);  // nothing read at all
+  EXPECT_EQ(pacer.stride16(), Pacer::kMaxStride16);
+  pacer.observe(900, 1.0, true, 10, 200);  // few offers now: the fit is 1, the stride stays
+  pacer.observe(900, 1.0, true, 20, 300);
+  EXPECT_EQ(pacer.stride16(), Pacer::kMaxStride16);
+}
+
+TEST(StreamGatePacing, OneCallInStrideOfEachStreamSpreadEvenlyOverTheCalls) {
+  StreamGate gate(1, 0);
+  const int streams = 8, stride = 4, steps = 16;  // stride16 64
+  std::map<std::string, int> admitted;
+  for (int step = 0; step < steps; ++step) {
+    int this_step = 0;
+    for (int s = 0; s < streams; ++s) {
+      const std::string name = "s" + std::to_string(s);
+      const auto a = gate.admit(name, stride * 16);
+      EXPECT_EQ(a.paced, !a.admitted) << "only pacing holds calls back here";
+      if (a.admitted) {
+        ++admitted[name];
+        ++this_step;
+      }
+    }
+    EXPECT_EQ(this_step, streams / stride) << "step " << step << ": the same share every step";
+  }
+  for (int s = 0; s < streams; ++s) EXPECT_EQ(admitted["s" + std::to_string(s)], steps / stride);
+  // Tracked calls (pace): the same, and the render hint comes along.
+  gate.set_render_hint("t", 5);
+  int tracked = 0;
+  for (int i = 0; i < 12; ++i) {
+    const auto a = gate.pace("t", 3 * 16);
+    EXPECT_EQ(a.render_hint, 5);
+    tracked += a.admitted ? 1 : 0;
+  }
+  EXPECT_EQ(tracked, 4);
+  EXPECT_TRUE(gate.pace("t", 16).admitted) << "stride 1: no pacing";
+}
+
+TEST(StreamGatePacing, AFractionalStrideSendsItsShareOfEveryStreamAtEveryStep) {
+  StreamGate gate(1, 0);
+  const int streams = 5, steps = 20;  // one call in 2.5: 2 of the 5 streams each step
+  std::map<std::string, int> admitted;
+  for (int step = 0; step < steps; ++step) {
+    int this_step = 0;
+    for (int s = 0; s < streams; ++s) {
+      if (gate.admit("s" + std::to_string(s), 40).admitted) {
+        ++admitted["s" + std::to_string(s)];
+        ++this_step;
+      }
+    }
+    EXPECT_EQ(this_step, 2) << "step " << step;
+  }
+  for (const auto& [name, n] : admitted) EXPECT_EQ(n, steps * 2 / 5) << name;
+}
+
+TEST(StreamGatePacing, EveryNComesFirstAndPacingCountsOnlyTheCallsItSees) {
+  StreamGate gate(2, 0);  // every other call
+  int admitted = 0, paced = 0;
+  for (int i = 0; i < 40; ++i) {
+    const auto a = gate.admit("x", 5 * 16);
+    admitted += a.admitted ? 1 : 0;
+    paced += a.paced ? 1 : 0;
+  }
+  EXPECT_EQ(admitted, 4) << "every 10th call: every_n 2, then one in 5";
+  EXPECT_EQ(paced, 16);
+}
+
+}  // namespace
+}  // namespace tensorscope
