@@ -265,17 +265,17 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
   if (tensor.device == DeviceType::kCuda && bytes > 0) {
 #ifdef TENSORSCOPE_WITH_CUDA
     const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
-    if (!outcome.fallback) return paced(active, kind, counted(active, name, outcome.result, outcome.why, bytes));
+    if (!outcome.fallback) return tell_pacer(active, kind, counted(active, name, outcome.result, outcome.why, bytes));
     // else CudaStaging noted why: a synchronous copy below
 #else
     if (tensor.ordering == nullptr) return refuse(&active, name, "tensorscope was built without CUDA support");
     count_sync_copy("tensorscope was built without CUDA support");
 #endif
   }
-  return paced(active, kind, stage_in_ring(active, name, fields, tensor, bytes));
+  return tell_pacer(active, kind, stage_in_ring(active, name, fields, tensor, bytes));
 }
 
-PushResult ClientCore::paced(Connection::Active& active, wire::TensorKind kind, PushResult result) {
+PushResult ClientCore::tell_pacer(Connection::Active& active, wire::TensorKind kind, PushResult result) {
   if (!options_.pacing || !wire::is_tensor_kind(static_cast<uint8_t>(kind)) || !active.is_attached()) return result;
   pacer_.use_connection(active.serial);
   const uint64_t oldest = active.writer->oldest_unread_unix_ns(), now_ns = unix_time_ns();

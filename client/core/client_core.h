@@ -140,7 +140,7 @@ class ClientCore {
                      const std::string& why, uint64_t bytes);
   // Tells the pacer what a tensor push to an attached daemon found (the ring's backlog,
   // or a full ring) and publishes the stride in the segment; returns `result`.
-  PushResult paced(Connection::Active& active, wire::TensorKind kind, PushResult result);
+  PushResult tell_pacer(Connection::Active& active, wire::TensorKind kind, PushResult result);
   uint32_t stride16() const { return options_.pacing ? pacer_.stride16() : Pacer::kOne; }
   PushResult refuse(Connection::Active* active, const std::string& name, const std::string& why);
   using SegmentCounter = std::atomic<uint64_t> wire::SegmentHeader::*;
