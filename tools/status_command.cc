@@ -50,15 +50,19 @@ void print_table(const nlohmann::json& s) {
       if (a != first) std::printf("  %s\n", a.value("message", std::string()).c_str());
     }
   }
-  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s\n", "index", "pid", "alive",
-              "restarts", "records", "invalid", "errors", "starved");
+  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s %s\n", "index", "pid", "alive",
+              "restarts", "records", "invalid", "errors", "starved", "drawn per render thread");
   bool starved_now = false;
   for (const auto& w : s.value("workers", nlohmann::json::array())) {
     const auto st = w.value("stats", nlohmann::json::object());
-    std::printf("  %-5d %-8lld %-6s %-9llu %-10llu %-8llu %-8llu %-8llu%s\n", w.value("index", 0),
+    std::string drawn;
+    for (const auto& n : st.value("render_jobs", nlohmann::json::array())) {
+      drawn += (drawn.empty() ? "" : " / ") + std::to_string(n.get<uint64_t>());
+    }
+    std::printf("  %-5d %-8lld %-6s %-9llu %-10llu %-8llu %-8llu %-8llu %s%s\n", w.value("index", 0),
                 w.value("pid", 0LL), w.value("alive", false) ? "yes" : "NO",
                 w.value("restarts", 0ULL), st.value("records", 0ULL), st.value("invalid", 0ULL),
-                st.value("render_errors", 0ULL), w.value("starved_episodes", 0ULL),
+                st.value("render_errors", 0ULL), w.value("starved_episodes", 0ULL), drawn.c_str(),
                 w.value("starved", false) ? "  (STARVED now)" : "");
     starved_now = starved_now || w.value("starved", false);
   }

@@ -44,32 +44,72 @@ struct CellRow {
 // Streams values (in element order) of a rows x cols matrix into block cells.
 class BlockReducer {
  public:
-  explicit BlockReducer(Heatmap* h) : h_(h), row_(h->out_cols) {
-    col_end_ = h_->col_start(1);
+  explicit BlockReducer(Heatmap* h) : h_(h), row_(h->out_cols), unit_cols_(h->out_cols == h->cols) {
+    col_ends_.resize(static_cast<size_t>(h_->out_cols));
+    for (int c = 0; c < h_->out_cols; ++c) col_ends_[static_cast<size_t>(c)] = h_->col_start(c + 1);
+    col_end_ = col_ends_.empty() ? 0 : col_ends_[0];
     row_end_ = h_->row_start(1);
   }
 
   void feed(const double* v, size_t n) {
     size_t pos = 0;
     while (pos < n && r_ < h_->out_rows) {
-      const size_t len = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n - pos), col_end_ - j_));
-      accumulate(v + pos, len, static_cast<size_t>(c_));
-      pos += len;
-      j_ += static_cast<int64_t>(len);
-      if (j_ == col_end_) {
-        ++c_;
-        col_end_ = h_->col_start(c_ + 1);
+      if (unit_cols_) {  // a cell per source column (a narrow matrix): along the row at once
+        const size_t len = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n - pos), h_->cols - j_));
+        accumulate_each(v + pos, len, static_cast<size_t>(j_));
+        pos += len;
+        j_ += static_cast<int64_t>(len);
+      } else {
+        const size_t len = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n - pos), col_end_ - j_));
+        accumulate(v + pos, len, static_cast<size_t>(c_));
+        pos += len;
+        j_ += static_cast<int64_t>(len);
+        if (j_ == col_end_ && ++c_ < h_->out_cols) col_end_ = col_ends_[static_cast<size_t>(c_)];
       }
       if (j_ == h_->cols) {  // end of a source row
         j_ = 0;
         c_ = 0;
-        col_end_ = h_->col_start(1);
+        col_end_ = col_ends_[0];
         if (++i_ == row_end_) finish_row();
       }
     }
   }
 
  private:
+  // A value that is not finite: counted and flagged in cell `c`, not accumulated.
+  void note_non_finite(double x, size_t c) {
+    if (x != x) {
+      ++h_->nan_count;
+      row_.flags[c] |= kCellNaN;
+    } else if (x > 0) {
+      ++h_->pos_inf_count;
+      row_.flags[c] |= kCellPosInf;
+    } else {
+      ++h_->neg_inf_count;
+      row_.flags[c] |= kCellNegInf;
+    }
+  }
+
+  // Values v[k] into cells c0 + k.
+  void accumulate_each(const double* v, size_t n, size_t c0) {
+    double* sum = row_.sum.data() + c0;
+    double* mn = row_.mn.data() + c0;
+    double* mx = row_.mx.data() + c0;
+    uint64_t* count = row_.count.data() + c0;
+    for (size_t k = 0; k < n; ++k) {
+      const double x = v[k];
+      if (__builtin_expect(x - x == 0.0, 1)) {
+        sum[k] += x;
+        mn[k] = x < mn[k] ? x : mn[k];
+        mx[k] = x > mx[k] ? x : mx[k];
+        ++count[k];
+      } else {
+        note_non_finite(x, c0 + k);
+      }
+    }
+  }
+
+  // Values v[0..n) into cell `c`.
   void accumulate(const double* v, size_t n, size_t c) {
     double s = 0, a = row_.mn[c], b = row_.mx[c];
     uint64_t poison = 0;
@@ -93,15 +133,8 @@ class BlockReducer {
           a = x < a ? x : a;
           b = x > b ? x : b;
           ++kept;
-        } else if (x != x) {
-          ++h_->nan_count;
-          row_.flags[c] |= kCellNaN;
-        } else if (x > 0) {
-          ++h_->pos_inf_count;
-          row_.flags[c] |= kCellPosInf;
         } else {
-          ++h_->neg_inf_count;
-          row_.flags[c] |= kCellNegInf;
+          note_non_finite(x, c);
         }
       }
     }
@@ -141,6 +174,8 @@ class BlockReducer {
 
   Heatmap* h_;
   CellRow row_;
+  const bool unit_cols_;
+  std::vector<int64_t> col_ends_;  // source column where each cell column ends
   int64_t i_ = 0, j_ = 0;  // source row and column of the next value
   int r_ = 0, c_ = 0;      // cell row and column
   int64_t col_end_ = 0, row_end_ = 0;

@@ -125,9 +125,11 @@ TEST_F(IntegrationTest, AKilledWorkersUndrawnRecordsAreCounted) {
 // 2b. kill -9 a worker whose videos are open (none finished yet): its files are cut at
 // their last whole frame, renamed and listed with their real frame counts; the
 // restarted worker goes on in new segments; at most about a second of frames is lost.
+// The worker draws on 2 render threads, one stream each.
 TEST_F(IntegrationTest, KilledWorkersOpenVideosAreKeptUpToTheirLastFrame) {
   const std::string name = session("cut");
-  DaemonProcess* daemon = start_ready_daemon(name, output_dir("cut"), 1, write_config(100000));
+  DaemonProcess* daemon =
+      start_ready_daemon(name, output_dir("cut"), 1, write_config(100000, 45000, 160, 120, "render_threads: 2\n"));
   ASSERT_NE(daemon, nullptr);
   ChildProcess* producer = start_producer(
       name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "4000", "--streams", "2", "--report-ms", "100"});

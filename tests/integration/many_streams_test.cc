@@ -1,10 +1,12 @@
 // many_streams_test.cc — end-to-end: many producers and streams through one worker:
 // eight processes of one rank never share a file, a thousand streams keep every frame
-// with a bounded number of open videos, the stream limit's drops reach the producer.
+// with a bounded number of open videos, the stream limit's drops reach the producer, one
+// producer's streams are drawn on every render thread of its worker.
 //
 // Each test starts its own daemon(s) in a private temporary directory (runtime dir,
 // session, output) and runs test_producer processes against them (integration_fixture.h).
 #include "integration_fixture.h"
+#include "tensorscope/recording/video_steps.h"
 
 namespace tensorscope::itest {
 namespace {
@@ -127,6 +129,55 @@ TEST_F(IntegrationTest, TheStreamLimitsDropsReachTheProducer) {
   EXPECT_LT(u64(p, "dropped_by_daemon"), u64(p, "received"));
   release_producer(producer);
   terminate_daemon(daemon);
+}
+
+// 1e. One training process is read by one worker, whose render threads (2 here) share
+// its streams: both threads draw, and every stream is one whole video with its frames in
+// step order, each frame's step in the steps file.
+TEST_F(IntegrationTest, OneProducersStreamsAreDrawnOnEveryRenderThread) {
+  const std::string name = session("lanes");
+  DaemonProcess* daemon = start_ready_daemon(name, output_dir("lanes"), 1,
+                                             write_config(100000, 45000, 160, 120, "render_threads: 2\n"));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "480", "--streams", "8", "--max-elements", "1024", "--stdin-control", "--ring-slots", "1024"});
+  ASSERT_NE(producer, nullptr);
+  const json f = final_line(producer);
+  ASSERT_TRUE(f.is_object());
+  expect_accounted(f, "producer");
+  ASSERT_GT(u64(f, "pushed"), 0u);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
+    const json p = producer_entry(s, producer->pid());
+    return p.is_object() && u64(p, "received") == u64(f, "pushed");
+  }, kSettleTimeout, &last)) << last.dump(2);
+  release_producer(producer);
+  EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
+                                  kSettleTimeout, &last));
+  // Both render threads drew about half of the frames (4 streams each).
+  const json jobs = last["workers"][0]["stats"].value("render_jobs", json::array());
+  ASSERT_EQ(jobs.size(), 2u) << last.dump(2);
+  for (const auto& n : jobs) EXPECT_GE(n.get<uint64_t>(), u64(f, "pushed") / 4) << jobs.dump();
+  terminate_daemon(daemon);
+
+  const auto files = index_or_fail(daemon->session_dir());
+  std::map<std::string, int64_t> expected;
+  add_expected(f, 0, &expected);
+  EXPECT_EQ(frames_by_stream(files), expected);
+  std::map<std::string, int> files_per_video;
+  for (const auto& e : files) {
+    const std::string path = e.value("path", "");
+    ++files_per_video[e.value("stream", "") + "/" + e.value("mode", "")];
+    auto steps = recording::read_video_steps(recording::kept_steps_path(daemon->session_dir(), path));
+    ASSERT_TRUE(steps.is_ok()) << steps.message();
+    EXPECT_EQ(static_cast<int64_t>(steps->steps.size()), e.value("frames", int64_t{-1})) << path;
+    // Strictly increasing: no frame before an earlier step's, none twice.
+    EXPECT_EQ(std::adjacent_find(steps->steps.begin(), steps->steps.end(), std::greater_equal<int64_t>()),
+              steps->steps.end())
+        << path << ": frames out of step order";
+  }
+  for (const auto& [video, n] : files_per_video) EXPECT_EQ(n, 1) << video;
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.choice("output_private", c.output_private, Choices(kBooleans));
   v.text("runtime_dir", c.runtime_dir, StringRule::kAny);
   v.integer("workers", c.workers, between(1, 64));
+  v.integer("render_threads", c.render_threads, between(0, 64));
   v.choice("log_level", c.log_level, Choices(kLogLevels));
 
   v.integer("video.width", c.video.width, between(160, 7680));

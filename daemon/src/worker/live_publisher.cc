@@ -78,11 +78,14 @@ bool LivePublisher::has_board() const {
 
 bool LivePublisher::watched() {
   const int64_t now = steady_time_ns();
-  if (watch_checked_ns_ == 0 || now - watch_checked_ns_ >= 1'000'000'000) {
-    watch_checked_ns_ = now;
-    watched_ = view::watch_file_fresh(watch_path_);
+  int64_t checked = watch_checked_ns_.load(std::memory_order_relaxed);
+  // One thread of those that find the check due looks at the file; the others go on
+  // with the last answer.
+  if ((checked == 0 || now - checked >= 1'000'000'000) &&
+      watch_checked_ns_.compare_exchange_strong(checked, now, std::memory_order_relaxed)) {
+    watched_.store(view::watch_file_fresh(watch_path_), std::memory_order_relaxed);
   }
-  return watched_;
+  return watched_.load(std::memory_order_relaxed);
 }
 
 LivePublisher::~LivePublisher() {

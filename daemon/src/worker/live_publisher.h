@@ -11,9 +11,10 @@
 // blocks; nothing is written to the output directory. The board (shared memory) is made
 // when the first frame is to be written, i.e. once a page watches: a daemon nobody
 // watches leaves all of the runtime directory to the training's segments.
-// Thread safety: offer() from the render thread; the encoder thread is internal.
+// Thread safety: offer() from any render thread; the encoder thread is internal.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -82,7 +83,7 @@ class LivePublisher {
   void encode_loop();
   // Encoder thread: the board, made now if it is not yet (null when it cannot be).
   view::LiveBoardWriter* board();
-  bool watched();  // render thread: a page watches (the watch file, looked at once a second)
+  bool watched();  // render threads: a page watches (the watch file, looked at once a second)
 
   const BoardPlace place_;
   std::unique_ptr<view::LiveBoardWriter> board_;  // made and written by the encoder thread only
@@ -91,8 +92,8 @@ class LivePublisher {
   const int64_t interval_ns_;
   const std::vector<int> params_;
   const int width_;  // frames wider are scaled down to this (0: never)
-  int64_t watch_checked_ns_ = 0;  // render thread
-  bool watched_ = false;          // render thread
+  std::atomic<int64_t> watch_checked_ns_{0};  // render threads
+  std::atomic<bool> watched_{false};          // render threads
 
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;

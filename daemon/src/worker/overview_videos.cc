@@ -46,11 +46,10 @@ OverviewVideos::OverviewVideos(const DaemonConfig& config, std::string session_d
                                FileFinished on_finished)
     : config_(config), session_dir_(std::move(session_dir)), router_(router), on_finished_(std::move(on_finished)) {}
 
-std::vector<std::function<void()>> OverviewVideos::observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
-                                                           uint64_t push_unix_ns,
-                                                           const std::vector<TensorSummary>& summaries,
-                                                           int64_t now_ms) {
-  std::vector<std::function<void()>> jobs;
+std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
+                                              uint64_t push_unix_ns, const std::vector<TensorSummary>& summaries,
+                                              int64_t now_ms) {
+  std::vector<RenderJob> jobs;
   if (config_.overview.frame_every <= 0) return jobs;
   Producer& p = producers_.try_emplace(producer_id, pid, rank, config_.overview).first->second;
   if (!p.history.observe(step, summaries)) return jobs;

@@ -4,7 +4,7 @@
 // index.json (stream "overview", device "all", kind "summary", mode = the metric).
 //
 // Used by a worker: observe() and finish_producer() on the reader thread, which own the
-// histories; the jobs they return run on the render thread (the drawing works on copies
+// histories; the jobs they return run on the render threads (the drawing works on copies
 // of the grids). A frame is due when overview.frame_every more steps were summarised and
 // overview.min_frame_interval_ms passed; it shows the last overview.window_steps steps
 // without the newest, which other tracks may still be filling. A PNG that cannot be
@@ -31,7 +31,7 @@ class OverviewVideos {
   OverviewVideos(const DaemonConfig& config, std::string session_dir, StreamRouter* router, FileFinished on_finished);
 
   // The summaries of one record; the render jobs of the frames now due (often none).
-  std::vector<std::function<void()>> observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
+  std::vector<RenderJob> observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
                                              uint64_t push_unix_ns, const std::vector<TensorSummary>& summaries,
                                              int64_t now_ms);
   // A job that writes the producer's PNGs (its videos end with StreamRouter::finish_producer);

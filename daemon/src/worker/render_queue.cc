@@ -6,66 +6,102 @@
 
 namespace tensorscope::daemon {
 
-RenderQueue::RenderQueue(size_t capacity) : capacity_(capacity), thread_([this] { run(); }) {}
+RenderQueue::RenderQueue(size_t lanes, size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {
+  if (lanes < 1) lanes = 1;
+  for (size_t i = 0; i < lanes; ++i) lanes_.push_back(std::make_unique<Lane>());
+  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { run(*l); });
+}
 
 RenderQueue::~RenderQueue() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard<std::mutex> lock(lane->mutex);
+      lane->stop = true;
+    }
+    lane->not_empty.notify_all();
   }
-  not_empty_.notify_all();
-  thread_.join();
+  for (auto& lane : lanes_) lane->thread.join();
 }
 
-void RenderQueue::push(Job job) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  not_full_.wait(lock, [&] { return jobs_.size() < capacity_; });
-  jobs_.push_back(std::move(job));
-  not_empty_.notify_one();
+void RenderQueue::push(RenderJob job) {
+  push(std::move(job), [] {}, 1000);
 }
 
-void RenderQueue::push(Job job, const std::function<void()>& waiting, int tick_ms) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!not_full_.wait_for(lock, std::chrono::milliseconds(tick_ms),
-                             [&] { return jobs_.size() < capacity_; })) {
+void RenderQueue::push(RenderJob job, const std::function<void()>& waiting, int tick_ms) {
+  Lane& lane = *lanes_[job.lane % lanes_.size()];
+  std::unique_lock<std::mutex> lock(lane.mutex);
+  while (!lane.not_full.wait_for(lock, std::chrono::milliseconds(tick_ms),
+                                 [&] { return lane.jobs.size() < capacity_; })) {
     lock.unlock();
     waiting();
     lock.lock();
   }
-  jobs_.push_back(std::move(job));
-  not_empty_.notify_one();
+  lane.jobs.push_back(std::move(job.run));
+  lane.not_empty.notify_one();
+}
+
+void RenderQueue::push_after_all(Job job, const std::function<void()>& waiting, int tick_ms) {
+  auto left = std::make_shared<std::atomic<size_t>>(lanes_.size());
+  auto shared = std::make_shared<Job>(std::move(job));
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    push(RenderJob{i,
+                   [left, shared] {
+                     if (left->fetch_sub(1, std::memory_order_acq_rel) == 1) (*shared)();
+                   }},
+         waiting, tick_ms);
+  }
+}
+
+bool RenderQueue::wait_idle(Lane& lane, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(lane.mutex);
+  auto idle = [&] { return lane.jobs.empty() && !lane.running_job; };
+  if (timeout_ms < 0) {
+    lane.idle.wait(lock, idle);
+    return true;
+  }
+  return lane.idle.wait_for(lock, std::chrono::milliseconds(timeout_ms), idle);
 }
 
 void RenderQueue::drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return jobs_.empty() && !running_job_; });
+  for (auto& lane : lanes_) (void)wait_idle(*lane, -1);
 }
 
 bool RenderQueue::drain_for(int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return idle_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                        [&] { return jobs_.empty() && !running_job_; });
-}
-
-uint64_t RenderQueue::errors() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return errors_;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (auto& lane : lanes_) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!wait_idle(*lane, std::max<int>(0, static_cast<int>(left.count())))) return false;
+  }
+  return true;
 }
 
 size_t RenderQueue::depth() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return jobs_.size();
+  size_t total = 0;
+  for (const auto& lane : lanes_) {
+    std::lock_guard<std::mutex> lock(lane->mutex);
+    total += lane->jobs.size();
+  }
+  return total;
 }
 
-void RenderQueue::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+std::vector<uint64_t> RenderQueue::jobs_run() const {
+  std::vector<uint64_t> out;
+  for (const auto& lane : lanes_) {
+    std::lock_guard<std::mutex> lock(lane->mutex);
+    out.push_back(lane->run);
+  }
+  return out;
+}
+
+void RenderQueue::run(Lane& lane) {
+  std::unique_lock<std::mutex> lock(lane.mutex);
   for (;;) {
-    not_empty_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;  // stop requested and nothing left
-    Job job = std::move(jobs_.front());
-    jobs_.pop_front();
-    running_job_ = true;
-    not_full_.notify_one();
+    lane.not_empty.wait(lock, [&] { return lane.stop || !lane.jobs.empty(); });
+    if (lane.jobs.empty()) return;  // stop requested and nothing left
+    Job job = std::move(lane.jobs.front());
+    lane.jobs.pop_front();
+    lane.running_job = true;
+    lane.not_full.notify_one();
     lock.unlock();
     bool failed = false;
     std::string why;
@@ -78,14 +114,18 @@ void RenderQueue::run() {
       failed = true;
       why = "an unknown exception";
     }
-    // The first ten failures, then one in a thousand: a failing stream cannot flood the log.
-    if (failed && (errors_ < 10 || errors_ % 1000 == 0)) {
-      TS_LOG_ERROR("render job failed: {} ({} failures so far)", why, errors_ + 1);
+    job = nullptr;  // what the job held (a video, a mapping) goes on this thread, now
+    if (failed) {
+      // The first ten failures, then one in a thousand: a failing stream cannot flood the log.
+      const uint64_t before = errors_.fetch_add(1, std::memory_order_relaxed);
+      if (before < 10 || before % 1000 == 0) {
+        TS_LOG_ERROR("render job failed: {} ({} failures so far)", why, before + 1);
+      }
     }
     lock.lock();
-    running_job_ = false;
-    if (failed) ++errors_;
-    if (jobs_.empty()) idle_.notify_all();
+    lane.running_job = false;
+    ++lane.run;
+    if (lane.jobs.empty()) lane.idle.notify_all();
   }
 }
 

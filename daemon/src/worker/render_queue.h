@@ -1,50 +1,81 @@
-// render_queue.h — a bounded FIFO of render jobs served by one thread.
+// render_queue.h — a worker's render threads: one bounded FIFO of render jobs per lane,
+// each served by a thread of its own.
 //
 // Used inside a worker process: the reader thread reduces records and pushes jobs; the
-// render thread draws and encodes them in order. push() waits while the queue is full
-// (backpressure onto the ring, where the client counts drops instead of waiting). A job
-// that throws is logged and counted; the thread lives on.
-// Thread safety: push/drain/stop from one producer thread; jobs run on the render thread.
+// render threads draw and encode them. Every stream has one lane (StreamRouter picks it
+// when the stream first appears), so a stream's frames are drawn in order, by one thread,
+// into its one file, while the streams of one producer are drawn on every lane at once.
+// push() waits while the job's lane is full (backpressure onto the ring, where the client
+// paces or counts drops instead of waiting). A job that throws is logged and counted; its
+// thread lives on.
+// Thread safety: push/push_after_all/drain from one producer thread; jobs run on the
+// lanes' threads; errors() and depth() from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace tensorscope::daemon {
+
+// A render job and the lane (render thread) that runs it.
+struct RenderJob {
+  size_t lane = 0;
+  std::function<void()> run;
+
+  explicit operator bool() const { return static_cast<bool>(run); }
+  void operator()() const { run(); }
+};
 
 class RenderQueue {
  public:
   using Job = std::function<void()>;
 
-  explicit RenderQueue(size_t capacity);
-  ~RenderQueue();
+  // `lanes` threads (at least 1), each with room for `capacity` waiting jobs.
+  RenderQueue(size_t lanes, size_t capacity);
+  ~RenderQueue();  // runs what is queued, then joins the threads
 
-  void push(Job job);
-  // Like push(), but while the queue stays full calls `waiting` every `tick_ms` (the
+  size_t lanes() const { return lanes_.size(); }
+
+  // Queues `job` on lane `job.lane % lanes()`; waits while that lane is full.
+  void push(RenderJob job);
+  // Like push(), but while the lane stays full calls `waiting` every `tick_ms` (the
   // worker keeps its heartbeat going while a slow frame, e.g. t-SNE, renders).
-  void push(Job job, const std::function<void()>& waiting, int tick_ms);
+  void push(RenderJob job, const std::function<void()>& waiting, int tick_ms);
+  // Runs `job` once every job pushed before it, on every lane, has run (on the lane that
+  // gets there last): e.g. "the producer's videos are all finished".
+  void push_after_all(Job job, const std::function<void()>& waiting, int tick_ms);
   // Waits until every queued job has run.
   void drain();
-  // Waits at most `timeout_ms` for that; true when the queue is idle.
+  // Waits at most `timeout_ms` for that; true when every lane is idle.
   bool drain_for(int timeout_ms);
-  uint64_t errors() const;
-  size_t depth() const;
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  size_t depth() const;  // jobs waiting, all lanes
+  std::vector<uint64_t> jobs_run() const;  // per lane, so far
 
  private:
-  void run();
+  struct Lane {
+    std::mutex mutex;
+    std::condition_variable not_empty, not_full, idle;
+    std::deque<Job> jobs;
+    bool running_job = false;
+    bool stop = false;
+    uint64_t run = 0;  // jobs run
+    std::thread thread;
+  };
+
+  void run(Lane& lane);
+  bool wait_idle(Lane& lane, int timeout_ms);  // timeout_ms < 0: no limit
 
   const size_t capacity_;
-  mutable std::mutex mutex_;
-  std::condition_variable not_empty_, not_full_, idle_;
-  std::deque<Job> jobs_;
-  bool running_job_ = false;
-  bool stop_ = false;
-  uint64_t errors_ = 0;
-  std::thread thread_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<uint64_t> errors_{0};
 };
 
 }  // namespace tensorscope::daemon

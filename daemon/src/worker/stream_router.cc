@@ -1,18 +1,23 @@
 #include "worker/stream_router.h"
 
+#include <algorithm>
+
 #include "tensorscope/base/logging.h"
 
 namespace tensorscope::daemon {
 
 StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
-                           FileFinished on_finished, LivePublisher* live)
+                           FileFinished on_finished, LivePublisher* live, size_t lanes)
     : config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
       live_(live),
-      open_limit_(static_cast<size_t>(config.limits.max_open_videos_per_worker)),
+      lane_streams_(std::max<size_t>(lanes, 1), 0),
       output_health_("videos in " + session_dir_),
-      selector_(config.render) {}
+      selector_(config.render) {
+  const size_t per_lane = static_cast<size_t>(config.limits.max_open_videos_per_worker) / lane_streams_.size();
+  for (size_t i = 0; i < lane_streams_.size(); ++i) open_limits_.push_back(std::make_unique<OpenVideoLimit>(per_lane));
+}
 
 std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
   std::string mode = selector_.select(header);
@@ -34,20 +39,23 @@ std::shared_ptr<StreamVideo> StreamRouter::add(const StreamKey& key, const std::
     }
     return nullptr;
   }
+  const size_t lane = static_cast<size_t>(
+      std::min_element(lane_streams_.begin(), lane_streams_.end()) - lane_streams_.begin());
+  ++lane_streams_[lane];
   auto video = std::make_shared<StreamVideo>(key, kind, std::move(renderer), config_, session_dir_, on_finished_,
-                                             &open_limit_, &output_health_, live_);
+                                             lane, open_limits_[lane].get(), &output_health_, live_);
   std::lock_guard<std::mutex> lock(mutex_);
   return streams_.emplace(key, std::move(video)).first->second;
 }
 
-std::function<void()> StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
+RenderJob StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
   StreamKey key{producer_id, producer_pid, record.header.name, record.header.device, record.header.rank,
                 mode_for(record.header)};
   auto it = streams_.find(key);
   if (it != streams_.end()) return it->second->prepare(record);
   auto video = add(key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
                    make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream));
-  return video ? video->prepare(record) : std::function<void()>();
+  return video ? video->prepare(record) : RenderJob{};
 }
 
 std::shared_ptr<StreamVideo> StreamRouter::video_for(const StreamKey& key, const std::string& kind) {
@@ -55,34 +63,37 @@ std::shared_ptr<StreamVideo> StreamRouter::video_for(const StreamKey& key, const
   return it != streams_.end() ? it->second : add(key, kind, nullptr);
 }
 
-std::function<void()> StreamRouter::finish_producer(uint64_t producer_id) {
-  std::vector<std::shared_ptr<StreamVideo>> finishing;
+std::vector<RenderJob> StreamRouter::finish_where(const std::function<bool(const StreamKey&)>& pick) {
+  std::vector<std::vector<std::shared_ptr<StreamVideo>>> by_lane(lane_streams_.size());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = streams_.begin(); it != streams_.end();) {
-      if (it->first.producer_id == producer_id) {
-        finishing.push_back(it->second);
+      if (pick(it->first)) {
+        const size_t lane = it->second->lane();
+        --lane_streams_[lane];
+        by_lane[lane].push_back(std::move(it->second));
         it = streams_.erase(it);
       } else {
         ++it;
       }
     }
   }
-  return [finishing] {
-    for (const auto& video : finishing) video->finish();
-  };
+  std::vector<RenderJob> jobs;
+  for (size_t lane = 0; lane < by_lane.size(); ++lane) {
+    if (by_lane[lane].empty()) continue;
+    jobs.push_back({lane, [finishing = std::move(by_lane[lane])] {
+                      for (const auto& video : finishing) video->finish();
+                    }});
+  }
+  return jobs;
 }
 
-std::function<void()> StreamRouter::finish_all() {
-  std::vector<std::shared_ptr<StreamVideo>> finishing;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [key, video] : streams_) finishing.push_back(video);
-    streams_.clear();
-  }
-  return [finishing] {
-    for (const auto& video : finishing) video->finish();
-  };
+std::vector<RenderJob> StreamRouter::finish_producer(uint64_t producer_id) {
+  return finish_where([producer_id](const StreamKey& key) { return key.producer_id == producer_id; });
+}
+
+std::vector<RenderJob> StreamRouter::finish_all() {
+  return finish_where([](const StreamKey&) { return true; });
 }
 
 nlohmann::json StreamRouter::stream_summaries() const {

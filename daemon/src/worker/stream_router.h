@@ -3,8 +3,10 @@
 // Used inside a worker process (reader thread). Keeps one StreamVideo per (producer,
 // stream, device, rank, mode), creates them on first sight (up to
 // limits.max_streams_per_worker; records of streams beyond that are dropped and
-// counted) and finalizes a producer's streams when it detaches. At most
-// limits.max_open_videos_per_worker videos are open at once (see open_video_limit.h).
+// counted) and finalizes a producer's streams when it detaches. A new stream gets the
+// render lane (render_queue.h) with the fewest streams, so that one producer's streams are
+// drawn on every render thread. At most limits.max_open_videos_per_worker videos are open
+// at once, shared evenly by the lanes (see open_video_limit.h).
 // Thread safety: reader thread only, except stream_summaries() which copies atomics.
 #pragma once
 
@@ -26,23 +28,24 @@ namespace tensorscope::daemon {
 
 class StreamRouter {
  public:
-  // `live` (may be null): where drawn frames are offered to the live view.
+  // `live` (may be null): where drawn frames are offered to the live view; `lanes`: the
+  // worker's render threads.
   StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
-               LivePublisher* live = nullptr);
+               LivePublisher* live = nullptr, size_t lanes = 1);
 
   // A render job for the record of producer `producer_id` (process `producer_pid`), or an
-  // empty function when it was dropped.
-  std::function<void()> route(uint64_t producer_id, int64_t producer_pid, const RecordView& record);
+  // empty job when it was dropped.
+  RenderJob route(uint64_t producer_id, int64_t producer_pid, const RecordView& record);
 
   // The video of `key` whose frames are drawn elsewhere (StreamVideo::frame_job: the
   // overview), created on first use like any stream's and finished with its producer;
   // null beyond limits.max_streams_per_worker.
   std::shared_ptr<StreamVideo> video_for(const StreamKey& key, const std::string& kind);
 
-  // A job (to run on the render thread after the producer's frames) that finalizes
+  // Jobs, one per lane that has any (to run after the producer's frames), that finalize
   // every stream of `producer_id`; the streams are forgotten here at once.
-  std::function<void()> finish_producer(uint64_t producer_id);
-  std::function<void()> finish_all();
+  std::vector<RenderJob> finish_producer(uint64_t producer_id);
+  std::vector<RenderJob> finish_all();
 
   uint64_t dropped_over_limit() const { return dropped_over_limit_; }
   // Whether the videos could be written (output_health.h), for the heartbeat.
@@ -60,10 +63,13 @@ class StreamRouter {
   const std::string session_dir_;
   const FileFinished on_finished_;
   LivePublisher* const live_;
-  OpenVideoLimit open_limit_;  // render-thread state, handed to every StreamVideo
+  std::vector<std::unique_ptr<OpenVideoLimit>> open_limits_;  // one per lane (that lane's state)
+  std::vector<size_t> lane_streams_;  // streams per lane (reader thread)
   OutputHealth output_health_;  // written by the render thread, summarized by the heartbeat
   // A new stream's video, or null (counted) beyond the limit.
   std::shared_ptr<StreamVideo> add(const StreamKey& key, const std::string& kind, std::unique_ptr<FrameRenderer> renderer);
+  // Takes the streams `pick` selects out of streams_; their finish jobs, one per lane.
+  std::vector<RenderJob> finish_where(const std::function<bool(const StreamKey&)>& pick);
 
   ModeSelector selector_;
   std::set<std::string> unavailable_logged_;

@@ -19,13 +19,14 @@ constexpr int kMaxSegment = 1 << 30;
 
 StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
                          const DaemonConfig& config, std::string session_dir,
-                         FileFinished on_finished, OpenVideoLimit* open_limit, OutputHealth* health,
+                         FileFinished on_finished, size_t lane, OpenVideoLimit* open_limit, OutputHealth* health,
                          LivePublisher* live)
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
+      lane_(lane),
       open_limit_(open_limit),
       health_(health),
       live_(live),
@@ -47,15 +48,17 @@ IndexEntry StreamVideo::entry_meta() const {
   return entry;
 }
 
-std::function<void()> StreamVideo::prepare(const RecordView& record) {
+RenderJob StreamVideo::prepare(const RecordView& record) {
   last_step_seen_.store(record.header.step, std::memory_order_relaxed);
   return frame_job(renderer_->prepare(record, frame_info(record.header)), record.header.step,
                    record.header.timestamp_unix_ns);
 }
 
-std::function<void()> StreamVideo::frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns) {
+RenderJob StreamVideo::frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns) {
   last_step_seen_.store(step, std::memory_order_relaxed);
-  return [self = shared_from_this(), draw = std::move(draw), step, push_unix_ns] { self->render(draw, step, push_unix_ns); };
+  return {lane_, [self = shared_from_this(), draw = std::move(draw), step, push_unix_ns] {
+            self->render(draw, step, push_unix_ns);
+          }};
 }
 
 bool StreamVideo::open_segment(std::string* error, int* err) {

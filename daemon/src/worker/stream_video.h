@@ -3,11 +3,11 @@
 // Used inside a worker process. prepare() runs on the reader thread, straight on the
 // payload in shared memory: its FrameRenderer (one per render mode) keeps only what the
 // frame needs, so the ring slot can be released at once. The job it returns runs on the
-// render thread: draws the frame, appends it to the open video (temporary hidden name),
-// and after video.max_frames frames finalizes the file (rename to its final name) and
-// reports it for index.json.
-// Thread safety: prepare() on the reader thread only; jobs and finish() on the render
-// thread only; frames_total() from any thread.
+// stream's render thread (its lane, render_queue.h): draws the frame, appends it to the
+// open video (temporary hidden name), and after video.max_frames frames finalizes the file
+// (rename to its final name) and reports it for index.json.
+// Thread safety: prepare() on the reader thread only; jobs, finish() and suspend() on the
+// stream's lane only; frames_total() from any thread.
 #pragma once
 
 #include <atomic>
@@ -21,6 +21,7 @@
 #include "worker/live_publisher.h"
 #include "supervisor/index_writer.h"
 #include "worker/open_video_limit.h"
+#include "worker/render_queue.h"
 #include "output_health.h"
 #include "video_journal.h"
 #include "tensorscope/plotting/video_writer.h"
@@ -46,27 +47,28 @@ plotting::FrameStyle frame_style(const DaemonConfig& config);
 
 class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
-  // `open_limit`, `health` and `live` (render-thread state shared by the worker's
-  // streams) may be null.
+  // The stream's jobs run on render lane `lane`; `open_limit` (that lane's), `health` and
+  // `live` (shared by the worker's streams) may be null.
   StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
-              const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
+              const DaemonConfig& config, std::string session_dir, FileFinished on_finished, size_t lane,
               OpenVideoLimit* open_limit, OutputHealth* health = nullptr, LivePublisher* live = nullptr);
   ~StreamVideo();
 
   // Reader thread: reduces the record; the returned job renders it.
-  std::function<void()> prepare(const RecordView& record);
+  RenderJob prepare(const RecordView& record);
   // A job that draws `draw` as the frame of `step` (a stream whose frames are not drawn
   // from one record, e.g. the overview; its renderer may be null).
-  std::function<void()> frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns);
+  RenderJob frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns);
 
-  // Render thread: finalizes the open file, if any.
+  // On its lane: finalizes the open file, if any.
   void finish();
-  // Render thread: closes the encoder and the file of the open segment, which the next
+  // On its lane: closes the encoder and the file of the open segment, which the next
   // frame continues (OpenVideoLimit, when too many videos are open).
   void suspend();
 
   const StreamKey& key() const { return key_; }
   const std::string& kind() const { return kind_; }
+  size_t lane() const { return lane_; }
   uint64_t frames_total() const { return frames_total_.load(std::memory_order_relaxed); }
   int64_t last_step() const { return last_step_seen_.load(std::memory_order_relaxed); }
 
@@ -83,6 +85,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const DaemonConfig& config_;
   const std::string session_dir_;
   const FileFinished on_finished_;
+  const size_t lane_;
   OpenVideoLimit* const open_limit_;
   OutputHealth* const health_;
   LivePublisher* const live_;

@@ -3,8 +3,10 @@
 #include "tensorscope/base/clock.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "tensorscope/shared/control_protocol.h"
@@ -16,9 +18,18 @@ namespace {
 int64_t now_ms() { return steady_time_ms(); }
 
 constexpr int kDrainBudget = 64;       // records per producer per round (fairness)
-constexpr size_t kQueueCapacity = 8;   // reduced frames waiting for the render thread
+constexpr size_t kQueueCapacity = 8;   // reduced frames waiting, per render thread
 constexpr int kMaxIdleSleepMs = 10;
 constexpr int kKeepInTouchTickMs = 50;  // while waiting for the render thread
+
+// render_threads, or when 0 one per CPU this process may run on.
+size_t render_thread_count(int configured) {
+  if (configured > 0) return static_cast<size_t>(configured);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;
+  return static_cast<size_t>(std::clamp(CPU_COUNT(&cpus), 1, 64));
+}
 
 }  // namespace
 
@@ -39,9 +50,9 @@ Status Worker::configure(const nlohmann::json& message) {
   if (session_dir_.empty()) return Status::error("no session_dir in worker config");
   (void)init_logging(config_.log_level, "worker-" + std::to_string(index_));
   live_ = LivePublisher::create(config_, index_);
-  queue_ = std::make_unique<RenderQueue>(kQueueCapacity);
+  queue_ = std::make_unique<RenderQueue>(render_thread_count(config_.render_threads), kQueueCapacity);
   auto list_file = [this](const IndexEntry& e) { post({{control::kType, control::kFile}, {"entry", to_json(e)}}); };
-  router_ = std::make_unique<StreamRouter>(config_, session_dir_, list_file, live_.get());
+  router_ = std::make_unique<StreamRouter>(config_, session_dir_, list_file, live_.get(), queue_->lanes());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
   summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies);
   overview_ = std::make_unique<OverviewVideos>(config_, session_dir_, router_.get(), list_file);
@@ -73,6 +84,7 @@ void Worker::send_heartbeat() {
                           {"dropped_stream_limit", router_ ? router_->dropped_over_limit() : 0},
                           {"output", router_ ? router_->output_summary() : nlohmann::json::object()},
                           {"queue_depth", queue_ ? queue_->depth() : 0},
+                          {"render_jobs", queue_ ? queue_->jobs_run() : std::vector<uint64_t>{}},  // per thread
                           {"live_frames", live_ ? live_->published() : 0},
                           {"recording", sinks_ ? sinks_->counters() : nlohmann::json::object()},
                           {"producers", producers_.size()},
@@ -212,7 +224,7 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       keep_in_touch();
       continue;
     }
-    std::function<void()> job;
+    RenderJob job;
     try {
       const uint8_t sinks = sinks_->wants(view.header.name);
       const int64_t pid = p.segment->header()->producer_pid;
@@ -229,7 +241,7 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       TS_LOG_ERROR("producer {}: cannot reduce '{}': {}", id, view.header.name, e.what());
     }
     if (truncated(id, p)) {  // what this record read may be zeros: not drawn, not counted
-      job = nullptr;
+      job = {};
       break;
     }
     p.reader->release(view);
@@ -239,14 +251,16 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       // counts it lost. The job keeps the mapping (a detach may come before it runs).
       std::shared_ptr<SharedSegment> segment = p.segment;
       segment->header()->in_render.fetch_add(1, std::memory_order_relaxed);
+      const size_t lane = job.lane;
       queue_->push(
-          [job = std::move(job), segment] {
-            struct Drawn {
-              SharedSegment* segment;
-              ~Drawn() { segment->header()->in_render.fetch_sub(1, std::memory_order_relaxed); }
-            } drawn{segment.get()};
-            job();
-          },
+          {lane,
+           [job = std::move(job.run), segment] {
+             struct Drawn {
+               SharedSegment* segment;
+               ~Drawn() { segment->header()->in_render.fetch_sub(1, std::memory_order_relaxed); }
+             } drawn{segment.get()};
+             job();
+           }},
           [this] { keep_in_touch(); }, kKeepInTouchTickMs);
     }
     keep_in_touch();
@@ -271,8 +285,12 @@ bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
   return true;
 }
 
-void Worker::render_later(std::function<void()> job) {
+void Worker::render_later(RenderJob job) {
   queue_->push(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+}
+
+void Worker::render_after_all(std::function<void()> job) {
+  queue_->push_after_all(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
 }
 
 void Worker::detach(uint64_t id) {
@@ -283,19 +301,18 @@ void Worker::detach(uint64_t id) {
   }
   while (drain(id, it->second, 1 << 30) > 0) {
   }
-  auto finish = router_->finish_producer(id);
+  // Each lane finalizes its videos of the producer after drawing their frames; the
+  // supervisor hears "detached" once every lane has.
+  for (RenderJob& finish : router_->finish_producer(id)) render_later(std::move(finish));
   auto pngs = overview_->finish_producer(id);
   sinks_->finish_producer(id);
   summaries_->finish_producer(id);
   producers_.erase(it);
   device_reader_.forget_producer(id);
-  queue_->push(
-      [this, id, finish, pngs] {
-        finish();
-        if (pngs) pngs();
-        post({{control::kType, control::kDetached}, {control::kProducerId, id}});
-      },
-      [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+  render_after_all([this, id, pngs] {
+    if (pngs) pngs();
+    post({{control::kType, control::kDetached}, {control::kProducerId, id}});
+  });
   TS_LOG_INFO("detached producer {}", id);
 }
 
@@ -317,8 +334,8 @@ void Worker::shutdown() {
     if (unread > 0) TS_LOG_WARN("producer {}: {} records left unread at shutdown", id, unread);
   }
   producers_.clear();
-  render_later(router_->finish_all());
-  render_later(overview_->finish_all());
+  for (RenderJob& finish : router_->finish_all()) render_later(std::move(finish));
+  render_later({0, overview_->finish_all()});
   while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
   sinks_.reset();  // writes what is queued, finalizes the recording files
   flush_outbox();

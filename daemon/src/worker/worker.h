@@ -3,12 +3,13 @@
 // Started by the supervisor (`tensorscoped --worker-fd N`); talks to it over a framed
 // JSON channel (config, attach with the segment's fd, detach, shutdown in; heartbeat,
 // finished files, detached, bye out). The main (reader) thread drains the rings,
-// validating every record (RingReader) and reducing it on the spot; one render thread
-// draws and encodes; the recording sinks (record_sinks.h) write raw values and
+// validating every record (RingReader) and reducing it on the spot; render threads (one
+// per CPU unless render_threads says otherwise; render_queue.h) draw and encode, each
+// stream on one of them; the recording sinks (record_sinks.h) write raw values and
 // statistics on a thread of their own. When the supervisor goes away or asks to shut down, every open
 // video is finalized before exit.
-// Thread safety: run() owns the process; the render thread only touches StreamVideos
-// and the outbox (locked).
+// Thread safety: run() owns the process; the render threads only touch their streams'
+// StreamVideos, the live publisher and the outbox (locked).
 #pragma once
 
 #include <cstdint>
@@ -64,8 +65,10 @@ class Worker {
   bool truncated(uint64_t producer_id, Attached& producer);
   void detach(uint64_t producer_id);
   void shutdown();
-  void post(nlohmann::json message);  // render thread -> supervisor, via the outbox
-  void render_later(std::function<void()> job);  // to the render thread (waits while it is full)
+  void post(nlohmann::json message);  // render threads -> supervisor, via the outbox
+  void render_later(RenderJob job);  // to its render lane (waits while that is full)
+  // After every job queued so far, on every lane (waits while a lane is full).
+  void render_after_all(std::function<void()> job);
   void flush_outbox();
   void send_heartbeat();
   // Heartbeat and outbox, when due: called between records so that a worker busy

@@ -6,6 +6,7 @@
 #include <opencv2/videoio.hpp>
 
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "worker/stream_router.h"
@@ -44,6 +45,10 @@ DaemonConfig small_config() {
   return config;
 }
 
+void run_all(const std::vector<RenderJob>& jobs) {
+  for (const RenderJob& job : jobs) job();
+}
+
 int64_t count_frames(const std::string& path) {
   cv::VideoCapture capture(path);
   cv::Mat frame;
@@ -64,7 +69,7 @@ TEST(StreamRouter, RotatesFilesEveryMaxFramesAndReportsThem) {
     ASSERT_TRUE(job);
     job();
   }
-  router.finish_producer(7)();
+  run_all(router.finish_producer(7));
   ASSERT_EQ(finished.size(), 3u);  // 5 + 5 + 2 frames
   EXPECT_EQ(finished[0].frames, 5);
   EXPECT_EQ(finished[0].first_step, 0);
@@ -96,7 +101,7 @@ TEST(StreamRouter, MoreStreamsThanOpenVideosKeepOneWholeFilePerStream) {
     }
   }
   EXPECT_TRUE(finished.empty()) << "suspended videos are not finished";
-  router.finish_producer(1)();
+  run_all(router.finish_producer(1));
   ASSERT_EQ(finished.size(), static_cast<size_t>(kStreams));
   for (const IndexEntry& e : finished) {
     EXPECT_EQ(e.frames, kSteps) << e.path;
@@ -122,12 +127,12 @@ TEST(StreamRouter, ProducersOfTheSameRankNeverShareAFile) {
       router.route(producer, 4000 + static_cast<int64_t>(producer), r.view)();
     }
   }
-  router.finish_producer(1)();
-  router.finish_producer(2)();
+  run_all(router.finish_producer(1));
+  run_all(router.finish_producer(2));
   FakeRecord later;  // pid 4001 again, registered anew
   fill_record(later, "layer.out", 7, 50);
   router.route(3, 4001, later.view)();
-  router.finish_producer(3)();
+  run_all(router.finish_producer(3));
   std::vector<std::string> paths;
   for (const IndexEntry& e : finished) {
     paths.push_back(e.path);
@@ -154,7 +159,7 @@ TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
   FakeRecord r;
   fill_record(r, "empty", 3, 0);
   router.route(2, 1002, r.view)();
-  router.finish_all()();
+  run_all(router.finish_all());
   ASSERT_EQ(finished.size(), 1u);
   EXPECT_EQ(count_frames(dir.path() + "/" + finished[0].path), 1);
 }
@@ -164,6 +169,50 @@ TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
 
 namespace tensorscope::daemon {
 namespace {
+
+// One producer's streams are shared out evenly among the render lanes, and drawn on
+// them at once (a RenderQueue of 3 threads), each stream in order into its one file; the
+// finishing jobs are one per lane.
+TEST(StreamRouter, OneProducersStreamsAreDrawnOnEveryLane) {
+  testing::TempDir dir("ts-router");
+  DaemonConfig config = small_config();
+  config.video.max_frames = 1000;
+  config.limits.max_open_videos_per_worker = 6;  // 2 per lane: some suspensions too
+  std::mutex finished_mutex;
+  std::vector<IndexEntry> finished;
+  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) {
+    std::lock_guard<std::mutex> lock(finished_mutex);
+    finished.push_back(e);
+  }, nullptr, 3);
+  constexpr int kStreams = 9, kSteps = 4;
+  std::vector<size_t> per_lane(3, 0);
+  {
+    RenderQueue queue(3, 4);
+    for (int step = 0; step < kSteps; ++step) {
+      for (int s = 0; s < kStreams; ++s) {
+        FakeRecord r;
+        fill_record(r, "s" + std::to_string(s), step, 40);
+        RenderJob job = router.route(1, 1001, r.view);
+        ASSERT_TRUE(job);
+        if (step == 0) ++per_lane[job.lane];
+        queue.push(std::move(job));
+      }
+    }
+    const std::vector<RenderJob> finishing = router.finish_producer(1);
+    ASSERT_EQ(finishing.size(), 3u);
+    for (size_t i = 0; i < finishing.size(); ++i) EXPECT_EQ(finishing[i].lane, i);
+    for (const RenderJob& job : finishing) queue.push(job);
+    queue.drain();
+  }
+  EXPECT_EQ(per_lane, (std::vector<size_t>{3, 3, 3}));
+  ASSERT_EQ(finished.size(), static_cast<size_t>(kStreams));
+  for (const IndexEntry& e : finished) {
+    EXPECT_EQ(e.frames, kSteps) << e.path;
+    EXPECT_EQ(e.first_step, 0);
+    EXPECT_EQ(e.last_step, kSteps - 1);
+    EXPECT_EQ(count_frames(dir.path() + "/" + e.path), kSteps) << e.path;
+  }
+}
 
 // Every render mode, asked for by the client's hint, becomes a playable video named
 // after its mode.
@@ -191,7 +240,7 @@ TEST(StreamRouter, EveryModeRendersPlayableVideo) {
       router.route(3, 1003, r.view)();
     }
   }
-  router.finish_all()();
+  run_all(router.finish_all());
   ASSERT_EQ(finished.size(), modes.size());
   for (const IndexEntry& e : finished) {
     EXPECT_EQ(e.stream, "m." + e.mode);

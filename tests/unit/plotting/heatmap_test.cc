@@ -6,10 +6,13 @@
 
 #include <opencv2/core.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace tensorscope::plotting {
@@ -44,25 +47,33 @@ void expect_matches_reference(const std::vector<double>& m, int64_t rows, int64_
   }
 }
 
+// Blocks of several columns, and a cell per column (the narrow matrices of most layers,
+// reduced along rows or not at all).
 TEST(Heatmap, BlockMeanAndMaxAbsMatchReference) {
   std::mt19937 rng(3);
   std::normal_distribution<double> normal;
   const int64_t rows = 103, cols = 251;
   std::vector<double> m(rows * cols);
   for (double& x : m) x = normal(rng);
-  m[3] = std::numeric_limits<double>::quiet_NaN();  // row 0, column 3: cell (0, 0)
+  m[3] = std::numeric_limits<double>::quiet_NaN();  // row 0, column 3
   m[300] = std::numeric_limits<double>::infinity();
+  m[cols * 7 + 250] = -std::numeric_limits<double>::infinity();  // the last column of row 7
   const tensor::TensorView view{m.data(), tensor::ElementType::kFloat64, {rows, cols}};
-  for (auto red : {HeatmapReduction::kMean, HeatmapReduction::kMaxAbs}) {
-    const Heatmap h = reduce_heatmap(view, 10, 37, red);
-    EXPECT_EQ(h.rows, rows);
-    EXPECT_EQ(h.cols, cols);
-    EXPECT_EQ(h.out_rows, 10);
-    EXPECT_EQ(h.out_cols, 37);
-    EXPECT_EQ(h.nan_count, 1u);
-    EXPECT_EQ(h.pos_inf_count, 1u);
-    EXPECT_TRUE(h.flags[0] & kCellNaN);
-    expect_matches_reference(m, rows, cols, h);
+  for (const auto [max_rows, max_cols] : {std::pair{10, 37}, std::pair{10, 400}, std::pair{200, 400}}) {
+    for (auto red : {HeatmapReduction::kMean, HeatmapReduction::kMaxAbs}) {
+      SCOPED_TRACE(std::to_string(max_rows) + "x" + std::to_string(max_cols));
+      const Heatmap h = reduce_heatmap(view, max_rows, max_cols, red);
+      EXPECT_EQ(h.rows, rows);
+      EXPECT_EQ(h.cols, cols);
+      EXPECT_EQ(h.out_rows, std::min<int64_t>(max_rows, rows));
+      EXPECT_EQ(h.out_cols, std::min<int64_t>(max_cols, cols));
+      EXPECT_EQ(h.nan_count, 1u);
+      EXPECT_EQ(h.pos_inf_count, 1u);
+      EXPECT_EQ(h.neg_inf_count, 1u);
+      const size_t nan_cell = h.out_cols == cols ? 3 : 0;
+      EXPECT_TRUE(h.flags[nan_cell] & kCellNaN);
+      expect_matches_reference(m, rows, cols, h);
+    }
   }
 }
 
