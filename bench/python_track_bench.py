@@ -23,7 +23,8 @@ configuration) after one untimed round; tracks are made and removed outside the 
 steps. A real tensorscoped (started here, recording nothing) drains the ring, so every
 admitted tensor is copied into shared memory. Then: the cost of a gated push() call, of a
 forward of a tracked model on a step its track does not send, and the frames and bytes
-delivered per second per stream with model+layer n=1.
+delivered per second per stream with model+layer n=1, and an LSTM cell called 1,000
+times a step with its calls stacked ("auto") or a stream each ("separate").
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_track_bench.py [--rounds R] [--quick]
 """
@@ -215,6 +216,54 @@ def gated_forward_cost(scope, rounds):
     return untracked, tracked
 
 
+def many_calls_cost(scope, rounds):
+    """An LSTM cell called 1,000 times a step (batch 8, 32 -> 64; loss on the last state,
+    backward, SGD), outputs and gradients tracked every step: untracked, calls "auto" (4
+    calls of their own, all stacked into "#calls"), and "separate" (a stream per call).
+    Blocks of 3 steps, interleaved. Rows: median step, ratio, pushes and streams per step."""
+    torch.manual_seed(0)
+    cell = nn.LSTMCell(32, 64)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.01)
+    xs = torch.randn(1000, 8, 32)
+    configs = ("none", "calls auto", "calls separate")
+    samples = {c: [] for c in configs}
+    pushes = {c: 0 for c in configs}
+
+    def block(config, timed):
+        handle = None
+        if config != "none":
+            handle = scope.track_model("lstm", cell, kinds=["output", "gradient"], stats_every=0,
+                                       calls=config.split()[1])
+        before = scope.stats()
+        for _ in range(3):
+            t0 = time.perf_counter()
+            h = c = torch.zeros(8, 64)
+            for x in xs:
+                h, c = cell(x, (h, c))
+            opt.zero_grad()
+            h.pow(2).mean().backward()
+            opt.step()
+            scope.next_step()
+            if timed:
+                samples[config].append(time.perf_counter() - t0)
+        if handle is not None:
+            handle.remove()
+        if timed:
+            pushes[config] += scope.stats().pushed - before.pushed
+
+    for config in configs:
+        block(config, False)
+    for r in range(rounds):
+        for i in range(len(configs)):
+            block(configs[(r + i) % len(configs)], True)
+    base = statistics.median(samples["none"])
+    print("LSTM cell called 1,000 times a step (outputs h, c and their gradients, every step):")
+    for config in configs:
+        med = statistics.median(samples[config])
+        print(f"  {config:<15} {med * 1e3:8.2f} ms/step  ratio {med / base:6.3f}  "
+              f"{pushes[config] / len(samples[config]):7.1f} pushes/step")
+
+
 def main():
     parser = argparse.ArgumentParser(description="Python tracking overhead on CPU training steps")
     parser.add_argument("--rounds", type=int, default=8)
@@ -274,6 +323,7 @@ def main():
         print(f"cnn model+layer n=1: {frames / seconds / streams:.1f} frames/s per stream "
               f"({cnn_bytes / seconds / streams / 1e6:.2f} MB/s per stream, {frames} frames of {streams} streams in "
               f"{seconds:.2f} s; median step {step * 1e3:.2f} ms), dropped {after.dropped_full - before.dropped_full}")
+        many_calls_cost(scope, rounds)
         s = scope.stats()
         print(f"client: pushed {s.pushed} ({s.bytes / 1e6:.1f} MB), dropped {s.dropped_full}, refused {s.refused}")
         scope.close()

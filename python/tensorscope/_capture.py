@@ -255,7 +255,8 @@ class Capture:
         )
         self._track = None
         if entries:
-            self._track = ModuleTrack(self, name, root, entries, frozenset(chosen), every_n, None, 0, False)
+            self._track = ModuleTrack(self, name, root, entries, frozenset(chosen), every_n, None, 0, False,
+                                      calls="separate")
 
     # ---- what the track calls (the owner interface Client also has) ----
 

@@ -21,6 +21,7 @@ from torch import nn
 from . import _native
 from . import _results as R
 from ._anomalies import read_anomalies
+from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
 from ._tensors import export
 from ._tracks import ModuleTrack, TensorTrack, TrackedStream, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
@@ -255,6 +256,7 @@ class Client:
         containers: bool = False,
         tree_log_tolerance: Tuple[float, float] = (1e-5, 1e-8),
         stats_every: int = 1,
+        calls: str = "auto",
     ) -> TrackHandle:
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
@@ -273,10 +275,15 @@ class Client:
         `stats_every`: every this many steps (default 1; 0: never) each tracked tensor is
         also summarised where it lives (numel, L2 norm, max |x|, mean, std, NaN/Inf counts,
         fraction of zeros; for parameters the update ratio), one record per step, for the
-        daemon's summary table and anomaly reports (scope.anomalies())."""
+        daemon's summary table and anomaly reports (scope.anomalies()).
+        `calls`: for a module called many times a step (an RNN cell over timesteps):
+        "auto" (default) keeps the first 4 calls of a step as streams of their own and
+        stacks every call of the step, one row each (batch mean), into one calls x
+        features heatmap "<stream>#calls"; "stacked" stacks all calls only; "separate"
+        sends every call as its own stream (tensorscope/_call_stacks.py)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
-            tree_log_tolerance, stats_every,
+            tree_log_tolerance, stats_every, calls,
         )
 
     def track_layer(
@@ -294,13 +301,14 @@ class Client:
         containers: bool = False,
         tree_log_tolerance: Tuple[float, float] = (1e-5, 1e-8),
         stats_every: int = 1,
+        calls: str = "auto",
     ) -> TrackHandle:
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
-            tree_log_tolerance, stats_every,
+            tree_log_tolerance, stats_every, calls,
         )
 
     def track_tensor(self, name: str, tensor: torch.Tensor, *, every_n: Optional[int] = None,
@@ -317,9 +325,11 @@ class Client:
 
     def _track_module(
         self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
-        tree_log_tolerance, stats_every,
+        tree_log_tolerance, stats_every, calls,
     ):
         self._check_track_name(name)
+        if not isinstance(calls, str) or calls not in CALL_MODES:
+            raise ValueError(f"calls must be one of {', '.join(map(repr, CALL_MODES))}, not {calls!r}")
         if not isinstance(module, nn.Module):
             raise TypeError(f"expected a torch.nn.Module, not {type(module).__name__}")
         if not isinstance(tree_log, bool) and tree_log != "values":
@@ -338,7 +348,8 @@ class Client:
             what = "no module" if containers else "no module registers parameters or buffers and"
             return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
         return self._add(
-            ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance, stats_every)
+            ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance, stats_every,
+                        calls)
         )
 
     def _check_track_name(self, name):

@@ -14,7 +14,8 @@ The columns (one row per tensor):
   leaf    which tensor of the call: "" for a lone output, "[0]", "[1][0]", "[key]" inside
           a structured output; for inputs the argument ("[0]", "[mask]"); the parameter
           or buffer name for those kinds
-  call    the module's call number in the step (0 first; "#<call>" in stream names)
+  call    the module's call number in the step (0 first; "#<call>" in stream names); -1
+          for a step's calls stacked into one matrix ("#calls", _call_stacks.py)
   rank, pid  the training process
   stream  the stream name the daemon uses for it ("net.fc", "net.fc.grad", "net.fc.in[0]")
 then either
@@ -33,6 +34,8 @@ import math
 import os
 import re
 from typing import Any, Optional, Union
+
+from ._call_stacks import STACK_SUFFIX
 
 KEY_COLUMNS = ["step", "module", "type", "kind", "leaf", "call", "rank", "pid", "stream"]
 STATS_COLUMNS = [
@@ -53,7 +56,8 @@ _STATS_HEADER = [
     "nan_count", "inf_count", "zero_fraction",
 ]
 _CSV_NAME = re.compile(r"^rank(\d+)_pid(\d+)\.csv$")
-_MODULE_PART = re.compile(r"^((?:\.[^.#\[]+)*)(?:#(\d+))?(.*)$", re.S)
+_MODULE_PART = re.compile(r"^((?:\.[^.#\[]+)*)(?:#(\d+|" + re.escape(STACK_SUFFIX[1:]) + r"))?(.*)$", re.S)
+STACKED_CALL = -1  # the call of "<stream>#calls": a step's calls stacked (_call_stacks.py)
 
 
 def pandas():
@@ -85,7 +89,7 @@ def split_stream(stream, kind, tracks):
     """(track, module, kind, leaf, call) of stream `stream` whose record kind is `kind`
     (a frame kind), for the track names `tracks` (longest first); track and module None
     when the stream is no track's. The inverse of how tracks name their streams:
-    <track>[.<path>][#<call>][<leaf>] and then ".grad" (gradients), ".in<leaf>"
+    <track>[.<path>][#<call>|#calls][<leaf>] and then ".grad" (gradients), ".in<leaf>"
     (inputs), ".<parameter>" and ".<parameter>.grad"."""
     rest = owner = None
     for track in tracks:
@@ -114,7 +118,8 @@ def split_stream(stream, kind, tracks):
         return none
     if kind in ("output", "gradient"):
         leaf = m.group(3)
-    return owner, m.group(1)[1:], kind, leaf, int(m.group(2) or 0)
+    call = m.group(2) or "0"
+    return owner, m.group(1)[1:], kind, leaf, STACKED_CALL if call == STACK_SUFFIX[1:] else int(call)
 
 
 def _shape(text):

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from . import _results as R
+from ._call_stacks import CallStacks, stacked_name
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
 from ._summaries import StepSummaries, summarize, update_ratio
@@ -41,7 +42,9 @@ KINDS = {
     "buffer": "buffer",
     "input": "input",
 }
-MAX_CALLS_PER_STEP = 1024  # calls of one module beyond this in one step are refused
+MAX_CALLS_PER_STEP = 1024  # separate calls of one module beyond this in one step are refused
+# What follows a module's stream for one call's value, by kind name (_call_stacks.py).
+_STACKED_WHAT = {"output": lambda leaf: leaf, "gradient": lambda leaf: leaf + ".grad", "input": lambda leaf: ".in" + leaf}
 # PyTorch 2 gives forward pre-hooks the keyword arguments too (with_kwargs=True); before
 # it, a pre-hook sees the positional arguments only.
 PRE_HOOK_KWARGS = "with_kwargs" in inspect.signature(nn.Module.register_forward_pre_hook).parameters
@@ -207,8 +210,10 @@ class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
     def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
-                 tree_log_tolerance=None, stats_every=0):
+                 tree_log_tolerance=None, stats_every=0, calls="auto"):
         super().__init__(client, name, every_n, transform, render_mode)
+        # Modules called many times a step: their calls stacked into one picture.
+        self._stacks = CallStacks(calls)
         # Summaries (_summaries.py) every stats_every steps (0: none), beside full tensors
         # every every_n steps; whether the step in progress has each.
         self._stats_every = stats_every
@@ -218,6 +223,7 @@ class ModuleTrack(_Track):
         self._root = root
         self._entries = entries  # [(path, module, stream)]
         self._paths = {stream: path for path, _, stream in entries}
+        self._streams_of = {path: stream for path, _, stream in entries}
         self._kinds = kinds
         self._input_calls = {}  # stream -> calls whose inputs were seen in this step
         self._input_streams = {}  # path -> input streams seen so far (first calls)
@@ -378,6 +384,7 @@ class ModuleTrack(_Track):
                 self._uninstall()
         self._send_tree(tree)
         self._send_summaries(ready)
+        self._send_stacks(self._stacks.take_all())
         return installed
 
     def _record_step(self, client):
@@ -432,7 +439,7 @@ class ModuleTrack(_Track):
             self._input_calls[stream] = call + 1
             window = self._window
             call0 = self._count_in_window("input_calls", stream) if window is not None else call
-            if call >= MAX_CALLS_PER_STEP and call0 >= MAX_CALLS_PER_STEP:
+            if self._over_calls(call, call0, window):
                 client._refuse(stream + ".in", "more calls of this module in one step than are tracked")
                 return
             step = self._record_step(client)
@@ -446,7 +453,7 @@ class ModuleTrack(_Track):
                     self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "input", leaf))
                 return
             named = call_name(stream, call)
-            full, stats = self._full_on, self._stats_on
+            full, stats = self._full_on, self._stats_on and self._stacks.alone(call)
             for leaf, tensor in leaves:
                 if full:
                     self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, (path, type_name, "input", leaf, call))
@@ -467,7 +474,7 @@ class ModuleTrack(_Track):
             self._calls[stream] = call + 1
             window = self._window
             call0 = self._count_in_window("calls", stream) if window is not None else call
-            if call >= MAX_CALLS_PER_STEP and call0 >= MAX_CALLS_PER_STEP:
+            if self._over_calls(call, call0, window):
                 client._refuse(stream, "more calls of this module in one step than are tracked")
                 return
             step = self._record_step(client)
@@ -478,7 +485,7 @@ class ModuleTrack(_Track):
                 self._output_in_window(window, stream, path, type_name, module, output, call, call0, step)
                 return
             named = call_name(stream, call)
-            full, stats = self._full_on, self._stats_on
+            full, stats = self._full_on, self._stats_on and self._stacks.alone(call)
             if "output" in kinds or "gradient" in kinds:
                 for suffix, tensor in tensor_leaves(output):
                     if "output" in kinds:
@@ -503,11 +510,58 @@ class ModuleTrack(_Track):
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
+    def _over_calls(self, call, call0, window):
+        """Whether a call is past what is tracked: MAX_CALLS_PER_STEP separate calls (the
+        stacked ones have no such limit, except in step 0's window)."""
+        over = call >= MAX_CALLS_PER_STEP and call0 >= MAX_CALLS_PER_STEP
+        return over and (window is not None or not self._stacks.stacking())
+
+    # -- calls stacked (_call_stacks.py) --
+
+    def _send(self, stream, tensor, kind, step=None, meta=None):
+        """A value of one call: to its own stream, or (a module called many times a step)
+        as a row of the module's stacked calls, or both."""
+        if meta is not None and len(meta) >= 5 and meta[2] in _STACKED_WHAT and self._stacks.stacking():
+            client = self._client()
+            if client is None or self._stopped:
+                return
+            path, _, what, leaf, call = meta[:5]
+            module_stream = self._streams_of.get(path)
+            if module_stream is not None:
+                name = stacked_name(module_stream, _STACKED_WHAT[what](leaf))
+                at = client.step if step is None else step
+                self._send_stacks(self._stacks.take(name, tensor, kind, at, call, meta, self._stats_on))
+                if not self._stacks.alone(call):
+                    return
+        super()._send(stream, tensor, kind, step, meta)
+
+    def _send_stacks(self, stacks):
+        """Sends a step's stacked calls, each as one calls x features matrix (a heatmap
+        unless the track names a render mode)."""
+        client = self._client()
+        if client is None:
+            return
+        for stack in stacks:
+            if not stack.calls:
+                continue
+            try:
+                matrix = stack.matrix()
+                hint = self._hint or R.RENDER_MODES["heatmap"]
+                client._send_tracked(stack.name, matrix, stack.kind, hint, None, stack.step,
+                                     stack.meta[:4] + (stack.first_call,))
+                if stack.dropped:
+                    client._refuse(stack.name, f"{stack.dropped} calls past the {len(stack.calls)} stacked in one step")
+                if stack.changed:
+                    client._refuse(stack.name, f"{stack.changed} calls' tensors were written in place after the call "
+                                               "(their rows are NaN)")
+            except Exception as e:  # never into the training loop
+                _refuse_quietly(client, stack.name, e)
+
     def _on_grad(self, stream, step, meta, full, stats, grad):
         try:
             if full:
                 self._send(stream, grad, R.KIND_GRADIENT, step, meta)
-            if stats:
+            if stats and self._stacks.alone(meta[4]):
                 self._summarise(self._client(), stream, grad, R.KIND_GRADIENT, step)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
@@ -637,6 +691,8 @@ class ModuleTrack(_Track):
                 for bname, buf in module._buffers.items():
                     if buf is not None:
                         out.append(TrackedStream(f"{stream}.{bname}", "buffer", path))
+        for name, meta in self._stacks.seen():  # modules called many times a step
+            out.append(TrackedStream(name, KINDS[meta[2]], meta[0]))
         return out
 
     # -- tree log --
@@ -659,6 +715,7 @@ class ModuleTrack(_Track):
 
     def stop(self):
         self._settle("auto")  # step 0's window, still open: as the forwards counted steps
+        self._send_stacks(self._stacks.take_all())
         with self._lock:
             tree = self._take_tree()
             ready = self._summaries.take_ready(wait=True)

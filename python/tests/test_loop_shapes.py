@@ -64,7 +64,8 @@ def test_gradient_accumulation_with_an_eval_forward_each_step(daemon):
     net = nn.Sequential(nn.Linear(3, 2))
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     with tensorscope.Client(**daemon.client_options()) as scope:
-        scope.track_model("net", net, every_n=2, kinds=("output", "gradient"))
+        # A stream per call (by default, calls past the 4th are stacked: test_call_stacks.py).
+        scope.track_model("net", net, every_n=2, kinds=("output", "gradient"), calls="separate")
         for _ in range(5):
             opt.zero_grad()
             for _ in range(4):

@@ -1,0 +1,183 @@
+"""Modules called many times a step: a step's calls as one picture.
+
+An RNN cell stepped over a thousand timesteps, a block applied per token, an LBFGS
+closure that runs the model twenty times a step: one stream per call ("<stream>#<k>")
+would give a thousand videos. A track's `calls` option says what happens instead:
+
+- "auto" (default): the first SEPARATE_CALLS calls of a step keep their own streams; once
+  a module is called more often, each call of the step also becomes one row of a
+  calls x features matrix, sent at the end of the step as "<stream>#calls" (a heatmap:
+  the calls stacked along a time axis). Calls past SEPARATE_CALLS are only in it.
+- "stacked": every call is only a row of "<stream>#calls".
+- "separate": a stream per call, as many as MAX_CALLS_PER_STEP.
+
+A row is the call's tensor averaged over its first (batch) dimension and flattened; a row
+longer than MAX_ROW_LENGTH is averaged down to that many features. The calls' tensors are
+held (a reference, no copy; up to HOLD_BYTES a track) and reduced together where they
+live when the step ends: one batched reduction a step, a GPU's rows staying on the GPU. A
+tensor written in place after its call (an in-place activation after the module) is seen
+by its version counter: its row is NaN, and counted. Past HOLD_BYTES, a call's row is
+reduced at once. In "auto", a module's first step with many calls stacks
+its calls from the first past SEPARATE_CALLS; from its next step on, all its calls.
+Gradients at the outputs ("<stream>#calls.grad") and inputs ("<stream>#calls.in[i]") are
+stacked the same way.
+Thread safety: take() and take_all() from any thread (autograd's included).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:  # torch is imported when first needed: the names above are torch-free
+    import torch
+
+CALL_MODES = ("auto", "stacked", "separate")
+SEPARATE_CALLS = 4  # "auto": calls of a step with streams of their own
+MAX_ROW_LENGTH = 1024  # features per row
+MAX_ROWS = 4096  # calls stacked per step; more are counted, not kept
+HOLD_BYTES = 32 << 20  # per track: calls' tensors held to be reduced together at the step's end
+STACK_SUFFIX = "#calls"
+
+
+def stacked_name(module_stream: str, what: str) -> str:
+    """The stream of a module's stacked calls: `what` is what follows the module's
+    stream for one call ("", "[0]", ".grad", "[1].grad", ".in[0]")."""
+    return module_stream + STACK_SUFFIX + what
+
+
+def call_row(tensor: torch.Tensor) -> torch.Tensor:
+    """One call's row: float32, the mean over the first dimension, flattened, at most
+    MAX_ROW_LENGTH long (averaged down)."""
+    return _rows_of([tensor.detach()])[0]
+
+
+def _rows_of(tensors: List[torch.Tensor]) -> torch.Tensor:
+    """The rows of calls whose tensors have one shape, dtype and device, in one batch."""
+    import torch
+    import torch.nn.functional as F
+
+    batch = torch.stack(tensors)
+    if batch.is_complex():
+        batch = batch.abs()
+    batch = batch.to(torch.float32)
+    n = len(tensors)
+    rows = batch.reshape(n, tensors[0].shape[0], -1).mean(1) if tensors[0].dim() >= 2 else batch.reshape(n, -1)
+    if rows.shape[1] > MAX_ROW_LENGTH:
+        rows = F.adaptive_avg_pool1d(rows.unsqueeze(1), MAX_ROW_LENGTH).squeeze(1)
+    return rows
+
+
+class Stack:
+    """The calls of one stacked stream in one step: each a row already reduced, or the
+    call's tensor held (with its version) until the matrix is made."""
+
+    def __init__(self, name: str, step: int, kind: int, meta: Any, summarise: bool, first_call: int) -> None:
+        self.name, self.step, self.kind, self.meta = name, step, kind, meta
+        self.summarise = summarise  # the step's summaries were on when its first call came
+        self.first_call = first_call
+        self.calls: List[Any] = []  # torch.Tensor (a row) or (tensor, version) held
+        self.held_bytes = 0
+        self.dropped = 0  # calls past MAX_ROWS
+        self.changed = 0  # held tensors written in place after their call (rows of NaN)
+
+    def matrix(self) -> torch.Tensor:
+        """calls x features; rows of another length than the first are averaged to it."""
+        import torch
+
+        rows: List[Any] = list(self.calls)
+        i = 0
+        while i < len(rows):  # the held tensors, in runs of one shape, dtype and device
+            if not isinstance(rows[i], tuple):
+                i += 1
+                continue
+            first = rows[i][0]
+            j = i
+            while (j < len(rows) and isinstance(rows[j], tuple) and rows[j][0].shape == first.shape
+                   and rows[j][0].dtype == first.dtype and rows[j][0].device == first.device):
+                j += 1
+            reduced = _rows_of([t for t, _ in rows[i:j]])
+            for k in range(i, j):
+                tensor, version = rows[k]
+                rows[k] = reduced[k - i]
+                if tensor._version != version:
+                    self.changed += 1
+                    rows[k] = torch.full_like(rows[k], float("nan"))
+            i = j
+        width = rows[0].numel()
+        return torch.stack([r if r.numel() == width else _resample(r, width) for r in rows])
+
+
+def _resample(row: torch.Tensor, width: int) -> torch.Tensor:
+    import torch
+    import torch.nn.functional as F
+
+    if row.numel() == 0:
+        return torch.zeros(width, dtype=row.dtype, device=row.device)
+    return F.interpolate(row.reshape(1, 1, -1), size=width, mode="linear", align_corners=True).reshape(-1)
+
+
+class CallStacks:
+    """A track's stacked calls (see the module's docstring)."""
+
+    def __init__(self, mode: str) -> None:
+        if mode not in CALL_MODES:
+            raise ValueError(f"calls {mode!r} is not one of {', '.join(CALL_MODES)}")
+        # Calls of a step with a stream of their own (None: all of them, no stacking).
+        self.separate: Optional[int] = {"auto": SEPARATE_CALLS, "stacked": 0, "separate": None}[mode]
+        self._lock = threading.Lock()
+        self._open: Dict[str, Stack] = {}
+        self._multi: Dict[str, Any] = {}  # stacked stream -> meta, of modules seen with many calls
+        self._held = 0  # bytes of the calls' tensors held in the open stacks
+
+    def alone(self, call: int) -> bool:
+        """Whether call `call` of a step gets a stream of its own."""
+        return self.separate is None or call < self.separate
+
+    def stacking(self) -> bool:
+        return self.separate is not None
+
+    def take(self, name: str, tensor: torch.Tensor, kind: int, step: int, call: int, meta: Any,
+             summarise: bool) -> List[Stack]:
+        """Call `call`'s tensor for stacked stream `name`, if it is to be stacked; the
+        stacks of `name` of an earlier step, now complete."""
+        if self.separate is None:
+            return []
+        if call < self.separate and name not in self._multi:
+            return []
+        detached = tensor.detach()
+        nbytes = detached.numel() * detached.element_size()
+        with self._lock:
+            if call >= self.separate:
+                self._multi.setdefault(name, meta)
+            done = []
+            stack = self._open.get(name)
+            if stack is not None and stack.step != step:
+                done.append(self._open.pop(name))
+                stack = None
+            if stack is None:
+                stack = self._open[name] = Stack(name, step, kind, meta, summarise, call)
+            if len(stack.calls) >= MAX_ROWS:
+                stack.dropped += 1
+            elif self._held + nbytes <= HOLD_BYTES:  # reduced with the step's others, at its end
+                stack.calls.append((detached, detached._version))
+                stack.held_bytes += nbytes
+                self._held += nbytes
+            else:
+                stack.calls.append(call_row(detached))
+            for finished in done:
+                self._held -= finished.held_bytes
+        return done
+
+    def take_all(self) -> List[Stack]:
+        """Every stack still open (the step ended, or the track)."""
+        with self._lock:
+            done, self._open = list(self._open.values()), {}
+            self._held = 0
+        return done
+
+    def seen(self) -> List[Tuple[str, Any]]:
+        """(stacked stream, meta of its first stacked call) of the modules seen with many
+        calls so far."""
+        with self._lock:
+            return sorted(self._multi.items(), key=lambda item: item[0])
