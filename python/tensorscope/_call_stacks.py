@@ -77,15 +77,17 @@ class Stack:
         self.summarise = summarise  # the step's summaries were on when its first call came
         self.first_call = first_call
         self.calls: List[Any] = []  # torch.Tensor (a row) or (tensor, version) held
+        self.order: List[int] = []  # each one's call number (gradients come last call first)
         self.held_bytes = 0
         self.dropped = 0  # calls past MAX_ROWS
         self.changed = 0  # held tensors written in place after their call (rows of NaN)
 
     def matrix(self) -> torch.Tensor:
-        """calls x features; rows of another length than the first are averaged to it."""
+        """calls x features, in call order; rows of another length than the first are
+        averaged to it."""
         import torch
 
-        rows: List[Any] = list(self.calls)
+        rows: List[Any] = [self.calls[k] for k in sorted(range(len(self.calls)), key=self.order.__getitem__)]
         i = 0
         while i < len(rows):  # the held tensors, in runs of one shape, dtype and device
             if not isinstance(rows[i], tuple):
@@ -157,14 +159,17 @@ class CallStacks:
                 stack = None
             if stack is None:
                 stack = self._open[name] = Stack(name, step, kind, meta, summarise, call)
+            stack.first_call = min(stack.first_call, call)
             if len(stack.calls) >= MAX_ROWS:
                 stack.dropped += 1
             elif self._held + nbytes <= HOLD_BYTES:  # reduced with the step's others, at its end
                 stack.calls.append((detached, detached._version))
+                stack.order.append(call)
                 stack.held_bytes += nbytes
                 self._held += nbytes
             else:
                 stack.calls.append(call_row(detached))
+                stack.order.append(call)
             for finished in done:
                 self._held -= finished.held_bytes
         return done

@@ -28,7 +28,7 @@ def test_a_row_is_the_batch_mean_and_long_rows_are_averaged_down():
 
 def test_rows_of_another_length_are_resampled_to_the_first():
     stack = CS.Stack("m#calls", 0, 0, ("m", "Linear", "output", "", 0), False, 0)
-    stack.calls = [torch.zeros(4), torch.tensor([0.0, 3.0])]
+    stack.calls, stack.order = [torch.zeros(4), torch.tensor([0.0, 3.0])], [0, 1]
     m = stack.matrix()
     assert m.shape == (2, 4)
     np.testing.assert_allclose(m[1].numpy(), [0, 1, 2, 3])
@@ -107,9 +107,11 @@ def test_auto_keeps_four_calls_and_stacks_every_call_of_a_step(daemon):
         assert m.shape == (30, HIDDEN)
         np.testing.assert_allclose(m, seen[step].mean(1).numpy(), rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(daemon.npy("rnn#2", step), seen[step][2].numpy(), rtol=1e-6)
+    # Gradients arrive last call first; their rows are in call order too: the last call's
+    # is the loss's gradient, d(sum h^2)/dh = 2h, averaged over the batch.
     grads = daemon.npy("rnn#calls.grad", 2)
     assert grads.shape == (30, HIDDEN)
-    assert np.abs(grads[-1]).sum() > 0  # the last call's output gradient: the loss's
+    np.testing.assert_allclose(grads[-1], 2 * seen[2][-1].mean(0).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_separate_keeps_a_stream_per_call_and_stacked_only_the_matrix(daemon):
