@@ -8,9 +8,9 @@ floats), against the default daemon (2 workers, every stream drawn into videos).
 of SECONDS alternate pacing off / on, each against a fresh daemon and session, which is
 stopped (its videos finalized) at the phase's end. Per phase it prints the steps per
 second, the calls the tracks offered, what was pushed, dropped_full (and its share of the
-pushes tried), paced, and the frames the daemon drew per stream (fewest, median, most;
-activations and gradients apart, from index.json); then the ratio of the median step
-times, on / off.
+pushes tried), paced, the frames the daemon drew while training ran (its status) and in
+all (after it drained the ring), and per stream (fewest, median, most; activations and
+gradients apart, from index.json); then the ratio of the median step times, on / off.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/pacing_bench.py [--seconds S] [--rounds R]
 """
@@ -86,6 +86,7 @@ def phase(pacing, seconds, index):
             client.next_step()
             step_times.append(time.perf_counter() - t0)
         stats = client.stats()
+        during = frames_drawn_now(runtime, session)
     daemon.send_signal(signal.SIGTERM)
     try:
         daemon.wait(timeout=300)
@@ -94,7 +95,18 @@ def phase(pacing, seconds, index):
     frames = frames_per_stream(os.path.join(root, "out", session))
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(runtime, ignore_errors=True)
-    return stats, step_times, frames
+    return stats, step_times, frames, during
+
+
+def frames_drawn_now(runtime, session):
+    """Frames the daemon has drawn so far (its status), before it drains what is left."""
+    r = subprocess.run([os.path.join(BUILD, "bin", "tensorscope"), "status", "--session", session, "--runtime-dir",
+                        runtime, "--json"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return 0
+    status = json.loads(r.stdout)
+    return sum(int(s.get("frames", 0)) for w in status.get("workers", [])
+               for s in w.get("stats", {}).get("streams", []))
 
 
 def spread(values):
@@ -112,7 +124,7 @@ def main():
     index = 0
     for _ in range(args.rounds):
         for pacing in (False, True):
-            stats, times, frames = phase(pacing, args.seconds, index)
+            stats, times, frames, during = phase(pacing, args.seconds, index)
             index += 1
             tried = stats.pushed + stats.dropped_full
             acts = [n for (_, kind), n in frames.items() if kind == "activation"]
@@ -122,7 +134,8 @@ def main():
                   f"pushed {stats.pushed}, dropped_full {stats.dropped_full} "
                   f"({100.0 * stats.dropped_full / max(1, tried):.1f} % of pushes tried), paced {stats.paced}, "
                   f"stride {stats.pace_stride}")
-            print(f"           frames drawn {sum(frames.values())} over {len(frames)} streams; per stream "
+            print(f"           frames drawn while training {during}, in all {sum(frames.values())} "
+                  f"(the rest: the ring drained after training) over {len(frames)} streams; per stream "
                   f"(fewest / median / most): activations {spread(acts)}, gradients {spread(grads)}")
             sys.stdout.flush()
     off, on = statistics.median(medians[False]), statistics.median(medians[True])

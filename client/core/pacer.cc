@@ -11,6 +11,7 @@ void Pacer::use_connection(uint64_t serial) {
   serial_.store(serial, std::memory_order_relaxed);
   stride16_.store(kOne, std::memory_order_relaxed);
   window_start_ms_ = -1;
+  read_per_ms_ = -1;
   last_raise_ms_ = last_lower_ms_ = INT64_MIN / 2;
 }
 
@@ -33,16 +34,20 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
   if (length < kWindowMs && !(full && length >= kFullGapMs)) return;
 
   const uint32_t stride = stride16_.load(std::memory_order_relaxed);
+  const double read_now = static_cast<double>(read - window_read_);
+  const double recent = read_per_ms_ < 0 ? read_now / static_cast<double>(std::max<int64_t>(1, length))
+                                         : read_per_ms_;
+  read_per_ms_ = (1 - kRateWeight) * recent + kRateWeight * read_now / static_cast<double>(std::max<int64_t>(1, length));
   if (window_full_ || window_min_fill_ >= kBehindFill || window_min_backlog_ms_ > kBehindMs) {
     const double offered = static_cast<double>(offers - window_offers_);
-    const double taken = static_cast<double>(std::max<uint64_t>(1, read - window_read_));
+    const double taken = std::max({1.0, read_now, recent * static_cast<double>(length)});
     const double fits = std::ceil(kOne * kMargin * offered / taken - 1e-9);
     const uint32_t target = static_cast<uint32_t>(std::min<double>(kMaxStride16, std::max<double>(kOne, fits)));
     if (target > stride) {
       stride16_.store(target, std::memory_order_relaxed);
       last_raise_ms_ = now_ms;
     }
-  } else if (window_min_backlog_ms_ < kCaughtUpMs && stride > kOne && now_ms - last_raise_ms_ >= kHoldMs &&
+  } else if (window_min_backlog_ms_ < kLowBacklogMs && stride > kOne && now_ms - last_raise_ms_ >= kHoldMs &&
              now_ms - last_lower_ms_ >= kLowerGapMs) {
     stride16_.store(std::max(kOne, stride - std::max<uint32_t>(1, stride / 4)), std::memory_order_relaxed);
     last_lower_ms_ = now_ms;

@@ -10,13 +10,18 @@
 // kFullGapMs, by a full ring):
 //   - behind (a full ring, or all window long a ring kBehindFill full or a backlog older
 //     than kBehindMs): the stride becomes at least kMargin x the calls offered / the
-//     records the daemon read in the window, so what is sent fits what the daemon takes (in one
-//     step, not by doubling). A burst the ring can hold, or a daemon busy for a moment,
-//     is not behind: the ring is there to absorb those.
-//   - caught up (the backlog fell under kCaughtUpMs), kHoldMs after the last raise and
-//     kLowerGapMs after the last change down: the stride shrinks by a quarter (at least
-//     1/16), to find out whether the daemon now takes more (a daemon slow only while it
-//     opened its videos is back to full use within seconds).
+//     records the daemon takes in that time, so what is sent fits what the daemon takes
+//     (in one step, not by doubling). What it takes is the larger of what it read in the
+//     window and its recent rate (an average over windows, kRateWeight the newest's): a
+//     daemon that stalls for a moment (finalizing a video of every stream at once) does
+//     not throttle the training for seconds after. A burst the ring can hold, or a daemon
+//     busy for a moment, is not behind: the ring is there to absorb those.
+//   - nearly caught up (the backlog fell under kLowBacklogMs), kHoldMs after the last raise
+//     and kLowerGapMs after the last change down: the stride shrinks by a quarter (at
+//     least 1/16), to find out whether the daemon now takes more (a daemon slow only
+//     while it opened its videos is back to full use within seconds). Lowering before
+//     the ring is empty keeps work queued for the daemon: it draws as many frames as it
+//     would with every call sent, without the copies a full ring drops.
 // A new connection starts over at 1 (no pacing).
 //
 // Used by ClientCore (stage: observe; the gates: offer, stride). Thread safety: all
@@ -37,7 +42,8 @@ class Pacer {
   static constexpr int64_t kFullGapMs = 20;
   static constexpr int64_t kBehindMs = 2000;
   static constexpr double kBehindFill = 0.75;
-  static constexpr int64_t kCaughtUpMs = 100;
+  static constexpr int64_t kLowBacklogMs = 500;
+  static constexpr double kRateWeight = 0.3;
   static constexpr int64_t kHoldMs = 1000;
   static constexpr int64_t kLowerGapMs = 500;
   static constexpr double kMargin = 1.05;  // sent at most 1/kMargin of what the daemon read
@@ -64,6 +70,7 @@ class Pacer {
   int64_t window_min_backlog_ms_ = 0;
   double window_min_fill_ = 0;
   bool window_full_ = false;
+  double read_per_ms_ = -1;  // the daemon's recent rate (records per ms; < 0: none yet)
   int64_t last_raise_ms_ = INT64_MIN / 2;
   int64_t last_lower_ms_ = INT64_MIN / 2;
 };

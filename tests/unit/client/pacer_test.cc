@@ -64,7 +64,7 @@ TEST(Pacer, ACaughtUpDaemonLowersItSlowlyAndANewConnectionStartsOver) {
   read += 20;
   pacer.observe(2500, 0.5, false, read, now += 250);
   ASSERT_EQ(pacer.stride16(), 68u);
-  // Under kCaughtUpMs: lowered, but only kHoldMs after the raise and once per kLowerGapMs.
+  // Under kLowBacklogMs: lowered, but only kHoldMs after the raise and once per kLowerGapMs.
   pacer.observe(50, 0.1, false, read, now += 250);
   pacer.observe(50, 0.1, false, read, now += 250);
   EXPECT_EQ(pacer.stride16(), 68u) << "held after a raise";
@@ -75,12 +75,32 @@ TEST(Pacer, ACaughtUpDaemonLowersItSlowlyAndANewConnectionStartsOver) {
   pacer.observe(50, 0.1, false, read, now += Pacer::kLowerGapMs);
   EXPECT_EQ(pacer.stride16(), 39u);
   // A backlog between the two: neither.
-  pacer.observe(300, 0.3, false, read, now += 250);
-  pacer.observe(300, 0.3, false, read, now += 250);
-  pacer.observe(300, 0.3, false, read, now += Pacer::kLowerGapMs);
+  pacer.observe(900, 0.3, false, read, now += 250);
+  pacer.observe(900, 0.3, false, read, now += 250);
+  pacer.observe(900, 0.3, false, read, now += Pacer::kLowerGapMs);
   EXPECT_EQ(pacer.stride16(), 39u);
   pacer.use_connection(2);
   EXPECT_EQ(pacer.stride16(), Pacer::kOne) << "a new connection starts over";
+}
+
+// A daemon that reads steadily, then stalls for a window with the ring full (it finalizes
+// a video of every stream at once): the stride fits its recent rate, not the stall's.
+TEST(Pacer, AMomentaryStallIsJudgedByTheRecentRate) {
+  Pacer pacer;
+  pacer.use_connection(3);
+  int64_t now = 0;
+  uint64_t read = 0;
+  pacer.observe(50, 0.2, false, read, now);
+  for (int w = 0; w < 5; ++w) {  // 100 offered and 100 read per window: keeping up
+    for (int i = 0; i < 100; ++i) pacer.offer();
+    read += 100;
+    pacer.observe(50, 0.2, false, read, now += Pacer::kWindowMs);
+  }
+  ASSERT_EQ(pacer.stride16(), Pacer::kOne);
+  for (int i = 0; i < 100; ++i) pacer.offer();
+  read += 5;  // the stall
+  pacer.observe(300, 1.0, true, read, now += Pacer::kWindowMs);
+  EXPECT_EQ(pacer.stride16(), 17u) << "1.05 x 100 offered / 100 taken at the recent rate (not / 5: 336)";
 }
 
 TEST(Pacer, NeverLowersWhileBehindAndIsCapped) {
