@@ -31,12 +31,12 @@ def _collect(value, suffix, depth, leaves):
         return
     if value is None or depth >= MAX_DEPTH or isinstance(value, (str, bytes)):
         return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            _collect(item, f"{suffix}[{key}]", depth + 1, leaves)
-    elif isinstance(value, (tuple, list)):
+    if isinstance(value, (tuple, list)):  # before Mapping: an ABC check costs a microsecond
         for index, item in enumerate(value):
             _collect(item, f"{suffix}[{index}]", depth + 1, leaves)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _collect(item, f"{suffix}[{key}]", depth + 1, leaves)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
             _collect(getattr(value, field.name, None), f"{suffix}[{field.name}]", depth + 1, leaves)

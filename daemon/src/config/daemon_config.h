@@ -190,7 +190,7 @@ struct DaemonConfig {
   std::string runtime_dir;                     // "" = automatic ($TENSORSCOPE_RUNTIME_DIR,
                                                // else /dev/shm/tensorscope-<uid>)
   int workers = 2;                             // 1..64
-  int render_threads = 0;                      // per worker, 0..64; 0 = one per CPU it may use
+  int render_threads = 0;                      // per worker, 0..64; 0 = one per CPU it may use, <= 8
   std::string log_level = "info";              // one of kLogLevels
   VideoConfig video;
   RenderConfig render;

@@ -22,13 +22,16 @@ constexpr size_t kQueueCapacity = 8;   // reduced frames waiting, per render thr
 constexpr int kMaxIdleSleepMs = 10;
 constexpr int kKeepInTouchTickMs = 50;  // while waiting for the render thread
 
-// render_threads, or when 0 one per CPU this process may run on.
+// render_threads, or when 0 one per CPU this process may run on, at most
+// kMaxAutoRenderThreads (the worker's open videos are shared out among its threads:
+// limits.max_open_videos_per_worker / threads each).
+constexpr int kMaxAutoRenderThreads = 8;
 size_t render_thread_count(int configured) {
   if (configured > 0) return static_cast<size_t>(configured);
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;
-  return static_cast<size_t>(std::clamp(CPU_COUNT(&cpus), 1, 64));
+  return static_cast<size_t>(std::clamp(CPU_COUNT(&cpus), 1, kMaxAutoRenderThreads));
 }
 
 }  // namespace
