@@ -57,6 +57,17 @@ int64_t count_frames(const std::string& path) {
   return n;
 }
 
+// One file per stream, each holding steps 0..steps-1, every one a decodable frame.
+void expect_whole_files(const std::string& dir, const std::vector<IndexEntry>& finished, int streams, int steps) {
+  ASSERT_EQ(finished.size(), static_cast<size_t>(streams));
+  for (const IndexEntry& e : finished) {
+    EXPECT_EQ(e.frames, steps) << e.path;
+    EXPECT_EQ(e.first_step, 0);
+    EXPECT_EQ(e.last_step, steps - 1);
+    EXPECT_EQ(count_frames(dir + "/" + e.path), steps) << e.path;
+  }
+}
+
 TEST(StreamRouter, RotatesFilesEveryMaxFramesAndReportsThem) {
   testing::TempDir dir("ts-router");
   const DaemonConfig config = small_config();
@@ -102,13 +113,7 @@ TEST(StreamRouter, MoreStreamsThanOpenVideosKeepOneWholeFilePerStream) {
   }
   EXPECT_TRUE(finished.empty()) << "suspended videos are not finished";
   run_all(router.finish_producer(1));
-  ASSERT_EQ(finished.size(), static_cast<size_t>(kStreams));
-  for (const IndexEntry& e : finished) {
-    EXPECT_EQ(e.frames, kSteps) << e.path;
-    EXPECT_EQ(e.first_step, 0);
-    EXPECT_EQ(e.last_step, kSteps - 1);
-    EXPECT_EQ(count_frames(dir.path() + "/" + e.path), kSteps) << e.path;
-  }
+  expect_whole_files(dir.path(), finished, kStreams, kSteps);
 }
 
 // Two training processes of the same rank (no RANK set) push the same stream name to
@@ -205,13 +210,7 @@ TEST(StreamRouter, OneProducersStreamsAreDrawnOnEveryLane) {
     queue.drain();
   }
   EXPECT_EQ(per_lane, (std::vector<size_t>{3, 3, 3}));
-  ASSERT_EQ(finished.size(), static_cast<size_t>(kStreams));
-  for (const IndexEntry& e : finished) {
-    EXPECT_EQ(e.frames, kSteps) << e.path;
-    EXPECT_EQ(e.first_step, 0);
-    EXPECT_EQ(e.last_step, kSteps - 1);
-    EXPECT_EQ(count_frames(dir.path() + "/" + e.path), kSteps) << e.path;
-  }
+  expect_whole_files(dir.path(), finished, kStreams, kSteps);
 }
 
 // Every render mode, asked for by the client's hint, becomes a playable video named
