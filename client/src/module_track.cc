@@ -104,7 +104,8 @@ ModuleTrack::ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std
       param_grads_(client_, options_),
       every_n_(track_every_n(client_, options_)),
       stats_every_(std::max<int64_t>(0, options_.stats_every())),
-      tree_log_(options_.tree_log() && has_kind(kinds_, TrackKinds::kOutput)) {
+      tree_log_(options_.tree_log() && has_kind(kinds_, TrackKinds::kOutput)),
+      stacks_(options_.calls()) {
   modules_.reserve(modules.size());
   for (auto& entry : modules) {
     Module m;
@@ -206,6 +207,7 @@ void ModuleTrack::step_changed(int64_t next) {
   }
   send_tree(tree);
   send_summaries(std::move(ready));
+  send_stacks(stacks_.take_all());  // the ending step's, stamped with it (the client's step is still that)
   set_gates(next);
 }
 
@@ -240,6 +242,40 @@ bool ModuleTrack::storages_changed(const StorageMap& map) const {
 
 std::string ModuleTrack::call_stream(int module, int call) const {
   return call == 0 ? modules_[module].stream : modules_[module].stream + "#" + std::to_string(call);
+}
+
+std::string ModuleTrack::stacked_stream(int module, const char* what) const {
+  return modules_[module].stream + std::string(kStackedCallsSuffix) + what;
+}
+
+void ModuleTrack::send_stacks(std::vector<CallStacks::Stack> stacks) {
+  if (stacks.empty()) return;
+  auto client = client_.lock();
+  if (!client) return;
+  for (CallStacks::Stack& stack : stacks) {
+    if (stack.calls.empty()) continue;
+    try {
+      at::Tensor matrix;
+      {
+        ObserverPause pause;  // our own ops are not the model's
+        at::NoGradGuard no_grad;
+        matrix = stack.matrix();
+      }
+      const uint8_t hint = options_.render_mode() != RenderMode::kDefault ? static_cast<uint8_t>(options_.render_mode())
+                                                                          : static_cast<uint8_t>(RenderMode::kHeatmap);
+      client->send(stack.name, matrix, stack.kind, hint, nullptr);
+      if (stack.dropped > 0) {
+        client->count_refused(stack.name, std::to_string(stack.dropped) + " calls past the " +
+                                              std::to_string(stack.calls.size()) + " stacked in one step");
+      }
+      if (stack.changed > 0) {
+        client->count_refused(stack.name, std::to_string(stack.changed) +
+                                              " calls' tensors were written in place after the call (their rows are NaN)");
+      }
+    } catch (const std::exception& e) {
+      client->count_refused(stack.name, std::string("stacking the calls failed: ") + e.what());
+    }
+  }
 }
 
 uint8_t ModuleTrack::hint_for(ClientImpl& client, const std::string& stream) const {
@@ -450,6 +486,14 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
   p.thread = thread;
   p.call = calls[module]++;
   p.storage = storage_of(output);
+  const bool alone = stacks_.alone(p.call);
+  const bool full = full_on_.load(std::memory_order_relaxed);
+  p.stack = full && stacks_.wants(stacked_stream(module, ""), p.call);
+  p.summarise_step = stats_on_.load(std::memory_order_relaxed);
+  if (!alone) {  // only a row of the stacked calls
+    if (p.stack || (p.summarise_step && p.call == 0)) p.output = output;
+    return p;
+  }
   if (p.call >= kMaxCallsPerStep) {
     if (!over_calls_logged_) {
       over_calls_logged_ = true;
@@ -467,8 +511,8 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
       client->count_gated();
     }
   }
-  p.summarise = stats_on_.load(std::memory_order_relaxed);
-  if (p.admitted || p.summarise) p.output = output;
+  p.summarise = p.summarise_step;
+  if (p.admitted || p.summarise || p.stack) p.output = output;
   return p;
 }
 
@@ -479,13 +523,14 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
   ObserverPause pause;
   const int64_t step = client->step();
   for (Pending& p : finished) {
-    if (!(p.admitted || p.summarise) || !p.output.defined()) continue;
+    if (!(p.admitted || p.summarise || p.stack || p.summarise_step) || !p.output.defined()) continue;
     const std::string stream = call_stream(p.module, p.call);
     if (has_kind(kinds_, TrackKinds::kOutput)) {
       if (p.admitted) {
         client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform());
       }
       if (p.summarise) summarise(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
+      if (p.stack) send_stacks(stacks_.take(stacked_stream(p.module, ""), p.output, wire::TensorKind::kActivation, step, p.call));
     }
     if (has_kind(kinds_, TrackKinds::kOutputGradient) && p.output.requires_grad() && p.output.grad_fn()) {
       const int64_t sequence_nr = static_cast<int64_t>(p.output.grad_fn()->sequence_nr());
@@ -494,18 +539,19 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
         grad_targets_.clear();  // backward never ran for these (eval with grad on): forget them
         grad_keys_.store(0, std::memory_order_relaxed);
       }
-      grad_targets_[p.thread][sequence_nr].push_back(
-          GradTarget{stream + ".grad", p.output.output_nr(), p.admitted, p.summarise, step});
+      grad_targets_[p.thread][sequence_nr].push_back(GradTarget{stream + ".grad", p.output.output_nr(), p.admitted,
+                                                                p.summarise, step,
+                                                                p.stack ? stacked_stream(p.module, ".grad") : "", p.call});
       grad_keys_.fetch_add(1, std::memory_order_relaxed);
     }
     if (has_kind(kinds_, TrackKinds::kParameter) && p.call == 0) {
       for (const auto& [param_name, param] : modules_[p.module].entry.params) {
         const std::string param_stream = modules_[p.module].stream + "." + param_name;
-        if (p.admitted) {
+        if (p.admitted || p.stack) {  // (a sent step: with every call stacked, the first is not admitted alone)
           client->send(param_stream, param, wire::TensorKind::kParameter, hint_for(*client, param_stream),
                        &options_.transform());
         }
-        if (p.summarise) summarise(*client, step, param_stream, wire::TensorKind::kParameter, param, true);
+        if (p.summarise_step) summarise(*client, step, param_stream, wire::TensorKind::kParameter, param, true);
       }
     }
     p.output = at::Tensor();
@@ -541,6 +587,14 @@ void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
     }
     if (target.summarise) {
       summarise(*client, target.step, target.stream, wire::TensorKind::kGradient, grad.toTensor(), false);
+    }
+    if (!target.stack.empty()) {
+      std::vector<CallStacks::Stack> done;
+      {
+        ObserverPause pause;
+        done = stacks_.take(target.stack, grad.toTensor(), wire::TensorKind::kGradient, target.step, target.call);
+      }
+      send_stacks(std::move(done));
     }
   }
 }
@@ -602,6 +656,7 @@ void ModuleTrack::stop() {
   }
   hooks.clear();
   finish(finished);
+  send_stacks(stacks_.take_all());
   send_tree(tree);
   std::map<int64_t, std::vector<TensorSummary>> ready;
   {
@@ -625,6 +680,15 @@ std::vector<TrackedStream> ModuleTrack::streams() const {
       if (has_kind(kinds_, TrackKinds::kParameterGradient) && param.requires_grad()) {
         out.push_back({m.stream + "." + param_name + ".grad", "parameter_gradient", m.entry.path});
       }
+    }
+  }
+  for (const std::string& stacked : stacks_.seen()) {  // modules called many times a step
+    for (const Module& m : modules_) {
+      if (stacked.rfind(m.stream + std::string(kStackedCallsSuffix), 0) != 0) continue;
+      out.push_back({stacked, stacked.size() > 5 && stacked.compare(stacked.size() - 5, 5, ".grad") == 0 ? "gradient"
+                                                                                                         : "activation",
+                     m.entry.path});
+      break;
     }
   }
   return out;

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "call_stacks.h"
 #include "grad_hook.h"
 #include "module_index.h"
 #include "module_tree_log.h"
@@ -64,7 +65,8 @@ class ModuleTrack : public Track,
   void on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
                         c10::ArrayRef<const c10::IValue> grads) override;
 
-  // Calls longer than this per module and step are not sent (counted as refused once).
+  // Separate calls beyond this per module and step are not sent (counted as refused
+  // once); stacked calls (TrackOptions::calls) are not limited by it.
   static constexpr int kMaxCallsPerStep = 256;
 
  private:
@@ -87,9 +89,11 @@ class ModuleTrack : public Track,
   struct Pending {
     int module = -1;
     int call = 0;
-    bool admitted = false;         // sent whole (a sent step, and max_hz allows)
-    bool summarise = false;        // a summarised step
-    at::Tensor output;             // held only when admitted or summarised
+    bool admitted = false;         // sent whole as its own stream (a sent step, and max_hz allows)
+    bool summarise = false;        // a summarised step, and a call with a stream of its own
+    bool summarise_step = false;   // a summarised step (parameters, with the first call)
+    bool stack = false;            // a sent step: a row of the module's stacked calls
+    at::Tensor output;             // held only when one of the above
     const void* storage = nullptr; // the output's storage
     uint64_t thread = 0;           // op thread that produced it (autograd's forward thread)
     int tree_index = -1;           // its line in tree_, -1 when not listed
@@ -100,6 +104,8 @@ class ModuleTrack : public Track,
     bool send = true;
     bool summarise = false;
     int64_t step = 0;  // of the forward call (summaries)
+    std::string stack;  // the stacked stream it is a row of ("": none)
+    int call = 0;
   };
 
   void select(const std::regex* include, const std::regex* exclude);
@@ -109,6 +115,10 @@ class ModuleTrack : public Track,
   void publish_storages();
   bool storages_changed(const StorageMap& map) const;
   std::string call_stream(int module, int call) const;
+  // The stream of module `module`'s stacked calls, `what` after it ("" or ".grad").
+  std::string stacked_stream(int module, const char* what) const;
+  // Outside mutex_: sends finished stacks, each one calls x features matrix.
+  void send_stacks(std::vector<CallStacks::Stack> stacks);
   uint8_t hint_for(ClientImpl& client, const std::string& stream) const;
   // Under mutex_: moves every open call of thread `thread` (all threads when null) whose
   // module is not in `keep` into `finished`.
@@ -167,6 +177,7 @@ class ModuleTrack : public Track,
   bool over_calls_logged_ = false;
   ModuleTreeLog tree_;
   TrackSummaries summaries_;
+  CallStacks stacks_;            // modules called many times a step (own lock)
   bool tree_closed_ = false;     // step_changed() sent the list of tree_closed_step_
   int64_t tree_closed_step_ = 0;
 };

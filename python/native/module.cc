@@ -19,6 +19,7 @@
 #include "py_args.h"
 #include "run_info.h"
 #include "summaries.h"
+#include "tensorscope/call_stacking.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
 #include "tensorscope/recording/file_naming.h"
@@ -582,7 +583,33 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "tensorscope's nativ
 // The vocabularies the C++ side defines, for the package to derive its own from:
 // RENDER_MODES {name: wire value} ("default" and every wire::RenderHint), PUSH_RESULTS
 // (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors,
-// RECORD_KINDS {name: value} of every record (tensors, module trees, summaries).
+// RECORD_KINDS {name: value} of every record (tensors, module trees, summaries),
+// CALL_STACKING {mode: calls of a step with a stream of their own, -1 all} and
+// STACKED_CALLS {suffix, row_length, max_rows, hold_bytes} (tensorscope/call_stacking.h).
+bool add_call_stacking(PyObject* module) {
+  PyObject* modes = PyDict_New();
+  PyObject* stacked = PyDict_New();
+  bool ok = modes != nullptr && stacked != nullptr;
+  auto put = [&ok](PyObject* dict, const char* name, PyObject* value) {
+    ok = ok && value != nullptr && PyDict_SetItemString(dict, name, value) == 0;
+    Py_XDECREF(value);
+  };
+  for (size_t m = 0; ok && m < tensorscope::kCallStackingNames.size(); ++m) {
+    const auto mode = static_cast<tensorscope::CallStacking>(m);
+    put(modes, tensorscope::to_string(mode), PyLong_FromLong(tensorscope::separate_calls(mode)));
+  }
+  const std::string suffix(tensorscope::kStackedCallsSuffix);
+  put(stacked, "suffix", PyUnicode_FromStringAndSize(suffix.data(), static_cast<Py_ssize_t>(suffix.size())));
+  put(stacked, "row_length", PyLong_FromLongLong(tensorscope::kStackedRowLength));
+  put(stacked, "max_rows", PyLong_FromSize_t(tensorscope::kMaxStackedRows));
+  put(stacked, "hold_bytes", PyLong_FromSize_t(tensorscope::kStackedHoldBytes));
+  ok = ok && PyModule_AddObject(module, "CALL_STACKING", modes) == 0;
+  if (!ok) Py_XDECREF(modes);
+  const bool stacked_ok = ok && PyModule_AddObject(module, "STACKED_CALLS", stacked) == 0;
+  if (!stacked_ok) Py_XDECREF(stacked);
+  return stacked_ok;
+}
+
 bool add_vocabularies(PyObject* module) {
   PyObject* modes = PyDict_New();
   PyObject* results = PyTuple_New(5);
@@ -639,7 +666,7 @@ PyMODINIT_FUNC PyInit__native() {
   PyModule_AddIntConstant(module, "WITH_CUDA", 0);
 #endif
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
-  if (!add_vocabularies(module)) {
+  if (!add_vocabularies(module) || !add_call_stacking(module)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -1,4 +1,5 @@
-"""Modules called many times a step: a step's calls as one picture.
+"""Modules called many times a step: a step's calls as one picture (as the C++ client's
+tracks do: tensorscope/call_stacking.h, client/src/call_stacks.h).
 
 An RNN cell stepped over a thousand timesteps, a block applied per token, an LBFGS
 closure that runs the model twenty times a step: one stream per call ("<stream>#<k>")
@@ -29,15 +30,19 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from . import _native
+
 if TYPE_CHECKING:  # torch is imported when first needed: the names above are torch-free
     import torch
 
-CALL_MODES = ("auto", "stacked", "separate")
-SEPARATE_CALLS = 4  # "auto": calls of a step with streams of their own
-MAX_ROW_LENGTH = 1024  # features per row
-MAX_ROWS = 4096  # calls stacked per step; more are counted, not kept
-HOLD_BYTES = 32 << 20  # per track: calls' tensors held to be reduced together at the step's end
-STACK_SUFFIX = "#calls"
+# The vocabulary and its numbers are the C++ client's (tensorscope/call_stacking.h).
+_SEPARATE = dict(_native.CALL_STACKING)  # mode -> calls of a step with streams of their own (-1: all)
+CALL_MODES = tuple(_SEPARATE)
+SEPARATE_CALLS = _SEPARATE["auto"]
+MAX_ROW_LENGTH = int(_native.STACKED_CALLS["row_length"])  # features per row
+MAX_ROWS = int(_native.STACKED_CALLS["max_rows"])  # calls stacked per step; more are counted, not kept
+HOLD_BYTES = int(_native.STACKED_CALLS["hold_bytes"])  # per track: calls' tensors held until the step's end
+STACK_SUFFIX = str(_native.STACKED_CALLS["suffix"])
 
 
 def stacked_name(module_stream: str, what: str) -> str:
@@ -116,7 +121,7 @@ def _resample(row: torch.Tensor, width: int) -> torch.Tensor:
 
     if row.numel() == 0:
         return torch.zeros(width, dtype=row.dtype, device=row.device)
-    return F.interpolate(row.reshape(1, 1, -1), size=width, mode="linear", align_corners=True).reshape(-1)
+    return F.adaptive_avg_pool1d(row.reshape(1, 1, -1), width).reshape(-1)
 
 
 class CallStacks:
@@ -126,7 +131,7 @@ class CallStacks:
         if mode not in CALL_MODES:
             raise ValueError(f"calls {mode!r} is not one of {', '.join(CALL_MODES)}")
         # Calls of a step with a stream of their own (None: all of them, no stacking).
-        self.separate: Optional[int] = {"auto": SEPARATE_CALLS, "stacked": 0, "separate": None}[mode]
+        self.separate: Optional[int] = _SEPARATE[mode] if _SEPARATE[mode] >= 0 else None
         self._lock = threading.Lock()
         self._open: Dict[str, Stack] = {}
         self._multi: Dict[str, Any] = {}  # stacked stream -> meta, of modules seen with many calls

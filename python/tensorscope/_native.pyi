@@ -9,6 +9,8 @@ RENDER_MODES: dict[str, int]
 PUSH_RESULTS: Tuple[str, ...]
 TENSOR_KINDS: dict[str, int]
 RECORD_KINDS: dict[str, int]
+CALL_STACKING: dict[str, int]
+STACKED_CALLS: dict[str, Any]
 
 SummaryValues = Tuple[int, int, int, int, float, float, float, float]
 

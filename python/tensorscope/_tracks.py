@@ -497,6 +497,7 @@ class ModuleTrack(_Track):
                         meta = (path, type_name, "gradient", suffix, call)
                         tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full, stats))
             if call == 0:
+                stats = self._stats_on  # (with every call stacked, the first has no summary of its own)
                 for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
                     if kind not in kinds:
                         continue

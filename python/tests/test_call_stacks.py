@@ -31,7 +31,7 @@ def test_rows_of_another_length_are_resampled_to_the_first():
     stack.calls, stack.order = [torch.zeros(4), torch.tensor([0.0, 3.0])], [0, 1]
     m = stack.matrix()
     assert m.shape == (2, 4)
-    np.testing.assert_allclose(m[1].numpy(), [0, 1, 2, 3])
+    np.testing.assert_allclose(m[1].numpy(), [0, 0, 3, 3])  # averaged (as pooling does) to 4 features
 
 
 def test_held_calls_are_reduced_in_order_and_one_written_in_place_is_nan():
@@ -52,6 +52,14 @@ def test_held_calls_are_reduced_in_order_and_one_written_in_place_is_nan():
     stacks.take("m#calls", outs[0], 0, 7, 0, meta, False)
     (done,) = stacks.take("m#calls", outs[0], 0, 8, 0, meta, False)
     assert done.step == 7 and len(done.calls) == 1
+
+
+def test_the_vocabulary_and_its_numbers_are_the_cpp_ones():
+    from tensorscope import _native
+
+    assert CS.CALL_MODES == ("auto", "stacked", "separate") == tuple(_native.CALL_STACKING)
+    assert (CS.SEPARATE_CALLS, CS.MAX_ROW_LENGTH, CS.MAX_ROWS, CS.STACK_SUFFIX) == (4, 1024, 4096, "#calls")
+    assert [CS.CallStacks(m).separate for m in CS.CALL_MODES] == [4, 0, None]
 
 
 def test_an_unknown_mode_is_refused(daemon):

@@ -7,6 +7,7 @@
 // Used inside the training process; see client.h for thread safety.
 #pragma once
 
+#include "tensorscope/call_stacking.h"
 #include "tensorscope/client.h"
 #include "tensorscope/client_options.h"
 #include "tensorscope/push_result.h"

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tensorscope/call_stacking.h"
 #include "tensorscope/client_options.h"
 #include "tensorscope/option_setter.h"
 #include "tensorscope/render_mode.h"
@@ -62,6 +63,10 @@ class TrackOptions {
   // (config `record.tree`). The step's list is sent when the step changes
   // (Client::set_step / next_step) or the track stops.
   TENSORSCOPE_TRACK_OPTION(bool, tree_log, true)
+  // module tracks: a module called many times a step keeps its first calls as streams of
+  // their own and stacks the step's calls into one calls x features matrix
+  // ("<stream>#calls"; tensorscope/call_stacking.h).
+  TENSORSCOPE_TRACK_OPTION(CallStacking, calls, CallStacking::kAuto)
 };
 
 #undef TENSORSCOPE_TRACK_OPTION

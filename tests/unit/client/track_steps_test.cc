@@ -61,8 +61,12 @@ TEST_F(TrackSteps, GradientAccumulationAndAnEvalForwardBetweenSteps) {
   torch::optim::SGD opt(net->parameters(), 0.01);
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
-  TrackHandle h = rx.client().track_model(
-      "net", net, TrackOptions().every_n(2).kinds(TrackKinds::kOutput | TrackKinds::kOutputGradient));
+  // A stream per call (by default, calls past the 4th are stacked: track_calls_test.cc).
+  TrackHandle h = rx.client().track_model("net", net,
+                                          TrackOptions()
+                                              .every_n(2)
+                                              .kinds(TrackKinds::kOutput | TrackKinds::kOutputGradient)
+                                              .calls(CallStacking::kSeparate));
   for (int step = 0; step < 5; ++step) {
     opt.zero_grad();
     for (int micro = 0; micro < 4; ++micro) net(torch::randn({2, 3})).sum().backward();
