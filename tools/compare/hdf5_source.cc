@@ -155,7 +155,7 @@ StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,
       return Status::error((*n_a == 0 ? a.name() : b.name()) + ": unexpected end of data");
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, std::min(*n_a, *n_b)));
-    comparer.add_raw(data_a, result.dtype_a, data_b, result.dtype_b, n);
+    comparer.add_raw_on_cores(data_a, result.dtype_a, data_b, result.dtype_b, n);
     a.consume(n);
     b.consume(n);
     left -= n;

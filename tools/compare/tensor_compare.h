@@ -15,8 +15,8 @@
 //   int64 values beyond 2^53 lose precision on the way to double.
 //   Different dtypes are compared as values. A shape difference (number of dims or
 //   any dim) is a difference ("shape mismatch"); no values are read then.
-// Thread safety: TensorComparer is used by one thread at a time; the free functions
-// are thread-safe.
+// Thread safety: TensorComparer is used by one thread at a time (add_raw_on_cores runs
+// its own threads inside); the free functions are thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +67,13 @@ class TensorComparer {
   // Converts the next n elements of each side (raw little-endian bytes of the given
   // dtypes) to double and adds them. Both dtypes must be valid.
   void add_raw(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n);
+  // Like add_raw, in parts of whole blocks compared on up to one thread per core and
+  // merged in order: the same counts, maxima and first mismatch as add_raw; the sums of
+  // the cosine in another order, within rounding.
+  void add_raw_on_cores(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n);
+  // Takes in `next`, the comparison of the elements that follow this one's (a part
+  // compared on another thread).
+  void merge(const TensorComparer& next);
   // Metrics so far (total, mismatches, errors, cosine, first mismatch); dtype and
   // shape fields are left for the caller.
   TensorCompareResult result() const;
@@ -74,6 +81,8 @@ class TensorComparer {
   TensorCompareResult result(TensorCompareResult&& layout) const;
 
  private:
+  void add_finite(const double* a, const double* b, size_t n);  // add() when all are finite
+
   CompareTolerance tolerance_;
   uint64_t total_ = 0;
   uint64_t mismatches_ = 0;
@@ -95,7 +104,8 @@ void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst
 std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape);
 
 // Opens both files with NpyReader and compares them, reading at most `chunk_bytes`
-// per file at a time (never a whole file). Errors: those of NpyReader (they name the
+// per file at a time (never a whole file); each chunk is compared on every core
+// (TensorComparer::add_raw_on_cores). Errors: those of NpyReader (they name the
 // file: missing, corrupt, truncated, unsupported dtype), chunk_bytes < 8.
 StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
                                                 const std::string& path_b,

@@ -503,7 +503,9 @@ TEST_F(Track, ThreadsAreTrackedSeparately) {
   const torch::Tensor y0 = net->forward(x0), y1 = net->forward(x1);
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
-  TrackHandle handle = rx.client().track_model("net", net, TrackOptions().include("fc2"));
+  // A stream per call (by default, calls past the 4th are stacked: track_calls_test.cc).
+  TrackHandle handle =
+      rx.client().track_model("net", net, TrackOptions().include("fc2").calls(CallStacking::kSeparate));
   constexpr int kCalls = 20;
   auto run = [&](const torch::Tensor& x) {
     torch::NoGradGuard no_grad;

@@ -173,6 +173,40 @@ TEST(TensorCompareTest, RandomDifferencesAcrossTinyChunksMatchReference) {
   }
 }
 
+// Large enough to be compared on several threads, in parts merged in order: the same
+// counts, maxima and first mismatch as element by element, also when the first mismatch
+// lies in a later part and a NaN pair sits in an earlier one.
+TEST(TensorCompareTest, PartsComparedOnSeveralThreadsMergeInOrder) {
+  TempDir dir;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> dist;
+  const size_t n = 200003;
+  std::vector<double> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    b[i] = dist(rng);
+    a[i] = b[i] + (i > 150000 && i % 7 == 0 ? dist(rng) * 1e-2 : 1e-9 * dist(rng));
+  }
+  a[10] = b[10] = kNaN;  // close (the same position), and not in the metrics
+  const CompareTolerance tol{1e-6, 1e-4};
+  std::vector<double> fa = a, fb = b;
+  fa.erase(fa.begin() + 10);
+  fb.erase(fb.begin() + 10);
+  Expected e = reference(fa, fb, tol);
+  ASSERT_GT(e.first, 150000 - 1);
+  e.first += 1;  // the NaN pair removed before it
+  for (size_t chunk : {kCompareChunkBytes, size_t{256} << 10}) {
+    const auto r = compare_ok(write_f64(dir, "a.npy", a), write_f64(dir, "b.npy", b), tol, chunk);
+    EXPECT_EQ(r.total, n) << chunk;
+    EXPECT_EQ(r.mismatches, e.mismatches) << chunk;
+    EXPECT_EQ(r.nonfinite_mismatches, 0u) << chunk;
+    EXPECT_DOUBLE_EQ(r.max_abs_error, e.max_abs) << chunk;
+    EXPECT_DOUBLE_EQ(r.max_rel_error, e.max_rel) << chunk;
+    EXPECT_NEAR(r.cosine, e.cosine, 1e-12) << chunk;
+    EXPECT_EQ(r.first_mismatch, e.first) << chunk;
+    EXPECT_EQ(r.first_mismatch_a, a[static_cast<size_t>(e.first)]) << chunk;
+  }
+}
+
 TEST(TensorCompareTest, NaNEqualsNaNOnlyAtTheSamePosition) {
   TempDir dir;
   const auto same = compare_ok(write_f64(dir, "a.npy", {kNaN, 1.0, kNaN}),
