@@ -36,6 +36,7 @@ using tensorscope::python::capsule_tensor;
 using tensorscope::python::kReleaseGilBytes;
 using tensorscope::python::text;
 using tensorscope::python::utf8;
+using tensorscope::python::Utf8Cache;
 
 struct CoreObject {
   PyObject_HEAD
@@ -157,6 +158,9 @@ PyObject* core_close(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The stream names admit() and admit_tracked() saw last (under the GIL).
+Utf8Cache stream_names;
+
 // What admit() and admit_tracked() return: the stream's render hint (>= 0) when a send
 // would go ahead; -1 when the gate said no (counted as gated); -2 - code when the gate
 // admitted it but a send cannot go ahead now (ready(): not connected, disabled, ...;
@@ -170,17 +174,17 @@ long admission_code(ClientCore* core, const tensorscope::StreamGate::Admission& 
 // admit(name) -> admission_code: the client's gate (every_n, max_hz), then ready().
 PyObject* core_admit(PyObject* self, PyObject* name_object) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
-  std::string name;
-  if (core == nullptr || !utf8(name_object, "name", &name)) return nullptr;
-  return PyLong_FromLong(admission_code(core, core->admit(name)));
+  const std::string* name = nullptr;
+  if (core == nullptr || !stream_names.utf8(name_object, "name", &name)) return nullptr;
+  return PyLong_FromLong(admission_code(core, core->admit(*name)));
 }
 
 // admit_tracked(name) -> admission_code: max_hz per stream (a track gated its steps), then ready().
 PyObject* core_admit_tracked(PyObject* self, PyObject* name_object) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
-  std::string name;
-  if (core == nullptr || !utf8(name_object, "name", &name)) return nullptr;
-  return PyLong_FromLong(admission_code(core, core->admit_tracked(name)));
+  const std::string* name = nullptr;
+  if (core == nullptr || !stream_names.utf8(name_object, "name", &name)) return nullptr;
+  return PyLong_FromLong(admission_code(core, core->admit_tracked(*name)));
 }
 
 // send(name, capsule, kind, hint, step or None, as_bool, cuda_stream) -> result code.

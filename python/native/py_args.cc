@@ -18,6 +18,25 @@ bool utf8(PyObject* object, const char* what, std::string* out) {
   return ok;
 }
 
+bool Utf8Cache::utf8(PyObject* object, const char* what, const std::string** out) {
+  for (size_t i = 0; i < kSlots; ++i) {
+    if (objects_[i] == object) {
+      *out = &texts_[i];
+      return true;
+    }
+  }
+  std::string text;
+  if (!python::utf8(object, what, &text)) return false;
+  const size_t slot = next_;
+  next_ = (next_ + 1) % kSlots;
+  Py_XDECREF(objects_[slot]);
+  Py_INCREF(object);  // held: its address cannot be another str's while cached
+  objects_[slot] = object;
+  texts_[slot] = std::move(text);
+  *out = &texts_[slot];
+  return true;
+}
+
 PyObject* text(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }

@@ -24,6 +24,22 @@ PyObject* text(const std::string& s);
 // The UTF-8 text of a str; TypeError naming `what` otherwise.
 bool utf8(PyObject* object, const char* what, std::string* out);
 
+// The UTF-8 text of the last few str objects asked for, each held (a reference) with its
+// text: a name passed again as the same object (a literal, a name built once) is not
+// converted again. For the calls made on every push. The references live as long as
+// the module (never released: a cache of a few names).
+class Utf8Cache {
+ public:
+  // Like utf8(); *out points into the cache, valid until the next call.
+  bool utf8(PyObject* object, const char* what, const std::string** out);
+
+ private:
+  static constexpr size_t kSlots = 16;
+  PyObject* objects_[kSlots] = {};
+  std::string texts_[kSlots];
+  size_t next_ = 0;
+};
+
 // A non-negative int that fits in int64; TypeError/ValueError naming `what` otherwise.
 bool non_negative(PyObject* object, const char* what, int64_t* out);
 

@@ -26,6 +26,8 @@ from ._stats import ClientStats
 from ._tensors import export
 from ._tracks import ModuleTrack, TensorTrack, TrackedStream, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
 
+_GATED = R.PushResult.GATED  # a gated push returns it without another call
+
 # A module path filter: a regular expression searched in the path, or a callable.
 PathFilter = Union[str, Pattern[str], Callable[[str], bool], None]
 # A callable applied to a tensor before it is copied: (stream name, tensor) -> tensor.
@@ -175,7 +177,7 @@ class Client:
         try:
             admitted = core.admit(name)  # the gate and whether a send can go now, in one call
             if admitted < 0:
-                return R.not_admitted(admitted)
+                return _GATED if admitted == -1 else R.not_admitted(admitted)
             return self._send(name, tensor, R.KIND_TENSOR, admitted, self._transform, None)
         except Exception as e:
             return self._refuse(name if isinstance(name, str) else repr(name)[:100], f"push failed: {e}")

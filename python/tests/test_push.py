@@ -214,3 +214,25 @@ def test_the_vocabularies_are_the_cpp_ones():
     assert _native.TENSOR_KINDS == {"tensor": 1, "activation": 2, "gradient": 3, "parameter": 4,
                                     "parameter_gradient": 5}
     assert _native.RECORD_KINDS == dict(_native.TENSOR_KINDS, module_tree=6, summary=7)
+
+
+def test_names_built_anew_or_reused_reach_their_own_streams_and_gates(daemon):
+    """The extension keeps the text of the last names it was given, by object (a literal or
+    a name built once is not converted again): names built anew each call (more than it
+    keeps), names reused, and equal text in different objects all go to their own stream,
+    and every_n counts each stream's calls."""
+    fixed = [f"fixed{i}" for i in range(20)]
+    with tensorscope.Client(**daemon.client_options(every_n=2)) as scope:
+        for _ in range(4):
+            for i in range(40):
+                assert scope.push("built" + str(i), torch.full((2,), float(i))) in (PushResult.PUSHED,
+                                                                                   PushResult.GATED)
+            for i, name in enumerate(fixed):
+                scope.push(name, torch.full((2,), float(i)))
+    daemon.stop()
+    frames = daemon.frames()
+    for i in range(40):
+        assert frames[(f"built{i}", 0)] == 2, i  # calls 0 and 2 of 4
+    for name in fixed:
+        assert frames[(name, 0)] == 2, name
+    assert len(frames) == 60, sorted(frames)
