@@ -197,8 +197,9 @@ PyObject* core_send(PyObject* self, PyObject* args) {
                                            &as_bool, &cuda_stream)) {
     return nullptr;
   }
-  std::string name;
-  if (!utf8(name_object, "name", &name)) return nullptr;
+  const std::string* cached = nullptr;
+  if (!stream_names.utf8(name_object, "name", &cached)) return nullptr;
+  const std::string name = *cached;  // a copy: the GIL may be released below, and the cache changes
   if (kind < 0 || kind > 255 || !tensorscope::wire::is_tensor_kind(static_cast<uint8_t>(kind)) || hint < 0 ||
       hint > tensorscope::wire::kMaxRenderHint) {
     PyErr_SetString(PyExc_ValueError, "invalid record kind or render hint");
