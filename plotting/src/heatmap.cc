@@ -16,6 +16,7 @@
 #include "tensorscope/plotting/histogram_range.h"
 #include "tensorscope/plotting/value_sketch.h"
 #include "tensorscope/plotting/axis_ticks.h"
+#include "tensorscope/shared/stacked_calls.h"
 
 namespace tensorscope::plotting {
 namespace {
@@ -404,8 +405,9 @@ int widest_label(const TextPainter& font, const Heatmap& h) {
   return w;
 }
 
+// `rows`: what the rows are ("row"; "call" for a module's stacked calls).
 void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
-                       const FrameStyle& style) {
+                       const FrameStyle& style, const char* rows) {
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style);
   if (h.out_rows <= 0 || h.out_cols <= 0 || h.values.empty()) {
@@ -423,7 +425,7 @@ void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
   spec.x_integer = spec.y_integer = true;
   spec.x_title = h.square ? "column   (index = row*" + std::to_string(h.cols) + " + column)"
                           : "column";
-  spec.y_title = "row";
+  spec.y_title = rows;
   spec.footer_rows = 1;
   cv::Rect plot_area = area;
   plot_area.width = std::max(0, area.width - reserve_right);
@@ -473,7 +475,7 @@ cv::Mat draw_heatmap_frame(const FrameInfo& info, const tensor::TensorStats& sta
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, &stats, style);
-    draw_heatmap_plot(image, area, heatmap, style);
+    draw_heatmap_plot(image, area, heatmap, style, is_stacked_calls_stream(info.stream) ? "call" : "row");
   } catch (...) {
     internal::fill_background(image, style.background);
   }

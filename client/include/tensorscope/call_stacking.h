@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "tensorscope/shared/stacked_calls.h"  // kStackedCallsSuffix: "#calls"
+
 namespace tensorscope {
 
 enum class CallStacking : uint8_t { kAuto = 0, kStacked = 1, kSeparate = 2 };
@@ -30,7 +32,6 @@ inline constexpr int kSeparateCalls = 4;             // kAuto: calls of a step w
 inline constexpr int64_t kStackedRowLength = 1024;   // features per row, at most
 inline constexpr size_t kMaxStackedRows = 4096;      // calls stacked per step; more are counted refused
 inline constexpr size_t kStackedHoldBytes = 32u << 20;  // per track: call tensors held to reduce at the step's end
-inline constexpr std::string_view kStackedCallsSuffix = "#calls";
 
 inline const char* to_string(CallStacking mode) { return kCallStackingNames[static_cast<size_t>(mode)]; }
 

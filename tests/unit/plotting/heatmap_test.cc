@@ -6,6 +6,8 @@
 
 #include <opencv2/core.hpp>
 
+#include "tensorscope/tensor/tensor_stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -173,6 +175,29 @@ TEST(Heatmap, WellBehavedMatricesKeepTheirFullRange) {
   EXPECT_EQ(h.color_lo, h.value_min);
   EXPECT_EQ(h.color_hi, h.value_max);
   EXPECT_EQ(h.cells_above + h.cells_below, 0);
+}
+
+// A module's calls stacked into one matrix ("<stream>#calls") label their rows as calls:
+// the y axis's strip differs from a plain matrix's, and from nothing else's.
+TEST(Heatmap, AStackedCallsMatrixLabelsItsRowsAsCalls) {
+  std::vector<float> m(30 * 8);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(std::sin(0.1 * static_cast<double>(i)));
+  const tensor::TensorView view{m.data(), tensor::ElementType::kFloat32, {30, 8}};
+  const Heatmap h = reduce_heatmap(view, 256, 256);
+  const tensor::TensorStats stats = tensor::compute_stats(view);
+  auto frame = [&](const std::string& stream) {
+    FrameInfo info;
+    info.stream = stream;
+    info.shape = {30, 8};
+    return draw_heatmap_frame(info, stats, h, FrameStyle{});
+  };
+  auto y_title_strip = [](const cv::Mat& image) {  // above and beside the y axis, below the header
+    return image(cv::Rect(0, image.rows / 5, 60, image.rows / 3 - image.rows / 5)).clone();
+  };
+  const cv::Mat plain = y_title_strip(frame("rnn")), other = y_title_strip(frame("rnx"));
+  const cv::Mat calls = y_title_strip(frame("rnn#calls"));
+  EXPECT_EQ(cv::norm(plain, other, cv::NORM_L1), 0.0) << "the strip shows only the axis title";
+  EXPECT_GT(cv::norm(plain, calls, cv::NORM_L1), 0.0) << "\"call\" instead of \"row\"";
 }
 
 }  // namespace
