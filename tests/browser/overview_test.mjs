@@ -99,7 +99,12 @@ async function checkOverview(page, label) {
   const tip = await hoverCell(page, BAD_RANK, BAD_MODULE, BAD_STEP);
   check(tip.includes(BAD_MODULE) && tip.includes(`rank ${BAD_RANK}`) && /step/.test(tip) && tip.includes('activation std'),
     `${label}: hovering names module, rank, step and metric (${JSON.stringify(tip)})`);
-  const healthy = await hoverCell(page, 0, BAD_MODULE, BAD_STEP);
+  // Rank 0's summaries of that step may arrive after rank 1's (a loaded machine): waited for.
+  let healthy = null;
+  await waitFor(async () => {
+    healthy = await hoverCell(page, 0, BAD_MODULE, BAD_STEP);
+    return !!healthy && /activation std: /.test(healthy);
+  }, 15000, `${label}: rank 0's cell at step ${BAD_STEP} is drawn`).catch(() => {});
   check(healthy && !healthy.includes('NaN') && /activation std: \d/.test(healthy), `${label}: rank 0's cell is a number (${JSON.stringify(healthy)})`);
   const before = await hoverCell(page, BAD_RANK, BAD_MODULE, BAD_STEP - 1);
   check(before && !before.includes('NaN/Inf'), `${label}: the step before is finite (${JSON.stringify(before)})`);

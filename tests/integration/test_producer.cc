@@ -8,6 +8,7 @@
 //          --wait-connect-ms T (wait for the daemon before pushing; 0 = don't)
 //          --streams K (distinct stream names) --max-elements E --budget BYTES
 //          --ring-slots N (records the ring holds; default the client's)
+//          --no-pacing (send every admitted call even while the daemon is behind)
 //          --bad-inputs (also push a complex and an oversized tensor: must be refused)
 //          --stdin-control: stop pushing when anything arrives on stdin (a line or EOF),
 //                           print the final line, then keep the client connected until
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
   int64_t elements = 0;  // > 0: every push a float32 vector of this many elements (one mode per stream)
   uint64_t budget = 32u << 20;
   uint32_t ring_slots = 0;  // 0: the client's default
-  bool bad_inputs = false, stdin_control = false, track_model = false, pattern = false;
+  bool bad_inputs = false, stdin_control = false, track_model = false, pattern = false, pacing = true;
   int64_t every_n = 1;
   int64_t report_ms = 0;
   int reconnect_ms = 20, connect_timeout_ms = -1, idle_exit_ms = -1;
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
     else if (a == "--elements") elements = std::atoll(next().c_str());
     else if (a == "--budget") budget = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--ring-slots") ring_slots = static_cast<uint32_t>(std::strtoul(next().c_str(), nullptr, 10));
+    else if (a == "--no-pacing") pacing = false;
     else if (a == "--bad-inputs") bad_inputs = true;
     else if (a == "--stdin-control") stdin_control = true;
     else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
                      .daemon_executable(daemon_path);
   if (connect_timeout_ms >= 0) options.connect_timeout_ms(connect_timeout_ms);
   if (ring_slots > 0) options.ring_slots(ring_slots);
+  options.pacing(pacing);
   if (!autostart_output.empty()) options.autostart_output(autostart_output);
   if (idle_exit_ms >= 0) options.autostart_idle_exit_ms(idle_exit_ms);
   tensorscope::Client client(options);
