@@ -74,7 +74,10 @@ std::vector<CallStacks::Stack> CallStacks::take(const std::string& name, const a
   const at::Tensor held = tensor.detach();
   const size_t bytes = static_cast<size_t>(held.numel()) * held.element_size();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (call >= separate_) many_.insert(name);
+  if (call >= separate_) {
+    many_.insert(name);
+    any_many_.store(true, std::memory_order_relaxed);
+  }
   auto it = open_.find(name);
   if (it != open_.end() && it->second.step != step) {
     held_ -= it->second.held_bytes;

@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -52,6 +53,10 @@ class CallStacks {
   bool stacking() const { return separate_ >= 0; }
   // Whether call `call` of a step gets a stream of its own.
   bool alone(int call) const { return separate_ < 0 || call < separate_; }
+  // Whether call `call` can be a row of some stack (cheap: no name needed).
+  bool may_take(int call) const {
+    return separate_ >= 0 && (call >= separate_ || any_many_.load(std::memory_order_relaxed));
+  }
   // Whether call `call` of stacked stream `name` is to be stacked.
   bool wants(const std::string& name, int call) const;
   // Stacks call `call`'s `tensor` in `name` at `step`; the stacks of `name` of an earlier
@@ -68,6 +73,7 @@ class CallStacks {
   mutable std::mutex mutex_;
   std::map<std::string, Stack> open_;
   std::set<std::string> many_;
+  std::atomic<bool> any_many_{false};  // !many_.empty()
   size_t held_ = 0;
 };
 

@@ -488,7 +488,7 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
   p.storage = storage_of(output);
   const bool alone = stacks_.alone(p.call);
   const bool full = full_on_.load(std::memory_order_relaxed);
-  p.stack = full && stacks_.wants(stacked_stream(module, ""), p.call);
+  p.stack = full && stacks_.may_take(p.call) && stacks_.wants(stacked_stream(module, ""), p.call);
   p.summarise_step = stats_on_.load(std::memory_order_relaxed);
   if (!alone) {  // only a row of the stacked calls
     if (p.stack || (p.summarise_step && p.call == 0)) p.output = output;

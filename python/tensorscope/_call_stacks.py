@@ -144,6 +144,10 @@ class CallStacks:
     def stacking(self) -> bool:
         return self.separate is not None
 
+    def may_take(self, call: int) -> bool:
+        """Whether call `call` can be a row of some stack (cheap: no name built)."""
+        return self.separate is not None and (call >= self.separate or bool(self._multi))
+
     def take(self, name: str, tensor: torch.Tensor, kind: int, step: int, call: int, meta: Any,
              summarise: bool) -> List[Stack]:
         """Call `call`'s tensor for stacked stream `name`, if it is to be stacked; the

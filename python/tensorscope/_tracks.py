@@ -522,7 +522,7 @@ class ModuleTrack(_Track):
     def _send(self, stream, tensor, kind, step=None, meta=None):
         """A value of one call: to its own stream, or (a module called many times a step)
         as a row of the module's stacked calls, or both."""
-        if meta is not None and len(meta) >= 5 and meta[2] in _STACKED_WHAT and self._stacks.stacking():
+        if meta is not None and len(meta) >= 5 and meta[2] in _STACKED_WHAT and self._stacks.may_take(meta[4]):
             client = self._client()
             if client is None or self._stopped:
                 return
