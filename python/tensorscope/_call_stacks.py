@@ -77,9 +77,8 @@ class Stack:
     """The calls of one stacked stream in one step: each a row already reduced, or the
     call's tensor held (with its version) until the matrix is made."""
 
-    def __init__(self, name: str, step: int, kind: int, meta: Any, summarise: bool, first_call: int) -> None:
+    def __init__(self, name: str, step: int, kind: int, meta: Any, first_call: int) -> None:
         self.name, self.step, self.kind, self.meta = name, step, kind, meta
-        self.summarise = summarise  # the step's summaries were on when its first call came
         self.first_call = first_call
         self.calls: List[Any] = []  # torch.Tensor (a row) or (tensor, version) held
         self.order: List[int] = []  # each one's call number (gradients come last call first)
@@ -148,8 +147,7 @@ class CallStacks:
         """Whether call `call` can be a row of some stack (cheap: no name built)."""
         return self.separate is not None and (call >= self.separate or bool(self._multi))
 
-    def take(self, name: str, tensor: torch.Tensor, kind: int, step: int, call: int, meta: Any,
-             summarise: bool) -> List[Stack]:
+    def take(self, name: str, tensor: torch.Tensor, kind: int, step: int, call: int, meta: Any) -> List[Stack]:
         """Call `call`'s tensor for stacked stream `name`, if it is to be stacked; the
         stacks of `name` of an earlier step, now complete."""
         if self.separate is None:
@@ -167,7 +165,7 @@ class CallStacks:
                 done.append(self._open.pop(name))
                 stack = None
             if stack is None:
-                stack = self._open[name] = Stack(name, step, kind, meta, summarise, call)
+                stack = self._open[name] = Stack(name, step, kind, meta, call)
             stack.first_call = min(stack.first_call, call)
             if len(stack.calls) >= MAX_ROWS:
                 stack.dropped += 1

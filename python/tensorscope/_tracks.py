@@ -531,7 +531,7 @@ class ModuleTrack(_Track):
             if module_stream is not None:
                 name = stacked_name(module_stream, _STACKED_WHAT[what](leaf))
                 at = client.step if step is None else step
-                self._send_stacks(self._stacks.take(name, tensor, kind, at, call, meta, self._stats_on))
+                self._send_stacks(self._stacks.take(name, tensor, kind, at, call, meta))
                 if not self._stacks.alone(call):
                     return
         super()._send(stream, tensor, kind, step, meta)

@@ -27,7 +27,7 @@ def test_a_row_is_the_batch_mean_and_long_rows_are_averaged_down():
 
 
 def test_rows_of_another_length_are_resampled_to_the_first():
-    stack = CS.Stack("m#calls", 0, 0, ("m", "Linear", "output", "", 0), False, 0)
+    stack = CS.Stack("m#calls", 0, 0, ("m", "Linear", "output", "", 0), 0)
     stack.calls, stack.order = [torch.zeros(4), torch.tensor([0.0, 3.0])], [0, 1]
     m = stack.matrix()
     assert m.shape == (2, 4)
@@ -40,7 +40,7 @@ def test_held_calls_are_reduced_in_order_and_one_written_in_place_is_nan():
     outs = [torch.full((2, 3), float(k)) for k in range(5)]
     outs[3] = torch.arange(6.0).reshape(3, 2)  # another shape: a run of its own
     for k, t in enumerate(outs):
-        assert stacks.take("m#calls", t, 0, 7, k, meta, False) == []
+        assert stacks.take("m#calls", t, 0, 7, k, meta) == []
     outs[1].add_(100)  # written in place after its call
     (stack,) = stacks.take_all()
     m = stack.matrix().numpy()
@@ -49,8 +49,8 @@ def test_held_calls_are_reduced_in_order_and_one_written_in_place_is_nan():
     assert np.isnan(m[1]).all() and stack.changed == 1
     np.testing.assert_allclose(m[3], [2, 2.5, 3])  # mean over rows [2, 3], resampled to 3 features
     # A later step's call completes the stack of the earlier one.
-    stacks.take("m#calls", outs[0], 0, 7, 0, meta, False)
-    (done,) = stacks.take("m#calls", outs[0], 0, 8, 0, meta, False)
+    stacks.take("m#calls", outs[0], 0, 7, 0, meta)
+    (done,) = stacks.take("m#calls", outs[0], 0, 8, 0, meta)
     assert done.step == 7 and len(done.calls) == 1
 
 
