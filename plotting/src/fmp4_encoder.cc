@@ -134,9 +134,8 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   encoder_->pix_fmt = AV_PIX_FMT_YUV420P;
   encoder_->time_base = av_inv_q(rate);
   encoder_->framerate = rate;
-  // A keyframe per second of video (seeking), no B-frames and no lookahead: every
-  // frame's packet comes out of the encoder at once and becomes its own fragment.
-  encoder_->gop_size = std::max(1, static_cast<int>(std::lround(settings.fps)));
+  // No B-frames and no lookahead: every frame's packet comes out of the encoder at once
+  // and becomes its own fragment, so a killed worker loses no frame it has written.
   encoder_->max_b_frames = 0;
   encoder_->thread_count = 1;
   encoder_->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
@@ -144,7 +143,19 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   if (settings.codec == "avc1") {
     av_dict_set(&codec_options, "preset", "veryfast", 0);
     av_dict_set(&codec_options, "tune", "zerolatency", 0);
+    // A plot's frames differ from the last in a few places (bars, a line, the step's
+    // text) and often repeat an earlier one: the settings that keep such videos small
+    // at the same look (bench/README.md, "Video size"). x264's default keyframe distance
+    // (250 frames: a seek decodes at most that many, ~0.3 s at 640x480); four reference
+    // frames (a frame like one a few steps back costs little); a keyframe kept sharp
+    // (I/P quantizer ratio 2.5: the static axes and labels that every later frame
+    // copies); adaptive quantization with its bias to dark, flat areas (mode 3).
+    encoder_->gop_size = 250;
+    encoder_->refs = 4;
+    encoder_->i_quant_factor = 0.4f;
+    av_dict_set(&codec_options, "aq-mode", "3", 0);
   } else {
+    encoder_->gop_size = std::max(1, static_cast<int>(std::lround(settings.fps)));  // a keyframe per second
     encoder_->bit_rate = 0;
     encoder_->global_quality = FF_QP2LAMBDA * 4;  // constant quality: sharp text and lines
     encoder_->flags |= AV_CODEC_FLAG_QSCALE;
