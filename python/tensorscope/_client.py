@@ -23,7 +23,7 @@ from . import _results as R
 from ._anomalies import read_anomalies
 from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
-from ._tensors import export
+from ._tensors import export, export_torch
 from ._tracks import ModuleTrack, TensorTrack, TrackedStream, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
 
 _GATED = R.PushResult.GATED  # a gated push returns it without another call
@@ -192,15 +192,17 @@ class Client:
                 tensor = transform(name, tensor)
         except Exception as e:
             return R.RESULTS[core.refuse(name, f"transform raised {type(e).__name__}: {e}")]
+        return self._deliver(core, name, tensor, kind, hint, step)
+
+    def _deliver(self, core, name, tensor, kind, hint, step):
+        """Exports and sends an admitted (and transformed) tensor."""
         try:
-            exported = export(tensor, self)
+            exported = export_torch(tensor, self) if type(tensor) is torch.Tensor else export(tensor, self)
         except Exception as e:
             return R.RESULTS[core.refuse(name, f"could not read the tensor: {type(e).__name__}: {e}")]
-        if isinstance(exported, str):
+        if type(exported) is str:
             return R.RESULTS[core.refuse(name, exported)]
-        return R.RESULTS[
-            core.send(name, exported.capsule, kind, hint, step, exported.as_bool, exported.cuda_stream)
-        ]
+        return R.RESULTS[core.send(name, exported.capsule, kind, hint, step, exported.as_bool, exported.cuda_stream)]
 
     def _send_tracked(self, name, tensor, kind, hint, transform, step, meta=None):
         """A track's push: the track gated its steps; max_hz still applies per stream.
@@ -213,7 +215,11 @@ class Client:
             return R.not_admitted(admitted)
         if not hint:
             hint = admitted
-        return self._send(name, tensor, kind, hint, transform if transform is not None else self._transform, step)
+        if transform is None:
+            transform = self._transform
+            if transform is None:  # (a hook's tensor as it is: one call fewer)
+                return self._deliver(core, name, tensor, kind, hint, step)
+        return self._send(name, tensor, kind, hint, transform, step)
 
     def _refuse(self, name, why):
         core = self._core

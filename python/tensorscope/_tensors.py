@@ -6,6 +6,7 @@ here raises for a bad tensor: `export` returns a refusal string instead.
 """
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 try:  # numpy is optional for the package (torch does not require it)
     import numpy as _np
@@ -52,21 +53,37 @@ def _torch_refusal(t):
     return None
 
 
+_to_dlpack = to_dlpack
+
+
+def _exports_requiring_grad():
+    """Whether this torch's to_dlpack takes a tensor that requires grad (1.13 does): then
+    no detach() is made per push (a new tensor, about 1 us)."""
+    try:
+        _to_dlpack(torch.zeros(1, requires_grad=True))
+        return True
+    except Exception:  # pragma: no cover - depends on the torch version
+        return False
+
+
+_DETACH = not _exports_requiring_grad()
+
+
 def export_torch(tensor, client):
     """An Exported for torch tensor `tensor`, or a refusal string. `client` says whether
-    CUDA staging is usable and counts host copies of device tensors."""
-    why = _torch_refusal(tensor)
-    if why is not None:
-        return why
-    t = tensor.detach()  # DLPack refuses tensors that require grad; values only
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
+    CUDA staging is usable and counts host copies of device tensors. Values only: the
+    tensor's autograd history is neither kept nor touched."""
+    dtype = tensor.dtype
+    if dtype not in _TORCH_DTYPES or tensor.layout is not torch.strided or tensor.dim() > 8:
+        return _torch_refusal(tensor)
+    t = tensor
+    if t.is_neg():  # (a conjugate bit exists only on complex tensors, refused above)
         t = t.resolve_neg()
-    as_bool = t.dtype == torch.bool
+    as_bool = dtype is torch.bool
     if as_bool:  # DLPack before 0.8 has no bool: send the bytes, say they are bool
         t = t.view(torch.uint8)
-    if t.device.type == "cuda":
+    if t.is_cuda:
+        t = t.detach()  # __dlpack__ refuses tensors that require grad
         if not client._cuda_staging_usable():
             client._count_sync_copy("the CUDA runtime is not usable by tensorscope's staging")
             t = t.cpu()
@@ -79,10 +96,10 @@ def export_torch(tensor, client):
             stream = torch.cuda.current_stream(t.device)
             t.record_stream(stream)
             return Exported(t.__dlpack__(stream=-1), as_bool, stream.cuda_stream)
-    elif t.device.type != "cpu":
+    elif not t.is_cpu:
         client._count_sync_copy(f"tensors on {t.device.type} are copied to the host first")
         t = t.cpu()
-    return Exported(t.__dlpack__(), as_bool)
+    return Exported(_to_dlpack(t.detach() if _DETACH else t), as_bool)
 
 
 def export_numpy(array):

@@ -225,6 +225,7 @@ class ModuleTrack(_Track):
         self._paths = {stream: path for path, _, stream in entries}
         self._streams_of = {path: stream for path, _, stream in entries}
         self._kinds = kinds
+        self._values_kinds = bool(kinds & {"parameter", "buffer"})
         self._input_calls = {}  # stream -> calls whose inputs were seen in this step
         self._input_streams = {}  # path -> input streams seen so far (first calls)
         # The step's module calls, for the daemon's tree log (outputs tracked only, as in C++);
@@ -463,6 +464,8 @@ class ModuleTrack(_Track):
             _refuse_quietly(self._client(), stream, e)
 
     def _on_output(self, stream, module, inputs, output):
+        # Runs for every call of every tracked module on a sent step: kept to the few
+        # lookups each call needs (python_track_bench, "Where a hook's time goes").
         try:
             client = self._client()
             if client is None or self._stopped:
@@ -470,33 +473,43 @@ class ModuleTrack(_Track):
             if self._tree is not None:
                 with self._lock:
                     self._tree.end(module, output)
-            call = self._calls.get(stream, 0)
-            self._calls[stream] = call + 1
+            calls = self._calls
+            call = calls.get(stream, 0)
+            calls[stream] = call + 1
             window = self._window
-            call0 = self._count_in_window("calls", stream) if window is not None else call
-            if self._over_calls(call, call0, window):
-                client._refuse(stream, "more calls of this module in one step than are tracked")
-                return
-            step = self._record_step(client)
+            if call >= MAX_CALLS_PER_STEP or window is not None:
+                call0 = self._count_in_window("calls", stream) if window is not None else call
+                if self._over_calls(call, call0, window):
+                    client._refuse(stream, "more calls of this module in one step than are tracked")
+                    return
+            step = None if client._explicit_steps else self._auto_step
             kinds = self._kinds
             path = self._paths.get(stream, "")
             type_name = type(module).__name__
             if window is not None:
                 self._output_in_window(window, stream, path, type_name, module, output, call, call0, step)
                 return
-            named = call_name(stream, call)
-            full, stats = self._full_on, self._stats_on and self._stacks.alone(call)
+            named = stream if call == 0 else call_name(stream, call)
+            stacks = self._stacks
+            full, stats = self._full_on, self._stats_on and stacks.alone(call)
             if "output" in kinds or "gradient" in kinds:
-                for suffix, tensor in tensor_leaves(output):
+                leaves = (("", output),) if isinstance(output, torch.Tensor) else tensor_leaves(output)
+                own = not stacks.may_take(call)  # (else _send decides: a row of a stack, or both)
+                for suffix, tensor in leaves:
                     if "output" in kinds:
                         if full:
-                            self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, (path, type_name, "output", suffix, call))
+                            meta = (path, type_name, "output", suffix, call)
+                            if own:
+                                client._send_tracked(named + suffix, tensor, R.KIND_ACTIVATION, self._hint,
+                                                     self._transform, step, meta)
+                            else:
+                                self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, meta)
                         if stats:
                             self._summarise(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
                     if "gradient" in kinds and tensor.requires_grad:
                         meta = (path, type_name, "gradient", suffix, call)
                         tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full, stats))
-            if call == 0:
+            if call == 0 and self._values_kinds:
                 stats = self._stats_on  # (with every call stacked, the first has no summary of its own)
                 for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
                     if kind not in kinds:

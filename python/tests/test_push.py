@@ -84,6 +84,20 @@ def test_views_requires_grad_and_numpy(daemon):
         assert np.array_equal(daemon.npy(name, 0), np.asarray(a)), name
 
 
+def test_a_pushed_tensor_in_a_graph_keeps_its_graph(daemon):
+    # The export takes the values without detach() where torch allows it: the graph the
+    # tensor is part of, and its gradients, are not touched.
+    x = torch.linspace(-1, 1, 12, requires_grad=True)
+    y = (x * 3).reshape(3, 4)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        assert scope.push("nonleaf", y) == PushResult.PUSHED
+        assert y.requires_grad and y.grad_fn is not None
+        (y * y).sum().backward()
+    assert torch.allclose(x.grad, 18 * x.detach())
+    daemon.stop()
+    assert np.array_equal(daemon.npy("nonleaf", 0), y.detach().numpy())
+
+
 def test_refusals_are_counted_never_raised(daemon, capfd):
     with tensorscope.Client(**daemon.client_options(max_tensor_bytes=1024)) as scope:
         assert scope.push("text", "not a tensor") == PushResult.REFUSED
