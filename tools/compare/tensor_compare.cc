@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "tensorscope/recording/npy_file.h"
@@ -17,6 +18,142 @@ namespace {
 
 // Elements converted to double at a time (two stack buffers of 16 KiB).
 constexpr size_t kBlockElements = 2048;
+
+// Whether the n floating-point values of type T at `bytes` are all finite: no value has
+// its exponent bits all set. Reads the bit patterns, 16 bytes at a time.
+// Element i of `p`, which may be unaligned (a file's bytes), as a double.
+template <typename T>
+double element(const T* p, size_t i) {
+  T v;
+  std::memcpy(&v, reinterpret_cast<const unsigned char*>(p) + i * sizeof(T), sizeof v);
+  return static_cast<double>(v);
+}
+
+// Vector types over the element types compared directly.
+using v4u = uint32_t __attribute__((vector_size(16)));
+using v2u = uint64_t __attribute__((vector_size(16)));
+
+template <typename T>
+struct Layout;
+template <>
+struct Layout<float> {
+  using Four = float __attribute__((vector_size(16)));  // four elements
+  using Bits = uint32_t;
+  using Vec = v4u;  // the bit patterns of four
+  static constexpr Bits kExponent = 0x7f800000u;
+};
+template <>
+struct Layout<double> {
+  using Four = double __attribute__((vector_size(32)));
+  using Bits = uint64_t;
+  using Vec = v2u;
+  static constexpr Bits kExponent = 0x7ff0000000000000ull;
+};
+
+// Whether the n floating-point values of type T at `bytes` are all finite: no value has
+// its exponent bits all set. Reads the bit patterns, 16 bytes at a time.
+template <typename T>
+bool all_finite(const unsigned char* bytes, size_t n) {
+  using L = Layout<T>;
+  constexpr size_t kLanes = 16 / sizeof(T);
+  typename L::Vec any = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    typename L::Vec v;
+    std::memcpy(&v, bytes + i * sizeof(T), sizeof v);
+    any |= (v & L::kExponent) == L::kExponent;
+  }
+  typename L::Bits seen = 0;
+  for (size_t k = 0; k < kLanes; ++k) seen |= any[k];
+  for (; i < n; ++i) {
+    typename L::Bits v;
+    std::memcpy(&v, bytes + i * sizeof(T), sizeof v);
+    seen |= (v & L::kExponent) == L::kExponent;
+  }
+  return seen == 0;
+}
+
+// What add_finite's kernel adds up over a block.
+struct FiniteSums {
+  double dot, norm_a, norm_b;
+  double max_abs, max_rel;  // in: the maxima so far; out: including the block
+  uint64_t mismatches;
+};
+
+// The kernel of add_finite, every value finite (the common case): four elements at a
+// time in vector registers (GCC/Clang vector extensions: one AVX2 register in the avx2
+// clone below, two SSE2 registers otherwise), without a division or a branch. The largest
+// relative error of each lane is kept as a fraction rel_num / rel_den and compared by
+// cross-multiplying. float32 elements are widened in the registers (exactly), so the
+// arithmetic is the double one either way; no fused multiply-add (numpy's rounding).
+template <typename T>
+[[gnu::always_inline]] inline void finite_sums_kernel(const T* a, const T* b, size_t n, double atol, double rtol,
+                                                      FiniteSums* out) {
+  using v4d = double __attribute__((vector_size(32)));
+  using v4i = int64_t __attribute__((vector_size(32)));
+  using Four = typename Layout<T>::Four;
+  constexpr size_t kLanes = 4;
+  const v4d zero = {0, 0, 0, 0};
+  v4d dot = zero, norm_a = zero, norm_b = zero;
+  v4d max_abs = zero + out->max_abs, rel_num = zero + out->max_rel, rel_den = zero + 1.0;
+  v4i missed = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Four fa, fb;
+    std::memcpy(&fa, a + i, sizeof fa);
+    std::memcpy(&fb, b + i, sizeof fb);
+    const v4d x = __builtin_convertvector(fa, v4d), y = __builtin_convertvector(fb, v4d);
+    const v4d d = x - y;
+    const v4d diff = d < zero ? -d : d;
+    const v4d mag = y < zero ? -y : y;
+    dot += x * y;
+    norm_a += x * x;
+    norm_b += y * y;
+    max_abs = diff > max_abs ? diff : max_abs;
+    const v4i larger = (mag > zero) & (diff * rel_den > rel_num * mag);
+    rel_num = larger ? diff : rel_num;
+    rel_den = larger ? mag : rel_den;
+    missed -= diff > atol + rtol * mag;  // true is -1 (all values finite: "not close" is ">")
+  }
+  FiniteSums sums{0, 0, 0, out->max_abs, out->max_rel, 0};
+  for (size_t k = 0; k < kLanes; ++k) {
+    sums.dot += dot[k];
+    sums.norm_a += norm_a[k];
+    sums.norm_b += norm_b[k];
+    sums.max_abs = std::max(sums.max_abs, max_abs[k]);
+    sums.max_rel = std::max(sums.max_rel, rel_num[k] / rel_den[k]);
+    sums.mismatches += static_cast<uint64_t>(missed[k]);
+  }
+  for (; i < n; ++i) {
+    const double x = element(a, i), y = element(b, i);
+    const double diff = std::fabs(x - y), mag = std::fabs(y);
+    sums.dot += x * y;
+    sums.norm_a += x * x;
+    sums.norm_b += y * y;
+    sums.max_abs = std::max(sums.max_abs, diff);
+    if (mag > 0.0 && diff > sums.max_rel * mag) sums.max_rel = diff / mag;
+    sums.mismatches += diff <= atol + rtol * mag ? 0 : 1;
+  }
+  *out = sums;
+}
+
+// The kernel compiled twice, chosen when the program starts: AVX2 where the CPU has it,
+// SSE2 (any x86-64) otherwise.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TENSORSCOPE_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#else
+#define TENSORSCOPE_AVX2_CLONE
+#endif
+
+TENSORSCOPE_AVX2_CLONE void finite_sums(const float* a, const float* b, size_t n, double atol, double rtol,
+                                        FiniteSums* out) {
+  finite_sums_kernel(a, b, n, atol, rtol, out);
+}
+
+TENSORSCOPE_AVX2_CLONE void finite_sums(const double* a, const double* b, size_t n, double atol, double rtol,
+                                        FiniteSums* out) {
+  finite_sums_kernel(a, b, n, atol, rtol, out);
+}
 
 }  // namespace
 
@@ -76,72 +213,30 @@ void TensorComparer::add(const double* a, const double* b, size_t n) {
   norm_b_ += norm_b;
 }
 
-void TensorComparer::add_finite(const double* a, const double* b, size_t n) {
-  // Every value finite (the common case): two elements at a time in vector registers
-  // (GCC/Clang vector extensions: an SSE2 pair on any x86-64, NEON on arm64),
-  // without a division or a branch. The largest relative error of each lane is kept as a
-  // fraction rel_num / rel_den and compared by cross-multiplying.
-  using v4d = double __attribute__((vector_size(16)));  // a pair: one SSE2 register
-  using v4i = int64_t __attribute__((vector_size(16)));
-  constexpr size_t kLanes = 2;
+template <typename T>
+void TensorComparer::add_finite(const T* a, const T* b, size_t n) {
   const double atol = tolerance_.atol;
   const double rtol = tolerance_.rtol;
-  const v4d zero = {0, 0};
-  v4d dot = zero, norm_a = zero, norm_b = zero;
-  v4d max_abs = zero + max_abs_, rel_num = zero + max_rel_, rel_den = zero + 1.0;
-  v4i missed = {0, 0};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    v4d x, y;
-    std::memcpy(&x, a + i, sizeof x);
-    std::memcpy(&y, b + i, sizeof y);
-    const v4d d = x - y;
-    const v4d diff = d < zero ? -d : d;
-    const v4d mag = y < zero ? -y : y;
-    dot += x * y;
-    norm_a += x * x;
-    norm_b += y * y;
-    max_abs = diff > max_abs ? diff : max_abs;
-    const v4i larger = (mag > zero) & (diff * rel_den > rel_num * mag);
-    rel_num = larger ? diff : rel_num;
-    rel_den = larger ? mag : rel_den;
-    missed -= diff > atol + rtol * mag;  // true is -1 (all values finite: "not close" is ">")
-  }
-  double dot_sum = 0, norm_a_sum = 0, norm_b_sum = 0;
-  uint64_t mismatches = 0;
-  for (size_t k = 0; k < kLanes; ++k) {
-    dot_sum += dot[k];
-    norm_a_sum += norm_a[k];
-    norm_b_sum += norm_b[k];
-    max_abs_ = std::max(max_abs_, max_abs[k]);
-    max_rel_ = std::max(max_rel_, rel_num[k] / rel_den[k]);
-    mismatches += static_cast<uint64_t>(missed[k]);
-  }
-  for (; i < n; ++i) {
-    const double x = a[i], y = b[i];
-    const double diff = std::fabs(x - y), mag = std::fabs(y);
-    dot_sum += x * y;
-    norm_a_sum += x * x;
-    norm_b_sum += y * y;
-    max_abs_ = std::max(max_abs_, diff);
-    if (mag > 0.0 && diff > max_rel_ * mag) max_rel_ = diff / mag;
-    mismatches += diff <= atol + rtol * mag ? 0 : 1;
-  }
-  dot_ += dot_sum;
-  norm_a_ += norm_a_sum;
-  norm_b_ += norm_b_sum;
-  if (mismatches > 0 && mismatches_ == 0) {  // the first element that is not close
+  FiniteSums sums{0, 0, 0, max_abs_, max_rel_, 0};
+  finite_sums(a, b, n, atol, rtol, &sums);
+  dot_ += sums.dot;
+  norm_a_ += sums.norm_a;
+  norm_b_ += sums.norm_b;
+  max_abs_ = sums.max_abs;
+  max_rel_ = sums.max_rel;
+  if (sums.mismatches > 0 && mismatches_ == 0) {  // the first element that is not close
     for (size_t j = 0; j < n; ++j) {
-      if (!(std::fabs(a[j] - b[j]) <= atol + rtol * std::fabs(b[j]))) {
+      const double x = element(a, j), y = element(b, j);
+      if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y))) {
         first_mismatch_ = static_cast<int64_t>(total_ + j);
-        first_a_ = a[j];
-        first_b_ = b[j];
+        first_a_ = x;
+        first_b_ = y;
         break;
       }
     }
   }
   total_ += n;
-  mismatches_ += mismatches;
+  mismatches_ += sums.mismatches;
 }
 
 void TensorComparer::add_raw(const void* a, wire::DType dtype_a, const void* b,
@@ -152,8 +247,22 @@ void TensorComparer::add_raw(const void* a, wire::DType dtype_a, const void* b,
   const size_t size_b = wire::dtype_size(dtype_b);
   double block_a[kBlockElements];
   double block_b[kBlockElements];
+  const bool f32 = dtype_a == wire::DType::kFloat32 && dtype_b == wire::DType::kFloat32;
+  const bool f64 = dtype_a == wire::DType::kFloat64 && dtype_b == wire::DType::kFloat64;
   for (size_t done = 0; done < n;) {
     const size_t count = std::min(kBlockElements, n - done);
+    // The same blocks and the same arithmetic as through add(); a block of finite floats
+    // of one width goes to the kernel straight from the file's bytes (aligned or not).
+    if (f32 && all_finite<float>(pa + done * 4, count) && all_finite<float>(pb + done * 4, count)) {
+      add_finite(reinterpret_cast<const float*>(pa + done * 4), reinterpret_cast<const float*>(pb + done * 4), count);
+      done += count;
+      continue;
+    }
+    if (f64 && all_finite<double>(pa + done * 8, count) && all_finite<double>(pb + done * 8, count)) {
+      add_finite(reinterpret_cast<const double*>(pa + done * 8), reinterpret_cast<const double*>(pb + done * 8), count);
+      done += count;
+      continue;
+    }
     convert_to_double(pa + done * size_a, dtype_a, count, block_a);
     convert_to_double(pb + done * size_b, dtype_b, count, block_b);
     add(block_a, block_b, count);
@@ -268,22 +377,41 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
   const size_t size_a = wire::dtype_size(result.dtype_a);
   const size_t size_b = wire::dtype_size(result.dtype_b);
   const size_t per_chunk = chunk_bytes / std::max(size_a, size_b);
-  std::unique_ptr<unsigned char[]> buffer_a(new unsigned char[per_chunk * size_a]);
-  std::unique_ptr<unsigned char[]> buffer_b(new unsigned char[per_chunk * size_b]);
-  TensorComparer comparer(tolerance);
-  uint64_t left = reader_a->numel();
-  while (left > 0) {
-    const size_t count = static_cast<size_t>(std::min<uint64_t>(left, per_chunk));
-    auto got_a = reader_a->read(buffer_a.get(), count * size_a);
+  // Two buffers per file: the next chunk is read on another thread while this one is
+  // compared on every core (chunks of at least 256 KiB; smaller ones are read in turn).
+  const bool overlap = per_chunk * std::max(size_a, size_b) >= (size_t{256} << 10);
+  std::unique_ptr<unsigned char[]> buffers_a[2] = {std::make_unique<unsigned char[]>(per_chunk * size_a),
+                                                   std::make_unique<unsigned char[]>(per_chunk * size_a)};
+  std::unique_ptr<unsigned char[]> buffers_b[2] = {std::make_unique<unsigned char[]>(per_chunk * size_b),
+                                                   std::make_unique<unsigned char[]>(per_chunk * size_b)};
+  auto read_chunk = [&](int slot, size_t count) -> Status {
+    auto got_a = reader_a->read(buffers_a[slot].get(), count * size_a);
     if (!got_a) return got_a.status();
-    auto got_b = reader_b->read(buffer_b.get(), count * size_b);
+    auto got_b = reader_b->read(buffers_b[slot].get(), count * size_b);
     if (!got_b) return got_b.status();
     if (*got_a != count * size_a || *got_b != count * size_b) {
-      return Status::error((*got_a != count * size_a ? path_a : path_b) +
-                           ": unexpected end of data");
+      return Status::error((*got_a != count * size_a ? path_a : path_b) + ": unexpected end of data");
     }
-    comparer.add_raw_on_cores(buffer_a.get(), result.dtype_a, buffer_b.get(), result.dtype_b, count);
+    return Status::ok();
+  };
+  TensorComparer comparer(tolerance);
+  uint64_t left = reader_a->numel();
+  size_t count = static_cast<size_t>(std::min<uint64_t>(left, per_chunk));
+  if (Status s = read_chunk(0, count); !s) return s;
+  for (int slot = 0; left > 0; slot ^= 1) {
     left -= count;
+    const size_t next = static_cast<size_t>(std::min<uint64_t>(left, per_chunk));
+    Status next_read = Status::ok();
+    std::thread reader;
+    if (next > 0 && overlap) reader = std::thread([&] { next_read = read_chunk(slot ^ 1, next); });
+    comparer.add_raw_on_cores(buffers_a[slot].get(), result.dtype_a, buffers_b[slot].get(), result.dtype_b, count);
+    if (reader.joinable()) {
+      reader.join();
+    } else if (next > 0) {
+      next_read = read_chunk(slot ^ 1, next);
+    }
+    if (!next_read) return next_read;
+    count = next;
   }
   return comparer.result(std::move(result));
 }

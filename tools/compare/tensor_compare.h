@@ -81,7 +81,8 @@ class TensorComparer {
   TensorCompareResult result(TensorCompareResult&& layout) const;
 
  private:
-  void add_finite(const double* a, const double* b, size_t n);  // add() when all are finite
+  template <typename T>
+  void add_finite(const T* a, const T* b, size_t n);  // add() when all are finite (T: float or double)
 
   CompareTolerance tolerance_;
   uint64_t total_ = 0;

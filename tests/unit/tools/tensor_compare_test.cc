@@ -207,6 +207,39 @@ TEST(TensorCompareTest, PartsComparedOnSeveralThreadsMergeInOrder) {
   }
 }
 
+// float32 files go to the kernel straight from their bytes, widened in the registers; a
+// block holding a non-finite value goes through the general path. Both give the metrics
+// computed here in double from the same floats, at any chunk size.
+TEST(TensorCompareTest, Float32FilesMatchTheDoubleReference) {
+  TempDir dir;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist;
+  const size_t n = 100003;
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    b[i] = dist(rng);
+    a[i] = b[i] + (i % 11 == 0 ? dist(rng) * 1e-2f : 0.0f);
+  }
+  a[70001] = b[70001] = std::numeric_limits<float>::infinity();  // close, in a block of its own path
+  const CompareTolerance tol{1e-5, 1e-3};
+  std::vector<double> da(a.begin(), a.end()), db(b.begin(), b.end());
+  da.erase(da.begin() + 70001);
+  db.erase(db.begin() + 70001);
+  const Expected e = reference(da, db, tol);
+  ASSERT_GT(e.mismatches, 0u);
+  for (size_t chunk : {size_t{8}, size_t{4100}, size_t{256} << 10, kCompareChunkBytes}) {
+    const auto r = compare_ok(write_f32(dir, "a.npy", a), write_f32(dir, "b.npy", b), tol, chunk);
+    EXPECT_EQ(r.total, n) << chunk;
+    EXPECT_EQ(r.mismatches, e.mismatches) << chunk;
+    EXPECT_EQ(r.nonfinite_mismatches, 0u) << chunk;
+    EXPECT_DOUBLE_EQ(r.max_abs_error, e.max_abs) << chunk;
+    EXPECT_DOUBLE_EQ(r.max_rel_error, e.max_rel) << chunk;
+    EXPECT_NEAR(r.cosine, e.cosine, 1e-12) << chunk;
+    EXPECT_EQ(r.first_mismatch, e.first) << chunk;
+    EXPECT_EQ(r.first_mismatch_a, static_cast<double>(a[static_cast<size_t>(e.first)])) << chunk;
+  }
+}
+
 TEST(TensorCompareTest, NaNEqualsNaNOnlyAtTheSamePosition) {
   TempDir dir;
   const auto same = compare_ok(write_f64(dir, "a.npy", {kNaN, 1.0, kNaN}),
