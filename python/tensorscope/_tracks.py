@@ -419,11 +419,13 @@ class ModuleTrack(_Track):
             client = self._client()
             # PyTorch runs the pre-hooks it listed when the call began: the root's, just
             # removed by a step change that call made, still runs once.
-            if client is None or self._stopped or not self._hooks or not client.enabled or not self._full_on:
+            if client is None or self._stopped or not self._full_on or not self._hooks or not client.enabled:
                 return  # (disabled: the output hook counts the call as gated; the log follows every_n)
-            step = self._record_step(client)
+            tree = self._tree
             with self._lock:
-                self._tree.begin(client.step if step is None else step, path, type_name, module, inputs)
+                # (the step the log is stamped with matters at the step's first call only)
+                step = None if tree.step is not None else client.step if client._explicit_steps else self._auto_step
+                tree.begin(step, path, type_name, module, inputs)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), self.name, e)
 

@@ -16,7 +16,7 @@ shape) or the GPU has not finished computing it yet (never waited for). A change
 leaves the sum, the norm and the sampled elements within tolerance is not seen.
 """
 
-import threading
+from threading import get_ident
 
 import torch
 
@@ -102,11 +102,14 @@ class TreeLog:
         return len(self._calls)
 
     def begin(self, step, path, type_name, module, inputs):
-        """A call of `module` begins (its forward pre-hook)."""
+        """A call of `module` begins (its forward pre-hook); `step` counts at the step's
+        first call only."""
         if self.step is None:
             self.step = step
-        ident = threading.get_ident()
-        thread = self._threads.setdefault(ident, len(self._threads))
+        ident = get_ident()
+        thread = self._threads.get(ident)
+        if thread is None:
+            thread = self._threads[ident] = len(self._threads)
         key = (thread, path)
         call = self._numbers.get(key, 0)
         self._numbers[key] = call + 1
@@ -120,7 +123,7 @@ class TreeLog:
 
     def end(self, module, output):
         """The call of `module` that began last on this thread ends (its forward hook)."""
-        stack = self._open.get(threading.get_ident())
+        stack = self._open.get(get_ident())
         if not stack or stack[-1][0] != id(module):
             return  # its begin was not seen (hooks installed during the call)
         _, index = stack.pop()
@@ -191,6 +194,8 @@ class TreeLog:
         return out
 
     def _describe_inputs(self, inputs):
+        if type(inputs) is tuple and len(inputs) == 1 and isinstance(inputs[0], torch.Tensor):  # (most calls)
+            return [] if id(inputs[0]) in self._skip else [describe(inputs[0])]
         out = []
         for tensor in _leaves(inputs):
             if len(out) >= MAX_INPUTS:
