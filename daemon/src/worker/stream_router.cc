@@ -48,14 +48,15 @@ std::shared_ptr<StreamVideo> StreamRouter::add(const StreamKey& key, const std::
   return streams_.emplace(key, std::move(video)).first->second;
 }
 
-RenderJob StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
+StreamRouter::Routed StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
   StreamKey key{producer_id, producer_pid, record.header.name, record.header.device, record.header.rank,
                 mode_for(record.header)};
   auto it = streams_.find(key);
-  if (it != streams_.end()) return it->second->prepare(record);
+  if (it != streams_.end()) return {it->second->prepare(record)};
   auto video = add(key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
                    make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream));
-  return video ? video->prepare(record) : RenderJob{};
+  if (!video) return {RenderJob{}, true};
+  return {video->prepare(record)};
 }
 
 std::shared_ptr<StreamVideo> StreamRouter::video_for(const StreamKey& key, const std::string& kind) {

@@ -33,9 +33,15 @@ class StreamRouter {
   StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
                LivePublisher* live = nullptr, size_t lanes = 1);
 
-  // A render job for the record of producer `producer_id` (process `producer_pid`), or an
-  // empty job when it was dropped.
-  RenderJob route(uint64_t producer_id, int64_t producer_pid, const RecordView& record);
+  // What route() made of a record: the job that draws it, or none; `over_limit` when the
+  // record was dropped because limits.max_streams_per_worker streams exist (the producer
+  // counts those in stats().dropped_by_daemon).
+  struct Routed {
+    RenderJob job;
+    bool over_limit = false;
+  };
+  // The record of producer `producer_id` (process `producer_pid`), routed to its stream.
+  Routed route(uint64_t producer_id, int64_t producer_pid, const RecordView& record);
 
   // The video of `key` whose frames are drawn elsewhere (StreamVideo::frame_job: the
   // overview), created on first use like any stream's and finished with its producer;

@@ -24,6 +24,7 @@ StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameR
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
+      style_(frame_style(config)),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
       lane_(lane),
@@ -129,7 +130,7 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix
     }
     first_step_ = step;
   }
-  const cv::Mat image = draw(frame_style(config_));
+  const cv::Mat image = draw(style_);
   if (live_ != nullptr) {
     live_->offer(key_, kind_, step, push_unix_ns, frames_total() + 1, image, &live_last_ns_);
   }

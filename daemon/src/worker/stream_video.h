@@ -83,6 +83,7 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   const StreamKey key_;
   const std::string kind_;
   const DaemonConfig& config_;
+  const plotting::FrameStyle style_;  // frame_style(config_), made once: colours parsed once per stream
   const std::string session_dir_;
   const FileFinished on_finished_;
   const size_t lane_;

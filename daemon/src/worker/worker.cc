@@ -234,9 +234,9 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       sinks_->record(id, pid, view, sinks);
       const bool module_tree = view.header.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
       if (!module_tree && (sinks & RecordSinks::kVideo) != 0) {
-        const uint64_t over_limit = router_->dropped_over_limit();
-        job = router_->route(id, pid, view);
-        if (router_->dropped_over_limit() != over_limit) {  // the producer sees it in stats()
+        StreamRouter::Routed routed = router_->route(id, pid, view);
+        job = std::move(routed.job);
+        if (routed.over_limit) {  // the producer sees it in stats()
           p.segment->header()->dropped_by_daemon.fetch_add(1, std::memory_order_relaxed);
         }
       }

@@ -76,7 +76,7 @@ TEST(StreamRouter, RotatesFilesEveryMaxFramesAndReportsThem) {
   for (int step = 0; step < 12; ++step) {
     FakeRecord r;
     fill_record(r, "layer.out", step, 100);
-    auto job = router.route(7, 1007, r.view);
+    auto job = router.route(7, 1007, r.view).job;
     ASSERT_TRUE(job);
     job();
   }
@@ -108,7 +108,7 @@ TEST(StreamRouter, MoreStreamsThanOpenVideosKeepOneWholeFilePerStream) {
     for (int s = 0; s < kStreams; ++s) {  // round robin: every frame reopens a video
       FakeRecord r;
       fill_record(r, "s" + std::to_string(s), step, 10);
-      router.route(1, 1001, r.view)();
+      router.route(1, 1001, r.view).job();
     }
   }
   EXPECT_TRUE(finished.empty()) << "suspended videos are not finished";
@@ -129,14 +129,14 @@ TEST(StreamRouter, ProducersOfTheSameRankNeverShareAFile) {
     for (uint64_t producer : {1, 2}) {
       FakeRecord r;
       fill_record(r, "layer.out", step, 50);
-      router.route(producer, 4000 + static_cast<int64_t>(producer), r.view)();
+      router.route(producer, 4000 + static_cast<int64_t>(producer), r.view).job();
     }
   }
   run_all(router.finish_producer(1));
   run_all(router.finish_producer(2));
   FakeRecord later;  // pid 4001 again, registered anew
   fill_record(later, "layer.out", 7, 50);
-  router.route(3, 4001, later.view)();
+  router.route(3, 4001, later.view).job();
   run_all(router.finish_producer(3));
   std::vector<std::string> paths;
   for (const IndexEntry& e : finished) {
@@ -156,6 +156,29 @@ TEST(StreamRouter, ProducersOfTheSameRankNeverShareAFile) {
   EXPECT_EQ(frames, 15);
 }
 
+// Past limits.max_streams_per_worker a new stream's record is dropped and said to be
+// (the worker counts it for the producer); an existing stream's records are still drawn.
+TEST(StreamRouter, ARecordOverTheStreamLimitIsSaidToBeDropped) {
+  testing::TempDir dir("ts-router");
+  DaemonConfig config = small_config();
+  config.limits.max_streams_per_worker = 1;
+  StreamRouter router(config, dir.path(), [](const IndexEntry&) {});
+  FakeRecord first, other, again;
+  fill_record(first, "kept", 0, 10);
+  fill_record(other, "over", 0, 10);
+  fill_record(again, "kept", 1, 10);
+  StreamRouter::Routed routed = router.route(1, 1001, first.view);
+  EXPECT_TRUE(routed.job);
+  EXPECT_FALSE(routed.over_limit);
+  routed = router.route(1, 1001, other.view);
+  EXPECT_FALSE(routed.job);
+  EXPECT_TRUE(routed.over_limit);
+  EXPECT_EQ(router.dropped_over_limit(), 1u);
+  routed = router.route(1, 1001, again.view);
+  EXPECT_TRUE(routed.job);
+  EXPECT_FALSE(routed.over_limit);
+}
+
 TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
   testing::TempDir dir("ts-router");
   const DaemonConfig config = small_config();
@@ -163,7 +186,7 @@ TEST(StreamRouter, EmptyTensorGetsAMessageFrame) {
   StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
   FakeRecord r;
   fill_record(r, "empty", 3, 0);
-  router.route(2, 1002, r.view)();
+  router.route(2, 1002, r.view).job();
   run_all(router.finish_all());
   ASSERT_EQ(finished.size(), 1u);
   EXPECT_EQ(count_frames(dir.path() + "/" + finished[0].path), 1);
@@ -197,7 +220,7 @@ TEST(StreamRouter, OneProducersStreamsAreDrawnOnEveryLane) {
       for (int s = 0; s < kStreams; ++s) {
         FakeRecord r;
         fill_record(r, "s" + std::to_string(s), step, 40);
-        RenderJob job = router.route(1, 1001, r.view);
+        RenderJob job = router.route(1, 1001, r.view).job;
         ASSERT_TRUE(job);
         if (step == 0) ++per_lane[job.lane];
         queue.push(std::move(job));
@@ -236,7 +259,7 @@ TEST(StreamRouter, EveryModeRendersPlayableVideo) {
       r.view.header.shape[1] = 8;
       r.view.header.render_hint = static_cast<uint8_t>(hint);
       EXPECT_EQ(router.mode_for(r.view.header), name);
-      router.route(3, 1003, r.view)();
+      router.route(3, 1003, r.view).job();
     }
   }
   run_all(router.finish_all());
