@@ -19,7 +19,7 @@ StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
       *missing = true;
       return std::string();
     }
-    return Status::error(path + ": cannot open " + what + ": " + std::strerror(err));
+    return Status::from_errno(path + ": cannot open " + what, err);
   }
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -34,7 +34,7 @@ StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      return Status::error(path + ": cannot read " + what + ": " + std::strerror(err));
+      return Status::from_errno(path + ": cannot read " + what, err);
     }
     if (n == 0) break;
     text.append(buf, static_cast<size_t>(n));

@@ -22,6 +22,7 @@
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/base/text_input.h"
+#include "tensorscope/base/posix_file.h"
 
 extern char** environ;
 
@@ -165,12 +166,12 @@ bool DaemonAutostart::step(int64_t now_ms) {
   release_lock();
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock_fd_ < 0) {
-    fail("cannot open " + lock_path + ": " + std::strerror(errno), false, now_ms);
+    fail("cannot open " + lock_path + ": " + errno_text(errno), false, now_ms);
     return false;
   }
   const int err = try_lock_file(lock_fd_);
   if (err != 0 && !lock_held_elsewhere(err)) {
-    fail("cannot lock " + lock_path + ": " + std::strerror(err), false, now_ms);
+    fail("cannot lock " + lock_path + ": " + errno_text(err), false, now_ms);
     return false;
   }
   if (err != 0) {
@@ -243,7 +244,7 @@ void DaemonAutostart::launch(int64_t now_ms) {
   const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return fail("cannot start " + *executable + ": " + std::strerror(rc), false, now_ms);
+  if (rc != 0) return fail("cannot start " + *executable + ": " + errno_text(rc), false, now_ms);
   child_ = pid;
   launched_ms_ = now_ms;
   next_try_ms_ = now_ms + kMinLaunchGapMs;

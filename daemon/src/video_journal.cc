@@ -12,6 +12,7 @@
 #include "tensorscope/recording/file_naming.h"
 #include "tensorscope/plotting/fmp4_scan.h"
 #include "tensorscope/plotting/video_writer.h"
+#include "tensorscope/base/posix_file.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -21,14 +22,12 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-Status errno_status(const std::string& what) { return Status::error(what + ": " + std::strerror(errno)); }
-
 // Moves the journal at `from` to kept_journal_path(session_dir, video_name).
 Status move_to_steps(const std::string& from, const std::string& session_dir, const std::string& video_name) {
   const std::string dir = session_dir + "/" + kStepsDirName;
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno_status("cannot create " + dir);
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::from_errno("cannot create " + dir, errno);
   if (::rename(from.c_str(), kept_journal_path(session_dir, video_name).c_str()) != 0) {
-    return errno_status("cannot move " + from);
+    return Status::from_errno("cannot move " + from, errno);
   }
   return Status::ok();
 }
@@ -39,12 +38,14 @@ Status VideoJournal::create(const std::string& video_path, const IndexEntry& met
   close();
   path_ = video_path + kJournalSuffix;
   file_ = std::fopen(path_.c_str(), "we");
-  if (file_ == nullptr) return errno_status("cannot create " + path_);
+  if (file_ == nullptr) return Status::from_errno("cannot create " + path_, errno);
   const nlohmann::json header = {{"stream", meta.stream}, {"kind", meta.kind}, {"device", meta.device},
                                  {"rank", meta.rank},     {"pid", meta.pid},   {"mode", meta.mode}};
   const std::string text =
       std::string(recording::kStepsMagic) + "\n" + header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0) return errno_status("cannot write " + path_);
+  if (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0) {
+    return Status::from_errno("cannot write " + path_, errno);
+  }
   return Status::ok();
 }
 
@@ -52,10 +53,10 @@ Status VideoJournal::append(int64_t step) {
   if (path_.empty()) return Status::error("video journal not created");
   if (file_ == nullptr) {
     file_ = std::fopen(path_.c_str(), "ae");
-    if (file_ == nullptr) return errno_status("cannot reopen " + path_);
+    if (file_ == nullptr) return Status::from_errno("cannot reopen " + path_, errno);
   }
   if (std::fprintf(file_, "%lld\n", static_cast<long long>(step)) < 0 || std::fflush(file_) != 0) {
-    return errno_status("cannot write " + path_);
+    return Status::from_errno("cannot write " + path_, errno);
   }
   return Status::ok();
 }
@@ -125,7 +126,7 @@ StatusOr<IndexEntry> recover_cut_video(const std::string& session_dir, const std
       entry.frames < extent.frames ? plotting::scan_fmp4(video, entry.frames) : extent;
   if (kept.frames != entry.frames) return discard("its frames and its journal disagree");
   if (kept.whole_bytes < kept.file_bytes && ::truncate(video.c_str(), static_cast<off_t>(kept.whole_bytes)) != 0) {
-    return discard(std::string("cannot cut it to its whole frames: ") + std::strerror(errno));
+    return discard(std::string("cannot cut it to its whole frames: ") + errno_text(errno));
   }
   std::string used, error;
   if (!plotting::rename_to_free_name(video, session_dir + "/" + final_name, &used, &error)) return discard(error);

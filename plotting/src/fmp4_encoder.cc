@@ -17,6 +17,8 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include "tensorscope/base/posix_file.h"
+
 namespace tensorscope::plotting {
 namespace {
 
@@ -71,7 +73,7 @@ int Fmp4Encoder::write_packet(void* opaque, const uint8_t* data, int size) {
 }
 
 std::string Fmp4Encoder::io_error(int code) const {
-  if (write_errno_ != 0) return std::strerror(write_errno_);
+  if (write_errno_ != 0) return errno_text(write_errno_);
   return av_text(code);
 }
 
@@ -98,7 +100,7 @@ bool Fmp4Encoder::open_continued(int fd, const Fmp4Settings& settings, int64_t f
   }
   const off_t end = ::lseek(fd, 0, SEEK_END);
   if (end < 0) {
-    *error = std::string("cannot find the end of the video: ") + std::strerror(errno);
+    *error = std::string("cannot find the end of the video: ") + errno_text(errno);
     release();
     return false;
   }

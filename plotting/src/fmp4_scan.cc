@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tensorscope/base/posix_file.h"
+
 namespace tensorscope::plotting {
 namespace {
 
@@ -88,12 +90,12 @@ Fmp4Extent scan_fmp4(const std::string& path, int64_t max_frames) {
   Fmp4Extent out;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    out.error = "cannot open '" + path + "': " + std::strerror(errno);
+    out.error = "cannot open '" + path + "': " + errno_text(errno);
     return out;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    out.error = std::string("cannot stat: ") + std::strerror(errno);
+    out.error = std::string("cannot stat: ") + errno_text(errno);
     ::close(fd);
     return out;
   }

@@ -16,10 +16,6 @@
 namespace tensorscope {
 namespace {
 
-Status errno_status(const std::string& what) {
-  return Status::error(what + ": " + std::strerror(errno));
-}
-
 StatusOr<sockaddr_un> make_address(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -37,7 +33,7 @@ StatusOr<PeerCredentials> peer_credentials(int fd) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return errno_status("SO_PEERCRED");
+    return Status::from_errno("SO_PEERCRED", errno);
   }
   return PeerCredentials{cred.pid, cred.uid, cred.gid};
 }
@@ -49,10 +45,10 @@ StatusOr<int> connect_unix(const std::string& path, int* error_number) {
   // Non-blocking: a listener that does not accept (stopped, backlog full) makes connect
   // fail with EAGAIN at once instead of blocking the caller.
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return errno_status("socket");
+  if (fd < 0) return Status::from_errno("socket", errno);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_un)) != 0) {
     if (error_number != nullptr) *error_number = errno;
-    Status st = errno_status("connect " + path);
+    Status st = Status::from_errno("connect " + path, errno);
     ::close(fd);
     return st;
   }
@@ -85,13 +81,13 @@ StatusOr<int> listen_unix(const std::string& path) {
   if (!bind_addr) return bind_addr.status();
   ::unlink(bind_path.c_str());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return errno_status("socket");
+  if (fd < 0) return Status::from_errno("socket", errno);
   const mode_t old_mask = ::umask(0177);
   const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&*bind_addr), sizeof(sockaddr_un));
   ::umask(old_mask);
   if (rc != 0 || ::chmod(bind_path.c_str(), 0600) != 0 || ::listen(fd, 128) != 0 ||
       (bind_path != path && ::rename(bind_path.c_str(), path.c_str()) != 0)) {
-    Status s = errno_status("bind/listen " + path);
+    Status s = Status::from_errno("bind/listen " + path, errno);
     ::close(fd);
     if (bind_path != path) ::unlink(bind_path.c_str());
     return s;
@@ -176,7 +172,7 @@ Status MessageChannel::flush() {
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::ok();
-    return errno_status("send");
+    return Status::from_errno("send", errno);
   }
   return Status::ok();
 }
@@ -220,7 +216,7 @@ Status MessageChannel::send(const nlohmann::json& message, int pass_fd, int time
       ::poll(&p, 1, static_cast<int>(left));
       continue;
     }
-    return errno_status("send");
+    return Status::from_errno("send", errno);
   }
   return Status::ok();
 }
@@ -240,7 +236,7 @@ Status MessageChannel::read_available() {
     if (r < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return errno_status("recv");
+      return Status::from_errno("recv", errno);
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -324,7 +320,7 @@ StatusOr<nlohmann::json> MessageChannel::receive(int timeout_ms, int* received_f
     if (left <= 0) return Status::error("timed out waiting for a message");
     pollfd p{fd_, POLLIN, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(left));
-    if (rc < 0 && errno != EINTR) return errno_status("poll");
+    if (rc < 0 && errno != EINTR) return Status::from_errno("poll", errno);
     if (rc > 0) {
       Status st = read_available();
       if (!st && !pop(&message, received_fd)) return st;

@@ -44,11 +44,11 @@ Status ensure_private_dir(const std::string& path) {
     (void)make_directories(path.substr(0, slash));
   }
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::error("cannot create runtime directory " + path + ": " + std::strerror(errno));
+    return Status::from_errno("cannot create runtime directory " + path, errno);
   }
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
-    return Status::error("cannot stat runtime directory " + path + ": " + std::strerror(errno));
+    return Status::from_errno("cannot stat runtime directory " + path, errno);
   }
   // Someone else's name in a shared directory: say how to go on without it.
   const std::string elsewhere = " (set TENSORSCOPE_RUNTIME_DIR, or XDG_RUNTIME_DIR, to a directory of yours)";

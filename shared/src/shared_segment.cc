@@ -28,10 +28,6 @@ using wire::SegmentHeader;
 
 bool is_power_of_two(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
-std::string errno_text(const std::string& what, const std::string& path) {
-  return what + " " + path + ": " + std::strerror(errno);
-}
-
 }  // namespace
 
 StatusOr<SegmentLayout> plan_segment_layout(uint64_t budget_bytes, uint32_t slot_count) {
@@ -115,7 +111,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(int fd, uint64_t siz
     return Status::error("cannot map segment " + label + ": bad size " + std::to_string(size));
   }
   void* base = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return Status::error(errno_text("cannot map segment", label));
+  if (base == MAP_FAILED) return Status::from_errno("cannot map segment " + label, errno);
   auto segment = std::unique_ptr<SharedSegment>(new SharedSegment());
   segment->base_ = base;
   segment->mapped_bytes_ = size;
@@ -165,7 +161,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
     ::unlink(temp.c_str());  // left by a dead process that had our pid
     fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   }
-  if (fd < 0) return Status::error(errno_text("cannot create segment", temp));
+  if (fd < 0) return Status::from_errno("cannot create segment " + temp, errno);
   auto fail = [&](Status st) {
     ::unlink(temp.c_str());
     ::close(fd);
@@ -173,9 +169,9 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   };
   if (const int err = try_lock_file(fd); err != 0) {
     errno = err;
-    return fail(Status::error(errno_text("cannot lock segment", temp)));
+    return fail(Status::from_errno("cannot lock segment " + temp, errno));
   }
-  if (::fchmod(fd, 0600) != 0) return fail(Status::error(errno_text("cannot chmod segment", temp)));
+  if (::fchmod(fd, 0600) != 0) return fail(Status::from_errno("cannot chmod segment " + temp, errno));
   // Reserve every byte now: on tmpfs a sparse file whose pages cannot be allocated later
   // kills whoever touches them with SIGBUS.
   int reserved = EINTR;
@@ -185,10 +181,8 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   if (reserved != 0) {
     // ENOMEM: a memory cgroup limit, which counts tmpfs pages: as short of space as ENOSPC.
     if (out_of_space != nullptr) *out_of_space = reserved == ENOSPC || reserved == EFBIG || reserved == ENOMEM;
-    errno = reserved;
-    return fail(Status::error(errno_text("cannot reserve " + std::to_string(layout.segment_size) +
-                                             " bytes for segment",
-                                         path)));
+    return fail(Status::from_errno(
+        "cannot reserve " + std::to_string(layout.segment_size) + " bytes for segment " + path, reserved));
   }
   auto mapped = map(fd, layout.segment_size, path);
   if (!mapped) return fail(mapped.status());
@@ -238,7 +232,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   }
   if (named == 0) ::unlink(temp.c_str());  // after rename() it is gone already
   if (named != 0) {
-    Status st = Status::error(errno_text("cannot name segment", path));
+    Status st = Status::from_errno("cannot name segment " + path, errno);
     mapped = st;  // unmaps
     return fail(st);
   }
@@ -263,7 +257,7 @@ void SharedSegment::prefault_data() const {
 
 StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Status::error(errno_text("cannot open segment", path));
+  if (fd < 0) return Status::from_errno("cannot open segment " + path, errno);
   auto opened = open_descriptor(fd, path);
   ::close(fd);
   if (opened) (*opened)->path_ = path;
@@ -273,7 +267,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open(const std::string& 
 StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
                                                                         const std::string& label) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::error(errno_text("cannot stat segment", label));
+  if (::fstat(fd, &st) != 0) return Status::from_errno("cannot stat segment " + label, errno);
   if (!S_ISREG(st.st_mode)) return Status::error("segment " + label + " is not a regular file");
   if (st.st_uid != ::geteuid()) {
     return Status::error("segment " + label + " is owned by uid " + std::to_string(st.st_uid) +
@@ -317,7 +311,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
 
 Status SharedSegment::unlink_file() const {
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
-    return Status::error(errno_text("cannot remove segment", path_));
+    return Status::from_errno("cannot remove segment " + path_, errno);
   }
   return Status::ok();
 }

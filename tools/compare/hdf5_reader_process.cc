@@ -274,7 +274,7 @@ pid_t Hdf5ReaderProcess::child_pid() const {
 Status Hdf5ReaderProcess::start() {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-    return Status::error(std::string("cannot start the HDF5 reader: socketpair: ") + std::strerror(errno));
+    return Status::from_errno("cannot start the HDF5 reader: socketpair", errno);
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -282,7 +282,7 @@ Status Hdf5ReaderProcess::start() {
     const int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    return Status::error(std::string("cannot start the HDF5 reader: fork: ") + std::strerror(err));
+    return Status::from_errno("cannot start the HDF5 reader: fork", err);
   }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);

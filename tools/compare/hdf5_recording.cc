@@ -237,7 +237,7 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
       tensor.file + " (group '" + tensor.group + "', row " + std::to_string(tensor.row) + ")";
   struct stat now {};
   if (::stat(tensor.file.c_str(), &now) != 0) {
-    return Status::error(where + ": " + std::strerror(errno));
+    return Status::from_errno(where, errno);
   }
   if (!o.file_id.valid() || o.file != tensor.file || !same_file(o.identity, now)) {
     o.values.reset();

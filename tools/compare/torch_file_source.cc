@@ -645,7 +645,7 @@ class TorchSource final : public TensorSource {
                                   static_cast<off_t>(offset + (count * elem_ - bytes)));
       if (got < 0) {
         if (errno == EINTR) continue;
-        return Status::error(name_ + ": read error: " + std::strerror(errno));
+        return Status::from_errno(name_ + ": read error", errno);
       }
       if (got == 0) return Status::error(name_ + ": unexpected end of file (did it shrink?)");
       dst += got;
@@ -798,7 +798,7 @@ StatusOr<std::vector<TorchTensor>> list_tensors(const std::string& file) {
   {
     std::string head(16, '\0');
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::error(file + ": cannot open: " + std::strerror(errno));
+    if (fd < 0) return Status::from_errno(file + ": cannot open", errno);
     const ssize_t got = ::pread(fd, head.data(), head.size(), 0);
     ::close(fd);
     head.resize(got > 0 ? static_cast<size_t>(got) : 0);
@@ -904,7 +904,7 @@ StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& ten
   if (!tensor.error.empty()) return Status::error(tensor.error);
   if (wire::dtype_size(tensor.dtype) == 0) return Status::error(tensor.display_name() + ": no dtype");
   const int fd = ::open(tensor.file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::error(tensor.file + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) return Status::from_errno(tensor.file + ": cannot open", errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < tensor.data_offset ||
       static_cast<uint64_t>(st.st_size) - tensor.data_offset < tensor.storage_bytes) {

@@ -87,9 +87,9 @@ StatusOr<ZipArchive> ZipArchive::open_archive(const std::string& path) {
   ZipArchive zip;
   zip.path_ = path;
   zip.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (zip.fd_ < 0) return Status::error(path + ": cannot open: " + std::strerror(errno));
+  if (zip.fd_ < 0) return Status::from_errno(path + ": cannot open", errno);
   struct stat st {};
-  if (::fstat(zip.fd_, &st) != 0) return Status::error(path + ": cannot stat: " + std::strerror(errno));
+  if (::fstat(zip.fd_, &st) != 0) return Status::from_errno(path + ": cannot stat", errno);
   if (!S_ISREG(st.st_mode)) return Status::error(path + ": not a regular file");
   zip.file_size_ = static_cast<uint64_t>(st.st_size);
   Status read = zip.read_central_directory();
@@ -109,7 +109,7 @@ Status ZipArchive::read_at(uint64_t offset, void* dst, size_t bytes) const {
     const ssize_t got = ::pread(fd_, out, step, static_cast<off_t>(offset));
     if (got < 0) {
       if (errno == EINTR) continue;
-      return Status::error(path_ + ": read error: " + std::strerror(errno));
+      return Status::from_errno(path_ + ": read error", errno);
     }
     if (got == 0) return Status::error(path_ + ": unexpected end of file (did it shrink?)");
     out += got;

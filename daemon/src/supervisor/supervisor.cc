@@ -31,6 +31,7 @@
 #include "tensorscope/shared/segment_cleanup.h"
 #include "tensorscope/base/text_input.h"
 #include "tensorscope/shared/wire_format.h"
+#include "tensorscope/base/posix_file.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -48,7 +49,7 @@ void on_signal(int signo) {
 
 Status install_signal_handlers() {
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return Status::error(std::string("pipe: ") + std::strerror(errno));
+    return Status::from_errno("pipe", errno);
   }
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -90,7 +91,7 @@ Status Supervisor::take_session_lock() {
   const std::string path = session_lock_path(runtime_dir_, config_.session);
   session_lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (session_lock_fd_ < 0) {
-    return Status::error("cannot open the session lock " + path + ": " + std::strerror(errno));
+    return Status::from_errno("cannot open the session lock " + path, errno);
   }
   const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms + 5000;
   bool told = false;
@@ -98,7 +99,7 @@ Status Supervisor::take_session_lock() {
     const int err = try_lock_file(session_lock_fd_);
     if (err == 0) return Status::ok();
     if (!lock_held_elsewhere(err)) {
-      return Status::error("cannot take the session lock " + path + ": " + std::strerror(err));
+      return Status::from_errno("cannot take the session lock " + path, err);
     }
     // Held: a daemon that answers serves the session; one that does not is finishing.
     if (auto probe = connect_unix(socket_path_)) {
@@ -160,7 +161,7 @@ Status Supervisor::start() {
   std::filesystem::create_directories(session_dir_, ec);
   if (ec) return Status::error("cannot create output directory " + session_dir_ + ": " + ec.message());
   if (config_.output_private == "true" && ::chmod(session_dir_.c_str(), 0700) != 0) {
-    return Status::error("cannot make the output directory " + session_dir_ + " private: " + std::strerror(errno));
+    return Status::from_errno("cannot make the output directory " + session_dir_ + " private", errno);
   }
   index_ = std::make_unique<IndexWriter>(session_dir_);
   Status loaded = index_->load();
@@ -208,7 +209,7 @@ Status Supervisor::start() {
 void Supervisor::spawn_worker(WorkerSlot& worker) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-    TS_LOG_ERROR("socketpair for worker {}: {}", worker.index, std::strerror(errno));
+    TS_LOG_ERROR("socketpair for worker {}: {}", worker.index, errno_text(errno));
     worker.policy.start_failed(now_ms());
     return;
   }
@@ -379,7 +380,7 @@ void Supervisor::accept_connections() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: stop looking at the listen socket for a while instead of
         // spinning on it; producers retry.
-        if (accept_paused_until_ms_ == 0) TS_LOG_ERROR("cannot accept: {}", std::strerror(errno));
+        if (accept_paused_until_ms_ == 0) TS_LOG_ERROR("cannot accept: {}", errno_text(errno));
         accept_paused_until_ms_ = now_ms() + 200;
       }
       return;
@@ -468,7 +469,7 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   }
   const std::string path = runtime_dir_ + "/" + segment_name;
   const int segment_fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (segment_fd < 0) return refuse("cannot open segment " + path + ": " + std::strerror(errno));
+  if (segment_fd < 0) return refuse("cannot open segment " + path + ": " + errno_text(errno));
   auto segment = SharedSegment::open_descriptor(segment_fd, path);
   if (!segment || (*segment)->header()->producer_pid != cred->pid) {
     ::close(segment_fd);

@@ -81,6 +81,18 @@ Expected reference(const std::vector<double>& a, const std::vector<double>& b,
   return e;
 }
 
+// `r` (n elements, read in chunks of `chunk` bytes) has the metrics of `e`: the same
+// counts, maxima and first mismatch, the cosine within rounding.
+void expect_reference(const TensorCompareResult& r, const Expected& e, size_t n, size_t chunk) {
+  EXPECT_EQ(r.total, n) << chunk;
+  EXPECT_EQ(r.mismatches, e.mismatches) << chunk;
+  EXPECT_EQ(r.nonfinite_mismatches, 0u) << chunk;
+  EXPECT_DOUBLE_EQ(r.max_abs_error, e.max_abs) << chunk;
+  EXPECT_DOUBLE_EQ(r.max_rel_error, e.max_rel) << chunk;
+  EXPECT_NEAR(r.cosine, e.cosine, 1e-12) << chunk;
+  EXPECT_EQ(r.first_mismatch, e.first) << chunk;
+}
+
 TEST(TensorCompareTest, EqualFilesMatch) {
   TempDir dir;
   std::mt19937 rng(1);
@@ -163,13 +175,7 @@ TEST(TensorCompareTest, RandomDifferencesAcrossTinyChunksMatchReference) {
   ASSERT_GT(e.mismatches, 0u);
   const std::string pa = write_f64(dir, "a.npy", a), pb = write_f64(dir, "b.npy", b);
   for (size_t chunk : {size_t{8}, size_t{20}, size_t{4096}, kCompareChunkBytes}) {
-    const auto r = compare_ok(pa, pb, tol, chunk);
-    EXPECT_EQ(r.total, a.size()) << chunk;
-    EXPECT_EQ(r.mismatches, e.mismatches) << chunk;
-    EXPECT_DOUBLE_EQ(r.max_abs_error, e.max_abs) << chunk;
-    EXPECT_DOUBLE_EQ(r.max_rel_error, e.max_rel) << chunk;
-    EXPECT_NEAR(r.cosine, e.cosine, 1e-12) << chunk;
-    EXPECT_EQ(r.first_mismatch, e.first) << chunk;
+    expect_reference(compare_ok(pa, pb, tol, chunk), e, a.size(), chunk);
   }
 }
 
@@ -196,13 +202,7 @@ TEST(TensorCompareTest, PartsComparedOnSeveralThreadsMergeInOrder) {
   e.first += 1;  // the NaN pair removed before it
   for (size_t chunk : {kCompareChunkBytes, size_t{256} << 10}) {
     const auto r = compare_ok(write_f64(dir, "a.npy", a), write_f64(dir, "b.npy", b), tol, chunk);
-    EXPECT_EQ(r.total, n) << chunk;
-    EXPECT_EQ(r.mismatches, e.mismatches) << chunk;
-    EXPECT_EQ(r.nonfinite_mismatches, 0u) << chunk;
-    EXPECT_DOUBLE_EQ(r.max_abs_error, e.max_abs) << chunk;
-    EXPECT_DOUBLE_EQ(r.max_rel_error, e.max_rel) << chunk;
-    EXPECT_NEAR(r.cosine, e.cosine, 1e-12) << chunk;
-    EXPECT_EQ(r.first_mismatch, e.first) << chunk;
+    expect_reference(r, e, n, chunk);
     EXPECT_EQ(r.first_mismatch_a, a[static_cast<size_t>(e.first)]) << chunk;
   }
 }
@@ -229,13 +229,7 @@ TEST(TensorCompareTest, Float32FilesMatchTheDoubleReference) {
   ASSERT_GT(e.mismatches, 0u);
   for (size_t chunk : {size_t{8}, size_t{4100}, size_t{256} << 10, kCompareChunkBytes}) {
     const auto r = compare_ok(write_f32(dir, "a.npy", a), write_f32(dir, "b.npy", b), tol, chunk);
-    EXPECT_EQ(r.total, n) << chunk;
-    EXPECT_EQ(r.mismatches, e.mismatches) << chunk;
-    EXPECT_EQ(r.nonfinite_mismatches, 0u) << chunk;
-    EXPECT_DOUBLE_EQ(r.max_abs_error, e.max_abs) << chunk;
-    EXPECT_DOUBLE_EQ(r.max_rel_error, e.max_rel) << chunk;
-    EXPECT_NEAR(r.cosine, e.cosine, 1e-12) << chunk;
-    EXPECT_EQ(r.first_mismatch, e.first) << chunk;
+    expect_reference(r, e, n, chunk);
     EXPECT_EQ(r.first_mismatch_a, static_cast<double>(a[static_cast<size_t>(e.first)])) << chunk;
   }
 }

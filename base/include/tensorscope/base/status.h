@@ -19,6 +19,8 @@ class [[nodiscard]] Status {
   Status() = default;
   static Status ok() { return Status(); }
   static Status error(std::string message) { return Status(std::move(message), true); }
+  // "<what>: <strerror(err)>" (thread-safe): a failed system call's error.
+  static Status from_errno(const std::string& what, int err);
 
   bool is_ok() const { return !failed_; }
   explicit operator bool() const { return is_ok(); }
