@@ -53,14 +53,11 @@ def _torch_refusal(t):
     return None
 
 
-_to_dlpack = to_dlpack
-
-
 def _exports_requiring_grad():
     """Whether this torch's to_dlpack takes a tensor that requires grad (1.13 does): then
     no detach() is made per push (a new tensor, about 1 us)."""
     try:
-        _to_dlpack(torch.zeros(1, requires_grad=True))
+        to_dlpack(torch.zeros(1, requires_grad=True))
         return True
     except Exception:  # pragma: no cover - depends on the torch version
         return False
@@ -99,7 +96,7 @@ def export_torch(tensor, client):
     elif not t.is_cpu:
         client._count_sync_copy(f"tensors on {t.device.type} are copied to the host first")
         t = t.cpu()
-    return Exported(_to_dlpack(t.detach() if _DETACH else t), as_bool)
+    return Exported(to_dlpack(t.detach() if _DETACH else t), as_bool)
 
 
 def export_numpy(array):

@@ -1,7 +1,6 @@
 #include "compare/tensor_compare.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -19,8 +18,6 @@ namespace {
 // Elements converted to double at a time (two stack buffers of 16 KiB).
 constexpr size_t kBlockElements = 2048;
 
-// Whether the n floating-point values of type T at `bytes` are all finite: no value has
-// its exponent bits all set. Reads the bit patterns, 16 bytes at a time.
 // Element i of `p`, which may be unaligned (a file's bytes), as a double.
 template <typename T>
 double element(const T* p, size_t i) {
@@ -163,11 +160,8 @@ void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst
 }
 
 void TensorComparer::add(const double* a, const double* b, size_t n) {
-  uint64_t poison = 0;  // a NaN or an infinity makes x - x a NaN
-  for (size_t i = 0; i < n; ++i) {
-    poison |= std::bit_cast<uint64_t>(a[i] - a[i]) | std::bit_cast<uint64_t>(b[i] - b[i]);
-  }
-  if (poison == 0) {
+  if (all_finite<double>(reinterpret_cast<const unsigned char*>(a), n) &&
+      all_finite<double>(reinterpret_cast<const unsigned char*>(b), n)) {
     add_finite(a, b, n);
     return;
   }
@@ -249,17 +243,19 @@ void TensorComparer::add_raw(const void* a, wire::DType dtype_a, const void* b,
   double block_b[kBlockElements];
   const bool f32 = dtype_a == wire::DType::kFloat32 && dtype_b == wire::DType::kFloat32;
   const bool f64 = dtype_a == wire::DType::kFloat64 && dtype_b == wire::DType::kFloat64;
+  // The same blocks and the same arithmetic as through add(); a block of finite floats of
+  // one width (T) goes to the kernel straight from the file's bytes (aligned or not).
+  auto direct = [&](auto width, size_t done, size_t count) {
+    using T = decltype(width);
+    const unsigned char* block_a_bytes = pa + done * sizeof(T);
+    const unsigned char* block_b_bytes = pb + done * sizeof(T);
+    if (!all_finite<T>(block_a_bytes, count) || !all_finite<T>(block_b_bytes, count)) return false;
+    add_finite(reinterpret_cast<const T*>(block_a_bytes), reinterpret_cast<const T*>(block_b_bytes), count);
+    return true;
+  };
   for (size_t done = 0; done < n;) {
     const size_t count = std::min(kBlockElements, n - done);
-    // The same blocks and the same arithmetic as through add(); a block of finite floats
-    // of one width goes to the kernel straight from the file's bytes (aligned or not).
-    if (f32 && all_finite<float>(pa + done * 4, count) && all_finite<float>(pb + done * 4, count)) {
-      add_finite(reinterpret_cast<const float*>(pa + done * 4), reinterpret_cast<const float*>(pb + done * 4), count);
-      done += count;
-      continue;
-    }
-    if (f64 && all_finite<double>(pa + done * 8, count) && all_finite<double>(pb + done * 8, count)) {
-      add_finite(reinterpret_cast<const double*>(pa + done * 8), reinterpret_cast<const double*>(pb + done * 8), count);
+    if ((f32 && direct(float{}, done, count)) || (f64 && direct(double{}, done, count))) {
       done += count;
       continue;
     }
