@@ -1,8 +1,10 @@
 # Helpers every CMakeLists.txt of the project uses (included by the top-level one).
 
-# tensorscope_target_warnings(<target>): the project's warnings, on one target.
+# tensorscope_target_warnings(<target>): the project's warnings, on one target. A switch over
+# an enum that misses one of its values fails the build, so every switch over a vocabulary
+# (render modes, config choices) stays complete when a value is added.
 function(tensorscope_target_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter -Werror=switch)
 endfunction()
 
 # tensorscope_add_gtest(<name> SOURCES <file>... LIBRARIES <lib>...

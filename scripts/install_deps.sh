@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libtorch-dev
-  libboost-dev
+  libboost-dev libboost-program-options-dev
   libopencv-dev
   clang libclang-rt-14-dev
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libx264-164

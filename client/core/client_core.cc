@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core_option_table.h"
 #include "record_fields.h"
 #include "run_info.h"
 #ifdef TENSORSCOPE_WITH_CUDA
@@ -59,14 +60,8 @@ std::string stream_name_refusal(const std::string& name) {
 }
 
 const char* to_string(PushResult result) {
-  switch (result) {
-    case PushResult::kPushed: return "pushed";
-    case PushResult::kGated: return "gated";
-    case PushResult::kDroppedFull: return "dropped_full";
-    case PushResult::kNotConnected: return "not_connected";
-    case PushResult::kRefused: return "refused";
-  }
-  return "unknown";
+  const auto value = static_cast<size_t>(result);
+  return value < kPushResultNames.size() ? kPushResultNames[value] : "unknown";
 }
 
 int rank_from_environment() {
@@ -88,10 +83,9 @@ ClientCore::ClientCore(CoreOptions options)
       gate_(options_.every_n, options_.max_hz),
       tracked_gate_(1, options_.max_hz),
       enabled_(options_.enabled) {
-  Status valid = validate_session_name(options_.session);
-  if (!valid) {
-    TS_LOG_ERROR("tensorscope client: {}; every push will be refused", valid.message());
-    session_error_ = true;
+  options_error_ = core_options_problem(options_);
+  if (!options_error_.empty()) {
+    TS_LOG_ERROR("tensorscope client: {}; every push will be refused", options_error_);
     return;
   }
 #ifdef TENSORSCOPE_WITH_CUDA
@@ -103,13 +97,13 @@ ClientCore::ClientCore(CoreOptions options)
   config.shm_budget = options_.shm_budget;
   config.ring_slots = options_.ring_slots;
   config.rank = rank_;
-  config.reconnect_interval_ms = std::max(10, options_.reconnect_interval_ms);
-  config.connect_timeout_ms = std::clamp(options_.connect_timeout_ms, 0, 600000);
+  config.reconnect_interval_ms = options_.reconnect_interval_ms;  // within bounds: core_option_table.h
+  config.connect_timeout_ms = options_.connect_timeout_ms;
   config.local_world_size = local_world_size_from_environment();
   if (options_.autostart) {
     config.autostart = AutostartConfig{options_.daemon_executable, options_.autostart_config,
                                        options_.autostart_output,  options_.session,
-                                       config.runtime_dir,         std::max(1000, options_.autostart_idle_exit_ms)};
+                                       config.runtime_dir,         options_.autostart_idle_exit_ms};
   }
   config.run_info = collect_run_info(rank_, options_.framework_versions);
   connection_ = std::make_unique<Connection>(std::move(config));
@@ -125,7 +119,7 @@ ClientCore::~ClientCore() {
 
 PushResult ClientCore::precheck() {
   if (!enabled_.load(std::memory_order_relaxed)) return count(gated_, PushResult::kGated);
-  if (session_error_) return count(refused_, PushResult::kRefused);
+  if (!options_error_.empty()) return count(refused_, PushResult::kRefused);
   if (fork_generation() != fork_generation_) return count(not_connected_, PushResult::kNotConnected);
   return PushResult::kPushed;
 }
@@ -425,8 +419,8 @@ ClientStats ClientCore::stats() const {
     s.shm_bytes = notes.segment_bytes;
     s.shm_note = std::move(notes.shm_note);
     s.autostart = std::move(notes.autostart);
-  } else if (session_error_) {
-    s.connection_note = "invalid session name: every push is refused";
+  } else if (!options_error_.empty()) {
+    s.connection_note = options_error_ + ": every push is refused";
   } else if (connection_) {
     s.connection_note =
         "this process is a fork of the one that made the client: it sends nothing (its pushes count as "

@@ -23,6 +23,7 @@
 #include "pacer.h"
 #include "stream_gate.h"
 #include "tensor_ref.h"
+#include "tensorscope/client_option_list.h"
 #include "tensorscope/push_result.h"
 #include "tensorscope/shared/wire_format.h"
 
@@ -30,28 +31,13 @@ namespace tensorscope {
 
 class CudaStaging;
 
-// What a client does; every field of the C++ ClientOptions but the transform (see
-// client_options.h for each one's meaning), plus the versions named in run_info.
+// What a client does: every option of the list (tensorscope/client_option_list.h, with
+// each one's meaning and bounds; the C++ ClientOptions has them and a transform), plus
+// the versions named in run_info.
 struct CoreOptions {
-  std::string session = "default";
-  int64_t every_n = 1;
-  double max_hz = 0.0;
-  std::optional<int> rank;
-  uint64_t shm_budget = uint64_t{128} << 20;
-  uint32_t ring_slots = 1024;
-  uint64_t max_tensor_bytes = 0;
-  std::string runtime_dir;
-  int reconnect_interval_ms = 200;
-  int connect_timeout_ms = 500;
-  bool autostart = false;
-  std::string autostart_config;
-  std::string autostart_output = "tensorscope_runs";
-  int autostart_idle_exit_ms = 30000;
-  std::string daemon_executable;
-  bool enabled = true;
-  uint64_t cuda_staging_bytes = uint64_t{256} << 20;
-  bool cuda_ipc = true;
-  bool pacing = true;  // pacer.h
+#define TENSORSCOPE_CORE_OPTION(Type, name, default_value, rule) Type name = default_value;
+  TENSORSCOPE_CLIENT_OPTIONS(TENSORSCOPE_CORE_OPTION)  // tensorscope/client_option_list.h
+#undef TENSORSCOPE_CORE_OPTION
   nlohmann::json framework_versions = nlohmann::json::object();  // {"libtorch": "1.13.1"}, ...
 };
 
@@ -155,7 +141,7 @@ class ClientCore {
   StreamGate tracked_gate_;  // every_n 1: max_hz only
   std::atomic<bool> enabled_;
   std::atomic<int64_t> step_{0};
-  bool session_error_ = false;
+  std::string options_error_;  // an option out of its bounds (core_option_table.h): every push is refused
   // Declared before connection_, so destroyed after it: the connection's retirement
   // waits for the pinned copies that still hold its segment. Null in builds without
   // CUDA (declared in every build: the class has one layout for every includer).

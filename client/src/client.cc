@@ -13,21 +13,9 @@
 
 namespace tensorscope {
 
-// RenderMode is the public face of wire::RenderHint: same values.
-static_assert(static_cast<uint8_t>(RenderMode::kDefault) == static_cast<uint8_t>(wire::RenderHint::kNone));
-static_assert(static_cast<uint8_t>(RenderMode::kAuto) == static_cast<uint8_t>(wire::RenderHint::kAuto));
-static_assert(static_cast<uint8_t>(RenderMode::kLine) == static_cast<uint8_t>(wire::RenderHint::kLine));
-static_assert(static_cast<uint8_t>(RenderMode::kHistogram) == static_cast<uint8_t>(wire::RenderHint::kHistogram));
-static_assert(static_cast<uint8_t>(RenderMode::kHeatmap) == static_cast<uint8_t>(wire::RenderHint::kHeatmap));
-static_assert(static_cast<uint8_t>(RenderMode::kForce2d) == static_cast<uint8_t>(wire::RenderHint::kForce2d));
-static_assert(static_cast<uint8_t>(RenderMode::kPca) == static_cast<uint8_t>(wire::RenderHint::kPca));
-static_assert(static_cast<uint8_t>(RenderMode::kTsne) == static_cast<uint8_t>(wire::RenderHint::kTsne));
-static_assert(static_cast<uint8_t>(RenderMode::kStats) == static_cast<uint8_t>(wire::RenderHint::kStats));
-static_assert(static_cast<uint8_t>(RenderMode::kStats) == wire::kMaxRenderHint);
-
 const char* to_string(RenderMode mode) {
   if (mode == RenderMode::kDefault) return "default";
-  return wire::render_hint_name(static_cast<wire::RenderHint>(mode));
+  return wire::render_mode_name(mode).data();  // names are literals: NUL-terminated
 }
 
 namespace {

@@ -13,25 +13,9 @@ namespace tensorscope {
 
 CoreOptions core_options(const ClientOptions& options) {
   CoreOptions core;
-  core.session = options.session();
-  core.every_n = options.every_n();
-  core.max_hz = options.max_hz();
-  core.rank = options.rank();
-  core.shm_budget = options.shm_budget();
-  core.ring_slots = options.ring_slots();
-  core.max_tensor_bytes = options.max_tensor_bytes();
-  core.runtime_dir = options.runtime_dir();
-  core.reconnect_interval_ms = options.reconnect_interval_ms();
-  core.connect_timeout_ms = options.connect_timeout_ms();
-  core.autostart = options.autostart();
-  core.autostart_config = options.autostart_config();
-  core.autostart_output = options.autostart_output();
-  core.autostart_idle_exit_ms = options.autostart_idle_exit_ms();
-  core.daemon_executable = options.daemon_executable();
-  core.enabled = options.enabled();
-  core.cuda_staging_bytes = options.cuda_staging_bytes();
-  core.cuda_ipc = options.cuda_ipc();
-  core.pacing = options.pacing();
+#define TENSORSCOPE_COPY_OPTION(Type, name, default_value, rule) core.name = options.name();
+  TENSORSCOPE_CLIENT_OPTIONS(TENSORSCOPE_COPY_OPTION)
+#undef TENSORSCOPE_COPY_OPTION
   core.framework_versions = {{"libtorch", libtorch_version()}};
   return core;
 }

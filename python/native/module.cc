@@ -14,6 +14,7 @@
 #include <string>
 
 #include "client_core.h"
+#include "core_options_args.h"
 #include "dlpack_ref.h"
 #include "module_tree_args.h"
 #include "py_args.h"
@@ -48,71 +49,6 @@ ClientCore* live(CoreObject* self) {
   return self->core;
 }
 
-// ---- options: a dict of the CoreOptions fields ----
-
-template <typename T>
-bool read_int(PyObject* dict, const char* key, T* out) {
-  PyObject* value = PyDict_GetItemString(dict, key);  // borrowed
-  if (value == nullptr) return true;
-  const long long v = PyLong_AsLongLong(value);
-  if (v == -1 && PyErr_Occurred()) return false;
-  *out = static_cast<T>(v);
-  return true;
-}
-
-bool read_bool(PyObject* dict, const char* key, bool* out) {
-  PyObject* value = PyDict_GetItemString(dict, key);
-  if (value == nullptr) return true;
-  const int v = PyObject_IsTrue(value);
-  if (v < 0) return false;
-  *out = v != 0;
-  return true;
-}
-
-bool read_text(PyObject* dict, const char* key, std::string* out) {
-  PyObject* value = PyDict_GetItemString(dict, key);
-  return value == nullptr || utf8(value, key, out);
-}
-
-bool read_options(PyObject* dict, CoreOptions* o) {
-  if (!PyDict_Check(dict)) {
-    PyErr_SetString(PyExc_TypeError, "options must be a dict");
-    return false;
-  }
-  long long rank = -1;
-  PyObject* max_hz = PyDict_GetItemString(dict, "max_hz");
-  if (max_hz != nullptr) {
-    o->max_hz = PyFloat_AsDouble(max_hz);
-    if (o->max_hz == -1.0 && PyErr_Occurred()) return false;
-  }
-  PyObject* versions = PyDict_GetItemString(dict, "framework_versions");
-  if (versions != nullptr && PyDict_Check(versions)) {
-    PyObject *key = nullptr, *value = nullptr;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(versions, &pos, &key, &value)) {
-      std::string k, v;
-      if (!utf8(key, "a version name", &k) || !utf8(value, "a version", &v)) return false;
-      o->framework_versions[k] = v;
-    }
-  }
-  if (!(read_text(dict, "session", &o->session) && read_int(dict, "every_n", &o->every_n) &&
-        read_int(dict, "rank", &rank) && read_int(dict, "shm_budget", &o->shm_budget) &&
-        read_int(dict, "ring_slots", &o->ring_slots) && read_int(dict, "max_tensor_bytes", &o->max_tensor_bytes) &&
-        read_text(dict, "runtime_dir", &o->runtime_dir) &&
-        read_int(dict, "reconnect_interval_ms", &o->reconnect_interval_ms) &&
-        read_int(dict, "connect_timeout_ms", &o->connect_timeout_ms) && read_bool(dict, "autostart", &o->autostart) &&
-        read_text(dict, "autostart_config", &o->autostart_config) &&
-        read_text(dict, "autostart_output", &o->autostart_output) &&
-        read_int(dict, "autostart_idle_exit_ms", &o->autostart_idle_exit_ms) &&
-        read_text(dict, "daemon_executable", &o->daemon_executable) && read_bool(dict, "enabled", &o->enabled) &&
-        read_int(dict, "cuda_staging_bytes", &o->cuda_staging_bytes) && read_bool(dict, "cuda_ipc", &o->cuda_ipc) &&
-        read_bool(dict, "pacing", &o->pacing))) {
-    return false;
-  }
-  if (rank >= 0) o->rank = static_cast<int>(rank);
-  return true;
-}
-
 // ---- Core ----
 
 int core_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
@@ -120,7 +56,7 @@ int core_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   PyObject* dict = nullptr;
   if (!PyArg_ParseTuple(args, "O", &dict)) return -1;
   CoreOptions options;
-  if (!read_options(dict, &options)) return -1;
+  if (!tensorscope::python::read_core_options(dict, &options)) return -1;
   delete self->core;
   self->core = nullptr;
   ClientCore* core = nullptr;
@@ -461,6 +397,15 @@ PyObject* session_error(PyObject*, PyObject* name_object) {
   return text(status.message());
 }
 
+// resolve_options(options) -> the options checked against the one table of client
+// options (core_option_table.h) and completed with its defaults; TypeError/ValueError in
+// the words the C++ client logs.
+PyObject* resolve_options(PyObject*, PyObject* dict) {
+  CoreOptions options;
+  if (!tensorscope::python::read_core_options(dict, &options)) return nullptr;
+  return tensorscope::python::core_options_dict(options);
+}
+
 // stream_name_error(name) -> why `name` cannot be a stream (or track) name, or None: the
 // client core's rule (empty, 128 bytes or longer, control characters).
 PyObject* stream_name_error(PyObject*, PyObject* name_object) {
@@ -570,6 +515,8 @@ PyMethodDef module_methods[] = {
     {"write_npy", write_npy, METH_VARARGS,
      "write_npy(path, capsule, as_bool) -> None: a contiguous CPU tensor as the .npy sink writes it"},
     {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},
+    {"resolve_options", resolve_options, METH_O,
+     "resolve_options(options) -> every client option, checked, with defaults for those not given"},
     {"stream_name_error", stream_name_error, METH_O,
      "stream_name_error(name) -> why the name cannot be a stream or track name, or None"},
     {"run_info", run_info, METH_VARARGS, "run_info(rank, versions) -> JSON text of this process's run_info"},
@@ -589,6 +536,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "tensorscope's nativ
 // RENDER_MODES {name: wire value} ("default" and every wire::RenderHint), PUSH_RESULTS
 // (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors,
 // RECORD_KINDS {name: value} of every record (tensors, module trees, summaries),
+// CLIENT_OPTIONS {name: default} (core_option_table.h: what Core(options) takes),
 // CALL_STACKING {mode: calls of a step with a stream of their own, -1 all} and
 // STACKED_CALLS {suffix, row_length, max_rows, hold_bytes} (tensorscope/call_stacking.h).
 bool add_call_stacking(PyObject* module) {
@@ -617,7 +565,7 @@ bool add_call_stacking(PyObject* module) {
 
 bool add_vocabularies(PyObject* module) {
   PyObject* modes = PyDict_New();
-  PyObject* results = PyTuple_New(5);
+  PyObject* results = PyTuple_New(static_cast<Py_ssize_t>(tensorscope::kPushResultNames.size()));
   PyObject* kinds = PyDict_New();
   PyObject* record_kinds = PyDict_New();
   bool ok = modes != nullptr && results != nullptr && kinds != nullptr && record_kinds != nullptr;
@@ -629,18 +577,15 @@ bool add_vocabularies(PyObject* module) {
   if (ok) {
     put(modes, "default", 0);
     for (uint8_t h = 1; h <= wire::kMaxRenderHint; ++h) {
-      put(modes, wire::render_hint_name(static_cast<wire::RenderHint>(h)), h);
+      put(modes, wire::kRenderModeNames[h].data(), h);
     }
-    for (int r = 0; r < 5; ++r) {
-      PyObject* name = PyUnicode_FromString(tensorscope::to_string(static_cast<PushResult>(r)));
-      ok = ok && name != nullptr && PyTuple_SetItem(results, r, name) == 0;  // steals name
-    }
-    for (const auto kind : {wire::TensorKind::kTensor, wire::TensorKind::kActivation, wire::TensorKind::kGradient,
-                            wire::TensorKind::kParameter, wire::TensorKind::kParameterGradient}) {
-      put(kinds, wire::tensor_kind_name(kind), static_cast<long>(kind));
+    for (size_t r = 0; r < tensorscope::kPushResultNames.size(); ++r) {
+      PyObject* name = PyUnicode_FromString(tensorscope::kPushResultNames[r]);
+      ok = ok && name != nullptr && PyTuple_SetItem(results, static_cast<Py_ssize_t>(r), name) == 0;  // steals name
     }
     for (uint8_t k = 1; k <= wire::kMaxTensorKind; ++k) {
-      put(record_kinds, wire::tensor_kind_name(static_cast<wire::TensorKind>(k)), k);
+      if (wire::is_tensor_kind(k)) put(kinds, wire::kTensorKindNames[k].data(), k);
+      put(record_kinds, wire::kTensorKindNames[k].data(), k);
     }
   }
   ok = ok && PyModule_AddObject(module, "RENDER_MODES", modes) == 0;
@@ -651,7 +596,10 @@ bool add_vocabularies(PyObject* module) {
   if (!kinds_ok) Py_XDECREF(kinds);
   const bool records_ok = kinds_ok && PyModule_AddObject(module, "RECORD_KINDS", record_kinds) == 0;
   if (!records_ok) Py_XDECREF(record_kinds);
-  return records_ok;
+  PyObject* options = records_ok ? tensorscope::python::core_options_dict(CoreOptions{}) : nullptr;
+  const bool options_ok = options != nullptr && PyModule_AddObject(module, "CLIENT_OPTIONS", options) == 0;
+  if (!options_ok) Py_XDECREF(options);
+  return options_ok;
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
     scope.push("loss", loss)
     scope.next_step()
 
-The daemon (tensorscoped) renders every stream into videos; see the project README.
+The daemon (tensorscoped) renders every stream into videos; see docs/user/python.md.
 Without a daemon: `capture(model)` keeps module tensors (or their statistics) in memory,
 `read_stats(session_dir)` reads a daemon's statistics tables into the same DataFrame,
 `read_summaries(session_dir)` / `read_anomalies(session_dir)` read the per-step summaries

@@ -190,6 +190,41 @@ def test_bad_options_raise_at_the_call(kwargs, error):
         tensorscope.Client(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"every_n": 0}, "every_n must be at least 1, not 0"),
+        ({"ring_slots": 0}, "ring_slots must be between 1 and 1048576, not 0"),
+        ({"shm_budget": 1 << 70}, f"shm_budget must be between 65536 and 1099511627776, not {1 << 70}"),
+        ({"max_hz": -1}, "max_hz must be at least 0, not -1.0"),
+        ({"every_n": "10"}, "every_n must be an int, not str"),
+        ({"runtime_dir": "a\0b"}, "runtime_dir contains a NUL character"),
+    ],
+)
+def test_bad_options_say_what_the_cpp_client_says(kwargs, message):
+    """The words come from the one table of options (core_option_table.h; the C++ side:
+    core_option_table_test.cc)."""
+    with pytest.raises((TypeError, ValueError)) as raised:
+        tensorscope.Client(**kwargs)
+    assert str(raised.value) == message
+
+
+def test_the_signature_is_the_table_of_options():
+    """Client's keywords and their defaults are the native table's (plus the transform, a
+    Python callable): an option added to one and not the other fails here."""
+    import inspect
+
+    parameters = inspect.signature(tensorscope.Client.__init__).parameters
+    keywords = {name: p.default for name, p in parameters.items() if name not in ("self", "transform")}
+    assert keywords == tensorscope._native.CLIENT_OPTIONS
+    assert list(keywords)[0] == "session"
+
+
+def test_paths_may_be_path_objects(tmp_path):
+    with tensorscope.Client(session="paths", runtime_dir=tmp_path, connect_timeout_ms=0) as scope:
+        assert scope.options["runtime_dir"] == str(tmp_path)
+
+
 def test_no_daemon_training_goes_on(tmp_path):
     with tensorscope.Client(session="nobody", runtime_dir=str(tmp_path), connect_timeout_ms=0) as scope:
         assert not scope.connected

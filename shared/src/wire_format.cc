@@ -20,39 +20,15 @@ const char* dtype_name(DType dtype) {
 }
 
 const char* tensor_kind_name(TensorKind kind) {
-  switch (kind) {
-    case TensorKind::kTensor: return "tensor";
-    case TensorKind::kActivation: return "activation";
-    case TensorKind::kGradient: return "gradient";
-    case TensorKind::kParameter: return "parameter";
-    case TensorKind::kParameterGradient: return "parameter_gradient";
-    case TensorKind::kModuleTree: return "module_tree";
-    case TensorKind::kSummary: return "summary";
-    case TensorKind::kInvalid: break;
-  }
-  return "invalid";
+  const auto value = static_cast<uint8_t>(kind);
+  return kTensorKindNames[value <= kMaxTensorKind ? value : 0].data();  // literals: NUL-terminated
 }
 
 TensorKind tensor_kind_from_name(std::string_view name) {
-  for (uint8_t k = 1; k <= static_cast<uint8_t>(TensorKind::kSummary); ++k) {
-    if (name == tensor_kind_name(static_cast<TensorKind>(k))) return static_cast<TensorKind>(k);
+  for (uint8_t k = 1; k <= kMaxTensorKind; ++k) {
+    if (name == kTensorKindNames[k]) return static_cast<TensorKind>(k);
   }
   return TensorKind::kInvalid;
-}
-
-const char* render_hint_name(RenderHint hint) {
-  switch (hint) {
-    case RenderHint::kAuto: return "auto";
-    case RenderHint::kLine: return "line";
-    case RenderHint::kHistogram: return "histogram";
-    case RenderHint::kHeatmap: return "heatmap";
-    case RenderHint::kForce2d: return "force2d";
-    case RenderHint::kPca: return "pca";
-    case RenderHint::kTsne: return "tsne";
-    case RenderHint::kStats: return "stats";
-    case RenderHint::kNone: break;
-  }
-  return "";
 }
 
 }  // namespace tensorscope::wire

@@ -3,6 +3,7 @@
 // Used in the training process. Thread safety: value types.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -16,6 +17,14 @@ enum class PushResult : uint8_t {
   kRefused,       // bad input: complex or unknown dtype, too large, bad name, transform failed
 };
 
+// Each result's name, in value order: to_string, and the Python package's PushResult
+// (through the extension's PUSH_RESULTS).
+inline constexpr std::array<const char*, 5> kPushResultNames = {"pushed", "gated", "dropped_full", "not_connected",
+                                                                "refused"};
+static_assert(static_cast<size_t>(PushResult::kRefused) + 1 == kPushResultNames.size(),
+              "every push result has a name in kPushResultNames, in value order");
+
+// Its name in kPushResultNames; "unknown" for a value no result has.
 const char* to_string(PushResult result);
 
 // Records of every kind are counted: tensors, and the module tree records of

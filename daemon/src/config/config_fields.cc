@@ -11,13 +11,20 @@ namespace {
 struct KeyCollector {
   std::vector<std::string> paths;
   void text(const char* p, std::string&, StringRule) { paths.emplace_back(p); }
-  void choice(const char* p, std::string&, Choices) { paths.emplace_back(p); }
+  template <typename E>
+  void choice(const char* p, E&) {
+    paths.emplace_back(p);
+  }
+  void colour(const char* p, Rgb&) { paths.emplace_back(p); }
   template <typename T>
   void integer(const char* p, T&, const IntRule&) {
     paths.emplace_back(p);
   }
   void number(const char* p, double&, const NumberRule&) { paths.emplace_back(p); }
-  void rules(const char* p, std::vector<ModeRule>&, Choices) { paths.emplace_back(p); }
+  template <typename T>
+  void rules(const char* p, std::vector<StreamRule<T>>&) {
+    paths.emplace_back(p);
+  }
   void ranges(const char* p, std::vector<RangeRule>&) { paths.emplace_back(p); }
 };
 

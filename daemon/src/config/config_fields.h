@@ -4,10 +4,12 @@
 // Internal to daemon/src/config/. The YAML reader, the JSON reader and writer, the
 // validator and the list of known keys are visitors over visit_fields(), so a new key
 // cannot be forgotten by one of them: add it here (and to DaemonConfig and
-// configs/default.yaml). A visitor has the members text, choice, integer (a template
-// over the field's type), number, rules and ranges, called with the dotted path, the
-// field and its rule. Thread safety: visit_fields touches only its arguments; layout()
-// is built once (thread-safe static initialisation) and read-only afterwards.
+// configs/default.yaml). A visitor has the members text, integer (a template over the
+// field's type), number, choice (a template over the field's enum, or bool, spelled as
+// its choice_names()), colour, rules (a template over the rule's value type) and ranges,
+// called with the dotted path, the field and, where it has one, its rule.
+// Thread safety: visit_fields touches only its arguments; layout() is built once
+// (thread-safe static initialisation) and read-only afterwards.
 #pragma once
 
 #include <limits>
@@ -27,41 +29,41 @@ template <typename V>
 void visit_fields(V& v, DaemonConfig& c) {
   v.text("session", c.session, StringRule::kSessionName);
   v.text("output_dir", c.output_dir, StringRule::kNonEmpty);
-  v.choice("output_private", c.output_private, Choices(kBooleans));
+  v.choice("output_private", c.output_private);
   v.text("runtime_dir", c.runtime_dir, StringRule::kAny);
   v.integer("workers", c.workers, between(1, 64));
   v.integer("render_threads", c.render_threads, between(0, 64));
-  v.choice("log_level", c.log_level, Choices(kLogLevels));
+  v.choice("log_level", c.log_level);
 
   v.integer("video.width", c.video.width, between(160, 7680));
   v.integer("video.height", c.video.height, between(120, 4320));
   v.number("video.fps", c.video.fps, NumberRule{0, false, 240, true});
   v.integer("video.max_frames", c.video.max_frames, between(1, 10000000));
-  v.choice("video.codec", c.video.codec, Choices(kVideoCodecs));
+  v.choice("video.codec", c.video.codec);
 
-  v.choice("render.mode", c.render.mode, Choices(kRenderModes));
-  v.rules("render.stream_modes", c.render.stream_modes, Choices(kRenderModes));
+  v.choice("render.mode", c.render.mode);
+  v.rules("render.stream_modes", c.render.stream_modes);
   v.ranges("render.histogram_ranges", c.render.histogram_ranges);
   v.integer("render.histogram_bins", c.render.histogram_bins, between(2, 4096));
   v.number("render.histogram_margin", c.render.histogram_margin, NumberRule{0, true, 1, true});
-  v.choice("render.histogram_axis", c.render.histogram_axis, Choices(kHistogramAxes));
-  v.rules("render.histogram_axis_streams", c.render.histogram_axis_streams, Choices(kHistogramAxes));
-  v.choice("render.histogram_scale", c.render.histogram_scale, Choices(kHistogramScales));
-  v.rules("render.histogram_scale_streams", c.render.histogram_scale_streams, Choices(kHistogramScales));
+  v.choice("render.histogram_axis", c.render.histogram_axis);
+  v.rules("render.histogram_axis_streams", c.render.histogram_axis_streams);
+  v.choice("render.histogram_scale", c.render.histogram_scale);
+  v.rules("render.histogram_scale_streams", c.render.histogram_scale_streams);
   v.integer("render.histogram_rerange_frames", c.render.histogram_rerange_frames, between(1, 100000));
-  v.choice("render.heatmap_reduction", c.render.heatmap_reduction, Choices(kHeatmapReductions));
-  v.choice("render.pca_layout", c.render.pca_layout, Choices(kPcaLayouts));
+  v.choice("render.heatmap_reduction", c.render.heatmap_reduction);
+  v.choice("render.pca_layout", c.render.pca_layout);
   v.number("render.tsne_perplexity", c.render.tsne_perplexity, NumberRule{2, true, 100, true});
   v.integer("render.tsne_iterations", c.render.tsne_iterations, between(50, 10000));
   v.integer("render.tsne_warm_iterations", c.render.tsne_warm_iterations, between(10, 10000));
   v.integer("render.tsne_max_rows", c.render.tsne_max_rows, between(10, 1000000));
   v.integer("render.tsne_seed", c.render.tsne_seed, at_least(0));
 
-  v.text("style.background", c.style.background, StringRule::kColor);
-  v.text("style.foreground", c.style.foreground, StringRule::kColor);
-  v.text("style.bar", c.style.bar, StringRule::kColor);
-  v.text("style.grid", c.style.grid, StringRule::kColor);
-  v.text("style.accent", c.style.accent, StringRule::kColor);
+  v.colour("style.background", c.style.background);
+  v.colour("style.foreground", c.style.foreground);
+  v.colour("style.bar", c.style.bar);
+  v.colour("style.grid", c.style.grid);
+  v.colour("style.accent", c.style.accent);
 
   RecordConfig& r = c.record;
   v.text("record.video", r.video, StringRule::kRegex);
@@ -69,9 +71,9 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.text("record.npy", r.npy, StringRule::kRegex);
   v.text("record.hdf5", r.hdf5, StringRule::kRegex);
   v.text("record.tree", r.tree, StringRule::kRegex);
-  v.choice("record.hdf5_dtype", r.hdf5_dtype, Choices(kHdf5Dtypes));
+  v.choice("record.hdf5_dtype", r.hdf5_dtype);
   v.integer("record.hdf5_gzip", r.hdf5_gzip, between(0, 9));
-  v.choice("record.hdf5_change_detection", r.hdf5_change_detection, Choices(kBooleans));
+  v.choice("record.hdf5_change_detection", r.hdf5_change_detection);
   v.integer("record.hdf5_rotate_bytes", r.hdf5_rotate_bytes, at_least(1048576));
   v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_seconds, between(1, 86400));
   v.integer("record.hdf5_flush_seconds", r.hdf5_flush_seconds, between(0, 3600));
@@ -104,9 +106,9 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("live.board_mb", l.board_mb, between(1, 4096));
   v.integer("live.jpeg_quality", l.jpeg_quality, between(10, 100));
   v.integer("live.width", l.width, between(0, 7680));
-  v.choice("live.serve", l.serve, Choices(kBooleans));
+  v.choice("live.serve", l.serve);
   v.text("live.address", l.address, StringRule::kNonEmpty);
-  v.choice("live.allow_remote", l.allow_remote, Choices(kBooleans));
+  v.choice("live.allow_remote", l.allow_remote);
   v.integer("live.port", l.port, between(0, 65535));
   v.integer("live.history_mb", l.history_mb, between(1, 65536));
   AnomaliesConfig& a = c.anomalies;

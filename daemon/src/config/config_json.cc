@@ -76,14 +76,21 @@ class JsonReader {
     out = s;
   }
 
-  void choice(const char* path, std::string& out, Choices accepted) {
+  template <typename E>
+  void choice(const char* path, E& out) {
     const nlohmann::json* j = find(path);
     if (j == nullptr) return;
-    if (!j->is_string() || !is_choice(accepted, j->get_ref<const std::string&>()))
-      return fail(path, "expected " + choice_expectation(accepted) + ", got " + describe(*j));
-    out = j->get<std::string>();
+    const std::optional<E> v = j->is_string() ? choice_from_name<E>(j->get_ref<const std::string&>()) : std::nullopt;
+    if (!v) return fail(path, "expected " + choice_expectation(choice_names(E{})) + ", got " + describe(*j));
+    out = *v;
   }
-
+  void colour(const char* path, Rgb& out) {
+    const nlohmann::json* j = find(path);
+    if (j == nullptr) return;
+    const std::optional<Rgb> v = j->is_string() ? parse_rgb(j->get_ref<const std::string&>()) : std::nullopt;
+    if (!v) return fail(path, std::string("expected ") + kColourExpectation + ", got " + describe(*j));
+    out = *v;
+  }
   template <typename T>
   void integer(const char* path, T& out, const IntRule& raw_rule) {
     const nlohmann::json* j = find(path);
@@ -112,23 +119,26 @@ class JsonReader {
     out = *v;
   }
 
-  void rules(const char* path, std::vector<ModeRule>& out, Choices modes) {
+  template <typename T>
+  void rules(const char* path, std::vector<StreamRule<T>>& out) {
     const nlohmann::json* j = find(path);
     if (j == nullptr) return;
     if (!j->is_array()) return fail(path, "expected an array, got " + describe(*j));
-    std::vector<ModeRule> parsed;
+    std::vector<StreamRule<T>> parsed;
     for (const auto& item : *j) {
       if (!item.is_object() || item.size() != 2 || !item.contains("match") ||
           !item.contains("mode") || !item["match"].is_string() || !item["mode"].is_string())
         return fail(path, "expected {\"match\", \"mode\"} objects, got " + describe(item));
-      ModeRule rule{item["match"].get<std::string>(), item["mode"].get<std::string>()};
-      const std::string problem = rule_problem(rule, modes);
+      const std::string match = item["match"].get<std::string>();
+      std::string problem = match_problem(match);
+      const std::optional<T> value = choice_from_name<T>(item["mode"].get_ref<const std::string&>());
+      if (problem.empty() && !value)
+        problem = "\"mode\" must be " + choice_expectation(choice_names(T{})) + ", got " + describe(item["mode"]);
       if (!problem.empty()) return fail(path, problem);
-      parsed.push_back(std::move(rule));
+      parsed.push_back({match, *value});
     }
     out = std::move(parsed);
   }
-
   void ranges(const char* path, std::vector<RangeRule>& out) {
     const nlohmann::json* j = find(path);
     if (j == nullptr) return;
@@ -168,15 +178,20 @@ class JsonWriter {
   nlohmann::json& json() { return json_; }
 
   void text(const char* path, std::string& v, StringRule) { slot(path) = v; }
-  void choice(const char* path, std::string& v, Choices) { slot(path) = v; }
+  template <typename E>
+  void choice(const char* path, E& v) {
+    slot(path) = std::string(choice_name(v));
+  }
+  void colour(const char* path, Rgb& v) { slot(path) = to_string(v); }
   template <typename T>
   void integer(const char* path, T& v, const IntRule&) {
     slot(path) = static_cast<int64_t>(v);
   }
   void number(const char* path, double& v, const NumberRule&) { slot(path) = v; }
-  void rules(const char* path, std::vector<ModeRule>& v, Choices) {
+  template <typename T>
+  void rules(const char* path, std::vector<StreamRule<T>>& v) {
     nlohmann::json list = nlohmann::json::array();
-    for (const ModeRule& r : v) list.push_back({{"match", r.match}, {"mode", r.mode}});
+    for (const StreamRule<T>& r : v) list.push_back({{"match", r.match}, {"mode", std::string(choice_name(r.value))}});
     slot(path) = std::move(list);
   }
   void ranges(const char* path, std::vector<RangeRule>& v) {

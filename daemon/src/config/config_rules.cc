@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <regex>
+#include <vector>
 
 #include "config/config_text.h"
 #include "tensorscope/shared/session_name.h"
@@ -33,18 +34,15 @@ bool in_range(const NumberRule& r, double v) {
   return lo_ok && hi_ok;
 }
 
-std::string choice_expectation(Choices accepted) { return "one of " + join(accepted); }
-
-bool is_choice(Choices accepted, std::string_view v) {
-  return std::find(accepted.begin(), accepted.end(), v) != accepted.end();
+std::string choice_expectation(Choices accepted) {
+  std::vector<std::string_view> named;
+  for (const std::string_view name : accepted) {
+    if (!name.empty()) named.push_back(name);
+  }
+  return "one of " + join(named);
 }
 
 std::string string_problem(const std::string& v, StringRule rule) {
-  if (rule == StringRule::kColor) {
-    const bool ok = v.size() == 7 && v[0] == '#' &&
-                    std::all_of(v.begin() + 1, v.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
-    return ok ? "" : "expected a colour \"#rrggbb\", got " + quote(v);
-  }
   if (rule == StringRule::kSessionName) {
     const Status s = validate_session_name(v);
     return s.is_ok() ? "" : s.message();
@@ -63,23 +61,19 @@ std::string string_problem(const std::string& v, StringRule rule) {
   return "";
 }
 
-std::string rule_problem(const ModeRule& rule, Choices modes) {
-  if (rule.match.empty()) return "\"match\" must be a non-empty regular expression";
-  if (!is_valid_utf8(rule.match)) return "\"match\" must be valid UTF-8 text";
+std::string match_problem(const std::string& match) {
+  if (match.empty()) return "\"match\" must be a non-empty regular expression";
+  if (!is_valid_utf8(match)) return "\"match\" must be valid UTF-8 text";
   try {
-    std::regex compiled(rule.match, std::regex::ECMAScript);
+    std::regex compiled(match, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    return "\"match\" is not a valid regular expression (" + std::string(e.what()) + "): " +
-           quote(rule.match);
+    return "\"match\" is not a valid regular expression (" + std::string(e.what()) + "): " + quote(match);
   }
-  if (!is_choice(modes, rule.mode))
-    return "\"mode\" must be " + choice_expectation(modes) + ", got " + quote(rule.mode);
   return "";
 }
 
 std::string range_problem(const RangeRule& rule) {
-  ModeRule as_mode{rule.match, "auto"};
-  std::string problem = rule_problem(as_mode, Choices(kRenderModes));
+  std::string problem = match_problem(rule.match);
   if (!problem.empty()) return problem;
   if (!std::isfinite(rule.lo) || !std::isfinite(rule.hi) || !(rule.lo < rule.hi))
     return "\"lo\" and \"hi\" must be finite numbers with lo < hi";

@@ -18,7 +18,7 @@
 
 namespace tensorscope::config_detail {
 
-enum class StringRule { kAny, kNonEmpty, kSessionName, kColor, kRegex };
+enum class StringRule { kAny, kNonEmpty, kSessionName, kRegex };
 
 struct IntRule {
   int64_t lo;
@@ -55,15 +55,17 @@ bool in_range(const NumberRule& r, double v);
 
 using Choices = std::span<const std::string_view>;
 
-// "one of a, b, c".
+// "one of a, b, c" (the names that are not "").
 std::string choice_expectation(Choices accepted);
-bool is_choice(Choices accepted, std::string_view v);
+
+// The words of a colour's rule, "a colour \"#rrggbb\"".
+inline constexpr const char* kColourExpectation = "a colour \"#rrggbb\"";
 
 // "" when `v` satisfies `rule`, else the problem (without the key).
 std::string string_problem(const std::string& v, StringRule rule);
 
-// "" when the rule is usable: a regex that compiles and a known mode.
-std::string rule_problem(const ModeRule& rule, Choices modes);
+// "" when `match`, a stream rule's regex, is usable.
+std::string match_problem(const std::string& match);
 
 // "" when the range rule is usable.
 std::string range_problem(const RangeRule& rule);

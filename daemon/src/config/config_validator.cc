@@ -22,10 +22,13 @@ class Validator {
     const std::string problem = string_problem(v, rule);
     if (!problem.empty()) fail(path, problem);
   }
-  void choice(const char* path, std::string& v, Choices accepted) {
-    if (status_.is_ok() && !is_choice(accepted, v))
-      fail(path, "expected " + choice_expectation(accepted) + ", got " + quote(v));
+  template <typename E>
+  void choice(const char* path, E& v) {
+    if (status_.is_ok() && choice_name(v).empty())
+      fail(path, "expected " + choice_expectation(choice_names(E{})) + ", got the value " +
+                     std::to_string(static_cast<int>(v)));
   }
+  void colour(const char*, Rgb&) {}  // every Rgb is a colour
   template <typename T>
   void integer(const char* path, T& v, const IntRule& raw_rule) {
     const IntRule rule = clamp_to<T>(raw_rule);
@@ -36,9 +39,12 @@ class Validator {
     if (status_.is_ok() && !in_range(rule, v))
       fail(path, "expected " + expectation(rule) + ", got " + format_number(v));
   }
-  void rules(const char* path, std::vector<ModeRule>& v, Choices modes) {
+  template <typename T>
+  void rules(const char* path, std::vector<StreamRule<T>>& v) {
     for (std::size_t i = 0; i < v.size() && status_.is_ok(); ++i) {
-      const std::string problem = rule_problem(v[i], modes);
+      std::string problem = match_problem(v[i].match);
+      if (problem.empty() && choice_name(v[i].value).empty())
+        problem = "\"mode\" must be " + choice_expectation(choice_names(T{}));
       if (!problem.empty()) fail(path, "[" + std::to_string(i) + "] " + problem);
     }
   }

@@ -190,12 +190,21 @@ class YamlReader {
     out = n->Scalar();
   }
 
-  void choice(const char* path, std::string& out, Choices accepted) {
+  template <typename E>
+  void choice(const char* path, E& out) {
     const YAML::Node* n = find(path);
     if (n == nullptr) return;
-    if (!n->IsScalar() || !is_choice(accepted, n->Scalar()))
-      return fail(path, *n, "expected " + choice_expectation(accepted) + ", got " + describe(*n));
-    out = n->Scalar();
+    const std::optional<E> v = n->IsScalar() ? choice_from_name<E>(n->Scalar()) : std::nullopt;
+    if (!v) return fail(path, *n, "expected " + choice_expectation(choice_names(E{})) + ", got " + describe(*n));
+    out = *v;
+  }
+
+  void colour(const char* path, Rgb& out) {
+    const YAML::Node* n = find(path);
+    if (n == nullptr) return;
+    const std::optional<Rgb> v = n->IsScalar() ? parse_rgb(n->Scalar()) : std::nullopt;
+    if (!v) return fail(path, *n, std::string("expected ") + kColourExpectation + ", got " + describe(*n));
+    out = *v;
   }
 
   template <typename T>
@@ -230,12 +239,13 @@ class YamlReader {
     out = *v;
   }
 
-  void rules(const char* path, std::vector<ModeRule>& out, Choices modes) {
+  template <typename T>
+  void rules(const char* path, std::vector<StreamRule<T>>& out) {
     const YAML::Node* n = find(path);
     if (n == nullptr || n->IsNull()) return;
-    const std::string shape = "expected a list of {match: REGEX, mode: MODE}";
+    const std::string shape = "expected a list of {match: REGEX, mode: " + choice_expectation(choice_names(T{})) + "}";
     if (!n->IsSequence()) return fail(path, *n, shape + ", got " + describe(*n));
-    std::vector<ModeRule> parsed;
+    std::vector<StreamRule<T>> parsed;
     for (std::size_t i = 0; i < n->size(); ++i) {
       const YAML::Node item = (*n)[i];
       const std::string where = std::string(path) + "[" + std::to_string(i) + "]";
@@ -244,13 +254,16 @@ class YamlReader {
         status_ = Status::error(yaml_error(source_, where, shape + ", got " + describe(item), item));
         return;
       }
-      ModeRule rule{item["match"].Scalar(), item["mode"].Scalar()};
-      const std::string problem = rule_problem(rule, modes);
+      const std::string match = item["match"].Scalar();
+      std::string problem = match_problem(match);
+      const std::optional<T> value = choice_from_name<T>(item["mode"].Scalar());
+      if (problem.empty() && !value)
+        problem = "\"mode\" must be " + choice_expectation(choice_names(T{})) + ", got " + describe(item["mode"]);
       if (!problem.empty()) {
         status_ = Status::error(yaml_error(source_, where, problem, item));
         return;
       }
-      parsed.push_back(std::move(rule));
+      parsed.push_back({match, *value});
     }
     out = std::move(parsed);
   }

@@ -59,6 +59,31 @@ Status validate_daemon_config(const DaemonConfig& config) {
   }
 }
 
+std::string to_string(Rgb colour) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "#";
+  for (const uint8_t c : {colour.r, colour.g, colour.b}) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::optional<Rgb> parse_rgb(std::string_view text) {
+  if (text.size() != 7 || text[0] != '#') return std::nullopt;
+  uint8_t channels[3] = {};
+  for (size_t i = 1; i < 7; ++i) {
+    const char c = text[i];
+    int digit = -1;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+    if (digit < 0) return std::nullopt;
+    channels[(i - 1) / 2] = static_cast<uint8_t>(channels[(i - 1) / 2] * 16 + digit);
+  }
+  return Rgb{channels[0], channels[1], channels[2]};
+}
+
 nlohmann::json to_json(const DaemonConfig& config) { return config_detail::write_json(config); }
 
 StatusOr<DaemonConfig> daemon_config_from_json(const nlohmann::json& json) {

@@ -13,30 +13,90 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tensorscope/base/status.h"
+#include "tensorscope/shared/render_modes.h"
 
 namespace tensorscope {
 
-// Accepted values of the enumerated keys (the YAML spelling, lower case).
-inline constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
-                                                               "warn",  "error", "off"};
+// The enumerated keys, each an enum and its YAML/JSON spelling (lower case), indexed by
+// value: the one definition the readers, the writer and the messages ("expected one of
+// ...") derive from. choice_names() finds a type's spelling; "" marks a value no config
+// may name. A new value: a member here, its name beside it (checked below), and the
+// switches over the enum (the build fails on one that misses it).
+enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+inline constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
+enum class VideoCodec : uint8_t { kAuto, kAvc1, kMp4v };  // auto: avc1 when this FFmpeg has libx264
 inline constexpr std::array<std::string_view, 3> kVideoCodecs = {"auto", "avc1", "mp4v"};
-// Render modes the daemon implements; add one here when its renderer lands.
-inline constexpr std::array<std::string_view, 8> kRenderModes = {
-    "auto", "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats"};
-// Histogram count axis (auto: log when most bars would be too small to see) and value
-// axis (auto: symlog when the body spans orders of magnitude).
-inline constexpr std::array<std::string_view, 3> kHistogramScales = {"auto", "linear", "log"};
-inline constexpr std::array<std::string_view, 3> kHistogramAxes = {"auto", "linear", "symlog"};
+// A render mode is the wire's (tensorscope/shared/render_modes.h, kRenderModeNames).
+using RenderMode = wire::RenderHint;
+// Histogram value axis (auto: symlog when the body spans orders of magnitude) and count
+// axis (auto: log when most bars would be too small to see).
+enum class ValueAxis : uint8_t { kAuto, kLinear, kSymlog };
+inline constexpr std::array<std::string_view, 3> kValueAxes = {"auto", "linear", "symlog"};
+enum class CountScale : uint8_t { kAuto, kLinear, kLog };
+inline constexpr std::array<std::string_view, 3> kCountScales = {"auto", "linear", "log"};
+enum class HeatmapReduction : uint8_t { kMean, kMaxAbs };
 inline constexpr std::array<std::string_view, 2> kHeatmapReductions = {"mean", "max_abs"};
+enum class PcaLayout : uint8_t { kFirstDim, kFirstTwoDims };
 inline constexpr std::array<std::string_view, 2> kPcaLayouts = {"first_dim", "first_two_dims"};
-inline constexpr std::array<std::string_view, 4> kHdf5Dtypes = {"keep", "float32", "float16",
-                                                                "float64"};
-inline constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
+enum class Hdf5Dtype : uint8_t { kKeep, kFloat32, kFloat16, kFloat64 };
+inline constexpr std::array<std::string_view, 4> kHdf5Dtypes = {"keep", "float32", "float16", "float64"};
+inline constexpr std::array<std::string_view, 2> kBooleans = {"false", "true"};  // a bool's spelling
+// Every value has its name: the last value's index is the last name's.
+static_assert(kLogLevels.size() == static_cast<size_t>(LogLevel::kOff) + 1);
+static_assert(kVideoCodecs.size() == static_cast<size_t>(VideoCodec::kMp4v) + 1);
+static_assert(kValueAxes.size() == static_cast<size_t>(ValueAxis::kSymlog) + 1);
+static_assert(kCountScales.size() == static_cast<size_t>(CountScale::kLog) + 1);
+static_assert(kHeatmapReductions.size() == static_cast<size_t>(HeatmapReduction::kMaxAbs) + 1);
+static_assert(kPcaLayouts.size() == static_cast<size_t>(PcaLayout::kFirstTwoDims) + 1);
+static_assert(kHdf5Dtypes.size() == static_cast<size_t>(Hdf5Dtype::kFloat64) + 1);
+
+constexpr std::span<const std::string_view> choice_names(LogLevel) { return kLogLevels; }
+constexpr std::span<const std::string_view> choice_names(VideoCodec) { return kVideoCodecs; }
+constexpr std::span<const std::string_view> choice_names(RenderMode) { return wire::kRenderModeNames; }
+constexpr std::span<const std::string_view> choice_names(ValueAxis) { return kValueAxes; }
+constexpr std::span<const std::string_view> choice_names(CountScale) { return kCountScales; }
+constexpr std::span<const std::string_view> choice_names(HeatmapReduction) { return kHeatmapReductions; }
+constexpr std::span<const std::string_view> choice_names(PcaLayout) { return kPcaLayouts; }
+constexpr std::span<const std::string_view> choice_names(Hdf5Dtype) { return kHdf5Dtypes; }
+constexpr std::span<const std::string_view> choice_names(bool) { return kBooleans; }
+
+// The spelling of `value` ("" for a value without one).
+template <typename E>
+constexpr std::string_view choice_name(E value) {
+  const auto names = choice_names(E{});
+  const auto index = static_cast<size_t>(value);
+  return index < names.size() ? names[index] : std::string_view();
+}
+
+// The value spelled `name`; nullopt for "" and any other text.
+template <typename E>
+constexpr std::optional<E> choice_from_name(std::string_view name) {
+  const auto names = choice_names(E{});
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!names[i].empty() && names[i] == name) return static_cast<E>(i);
+  }
+  return std::nullopt;
+}
+
+// A colour, written "#rrggbb" in the config.
+struct Rgb {
+  uint8_t r = 0;
+  uint8_t g = 0;
+  uint8_t b = 0;
+  bool operator==(const Rgb&) const = default;
+};
+
+// "#rrggbb" (lower case).
+std::string to_string(Rgb colour);
+// The colour "#rrggbb" (either case) names; nullopt for any other text.
+std::optional<Rgb> parse_rgb(std::string_view text);
 
 // A config file larger than this is refused (protects against /dev/zero and the like).
 inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
@@ -46,17 +106,20 @@ struct VideoConfig {
   int height = 480;            // pixels, 120..4320
   double fps = 10.0;           // frames per second, > 0 and <= 240
   int max_frames = 1000;       // frames per video file before a new segment starts, 1..10^7
-  std::string codec = "auto";  // one of kVideoCodecs
+  VideoCodec codec = VideoCodec::kAuto;
   bool operator==(const VideoConfig&) const = default;
 };
 
-// A per-stream render mode: streams whose name matches `match` (ECMAScript regex,
-// searched anywhere in the name) get `mode`. The first matching rule wins.
-struct ModeRule {
+// A per-stream setting: streams whose name matches `match` (ECMAScript regex, searched
+// anywhere in the name) get `value` (spelled "mode" in the config). The first matching
+// rule wins.
+template <typename T>
+struct StreamRule {
   std::string match;
-  std::string mode;  // one of kRenderModes
-  bool operator==(const ModeRule&) const = default;
+  T value{};
+  bool operator==(const StreamRule&) const = default;
 };
+using ModeRule = StreamRule<RenderMode>;
 
 // A fixed histogram range for streams whose name matches `match` (instead of the range
 // chosen from the stream's first frame).
@@ -68,18 +131,18 @@ struct RangeRule {
 };
 
 struct RenderConfig {
-  std::string mode = "auto";           // one of kRenderModes
+  RenderMode mode = RenderMode::kAuto;  // never kDefault
   std::vector<ModeRule> stream_modes;  // per-stream overrides, before the client's hint
   std::vector<RangeRule> histogram_ranges;  // per-stream fixed histogram ranges
   int histogram_bins = 64;             // 2..4096
   double histogram_margin = 0.1;  // 0..1: fraction of the body's width added each side
-  std::string histogram_axis = "auto";      // one of kHistogramAxes (value axis)
-  std::vector<ModeRule> histogram_axis_streams;   // per-stream value axis (mode: an axis)
-  std::string histogram_scale = "auto";    // one of kHistogramScales (counts axis)
-  std::vector<ModeRule> histogram_scale_streams;  // per-stream count axis (mode: a scale)
+  ValueAxis histogram_axis = ValueAxis::kAuto;
+  std::vector<StreamRule<ValueAxis>> histogram_axis_streams;  // per stream
+  CountScale histogram_scale = CountScale::kAuto;
+  std::vector<StreamRule<CountScale>> histogram_scale_streams;  // per stream
   int histogram_rerange_frames = 10;       // 1..100000: frames between two range changes
-  std::string heatmap_reduction = "mean";  // one of kHeatmapReductions
-  std::string pca_layout = "first_dim";    // one of kPcaLayouts: what a row is
+  HeatmapReduction heatmap_reduction = HeatmapReduction::kMean;
+  PcaLayout pca_layout = PcaLayout::kFirstDim;  // what a row is
   double tsne_perplexity = 30;             // 2..100
   int tsne_iterations = 750;               // 50..10000, a stream's first frame
   int tsne_warm_iterations = 150;          // 10..10000, later frames (warm-started)
@@ -100,9 +163,9 @@ struct RecordConfig {
   std::string npy = "";
   std::string hdf5 = "";
   std::string tree = ".*";  // tracks (by name) whose module tree log is written
-  std::string hdf5_dtype = "keep";              // one of kHdf5Dtypes: stored element type
+  Hdf5Dtype hdf5_dtype = Hdf5Dtype::kKeep;      // stored element type
   int hdf5_gzip = 4;                            // 0 (none) .. 9
-  std::string hdf5_change_detection = "true";   // one of kBooleans: skip repeated values
+  bool hdf5_change_detection = true;            // skip repeated values
   int64_t hdf5_rotate_bytes = 268435456;        // >= 1048576: finalize a file after this
   int hdf5_rotate_seconds = 60;                 // 1..86400: ... or after this long
   int hdf5_flush_seconds = 5;                   // 0..3600: flush the open file this often
@@ -123,13 +186,13 @@ struct LimitsConfig {
   bool operator==(const LimitsConfig&) const = default;
 };
 
-// Frame colours, "#rrggbb".
+// Frame colours.
 struct StyleConfig {
-  std::string background = "#1c1e22";
-  std::string foreground = "#e6e8eb";
-  std::string bar = "#489cde";
-  std::string grid = "#383b40";
-  std::string accent = "#ffac40";
+  Rgb background{0x1c, 0x1e, 0x22};
+  Rgb foreground{0xe6, 0xe8, 0xeb};
+  Rgb bar{0x48, 0x9c, 0xde};
+  Rgb grid{0x38, 0x3b, 0x40};
+  Rgb accent{0xff, 0xac, 0x40};
   bool operator==(const StyleConfig&) const = default;
 };
 
@@ -151,9 +214,9 @@ struct LiveConfig {
   int board_mb = 8;                // 1..4096: each worker's board (at most 1/16 of free shm)
   int jpeg_quality = 80;           // 10..100
   int width = 320;                 // 0..7680: frames wider are scaled down to this (0: never)
-  std::string serve = "false";     // one of kBooleans: serve the page (tensorscoped --view)
+  bool serve = false;              // serve the page (tensorscoped --view)
   std::string address = "127.0.0.1";  // where it listens
-  std::string allow_remote = "false";  // one of kBooleans: required for a non-loopback address
+  bool allow_remote = false;       // required for a non-loopback address
   int port = 0;                    // 0..65535 (0: a free port, printed)
   int history_mb = 64;             // 1..65536: frames the page's step cursor can go back to
   bool operator==(const LiveConfig&) const = default;
@@ -186,12 +249,12 @@ struct OverviewConfig {
 struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
   std::string output_dir = "tensorscope_out";  // non-empty
-  std::string output_private = "false";        // one of kBooleans: outputs 0600 in 0700
+  bool output_private = false;                 // outputs 0600 in 0700
   std::string runtime_dir;                     // "" = automatic ($TENSORSCOPE_RUNTIME_DIR,
                                                // else /dev/shm/tensorscope-<uid>)
   int workers = 2;                             // 1..64
   int render_threads = 0;                      // per worker, 0..64; 0 = one per CPU it may use, <= 8
-  std::string log_level = "info";              // one of kLogLevels
+  LogLevel log_level = LogLevel::kInfo;
   VideoConfig video;
   RenderConfig render;
   StyleConfig style;

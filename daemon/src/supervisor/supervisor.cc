@@ -4,6 +4,7 @@
 #include "tensorscope/base/process_stat.h"
 
 #include "worker/device_payload_reader.h"
+#include "supervisor/registration.h"
 #include "supervisor/run_info_writer.h"
 #include "supervisor/video_recovery.h"
 
@@ -152,7 +153,7 @@ Status Supervisor::start() {
   }
   session_dir_ = config_.output_dir + "/" + config_.session;
   anomalies_ = std::make_unique<AnomalyLog>(session_dir_);
-  if (config_.output_private == "true") {
+  if (config_.output_private) {
     // Everything this process and its workers (which inherit the mask) make from now on is
     // the user's only; the session directory too, even when it was there before.
     ::umask(::umask(0) | 077);
@@ -160,7 +161,7 @@ Status Supervisor::start() {
   std::error_code ec;
   std::filesystem::create_directories(session_dir_, ec);
   if (ec) return Status::error("cannot create output directory " + session_dir_ + ": " + ec.message());
-  if (config_.output_private == "true" && ::chmod(session_dir_.c_str(), 0700) != 0) {
+  if (config_.output_private && ::chmod(session_dir_.c_str(), 0700) != 0) {
     return Status::from_errno("cannot make the output directory " + session_dir_ + " private", errno);
   }
   index_ = std::make_unique<IndexWriter>(session_dir_);
@@ -439,67 +440,23 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   };
   auto cred = peer_credentials(connection.fd());
   if (!cred) return refuse(cred.message());
-  if (!m.contains("abi") || !m["abi"].is_number_unsigned()) return refuse("registration without an ABI version");
-  const uint64_t abi = m["abi"].get<uint64_t>();
-  if (abi != wire::kAbiVersion) {
-    return refuse("client speaks wire ABI version " + std::to_string(abi) +
-                  " but this daemon speaks version " + std::to_string(wire::kAbiVersion) +
-                  ": use the same tensorscope version in the client and the daemon");
-  }
-  const auto protocol = m.find(control::kProtocol);
-  if (protocol == m.end() || !protocol->is_number_integer() ||
-      protocol->get<int64_t>() != control::kControlProtocolVersion) {
-    return refuse("client speaks control protocol version " +
-                  (protocol == m.end()        ? std::string("(none)")
-                   : protocol->is_number() ? protocol->dump()
-                                           : quote_for_message(protocol->dump())) +
-                  " but this daemon speaks version " + std::to_string(control::kControlProtocolVersion) +
-                  ": use the same tensorscope version in the client and the daemon");
-  }
-  const auto session = m.value("session", std::string());
-  if (session != config_.session) return refuse("registration for session " + quote_for_message(session));
-  const auto segment_name = m.value("segment", std::string());
-  if (!is_segment_file_name(segment_name, config_.session)) {
-    return refuse("bad segment name " + quote_for_message(segment_name));
-  }
-  const std::string expected_prefix = config_.session + "." + std::to_string(cred->pid) + ".";
-  if (segment_name.rfind(expected_prefix, 0) != 0) {
-    return refuse("segment '" + segment_name + "' does not belong to the connecting pid " +
-                  std::to_string(cred->pid));
-  }
-  const std::string path = runtime_dir_ + "/" + segment_name;
-  const int segment_fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (segment_fd < 0) return refuse("cannot open segment " + path + ": " + errno_text(errno));
-  auto segment = SharedSegment::open_descriptor(segment_fd, path);
-  if (!segment || (*segment)->header()->producer_pid != cred->pid) {
-    ::close(segment_fd);
-    if (!segment) return refuse(segment.message());
-    return refuse("segment header names pid " + std::to_string((*segment)->header()->producer_pid) +
-                  ", the peer is pid " + std::to_string(cred->pid));
-  }
+  StatusOr<AcceptedRegistration> accepted = check_registration(m, *cred, config_.session, runtime_dir_);
+  if (!accepted) return refuse(accepted.message());
 
   Producer producer;
   producer.id = next_producer_id_++;
   producer.pid = cred->pid;
-  producer.rank = (*segment)->header()->rank;
-  producer.segment_path = path;
-  producer.segment_fd = segment_fd;
-  producer.segment = std::move(*segment);
+  producer.rank = accepted->segment->header()->rank;
+  producer.segment_path = accepted->segment_path;
+  producer.segment_fd = accepted->segment_fd;
+  producer.segment = std::move(accepted->segment);
   producer.worker = pick_worker();
   producer.registered_ms = now_ms();
-  // Whether the workers can read CUDA IPC payloads; when not, the client copies CUDA
-  // tensors through pinned host memory and the ring instead (and says so in stats()).
   std::string cuda_note;
   const bool cuda_ipc = device_payloads_supported(&cuda_note);
-  Status replied = connection.send({{control::kType, control::kRegistered},
-                                    {control::kProducerId, producer.id},
-                                    {"cuda_ipc", cuda_ipc},
-                                    {"module_tree", true},
-                                    {"summaries", true},
-                                    {"cuda_note", cuda_note}},
-                                   -1, kRegisterReplyTimeoutMs);
+  Status replied = connection.send(registered_reply(producer.id, cuda_ipc, cuda_note), -1, kRegisterReplyTimeoutMs);
   if (!replied) {
-    ::close(segment_fd);
+    ::close(producer.segment_fd);
     return refuse(replied.message());
   }
   producer.connection = std::move(connection);

@@ -30,7 +30,7 @@ DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
   };
 }
 
-// The first rule (ModeRule, RangeRule) whose regex `match` is found in `stream`; nullptr
+// The first rule (StreamRule, RangeRule) whose regex `match` is found in `stream`; nullptr
 // when none is.
 template <typename Rule>
 const Rule* first_match(const std::vector<Rule>& rules, const std::string& stream) {
@@ -49,16 +49,18 @@ plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
   plotting::AdaptiveHistogramOptions o;
   o.bins = config.histogram_bins;
   o.margin = config.histogram_margin;
-  const ModeRule* axis_rule = first_match(config.histogram_axis_streams, stream);
-  const std::string& axis = axis_rule != nullptr ? axis_rule->mode : config.histogram_axis;
-  o.axis = axis == "linear"   ? plotting::AxisChoice::kLinear
-           : axis == "symlog" ? plotting::AxisChoice::kSymlog
-                              : plotting::AxisChoice::kAuto;
-  const ModeRule* scale_rule = first_match(config.histogram_scale_streams, stream);
-  const std::string& counts = scale_rule != nullptr ? scale_rule->mode : config.histogram_scale;
-  o.counts = counts == "linear" ? plotting::CountChoice::kLinear
-             : counts == "log"  ? plotting::CountChoice::kLog
-                                : plotting::CountChoice::kAuto;
+  const auto* axis_rule = first_match(config.histogram_axis_streams, stream);
+  switch (axis_rule != nullptr ? axis_rule->value : config.histogram_axis) {
+    case ValueAxis::kAuto: o.axis = plotting::AxisChoice::kAuto; break;
+    case ValueAxis::kLinear: o.axis = plotting::AxisChoice::kLinear; break;
+    case ValueAxis::kSymlog: o.axis = plotting::AxisChoice::kSymlog; break;
+  }
+  const auto* scale_rule = first_match(config.histogram_scale_streams, stream);
+  switch (scale_rule != nullptr ? scale_rule->value : config.histogram_scale) {
+    case CountScale::kAuto: o.counts = plotting::CountChoice::kAuto; break;
+    case CountScale::kLinear: o.counts = plotting::CountChoice::kLinear; break;
+    case CountScale::kLog: o.counts = plotting::CountChoice::kLog; break;
+  }
   o.rerange.min_frames = config.histogram_rerange_frames;
   // A configured range (render.histogram_ranges) fixes the bins from the first frame.
   if (const RangeRule* range = first_match(config.histogram_ranges, stream)) {
@@ -165,8 +167,8 @@ class StatsRenderer final : public FrameRenderer {
 class PcaRenderer final : public FrameRenderer {
  public:
   explicit PcaRenderer(const RenderConfig& config) {
-    options_.layout = config.pca_layout == "first_two_dims" ? plotting::PcaRowLayout::kFirstTwoDims
-                                                            : plotting::PcaRowLayout::kFirstDim;
+    options_.layout = config.pca_layout == PcaLayout::kFirstTwoDims ? plotting::PcaRowLayout::kFirstTwoDims
+                                                                    : plotting::PcaRowLayout::kFirstDim;
   }
 
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
@@ -267,23 +269,21 @@ class TsneRenderer final : public FrameRenderer {
 
 }  // namespace
 
-bool can_render(const std::string& mode) {
-  return mode == "histogram" || mode == "line" || mode == "heatmap" || mode == "force2d" ||
-         mode == "stats" || mode == "pca" || mode == "tsne";
-}
-
-std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
-                                                   const RenderConfig& config, int frame_width,
+std::unique_ptr<FrameRenderer> make_frame_renderer(RenderMode mode, const RenderConfig& config, int frame_width,
                                                    const std::string& stream) {
-  const auto reduction = config.heatmap_reduction == "max_abs" ? plotting::HeatmapReduction::kMaxAbs
-                                                               : plotting::HeatmapReduction::kMean;
-  if (mode == "histogram") return std::make_unique<HistogramRenderer>(config, stream);
-  if (mode == "line") return std::make_unique<LineRenderer>(frame_width);
-  if (mode == "heatmap") return std::make_unique<HeatmapRenderer>(false, reduction);
-  if (mode == "force2d") return std::make_unique<HeatmapRenderer>(true, reduction);
-  if (mode == "stats") return std::make_unique<StatsRenderer>();
-  if (mode == "pca") return std::make_unique<PcaRenderer>(config);
-  if (mode == "tsne") return std::make_unique<TsneRenderer>(config);
+  const auto reduction = config.heatmap_reduction == HeatmapReduction::kMaxAbs ? plotting::HeatmapReduction::kMaxAbs
+                                                                               : plotting::HeatmapReduction::kMean;
+  switch (mode) {  // every mode (a new one without a case fails the build: -Werror=switch)
+    case RenderMode::kHistogram: return std::make_unique<HistogramRenderer>(config, stream);
+    case RenderMode::kLine: return std::make_unique<LineRenderer>(frame_width);
+    case RenderMode::kHeatmap: return std::make_unique<HeatmapRenderer>(false, reduction);
+    case RenderMode::kForce2d: return std::make_unique<HeatmapRenderer>(true, reduction);
+    case RenderMode::kStats: return std::make_unique<StatsRenderer>();
+    case RenderMode::kPca: return std::make_unique<PcaRenderer>(config);
+    case RenderMode::kTsne: return std::make_unique<TsneRenderer>(config);
+    case RenderMode::kDefault:
+    case RenderMode::kAuto: break;
+  }
   return nullptr;
 }
 

@@ -30,13 +30,10 @@ class FrameRenderer {
   virtual DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) = 0;
 };
 
-// True when make_frame_renderer(mode) gives a renderer.
-bool can_render(const std::string& mode);
-
-// The renderer for `mode`, or nullptr when this daemon cannot draw that mode.
-// `frame_width`: pixels across, the resolution line plots reduce to; `stream`: the
+// The renderer for `mode`: every mode but kDefault and kAuto (resolved before, by the
+// mode selector), which give nullptr. `frame_width`: pixels across, the resolution line plots reduce to; `stream`: the
 // stream's name (for per-stream settings such as render.histogram_ranges).
-std::unique_ptr<FrameRenderer> make_frame_renderer(const std::string& mode,
+std::unique_ptr<FrameRenderer> make_frame_renderer(RenderMode mode,
                                                    const RenderConfig& config, int frame_width,
                                                    const std::string& stream);
 

@@ -266,9 +266,9 @@ void RecordSinks::write(Job& job) {
       std::string why;
       const std::string dir = session_dir_ + "/hdf5";
       recording::Hdf5SinkOptions options;
-      options.dtype = config_.hdf5_dtype;
+      options.dtype = std::string(choice_name(config_.hdf5_dtype));
       options.gzip_level = config_.hdf5_gzip;
-      options.change_detection = config_.hdf5_change_detection == "true";
+      options.change_detection = config_.hdf5_change_detection;
       options.rotate_bytes = static_cast<uint64_t>(config_.hdf5_rotate_bytes);
       options.rotate_seconds = config_.hdf5_rotate_seconds;
       options.flush_seconds = config_.hdf5_flush_seconds;

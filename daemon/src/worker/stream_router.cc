@@ -19,16 +19,6 @@ StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
   for (size_t i = 0; i < lane_streams_.size(); ++i) open_limits_.push_back(std::make_unique<OpenVideoLimit>(per_lane));
 }
 
-std::string StreamRouter::mode_for(const wire::RecordHeader& header) {
-  std::string mode = selector_.select(header);
-  if (can_render(mode)) return mode;
-  if (unavailable_logged_.insert(mode).second) {
-    TS_LOG_WARN("render mode '{}' is not available in this daemon; drawing histograms instead",
-                mode);
-  }
-  return "histogram";
-}
-
 std::shared_ptr<StreamVideo> StreamRouter::add(const StreamKey& key, const std::string& kind,
                                                std::unique_ptr<FrameRenderer> renderer) {
   if (static_cast<int64_t>(streams_.size()) >= config_.limits.max_streams_per_worker) {
@@ -49,12 +39,13 @@ std::shared_ptr<StreamVideo> StreamRouter::add(const StreamKey& key, const std::
 }
 
 StreamRouter::Routed StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
+  const RenderMode mode = mode_for(record.header);
   StreamKey key{producer_id, producer_pid, record.header.name, record.header.device, record.header.rank,
-                mode_for(record.header)};
+                std::string(wire::render_mode_name(mode))};
   auto it = streams_.find(key);
   if (it != streams_.end()) return {it->second->prepare(record)};
   auto video = add(key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),
-                   make_frame_renderer(key.mode, config_.render, config_.video.width, key.stream));
+                   make_frame_renderer(mode, config_.render, config_.video.width, key.stream));
   if (!video) return {RenderJob{}, true};
   return {video->prepare(record)};
 }

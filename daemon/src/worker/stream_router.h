@@ -60,9 +60,8 @@ class StreamRouter {
   void probe_output(int64_t now_ms) { output_health_.probe(session_dir_, now_ms); }
   nlohmann::json stream_summaries() const;
 
-  // The render mode a record gets: ModeSelector's choice when this daemon can draw it,
-  // else histogram (logged once per mode).
-  std::string mode_for(const wire::RecordHeader& header);
+  // The render mode a record gets (ModeSelector's choice).
+  RenderMode mode_for(const wire::RecordHeader& header) { return selector_.select(header); }
 
  private:
   const DaemonConfig& config_;
@@ -78,7 +77,6 @@ class StreamRouter {
   std::vector<RenderJob> finish_where(const std::function<bool(const StreamKey&)>& pick);
 
   ModeSelector selector_;
-  std::set<std::string> unavailable_logged_;
   mutable std::mutex mutex_;  // guards streams_ against stream_summaries()
   std::map<StreamKey, std::shared_ptr<StreamVideo>> streams_;
   uint64_t dropped_over_limit_ = 0;

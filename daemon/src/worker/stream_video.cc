@@ -75,7 +75,7 @@ bool StreamVideo::open_segment(std::string* error, int* err) {
   writer_ = std::make_unique<plotting::VideoWriter>();
   if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp,
                      config_.video.width, config_.video.height, config_.video.fps,
-                     config_.video.codec, error)) {
+                     std::string(choice_name(config_.video.codec)), error)) {
     *err = writer_->last_errno();
     writer_.reset();
     return false;
@@ -89,21 +89,15 @@ bool StreamVideo::open_segment(std::string* error, int* err) {
 }
 
 plotting::FrameStyle frame_style(const DaemonConfig& config) {
-  // "#rrggbb" (checked by the config loader) to OpenCV's BGR.
-  auto color = [](const std::string& hex, const cv::Scalar& fallback) {
-    if (hex.size() != 7 || hex[0] != '#') return fallback;
-    const unsigned long v = std::strtoul(hex.c_str() + 1, nullptr, 16);
-    return cv::Scalar(static_cast<double>(v & 0xff), static_cast<double>((v >> 8) & 0xff),
-                      static_cast<double>((v >> 16) & 0xff));
-  };
+  auto color = [](const Rgb& c) { return cv::Scalar(c.b, c.g, c.r); };  // OpenCV's BGR
   plotting::FrameStyle style;
   style.width = config.video.width;
   style.height = config.video.height;
-  style.background = color(config.style.background, style.background);
-  style.foreground = color(config.style.foreground, style.foreground);
-  style.bar = color(config.style.bar, style.bar);
-  style.grid = color(config.style.grid, style.grid);
-  style.accent = color(config.style.accent, style.accent);
+  style.background = color(config.style.background);
+  style.foreground = color(config.style.foreground);
+  style.bar = color(config.style.bar);
+  style.grid = color(config.style.grid);
+  style.accent = color(config.style.accent);
   return style;
 }
 

@@ -51,7 +51,7 @@ Status Worker::configure(const nlohmann::json& message) {
   session_dir_ = message.value("session_dir", "");
   index_ = message.value("worker_index", -1);
   if (session_dir_.empty()) return Status::error("no session_dir in worker config");
-  (void)init_logging(config_.log_level, "worker-" + std::to_string(index_));
+  (void)init_logging(std::string(choice_name(config_.log_level)), "worker-" + std::to_string(index_));
   live_ = LivePublisher::create(config_, index_);
   queue_ = std::make_unique<RenderQueue>(render_thread_count(config_.render_threads), kQueueCapacity);
   auto list_file = [this](const IndexEntry& e) { post({{control::kType, control::kFile}, {"entry", to_json(e)}}); };

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include <torch/torch.h>
 
 #include <tensorscope/tensorscope.h>
+
+#include "client_impl.h"
+#include "core_option_table.h"
 
 #include "temp_dir.h"
 
@@ -76,6 +80,44 @@ TEST(Client, StepAndRank) {
   Client bad_env(isolated(dir));
   EXPECT_EQ(bad_env.rank(), 0);
   ::unsetenv("RANK");
+}
+
+// Every option of the list (client_option_list.h) comes from ClientOptions with its
+// default, through core_options().
+struct OptionValues {
+  std::map<std::string, std::string> values;
+  void option(const char* n, const std::string& v, option_rules::Text) { values[n] = v; }
+  template <typename T>
+  void option(const char* n, const T& v, option_rules::Integer) {
+    values[n] = std::to_string(v);
+  }
+  void option(const char* n, const double& v, option_rules::Number) { values[n] = std::to_string(v); }
+  void option(const char* n, const bool& v, option_rules::Flag) { values[n] = v ? "true" : "false"; }
+  void option(const char* n, const std::optional<int>& v, option_rules::Rank) {
+    values[n] = v ? std::to_string(*v) : "unset";
+  }
+};
+
+TEST(Client, OptionsDefaultToTheTableOfOptions) {
+  OptionValues from_client, from_table;
+  const CoreOptions core = core_options(ClientOptions());
+  const CoreOptions defaults;
+  visit_core_options(from_client, core);
+  visit_core_options(from_table, defaults);
+  EXPECT_EQ(from_client.values, from_table.values);
+  EXPECT_GE(from_table.values.size(), 20u);
+  // And each setter reaches its field.
+  const CoreOptions set = core_options(ClientOptions().every_n(7).anomaly_capture_steps(9).ring_slots(64));
+  EXPECT_EQ(set.every_n, 7);
+  EXPECT_EQ(set.anomaly_capture_steps, 9);
+  EXPECT_EQ(set.ring_slots, 64u);
+}
+
+TEST(Client, AnOptionOutOfBoundsRefusesEveryPushAndSaysWhy) {
+  testing::TempDir dir("ts-client");
+  Client client(isolated(dir).ring_slots(0));
+  EXPECT_EQ(client.push("x", torch::ones({1})), PushResult::kRefused);
+  EXPECT_EQ(client.stats().connection_note, "ring_slots must be between 1 and 1048576, not 0: every push is refused");
 }
 
 TEST(Client, BadSessionNameRefusesEveryPushWithoutThrowing) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,13 +67,13 @@ TEST(DaemonConfigTest, DefaultsMatchTheDocumentedValues) {
   EXPECT_EQ(c.output_dir, "tensorscope_out");
   EXPECT_EQ(c.runtime_dir, "");
   EXPECT_EQ(c.workers, 2);
-  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.log_level, LogLevel::kInfo);
   EXPECT_EQ(c.video.width, 640);
   EXPECT_EQ(c.video.height, 480);
   EXPECT_EQ(c.video.fps, 10.0);
   EXPECT_EQ(c.video.max_frames, 1000);
-  EXPECT_EQ(c.video.codec, "auto");
-  EXPECT_EQ(c.render.mode, "auto");
+  EXPECT_EQ(c.video.codec, VideoCodec::kAuto);
+  EXPECT_EQ(c.render.mode, RenderMode::kAuto);
   EXPECT_EQ(c.render.histogram_bins, 64);
   EXPECT_EQ(c.render.histogram_margin, 0.1);
   EXPECT_EQ(c.limits.max_record_bytes, 1073741824);
@@ -156,13 +157,13 @@ supervisor:
   EXPECT_EQ(c->output_dir, "/tmp/out");
   EXPECT_EQ(c->runtime_dir, "/tmp/rt");
   EXPECT_EQ(c->workers, 64);
-  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->log_level, LogLevel::kDebug);
   EXPECT_EQ(c->video.width, 7680);
   EXPECT_EQ(c->video.height, 120);
   EXPECT_EQ(c->video.fps, 29.97);
   EXPECT_EQ(c->video.max_frames, 10000000);
-  EXPECT_EQ(c->video.codec, "mp4v");
-  EXPECT_EQ(c->render.mode, "histogram");
+  EXPECT_EQ(c->video.codec, VideoCodec::kMp4v);
+  EXPECT_EQ(c->render.mode, RenderMode::kHistogram);
   EXPECT_EQ(c->render.histogram_bins, 2);
   EXPECT_EQ(c->render.histogram_margin, 0.0);
   EXPECT_EQ(c->limits.max_record_bytes, 9000000000LL);
@@ -429,30 +430,30 @@ DaemonConfig non_default_config() {
   DaemonConfig c;
   c.session = "s-1.x";
   c.output_dir = "/data/out dir/ü";
-  c.output_private = "true";
+  c.output_private = true;
   c.runtime_dir = "/run/ts";
   c.workers = 7;
-  c.log_level = "trace";
-  c.video = {1920, 1080, 29.97, 123, "avc1"};
-  c.render.mode = "histogram";
-  c.render.stream_modes = {{"^enc\\.", "histogram"}, {"loss", "auto"}};
+  c.log_level = LogLevel::kTrace;
+  c.video = {1920, 1080, 29.97, 123, VideoCodec::kAvc1};
+  c.render.mode = RenderMode::kHistogram;
+  c.render.stream_modes = {{"^enc\\.", RenderMode::kHistogram}, {"loss", RenderMode::kAuto}};
   c.render.histogram_bins = 17;
   c.render.histogram_margin = 0.123456789012345678;
-  c.render.histogram_scale = "log";
-  c.render.histogram_axis = "symlog";
-  c.render.histogram_axis_streams = {{"\\.weight$", "linear"}};
-  c.render.histogram_scale_streams = {{"grad", "auto"}, {"x", "linear"}};
+  c.render.histogram_scale = CountScale::kLog;
+  c.render.histogram_axis = ValueAxis::kSymlog;
+  c.render.histogram_axis_streams = {{"\\.weight$", ValueAxis::kLinear}};
+  c.render.histogram_scale_streams = {{"grad", CountScale::kAuto}, {"x", CountScale::kLinear}};
   c.render.histogram_rerange_frames = 33;
-  c.render.heatmap_reduction = "max_abs";
-  c.render.pca_layout = "first_two_dims";
+  c.render.heatmap_reduction = HeatmapReduction::kMaxAbs;
+  c.render.pca_layout = PcaLayout::kFirstTwoDims;
   c.render.tsne_perplexity = 12.5;
   c.render.tsne_iterations = 321;
   c.render.tsne_warm_iterations = 45;
   c.render.tsne_max_rows = 777;
   c.render.tsne_seed = 99;
   c.render.histogram_ranges = {{"^probs", 0, 1}, {"logits$", -10.5, 10.25}};
-  c.style.background = "#000000";
-  c.style.accent = "#FFaa00";
+  c.style.background = Rgb{0, 0, 0};
+  c.style.accent = *parse_rgb("#FFaa00");
   c.limits = {9000000000LL, 3};
   c.supervisor = {11, 12, 13, 14, 15000};
   return c;
@@ -570,7 +571,7 @@ TEST(DaemonConfigTest, StreamModesParseAndRefuseBadRules) {
   ASSERT_TRUE(ok.is_ok()) << ok.message();
   ASSERT_EQ(ok->render.stream_modes.size(), 2u);
   EXPECT_EQ(ok->render.stream_modes[0].match, "\\.attn$");
-  EXPECT_EQ(ok->render.stream_modes[1].mode, "auto");
+  EXPECT_EQ(ok->render.stream_modes[1].value, RenderMode::kAuto);
 
   auto bad_regex = parse_daemon_config("render:\n  stream_modes:\n    - {match: \"(\", mode: auto}\n", "t.yaml");
   ASSERT_FALSE(bad_regex.is_ok());
@@ -591,17 +592,17 @@ TEST(DaemonConfigTest, StreamModesParseAndRefuseBadRules) {
 
 TEST(DaemonConfigTest, HistogramAxesPerStream) {
   const DaemonConfig d;
-  EXPECT_EQ(d.render.histogram_axis, "auto");
-  EXPECT_EQ(d.render.histogram_scale, "auto");
+  EXPECT_EQ(d.render.histogram_axis, ValueAxis::kAuto);
+  EXPECT_EQ(d.render.histogram_scale, CountScale::kAuto);
   EXPECT_EQ(d.render.histogram_rerange_frames, 10);
   auto ok = parse_daemon_config(
       "render:\n  histogram_axis: linear\n  histogram_axis_streams:\n    - {match: \"weight$\", mode: symlog}\n"
       "  histogram_scale_streams:\n    - {match: grad, mode: log}\n  histogram_rerange_frames: 25\n",
       "t.yaml");
   ASSERT_TRUE(ok.is_ok()) << ok.message();
-  EXPECT_EQ(ok->render.histogram_axis, "linear");
+  EXPECT_EQ(ok->render.histogram_axis, ValueAxis::kLinear);
   ASSERT_EQ(ok->render.histogram_axis_streams.size(), 1u);
-  EXPECT_EQ(ok->render.histogram_axis_streams[0].mode, "symlog");
+  EXPECT_EQ(ok->render.histogram_axis_streams[0].value, ValueAxis::kSymlog);
   ASSERT_EQ(ok->render.histogram_scale_streams.size(), 1u);
   EXPECT_EQ(ok->render.histogram_scale_streams[0].match, "grad");
   EXPECT_EQ(ok->render.histogram_rerange_frames, 25);
@@ -629,7 +630,8 @@ TEST(DaemonConfigTest, HistogramRangesAndColours) {
   ASSERT_TRUE(ok.is_ok()) << ok.message();
   ASSERT_EQ(ok->render.histogram_ranges.size(), 1u);
   EXPECT_EQ(ok->render.histogram_ranges[0].hi, 1.0);
-  EXPECT_EQ(ok->style.bar, "#102030");
+  EXPECT_EQ(ok->style.bar, (Rgb{0x10, 0x20, 0x30}));
+  EXPECT_EQ(to_string(ok->style.bar), "#102030");
 
   auto inverted = parse_daemon_config("render:\n  histogram_ranges:\n    - {match: x, lo: 2, hi: 1}\n", "t.yaml");
   ASSERT_FALSE(inverted.is_ok());
@@ -652,9 +654,9 @@ TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
   EXPECT_EQ(ok->record.stats, ".*");
   EXPECT_EQ(ok->record.npy, "\\.grad$");
   EXPECT_EQ(ok->record.video, "");
-  EXPECT_EQ(ok->record.hdf5_dtype, "float16");
+  EXPECT_EQ(ok->record.hdf5_dtype, Hdf5Dtype::kFloat16);
   EXPECT_EQ(ok->record.hdf5_gzip, 0);
-  EXPECT_EQ(ok->record.hdf5_change_detection, "false");
+  EXPECT_FALSE(ok->record.hdf5_change_detection);
   EXPECT_EQ(ok->record.hdf5_rotate_seconds, 5);
   EXPECT_EQ(ok->record.tree, "^net$");
   EXPECT_EQ(parse_daemon_config("record:\n  npy: x\n", "t.yaml")->record.tree, ".*");
@@ -674,7 +676,7 @@ TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
   EXPECT_NE(bad_gzip.message().find("record.hdf5_gzip"), std::string::npos) << bad_gzip.message();
   auto bad_bool = parse_daemon_config("record:\n  hdf5_change_detection: maybe\n", "t.yaml");
   ASSERT_FALSE(bad_bool.is_ok());
-  EXPECT_NE(bad_bool.message().find("true, false"), std::string::npos) << bad_bool.message();
+  EXPECT_NE(bad_bool.message().find("one of false, true"), std::string::npos) << bad_bool.message();
 }
 
 TEST(DaemonConfigTest, Hdf5ChangeDetectionBytesIsACapOfAtLeastZero) {
@@ -721,6 +723,61 @@ TEST(DaemonConfigTest, Hdf5FlushSecondsIsZeroToAnHour) {
   DaemonConfig too_long = DaemonConfig::defaults();
   too_long.record.hdf5_flush_seconds = 7200;
   EXPECT_FALSE(validate_daemon_config(too_long).is_ok());
+}
+
+}  // namespace
+}  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+// Each enumerated key's spelling reads back as the value it names, and only that one.
+template <typename E>
+void expect_spelled_once() {
+  const auto names = choice_names(E{});
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty()) continue;
+    EXPECT_TRUE(seen.insert(names[i]).second) << names[i];
+    EXPECT_EQ(choice_from_name<E>(names[i]), static_cast<E>(i)) << names[i];
+    EXPECT_EQ(choice_name(static_cast<E>(i)), names[i]);
+  }
+  EXPECT_FALSE(choice_from_name<E>("").has_value());
+  EXPECT_FALSE(choice_from_name<E>("no such value").has_value());
+  EXPECT_EQ(choice_name(static_cast<E>(names.size())), "");
+}
+
+TEST(DaemonConfigTest, EveryChoiceIsSpelledOnceAndReadBack) {
+  expect_spelled_once<LogLevel>();
+  expect_spelled_once<VideoCodec>();
+  expect_spelled_once<RenderMode>();
+  expect_spelled_once<ValueAxis>();
+  expect_spelled_once<CountScale>();
+  expect_spelled_once<HeatmapReduction>();
+  expect_spelled_once<PcaLayout>();
+  expect_spelled_once<Hdf5Dtype>();
+  EXPECT_EQ(choice_from_name<bool>("true"), true);
+  EXPECT_EQ(choice_from_name<bool>("false"), false);
+  EXPECT_FALSE(choice_from_name<bool>("yes").has_value());
+  EXPECT_FALSE(choice_from_name<RenderMode>("default").has_value());  // kDefault has no name
+}
+
+// The render modes come from the wire's one list: every named mode is a render.mode.
+TEST(DaemonConfigTest, EveryRenderModeOfTheWireIsAConfigMode) {
+  for (const std::string_view name : wire::kNamedRenderModes) {
+    auto ok = parse_daemon_config("render:\n  mode: " + std::string(name) + "\n", "t.yaml");
+    ASSERT_TRUE(ok.is_ok()) << ok.message();
+    EXPECT_EQ(wire::render_mode_name(ok->render.mode), name);
+  }
+}
+
+TEST(DaemonConfigTest, ColoursReadInEitherCaseAndPrintInLowerCase) {
+  EXPECT_EQ(parse_rgb("#FFaa00"), (Rgb{0xff, 0xaa, 0x00}));
+  EXPECT_EQ(to_string(Rgb{0xff, 0xaa, 0x00}), "#ffaa00");
+  EXPECT_EQ(to_string(Rgb{1, 2, 3}), "#010203");
+  for (const char* bad : {"", "#", "#12345", "#1234567", "123456#", "#12345g", "red", " #123456"}) {
+    EXPECT_FALSE(parse_rgb(bad).has_value()) << bad;
+  }
 }
 
 }  // namespace

@@ -54,9 +54,9 @@ TEST(FrameRenderer, HistogramFramesFollowTheConfiguredAdaptiveHistogram) {
   config.histogram_bins = 40;
   config.histogram_margin = 0.05;
   config.histogram_rerange_frames = 3;
-  config.histogram_axis_streams = {{"\\.w$", "symlog"}};
+  config.histogram_axis_streams = {{"\\.w$", ValueAxis::kSymlog}};
   for (const char* name : {"layer.out", "layer.w"}) {
-    auto renderer = make_frame_renderer("histogram", config, 640, name);
+    auto renderer = make_frame_renderer(RenderMode::kHistogram, config, 640, name);
     ASSERT_NE(renderer, nullptr);
     plotting::AdaptiveHistogramOptions o;
     o.bins = 40;
@@ -85,12 +85,15 @@ TEST(FrameRenderer, HistogramFramesFollowTheConfiguredAdaptiveHistogram) {
 
 TEST(FrameRenderer, NothingToPlotIsSaidInEveryModeButStats) {
   const RenderConfig config;
+  EXPECT_EQ(make_frame_renderer(RenderMode::kAuto, config, 640, "s"), nullptr);  // resolved before
   const std::vector<float> zeros(64, 0.f);
   const std::vector<float> nans(64, NAN);
-  for (const char* mode : {"histogram", "line", "heatmap", "force2d", "pca", "tsne"}) {
+  for (uint8_t value = 1; value <= wire::kMaxRenderHint; ++value) {  // every mode (render_modes.h)
+    const auto mode = static_cast<RenderMode>(value);
+    if (mode == RenderMode::kAuto || mode == RenderMode::kStats) continue;
     for (const auto* values : {&zeros, &nans}) {
       auto renderer = make_frame_renderer(mode, config, 640, "s");
-      ASSERT_NE(renderer, nullptr) << mode;
+      ASSERT_NE(renderer, nullptr) << wire::render_mode_name(mode);
       const auto r = record("s", *values, {8, 8});
       const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
       const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{});
@@ -99,11 +102,11 @@ TEST(FrameRenderer, NothingToPlotIsSaidInEveryModeButStats) {
       const std::string text = plotting::degenerate_description(stats);
       EXPECT_EQ(text, values == &zeros ? "all 64 values are 0" : "all 64 values are NaN");
       EXPECT_TRUE(same(got, plotting::draw_message_frame(info, text, plotting::FrameStyle{}, &stats)))
-          << mode;
+          << wire::render_mode_name(mode);
     }
   }
   // The stats mode draws one point per step: a constant is a value like any other.
-  auto stats_renderer = make_frame_renderer("stats", config, 640, "s");
+  auto stats_renderer = make_frame_renderer(RenderMode::kStats, config, 640, "s");
   const auto r = record("s", zeros, {8, 8});
   const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
   const tensor::TensorStats stats = tensor::compute_stats(

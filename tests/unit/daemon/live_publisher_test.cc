@@ -162,7 +162,7 @@ TEST(LivePublisherTest, TheDaemonsViewShowsItsSession) {
   config.session = "exp1";
   config.runtime_dir = "/run/x";
   config.live.address = "0.0.0.0";
-  config.live.allow_remote = "true";
+  config.live.allow_remote = true;
   config.live.port = 8123;
   config.live.history_mb = 5;
   const view::ViewServerOptions o = live_view_options(config);
@@ -174,7 +174,7 @@ TEST(LivePublisherTest, TheDaemonsViewShowsItsSession) {
   EXPECT_TRUE(o.allow_remote);
   EXPECT_EQ(o.port, 8123);
   EXPECT_EQ(o.history_bytes, uint64_t{5} << 20);
-  config.live.serve = "false";
+  config.live.serve = false;
   auto none = start_live_view(config);
   ASSERT_TRUE(none.is_ok());
   EXPECT_EQ(*none, nullptr);

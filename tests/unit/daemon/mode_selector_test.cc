@@ -24,39 +24,39 @@ const wire::RecordHeader& header(const char* name, std::vector<int64_t> shape, u
 }
 
 TEST(ModeSelector, AutoGoesByShape) {
-  EXPECT_EQ(mode_by_shape(header("s", {})), "stats");
-  EXPECT_EQ(mode_by_shape(header("s", {1, 1})), "stats");
-  EXPECT_EQ(mode_by_shape(header("s", {10})), "line");
-  EXPECT_EQ(mode_by_shape(header("s", {0})), "line");
-  EXPECT_EQ(mode_by_shape(header("s", {3, 4})), "heatmap");
-  EXPECT_EQ(mode_by_shape(header("s", {2, 3, 4})), "histogram");
+  EXPECT_EQ(mode_by_shape(header("s", {})), RenderMode::kStats);
+  EXPECT_EQ(mode_by_shape(header("s", {1, 1})), RenderMode::kStats);
+  EXPECT_EQ(mode_by_shape(header("s", {10})), RenderMode::kLine);
+  EXPECT_EQ(mode_by_shape(header("s", {0})), RenderMode::kLine);
+  EXPECT_EQ(mode_by_shape(header("s", {3, 4})), RenderMode::kHeatmap);
+  EXPECT_EQ(mode_by_shape(header("s", {2, 3, 4})), RenderMode::kHistogram);
 }
 
 TEST(ModeSelector, RulesThenHintThenConfiguredMode) {
   RenderConfig config;
-  config.mode = "histogram";
-  config.stream_modes = {{"\\.attn$", "heatmap"}, {"^loss", "auto"}};
+  config.mode = RenderMode::kHistogram;
+  config.stream_modes = {{"\\.attn$", RenderMode::kHeatmap}, {"^loss", RenderMode::kAuto}};
   ModeSelector selector(config);
   const auto hinted = static_cast<uint8_t>(wire::RenderHint::kPca);
   // A matching rule wins over the client's hint.
-  EXPECT_EQ(selector.select(header("enc.0.attn", {4, 4}, hinted)), "heatmap");
+  EXPECT_EQ(selector.select(header("enc.0.attn", {4, 4}, hinted)), RenderMode::kHeatmap);
   // A rule that says auto resolves by shape.
-  EXPECT_EQ(selector.select(header("loss", {})), "stats");
+  EXPECT_EQ(selector.select(header("loss", {})), RenderMode::kStats);
   // No rule: the client's hint.
-  EXPECT_EQ(selector.select(header("enc.0.mlp", {4, 4}, hinted)), "pca");
+  EXPECT_EQ(selector.select(header("enc.0.mlp", {4, 4}, hinted)), RenderMode::kPca);
   // No rule, no hint: the configured mode.
-  EXPECT_EQ(selector.select(header("enc.0.mlp", {4, 4})), "histogram");
+  EXPECT_EQ(selector.select(header("enc.0.mlp", {4, 4})), RenderMode::kHistogram);
   // Rules are searched anywhere in the name, cached answers stay right.
-  EXPECT_EQ(selector.select(header("dec.attn", {2})), "heatmap");
-  EXPECT_EQ(selector.select(header("dec.attn", {2})), "heatmap");
-  EXPECT_EQ(selector.select(header("dec.attn.x", {2})), "histogram");
+  EXPECT_EQ(selector.select(header("dec.attn", {2})), RenderMode::kHeatmap);
+  EXPECT_EQ(selector.select(header("dec.attn", {2})), RenderMode::kHeatmap);
+  EXPECT_EQ(selector.select(header("dec.attn.x", {2})), RenderMode::kHistogram);
 }
 
 TEST(ModeSelector, AutoHintResolvesByShape) {
   RenderConfig config;
-  config.mode = "histogram";
+  config.mode = RenderMode::kHistogram;
   ModeSelector selector(config);
-  EXPECT_EQ(selector.select(header("v", {5}, static_cast<uint8_t>(wire::RenderHint::kAuto))), "line");
+  EXPECT_EQ(selector.select(header("v", {5}, static_cast<uint8_t>(wire::RenderHint::kAuto))), RenderMode::kLine);
 }
 
 }  // namespace

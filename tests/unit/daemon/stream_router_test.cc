@@ -40,7 +40,7 @@ DaemonConfig small_config() {
   DaemonConfig config;
   config.video.width = 160;
   config.video.height = 120;
-  config.video.codec = "mp4v";
+  config.video.codec = VideoCodec::kMp4v;
   config.video.max_frames = 5;
   return config;
 }
@@ -245,11 +245,13 @@ TEST(StreamRouter, EveryModeRendersPlayableVideo) {
   config.render.tsne_warm_iterations = 20;
   std::vector<IndexEntry> finished;
   StreamRouter router(config, dir.path(), [&](const IndexEntry& e) { finished.push_back(e); });
-  const std::vector<std::pair<wire::RenderHint, std::string>> modes = {
-      {wire::RenderHint::kLine, "line"},       {wire::RenderHint::kHistogram, "histogram"},
-      {wire::RenderHint::kHeatmap, "heatmap"}, {wire::RenderHint::kForce2d, "force2d"},
-      {wire::RenderHint::kPca, "pca"},         {wire::RenderHint::kTsne, "tsne"},
-      {wire::RenderHint::kStats, "stats"}};
+  // Every mode of the one list (render_modes.h) but auto, which resolves to one of them.
+  std::vector<std::pair<wire::RenderHint, std::string>> modes;
+  for (uint8_t value = 1; value <= wire::kMaxRenderHint; ++value) {
+    const auto hint = static_cast<wire::RenderHint>(value);
+    if (hint != wire::RenderHint::kAuto) modes.emplace_back(hint, std::string(wire::render_mode_name(hint)));
+  }
+  ASSERT_GE(modes.size(), 7u);
   for (int step = 0; step < 2; ++step) {
     for (const auto& [hint, name] : modes) {
       FakeRecord r;
@@ -258,7 +260,7 @@ TEST(StreamRouter, EveryModeRendersPlayableVideo) {
       r.view.header.shape[0] = 60;
       r.view.header.shape[1] = 8;
       r.view.header.render_hint = static_cast<uint8_t>(hint);
-      EXPECT_EQ(router.mode_for(r.view.header), name);
+      EXPECT_EQ(router.mode_for(r.view.header), hint);
       router.route(3, 1003, r.view).job();
     }
   }

@@ -55,10 +55,13 @@
 // ---------------------------------------------------------------------------------
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "tensorscope/shared/render_modes.h"
 
 namespace tensorscope::wire {
 
@@ -113,7 +116,13 @@ enum class TensorKind : uint8_t {
                            // most kMaxSummaryBytes; named after the track. Sent only to a
                            // daemon that says it reads them ("summaries" in its reply).
 };
-inline constexpr uint8_t kMaxTensorKind = 7;
+// Each kind's name, indexed by its value: tensor_kind_name, the daemon's files and
+// messages, the Python package's TENSOR_KINDS / RECORD_KINDS (through the extension).
+inline constexpr std::array<std::string_view, 8> kTensorKindNames = {
+    "invalid", "tensor", "activation", "gradient", "parameter", "parameter_gradient", "module_tree", "summary"};
+inline constexpr uint8_t kMaxTensorKind = static_cast<uint8_t>(kTensorKindNames.size() - 1);
+static_assert(static_cast<uint8_t>(TensorKind::kSummary) == kMaxTensorKind,
+              "every tensor kind has a name in kTensorKindNames, in value order");
 inline constexpr uint64_t kMaxModuleTreeBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxSummaryBytes = uint64_t{2} << 20;
 // A kind whose records carry a tensor (not a module tree or summaries).
@@ -121,20 +130,7 @@ constexpr bool is_tensor_kind(uint8_t kind) {
   return kind >= static_cast<uint8_t>(TensorKind::kTensor) && kind <= static_cast<uint8_t>(TensorKind::kParameterGradient);
 }
 
-// RecordHeader::render_hint values: the client's choice of render mode for the stream.
-// Values are part of the ABI. The daemon's per-stream config rules take precedence.
-enum class RenderHint : uint8_t {
-  kNone = 0,  // no wish: the daemon's configured mode
-  kAuto = 1,  // chosen from the tensor's shape
-  kLine = 2,
-  kHistogram = 3,
-  kHeatmap = 4,
-  kForce2d = 5,
-  kPca = 6,
-  kTsne = 7,
-  kStats = 8,
-};
-inline constexpr uint8_t kMaxRenderHint = 8;
+// RecordHeader::render_hint values: RenderHint (render_modes.h), at most kMaxRenderHint.
 
 // SegmentHeader::consumer_state values.
 enum ConsumerState : uint32_t {
@@ -383,7 +379,6 @@ const char* dtype_name(DType dtype);        // "float32", ... ; "invalid" otherw
 const char* tensor_kind_name(TensorKind k);  // "tensor", "activation", ...
 // The kind tensor_kind_name() calls `name`; kInvalid for any other text.
 TensorKind tensor_kind_from_name(std::string_view name);
-const char* render_hint_name(RenderHint h);  // "auto", "line", ...; "" for kNone
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;

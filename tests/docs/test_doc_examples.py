@@ -1,0 +1,146 @@
+"""docs.examples: the user documentation stays true. Its Python examples run (a page's
+blocks in order, after prelude.py, beside a real tensorscoped of session exp1), its YAML
+configs load (tensorscoped --check-config), the options its shell lines give exist
+(--help of the command), and the tables name every render mode and client option the
+code defines. A block is skipped only with a reason (doc_blocks.NOT_RUN)."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from doc_blocks import NOT_RUN, PAGES, REPO, all_blocks, blocks
+
+BUILD = os.environ.get("TENSORSCOPE_BUILD_DIR", os.path.join(REPO, "build"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+DAEMON = os.path.join(BUILD, "bin", "tensorscoped")
+CLI = os.path.join(BUILD, "bin", "tensorscope")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+RUNNER = """
+import json, sys
+blocks = json.load(open(sys.argv[1]))
+namespace = {"__name__": "__main__"}
+for where, code in blocks:
+    exec(compile(code, where, "exec"), namespace)
+"""
+
+
+def python_pages():
+    return [p for p in PAGES if any(b.lang == "python" and b.run for b in blocks(p))]
+
+
+def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """tensorscoped for session exp1, its outputs in tmp_path/tensorscope_runs (where the
+    examples look), stopped (every file finalized) after the test."""
+    runtime = tempfile.mkdtemp(prefix="tsdoc-", dir="/tmp")
+    log = open(tmp_path / "tensorscoped.log", "wb")
+    process = subprocess.Popen([DAEMON, "--session", "exp1", "--output", str(tmp_path / "tensorscope_runs"),
+                                "--runtime-dir", runtime], stdout=log, stderr=subprocess.STDOUT)
+    status = [CLI, "status", "--session", "exp1", "--runtime-dir", runtime, "--json"]
+    started = wait_until(lambda: process.poll() is not None or subprocess.run(status, capture_output=True).returncode == 0,
+                         60)
+    assert started and process.poll() is None, (tmp_path / "tensorscoped.log").read_text()
+    yield runtime
+    process.terminate()
+    process.wait(timeout=120)
+    log.close()
+
+
+def test_every_skipped_block_says_why():
+    for block in all_blocks():
+        if not block.run:
+            previous = open(block.page).read().split("\n")[block.line - 2]
+            assert len(previous.strip()) > len(NOT_RUN) + len(" -->") + 3, f"{block.where}: no reason given"
+
+
+@pytest.mark.parametrize("page", python_pages(), ids=lambda p: os.path.relpath(p, REPO))
+def test_python_examples_run(page, tmp_path, daemon):
+    code = [("docs/prelude.py", open(os.path.join(HERE, "prelude.py")).read())]
+    code += [(b.where, b.code) for b in blocks(page) if b.lang == "python" and b.run]
+    (tmp_path / "blocks.json").write_text(json.dumps(code))
+    env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=daemon, TENSORSCOPE_DAEMON=DAEMON,
+               PYTHONPATH=os.path.join(BUILD, "python"))
+    r = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path / "blocks.json")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=540)
+    assert r.returncode == 0, f"{os.path.relpath(page, REPO)}'s examples failed:\n{r.stdout}\n{r.stderr}"
+
+
+def test_yaml_configs_load(tmp_path):
+    configs = [b for b in all_blocks("yaml") if b.run]
+    assert configs, "no YAML examples found"
+    for block in configs:
+        path = tmp_path / "example.yaml"
+        path.write_text(block.code)
+        r = subprocess.run([DAEMON, "--check-config", "--config", str(path)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, f"{block.where}: {r.stderr}"
+
+
+def _help(command):
+    r = subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=60)
+    return r.stdout + r.stderr
+
+
+def test_shell_lines_name_real_programs_and_options():
+    helps = {}
+    checked = 0
+    for block in all_blocks("sh"):
+        for line in block.code.split("\n"):
+            line = line.split(" #")[0].strip()
+            if not line or line.startswith("#"):
+                continue
+            words = shlex.split(line)
+            program = os.path.basename(words[0])
+            if words[0].startswith(("scripts/", "./scripts/")):
+                assert os.path.exists(os.path.join(REPO, words[0])), f"{block.where}: {words[0]} does not exist"
+            if words[0].startswith("build/bin/"):
+                assert os.path.exists(os.path.join(BUILD, "bin", program)), f"{block.where}: no {words[0]}"
+            if program == "tensorscoped":
+                command = [DAEMON]
+            elif program == "tensorscope" and len(words) > 1:
+                command = [CLI, words[1]]
+            else:
+                continue
+            key = " ".join(command)
+            if key not in helps:
+                helps[key] = _help(command)
+            for word in words:
+                if word.startswith("--"):
+                    flag = word.split("=")[0]
+                    assert flag in helps[key], f"{block.where}: {' '.join(words[:2])} has no {flag}"
+                    checked += 1
+    assert checked >= 10
+
+
+def test_every_render_mode_has_its_row():
+    from tensorscope import _native
+
+    table = open(os.path.join(REPO, "docs", "user", "render_modes.md")).read()
+    for mode in _native.RENDER_MODES:
+        if mode != "default":
+            assert f"| `{mode}` |" in table, f"render mode {mode} has no row in docs/user/render_modes.md"
+
+
+def test_every_client_option_is_documented():
+    from tensorscope import _native
+
+    text = open(os.path.join(REPO, "docs", "user", "cpp.md")).read() + open(
+        os.path.join(REPO, "docs", "user", "python.md")).read()
+    for option in _native.CLIENT_OPTIONS:
+        assert f"`{option}`" in text, f"client option {option} is not named in docs/user/cpp.md or python.md"
