@@ -42,10 +42,9 @@ StatusOr<int> integer(const std::string& option, const std::string& text, std::o
         v <= std::numeric_limits<int>::max()) {
       return static_cast<int>(v);
     }
-  } catch (const std::exception&) {
-  }
-  return Status::error("--" + option + ": expected an integer" + (lo ? " >= " + std::to_string(*lo) : "") +
-                       ", got '" + text + "'");
+  } catch (const std::exception&) {}
+  return Status::error("--" + option + ": expected an integer" + (lo ? " >= " + std::to_string(*lo) : "") + ", got '" +
+                       text + "'");
 }
 
 }  // namespace
@@ -120,8 +119,8 @@ StatusOr<DaemonArgs> parse_daemon_args(int argc, const char* const* argv) {
 }
 
 StatusOr<DaemonConfig> daemon_config_for(const DaemonArgs& args) {
-  StatusOr<DaemonConfig> loaded =
-      args.config_path.empty() ? StatusOr<DaemonConfig>(DaemonConfig::defaults()) : load_daemon_config(args.config_path);
+  StatusOr<DaemonConfig> loaded = args.config_path.empty() ? StatusOr<DaemonConfig>(DaemonConfig::defaults())
+                                                           : load_daemon_config(args.config_path);
   if (!loaded) return loaded.status();
   DaemonConfig config = *loaded;
   if (args.output) config.output_dir = *args.output;
@@ -129,7 +128,7 @@ StatusOr<DaemonConfig> daemon_config_for(const DaemonArgs& args) {
   if (args.runtime_dir) config.runtime_dir = *args.runtime_dir;
   if (args.log_level) config.log_level = *args.log_level;
   if (args.workers) config.workers = *args.workers;
-  if (args.idle_exit_ms) config.supervisor.idle_exit_ms = *args.idle_exit_ms;
+  if (args.idle_exit_ms) config.supervisor.idle_exit = std::chrono::milliseconds(*args.idle_exit_ms);
   if (args.view) config.live.serve = true;
   if (Status valid = validate_daemon_config(config); !valid) return valid;
   return config;

@@ -29,26 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Relative paths of the *.npy regular files under `root`, sorted.
-StatusOr<std::set<std::string>> list_npy_files(const std::string& root) {
-  std::set<std::string> files;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
-  if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
-  for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
-    if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
-    const std::string name = it->path().filename().string();
-    if (!ends_with(name, ".npy") || name.rfind(recording::kTempNpyPrefix, 0) == 0) continue;
-    std::error_code type_ec;
-    if (!it->is_regular_file(type_ec)) continue;
-    files.insert(it->path().lexically_relative(root).generic_string());
-  }
-  if (ec) return Status::error(root + ": cannot list directory: " + ec.message());
-  return files;
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string stream_of(const std::string& relative_path) {
@@ -65,7 +46,7 @@ void fill_entry(CompareEntry& entry, StatusOr<TensorCompareResult> compared) {
   }
   entry.result = std::move(*compared);
   entry.verdict = entry.result.shape_mismatch ? CompareVerdict::kShapeMismatch
-                  : entry.result.allclose()   ? CompareVerdict::kMatch
+      : entry.result.allclose()               ? CompareVerdict::kMatch
                                               : CompareVerdict::kDiffer;
 }
 
@@ -88,11 +69,10 @@ void tally(CompareReport& report) {
 
 // Orders the entries by step, then name, and counts them (tally).
 void sort_and_tally(CompareReport& report) {
-  std::stable_sort(report.entries.begin(), report.entries.end(),
-                   [](const CompareEntry& x, const CompareEntry& y) {
-                     if (x.step != y.step) return x.step < y.step;
-                     return x.name < y.name;
-                   });
+  std::stable_sort(report.entries.begin(), report.entries.end(), [](const CompareEntry& x, const CompareEntry& y) {
+    if (x.step != y.step) return x.step < y.step;
+    return x.name < y.name;
+  });
   tally(report);
 }
 
@@ -101,7 +81,6 @@ std::string number(double value) {
   std::snprintf(text, sizeof(text), "%.6g", value);
   return text;
 }
-
 
 // ---- Named tensors: HDF5 recordings, PyTorch files, and .npy files beside them ----
 
@@ -170,7 +149,8 @@ StatusOr<DirectoryContents> list_directory(const std::string& root) {
 // Key of a recorded tensor: the path the .npy sink gives it in a dump directory, without
 // ".npy" (the stream name made a safe file name the same way: "a/b" -> "a_b~<hash>").
 std::string recording_key(int64_t step, const std::string& stream, int rank) {
-  return "step_" + std::to_string(step) + "/" + recording::sanitize_stream_name(stream) + "_rank" + std::to_string(rank);
+  return "step_" + std::to_string(step) + "/" + recording::sanitize_stream_name(stream) + "_rank" +
+      std::to_string(rank);
 }
 
 // The same name twice: keep both, the later one named "<key>#2", "#3", ... (a counter
@@ -206,8 +186,7 @@ Status add_hdf5_file(const std::string& file, Side& side) {
 // tensor "", the tensor name alone when base is ""). A file inside a directory that
 // cannot be read becomes one kUnreadable entry keyed <base>; a file given as a side is
 // an error.
-Status add_torch_file(const std::string& file, const std::string& base, bool in_directory,
-                      Side& side) {
+Status add_torch_file(const std::string& file, const std::string& base, bool in_directory, Side& side) {
   auto tensors = list_torch_tensors(file);
   if (!tensors) {
     if (!in_directory) return tensors.status();
@@ -286,8 +265,11 @@ StatusOr<std::unique_ptr<TensorSource>> open_side(const SideTensor& t, size_t ch
 }
 
 StatusOr<TensorCompareResult> compare_side_tensors(const SideTensor& a, const SideTensor& b,
-                                                   const CompareTolerance& tolerance,
-                                                   size_t chunk_bytes) {
+                                                   const CompareTolerance& tolerance, size_t chunk_bytes) {
+  // Two .npy files: the file comparison (its reads overlap the arithmetic).
+  if (a.kind == SideKind::kNpy && b.kind == SideKind::kNpy) {
+    return compare_npy_files(a.npy_path, b.npy_path, tolerance, chunk_bytes);
+  }
   auto source_a = open_side(a, chunk_bytes);
   if (!source_a) return source_a.status();
   auto source_b = open_side(b, chunk_bytes);
@@ -322,8 +304,7 @@ int64_t parse_step(const std::string& relative_path) {
   for (const auto& part : fs::path(relative_path)) {
     const std::string name = part.string();
     if (name.size() <= 5 || name.compare(0, 5, "step_") != 0 || name.size() > 5 + 18) continue;
-    if (!std::all_of(name.begin() + 5, name.end(),
-                     [](char c) { return c >= '0' && c <= '9'; })) {
+    if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       continue;
     }
     step = std::stoll(name.substr(5));
@@ -333,11 +314,11 @@ int64_t parse_step(const std::string& relative_path) {
 
 namespace {
 
-// Some side is an HDF5 recording or a PyTorch file (a file, or a directory holding
-// one): every side is a set of named tensors (see dump_compare.h).
-StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a,
-                                      const std::string& path_b, bool dir_b,
-                                      const CompareTolerance& tolerance, size_t chunk_bytes) {
+// Every side is a set of named tensors (see dump_compare.h): .npy files, HDF5 recordings
+// and PyTorch files, given as files or directories holding them. With `npy_names` (only
+// .npy files on both sides) an entry is named by its file's relative path, ".npy" and all.
+StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a, const std::string& path_b, bool dir_b,
+                                      const CompareTolerance& tolerance, size_t chunk_bytes, bool npy_names) {
   if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
   auto side_a = collect_side(path_a, dir_a);
   if (!side_a) return side_a.status();
@@ -354,7 +335,10 @@ StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a,
     CompareEntry entry;
     entry.name = path_a + " vs " + path_b;
     entry.stream = a.stream;
-    fill_entry(entry, compare_side_tensors(a, b, tolerance, chunk_bytes));
+    StatusOr<TensorCompareResult> compared = compare_side_tensors(a, b, tolerance, chunk_bytes);
+    // Two .npy files: one that cannot be read is the command's error, naming it.
+    if (!compared && npy_names) return compared.status();
+    fill_entry(entry, std::move(compared));
     report.entries.push_back(std::move(entry));
     tally(report);
     return report;
@@ -362,8 +346,7 @@ StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a,
   // A single .npy file has no name to pair by.
   if (side_a->npy_file || side_b->npy_file) {
     const bool a_is_npy = side_a->npy_file;
-    return Status::error("cannot compare a single .npy file (" + (a_is_npy ? path_a : path_b) +
-                         ") with " +
+    return Status::error("cannot compare a single .npy file (" + (a_is_npy ? path_a : path_b) + ") with " +
                          (a_is_npy ? describe_side(path_b, *side_b) : describe_side(path_a, *side_a)) +
                          ": a .npy file pairs only with a .npy file or a .pt file holding one "
                          "tensor (give a directory of .npy files named like the tensors)");
@@ -379,22 +362,18 @@ StatusOr<CompareReport> compare_named(const std::string& path_a, bool dir_a,
     const bool in_b = found_b != side_b->tensors.end();
     const SideTensor& any = in_a ? found_a->second : found_b->second;
     CompareEntry entry;
-    entry.name = key.empty() ? "(unnamed tensor)" : key;
+    entry.name = key.empty() ? "(unnamed tensor)" : npy_names ? key + ".npy" : key;
     entry.step = any.step;
     // Prefer the stream name of a recording over a .npy file name ("x_rank0").
-    entry.stream = (in_b && found_b->second.kind == SideKind::kHdf5) ? found_b->second.stream
-                                                                      : any.stream;
-    const SideTensor* unreadable = (in_a && found_a->second.kind == SideKind::kUnreadable)
-                                       ? &found_a->second
-                                   : (in_b && found_b->second.kind == SideKind::kUnreadable)
-                                       ? &found_b->second
-                                       : nullptr;
+    entry.stream = (in_b && found_b->second.kind == SideKind::kHdf5) ? found_b->second.stream : any.stream;
+    const SideTensor* unreadable = (in_a && found_a->second.kind == SideKind::kUnreadable) ? &found_a->second
+        : (in_b && found_b->second.kind == SideKind::kUnreadable)                          ? &found_b->second
+                                                                                           : nullptr;
     if (unreadable != nullptr) {
       entry.verdict = CompareVerdict::kError;
       entry.error = unreadable->error;
     } else if (in_a && in_b) {
-      fill_entry(entry,
-                 compare_side_tensors(found_a->second, found_b->second, tolerance, chunk_bytes));
+      fill_entry(entry, compare_side_tensors(found_a->second, found_b->second, tolerance, chunk_bytes));
     } else {
       entry.verdict = in_a ? CompareVerdict::kOnlyInA : CompareVerdict::kOnlyInB;
     }
@@ -422,7 +401,8 @@ StatusOr<CompareReport> compare_any(const std::string& path_a, const std::string
   }
   const bool dir_a = fs::is_directory(st_a);
   const bool dir_b = fs::is_directory(st_b);
-  // HDF5 recordings or PyTorch files on some side: sides are sets of named tensors.
+  // Both sides are sets of named tensors; with HDF5 recordings or PyTorch files on some
+  // side, named by tensor, else (.npy files only) by file.
   bool named = false;
   for (const auto& [path, dir] : {std::pair(path_a, dir_a), std::pair(path_b, dir_b)}) {
     if (!dir) {
@@ -433,51 +413,11 @@ StatusOr<CompareReport> compare_any(const std::string& path_a, const std::string
     if (!contents) return contents.status();
     named = named || !contents->hdf5.empty() || !contents->torch.empty();
   }
-  if (named) return compare_named(path_a, dir_a, path_b, dir_b, tolerance, chunk_bytes);
-  if (dir_a != dir_b) {
-    return Status::error("cannot compare a " + std::string(dir_a ? "directory" : "file") +
-                         " (" + path_a + ") with a " + (dir_b ? "directory" : "file") + " (" +
-                         path_b + ")");
+  if (!named && dir_a != dir_b) {
+    return Status::error("cannot compare a " + std::string(dir_a ? "directory" : "file") + " (" + path_a + ") with a " +
+                         (dir_b ? "directory" : "file") + " (" + path_b + ")");
   }
-
-  CompareReport report;
-  if (!dir_a) {
-    auto compared = compare_npy_files(path_a, path_b, tolerance, chunk_bytes);
-    if (!compared) return compared.status();
-    CompareEntry entry;
-    entry.name = path_a + " vs " + path_b;
-    entry.stream = stream_of(path_a);
-    fill_entry(entry, std::move(compared));
-    report.entries.push_back(std::move(entry));
-    tally(report);
-    return report;
-  }
-
-  report.directories = true;
-  auto files_a = list_npy_files(path_a);
-  if (!files_a) return files_a.status();
-  auto files_b = list_npy_files(path_b);
-  if (!files_b) return files_b.status();
-  std::set<std::string> all = *files_a;
-  all.insert(files_b->begin(), files_b->end());
-  for (const std::string& rel : all) {
-    CompareEntry entry;
-    entry.name = rel;
-    entry.step = parse_step(rel);
-    entry.stream = stream_of(rel);
-    const bool in_a = files_a->count(rel) > 0;
-    const bool in_b = files_b->count(rel) > 0;
-    if (in_a && in_b) {
-      fill_entry(entry, compare_npy_files((fs::path(path_a) / rel).string(),
-                                          (fs::path(path_b) / rel).string(), tolerance,
-                                          chunk_bytes));
-    } else {
-      entry.verdict = in_a ? CompareVerdict::kOnlyInA : CompareVerdict::kOnlyInB;
-    }
-    report.entries.push_back(std::move(entry));
-  }
-  sort_and_tally(report);
-  return report;
+  return compare_named(path_a, dir_a, path_b, dir_b, tolerance, chunk_bytes, !named);
 }
 
 }  // namespace
@@ -504,7 +444,7 @@ std::string format_entry(const CompareEntry& e) {
     case CompareVerdict::kError: return line + "  error: " + e.error;
     case CompareVerdict::kShapeMismatch:
       return line + "  shape mismatch: " + describe_tensor(r.dtype_a, r.shape_a) + " vs " +
-             describe_tensor(r.dtype_b, r.shape_b);
+          describe_tensor(r.dtype_b, r.shape_b);
     case CompareVerdict::kMatch:
     case CompareVerdict::kDiffer: break;
   }
@@ -514,23 +454,21 @@ std::string format_entry(const CompareEntry& e) {
   if (r.nonfinite_mismatches > 0) {
     line += " (" + std::to_string(r.nonfinite_mismatches) + " non-finite)";
   }
-  line += "  max_abs " + number(r.max_abs_error) + "  max_rel " + number(r.max_rel_error) +
-          "  cosine " + number(r.cosine);
+  line +=
+      "  max_abs " + number(r.max_abs_error) + "  max_rel " + number(r.max_rel_error) + "  cosine " + number(r.cosine);
   if (r.first_mismatch >= 0) {
-    line += "  first at [" + std::to_string(r.first_mismatch) + "]: " +
-            number(r.first_mismatch_a) + " vs " + number(r.first_mismatch_b);
+    line += "  first at [" + std::to_string(r.first_mismatch) + "]: " + number(r.first_mismatch_a) + " vs " +
+        number(r.first_mismatch_b);
   }
   return line;
 }
 
 std::string format_summary(const CompareReport& report) {
   std::string text = "summary: " + std::to_string(report.entries.size()) + " tensor" +
-                     (report.entries.size() == 1 ? "" : "s") + ": " +
-                     std::to_string(report.matched) + " match, " +
-                     std::to_string(report.differed) + " differ";
+      (report.entries.size() == 1 ? "" : "s") + ": " + std::to_string(report.matched) + " match, " +
+      std::to_string(report.differed) + " differ";
   if (report.directories) {
-    text += ", " + std::to_string(report.only_in_a) + " only in A, " +
-            std::to_string(report.only_in_b) + " only in B";
+    text += ", " + std::to_string(report.only_in_a) + " only in A, " + std::to_string(report.only_in_b) + " only in B";
   }
   text += ", " + std::to_string(report.errors) + " unreadable";
   if (report.all_match()) {
@@ -539,8 +477,7 @@ std::string format_summary(const CompareReport& report) {
     const CompareEntry& first = report.entries[static_cast<size_t>(report.first_divergence)];
     text += "; first divergence: ";
     if (first.step >= 0) text += "step " + std::to_string(first.step) + ", ";
-    text += "stream " + first.stream + " (" + first.name + ", " + verdict_name(first.verdict) +
-            ")";
+    text += "stream " + first.stream + " (" + first.name + ", " + verdict_name(first.verdict) + ")";
   }
   return text;
 }
@@ -558,9 +495,8 @@ std::string format_json(const CompareReport& report, const CompareTolerance& tol
     if (e.step >= 0) j["step"] = e.step;
     j["stream"] = e.stream;
     if (e.verdict == CompareVerdict::kError) j["error"] = e.error;
-    const bool compared = e.verdict == CompareVerdict::kMatch ||
-                          e.verdict == CompareVerdict::kDiffer ||
-                          e.verdict == CompareVerdict::kShapeMismatch;
+    const bool compared = e.verdict == CompareVerdict::kMatch || e.verdict == CompareVerdict::kDiffer ||
+        e.verdict == CompareVerdict::kShapeMismatch;
     if (compared) {
       const TensorCompareResult& r = e.result;
       j["dtype_a"] = wire::dtype_name(r.dtype_a);

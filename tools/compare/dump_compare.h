@@ -69,9 +69,9 @@ enum class CompareVerdict {
 const char* verdict_name(CompareVerdict verdict);
 
 struct CompareEntry {
-  std::string name;       // relative path or tensor name, "A vs B" text for two files
-  int64_t step = -1;      // from the last step_<n> path component, -1 if none
-  std::string stream;     // file name without ".npy" (recordings: the stream; .pt: the tensor name)
+  std::string name;    // relative path or tensor name, "A vs B" text for two files
+  int64_t step = -1;   // from the last step_<n> path component, -1 if none
+  std::string stream;  // file name without ".npy" (recordings: the stream; .pt: the tensor name)
   CompareVerdict verdict = CompareVerdict::kMatch;
   TensorCompareResult result;  // valid for kMatch, kDiffer, kShapeMismatch
   std::string error;           // for kError
@@ -102,8 +102,7 @@ int64_t parse_step(const std::string& relative_path);
 // file given as a side, a single .npy file against a recording, a directory of
 // named tensors or a .pt file holding other than one tensor.
 StatusOr<CompareReport> compare_paths(const std::string& path_a, const std::string& path_b,
-                                      const CompareTolerance& tolerance,
-                                      size_t chunk_bytes = kCompareChunkBytes);
+                                      const CompareTolerance& tolerance, size_t chunk_bytes = kCompareChunkBytes);
 
 // One line per entry: verdict, name, dtypes/shapes and metrics (no trailing newline).
 std::string format_entry(const CompareEntry& entry);

@@ -210,8 +210,7 @@ std::string serve_one(const std::string& request, Hdf5RowReader& reader) {
     out.u64(bytes);
     const size_t at = out.bytes().size();
     out.bytes().resize(at + bytes);
-    Status read = reader.read(tensor, first, count,
-                              reinterpret_cast<unsigned char*>(out.bytes().data() + at));
+    Status read = reader.read(tensor, first, count, reinterpret_cast<unsigned char*>(out.bytes().data() + at));
     if (!read) return reply_error(read.message());
     return std::move(out.bytes());
   }
@@ -303,8 +302,7 @@ void Hdf5ReaderProcess::stop() {
   fd_ = -1;
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {}
   }
   pid_ = 0;
 }
@@ -333,16 +331,14 @@ StatusOr<std::string> Hdf5ReaderProcess::call(const std::string& request, const 
   if (io == Io::kClosed && pid_ > 0) {
     int status = 0;
     pid_t r;
-    while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
-    }
+    while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {}
     if (r == pid_) {
       how = describe_exit(status);
       pid_ = 0;
     }
   }
   stop();
-  return Status::error("the HDF5 reader process " + how + " while reading " + file +
-                       " (the file is probably corrupt)");
+  return Status::error("the HDF5 reader process " + how + " while reading " + file + " (the file is probably corrupt)");
 }
 
 StatusOr<std::vector<Hdf5Tensor>> Hdf5ReaderProcess::list(const std::string& file) {
@@ -364,8 +360,8 @@ StatusOr<std::vector<Hdf5Tensor>> Hdf5ReaderProcess::list(const std::string& fil
   return tensors;
 }
 
-Status Hdf5ReaderProcess::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count,
-                               unsigned char* out, size_t out_bytes) {
+Status Hdf5ReaderProcess::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count, unsigned char* out,
+                               size_t out_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Packer request;
   request.u8(kRead);
@@ -382,8 +378,8 @@ Status Hdf5ReaderProcess::read(const Hdf5Tensor& tensor, uint64_t first, uint64_
   }
   const std::string bytes = in.str();
   if (!in.ok() || bytes.size() != out_bytes) {
-    return Status::error(tensor.file + ": the HDF5 reader returned " + std::to_string(bytes.size()) +
-                         " bytes, " + std::to_string(out_bytes) + " were asked for");
+    return Status::error(tensor.file + ": the HDF5 reader returned " + std::to_string(bytes.size()) + " bytes, " +
+                         std::to_string(out_bytes) + " were asked for");
   }
   std::memcpy(out, bytes.data(), bytes.size());
   return Status::ok();

@@ -46,8 +46,7 @@ class Hdf5ReaderProcess {
   // <file>" / the child could not be started.
   StatusOr<std::vector<Hdf5Tensor>> list(const std::string& file);
   // Hdf5RowReader::read in the child; `out` receives exactly the bytes asked for.
-  Status read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count, unsigned char* out,
-              size_t out_bytes);
+  Status read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count, unsigned char* out, size_t out_bytes);
 
   // The running child's pid, 0 when none (for tests).
   pid_t child_pid() const;

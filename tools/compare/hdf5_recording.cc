@@ -91,8 +91,8 @@ Status read_index(hid_t group, const char* name, hid_t mem_type, hsize_t n, std:
   if (!dims) return Status::error(std::string(name) + ": " + dims.message());
   if (dims->size() != 1 || (*dims)[0] != n) {
     return Status::error(std::string(name) + " has " +
-                         (dims->empty() ? std::string("no") : std::to_string((*dims)[0])) +
-                         " rows, values has " + std::to_string(n));
+                         (dims->empty() ? std::string("no") : std::to_string((*dims)[0])) + " rows, values has " +
+                         std::to_string(n));
   }
   out->assign(n, T{});
   if (n > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data()) < 0) {
@@ -102,8 +102,7 @@ Status read_index(hid_t group, const char* name, hid_t mem_type, hsize_t n, std:
 }
 
 // Lists the rows of one group into `out`.
-Status list_group(const std::string& file, hid_t f, const std::string& group_name,
-                  std::vector<Hdf5Tensor>* out) {
+Status list_group(const std::string& file, hid_t f, const std::string& group_name, std::vector<Hdf5Tensor>* out) {
   const std::string where = file + ": group '" + group_name + "'";
   recording::Hid group(H5Gopen2(f, group_name.c_str(), H5P_DEFAULT), H5Gclose);
   if (!group.valid()) return Status::error(where + ": " + recording::hdf5_error_text());
@@ -127,8 +126,7 @@ Status list_group(const std::string& file, hid_t f, const std::string& group_nam
   recording::Hid type(H5Dget_type(values.get()), H5Tclose);
   if (!type.valid()) return Status::error(where + ": values: " + recording::hdf5_error_text());
   if (H5Tget_size(type.get()) != wire::dtype_size(dtype)) {
-    return Status::error(where + ": values elements are " +
-                         std::to_string(H5Tget_size(type.get())) + " bytes, dtype " +
+    return Status::error(where + ": values elements are " + std::to_string(H5Tget_size(type.get())) + " bytes, dtype " +
                          *dtype_text + " needs " + std::to_string(wire::dtype_size(dtype)));
   }
   if (dtype == wire::DType::kBFloat16) {
@@ -190,12 +188,10 @@ StatusOr<std::vector<Hdf5Tensor>> list_recording(const std::string& file) {
   if (H5Gget_info(f->get(), &info) < 0) return recording::hdf5_error(file, "cannot list groups");
   std::vector<std::string> groups;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr,
-                                           0, H5P_DEFAULT);
+    const ssize_t len = H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
     if (len < 0) return recording::hdf5_error(file, "cannot list groups");
     std::string name(static_cast<size_t>(len) + 1, '\0');
-    if (H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                           name.size(), H5P_DEFAULT) < 0) {
+    if (H5Lget_name_by_idx(f->get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT) < 0) {
       return recording::hdf5_error(file, "cannot list groups");
     }
     name.resize(static_cast<size_t>(len));
@@ -219,7 +215,7 @@ namespace {
 
 bool same_file(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
-         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+      a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
 }
 
 }  // namespace
@@ -229,12 +225,10 @@ Hdf5RowReader::~Hdf5RowReader() = default;
 
 void Hdf5RowReader::close() { open_.reset(new Open); }
 
-Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count,
-                          unsigned char* out) {
+Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t count, unsigned char* out) {
   recording::quiet_hdf5();
   Open& o = *open_;
-  const std::string where =
-      tensor.file + " (group '" + tensor.group + "', row " + std::to_string(tensor.row) + ")";
+  const std::string where = tensor.file + " (group '" + tensor.group + "', row " + std::to_string(tensor.row) + ")";
   struct stat now {};
   if (::stat(tensor.file.c_str(), &now) != 0) {
     return Status::from_errno(where, errno);
@@ -260,8 +254,8 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
     o.type = recording::Hid(H5Dget_type(o.values.get()), H5Tclose);
     if (!o.type.valid()) return recording::hdf5_error(tensor.file, "cannot open " + path);
     if (H5Tget_size(o.type.get()) != wire::dtype_size(tensor.dtype)) {
-      return Status::error(where + ": values elements are not " +
-                           std::to_string(wire::dtype_size(tensor.dtype)) + " bytes");
+      return Status::error(where + ": values elements are not " + std::to_string(wire::dtype_size(tensor.dtype)) +
+                           " bytes");
     }
     o.group = tensor.group;
   }
@@ -274,8 +268,8 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
   } else {
     if (count == 0 || first > static_cast<uint64_t>(tensor.shape[0]) ||
         count > static_cast<uint64_t>(tensor.shape[0]) - first) {
-      return Status::error(where + ": slices " + std::to_string(first) + "+" +
-                           std::to_string(count) + " are outside the tensor");
+      return Status::error(where + ": slices " + std::to_string(first) + "+" + std::to_string(count) +
+                           " are outside the tensor");
     }
     start[1] = first;
     counts[1] = count;
@@ -287,8 +281,7 @@ Status Hdf5RowReader::read(const Hdf5Tensor& tensor, uint64_t first, uint64_t co
   const hsize_t mem_dims[1] = {n};
   recording::Hid mem(H5Screate_simple(1, mem_dims, nullptr), H5Sclose);
   if (!space.valid() || !mem.valid() ||
-      H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(),
-                          nullptr) < 0 ||
+      H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr) < 0 ||
       H5Dread(o.values.get(), o.type.get(), mem.get(), space.get(), H5P_DEFAULT, out) < 0) {
     return recording::hdf5_error(where, "cannot read values");
   }

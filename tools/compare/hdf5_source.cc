@@ -115,23 +115,20 @@ StatusOr<std::vector<Hdf5Tensor>> list_hdf5_tensors(const std::string& file) {
 
 uint64_t TensorSource::numel() const { return numel_of(shape()); }
 
-StatusOr<std::unique_ptr<TensorSource>> open_npy_source(const std::string& path,
-                                                        size_t chunk_bytes) {
+StatusOr<std::unique_ptr<TensorSource>> open_npy_source(const std::string& path, size_t chunk_bytes) {
   auto reader = recording::NpyReader::open(path);
   if (!reader) return reader.status();
   return std::unique_ptr<TensorSource>(new NpySource(std::move(*reader), chunk_bytes));
 }
 
-StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tensor,
-                                                         size_t chunk_bytes) {
+StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tensor, size_t chunk_bytes) {
   if (tensor.dtype == wire::DType::kInvalid || wire::dtype_size(tensor.dtype) == 0) {
     return Status::error(tensor.file + ": group '" + tensor.group + "' has no known dtype");
   }
   return std::unique_ptr<TensorSource>(new Hdf5Source(tensor, chunk_bytes));
 }
 
-StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,
-                                              const CompareTolerance& tolerance) {
+StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b, const CompareTolerance& tolerance) {
   TensorCompareResult result;
   result.dtype_a = a.dtype();
   result.dtype_b = b.dtype();

@@ -52,15 +52,12 @@ class TensorSource {
 };
 
 // Errors: those of NpyReader::open (naming the file).
-StatusOr<std::unique_ptr<TensorSource>> open_npy_source(const std::string& path,
-                                                        size_t chunk_bytes);
+StatusOr<std::unique_ptr<TensorSource>> open_npy_source(const std::string& path, size_t chunk_bytes);
 // Errors: an invalid dtype; read errors (the file or its group can no longer be
 // opened, the reader process's errors) come from peek(), naming the file.
-StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tensor,
-                                                         size_t chunk_bytes);
+StatusOr<std::unique_ptr<TensorSource>> open_hdf5_source(const Hdf5Tensor& tensor, size_t chunk_bytes);
 
 // Compares a with b like compare_npy_files (shape mismatch: nothing read).
-StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b,
-                                              const CompareTolerance& tolerance);
+StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b, const CompareTolerance& tolerance);
 
 }  // namespace tensorscope::compare

@@ -217,9 +217,7 @@ Status PickleMachine::count_items(size_t n) {
   return Status::ok();
 }
 
-size_t PickleMachine::available() const {
-  return stack_.size() - (marks_.empty() ? 0 : marks_.back());
-}
+size_t PickleMachine::available() const { return stack_.size() - (marks_.empty() ? 0 : marks_.back()); }
 
 StatusOr<PickleValue> PickleMachine::pop() {
   if (available() == 0) return fail("stack underflow");
@@ -237,8 +235,8 @@ Status PickleMachine::pop_mark(size_t* first) {
 
 Status PickleMachine::read_bytes(size_t n, std::string_view* out) {
   if (n > data_.size() - pos_) {
-    return fail("truncated: needs " + std::to_string(n) + " more bytes, " +
-                std::to_string(data_.size() - pos_) + " left");
+    return fail("truncated: needs " + std::to_string(n) + " more bytes, " + std::to_string(data_.size() - pos_) +
+                " left");
   }
   *out = std::string_view(data_).substr(pos_, n);
   pos_ += n;
@@ -279,15 +277,14 @@ Status PickleMachine::make_global(std::string_view module, std::string_view name
 Status PickleMachine::memo_put(uint64_t index) {
   if (available() == 0) return fail("memo store from an empty stack");
   if (index >= limits_.max_memo) {
-    return fail("memo index " + std::to_string(index) + " out of range (more than " +
-                std::to_string(limits_.max_memo) + " memo entries)");
+    return fail("memo index " + std::to_string(index) + " out of range (more than " + std::to_string(limits_.max_memo) +
+                " memo entries)");
   }
   const size_t slot = static_cast<size_t>(index);
   if (slot >= memo_.size()) {
     if (slot >= memo_.capacity()) {
       // Grow at least twice, but never past max_memo slots (slot < max_memo).
-      const size_t want =
-          std::min(std::max({slot + 1, 2 * memo_.capacity(), size_t{16}}), limits_.max_memo);
+      const size_t want = std::min(std::max({slot + 1, 2 * memo_.capacity(), size_t{16}}), limits_.max_memo);
       Status room = grow_to(memo_, want);
       if (!room) return room;
     }
@@ -353,8 +350,8 @@ Status PickleMachine::make_container(PickleType type, size_t first) {
 
 Status PickleMachine::reduce_to_object(PickleValue callable, PickleValue args, PickleValue kwargs) {
   const PickleObject* arg_tuple = as(args, PickleType::kTuple);
-  if (is_global(callable, "collections", "OrderedDict") && arg_tuple != nullptr &&
-      arg_tuple->items.empty() && kwargs.kind == PickleKind::kNone) {
+  if (is_global(callable, "collections", "OrderedDict") && arg_tuple != nullptr && arg_tuple->items.empty() &&
+      kwargs.kind == PickleKind::kNone) {
     auto ref = new_object(PickleType::kDict);
     if (!ref) return ref.status();
     return push(PickleValue::of_ref(*ref));
@@ -376,11 +373,10 @@ Status PickleMachine::run(std::string data, const std::string& what) {
     pos_ = 0;
     return run_opcodes();
   } catch (const std::bad_alloc&) {
-    return Status::error(what_ + ": out of memory while unpickling (opcode at offset " +
-                         std::to_string(op_pos_) + ")");
+    return Status::error(what_ + ": out of memory while unpickling (opcode at offset " + std::to_string(op_pos_) + ")");
   } catch (const std::exception& e) {
-    return Status::error(what_ + ": cannot unpickle: " + e.what() + " (opcode at offset " +
-                         std::to_string(op_pos_) + ")");
+    return Status::error(what_ + ": cannot unpickle: " + e.what() + " (opcode at offset " + std::to_string(op_pos_) +
+                         ")");
   }
 }
 
@@ -442,16 +438,16 @@ Status PickleMachine::run_opcodes() {
         break;
       case kBinInt:
         if (!(st = read_bytes(4, &arg))) return st;
-        if (!(st = push(PickleValue::of_int(static_cast<int32_t>(
-                  le_uint(reinterpret_cast<const unsigned char*>(arg.data()), 4))))))
+        if (!(st = push(PickleValue::of_int(
+                  static_cast<int32_t>(le_uint(reinterpret_cast<const unsigned char*>(arg.data()), 4))))))
           return st;
         break;
       case kBinInt1:
       case kBinInt2: {
         const size_t n = op == kBinInt1 ? 1 : 2;
         if (!(st = read_bytes(n, &arg))) return st;
-        if (!(st = push(PickleValue::of_int(static_cast<int64_t>(
-                  le_uint(reinterpret_cast<const unsigned char*>(arg.data()), n))))))
+        if (!(st = push(PickleValue::of_int(
+                  static_cast<int64_t>(le_uint(reinterpret_cast<const unsigned char*>(arg.data()), n))))))
           return st;
         break;
       }
@@ -491,22 +487,18 @@ Status PickleMachine::run_opcodes() {
       case kShortBinBytes:
       case kBinBytes8:
       case kByteArray8: {
-        const size_t len_bytes = (op == kShortBinUnicode || op == kShortBinString ||
-                                  op == kShortBinBytes)
-                                     ? 1
-                                 : (op == kBinUnicode8 || op == kBinBytes8 || op == kByteArray8)
-                                     ? 8
-                                     : 4;
+        const size_t len_bytes = (op == kShortBinUnicode || op == kShortBinString || op == kShortBinBytes) ? 1
+            : (op == kBinUnicode8 || op == kBinBytes8 || op == kByteArray8)                                ? 8
+                                                                                                           : 4;
         if (!(st = read_bytes(len_bytes, &arg))) return st;
         uint64_t n = le_uint(reinterpret_cast<const unsigned char*>(arg.data()), len_bytes);
         if (op == kBinString && (n & 0x80000000u)) return fail("BINSTRING with a negative length");
         if (n > data_.size() - pos_) {
-          return fail("truncated: a string of " + std::to_string(n) + " bytes, " +
-                      std::to_string(data_.size() - pos_) + " left");
+          return fail("truncated: a string of " + std::to_string(n) + " bytes, " + std::to_string(data_.size() - pos_) +
+                      " left");
         }
         const bool text = op == kBinUnicode || op == kShortBinUnicode || op == kBinUnicode8;
-        if (!(st = push_text(text ? PickleType::kString : PickleType::kBytes, static_cast<size_t>(n))))
-          return st;
+        if (!(st = push_text(text ? PickleType::kString : PickleType::kBytes, static_cast<size_t>(n)))) return st;
         break;
       }
       case kGlobal: {
@@ -525,8 +517,7 @@ Status PickleMachine::run_opcodes() {
         const PickleObject* m = as(*module, PickleType::kString);
         if (n == nullptr || m == nullptr) return fail("STACK_GLOBAL without two strings");
         if (n->text.size() > kMaxLineBytes || m->text.size() > kMaxLineBytes) {
-          return fail("STACK_GLOBAL module or name longer than " + std::to_string(kMaxLineBytes) +
-                      " bytes");
+          return fail("STACK_GLOBAL module or name longer than " + std::to_string(kMaxLineBytes) + " bytes");
         }
         if (!(st = make_global(m->text, n->text))) return st;
         break;
@@ -566,9 +557,9 @@ Status PickleMachine::run_opcodes() {
       case kEmptyList:
       case kEmptyDict:
       case kEmptySet: {
-        auto ref = new_object(op == kEmptyList ? PickleType::kList
-                              : op == kEmptyDict ? PickleType::kDict
-                                                 : PickleType::kSet);
+        auto ref = new_object(op == kEmptyList       ? PickleType::kList
+                                  : op == kEmptyDict ? PickleType::kDict
+                                                     : PickleType::kSet);
         if (!ref) return ref.status();
         if (!(st = push(PickleValue::of_ref(*ref)))) return st;
         break;
@@ -650,8 +641,7 @@ Status PickleMachine::run_opcodes() {
         if (!(st = make_container(PickleType::kPersistentId, stack_.size() - 1))) return st;
         break;
       }
-      default:
-        return fail("unsupported opcode " + opcode_text(op));
+      default: return fail("unsupported opcode " + opcode_text(op));
     }
   }
   op_pos_ = pos_;

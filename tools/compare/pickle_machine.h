@@ -124,7 +124,7 @@ struct PickleCall {
 struct PickleObject {
   static constexpr uint32_t kNoCall = UINT32_MAX;
   PickleType type = PickleType::kTuple;
-  bool has_state = false;  // BUILD was applied (the state: PickleMachine::call(o).state)
+  bool has_state = false;   // BUILD was applied (the state: PickleMachine::call(o).state)
   uint32_t call = kNoCall;  // the machine's record of it (kObject, or BUILD applied)
   std::string_view text;    // into the machine's copy of the input
   std::string_view name;

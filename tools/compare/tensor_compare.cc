@@ -233,8 +233,7 @@ void TensorComparer::add_finite(const T* a, const T* b, size_t n) {
   mismatches_ += sums.mismatches;
 }
 
-void TensorComparer::add_raw(const void* a, wire::DType dtype_a, const void* b,
-                             wire::DType dtype_b, size_t n) {
+void TensorComparer::add_raw(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n) {
   const auto* pa = static_cast<const unsigned char*>(a);
   const auto* pb = static_cast<const unsigned char*>(b);
   const size_t size_a = wire::dtype_size(dtype_a);
@@ -284,9 +283,8 @@ void TensorComparer::add_raw_on_cores(const void* a, wire::DType dtype_a, const 
     const size_t first = t * per;
     if (first >= n) break;
     const size_t count = std::min(per, n - first);
-    pool.emplace_back([&, t, first, count] {
-      parts[t].add_raw(pa + first * size_a, dtype_a, pb + first * size_b, dtype_b, count);
-    });
+    pool.emplace_back(
+        [&, t, first, count] { parts[t].add_raw(pa + first * size_a, dtype_a, pb + first * size_b, dtype_b, count); });
   }
   parts[0].add_raw(pa, dtype_a, pb, dtype_b, std::min(per, n));
   for (std::thread& thread : pool) thread.join();
@@ -349,10 +347,8 @@ std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape
   return text;
 }
 
-StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
-                                                const std::string& path_b,
-                                                const CompareTolerance& tolerance,
-                                                size_t chunk_bytes) {
+StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const std::string& path_b,
+                                                const CompareTolerance& tolerance, size_t chunk_bytes) {
   if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
   auto reader_a = recording::NpyReader::open(path_a);
   if (!reader_a) return reader_a.status();

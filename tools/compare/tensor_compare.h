@@ -108,8 +108,7 @@ std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape
 // per file at a time (never a whole file); each chunk is compared on every core
 // (TensorComparer::add_raw_on_cores). Errors: those of NpyReader (they name the
 // file: missing, corrupt, truncated, unsupported dtype), chunk_bytes < 8.
-StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a,
-                                                const std::string& path_b,
+StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const std::string& path_b,
                                                 const CompareTolerance& tolerance,
                                                 size_t chunk_bytes = kCompareChunkBytes);
 

@@ -114,7 +114,6 @@ StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file);
 // Errors: the tensor's `error`; the file cannot be opened or is now shorter than the
 // storage; running out of memory; later read errors come from peek() (naming the file
 // and tensor; no exception escapes it either).
-StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor,
-                                                          size_t chunk_bytes);
+StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor, size_t chunk_bytes);
 
 }  // namespace tensorscope::compare

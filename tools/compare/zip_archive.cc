@@ -29,8 +29,8 @@ constexpr uint16_t kZip64ExtraId = 0x0001;
 
 uint16_t le16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t le32(const unsigned char* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+      (static_cast<uint32_t>(p[3]) << 24);
 }
 uint64_t le64(const unsigned char* p) {
   return static_cast<uint64_t>(le32(p)) | (static_cast<uint64_t>(le32(p + 4)) << 32);
@@ -100,8 +100,8 @@ StatusOr<ZipArchive> ZipArchive::open_archive(const std::string& path) {
 Status ZipArchive::read_at(uint64_t offset, void* dst, size_t bytes) const {
   if (!fits(offset, bytes, file_size_)) {
     return Status::error(path_ + ": truncated: " + std::to_string(bytes) + " bytes at offset " +
-                         std::to_string(offset) + " lie past the end of the file (" +
-                         std::to_string(file_size_) + " bytes)");
+                         std::to_string(offset) + " lie past the end of the file (" + std::to_string(file_size_) +
+                         " bytes)");
   }
   auto* out = static_cast<unsigned char*>(dst);
   while (bytes > 0) {
@@ -125,8 +125,7 @@ Status ZipArchive::read_central_directory() {
     return Status::error(not_zip + " (" + std::to_string(file_size_) + " bytes, too short)");
   }
   // The EOCD record is the last thing in the file, followed only by its comment.
-  const size_t tail_len = static_cast<size_t>(
-      std::min<uint64_t>(file_size_, kEocdBytes + kMaxCommentBytes));
+  const size_t tail_len = static_cast<size_t>(std::min<uint64_t>(file_size_, kEocdBytes + kMaxCommentBytes));
   const uint64_t tail_start = file_size_ - tail_len;
   std::vector<unsigned char> tail(tail_len);
   Status read = read_at(tail_start, tail.data(), tail_len);
@@ -172,16 +171,18 @@ Status ZipArchive::read_central_directory() {
       }
       const uint64_t locator_offset = eocd_offset - kZip64LocatorBytes;
       if (!fits(z64_offset, kZip64EocdBytes, locator_offset)) {
-        return Status::error(path_ + ": corrupt zip archive: ZIP64 end-of-central-directory "
-                                     "record at offset " +
+        return Status::error(path_ +
+                             ": corrupt zip archive: ZIP64 end-of-central-directory "
+                             "record at offset " +
                              std::to_string(z64_offset) + " lies outside the file");
       }
       unsigned char rec[kZip64EocdBytes];
       read = read_at(z64_offset, rec, sizeof(rec));
       if (!read) return read;
       if (le32(rec) != kZip64EocdSignature) {
-        return Status::error(path_ + ": corrupt zip archive: bad ZIP64 end-of-central-directory "
-                                     "signature");
+        return Status::error(path_ +
+                             ": corrupt zip archive: bad ZIP64 end-of-central-directory "
+                             "signature");
       }
       disk = le32(rec + 16);
       cd_disk = le32(rec + 20);
@@ -193,31 +194,28 @@ Status ZipArchive::read_central_directory() {
     }
   }
   if (!zip64 && (entries == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_offset == 0xFFFFFFFFu)) {
-    return Status::error(path_ + ": corrupt zip archive: ZIP64 values without a ZIP64 "
-                                 "end-of-central-directory record");
+    return Status::error(path_ +
+                         ": corrupt zip archive: ZIP64 values without a ZIP64 "
+                         "end-of-central-directory record");
   }
   if (disk != 0 || cd_disk != 0 || entries_on_disk != entries) {
     return Status::error(path_ + ": multi-disk zip archives are not supported");
   }
   if (entries > kMaxZipEntries) {
-    return Status::error(path_ + ": zip archive has " + std::to_string(entries) +
-                         " entries, more than the " + std::to_string(kMaxZipEntries) +
-                         " supported");
+    return Status::error(path_ + ": zip archive has " + std::to_string(entries) + " entries, more than the " +
+                         std::to_string(kMaxZipEntries) + " supported");
   }
   if (cd_size > kMaxZipCentralDirectoryBytes) {
     return Status::error(path_ + ": zip central directory of " + std::to_string(cd_size) +
-                         " bytes is larger than the " +
-                         std::to_string(kMaxZipCentralDirectoryBytes) + " supported");
+                         " bytes is larger than the " + std::to_string(kMaxZipCentralDirectoryBytes) + " supported");
   }
   if (!fits(cd_offset, cd_size, cd_limit)) {
-    return Status::error(path_ + ": corrupt or truncated zip archive: central directory (" +
-                         std::to_string(cd_size) + " bytes at offset " +
-                         std::to_string(cd_offset) + ") lies outside the file");
+    return Status::error(path_ + ": corrupt or truncated zip archive: central directory (" + std::to_string(cd_size) +
+                         " bytes at offset " + std::to_string(cd_offset) + ") lies outside the file");
   }
   if (entries * kCentralBytes > cd_size) {
     return Status::error(path_ + ": corrupt zip archive: " + std::to_string(entries) +
-                         " entries cannot fit in a central directory of " +
-                         std::to_string(cd_size) + " bytes");
+                         " entries cannot fit in a central directory of " + std::to_string(cd_size) + " bytes");
   }
   std::vector<unsigned char> cd(static_cast<size_t>(cd_size));
   read = read_at(cd_offset, cd.data(), cd.size());
@@ -226,8 +224,7 @@ Status ZipArchive::read_central_directory() {
   entries_.reserve(static_cast<size_t>(entries));
   size_t pos = 0;
   for (uint64_t i = 0; i < entries; ++i) {
-    const std::string where = path_ + ": corrupt zip archive: central directory entry " +
-                              std::to_string(i);
+    const std::string where = path_ + ": corrupt zip archive: central directory entry " + std::to_string(i);
     if (cd.size() - pos < kCentralBytes) return Status::error(where + " is truncated");
     const unsigned char* c = &cd[pos];
     if (le32(c) != kCentralSignature) return Status::error(where + " has a bad signature");
@@ -243,9 +240,8 @@ Status ZipArchive::read_central_directory() {
     const size_t record = kCentralBytes + name_len + extra_len + comment_len;
     if (cd.size() - pos < record) return Status::error(where + " runs past the directory's end");
     if (name_len > kMaxZipNameBytes) {
-      return Status::error(where + ": name of " + std::to_string(name_len) +
-                           " bytes is longer than the " + std::to_string(kMaxZipNameBytes) +
-                           " supported");
+      return Status::error(where + ": name of " + std::to_string(name_len) + " bytes is longer than the " +
+                           std::to_string(kMaxZipNameBytes) + " supported");
     }
     entry.name.assign(reinterpret_cast<const char*>(c + kCentralBytes), name_len);
     // ZIP64 extended information: the saturated 32-bit fields, in this order.
@@ -289,10 +285,9 @@ Status ZipArchive::read_central_directory() {
     // The local header and the data lie before the central directory.
     if (!fits(entry.local_header_offset, kLocalBytes, cd_offset) ||
         !fits(entry.local_header_offset + kLocalBytes, entry.compressed_size, cd_offset)) {
-      return Status::error(path_ + ": corrupt or truncated zip archive: entry '" + entry.name +
-                           "' (" + std::to_string(entry.compressed_size) + " bytes at offset " +
-                           std::to_string(entry.local_header_offset) +
-                           ") lies outside the file's data area");
+      return Status::error(path_ + ": corrupt or truncated zip archive: entry '" + entry.name + "' (" +
+                           std::to_string(entry.compressed_size) + " bytes at offset " +
+                           std::to_string(entry.local_header_offset) + ") lies outside the file's data area");
     }
     entries_.push_back(std::move(entry));
     pos += record;
@@ -326,8 +321,7 @@ StatusOr<uint64_t> ZipArchive::find_data(const ZipEntry& entry) const {
                          "writes them");
   }
   if (entry.compressed_size != entry.size) {
-    return Status::error(where + " is stored but its sizes differ (" +
-                         std::to_string(entry.compressed_size) + " vs " +
+    return Status::error(where + " is stored but its sizes differ (" + std::to_string(entry.compressed_size) + " vs " +
                          std::to_string(entry.size) + ")");
   }
   unsigned char local[kLocalBytes];
@@ -344,9 +338,8 @@ StatusOr<uint64_t> ZipArchive::find_data(const ZipEntry& entry) const {
   if (name != entry.name) return Status::error(where + ": local header names a different entry");
   const uint64_t data = entry.local_header_offset + kLocalBytes + name_len + extra_len;
   if (!fits(data, entry.size, file_size_)) {
-    return Status::error(where + ": truncated: its " + std::to_string(entry.size) +
-                         " bytes at offset " + std::to_string(data) +
-                         " run past the end of the file (" + std::to_string(file_size_) +
+    return Status::error(where + ": truncated: its " + std::to_string(entry.size) + " bytes at offset " +
+                         std::to_string(data) + " run past the end of the file (" + std::to_string(file_size_) +
                          " bytes)");
   }
   return data;
@@ -354,9 +347,8 @@ StatusOr<uint64_t> ZipArchive::find_data(const ZipEntry& entry) const {
 
 StatusOr<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_bytes) const {
   if (entry.size > max_bytes) {
-    return Status::error(path_ + ": zip entry '" + entry.name + "' has " +
-                         std::to_string(entry.size) + " bytes, more than the " +
-                         std::to_string(max_bytes) + " supported");
+    return Status::error(path_ + ": zip entry '" + entry.name + "' has " + std::to_string(entry.size) +
+                         " bytes, more than the " + std::to_string(max_bytes) + " supported");
   }
   auto offset = data_offset(entry);
   if (!offset) return offset.status();

@@ -75,8 +75,8 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("record.hdf5_gzip", r.hdf5_gzip, between(0, 9));
   v.choice("record.hdf5_change_detection", r.hdf5_change_detection);
   v.integer("record.hdf5_rotate_bytes", r.hdf5_rotate_bytes, at_least(1048576));
-  v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_seconds, between(1, 86400));
-  v.integer("record.hdf5_flush_seconds", r.hdf5_flush_seconds, between(0, 3600));
+  v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_interval, between(1, 86400));
+  v.integer("record.hdf5_flush_seconds", r.hdf5_flush_interval, between(0, 3600));
   v.integer("record.hdf5_change_detection_bytes", r.hdf5_change_detection_bytes, at_least(0));
   v.integer("record.queue_bytes", r.queue_bytes, at_least(1048576));
 
@@ -85,21 +85,18 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("limits.max_open_videos_per_worker", c.limits.max_open_videos_per_worker, between(1, 4096));
 
   SupervisorConfig& s = c.supervisor;
-  v.integer("supervisor.heartbeat_interval_ms", s.heartbeat_interval_ms, between(10, 60000));
-  const int64_t interval = s.heartbeat_interval_ms;
-  v.integer("supervisor.heartbeat_timeout_ms", s.heartbeat_timeout_ms,
+  v.integer("supervisor.heartbeat_interval_ms", s.heartbeat_interval, between(10, 60000));
+  const int64_t interval = s.heartbeat_interval.count();
+  v.integer("supervisor.heartbeat_timeout_ms", s.heartbeat_timeout,
             IntRule{interval + 1, std::numeric_limits<int>::max(),
-                    "an integer greater than supervisor.heartbeat_interval_ms (" +
-                        std::to_string(interval) + ")"});
-  v.integer("supervisor.restart_backoff_initial_ms", s.restart_backoff_initial_ms,
-            between(1, 60000));
-  const int64_t initial = s.restart_backoff_initial_ms;
-  v.integer("supervisor.restart_backoff_max_ms", s.restart_backoff_max_ms,
+                    "an integer greater than supervisor.heartbeat_interval_ms (" + std::to_string(interval) + ")"});
+  v.integer("supervisor.restart_backoff_initial_ms", s.restart_backoff_initial, between(1, 60000));
+  const int64_t initial = s.restart_backoff_initial.count();
+  v.integer("supervisor.restart_backoff_max_ms", s.restart_backoff_max,
             IntRule{initial, std::numeric_limits<int>::max(),
-                    "an integer >= supervisor.restart_backoff_initial_ms (" +
-                        std::to_string(initial) + ")"});
-  v.integer("supervisor.shutdown_timeout_ms", s.shutdown_timeout_ms, between(100, 600000));
-  v.integer("supervisor.idle_exit_ms", s.idle_exit_ms, at_least(0));
+                    "an integer >= supervisor.restart_backoff_initial_ms (" + std::to_string(initial) + ")"});
+  v.integer("supervisor.shutdown_timeout_ms", s.shutdown_timeout, between(100, 600000));
+  v.integer("supervisor.idle_exit_ms", s.idle_exit, at_least(0));
 
   LiveConfig& l = c.live;
   v.number("live.max_fps", l.max_fps, NumberRule{0, true, 60, true});
@@ -119,14 +116,14 @@ void visit_fields(V& v, DaemonConfig& c) {
   OverviewConfig& o = c.overview;
   v.integer("overview.window_steps", o.window_steps, between(10, 100000));
   v.integer("overview.frame_every", o.frame_every, between(0, 1000000));
-  v.integer("overview.min_frame_interval_ms", o.min_frame_interval_ms, between(0, 600000));
+  v.integer("overview.min_frame_interval_ms", o.min_frame_interval, between(0, 600000));
 }
 
 // The key tree, derived from visit_fields().
 struct Layout {
-  std::vector<std::string> paths;     // every dotted path, in visit order
-  std::vector<std::string> top_keys;  // top-level names: fields and sections, in order
-  std::set<std::string> top_fields;   // top-level names that are values
+  std::vector<std::string> paths;                            // every dotted path, in visit order
+  std::vector<std::string> top_keys;                         // top-level names: fields and sections, in order
+  std::set<std::string> top_fields;                          // top-level names that are values
   std::map<std::string, std::vector<std::string>> sections;  // section -> its keys
 
   bool is_top_field(const std::string& k) const { return top_fields.count(k) != 0; }

@@ -29,12 +29,10 @@ std::string describe(const nlohmann::json& j) {
 }
 
 Status json_error(const std::string& path, const std::string& problem) {
-  return Status::error(std::string(kJsonSource) + ": " + (path.empty() ? "" : path + ": ") +
-                       problem);
+  return Status::error(std::string(kJsonSource) + ": " + (path.empty() ? "" : path + ": ") + problem);
 }
 
-Status collect_json_values(const nlohmann::json& root,
-                           std::map<std::string, const nlohmann::json*>* values) {
+Status collect_json_values(const nlohmann::json& root, std::map<std::string, const nlohmann::json*>* values) {
   const Layout& l = layout();
   if (!root.is_object()) return json_error("", "expected an object, got " + describe(root));
   for (const auto& [key, value] : root.items()) {
@@ -44,15 +42,12 @@ Status collect_json_values(const nlohmann::json& root,
       continue;
     }
     const std::vector<std::string>* keys = l.section_keys(key);
-    if (keys == nullptr)
-      return json_error(shown, "unknown key (known keys: " + join(l.top_keys) + ")");
+    if (keys == nullptr) return json_error(shown, "unknown key (known keys: " + join(l.top_keys) + ")");
     if (!value.is_object())
-      return json_error(key,
-                        "expected an object with keys " + join(*keys) + ", got " + describe(value));
+      return json_error(key, "expected an object with keys " + join(*keys) + ", got " + describe(value));
     for (const auto& [sub, sub_value] : value.items()) {
       if (std::find(keys->begin(), keys->end(), sub) == keys->end())
-        return json_error(key + "." + printable_key(sub),
-                          "unknown key (known keys: " + join(*keys) + ")");
+        return json_error(key + "." + printable_key(sub), "unknown key (known keys: " + join(*keys) + ")");
       (*values)[key + "." + sub] = &sub_value;
     }
   }
@@ -61,8 +56,7 @@ Status collect_json_values(const nlohmann::json& root,
 
 class JsonReader {
  public:
-  explicit JsonReader(std::map<std::string, const nlohmann::json*> values)
-      : values_(std::move(values)) {}
+  explicit JsonReader(std::map<std::string, const nlohmann::json*> values) : values_(std::move(values)) {}
 
   const Status& status() const { return status_; }
 
@@ -99,14 +93,12 @@ class JsonReader {
     std::optional<int64_t> v;
     if (j->is_number_unsigned()) {
       const uint64_t u = j->get<uint64_t>();
-      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        v = static_cast<int64_t>(u);
+      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) v = static_cast<int64_t>(u);
     } else if (j->is_number_integer()) {
       v = j->get<int64_t>();
     }
-    if (!v || !in_range(rule, *v))
-      return fail(path, "expected " + expectation(rule) + ", got " + describe(*j));
-    out = static_cast<T>(*v);
+    if (!v || !in_range(rule, *v)) return fail(path, "expected " + expectation(rule) + ", got " + describe(*j));
+    IntField<T>::set(out, *v);
   }
 
   void number(const char* path, double& out, const NumberRule& rule) {
@@ -114,8 +106,7 @@ class JsonReader {
     if (j == nullptr) return;
     std::optional<double> v;
     if (j->is_number()) v = j->get<double>();
-    if (!v || !in_range(rule, *v))
-      return fail(path, "expected " + expectation(rule) + ", got " + describe(*j));
+    if (!v || !in_range(rule, *v)) return fail(path, "expected " + expectation(rule) + ", got " + describe(*j));
     out = *v;
   }
 
@@ -126,8 +117,8 @@ class JsonReader {
     if (!j->is_array()) return fail(path, "expected an array, got " + describe(*j));
     std::vector<StreamRule<T>> parsed;
     for (const auto& item : *j) {
-      if (!item.is_object() || item.size() != 2 || !item.contains("match") ||
-          !item.contains("mode") || !item["match"].is_string() || !item["mode"].is_string())
+      if (!item.is_object() || item.size() != 2 || !item.contains("match") || !item.contains("mode") ||
+          !item["match"].is_string() || !item["mode"].is_string())
         return fail(path, "expected {\"match\", \"mode\"} objects, got " + describe(item));
       const std::string match = item["match"].get<std::string>();
       std::string problem = match_problem(match);
@@ -146,8 +137,7 @@ class JsonReader {
     std::vector<RangeRule> parsed;
     for (const auto& item : *j) {
       if (!item.is_object() || item.size() != 3 || !item.contains("match") || !item.contains("lo") ||
-          !item.contains("hi") || !item["match"].is_string() || !item["lo"].is_number() ||
-          !item["hi"].is_number())
+          !item.contains("hi") || !item["match"].is_string() || !item["lo"].is_number() || !item["hi"].is_number())
         return fail(path, "expected {\"match\", \"lo\", \"hi\"} objects, got " + describe(item));
       RangeRule rule{item["match"].get<std::string>(), item["lo"].get<double>(), item["hi"].get<double>()};
       const std::string problem = range_problem(rule);
@@ -185,7 +175,7 @@ class JsonWriter {
   void colour(const char* path, Rgb& v) { slot(path) = to_string(v); }
   template <typename T>
   void integer(const char* path, T& v, const IntRule&) {
-    slot(path) = static_cast<int64_t>(v);
+    slot(path) = IntField<T>::get(v);
   }
   void number(const char* path, double& v, const NumberRule&) { slot(path) = v; }
   template <typename T>

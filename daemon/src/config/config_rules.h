@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -29,11 +30,29 @@ struct IntRule {
 inline IntRule between(int64_t lo, int64_t hi) { return {lo, hi, ""}; }
 inline IntRule at_least(int64_t lo) { return {lo, std::numeric_limits<int64_t>::max(), ""}; }
 
-// `r` narrowed to what a T holds.
+// An integer field: an integer type, or a std::chrono::duration (its count, in the
+// key's unit: "_ms" keys are milliseconds, "_seconds" keys seconds).
+template <typename T>
+struct IntField {
+  using Count = T;
+  static int64_t get(const T& v) { return static_cast<int64_t>(v); }
+  static void set(T& field, int64_t v) { field = static_cast<T>(v); }
+};
+template <typename Rep, typename Period>
+struct IntField<std::chrono::duration<Rep, Period>> {
+  using Count = Rep;
+  static int64_t get(const std::chrono::duration<Rep, Period>& v) { return static_cast<int64_t>(v.count()); }
+  static void set(std::chrono::duration<Rep, Period>& field, int64_t v) {
+    field = std::chrono::duration<Rep, Period>(static_cast<Rep>(v));
+  }
+};
+
+// `r` narrowed to what a T (an IntField) holds.
 template <typename T>
 IntRule clamp_to(IntRule r) {
-  r.lo = std::max<int64_t>(r.lo, std::numeric_limits<T>::min());
-  r.hi = std::min<int64_t>(r.hi, std::numeric_limits<T>::max());
+  using Count = typename IntField<T>::Count;
+  r.lo = std::max<int64_t>(r.lo, std::numeric_limits<Count>::min());
+  r.hi = std::min<int64_t>(r.hi, std::numeric_limits<Count>::max());
   return r;
 }
 

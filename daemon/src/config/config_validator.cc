@@ -25,15 +25,16 @@ class Validator {
   template <typename E>
   void choice(const char* path, E& v) {
     if (status_.is_ok() && choice_name(v).empty())
-      fail(path, "expected " + choice_expectation(choice_names(E{})) + ", got the value " +
-                     std::to_string(static_cast<int>(v)));
+      fail(path,
+           "expected " + choice_expectation(choice_names(E{})) + ", got the value " +
+               std::to_string(static_cast<int>(v)));
   }
   void colour(const char*, Rgb&) {}  // every Rgb is a colour
   template <typename T>
   void integer(const char* path, T& v, const IntRule& raw_rule) {
     const IntRule rule = clamp_to<T>(raw_rule);
-    if (status_.is_ok() && !in_range(rule, static_cast<int64_t>(v)))
-      fail(path, "expected " + expectation(rule) + ", got " + std::to_string(v));
+    if (status_.is_ok() && !in_range(rule, IntField<T>::get(v)))
+      fail(path, "expected " + expectation(rule) + ", got " + std::to_string(IntField<T>::get(v)));
   }
   void number(const char* path, double& v, const NumberRule& rule) {
     if (status_.is_ok() && !in_range(rule, v))

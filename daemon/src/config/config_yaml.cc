@@ -24,28 +24,22 @@ namespace {
 
 std::string describe(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Null:
-      return "an empty value";
-    case YAML::NodeType::Scalar:
-      return quote(n.Scalar());
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Undefined:
-      break;
+    case YAML::NodeType::Null: return "an empty value";
+    case YAML::NodeType::Scalar: return quote(n.Scalar());
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Undefined: break;
   }
   return "nothing";
 }
 
 std::string where(const YAML::Mark& mark) {
   if (mark.is_null() || mark.line < 0) return "";
-  return " (line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
-         ")";
+  return " (line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) + ")";
 }
 
-std::string yaml_error(const std::string& source, const std::string& path,
-                       const std::string& problem, const YAML::Node& at) {
+std::string yaml_error(const std::string& source, const std::string& path, const std::string& problem,
+                       const YAML::Node& at) {
   std::string m = source + ": ";
   if (!path.empty()) m += path + ": ";
   return m + problem + where(at.Mark());
@@ -69,17 +63,12 @@ class DocumentProbe : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content_ = true; }
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {
-    content_ = true;
-  }
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { content_ = true; }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
     content_ = true;
   }
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
     content_ = true;
   }
   void OnMapEnd() override {}
@@ -107,15 +96,14 @@ Status check_documents(const std::string& text, const std::string& source) {
     if (!probe.started()) continue;
     const YAML::Mark& at = probe.start();
     if (previous_start && *previous_start == static_cast<std::size_t>(at.pos)) {
-      const std::string what =
-          static_cast<std::size_t>(at.pos) < text.size() ? quote(text.substr(at.pos, 1)) : "input";
-      return Status::error(source + ": YAML syntax error at line " + std::to_string(at.line + 1) +
-                           ", column " + std::to_string(at.column + 1) + ": unexpected " + what);
+      const std::string what = static_cast<std::size_t>(at.pos) < text.size() ? quote(text.substr(at.pos, 1)) : "input";
+      return Status::error(source + ": YAML syntax error at line " + std::to_string(at.line + 1) + ", column " +
+                           std::to_string(at.column + 1) + ": unexpected " + what);
     }
     previous_start = static_cast<std::size_t>(at.pos);
     if (probe.has_content() && ++documents_with_content > 1) {
-      return Status::error(source + ": contains more than one YAML document (separated by " +
-                           "'---'); expected one" + where(at));
+      return Status::error(source + ": contains more than one YAML document (separated by " + "'---'); expected one" +
+                           where(at));
     }
   }
   return Status::error(source + ": YAML parser made no progress");
@@ -131,12 +119,10 @@ Status collect_yaml_values(const YAML::Node& root, const std::string& source,
     const YAML::Node key_node = it->first;
     const YAML::Node value = it->second;
     if (!key_node.IsScalar())
-      return Status::error(
-          yaml_error(source, "", "expected a key name, got " + describe(key_node), key_node));
+      return Status::error(yaml_error(source, "", "expected a key name, got " + describe(key_node), key_node));
     const std::string key = key_node.Scalar();
     const std::string shown = printable_key(key);
-    if (!seen_top.insert(key).second)
-      return Status::error(yaml_error(source, shown, "duplicate key", key_node));
+    if (!seen_top.insert(key).second) return Status::error(yaml_error(source, shown, "duplicate key", key_node));
     if (l.is_top_field(key)) {
       (*values)[key] = value;
       continue;
@@ -144,29 +130,24 @@ Status collect_yaml_values(const YAML::Node& root, const std::string& source,
     const std::vector<std::string>* keys = l.section_keys(key);
     if (keys == nullptr) {
       return Status::error(yaml_error(
-          source, shown, "unknown key (known keys: " + join(l.top_keys) + ")" + suggestion("", key),
-          key_node));
+          source, shown, "unknown key (known keys: " + join(l.top_keys) + ")" + suggestion("", key), key_node));
     }
     if (value.IsNull()) continue;  // "video:" with everything below commented out
     if (!value.IsMap()) {
-      return Status::error(yaml_error(
-          source, key, "expected a mapping with keys " + join(*keys) + ", got " + describe(value),
-          value));
+      return Status::error(
+          yaml_error(source, key, "expected a mapping with keys " + join(*keys) + ", got " + describe(value), value));
     }
     std::set<std::string> seen;
     for (auto jt = value.begin(); jt != value.end(); ++jt) {
       const YAML::Node sub_node = jt->first;
       if (!sub_node.IsScalar())
-        return Status::error(
-            yaml_error(source, key, "expected a key name, got " + describe(sub_node), sub_node));
+        return Status::error(yaml_error(source, key, "expected a key name, got " + describe(sub_node), sub_node));
       const std::string sub = sub_node.Scalar();
       const std::string sub_shown = key + "." + printable_key(sub);
-      if (!seen.insert(sub).second)
-        return Status::error(yaml_error(source, sub_shown, "duplicate key", sub_node));
+      if (!seen.insert(sub).second) return Status::error(yaml_error(source, sub_shown, "duplicate key", sub_node));
       if (std::find(keys->begin(), keys->end(), sub) == keys->end()) {
         return Status::error(yaml_error(
-            source, sub_shown,
-            "unknown key (known keys: " + join(*keys) + ")" + suggestion(key, sub), sub_node));
+            source, sub_shown, "unknown key (known keys: " + join(*keys) + ")" + suggestion(key, sub), sub_node));
       }
       (*values)[key + "." + sub] = jt->second;
     }
@@ -215,18 +196,16 @@ class YamlReader {
     if (n == nullptr) {
       // Absent: the default stays, but a rule that depends on another key (timeout >
       // interval) may no longer hold for it.
-      if (!in_range(rule, static_cast<int64_t>(out))) {
-        status_ =
-            Status::error(source_ + ": " + path + ": expected " + expectation(rule) + ", got " +
-                          std::to_string(out) + " (its default value; set this key too)");
+      if (!in_range(rule, IntField<T>::get(out))) {
+        status_ = Status::error(source_ + ": " + path + ": expected " + expectation(rule) + ", got " +
+                                std::to_string(IntField<T>::get(out)) + " (its default value; set this key too)");
       }
       return;
     }
     std::optional<int64_t> v;
     if (n->IsScalar()) v = parse_int(n->Scalar());
-    if (!v || !in_range(rule, *v))
-      return fail(path, *n, "expected " + expectation(rule) + ", got " + describe(*n));
-    out = static_cast<T>(*v);
+    if (!v || !in_range(rule, *v)) return fail(path, *n, "expected " + expectation(rule) + ", got " + describe(*n));
+    IntField<T>::set(out, *v);
   }
 
   void number(const char* path, double& out, const NumberRule& rule) {
@@ -234,8 +213,7 @@ class YamlReader {
     if (n == nullptr) return;
     std::optional<double> v;
     if (n->IsScalar()) v = parse_double(n->Scalar());
-    if (!v || !in_range(rule, *v))
-      return fail(path, *n, "expected " + expectation(rule) + ", got " + describe(*n));
+    if (!v || !in_range(rule, *v)) return fail(path, *n, "expected " + expectation(rule) + ", got " + describe(*n));
     out = *v;
   }
 
@@ -249,8 +227,8 @@ class YamlReader {
     for (std::size_t i = 0; i < n->size(); ++i) {
       const YAML::Node item = (*n)[i];
       const std::string where = std::string(path) + "[" + std::to_string(i) + "]";
-      if (!item.IsMap() || item.size() != 2 || !item["match"] || !item["mode"] ||
-          !item["match"].IsScalar() || !item["mode"].IsScalar()) {
+      if (!item.IsMap() || item.size() != 2 || !item["match"] || !item["mode"] || !item["match"].IsScalar() ||
+          !item["mode"].IsScalar()) {
         status_ = Status::error(yaml_error(source_, where, shape + ", got " + describe(item), item));
         return;
       }
@@ -278,8 +256,8 @@ class YamlReader {
       const YAML::Node item = (*n)[i];
       const std::string where = std::string(path) + "[" + std::to_string(i) + "]";
       std::optional<double> lo, hi;
-      if (item.IsMap() && item.size() == 3 && item["match"] && item["lo"] && item["hi"] &&
-          item["match"].IsScalar() && item["lo"].IsScalar() && item["hi"].IsScalar()) {
+      if (item.IsMap() && item.size() == 3 && item["match"] && item["lo"] && item["hi"] && item["match"].IsScalar() &&
+          item["lo"].IsScalar() && item["hi"].IsScalar()) {
         lo = parse_double(item["lo"].Scalar());
         hi = parse_double(item["hi"].Scalar());
       }
@@ -328,9 +306,7 @@ StatusOr<DaemonConfig> parse_yaml(const std::string& yaml_text, const std::strin
 
     if (!root.IsMap()) {
       return Status::error(yaml_error(
-          source, "",
-          "expected a mapping of config keys at the top level (like \"workers: 2\"), got " +
-              describe(root),
+          source, "", "expected a mapping of config keys at the top level (like \"workers: 2\"), got " + describe(root),
           root));
     }
     std::map<std::string, YAML::Node> values;
@@ -343,8 +319,8 @@ StatusOr<DaemonConfig> parse_yaml(const std::string& yaml_text, const std::strin
   } catch (const YAML::ParserException& e) {
     return Status::error(source + ": YAML syntax error" +
                          (e.mark.is_null() ? std::string()
-                                           : " at line " + std::to_string(e.mark.line + 1) +
-                                                 ", column " + std::to_string(e.mark.column + 1)) +
+                                           : " at line " + std::to_string(e.mark.line + 1) + ", column " +
+                                  std::to_string(e.mark.column + 1)) +
                          ": " + e.msg);
   } catch (const YAML::Exception& e) {
     return Status::error(source + ": cannot read YAML" + where(e.mark) + ": " + e.msg);

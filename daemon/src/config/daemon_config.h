@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -102,10 +103,10 @@ std::optional<Rgb> parse_rgb(std::string_view text);
 inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
 
 struct VideoConfig {
-  int width = 640;             // pixels, 160..7680
-  int height = 480;            // pixels, 120..4320
-  double fps = 10.0;           // frames per second, > 0 and <= 240
-  int max_frames = 1000;       // frames per video file before a new segment starts, 1..10^7
+  int width = 640;        // pixels, 160..7680
+  int height = 480;       // pixels, 120..4320
+  double fps = 10.0;      // frames per second, > 0 and <= 240
+  int max_frames = 1000;  // frames per video file before a new segment starts, 1..10^7
   VideoCodec codec = VideoCodec::kAuto;
   bool operator==(const VideoConfig&) const = default;
 };
@@ -131,23 +132,23 @@ struct RangeRule {
 };
 
 struct RenderConfig {
-  RenderMode mode = RenderMode::kAuto;  // never kDefault
-  std::vector<ModeRule> stream_modes;  // per-stream overrides, before the client's hint
+  RenderMode mode = RenderMode::kAuto;      // never kDefault
+  std::vector<ModeRule> stream_modes;       // per-stream overrides, before the client's hint
   std::vector<RangeRule> histogram_ranges;  // per-stream fixed histogram ranges
-  int histogram_bins = 64;             // 2..4096
-  double histogram_margin = 0.1;  // 0..1: fraction of the body's width added each side
+  int histogram_bins = 64;                  // 2..4096
+  double histogram_margin = 0.1;            // 0..1: fraction of the body's width added each side
   ValueAxis histogram_axis = ValueAxis::kAuto;
   std::vector<StreamRule<ValueAxis>> histogram_axis_streams;  // per stream
   CountScale histogram_scale = CountScale::kAuto;
   std::vector<StreamRule<CountScale>> histogram_scale_streams;  // per stream
-  int histogram_rerange_frames = 10;       // 1..100000: frames between two range changes
+  int histogram_rerange_frames = 10;                            // 1..100000: frames between two range changes
   HeatmapReduction heatmap_reduction = HeatmapReduction::kMean;
   PcaLayout pca_layout = PcaLayout::kFirstDim;  // what a row is
-  double tsne_perplexity = 30;             // 2..100
-  int tsne_iterations = 750;               // 50..10000, a stream's first frame
-  int tsne_warm_iterations = 150;          // 10..10000, later frames (warm-started)
-  int tsne_max_rows = 10000;               // 10..1000000: rows above are subsampled
-  int64_t tsne_seed = 0;                   // >= 0
+  double tsne_perplexity = 30;                  // 2..100
+  int tsne_iterations = 750;                    // 50..10000, a stream's first frame
+  int tsne_warm_iterations = 150;               // 10..10000, later frames (warm-started)
+  int tsne_max_rows = 10000;                    // 10..1000000: rows above are subsampled
+  int64_t tsne_seed = 0;                        // >= 0
   bool operator==(const RenderConfig&) const = default;
 };
 
@@ -162,26 +163,26 @@ struct RecordConfig {
   std::string stats = "";
   std::string npy = "";
   std::string hdf5 = "";
-  std::string tree = ".*";  // tracks (by name) whose module tree log is written
-  Hdf5Dtype hdf5_dtype = Hdf5Dtype::kKeep;      // stored element type
-  int hdf5_gzip = 4;                            // 0 (none) .. 9
-  bool hdf5_change_detection = true;            // skip repeated values
-  int64_t hdf5_rotate_bytes = 268435456;        // >= 1048576: finalize a file after this
-  int hdf5_rotate_seconds = 60;                 // 1..86400: ... or after this long
-  int hdf5_flush_seconds = 5;                   // 0..3600: flush the open file this often
-                                                // (0: only before closing it)
+  std::string tree = ".*";                          // tracks (by name) whose module tree log is written
+  Hdf5Dtype hdf5_dtype = Hdf5Dtype::kKeep;          // stored element type
+  int hdf5_gzip = 4;                                // 0 (none) .. 9
+  bool hdf5_change_detection = true;                // skip repeated values
+  int64_t hdf5_rotate_bytes = 268435456;            // >= 1048576: finalize a file after this
+  std::chrono::seconds hdf5_rotate_interval{60};    // 1..86400 s: ... or after this long
+  std::chrono::seconds hdf5_flush_interval{5};      // 0..3600 s: flush the open file this often
+                                                    // (0: only before closing it)
   int64_t hdf5_change_detection_bytes = 268435456;  // >= 0: cap on the copies change
                                                     // detection keeps, per worker (0: none;
                                                     // values without one are stored)
-  int64_t queue_bytes = 268435456;              // >= 1048576: payloads waiting to be written;
-                                                // beyond, records are dropped from the
-                                                // sinks (counted; videos are unaffected)
+  int64_t queue_bytes = 268435456;                  // >= 1048576: payloads waiting to be written;
+                                                    // beyond, records are dropped from the
+                                                    // sinks (counted; videos are unaffected)
   bool operator==(const RecordConfig&) const = default;
 };
 
 struct LimitsConfig {
-  int64_t max_record_bytes = 1073741824;  // >= 1: larger records are dropped and counted
-  int64_t max_streams_per_worker = 4096;  // >= 1
+  int64_t max_record_bytes = 1073741824;    // >= 1: larger records are dropped and counted
+  int64_t max_streams_per_worker = 4096;    // >= 1
   int64_t max_open_videos_per_worker = 64;  // 1..4096: encoders (and files) open at once
   bool operator==(const LimitsConfig&) const = default;
 };
@@ -197,12 +198,12 @@ struct StyleConfig {
 };
 
 struct SupervisorConfig {
-  int heartbeat_interval_ms = 200;       // 10..60000
-  int heartbeat_timeout_ms = 5000;       // > heartbeat_interval_ms
-  int restart_backoff_initial_ms = 100;  // 1..60000
-  int restart_backoff_max_ms = 5000;     // >= restart_backoff_initial_ms
-  int shutdown_timeout_ms = 30000;       // 100..600000: time to finalize videos on SIGTERM
-  int idle_exit_ms = 0;                  // 0 = never; else exit once no producer for this long
+  std::chrono::milliseconds heartbeat_interval{200};       // 10..60000 ms
+  std::chrono::milliseconds heartbeat_timeout{5000};       // > heartbeat_interval
+  std::chrono::milliseconds restart_backoff_initial{100};  // 1..60000 ms
+  std::chrono::milliseconds restart_backoff_max{5000};     // >= restart_backoff_initial
+  std::chrono::milliseconds shutdown_timeout{30000};       // 100..600000 ms: to finalize videos on SIGTERM
+  std::chrono::milliseconds idle_exit{0};                  // 0 = never; else exit once no producer this long
   bool operator==(const SupervisorConfig&) const = default;
 };
 
@@ -210,15 +211,15 @@ struct SupervisorConfig {
 // most max_fps a second, as a JPEG on a shared-memory board of board_mb per worker
 // (never in the output directory); `serve` makes the daemon itself serve the page.
 struct LiveConfig {
-  double max_fps = 4;              // 0..60 frames a second per stream (0: no live frames)
-  int board_mb = 8;                // 1..4096: each worker's board (at most 1/16 of free shm)
-  int jpeg_quality = 80;           // 10..100
-  int width = 320;                 // 0..7680: frames wider are scaled down to this (0: never)
-  bool serve = false;              // serve the page (tensorscoped --view)
+  double max_fps = 4;                 // 0..60 frames a second per stream (0: no live frames)
+  int board_mb = 8;                   // 1..4096: each worker's board (at most 1/16 of free shm)
+  int jpeg_quality = 80;              // 10..100
+  int width = 320;                    // 0..7680: frames wider are scaled down to this (0: never)
+  bool serve = false;                 // serve the page (tensorscoped --view)
   std::string address = "127.0.0.1";  // where it listens
-  bool allow_remote = false;       // required for a non-loopback address
-  int port = 0;                    // 0..65535 (0: a free port, printed)
-  int history_mb = 64;             // 1..65536: frames the page's step cursor can go back to
+  bool allow_remote = false;          // required for a non-loopback address
+  int port = 0;                       // 0..65535 (0: a free port, printed)
+  int history_mb = 64;                // 1..65536: frames the page's step cursor can go back to
   bool operator==(const LiveConfig&) const = default;
 };
 
@@ -240,9 +241,9 @@ struct AnomaliesConfig {
 // min_frame_interval_ms), showing the last window_steps summarised steps; a PNG of the
 // whole run when the producer ends. frame_every 0: neither.
 struct OverviewConfig {
-  int window_steps = 200;            // 10..100000 columns of the video's frames
-  int frame_every = 10;              // 0..1000000 summarised steps between frames (0: off)
-  int min_frame_interval_ms = 250;   // 0..600000
+  int window_steps = 200;                             // 10..100000 columns of the video's frames
+  int frame_every = 10;                               // 0..1000000 summarised steps between frames (0: off)
+  std::chrono::milliseconds min_frame_interval{250};  // 0..600000 ms
   bool operator==(const OverviewConfig&) const = default;
 };
 
@@ -277,8 +278,7 @@ struct DaemonConfig {
 StatusOr<DaemonConfig> load_daemon_config(const std::string& path);
 
 // Same as load_daemon_config on text already in memory; `source_name` prefixes messages.
-StatusOr<DaemonConfig> parse_daemon_config(const std::string& yaml_text,
-                                           const std::string& source_name);
+StatusOr<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std::string& source_name);
 
 // Checks every field against the rules above (e.g. after command-line overrides).
 // Messages name the dotted key: "workers: expected an integer between 1 and 64, got 0".

@@ -65,7 +65,7 @@ int64_t now_ms() { return steady_time_ms(); }
 
 // Whether `pid` is stopped or traced (its state in /proc/<pid>/stat is T or t).
 constexpr int kRegisterDeadlineMs = 5000;
-constexpr int64_t kReplyDeadlineMs = 5000;   // a client reading its status reply slower than this loses it
+constexpr int64_t kReplyDeadlineMs = 5000;      // a client reading its status reply slower than this loses it
 constexpr size_t kMaxPendingConnections = 256;  // accepted, not yet registered or answered
 constexpr size_t kMaxReplying = 64;             // replies still being written
 constexpr int kRegisterReplyTimeoutMs = 250;    // a registering client reads its reply at once
@@ -94,7 +94,7 @@ Status Supervisor::take_session_lock() {
   if (session_lock_fd_ < 0) {
     return Status::from_errno("cannot open the session lock " + path, errno);
   }
-  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms + 5000;
+  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout.count() + 5000;
   bool told = false;
   for (;;) {
     const int err = try_lock_file(session_lock_fd_);
@@ -106,8 +106,8 @@ Status Supervisor::take_session_lock() {
     if (auto probe = connect_unix(socket_path_)) {
       ::close(*probe);
       already_running_ = true;
-      return Status::error("a daemon for session '" + config_.session + "' is already running (socket " +
-                           socket_path_ + ")");
+      return Status::error("a daemon for session '" + config_.session + "' is already running (socket " + socket_path_ +
+                           ")");
     }
     if (g_stop_requested) return Status::error("stopped while waiting for the session lock");
     if (now_ms() > deadline) {
@@ -141,15 +141,16 @@ Status Supervisor::start() {
     if (device_payloads_supported(&why)) {
       TS_LOG_INFO("CUDA IPC payloads: supported");
     } else {
-      TS_LOG_INFO("CUDA IPC payloads: not supported ({}); clients send CUDA tensors through "
-                  "pinned host memory",
-                  why);
+      TS_LOG_INFO(
+          "CUDA IPC payloads: not supported ({}); clients send CUDA tensors through "
+          "pinned host memory",
+          why);
     }
   }
   const SegmentCleanup cleanup = remove_dead_segments(runtime_dir_);
   if (!cleanup.removed.empty()) {
-    TS_LOG_INFO("removed {} segment(s) of dead producers from {} ({} bytes)", cleanup.removed.size(),
-                runtime_dir_, cleanup.bytes);
+    TS_LOG_INFO("removed {} segment(s) of dead producers from {} ({} bytes)", cleanup.removed.size(), runtime_dir_,
+                cleanup.bytes);
   }
   session_dir_ = config_.output_dir + "/" + config_.session;
   anomalies_ = std::make_unique<AnomalyLog>(session_dir_);
@@ -184,9 +185,9 @@ Status Supervisor::start() {
   for (size_t i = 0; i < workers_.size(); ++i) {
     workers_[i].index = static_cast<int>(i);
     workers_[i].policy = WorkerRestartPolicy(RestartPolicyConfig{
-        config_.supervisor.restart_backoff_initial_ms, config_.supervisor.restart_backoff_max_ms,
-        config_.supervisor.heartbeat_timeout_ms, /*healthy_after_ms=*/10000,
-        /*starved_limit_ms=*/std::max<int64_t>(60000, 12 * int64_t{config_.supervisor.heartbeat_timeout_ms})});
+        config_.supervisor.restart_backoff_initial.count(), config_.supervisor.restart_backoff_max.count(),
+        config_.supervisor.heartbeat_timeout.count(), /*healthy_after_ms=*/10000,
+        /*starved_limit_ms=*/std::max<int64_t>(60000, 12 * config_.supervisor.heartbeat_timeout.count())});
     spawn_worker(workers_[i]);
   }
   // Published last: a client that sees the socket is served at once.
@@ -201,8 +202,8 @@ Status Supervisor::start() {
     ::close(mode_.ready_fd);
     mode_.ready_fd = -1;
   }
-  TS_LOG_INFO("tensorscoped: session '{}', {} workers, socket {}, output {}", config_.session,
-              config_.workers, socket_path_, session_dir_);
+  TS_LOG_INFO("tensorscoped: session '{}', {} workers, socket {}, output {}", config_.session, config_.workers,
+              socket_path_, session_dir_);
   if (mode_.on_started) mode_.on_started();
   return Status::ok();
 }
@@ -242,8 +243,7 @@ void Supervisor::spawn_worker(WorkerSlot& worker) {
 void Supervisor::recover_videos(const std::string& prefix, const std::string& whose) {
   RecoveredVideos found = recover_temp_videos(session_dir_, prefix);
   for (const IndexEntry& e : found.entries) {
-    TS_LOG_WARN("recovered {} ({} frames, steps {}..{}) from {}", e.path, e.frames, e.first_step, e.last_step,
-                whose);
+    TS_LOG_WARN("recovered {} ({} frames, steps {}..{}) from {}", e.path, e.frames, e.first_step, e.last_step, whose);
     if (Status st = index_->stage(e); !st) TS_LOG_ERROR("cannot add {} to index.json: {}", e.path, st.message());
     index_dirty_ = true;
   }
@@ -259,8 +259,8 @@ void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
   while (worker.channel.pop(&message)) handle_worker_message(worker, message);
   worker.channel.close();
   // Its open videos play up to their last whole frame: finished and listed as they are.
-  recover_videos(".tmp-" + std::to_string(worker.pid) + "-", "worker " + std::to_string(worker.index) +
-                                                               " (pid " + std::to_string(worker.pid) + ")");
+  recover_videos(".tmp-" + std::to_string(worker.pid) + "-",
+                 "worker " + std::to_string(worker.index) + " (pid " + std::to_string(worker.pid) + ")");
   // What it had taken from the rings but not drawn yet is gone with it: counted where the
   // producers see it (stats().dropped_by_daemon), and said.
   uint64_t lost = 0;
@@ -272,9 +272,10 @@ void Supervisor::on_worker_exit(WorkerSlot& worker, const std::string& why) {
     lost += n;
   }
   if (lost > 0) {
-    TS_LOG_WARN("worker {} (pid {}) had {} record(s) taken but not drawn: lost (counted in the producers' "
-                "dropped_by_daemon)",
-                worker.index, worker.pid, lost);
+    TS_LOG_WARN(
+        "worker {} (pid {}) had {} record(s) taken but not drawn: lost (counted in the producers' "
+        "dropped_by_daemon)",
+        worker.index, worker.pid, lost);
   }
   const int64_t delay = worker.policy.exited(now_ms(), /*counted=*/!g_stop_requested);
   if (g_stop_requested) {
@@ -292,9 +293,8 @@ void Supervisor::reap_children() {
     if (pid <= 0) return;
     for (auto& worker : workers_) {
       if (worker.pid != pid) continue;
-      std::string why = WIFSIGNALED(status)
-                            ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                            : "exited with status " + std::to_string(WEXITSTATUS(status));
+      std::string why = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                            : "exited with status " + std::to_string(WEXITSTATUS(status));
       on_worker_exit(worker, why);
     }
   }
@@ -314,16 +314,16 @@ void Supervisor::check_workers(int64_t now) {
         continue;
       }
       worker.stopped_logged = false;
-      const Silence silence =
-          stat ? worker.policy.silence(now, stat->runnable(), stat->cpu_ticks) : Silence::kHung;
+      const Silence silence = stat ? worker.policy.silence(now, stat->runnable(), stat->cpu_ticks) : Silence::kHung;
       if (silence == Silence::kStarved) {
         // Waiting for a core or the disk, or still working: a busy machine, not a hang.
         if (!worker.starved) {
           ++worker.starved_episodes;
-          TS_LOG_WARN("worker {} (pid {}) has not been heard from for {} ms but is {}: the machine is busy; "
-                      "waiting for it",
-                      worker.index, worker.pid, worker.policy.silent_ms(now),
-                      stat->runnable() ? "runnable" : "still using CPU time");
+          TS_LOG_WARN(
+              "worker {} (pid {}) has not been heard from for {} ms but is {}: the machine is busy; "
+              "waiting for it",
+              worker.index, worker.pid, worker.policy.silent_ms(now),
+              stat->runnable() ? "runnable" : "still using CPU time");
         }
         worker.starved = true;
         continue;
@@ -417,9 +417,9 @@ void Supervisor::flush_replies(const std::vector<pollfd>& fds, size_t first, siz
     if (first + k < fds.size() && fds[first + k].revents != 0 && !r.connection.flush()) r.connection.close();
     if (r.connection.unsent() == 0 || now > r.deadline_ms) r.connection.close();
   }
-  replying_.erase(std::remove_if(replying_.begin(), replying_.end(),
-                                 [](const Replying& r) { return !r.connection.is_open(); }),
-                  replying_.end());
+  replying_.erase(
+      std::remove_if(replying_.begin(), replying_.end(), [](const Replying& r) { return !r.connection.is_open(); }),
+      replying_.end());
 }
 
 void Supervisor::notice_own_stall(int64_t now) {
@@ -461,8 +461,7 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   }
   producer.connection = std::move(connection);
   auto& stored = producers_[producer.id] = std::move(producer);
-  TS_LOG_INFO("producer {} registered: pid {}, rank {}, worker {}", stored.id, stored.pid,
-              stored.rank, stored.worker);
+  TS_LOG_INFO("producer {} registered: pid {}, rank {}, worker {}", stored.id, stored.pid, stored.rank, stored.worker);
   // run_info/rank<r>_pid<pid>.json (+ .patch), by a helper process; never fails here.
   (void)record_run_info(session_dir_, m.value("run_info", nlohmann::json()),
                         RunInfoProducer{stored.id, static_cast<long>(stored.pid), stored.rank, config_.session});
@@ -599,7 +598,7 @@ nlohmann::json Supervisor::status_json() const {
           {"session", config_.session},
           {"pid", ::getpid()},
           {"autostarted", mode_.autostarted},
-          {"idle_exit_ms", config_.supervisor.idle_exit_ms},
+          {"idle_exit_ms", config_.supervisor.idle_exit.count()},
           {"uptime_ms", now_ms() - started_ms_},
           {"output_dir", session_dir_},
           {"registrations_refused", registrations_refused_},
@@ -638,13 +637,12 @@ void Supervisor::keep_session_dir() {
   std::error_code ec;
   std::filesystem::create_directories(session_dir_, ec);
   if (ec) {
-    index_health_.failed(ec.value(), "the output directory " + session_dir_ + " is gone and cannot be made again: " +
-                                         ec.message(), ms);
+    index_health_.failed(
+        ec.value(), "the output directory " + session_dir_ + " is gone and cannot be made again: " + ec.message(), ms);
     return;
   }
   const size_t gone = index_->forget_missing_files();
-  TS_LOG_WARN("the output directory {} was deleted; made it again ({} listed files went with it)", session_dir_,
-              gone);
+  TS_LOG_WARN("the output directory {} was deleted; made it again ({} listed files went with it)", session_dir_, gone);
   index_dirty_ = true;
 }
 
@@ -669,7 +667,7 @@ void Supervisor::shutdown_workers() {
   for (auto& w : workers_) {
     if (w.alive) (void)w.channel.send({{control::kType, control::kShutdown}});
   }
-  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms;
+  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout.count();
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<WorkerSlot*> owners;
@@ -732,8 +730,7 @@ int Supervisor::run() {
     ::poll(fds.data(), fds.size(), 100);
 
     char drain[64];
-    while (::read(g_signal_pipe[0], drain, sizeof(drain)) > 0) {
-    }
+    while (::read(g_signal_pipe[0], drain, sizeof(drain)) > 0) {}
     reap_children();
     if (g_stop_requested) break;
     const int64_t now = now_ms();
@@ -758,16 +755,15 @@ int Supervisor::run() {
       }
       if (done) pending_[k].connection.close();
     }
-    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                  [](const Pending& p) { return !p.connection.is_open(); }),
-                   pending_.end());
+    pending_.erase(
+        std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.connection.is_open(); }),
+        pending_.end());
     for (auto& [id, p] : producers_) {
       if (p.detaching) continue;
       if (i < fds.size() && fds[i++].revents != 0) {
         Status st = p.connection.read_available();
         nlohmann::json m;
-        while (p.connection.pop(&m)) {
-        }
+        while (p.connection.pop(&m)) {}
         if (!st) producer_gone(p);
       }
     }
@@ -776,7 +772,7 @@ int Supervisor::run() {
     keep_session_dir();
     flush_index();
     if (!producers_.empty() || !pending_.empty()) last_producer_ms_ = now;
-    const int idle_exit_ms = config_.supervisor.idle_exit_ms;
+    const int64_t idle_exit_ms = config_.supervisor.idle_exit.count();
     if (idle_exit_ms > 0 && now - last_producer_ms_ >= idle_exit_ms) {
       TS_LOG_INFO("no producer for {} ms (supervisor.idle_exit_ms): exiting", now - last_producer_ms_);
       g_stop_requested = 1;  // from here on exactly as on SIGTERM
@@ -794,9 +790,10 @@ int Supervisor::run() {
   index_dirty_ = true;
   flush_index(/*now=*/true);  // a last try, even while the output is down
   if (index_dirty_) {
-    TS_LOG_ERROR("tensorscoped: stopped; index.json could not be written: it lists fewer than the {} files "
-                 "finished (a daemon started on this session lists them from their journals)",
-                 index_->entries().size());
+    TS_LOG_ERROR(
+        "tensorscoped: stopped; index.json could not be written: it lists fewer than the {} files "
+        "finished (a daemon started on this session lists them from their journals)",
+        index_->entries().size());
   } else {
     TS_LOG_INFO("tensorscoped: stopped; {} files listed in {}/index.json", index_->entries().size(), session_dir_);
   }

@@ -17,7 +17,9 @@ namespace {
 using recording::kOverviewMetrics;
 using recording::OverviewGrid;
 
-std::string where_text(int rank, int64_t pid) { return "rank " + std::to_string(rank) + " | pid " + std::to_string(pid); }
+std::string where_text(int rank, int64_t pid) {
+  return "rank " + std::to_string(rank) + " | pid " + std::to_string(pid);
+}
 
 // The grid without its newest column (still being filled by other tracks' records).
 OverviewGrid settled(OverviewGrid g) {
@@ -47,15 +49,15 @@ OverviewVideos::OverviewVideos(const DaemonConfig& config, std::string session_d
     : config_(config), session_dir_(std::move(session_dir)), router_(router), on_finished_(std::move(on_finished)) {}
 
 std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
-                                              uint64_t push_unix_ns, const std::vector<TensorSummary>& summaries,
-                                              int64_t now_ms) {
+                                               uint64_t push_unix_ns, const std::vector<TensorSummary>& summaries,
+                                               int64_t now_ms) {
   std::vector<RenderJob> jobs;
   if (config_.overview.frame_every <= 0) return jobs;
   Producer& p = producers_.try_emplace(producer_id, pid, rank, config_.overview).first->second;
   if (!p.history.observe(step, summaries)) return jobs;
   const int64_t seen = p.history.steps_seen();
   if (seen - p.frame_steps < config_.overview.frame_every || seen < 2 ||
-      now_ms - p.frame_ms < config_.overview.min_frame_interval_ms) {
+      now_ms - p.frame_ms < config_.overview.min_frame_interval.count()) {
     return jobs;
   }
   p.frame_steps = seen;
@@ -65,9 +67,9 @@ std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid
     if (!p.history.has_rows(m)) continue;
     OverviewGrid grid = settled(p.history.window(m));
     const int64_t frame_step = grid.last_steps.empty() ? step : grid.last_steps.back();
-    auto video = router_->video_for(
-        StreamKey{producer_id, pid, recording::kOverviewStream, recording::kOverviewDevice, rank, kOverviewMetrics[m].name},
-        recording::kOverviewKind);
+    auto video = router_->video_for(StreamKey{producer_id, pid, recording::kOverviewStream, recording::kOverviewDevice,
+                                              rank, kOverviewMetrics[m].name},
+                                    recording::kOverviewKind);
     if (!video) continue;
     const std::string span = "last " + std::to_string(config_.overview.window_steps) + " summarised steps";
     jobs.push_back(video->frame_job(

@@ -97,8 +97,7 @@ void RecordSinks::record(uint64_t producer_id, int64_t pid, const RecordView& vi
     std::lock_guard<std::mutex> lock(mutex_);
     if (queued_bytes_ + h.payload_bytes > static_cast<uint64_t>(config_.queue_bytes)) {
       if (dropped_.fetch_add(1, std::memory_order_relaxed) % 1000 == 0) {
-        TS_LOG_WARN("recording sinks are behind ({} bytes queued): records dropped from them",
-                    queued_bytes_);
+        TS_LOG_WARN("recording sinks are behind ({} bytes queued): records dropped from them", queued_bytes_);
       }
       return;
     }
@@ -209,9 +208,8 @@ void RecordSinks::write(Job& job) {
       TS_LOG_WARN("recording '{}': {}", job.meta.stream, message);
     }
   };
-  const uint64_t numel = job.meta.dtype == wire::DType::kInvalid
-                             ? 0
-                             : job.payload.size() / wire::dtype_size(job.meta.dtype);
+  const uint64_t numel =
+      job.meta.dtype == wire::DType::kInvalid ? 0 : job.payload.size() / wire::dtype_size(job.meta.dtype);
 
   if ((job.sinks & kTree) != 0 && !files.tree_failed) {
     if (!files.tree) {
@@ -224,9 +222,9 @@ void RecordSinks::write(Job& job) {
       }
     }
     if (files.tree) {
-      Status st = files.tree->append(
-          job.meta.stream, job.meta.step,
-          std::string_view(reinterpret_cast<const char*>(job.payload.data()), job.payload.size()));
+      Status st =
+          files.tree->append(job.meta.stream, job.meta.step,
+                             std::string_view(reinterpret_cast<const char*>(job.payload.data()), job.payload.size()));
       if (!st) fail(st.message());
     }
   }
@@ -245,14 +243,16 @@ void RecordSinks::write(Job& job) {
       }
     }
     if (files.stats) {
-      Status st = files.stats->append(job.meta, recording::compute_stats_row(job.meta.dtype, job.payload.data(), numel));
+      Status st =
+          files.stats->append(job.meta, recording::compute_stats_row(job.meta.dtype, job.payload.data(), numel));
       if (!st) fail(st.message());
     }
   }
 
   if ((job.sinks & kNpy) != 0) {
     std::string why;
-    const std::string path = session_dir_ + "/" + recording::npy_dump_path(job.meta.stream, job.meta.step, job.meta.rank);
+    const std::string path =
+        session_dir_ + "/" + recording::npy_dump_path(job.meta.stream, job.meta.step, job.meta.rank);
     if (make_dirs(path.substr(0, path.rfind('/')), &why)) {
       Status st = recording::write_npy(path, job.meta.dtype, job.meta.shape, job.payload.data(), job.payload.size());
       if (!st) fail(st.message());
@@ -270,8 +270,8 @@ void RecordSinks::write(Job& job) {
       options.gzip_level = config_.hdf5_gzip;
       options.change_detection = config_.hdf5_change_detection;
       options.rotate_bytes = static_cast<uint64_t>(config_.hdf5_rotate_bytes);
-      options.rotate_seconds = config_.hdf5_rotate_seconds;
-      options.flush_seconds = config_.hdf5_flush_seconds;
+      options.rotate_seconds = static_cast<int>(config_.hdf5_rotate_interval.count());
+      options.flush_seconds = static_cast<int>(config_.hdf5_flush_interval.count());
       if (!hdf5_budget_) {
         hdf5_budget_ = std::make_shared<recording::Hdf5ChangeBudget>(
             static_cast<uint64_t>(std::max<int64_t>(config_.hdf5_change_detection_bytes, 0)));

@@ -17,8 +17,8 @@ namespace {
 
 int64_t now_ms() { return steady_time_ms(); }
 
-constexpr int kDrainBudget = 64;       // records per producer per round (fairness)
-constexpr size_t kQueueCapacity = 8;   // reduced frames waiting, per render thread
+constexpr int kDrainBudget = 64;      // records per producer per round (fairness)
+constexpr size_t kQueueCapacity = 8;  // reduced frames waiting, per render thread
 constexpr int kMaxIdleSleepMs = 10;
 constexpr int kKeepInTouchTickMs = 50;  // while waiting for the render thread
 
@@ -100,7 +100,7 @@ void Worker::keep_in_touch() {
   if (router_) router_->probe_output(now);  // while the output is down, once a second
   if (configured_ && now >= next_heartbeat_ms_) {
     send_heartbeat();
-    next_heartbeat_ms_ = now + config_.supervisor.heartbeat_interval_ms;
+    next_heartbeat_ms_ = now + config_.supervisor.heartbeat_interval.count();
   }
   flush_outbox();
 }
@@ -123,18 +123,18 @@ void Worker::handle(const nlohmann::json& message, int fd) {
     ::close(fd);
     if (!segment) {
       TS_LOG_ERROR("cannot attach producer {}: {}", id, segment.message());
-      post({{control::kType, control::kAttachFailed}, {control::kProducerId, id}, {control::kMessage, segment.message()}});
+      post({{control::kType, control::kAttachFailed},
+            {control::kProducerId, id},
+            {control::kMessage, segment.message()}});
       return;
     }
     Attached attached;
     attached.segment = std::move(*segment);
-    attached.reader = std::make_unique<RingReader>(
-        attached.segment.get(), static_cast<uint64_t>(config_.limits.max_record_bytes));
-    attached.segment->header()->consumer_state.store(wire::kConsumerAttached,
-                                                     std::memory_order_release);
+    attached.reader =
+        std::make_unique<RingReader>(attached.segment.get(), static_cast<uint64_t>(config_.limits.max_record_bytes));
+    attached.segment->header()->consumer_state.store(wire::kConsumerAttached, std::memory_order_release);
     producers_[id] = std::move(attached);
-    TS_LOG_INFO("attached producer {} (pid {}, rank {})", id,
-                producers_[id].segment->header()->producer_pid,
+    TS_LOG_INFO("attached producer {} (pid {}, rank {})", id, producers_[id].segment->header()->producer_pid,
                 producers_[id].segment->header()->rank);
   } else if (type == control::kDetach) {
     detach(message.value(control::kProducerId, uint64_t{0}));
@@ -155,11 +155,13 @@ bool Worker::truncated(uint64_t id, Attached& p) {
   if (p.truncated) return true;
   if (!p.segment->truncated()) return false;
   p.truncated = true;
-  TS_LOG_ERROR("producer {}: its segment {} was truncated under us; reading stopped, the producer is dropped",
-               id, p.segment->path());
+  TS_LOG_ERROR("producer {}: its segment {} was truncated under us; reading stopped, the producer is dropped", id,
+               p.segment->path());
   // As for a segment that cannot be attached: the supervisor drops the producer, whose
   // client registers a fresh segment.
-  post({{control::kType, control::kAttachFailed}, {control::kProducerId, id}, {control::kMessage, "segment truncated under the worker"}});
+  post({{control::kType, control::kAttachFailed},
+        {control::kProducerId, id},
+        {control::kMessage, "segment truncated under the worker"}});
   return true;
 }
 
@@ -203,8 +205,8 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
           break;
         }
         fetched = DevicePayloadReader::Result::kFailed;
-        why = "the producer's GPU copy did not complete within " +
-              std::to_string(kDevicePayloadDeadlineMs / 1000) + " s";
+        why =
+            "the producer's GPU copy did not complete within " + std::to_string(kDevicePayloadDeadlineMs / 1000) + " s";
       }
       p.pending_since_ms = 0;
       if (fetched == DevicePayloadReader::Result::kFailed) {
@@ -289,11 +291,13 @@ bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
 }
 
 void Worker::render_later(RenderJob job) {
-  queue_->push(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+  queue_->push(
+      std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
 }
 
 void Worker::render_after_all(std::function<void()> job) {
-  queue_->push_after_all(std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
+  queue_->push_after_all(
+      std::move(job), [this] { keep_in_touch(); }, kKeepInTouchTickMs);
 }
 
 void Worker::detach(uint64_t id) {
@@ -302,8 +306,7 @@ void Worker::detach(uint64_t id) {
     post({{control::kType, control::kDetached}, {control::kProducerId, id}});
     return;
   }
-  while (drain(id, it->second, 1 << 30) > 0) {
-  }
+  while (drain(id, it->second, 1 << 30) > 0) {}
   // Each lane finalizes its videos of the producer after drawing their frames; the
   // supervisor hears "detached" once every lane has.
   for (RenderJob& finish : router_->finish_producer(id)) render_later(std::move(finish));
@@ -324,7 +327,7 @@ void Worker::shutdown() {
   // Render what is in each ring now, within half the shutdown timeout and at most one
   // lap (a producer that keeps pushing must not keep us from exiting); then finalize
   // every video. Records left unread are logged.
-  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout_ms / 2;
+  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout.count() / 2;
   for (auto& [id, p] : producers_) {
     int budget = static_cast<int>(p.segment->slot_count());
     while (budget > 0 && now_ms() < deadline) {
@@ -340,7 +343,7 @@ void Worker::shutdown() {
   for (RenderJob& finish : router_->finish_all()) render_later(std::move(finish));
   render_later({0, overview_->finish_all()});
   while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
-  sinks_.reset();  // writes what is queued, finalizes the recording files
+  sinks_.reset();                                  // writes what is queued, finalizes the recording files
   flush_outbox();
 }
 

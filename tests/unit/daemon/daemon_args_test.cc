@@ -36,7 +36,7 @@ TEST(DaemonArgs, EachOptionReachesItsConfigKey) {
   EXPECT_EQ(config->workers, 3);
   EXPECT_EQ(config->runtime_dir, "/tmp/rt");
   EXPECT_EQ(config->log_level, LogLevel::kDebug);
-  EXPECT_EQ(config->supervisor.idle_exit_ms, 1500);
+  EXPECT_EQ(config->supervisor.idle_exit, std::chrono::milliseconds(1500));
   EXPECT_TRUE(config->live.serve);
   // Nothing given: the defaults.
   auto none = parse({});
@@ -63,7 +63,7 @@ TEST(DaemonArgs, AWrongArgumentIsNamed) {
   EXPECT_THAT(parse({"--idle-exit-ms", "-5"}).message(), HasSubstr("--idle-exit-ms: expected an integer >= 0"));
   EXPECT_THAT(parse({"--log-level", "loud"}).message(),
               HasSubstr("--log-level: expected one of trace, debug, info, warn, error, off, got 'loud'"));
-  EXPECT_THAT(parse({"--session"}).message(), HasSubstr("session"));  // a missing value
+  EXPECT_THAT(parse({"--session"}).message(), HasSubstr("session"));   // a missing value
   EXPECT_THAT(parse({"--sess", "x"}).message(), HasSubstr("--sess"));  // no guessing of abbreviations
   EXPECT_THAT(parse({"stray"}).message(), HasSubstr("stray"));
   // Values the command line takes but the config refuses are the config's errors.
