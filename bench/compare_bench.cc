@@ -36,14 +36,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A format 1.0 '<f4' header for shape (n,), padded so the data starts at byte 128.
 std::string npy_header(uint64_t n) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) +
-                     ",), }";
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
   const size_t total = 128;
   dict.resize(total - 10 - 1, ' ');
   dict += '\n';
@@ -97,11 +94,15 @@ std::string pt_tail(const std::string& prefix, uint64_t n) {
     put_le(out, value.size(), 4);
     return out + value;
   };
-  std::string pkl = "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n((";
+  std::string pkl =
+      "\x80\x02"
+      "ctorch._utils\n_rebuild_tensor_v2\n((";
   pkl += text("storage") + "ctorch\nFloatStorage\n" + text("0") + text("cpu") + integer(n);
   pkl += "tQK";
   pkl += '\0';  // storage offset 0
-  pkl += "(" + integer(n) + "t(K\x01t\x89" "ccollections\nOrderedDict\n)RtR.";
+  pkl += "(" + integer(n) +
+      "t(K\x01t\x89"
+      "ccollections\nOrderedDict\n)RtR.";
   const std::string head = pt_head(prefix, data_bytes);
   const uint64_t pkl_offset = head.size() + data_bytes;
   const std::string pkl_name = prefix + "/data.pkl";
@@ -116,8 +117,8 @@ std::string pt_tail(const std::string& prefix, uint64_t n) {
   put_le(out, 0, 2);
   out += pkl_name + pkl;
   std::string cd;
-  const std::vector<std::tuple<std::string, uint64_t, uint64_t>> entries = {
-      {prefix + "/data/0", data_bytes, 0}, {pkl_name, pkl.size(), pkl_offset}};
+  const std::vector<std::tuple<std::string, uint64_t, uint64_t>> entries = {{prefix + "/data/0", data_bytes, 0},
+                                                                            {pkl_name, pkl.size(), pkl_offset}};
   for (const auto& [name, size, offset] : entries) {
     put_le(cd, 0x02014b50, 4);
     put_le(cd, 20, 2);
@@ -146,8 +147,8 @@ std::string pt_tail(const std::string& prefix, uint64_t n) {
 }
 
 // Writes A and B as .npy files and as .pt files with the same values.
-bool write_pair(const std::string& path_a, const std::string& path_b, const std::string& pt_a,
-                const std::string& pt_b, uint64_t n) {
+bool write_pair(const std::string& path_a, const std::string& path_b, const std::string& pt_a, const std::string& pt_b,
+                uint64_t n) {
   FILE* fa = std::fopen(path_a.c_str(), "wb");
   FILE* fb = std::fopen(path_b.c_str(), "wb");
   FILE* ta = std::fopen(pt_a.c_str(), "wb");
@@ -156,9 +157,9 @@ bool write_pair(const std::string& path_a, const std::string& path_b, const std:
   const std::string header = npy_header(n);
   const std::string head_a = pt_head("a", n * 4), head_b = pt_head("b", n * 4);
   bool ok = std::fwrite(header.data(), 1, header.size(), fa) == header.size() &&
-            std::fwrite(header.data(), 1, header.size(), fb) == header.size() &&
-            std::fwrite(head_a.data(), 1, head_a.size(), ta) == head_a.size() &&
-            std::fwrite(head_b.data(), 1, head_b.size(), tb) == head_b.size();
+      std::fwrite(header.data(), 1, header.size(), fb) == header.size() &&
+      std::fwrite(head_a.data(), 1, head_a.size(), ta) == head_a.size() &&
+      std::fwrite(head_b.data(), 1, head_b.size(), tb) == head_b.size();
   std::mt19937 rng(42);
   std::normal_distribution<float> dist;
   std::vector<float> a(1 << 20), b(1 << 20);
@@ -169,14 +170,14 @@ bool write_pair(const std::string& path_a, const std::string& path_b, const std:
       a[i] = b[i] * (1.0f + 1e-7f);
     }
     ok = std::fwrite(a.data(), sizeof(float), count, fa) == count &&
-         std::fwrite(b.data(), sizeof(float), count, fb) == count &&
-         std::fwrite(a.data(), sizeof(float), count, ta) == count &&
-         std::fwrite(b.data(), sizeof(float), count, tb) == count;
+        std::fwrite(b.data(), sizeof(float), count, fb) == count &&
+        std::fwrite(a.data(), sizeof(float), count, ta) == count &&
+        std::fwrite(b.data(), sizeof(float), count, tb) == count;
     done += count;
   }
   const std::string tail_a = pt_tail("a", n), tail_b = pt_tail("b", n);
   ok = ok && std::fwrite(tail_a.data(), 1, tail_a.size(), ta) == tail_a.size() &&
-       std::fwrite(tail_b.data(), 1, tail_b.size(), tb) == tail_b.size();
+      std::fwrite(tail_b.data(), 1, tail_b.size(), tb) == tail_b.size();
   for (FILE* f : {fa, fb, ta, tb}) ok = (std::fclose(f) == 0) && ok;
   return ok;
 }
@@ -220,13 +221,14 @@ int main(int argc, char** argv) {
   const std::string base = "/tmp/compare_bench_" + std::to_string(::getpid());
   const std::string path_a = base + "_a.npy", path_b = base + "_b.npy";
   const std::string pt_a = base + "_a.pt", pt_b = base + "_b.pt";
-  std::printf("compare_bench: two float32 .npy files of %llu elements (%.2f GiB each) in /tmp,\n"
-              "  and two .pt files of the same values\n",
-              static_cast<unsigned long long>(n), n * 4.0 / (1 << 30));
+  std::printf(
+      "compare_bench: two float32 .npy files of %llu elements (%.2f GiB each) in /tmp,\n"
+      "  and two .pt files of the same values\n",
+      static_cast<unsigned long long>(n), n * 4.0 / (1 << 30));
   const auto write_start = Clock::now();
   if (!write_pair(path_a, path_b, pt_a, pt_b, n)) {
-    std::fprintf(stderr, "compare_bench: cannot write %s / %s / %s / %s\n", path_a.c_str(),
-                 path_b.c_str(), pt_a.c_str(), pt_b.c_str());
+    std::fprintf(stderr, "compare_bench: cannot write %s / %s / %s / %s\n", path_a.c_str(), path_b.c_str(),
+                 pt_a.c_str(), pt_b.c_str());
     return 1;
   }
   std::printf("  wrote both in %.2f s\n", seconds_since(write_start));
@@ -250,8 +252,7 @@ int main(int argc, char** argv) {
     start = Clock::now();
     auto report = td::compare_paths(pt_a, pt_b, td::CompareTolerance{});
     const double t_pt = seconds_since(start);
-    if (!report || report->entries.size() != 1 ||
-        report->entries[0].verdict != td::CompareVerdict::kMatch) {
+    if (!report || report->entries.size() != 1 || report->entries[0].verdict != td::CompareVerdict::kMatch) {
       std::fprintf(stderr, "compare_bench: .pt compare failed: %s\n",
                    report ? td::format_entry(report->entries.at(0)).c_str() : report.message().c_str());
       return 1;
@@ -260,26 +261,24 @@ int main(int argc, char** argv) {
     last_pt = report->entries[0].result;
   }
   const double gb = read_bytes / 1e9;
-  std::printf("  plain read() of both files: %.3f s  %.2f GB/s (best of %d)\n", best_read,
-              gb / best_read, repeat);
-  std::printf("  compare_npy_files:          %.3f s  %.2f GB/s (best of %d)\n", best_compare,
-              gb / best_compare, repeat);
-  std::printf("  compare_paths on the .pt pair: %.3f s  %.2f GB/s (best of %d)\n", best_pt,
-              gb / best_pt, repeat);
+  std::printf("  plain read() of both files: %.3f s  %.2f GB/s (best of %d)\n", best_read, gb / best_read, repeat);
+  std::printf("  compare_npy_files:          %.3f s  %.2f GB/s (best of %d)\n", best_compare, gb / best_compare,
+              repeat);
+  std::printf("  compare_paths on the .pt pair: %.3f s  %.2f GB/s (best of %d)\n", best_pt, gb / best_pt, repeat);
   std::printf("  ratio compare / plain read throughput: %.2f\n", best_read / best_compare);
   std::printf("  ratio .pt compare / .npy compare throughput: %.2f\n", best_compare / best_pt);
   std::printf("  result: %llu/%llu mismatches, max_abs %.3g, max_rel %.3g, cosine %.9f\n",
-              static_cast<unsigned long long>(last.mismatches),
-              static_cast<unsigned long long>(last.total), last.max_abs_error,
-              last.max_rel_error, last.cosine);
+              static_cast<unsigned long long>(last.mismatches), static_cast<unsigned long long>(last.total),
+              last.max_abs_error, last.max_rel_error, last.cosine);
   if (last_pt.mismatches != last.mismatches || last_pt.total != last.total ||
       last_pt.max_abs_error != last.max_abs_error) {
     std::fprintf(stderr, "compare_bench: .pt and .npy results differ\n");
     return 1;
   }
-  std::printf("reproduce: cmake --build BUILD --target compare_bench && "
-              "BUILD/bin/compare_bench%s\n",
-              quick ? " --quick" : "");
+  std::printf(
+      "reproduce: cmake --build BUILD --target compare_bench && "
+      "BUILD/bin/compare_bench%s\n",
+      quick ? " --quick" : "");
   if (!keep) {
     for (const std::string* path : {&path_a, &path_b, &pt_a, &pt_b}) ::unlink(path->c_str());
   }

@@ -95,8 +95,8 @@ bool daemon_answers(const std::string& runtime_dir, const std::string& session) 
 // Starts the daemon and returns when it answers status (the time it first answered in *ready_ns).
 pid_t start_daemon(const std::string& runtime_dir, const std::string& session, const std::string& output,
                    int64_t* ready_ns) {
-  const pid_t pid = spawn({TENSORSCOPED_PATH, "--output", output, "--session", session, "--runtime-dir",
-                           runtime_dir, "--log-level", "error", "--workers", "2"},
+  const pid_t pid = spawn({TENSORSCOPED_PATH, "--output", output, "--session", session, "--runtime-dir", runtime_dir,
+                           "--log-level", "error", "--workers", "2"},
                           -1);
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   while (Clock::now() < deadline) {
@@ -207,10 +207,10 @@ int main(int argc, char** argv) {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
   self[n] = '\0';
-  std::printf("connect_bench: each producer pushes %d x 1 KiB, one every %d ms, from Client construction on\n",
-              kPushes, kIntervalUs / 1000);
-  std::printf("%-15s %9s %7s %12s %12s %14s %10s\n", "scenario", "producers", "rounds", "first p50 ms",
-              "first p99 ms", "lost per prod", "never");
+  std::printf("connect_bench: each producer pushes %d x 1 KiB, one every %d ms, from Client construction on\n", kPushes,
+              kIntervalUs / 1000);
+  std::printf("%-15s %9s %7s %12s %12s %14s %10s\n", "scenario", "producers", "rounds", "first p50 ms", "first p99 ms",
+              "lost per prod", "never");
   for (const Scenario scenario : {Scenario::kDaemonFirst, Scenario::kProducerFirst, Scenario::kAutostart}) {
     for (const int producers : {1, 4, 8}) {
       const int rounds = quick ? 2 : std::max(3, 24 / producers);
@@ -227,8 +227,8 @@ int main(int argc, char** argv) {
           }
         }
       }
-      std::printf("%-15s %9d %7d %12.1f %12.1f %14.1f %10d\n", scenario_name(scenario),
-                  producers, rounds, percentile(firsts, 0.5), percentile(firsts, 0.99),
+      std::printf("%-15s %9d %7d %12.1f %12.1f %14.1f %10d\n", scenario_name(scenario), producers, rounds,
+                  percentile(firsts, 0.5), percentile(firsts, 0.99),
                   total > 0 ? static_cast<double>(lost) / total : 0.0, never);
       std::fflush(stdout);
     }

@@ -39,16 +39,13 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // The step-time ratio of a GPU MLP trained with track_model(every_n) over untracked.
 double step_ratio(tensorscope::Client& client, int every_n, int steps) {
   torch::manual_seed(1);
-  torch::nn::Sequential net(torch::nn::Linear(1024, 2048), torch::nn::ReLU(),
-                            torch::nn::Linear(2048, 2048), torch::nn::ReLU(),
-                            torch::nn::Linear(2048, 10));
+  torch::nn::Sequential net(torch::nn::Linear(1024, 2048), torch::nn::ReLU(), torch::nn::Linear(2048, 2048),
+                            torch::nn::ReLU(), torch::nn::Linear(2048, 10));
   net->to(torch::kCUDA);
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
   const torch::Tensor x = torch::randn({256, 1024}, torch::kCUDA);
@@ -152,8 +149,8 @@ int main(int argc, char** argv) {
       break;
     }
     const double c = median(copy_s), p = median(push_s);
-    std::printf("%7llu MiB %12.3f %12.3f %10.2f %8llu\n", static_cast<unsigned long long>(bytes >> 20),
-                c * 1e3, p * 1e3, c / p, static_cast<unsigned long long>(retries));
+    std::printf("%7llu MiB %12.3f %12.3f %10.2f %8llu\n", static_cast<unsigned long long>(bytes >> 20), c * 1e3,
+                p * 1e3, c / p, static_cast<unsigned long long>(retries));
   }
   const int steps = quick ? 20 : 100;
   std::printf("step time of a GPU MLP (1024-2048-2048-10, batch 256), tracked / untracked:\n");

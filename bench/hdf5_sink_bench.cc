@@ -35,9 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 struct Options {
   uint64_t mb = 200;
@@ -74,7 +72,7 @@ Result run_once(const Options& o, int gzip, Mode mode, const std::vector<std::ve
   td::Hdf5SinkOptions options;
   options.gzip_level = gzip;
   options.change_detection = false;
-  options.rotate_bytes = 0;    // one file
+  options.rotate_bytes = 0;  // one file
   options.rotate_seconds = 0;
   options.flush_seconds = mode == Mode::kEverySecond ? 1 : 0;
   auto sink = td::Hdf5Sink::open(dir, "bench", options);
@@ -88,8 +86,7 @@ Result run_once(const Options& o, int gzip, Mode mode, const std::vector<std::ve
   Result r;
   const Clock::time_point start = Clock::now();
   Clock::time_point last_manual = start;
-  const auto manual =
-      std::chrono::milliseconds(mode == Mode::kEvery100ms ? 100 : 0);  // between flush starts
+  const auto manual = std::chrono::milliseconds(mode == Mode::kEvery100ms ? 100 : 0);  // between flush starts
   for (uint64_t i = 0; i < total_rows; ++i) {
     // Each stream gets a different row at each step.
     const std::vector<float>& row = rows[(i + i / names.size()) % rows.size()];
@@ -178,16 +175,15 @@ int main(int argc, char** argv) {
       x ^= x << 13;
       x ^= x >> 7;
       x ^= x << 17;
-      rows[r][j] = static_cast<float>(r) * 0.01f + static_cast<float>(j % 97) * 0.1f +
-                   static_cast<float>(x % 1000) * 1e-5f;
+      rows[r][j] =
+          static_cast<float>(r) * 0.01f + static_cast<float>(j % 97) * 0.1f + static_cast<float>(x % 1000) * 1e-5f;
     }
   }
   const uint64_t row_bytes = numel * sizeof(float);
   const uint64_t total_rows = o.mb * 1000 * 1000 / row_bytes;
   const double payload_mb = static_cast<double>(total_rows * row_bytes) / 1e6;
-  std::printf("hdf5_sink_bench: %.0f MB of float32 rows of %llu KiB, %d streams, in %s, best of %d\n",
-              payload_mb, static_cast<unsigned long long>(o.row_kib), o.streams, o.dir.c_str(),
-              o.repeat);
+  std::printf("hdf5_sink_bench: %.0f MB of float32 rows of %llu KiB, %d streams, in %s, best of %d\n", payload_mb,
+              static_cast<unsigned long long>(o.row_kib), o.streams, o.dir.c_str(), o.repeat);
   std::vector<int> levels = o.gzip >= 0 ? std::vector<int>{o.gzip} : std::vector<int>{0, 4};
   const Mode modes[] = {Mode::kNever, Mode::kEverySecond, Mode::kEvery100ms};
   constexpr int kModes = 3;
@@ -201,13 +197,12 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("\ngzip %d\n", gzip);
-    std::printf("  %-32s %9s %8s %8s %11s %10s %9s\n", "mode", "MB/s", "vs never", "flushes",
-                "ms / flush", "file MB", "vs never");
+    std::printf("  %-32s %9s %8s %8s %11s %10s %9s\n", "mode", "MB/s", "vs never", "flushes", "ms / flush", "file MB",
+                "vs never");
     for (int m = 0; m < kModes; ++m) {
       const Result& r = best[m];
-      std::printf("  %-32s %9.1f %8.3f %8llu %11.2f %10.1f %9.3f\n", mode_name(modes[m]),
-                  payload_mb / r.seconds, best[0].seconds / r.seconds,
-                  static_cast<unsigned long long>(r.flushes),
+      std::printf("  %-32s %9.1f %8.3f %8llu %11.2f %10.1f %9.3f\n", mode_name(modes[m]), payload_mb / r.seconds,
+                  best[0].seconds / r.seconds, static_cast<unsigned long long>(r.flushes),
                   r.flushes > 0 ? 1e3 * r.flush_seconds_total / static_cast<double>(r.flushes) : 0.0,
                   static_cast<double>(r.file_bytes) / 1e6,
                   static_cast<double>(r.file_bytes) / static_cast<double>(best[0].file_bytes));

@@ -34,9 +34,7 @@ namespace {
 constexpr int64_t kD0 = 16, kD1 = 16536, kD2 = 1000;
 constexpr int kRank = 6;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 uint64_t splitmix(uint64_t* s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -93,10 +91,10 @@ Timed run(const tt::TensorView& view, tp::PcaOptions o) {
 // Largest principal angle (degrees) between the column spaces of two n x 2 score
 // matrices; both must have 2 non-zero columns.
 double max_principal_angle_deg(const Eigen::MatrixXf& a, const Eigen::MatrixXf& b) {
-  const Eigen::MatrixXd qa = Eigen::HouseholderQR<Eigen::MatrixXd>(a.leftCols(2).cast<double>())
-                                 .householderQ() * Eigen::MatrixXd::Identity(a.rows(), 2);
-  const Eigen::MatrixXd qb = Eigen::HouseholderQR<Eigen::MatrixXd>(b.leftCols(2).cast<double>())
-                                 .householderQ() * Eigen::MatrixXd::Identity(b.rows(), 2);
+  const Eigen::MatrixXd qa = Eigen::HouseholderQR<Eigen::MatrixXd>(a.leftCols(2).cast<double>()).householderQ() *
+      Eigen::MatrixXd::Identity(a.rows(), 2);
+  const Eigen::MatrixXd qb = Eigen::HouseholderQR<Eigen::MatrixXd>(b.leftCols(2).cast<double>()).householderQ() *
+      Eigen::MatrixXd::Identity(b.rows(), 2);
   const Eigen::VectorXd s = Eigen::JacobiSVD<Eigen::MatrixXd>(qa.transpose() * qb).singularValues();
   return std::acos(std::clamp(s.minCoeff(), -1.0, 1.0)) * 180.0 / M_PI;
 }
@@ -125,12 +123,13 @@ void compare(const char* what, const Timed& randomized, const Timed& exact) {
   const auto& a = randomized.result;
   const auto& b = exact.result;
   if (!a.ok() || !b.ok()) return;
-  std::printf("  %s: time randomized/exact %.3f, max principal angle %.2e deg, max score error %.2e,"
-              " |d ratio| %.1e %.1e\n",
-              what, randomized.seconds / exact.seconds, max_principal_angle_deg(a.projection, b.projection),
-              max_score_error(a.projection, b.projection),
-              std::abs(a.explained_variance_ratio[0] - b.explained_variance_ratio[0]),
-              std::abs(a.explained_variance_ratio[1] - b.explained_variance_ratio[1]));
+  std::printf(
+      "  %s: time randomized/exact %.3f, max principal angle %.2e deg, max score error %.2e,"
+      " |d ratio| %.1e %.1e\n",
+      what, randomized.seconds / exact.seconds, max_principal_angle_deg(a.projection, b.projection),
+      max_score_error(a.projection, b.projection),
+      std::abs(a.explained_variance_ratio[0] - b.explained_variance_ratio[0]),
+      std::abs(a.explained_variance_ratio[1] - b.explained_variance_ratio[1]));
 }
 
 }  // namespace
@@ -142,9 +141,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--full-exact") == 0) full_exact = true;
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::atoi(argv[++i]);
   }
-  std::printf("pca_bench: float32 [%lld, %lld, %lld] (%.2f GiB), %u hardware threads\n",
-              static_cast<long long>(kD0), static_cast<long long>(kD1), static_cast<long long>(kD2),
-              kD0 * kD1 * kD2 * 4.0 / (1 << 30), std::thread::hardware_concurrency());
+  std::printf("pca_bench: float32 [%lld, %lld, %lld] (%.2f GiB), %u hardware threads\n", static_cast<long long>(kD0),
+              static_cast<long long>(kD1), static_cast<long long>(kD2), kD0 * kD1 * kD2 * 4.0 / (1 << 30),
+              std::thread::hardware_concurrency());
   auto start = Clock::now();
   const std::vector<float> data = make_data();
   std::printf("data generated in %.2f s (rank %d + noise)\n\n", seconds_since(start), kRank);

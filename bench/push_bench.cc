@@ -26,9 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 
@@ -52,7 +50,11 @@ int main(int argc, char** argv) {
   }
 
   std::printf("push_bench: throughput of push vs memcpy of the same bytes (same run)\n");
-  struct Case { const char* name; int64_t bytes; int iterations; };
+  struct Case {
+    const char* name;
+    int64_t bytes;
+    int iterations;
+  };
   const std::vector<Case> cases = {{"4 KiB", 4 << 10, quick ? 2000 : 20000},
                                    {"1 MiB", 1 << 20, quick ? 100 : 1000},
                                    {"64 MiB", 64 << 20, quick ? 5 : 30}};
@@ -91,8 +93,8 @@ int main(int argc, char** argv) {
     const auto after = client.stats();
     const double memcpy_gbs = static_cast<double>(c.bytes) * c.iterations / memcpy_s / 1e9;
     const double push_gbs = pushed > 0 ? static_cast<double>(c.bytes) * pushed / push_s / 1e9 : 0;
-    std::printf("  %-7s push %7.2f GB/s  memcpy %7.2f GB/s  ratio %.2f  (%d pushed, %llu dropped_full)\n",
-                c.name, push_gbs, memcpy_gbs, push_gbs / memcpy_gbs, pushed,
+    std::printf("  %-7s push %7.2f GB/s  memcpy %7.2f GB/s  ratio %.2f  (%d pushed, %llu dropped_full)\n", c.name,
+                push_gbs, memcpy_gbs, push_gbs / memcpy_gbs, pushed,
                 static_cast<unsigned long long>(after.dropped_full - before.dropped_full));
   }
 
@@ -131,8 +133,9 @@ int main(int argc, char** argv) {
     std::sort(ns.begin(), ns.end());
     const double median = ns.empty() ? 0 : ns[ns.size() / 2];
     const double p99 = ns.empty() ? 0 : ns[ns.size() * 99 / 100];
-    std::printf("push_bench: small push (16 floats) median %.0f ns, p99 %.0f ns over %zu pushes (goal median < 2000 ns)\n",
-                median, p99, ns.size());
+    std::printf(
+        "push_bench: small push (16 floats) median %.0f ns, p99 %.0f ns over %zu pushes (goal median < 2000 ns)\n",
+        median, p99, ns.size());
   }
   sink.stop();
   std::error_code ec;

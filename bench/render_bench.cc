@@ -42,9 +42,7 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-double best(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
-}
+double best(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
 
 }  // namespace
 
@@ -100,9 +98,9 @@ int main(int argc, char** argv) {
   }
 
   // 2. draw.
-  tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "render_bench", "output", 0, 0,
-                     {1024, 1024}, tt::ElementType::kFloat32};
-  const tp::FrameStyle style;  // 640x480
+  tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "render_bench", "output", 0, 0, {1024, 1024},
+                     tt::ElementType::kFloat32};
+  const tp::FrameStyle style;   // 640x480
   std::vector<double> draw_ms;  // fresh frames, as the daemon draws them
   std::vector<cv::Mat> drawn;
   for (int i = 0; i < 60; ++i) {
@@ -124,8 +122,7 @@ int main(int argc, char** argv) {
 
   // 3. encode only (pre-drawn frames).
   tp::VideoWriter encoder;
-  if (!encoder.open(dir + "/encode.mp4", dir + "/.tmp-encode.mp4", style.width, style.height,
-                    30, codec, &error)) {
+  if (!encoder.open(dir + "/encode.mp4", dir + "/.tmp-encode.mp4", style.width, style.height, 30, codec, &error)) {
     std::fprintf(stderr, "render_bench: %s\n", error.c_str());
     return 1;
   }
@@ -140,8 +137,7 @@ int main(int argc, char** argv) {
   // 4. the chain, into a real file.
   tp::VideoWriter writer;
   start = Clock::now();
-  bool ok = writer.open(dir + "/chain.mp4", dir + "/.tmp-chain.mp4", style.width, style.height,
-                        30, codec, &error);
+  bool ok = writer.open(dir + "/chain.mp4", dir + "/.tmp-chain.mp4", style.width, style.height, 30, codec, &error);
   const std::string used_codec = writer.codec();
   for (int i = 0; ok && i < frames; ++i) {
     tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
@@ -165,13 +161,13 @@ int main(int argc, char** argv) {
     tp::VideoWriter w;
     std::vector<double> reduce_ms, draw_ms2;
     const auto mode_start = Clock::now();
-    bool mode_ok = w.open(dir + "/" + name + ".mp4", dir + "/.tmp-" + name + ".mp4", style.width,
-                          style.height, 30, codec, &error);
+    bool mode_ok =
+        w.open(dir + "/" + name + ".mp4", dir + "/.tmp-" + name + ".mp4", style.width, style.height, 30, codec, &error);
     for (int i = 0; mode_ok && i < frames; ++i) {
       tt::TensorView view = name == "line"
           ? tt::TensorView{tensors[i % tensors.size()].data(), tt::ElementType::kFloat32, {kElements}}
-          : tt::TensorView{i % 2 ? square.data() : tensors[i % tensors.size()].data(),
-                           tt::ElementType::kFloat32, {1000, 1000}};
+          : tt::TensorView{
+                i % 2 ? square.data() : tensors[i % tensors.size()].data(), tt::ElementType::kFloat32, {1000, 1000}};
       tp::FrameInfo mi = info;
       mi.shape = view.shape;
       mi.step = i;
@@ -184,8 +180,7 @@ int main(int argc, char** argv) {
         t0 = Clock::now();
         frame = tp::draw_line_frame(mi, s, series, style);
       } else {
-        const tp::Heatmap h = name == "heatmap" ? tp::reduce_heatmap(view, 256, 256)
-                                                : tp::force2d(view, 256);
+        const tp::Heatmap h = name == "heatmap" ? tp::reduce_heatmap(view, 256, 256) : tp::force2d(view, 256);
         reduce_ms.push_back(ms_since(t0));
         t0 = Clock::now();
         frame = tp::draw_heatmap_frame(mi, s, h, style);
@@ -209,34 +204,34 @@ int main(int argc, char** argv) {
   }
 
   const double summarize_auto = median(auto_ms), summarize_fixed = median(fixed_ms);
-  std::printf("render_bench: 1M float32, %d bins, %dx%d, %d frames, codec %s\n", kBins,
-              style.width, style.height, frames, used_codec.c_str());
+  std::printf("render_bench: 1M float32, %d bins, %dx%d, %d frames, codec %s\n", kBins, style.width, style.height,
+              frames, used_codec.c_str());
   std::printf("  (median, best in brackets)\n");
-  std::printf("  summarize auto range (2 passes): %.2f ms [%.2f]  (%.0f M elements/s)\n",
-              summarize_auto, best(auto_ms), kElements / summarize_auto / 1e3);
-  std::printf("  summarize fixed range (1 pass):  %.2f ms [%.2f]  (%.0f M elements/s)\n",
-              summarize_fixed, best(fixed_ms), kElements / summarize_fixed / 1e3);
-  std::printf("  compute_histogram only:          %.2f ms [%.2f]  (%.0f M elements/s)\n",
-              median(hist_ms), best(hist_ms), kElements / median(hist_ms) / 1e3);
-  std::printf("  value sketch only:               %.2f ms [%.2f]  (%.0f M elements/s)\n",
-              median(sketch_ms), best(sketch_ms), kElements / median(sketch_ms) / 1e3);
-  std::printf("  adaptive histogram, kept range:  %.2f ms [%.2f]  (%.2fx summarize fixed)\n",
-              median(kept_ms), best(kept_ms), median(kept_ms) / summarize_fixed);
-  std::printf("  adaptive histogram, new range:   %.2f ms [%.2f]  (%.2fx summarize fixed)\n",
-              median(choose_ms), best(choose_ms), median(choose_ms) / summarize_fixed);
+  std::printf("  summarize auto range (2 passes): %.2f ms [%.2f]  (%.0f M elements/s)\n", summarize_auto, best(auto_ms),
+              kElements / summarize_auto / 1e3);
+  std::printf("  summarize fixed range (1 pass):  %.2f ms [%.2f]  (%.0f M elements/s)\n", summarize_fixed,
+              best(fixed_ms), kElements / summarize_fixed / 1e3);
+  std::printf("  compute_histogram only:          %.2f ms [%.2f]  (%.0f M elements/s)\n", median(hist_ms),
+              best(hist_ms), kElements / median(hist_ms) / 1e3);
+  std::printf("  value sketch only:               %.2f ms [%.2f]  (%.0f M elements/s)\n", median(sketch_ms),
+              best(sketch_ms), kElements / median(sketch_ms) / 1e3);
+  std::printf("  adaptive histogram, kept range:  %.2f ms [%.2f]  (%.2fx summarize fixed)\n", median(kept_ms),
+              best(kept_ms), median(kept_ms) / summarize_fixed);
+  std::printf("  adaptive histogram, new range:   %.2f ms [%.2f]  (%.2fx summarize fixed)\n", median(choose_ms),
+              best(choose_ms), median(choose_ms) / summarize_fixed);
   std::printf("  draw_histogram_frame:            %.2f ms [%.2f]\n", median(draw_ms), best(draw_ms));
-  std::printf("  encode per frame:                %.2f ms  (finalize %.1f ms)\n", encode_ms,
-              finalize_ms);
+  std::printf("  encode per frame:                %.2f ms  (finalize %.1f ms)\n", encode_ms, finalize_ms);
   std::printf("  chain summarize+draw+encode:     %.1f frames/s  (%.2f ms/frame, %.0f KiB file)\n",
               frames / (chain_ms / 1e3), chain_ms / frames, bytes / 1024.0);
-  std::printf("render_bench: histogram 1M float32: summarize %.2f ms, draw %.2f ms, encode %.2f ms, "
-              "chain %.1f frames/s (codec %s)\n",
-              summarize_fixed, median(draw_ms), encode_ms, frames / (chain_ms / 1e3),
-              used_codec.c_str());
+  std::printf(
+      "render_bench: histogram 1M float32: summarize %.2f ms, draw %.2f ms, encode %.2f ms, "
+      "chain %.1f frames/s (codec %s)\n",
+      summarize_fixed, median(draw_ms), encode_ms, frames / (chain_ms / 1e3), used_codec.c_str());
   for (const ModeResult& mode : modes) {
-    std::printf("render_bench: %s 1M float32: stats+reduce %.2f ms, draw %.2f ms, "
-                "chain %.1f frames/s (codec %s)\n",
-                mode.name, mode.reduce_ms, mode.draw_ms, mode.fps, used_codec.c_str());
+    std::printf(
+        "render_bench: %s 1M float32: stats+reduce %.2f ms, draw %.2f ms, "
+        "chain %.1f frames/s (codec %s)\n",
+        mode.name, mode.reduce_ms, mode.draw_ms, mode.fps, used_codec.c_str());
   }
   return 0;
 }

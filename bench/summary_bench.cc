@@ -59,8 +59,8 @@ int main() {
       volatile double sink = 0;
       const double fast = best_us([&] { sink = sink + compute_summary_stats(view).l2; });
       const double loops = best_us([&] { sink = sink + portable_pass(v); });
-      std::printf("%-10zu %-9s %14.3f %14.3f %8.2f\n", n, nan ? "per block" : "none", fast * 1000 / n,
-                  loops * 1000 / n, loops / fast);
+      std::printf("%-10zu %-9s %14.3f %14.3f %8.2f\n", n, nan ? "per block" : "none", fast * 1000 / n, loops * 1000 / n,
+                  loops / fast);
     }
   }
   return 0;

@@ -73,7 +73,15 @@ struct MlpImpl : torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 enum class Config {
-  kNone, kControl, kSummaries, kSummaries100, kObserverOnly, kModel100, kModel1NoTree, kModel1, kModelLayer1
+  kNone,
+  kControl,
+  kSummaries,
+  kSummaries100,
+  kObserverOnly,
+  kModel100,
+  kModel1NoTree,
+  kModel1,
+  kModelLayer1
 };
 const std::vector<Config> kConfigs = {Config::kNone,         Config::kControl,      Config::kSummaries,
                                       Config::kSummaries100, Config::kObserverOnly, Config::kModel100,
@@ -102,14 +110,13 @@ struct Samples {
 // Runs one block of `steps` training steps under `config`; appends to `samples` when
 // `record` (the warm-up round does not record).
 void run_block(tensorscope::Client& client, torch::nn::Module& model, const torch::nn::Module& unrelated,
-               const std::function<void()>& train_step, Config config, int steps, bool record,
-               Samples* samples, bool verbose) {
+               const std::function<void()>& train_step, Config config, int steps, bool record, Samples* samples,
+               bool verbose) {
   std::vector<tensorscope::TrackHandle> handles;
   const std::string name = "m";
   switch (config) {
     case Config::kNone:
-    case Config::kControl:
-      break;
+    case Config::kControl: break;
     case Config::kSummaries:
     case Config::kSummaries100: {
       // A summary of every module output and its gradient every step; full tensors every
@@ -197,10 +204,10 @@ void bench_model(const char* label, tensorscope::Client& client, torch::nn::Modu
     const Samples& s = samples[c];
     const double med = median(s.step_ms), avg = mean(s.step_ms);
     const double per_step = 1.0 / static_cast<double>(std::max<uint64_t>(s.steps, 1));
-    std::printf("%-4s %-18s %9.3f %7.3f %9.1f %9.3f %7.3f %11.2f %12.0f %8llu %8llu\n", label,
-                name_of(kConfigs[c]), med, med / base_median, (med - base_median) * 1e3, avg, avg / base_mean,
-                static_cast<double>(s.pushed) * per_step,
-                static_cast<double>(s.bytes) * per_step, static_cast<unsigned long long>(s.dropped_full),
+    std::printf("%-4s %-18s %9.3f %7.3f %9.1f %9.3f %7.3f %11.2f %12.0f %8llu %8llu\n", label, name_of(kConfigs[c]),
+                med, med / base_median, (med - base_median) * 1e3, avg, avg / base_mean,
+                static_cast<double>(s.pushed) * per_step, static_cast<double>(s.bytes) * per_step,
+                static_cast<unsigned long long>(s.dropped_full),
                 static_cast<unsigned long long>(s.not_connected + s.refused));
   }
 }
@@ -212,11 +219,16 @@ int main(int argc, char** argv) {
   bool verbose = false, glibc_malloc = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--quick") rounds = 2;
-    else if (arg == "--verbose") verbose = true;
-    else if (arg == "--glibc-malloc") glibc_malloc = true;
-    else if (arg == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
-    else if (arg == "--threads" && i + 1 < argc) torch::set_num_threads(std::max(1, std::atoi(argv[++i])));
+    if (arg == "--quick")
+      rounds = 2;
+    else if (arg == "--verbose")
+      verbose = true;
+    else if (arg == "--glibc-malloc")
+      glibc_malloc = true;
+    else if (arg == "--rounds" && i + 1 < argc)
+      rounds = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--threads" && i + 1 < argc)
+      torch::set_num_threads(std::max(1, std::atoi(argv[++i])));
     else {
       std::fprintf(stderr, "usage: %s [--quick] [--rounds R] [--threads T] [--verbose] [--glibc-malloc]\n", argv[0]);
       return 2;
@@ -226,7 +238,7 @@ int main(int argc, char** argv) {
   // Fixed thresholds (this also turns off glibc's dynamic mmap threshold): blocks up to
   // 32 MiB come from the heap, which is neither trimmed nor grown by less than 64 MiB.
   const bool pinned = !glibc_malloc && mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 &&
-                      mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 && mallopt(M_TOP_PAD, 64 << 20) == 1;
+      mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 && mallopt(M_TOP_PAD, 64 << 20) == 1;
 
   const std::string runtime_dir = "/tmp/ts-track-bench-" + std::to_string(::getpid());
   tensorscope::testing::FakeDaemon sink(runtime_dir, "bench");
@@ -247,38 +259,49 @@ int main(int argc, char** argv) {
   }
 
   torch::manual_seed(0);
-  std::printf("track_bench: CPU training step time with tracking vs without (same run), %d torch threads,\n"
-              "  malloc %s, %d rounds x %d steps per configuration, interleaved; ratios to \"none\" of the same model\n",
-              torch::get_num_threads(), pinned ? "thresholds pinned" : "glibc defaults", rounds, kStepsPerBlock);
-  std::printf("%-4s %-18s %9s %7s %9s %9s %7s %11s %12s %8s %8s\n", "", "configuration", "median ms", "ratio",
-              "+us", "mean ms", "ratio", "pushes/step", "bytes/step", "dropped", "other");
+  std::printf(
+      "track_bench: CPU training step time with tracking vs without (same run), %d torch threads,\n"
+      "  malloc %s, %d rounds x %d steps per configuration, interleaved; ratios to \"none\" of the same model\n",
+      torch::get_num_threads(), pinned ? "thresholds pinned" : "glibc defaults", rounds, kStepsPerBlock);
+  std::printf("%-4s %-18s %9s %7s %9s %9s %7s %11s %12s %8s %8s\n", "", "configuration", "median ms", "ratio", "+us",
+              "mean ms", "ratio", "pushes/step", "bytes/step", "dropped", "other");
 
   {
     Cnn cnn;
     torch::optim::SGD optimizer(cnn->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     const torch::Tensor x = torch::randn({32, 1, 28, 28});
     const torch::Tensor y = torch::randint(0, 10, {32}, torch::kLong);
-    bench_model("cnn", client, *cnn, [&] {
-      optimizer.zero_grad();
-      torch::nn::functional::cross_entropy(cnn->forward(x), y).backward();
-      optimizer.step();
-    }, rounds, verbose);
+    bench_model(
+        "cnn", client, *cnn,
+        [&] {
+          optimizer.zero_grad();
+          torch::nn::functional::cross_entropy(cnn->forward(x), y).backward();
+          optimizer.step();
+        },
+        rounds, verbose);
   }
-  struct MlpCase { const char* label; int64_t batch, in, hidden; };
+  struct MlpCase {
+    const char* label;
+    int64_t batch, in, hidden;
+  };
   for (const MlpCase& m : {MlpCase{"mlp", 64, 784, 256}, MlpCase{"tiny", 16, 32, 64}}) {
     Mlp mlp(m.in, m.hidden);
     torch::optim::SGD optimizer(mlp->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     const torch::Tensor x = torch::randn({m.batch, m.in});
     const torch::Tensor y = torch::randint(0, 10, {m.batch}, torch::kLong);
-    bench_model(m.label, client, *mlp, [&] {
-      optimizer.zero_grad();
-      torch::nn::functional::cross_entropy(mlp->forward(x), y).backward();
-      optimizer.step();
-    }, rounds, verbose);
+    bench_model(
+        m.label, client, *mlp,
+        [&] {
+          optimizer.zero_grad();
+          torch::nn::functional::cross_entropy(mlp->forward(x), y).backward();
+          optimizer.step();
+        },
+        rounds, verbose);
   }
-  std::printf("cnn: batch 32 of 1x28x28, conv-bn-relu-pool x2, fc 784-64-10 (6 tracked modules);\n"
-              "mlp: batch 64, fc 784-256-256-10; tiny: batch 16, fc 32-64-64-10 (3 tracked modules each).\n"
-              "+us: median minus the median of none. other: not_connected + refused.\n");
+  std::printf(
+      "cnn: batch 32 of 1x28x28, conv-bn-relu-pool x2, fc 784-64-10 (6 tracked modules);\n"
+      "mlp: batch 64, fc 784-256-256-10; tiny: batch 16, fc 32-64-64-10 (3 tracked modules each).\n"
+      "+us: median minus the median of none. other: not_connected + refused.\n");
   const auto s = client.stats();
   owned_client.reset();  // removes its segment, so that the runtime directory is empty
   sink.stop();

@@ -12,11 +12,11 @@
 
 #include "tensorscope/plotting/tsne.h"
 
-using tensorscope::tensor::ElementType;
-using tensorscope::tensor::TensorView;
 using tensorscope::plotting::TsneEmbedder;
 using tensorscope::plotting::TsneOptions;
 using tensorscope::plotting::TsneResult;
+using tensorscope::tensor::ElementType;
+using tensorscope::tensor::TensorView;
 
 namespace {
 
@@ -31,8 +31,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Trustworthiness with k neighbours (Venna & Kaski), estimated over `queries` evenly
 // spaced points (each against all n), and kNN preservation over the same points.
-void quality(const std::vector<float>& x, const Eigen::MatrixXf& y, int queries,
-             double* trust, double* preserved) {
+void quality(const std::vector<float>& x, const Eigen::MatrixXf& y, int queries, double* trust, double* preserved) {
   const int64_t n = y.rows();
   std::vector<std::pair<float, int64_t>> order(static_cast<size_t>(n));
   std::vector<int64_t> rank(static_cast<size_t>(n));
@@ -97,10 +96,10 @@ int main(int argc, char** argv) {
   TsneOptions options;
   options.threads = threads;
   TsneEmbedder embedder(options);
-  std::printf("t-SNE of %lld points x %d features (%d Gaussian clusters), perplexity %.0f, "
-              "theta %.2f, threads %d (0 = all cores)\n",
-              static_cast<long long>(n), kDims, kClusters, options.perplexity, options.theta,
-              threads);
+  std::printf(
+      "t-SNE of %lld points x %d features (%d Gaussian clusters), perplexity %.0f, "
+      "theta %.2f, threads %d (0 = all cores)\n",
+      static_cast<long long>(n), kDims, kClusters, options.perplexity, options.theta, threads);
 
   auto t0 = std::chrono::steady_clock::now();
   const TsneResult full = embedder.embed(TensorView{x.data(), ElementType::kFloat32, {n, kDims}});
@@ -111,9 +110,10 @@ int main(int argc, char** argv) {
   }
   double trust = 0, preserved = 0;
   quality(x, full.embedding, std::min<int>(kQueries, static_cast<int>(n)), &trust, &preserved);
-  std::printf("full run:   %6.2f s  (%d iterations, KL %.3f)  trustworthiness(k=%d) %.4f  "
-              "kNN preservation %.4f  [goal < 15 s; scikit-learn ~90 s single-threaded]\n",
-              full_s, full.iterations_run, full.kl_divergence, kNeighbours, trust, preserved);
+  std::printf(
+      "full run:   %6.2f s  (%d iterations, KL %.3f)  trustworthiness(k=%d) %.4f  "
+      "kNN preservation %.4f  [goal < 15 s; scikit-learn ~90 s single-threaded]\n",
+      full_s, full.iterations_run, full.kl_divergence, kNeighbours, trust, preserved);
 
   t0 = std::chrono::steady_clock::now();
   const TsneResult warm = embedder.embed(TensorView{next.data(), ElementType::kFloat32, {n, kDims}});
@@ -123,10 +123,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   quality(next, warm.embedding, std::min<int>(kQueries, static_cast<int>(n)), &trust, &preserved);
-  std::printf("warm frame: %6.2f s  (%d iterations, KL %.3f)  trustworthiness(k=%d) %.4f  "
-              "kNN preservation %.4f  mean displacement / spread %.4f\n",
-              warm_s, warm.iterations_run, warm.kl_divergence, kNeighbours, trust, preserved,
-              mean_displacement_over_spread(full.embedding, warm.embedding));
+  std::printf(
+      "warm frame: %6.2f s  (%d iterations, KL %.3f)  trustworthiness(k=%d) %.4f  "
+      "kNN preservation %.4f  mean displacement / spread %.4f\n",
+      warm_s, warm.iterations_run, warm.kl_divergence, kNeighbours, trust, preserved,
+      mean_displacement_over_spread(full.embedding, warm.embedding));
   std::printf("ratio warm/full: %.3f\n", warm_s / full_s);
   return 0;
 }

@@ -99,20 +99,20 @@ std::vector<cv::Mat> draw(const std::string& kind, int frames) {
     for (float& x : tensors[t]) x = normal(rng);
   }
   const tp::FrameStyle style;
-  tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "video_size_bench", "output", 0, 0,
-                     {kSide, kSide}, tt::ElementType::kFloat32};
+  tp::FrameInfo info{"encoder.layers.3.attn.out", "cpu", "video_size_bench", "output", 0, 0, {kSide, kSide},
+                     tt::ElementType::kFloat32};
   tt::TensorStats stats;
   tp::Histogram hist;
-  tp::summarize(tt::TensorView{tensors[0].data(), tt::ElementType::kFloat32, {kSide, kSide}}, nullptr, 64, 0.05,
-                &stats, &hist);
+  tp::summarize(tt::TensorView{tensors[0].data(), tt::ElementType::kFloat32, {kSide, kSide}}, nullptr, 64, 0.05, &stats,
+                &hist);
   const tp::HistogramRange fixed = hist.range;
   std::vector<float> now(kElements);
   std::vector<cv::Mat> out;
   for (int i = 0; i < frames; ++i) {
     info.step = i;
     if (kind == "hist") {
-      tp::summarize(tt::TensorView{tensors[i % 4].data(), tt::ElementType::kFloat32, {kSide, kSide}}, &fixed, 64,
-                    0.05, &stats, &hist);
+      tp::summarize(tt::TensorView{tensors[i % 4].data(), tt::ElementType::kFloat32, {kSide, kSide}}, &fixed, 64, 0.05,
+                    &stats, &hist);
       out.push_back(tp::draw_histogram_frame(info, stats, hist, {}, style));
       continue;
     }
@@ -127,7 +127,8 @@ std::vector<cv::Mat> draw(const std::string& kind, int frames) {
       info.shape = vector.shape;
       out.push_back(tp::draw_line_frame(info, tt::compute_stats(vector), tp::reduce_line(vector, style.width), style));
     } else {
-      out.push_back(tp::draw_heatmap_frame(info, tt::compute_stats(square), tp::reduce_heatmap(square, 256, 256), style));
+      out.push_back(
+          tp::draw_heatmap_frame(info, tt::compute_stats(square), tp::reduce_heatmap(square, 256, 256), style));
     }
   }
   return out;

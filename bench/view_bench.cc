@@ -139,10 +139,10 @@ double cpu_of(const std::vector<pid_t>& pids) {
 }
 
 std::string write_config(const std::string& dir, double max_fps, int video_width) {
-  const std::string path = dir + "/config_" + std::to_string(static_cast<int>(max_fps)) + "_" +
-                           std::to_string(video_width) + ".yaml";
-  std::ofstream(path) << "video:\n  max_frames: 100000\n  width: " << video_width << "\n  height: "
-                      << video_width * 3 / 4 << "\nlive:\n  max_fps: " << max_fps << "\n";
+  const std::string path =
+      dir + "/config_" + std::to_string(static_cast<int>(max_fps)) + "_" + std::to_string(video_width) + ".yaml";
+  std::ofstream(path) << "video:\n  max_frames: 100000\n  width: " << video_width
+                      << "\n  height: " << video_width * 3 / 4 << "\nlive:\n  max_fps: " << max_fps << "\n";
   return path;
 }
 
@@ -201,11 +201,12 @@ class WatchingClient {
           return;
         }
         const std::string bytes = beast::buffers_to_string(buffer.data());
-        const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch()).count();
+        const auto now_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         if (ws.got_binary()) {
           const uint32_t n = static_cast<uint8_t>(bytes[0]) | static_cast<uint8_t>(bytes[1]) << 8 |
-                             static_cast<uint8_t>(bytes[2]) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(bytes[3])) << 24;
+              static_cast<uint8_t>(bytes[2]) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(bytes[3])) << 24;
           const auto header = nlohmann::json::parse(bytes.substr(4, n));
           std::lock_guard<std::mutex> lock(mu_);
           ++frames_;
@@ -266,8 +267,8 @@ struct Run {
 Run start_run(const std::string& dir, const std::string& session, double max_fps, bool view, int video_width = 640) {
   Run r;
   r.session = session;
-  r.daemon = spawn({g_bin + "/tensorscoped", "--config", write_config(dir, max_fps, video_width), "--session", session, "--output",
-                    dir + "/out", "--workers", "2"});
+  r.daemon = spawn({g_bin + "/tensorscoped", "--config", write_config(dir, max_fps, video_width), "--session", session,
+                    "--output", dir + "/out", "--workers", "2"});
   if (!wait_daemon(session)) {
     std::fprintf(stderr, "view_bench: the daemon did not start\n");
     std::exit(1);
@@ -310,8 +311,8 @@ Throughput throughput(const std::string& dir, int frames, bool view, int round) 
   // The producer stays connected until every frame is drawn (its streams stay listed).
   int hold = -1;
   const pid_t producer = spawn({g_bin + "/test_producer", "--session", r.session, "--streams", "100", "--count",
-                                std::to_string(frames), "--max-elements", "4096", "--ring-slots", "8192",
-                                "--budget", "268435456", "--wait-connect-ms", "10000", "--stdin-control"},
+                                std::to_string(frames), "--max-elements", "4096", "--ring-slots", "8192", "--budget",
+                                "268435456", "--wait-connect-ms", "10000", "--stdin-control"},
                                "/dev/null", &hold);
   DaemonState now;
   double seconds = 0;
@@ -360,9 +361,10 @@ int main(int argc, char** argv) {
   for (int round = 0; round < 2; ++round) {
     off.push_back(throughput(dir, frames, false, round));
     on.push_back(throughput(dir, frames, true, round));
-    std::printf("   round %d: off %.0f frames/s (daemon %.2f CPU s) | on %.0f frames/s (daemon %.2f CPU s, viewer %.2f CPU s, %llu frames to the page)\n",
-                round, off.back().fps, off.back().daemon_cpu, on.back().fps, on.back().daemon_cpu, on.back().viewer_cpu,
-                static_cast<unsigned long long>(on.back().delivered));
+    std::printf(
+        "   round %d: off %.0f frames/s (daemon %.2f CPU s) | on %.0f frames/s (daemon %.2f CPU s, viewer %.2f CPU s, %llu frames to the page)\n",
+        round, off.back().fps, off.back().daemon_cpu, on.back().fps, on.back().daemon_cpu, on.back().viewer_cpu,
+        static_cast<unsigned long long>(on.back().delivered));
   }
   auto mean = [](const std::vector<Throughput>& v, double Throughput::*field) {
     double s = 0;
@@ -382,9 +384,9 @@ int main(int argc, char** argv) {
     // worker's render thread).
     std::vector<pid_t> producers;
     for (int rank = 0; rank < 2; ++rank) {
-      producers.push_back(spawn({g_bin + "/test_producer", "--session", r.session, "--rank", std::to_string(rank),
-                                 "--streams", "50", "--count", "1500", "--elements", "4096", "--sleep-us", "10000",
-                                 "--wait-connect-ms", "10000"}));
+      producers.push_back(
+          spawn({g_bin + "/test_producer", "--session", r.session, "--rank", std::to_string(rank), "--streams", "50",
+                 "--count", "1500", "--elements", "4096", "--sleep-us", "10000", "--wait-connect-ms", "10000"}));
     }
     std::this_thread::sleep_for(std::chrono::seconds(3));  // every tile known and watched
     r.client->reset_counts();
@@ -396,13 +398,14 @@ int main(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     const auto lags = r.client->lags();
     const auto view_lags = r.client->view_lags();
-    std::printf("2. %dx%d videos, 100 streams x 2 frames/s for %.1f s: %llu frames to the page (%.1f/s, %zu tiles)\n"
-                "   lag from push to the page: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n"
-                "   of which the view (drawn frame to the page): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-                video_width, video_width * 3 / 4, seconds, static_cast<unsigned long long>(r.client->frames()),
-                static_cast<double>(r.client->frames()) / seconds, r.client->tiles(), percentile(lags, 0.5),
-                percentile(lags, 0.99), percentile(lags, 1.0), percentile(view_lags, 0.5), percentile(view_lags, 0.99),
-                percentile(view_lags, 1.0));
+    std::printf(
+        "2. %dx%d videos, 100 streams x 2 frames/s for %.1f s: %llu frames to the page (%.1f/s, %zu tiles)\n"
+        "   lag from push to the page: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n"
+        "   of which the view (drawn frame to the page): p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+        video_width, video_width * 3 / 4, seconds, static_cast<unsigned long long>(r.client->frames()),
+        static_cast<double>(r.client->frames()) / seconds, r.client->tiles(), percentile(lags, 0.5),
+        percentile(lags, 0.99), percentile(lags, 1.0), percentile(view_lags, 0.5), percentile(view_lags, 0.99),
+        percentile(view_lags, 1.0));
     end_run(r);
   }
 
@@ -411,16 +414,17 @@ int main(int argc, char** argv) {
     Run r = start_run(dir, "mem", 4, true);
     const long rss0 = rss_kib(r.viewer);
     int hold = -1;
-    const pid_t producer = spawn({g_bin + "/test_producer", "--session", r.session, "--streams", "1000", "--count",
-                                  "6000", "--max-elements", "1024", "--ring-slots", "8192", "--budget", "268435456",
-                                  "--wait-connect-ms", "10000", "--stdin-control"},
-                                 "/dev/null", &hold);
+    const pid_t producer = spawn(
+        {g_bin + "/test_producer", "--session", r.session, "--streams", "1000", "--count", "6000", "--max-elements",
+         "1024", "--ring-slots", "8192", "--budget", "268435456", "--wait-connect-ms", "10000", "--stdin-control"},
+        "/dev/null", &hold);
     for (int i = 0; i < 1200 && daemon_state(r.session).frames < 6000; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     std::this_thread::sleep_for(std::chrono::seconds(2));  // the viewer polls and the page catches up
-    std::printf("3. 1,000 streams, 6,000 frames: viewer resident memory %.1f MiB (%.1f MiB before), %zu tiles watched\n",
-                static_cast<double>(rss_kib(r.viewer)) / 1024.0, static_cast<double>(rss0) / 1024.0, r.client->tiles());
+    std::printf(
+        "3. 1,000 streams, 6,000 frames: viewer resident memory %.1f MiB (%.1f MiB before), %zu tiles watched\n",
+        static_cast<double>(rss_kib(r.viewer)) / 1024.0, static_cast<double>(rss0) / 1024.0, r.client->tiles());
     ::close(hold);
     int status = 0;
     ::waitpid(producer, &status, 0);

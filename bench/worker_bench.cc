@@ -115,8 +115,8 @@ double run(const Load& load, const Setup& setup, const std::vector<torch::Tensor
                         << "\nlog_level: warn\nlimits:\n  max_open_videos_per_worker: 256\n";
   const pid_t daemon = ::fork();
   if (daemon == 0) {
-    ::execl(TENSORSCOPED_PATH, TENSORSCOPED_PATH, "--config", config.c_str(), "--output", output.c_str(),
-            "--session", session.c_str(), "--runtime-dir", runtime_dir.c_str(), nullptr);
+    ::execl(TENSORSCOPED_PATH, TENSORSCOPED_PATH, "--config", config.c_str(), "--output", output.c_str(), "--session",
+            session.c_str(), "--runtime-dir", runtime_dir.c_str(), nullptr);
     ::_exit(127);
   }
   double fps = 0;
@@ -194,8 +194,9 @@ int main(int argc, char** argv) {
   const std::vector<Setup> setups = {{1, 1}, {1, 2}, {2, 0}};
   std::printf("worker_bench: one producer, 640x480 frames (H.264 when available), %u CPUs, best of %d\n",
               std::thread::hardware_concurrency(), rounds);
-  std::printf("| load | workers x render threads | frames/s | records per worker | CPU s daemon / producer | vs 1x1 |\n"
-              "|---|---|---|---|---|---|\n");
+  std::printf(
+      "| load | workers x render threads | frames/s | records per worker | CPU s daemon / producer | vs 1x1 |\n"
+      "|---|---|---|---|---|---|\n");
   bool ok = true;
   for (const Load& load : loads) {
     std::vector<torch::Tensor> inputs;

@@ -19,15 +19,14 @@ struct CnnImpl : torch::nn::Module {
   CnnImpl()
       : features(register_module(
             "features",
-            torch::nn::Sequential(
-                {{"conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1))},
-                 {"bn1", torch::nn::BatchNorm2d(8)},
-                 {"relu1", torch::nn::ReLU()},
-                 {"pool1", torch::nn::MaxPool2d(2)},  // 28x28 -> 14x14
-                 {"conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1))},
-                 {"bn2", torch::nn::BatchNorm2d(16)},
-                 {"relu2", torch::nn::ReLU()},
-                 {"pool2", torch::nn::MaxPool2d(2)}}))),  // 14x14 -> 7x7
+            torch::nn::Sequential({{"conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1))},
+                                   {"bn1", torch::nn::BatchNorm2d(8)},
+                                   {"relu1", torch::nn::ReLU()},
+                                   {"pool1", torch::nn::MaxPool2d(2)},  // 28x28 -> 14x14
+                                   {"conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1))},
+                                   {"bn2", torch::nn::BatchNorm2d(16)},
+                                   {"relu2", torch::nn::ReLU()},
+                                   {"pool2", torch::nn::MaxPool2d(2)}}))),  // 14x14 -> 7x7
         fc1(register_module("fc1", torch::nn::Linear(16 * 7 * 7, 64))),
         fc2(register_module("fc2", torch::nn::Linear(64, kClasses))) {}
 

@@ -104,15 +104,20 @@ bool parse_flags(int argc, char** argv, Flags* flags) {
     }
     if (arg == "--help" || arg == "-h" || i + 1 >= argc) return false;
     const char* value = argv[++i];
-    if (arg == "--session") flags->session = value;
-    else if (arg == "--steps") flags->steps = std::atoll(value);
-    else if (arg == "--every-n") flags->every_n = std::atoll(value);
-    else if (arg == "--batch") flags->batch = std::atoll(value);
-    else if (arg == "--lr") flags->lr = std::atof(value);
-    else return false;
+    if (arg == "--session")
+      flags->session = value;
+    else if (arg == "--steps")
+      flags->steps = std::atoll(value);
+    else if (arg == "--every-n")
+      flags->every_n = std::atoll(value);
+    else if (arg == "--batch")
+      flags->batch = std::atoll(value);
+    else if (arg == "--lr")
+      flags->lr = std::atof(value);
+    else
+      return false;
   }
-  return flags->steps > 0 && flags->every_n > 0 && flags->batch > 0 && flags->batch <= kTrainImages &&
-         flags->lr > 0;
+  return flags->steps > 0 && flags->every_n > 0 && flags->batch > 0 && flags->batch <= kTrainImages && flags->lr > 0;
 }
 
 // Fraction of rows of `logits` whose largest score is at `labels`.
@@ -139,8 +144,7 @@ int main(int argc, char** argv) {
   Cnn model;
   const Dataset train = make_dataset(kTrainImages);
   const Dataset test = make_dataset(kTestImages);
-  torch::optim::SGD optimizer(model->parameters(),
-                              torch::optim::SGDOptions(flags.lr).momentum(0.9).weight_decay(1e-4));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(flags.lr).momentum(0.9).weight_decay(1e-4));
 
   // -- tensorscope: forward outputs of every layer with parameters, and the gradients at
   //    those outputs, every K-th step (a track's every_n; 0 would take the client's).

@@ -21,17 +21,19 @@ int main(int argc, char** argv) {
   int every_n = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i];
-    if (arg == "--session") session = argv[i + 1];
-    else if (arg == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (arg == "--every-n") every_n = std::atoi(argv[i + 1]);
+    if (arg == "--session")
+      session = argv[i + 1];
+    else if (arg == "--steps")
+      steps = std::atoi(argv[i + 1]);
+    else if (arg == "--every-n")
+      every_n = std::atoi(argv[i + 1]);
   }
 
   tensorscope::Client scope(tensorscope::ClientOptions().session(session).every_n(every_n));
 
   torch::manual_seed(0);
   torch::nn::Linear fc1(32, 64), fc2(64, 1);
-  torch::optim::SGD optimizer({fc1->parameters()[0], fc1->parameters()[1], fc2->parameters()[0],
-                               fc2->parameters()[1]},
+  torch::optim::SGD optimizer({fc1->parameters()[0], fc1->parameters()[1], fc2->parameters()[0], fc2->parameters()[1]},
                               torch::optim::SGDOptions(0.05).momentum(0.9));
   const torch::Tensor true_w = torch::randn({32, 1});
 
@@ -61,8 +63,7 @@ int main(int argc, char** argv) {
   const auto s = scope.stats();
   std::printf("tensorscope: pushed %llu, gated %llu, dropped_full %llu, not_connected %llu, refused %llu, %.1f MB\n",
               static_cast<unsigned long long>(s.pushed), static_cast<unsigned long long>(s.gated),
-              static_cast<unsigned long long>(s.dropped_full),
-              static_cast<unsigned long long>(s.not_connected),
+              static_cast<unsigned long long>(s.dropped_full), static_cast<unsigned long long>(s.not_connected),
               static_cast<unsigned long long>(s.refused), s.bytes / 1e6);
   return 0;
 }

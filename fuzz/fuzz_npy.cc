@@ -5,7 +5,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensorscope;
-  StatusOr<recording::NpyReader> reader = recording::NpyReader::open(fuzz::file_with(fuzz::as_string(data, size), ".npy"));
+  StatusOr<recording::NpyReader> reader =
+      recording::NpyReader::open(fuzz::file_with(fuzz::as_string(data, size), ".npy"));
   if (!reader.is_ok()) return 0;
   char buffer[4096];
   for (int i = 0; i < 64; ++i) {

@@ -44,8 +44,17 @@ std::string mutate(const std::vector<std::string>& corpus, std::mt19937_64& rng)
         }
         break;
       default: {
-        static const char* kInteresting[] = {"\xff\xff\xff\xff", "\0\0\0\0", "\x7f\xff\xff\xff", "\x80\0\0\0", "-1",
-                                             "99999999999999999999", "\n", "{", "[", "\"", "nan"};
+        static const char* kInteresting[] = {"\xff\xff\xff\xff",
+                                             "\0\0\0\0",
+                                             "\x7f\xff\xff\xff",
+                                             "\x80\0\0\0",
+                                             "-1",
+                                             "99999999999999999999",
+                                             "\n",
+                                             "{",
+                                             "[",
+                                             "\"",
+                                             "nan"};
         const std::string word = kInteresting[rng() % (sizeof(kInteresting) / sizeof(kInteresting[0]))];
         if (!s.empty()) s.replace(rng() % s.size(), std::min<size_t>(word.size(), s.size()), word);
         break;

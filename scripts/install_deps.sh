@@ -8,7 +8,7 @@ packages=(
   libtorch-dev
   libboost-dev libboost-program-options-dev
   libopencv-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libx264-164
   libeigen3-dev
   libspdlog-dev libfmt-dev

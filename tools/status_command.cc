@@ -50,8 +50,8 @@ void print_table(const nlohmann::json& s) {
       if (a != first) std::printf("  %s\n", a.value("message", std::string()).c_str());
     }
   }
-  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s %s\n", "index", "pid", "alive",
-              "restarts", "records", "invalid", "errors", "starved", "drawn per render thread");
+  std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s %s\n", "index", "pid", "alive", "restarts",
+              "records", "invalid", "errors", "starved", "drawn per render thread");
   bool starved_now = false;
   for (const auto& w : s.value("workers", nlohmann::json::array())) {
     const auto st = w.value("stats", nlohmann::json::object());
@@ -60,31 +60,31 @@ void print_table(const nlohmann::json& s) {
       drawn += (drawn.empty() ? "" : " / ") + std::to_string(n.get<uint64_t>());
     }
     std::printf("  %-5d %-8lld %-6s %-9llu %-10llu %-8llu %-8llu %-8llu %s%s\n", w.value("index", 0),
-                w.value("pid", 0LL), w.value("alive", false) ? "yes" : "NO",
-                w.value("restarts", 0ULL), st.value("records", 0ULL), st.value("invalid", 0ULL),
-                st.value("render_errors", 0ULL), w.value("starved_episodes", 0ULL), drawn.c_str(),
-                w.value("starved", false) ? "  (STARVED now)" : "");
+                w.value("pid", 0LL), w.value("alive", false) ? "yes" : "NO", w.value("restarts", 0ULL),
+                st.value("records", 0ULL), st.value("invalid", 0ULL), st.value("render_errors", 0ULL),
+                w.value("starved_episodes", 0ULL), drawn.c_str(), w.value("starved", false) ? "  (STARVED now)" : "");
     starved_now = starved_now || w.value("starved", false);
   }
   if (starved_now) {
-    std::printf("a worker is silent but runnable or working: the machine is busy (not restarted; its\n"
-                "streams fall behind and drops are counted)\n");
+    std::printf(
+        "a worker is silent but runnable or working: the machine is busy (not restarted; its\n"
+        "streams fall behind and drops are counted)\n");
   }
-  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s %-12s %s\n", "id", "pid",
-              "rank", "worker", "pushed", "received", "dropped_full", "invalid", "refused", "not_drawn", "sends");
+  std::printf("\nproducers\n  %-4s %-8s %-5s %-7s %-10s %-10s %-12s %-8s %-8s %-12s %s\n", "id", "pid", "rank",
+              "worker", "pushed", "received", "dropped_full", "invalid", "refused", "not_drawn", "sends");
   for (const auto& p : s.value("producers", nlohmann::json::array())) {
     // Pacing (the client's, while the daemon is behind) in words.
     const double stride = p.value("pace_stride", 1.0);
     char sends[64] = "every call";
     if (stride > 1) std::snprintf(sends, sizeof sends, "1 call in %.3g (daemon-limited)", stride);
-    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu %-12llu %s%s\n",
-                p.value("id", 0ULL), p.value("pid", 0LL), p.value("rank", 0), p.value("worker", 0),
-                p.value("pushed", 0ULL), p.value("received", 0ULL), p.value("dropped_full", 0ULL),
-                p.value("dropped_invalid", 0ULL), p.value("refused", 0ULL), p.value("dropped_by_daemon", 0ULL),
-                sends, p.value("connected", true) ? "" : "  (draining)");
+    std::printf("  %-4llu %-8lld %-5d %-7d %-10llu %-10llu %-12llu %-8llu %-8llu %-12llu %s%s\n", p.value("id", 0ULL),
+                p.value("pid", 0LL), p.value("rank", 0), p.value("worker", 0), p.value("pushed", 0ULL),
+                p.value("received", 0ULL), p.value("dropped_full", 0ULL), p.value("dropped_invalid", 0ULL),
+                p.value("refused", 0ULL), p.value("dropped_by_daemon", 0ULL), sends,
+                p.value("connected", true) ? "" : "  (draining)");
   }
-  std::printf("\nstreams\n  %-40s %-8s %-5s %-10s %-8s %-10s\n", "stream", "device", "rank", "mode",
-              "frames", "last_step");
+  std::printf("\nstreams\n  %-40s %-8s %-5s %-10s %-8s %-10s\n", "stream", "device", "rank", "mode", "frames",
+              "last_step");
   for (const auto& w : s.value("workers", nlohmann::json::array())) {
     const auto st = w.value("stats", nlohmann::json::object());
     for (const auto& t : st.value("streams", nlohmann::json::array())) {

@@ -59,7 +59,7 @@ std::string base_name(std::string path) {
 }
 
 bool is_directory(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -78,10 +78,11 @@ int run_view_command(int argc, char** argv) {
       return 0;
     } else if (arg == "--allow-remote") {
       options.allow_remote = true;
-    } else if (has_value && (arg == "--session" || arg == "--output" || arg == "--runtime-dir" ||
-                             arg == "--address")) {
-      (arg == "--session" ? session : arg == "--output" ? output : arg == "--runtime-dir" ? runtime_dir
-                                                                                       : options.bind_address) = argv[++i];
+    } else if (has_value && (arg == "--session" || arg == "--output" || arg == "--runtime-dir" || arg == "--address")) {
+      (arg == "--session"           ? session
+           : arg == "--output"      ? output
+           : arg == "--runtime-dir" ? runtime_dir
+                                    : options.bind_address) = argv[++i];
     } else if (has_value && arg == "--dir") {
       dirs.push_back(argv[++i]);
     } else if (has_value && arg == "--allow-host") {

@@ -24,18 +24,18 @@ Status failure(std::string message, int err) {
 }
 
 // Creates the temporary file: *temp names it once created.
-Status create_temp(const std::string& dir, const std::string& base, const AtomicWriteOptions& options,
-                   UniqueFd* fd, std::string* temp) {
+Status create_temp(const std::string& dir, const std::string& base, const AtomicWriteOptions& options, UniqueFd* fd,
+                   std::string* temp) {
   if (!options.fixed_temp_path.empty()) {
-    fd->reset(::open(options.fixed_temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                     options.mode));
+    fd->reset(
+        ::open(options.fixed_temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, options.mode));
     if (!fd->valid()) return failure(options.fixed_temp_path + ": cannot create: " + errno_text(errno), errno);
     *temp = options.fixed_temp_path;
     return Status::ok();
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::string prefix = options.temp_prefix + std::to_string(::getpid()) + "-" +
-                               std::to_string(g_temp_counter.fetch_add(1)) + "-";
+    const std::string prefix =
+        options.temp_prefix + std::to_string(::getpid()) + "-" + std::to_string(g_temp_counter.fetch_add(1)) + "-";
     const size_t room = kNameMax > prefix.size() ? kNameMax - prefix.size() : 0;
     const std::string candidate = dir + prefix + base.substr(0, room);
     fd->reset(::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, options.mode));

@@ -79,8 +79,7 @@ Status init_logging(const std::string& level, const std::string& role) {
   try {
     logger().set_level(parsed);
     logger().set_pattern("[%Y-%m-%d %H:%M:%S.%e] [" + role + " %P] [%l] %v");
-  } catch (...) {
-  }
+  } catch (...) {}
   return Status::ok();
 }
 

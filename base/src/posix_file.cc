@@ -64,9 +64,8 @@ Status UniqueFd::close(const std::string& what) {
 }
 
 Status write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  auto got = transfer(bytes, [&](size_t done, size_t n) {
-    return ::write(fd, static_cast<const unsigned char*>(data) + done, n);
-  });
+  auto got = transfer(
+      bytes, [&](size_t done, size_t n) { return ::write(fd, static_cast<const unsigned char*>(data) + done, n); });
   if (!got) return failed(path, "cannot write", errno);
   return *got == bytes ? Status::ok() : failed(path, "cannot write", EIO);
 }
@@ -109,8 +108,7 @@ Status fsync_path(const std::string& path, bool directory) {
 bool is_same_file(int fd, const std::string& path) {
   struct stat a {};
   struct stat b {};
-  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
-         a.st_ino == b.st_ino;
+  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 }  // namespace tensorscope

@@ -31,8 +31,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 }  // namespace
 
-StatusOr<SubprocessResult> run_subprocess(const std::vector<std::string>& argv_in,
-                                          const SubprocessOptions& options) {
+StatusOr<SubprocessResult> run_subprocess(const std::vector<std::string>& argv_in, const SubprocessOptions& options) {
   if (argv_in.empty()) return Status::error("run_subprocess: no program given");
   std::vector<std::string> argv_storage = argv_in;
   const std::vector<char*> argv = c_strings(argv_storage);
@@ -79,16 +78,14 @@ StatusOr<SubprocessResult> run_subprocess(const std::vector<std::string>& argv_i
   bool out_open = true, err_open = true, killed = false;
   char buffer[65536];
   while (out_open || err_open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       result.timed_out = true;
       killed = true;
       break;
     }
-    pollfd fds[2] = {{out_open ? out_read.get() : -1, POLLIN, 0},
-                     {err_open ? err_read.get() : -1, POLLIN, 0}};
+    pollfd fds[2] = {{out_open ? out_read.get() : -1, POLLIN, 0}, {err_open ? err_read.get() : -1, POLLIN, 0}};
     const int ready = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1000)));
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -113,8 +110,8 @@ StatusOr<SubprocessResult> run_subprocess(const std::vector<std::string>& argv_i
       const ssize_t n = ::read(err_read.get(), buffer, sizeof(buffer));
       if (n > 0) {
         if (result.err.size() < options.max_stderr_bytes) {
-          result.err.append(buffer, std::min(options.max_stderr_bytes - result.err.size(),
-                                             static_cast<std::size_t>(n)));
+          result.err.append(buffer,
+                            std::min(options.max_stderr_bytes - result.err.size(), static_cast<std::size_t>(n)));
         }
       } else if (n == 0 || errno != EINTR) {
         err_open = false;

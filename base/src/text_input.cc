@@ -9,8 +9,8 @@
 
 namespace tensorscope {
 
-StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
-                                     const std::string& what, bool* missing) {
+StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes, const std::string& what,
+                                     bool* missing) {
   if (missing != nullptr) *missing = false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -50,8 +50,8 @@ void copy_field(char* field, size_t capacity, const std::string& text) {
 std::string stream_name_refusal(const std::string& name) {
   if (name.empty()) return "stream name is empty";
   if (name.size() >= wire::kNameBytes) {
-    return "stream name " + quote_for_message(name, 32) + " is longer than " +
-           std::to_string(wire::kNameBytes - 1) + " bytes";
+    return "stream name " + quote_for_message(name, 32) + " is longer than " + std::to_string(wire::kNameBytes - 1) +
+        " bytes";
   }
   for (unsigned char c : name) {
     if (c < 0x20 || c == 0x7f) return "stream name " + quote_for_message(name, 32) + " has control characters";
@@ -101,9 +101,9 @@ ClientCore::ClientCore(CoreOptions options)
   config.connect_timeout_ms = options_.connect_timeout_ms;
   config.local_world_size = local_world_size_from_environment();
   if (options_.autostart) {
-    config.autostart = AutostartConfig{options_.daemon_executable, options_.autostart_config,
-                                       options_.autostart_output,  options_.session,
-                                       config.runtime_dir,         options_.autostart_idle_exit_ms};
+    config.autostart =
+        AutostartConfig{options_.daemon_executable, options_.autostart_config, options_.autostart_output,
+                        options_.session,           config.runtime_dir,        options_.autostart_idle_exit_ms};
   }
   config.run_info = collect_run_info(rank_, options_.framework_versions);
   connection_ = std::make_unique<Connection>(std::move(config));
@@ -180,8 +180,7 @@ PushResult ClientCore::send(const std::string& name, const TensorRef& tensor, wi
   }
 }
 
-PushResult ClientCore::send_module_tree(const std::string& track, const std::string& payload,
-                                        int64_t step) noexcept {
+PushResult ClientCore::send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept {
   return send_bytes(track, payload, wire::TensorKind::kModuleTree, step);
 }
 
@@ -230,7 +229,7 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
     bytes = element_count(tensor) * wire::dtype_size(tensor.dtype);
     if (options_.max_tensor_bytes > 0 && bytes > options_.max_tensor_bytes) {
       refusal = "tensor of " + std::to_string(bytes) + " bytes exceeds max_tensor_bytes (" +
-                std::to_string(options_.max_tensor_bytes) + ")";
+          std::to_string(options_.max_tensor_bytes) + ")";
     }
   }
   if (!refusal.empty()) return refuse(&active, name, refusal);
@@ -260,7 +259,7 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
 #ifdef TENSORSCOPE_WITH_CUDA
     const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
     if (!outcome.fallback) return tell_pacer(active, kind, counted(active, name, outcome.result, outcome.why, bytes));
-    // else CudaStaging noted why: a synchronous copy below
+      // else CudaStaging noted why: a synchronous copy below
 #else
     if (tensor.ordering == nullptr) return refuse(&active, name, "tensorscope was built without CUDA support");
     count_sync_copy("tensorscope was built without CUDA support");
@@ -289,19 +288,15 @@ PushResult ClientCore::counted(Connection::Active& active, const std::string& na
       return count(pushed_, PushResult::kPushed, &wire::SegmentHeader::pushed, &active);
     case PushResult::kDroppedFull:
       return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
-    case PushResult::kNotConnected:
-      return count(not_connected_, PushResult::kNotConnected);
-    case PushResult::kGated:
-      return count(gated_, PushResult::kGated);
-    case PushResult::kRefused:
-      break;
+    case PushResult::kNotConnected: return count(not_connected_, PushResult::kNotConnected);
+    case PushResult::kGated: return count(gated_, PushResult::kGated);
+    case PushResult::kRefused: break;
   }
   return refuse(&active, name, why);
 }
 
 PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::string& name,
-                                     const wire::RecordHeader& fields, const TensorRef& tensor,
-                                     uint64_t bytes) {
+                                     const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
   {
     const uint64_t limit = active.writer->max_payload_bytes();
     if (bytes > limit) {
@@ -313,15 +308,14 @@ PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::stri
   RingWriter::Reservation r;
   // Tensors leave room for the small records (summaries, module tree) behind them.
   const bool small = fields.kind == static_cast<uint8_t>(wire::TensorKind::kSummary) ||
-                     fields.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
-  const auto reserved = active.writer->reserve(
-      bytes, &r, small ? RingWriter::Claim::kAnySpace : RingWriter::Claim::kLeaveHeadroom);
+      fields.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
+  const auto reserved =
+      active.writer->reserve(bytes, &r, small ? RingWriter::Claim::kAnySpace : RingWriter::Claim::kLeaveHeadroom);
   if (reserved == RingWriter::ReserveResult::kTooLarge) {
     return refuse(&active, name, "tensor does not fit in the shared-memory ring");
   }
   if (reserved == RingWriter::ReserveResult::kFull) {
-    return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full,
-                 &active);
+    return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
   }
   copy_record_fields(fields, r.header);
   if (tensor.device == DeviceType::kCuda && bytes > 0) {
@@ -353,8 +347,8 @@ PushResult ClientCore::refuse(Connection::Active* active, const std::string& nam
   return count(refused_, PushResult::kRefused, &wire::SegmentHeader::refused, active);
 }
 
-PushResult ClientCore::count(std::atomic<uint64_t>& local, PushResult result,
-                             SegmentCounter mirrored, Connection::Active* active) {
+PushResult ClientCore::count(std::atomic<uint64_t>& local, PushResult result, SegmentCounter mirrored,
+                             Connection::Active* active) {
   local.fetch_add(1, std::memory_order_relaxed);
   if (mirrored != nullptr) {
     if (active != nullptr) {

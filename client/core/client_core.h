@@ -79,8 +79,8 @@ class ClientCore {
   // Copies `tensor` as a record of `kind` named `name`, stamped with `step` (default: the
   // client's step). Checks enabled, the session, the name, the tensor and the sizes;
   // every outcome is counted. Never throws.
-  PushResult send(const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
-                  uint8_t render_hint, std::optional<int64_t> step = std::nullopt) noexcept;
+  PushResult send(const std::string& name, const TensorRef& tensor, wire::TensorKind kind, uint8_t render_hint,
+                  std::optional<int64_t> step = std::nullopt) noexcept;
 
   // A module tree record (module_tree_format.h) of step `step`, named after the track.
   PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept;
@@ -118,20 +118,20 @@ class ClientCore {
   // A payload that is not a tensor (a module tree, summaries) as a uint8 record.
   PushResult send_bytes(const std::string& name, const std::string& payload, wire::TensorKind kind,
                         int64_t step) noexcept;
-  PushResult stage(Connection::Active& active, const std::string& name, const TensorRef& tensor,
-                   wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step);
-  PushResult stage_in_ring(Connection::Active& active, const std::string& name,
-                           const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
-  PushResult counted(Connection::Active& active, const std::string& name, PushResult result,
-                     const std::string& why, uint64_t bytes);
+  PushResult stage(Connection::Active& active, const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
+                   uint8_t render_hint, std::optional<int64_t> step);
+  PushResult stage_in_ring(Connection::Active& active, const std::string& name, const wire::RecordHeader& fields,
+                           const TensorRef& tensor, uint64_t bytes);
+  PushResult counted(Connection::Active& active, const std::string& name, PushResult result, const std::string& why,
+                     uint64_t bytes);
   // Tells the pacer what a tensor push to an attached daemon found (the ring's backlog,
   // or a full ring) and publishes the stride in the segment; returns `result`.
   PushResult tell_pacer(Connection::Active& active, wire::TensorKind kind, PushResult result);
   uint32_t stride16() const { return options_.pacing ? pacer_.stride16() : Pacer::kOne; }
   PushResult refuse(Connection::Active* active, const std::string& name, const std::string& why);
   using SegmentCounter = std::atomic<uint64_t> wire::SegmentHeader::*;
-  PushResult count(std::atomic<uint64_t>& local, PushResult result,
-                   SegmentCounter mirrored = nullptr, Connection::Active* active = nullptr);
+  PushResult count(std::atomic<uint64_t>& local, PushResult result, SegmentCounter mirrored = nullptr,
+                   Connection::Active* active = nullptr);
   PushResult precheck();
 
   const CoreOptions options_;

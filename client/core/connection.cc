@@ -99,8 +99,7 @@ uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_rel
 
 uint64_t kept_free_bytes(uint64_t total_bytes) { return std::min(total_bytes / 4, uint64_t{4} << 30); }
 
-uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes,
-                                uint64_t local_world_size) {
+uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes, uint64_t local_world_size) {
   const uint64_t keep = kept_free_bytes(total_bytes);
   uint64_t cap = free_bytes / 2;
   cap = std::min(cap, free_bytes > keep ? free_bytes - keep : 0);
@@ -112,15 +111,14 @@ uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t t
   return fit;
 }
 
-Connection::Connection(ConnectionConfig config)
-    : config_(std::move(config)), pid_(static_cast<long>(::getpid())) {
+Connection::Connection(ConnectionConfig config) : config_(std::move(config)), pid_(static_cast<long>(::getpid())) {
   install_fork_handler();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (config_.autostart) autostart_ = std::make_unique<DaemonAutostart>(*config_.autostart);
   const std::string socket_path = session_socket_path(config_.runtime_dir, config_.session);
   const bool daemon_socket = ::access(socket_path.c_str(), F_OK) == 0;
-  notes_.state = daemon_socket ? "connecting to the daemon of session '" + config_.session + "'"
-                               : no_daemon_note(socket_path);
+  notes_.state =
+      daemon_socket ? "connecting to the daemon of session '" + config_.session + "'" : no_daemon_note(socket_path);
   thread_ = new std::thread([this] { run(); });
   // A daemon is (or will be) there: wait a little for the first registration, so that
   // the pushes of the first steps are not lost. Without one, do not wait at all.
@@ -298,7 +296,7 @@ StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
       std::string note;
       if (budget < config_.shm_budget) {
         note = where + " has " + room + ": using a " + mib(layout->segment_size) + " segment instead of the " +
-               mib(config_.shm_budget) + " shm_budget (larger tensors are refused; " + advice + ")";
+            mib(config_.shm_budget) + " shm_budget (larger tensors are refused; " + advice + ")";
       }
       if (note != last_shm_note_ && !note.empty()) TS_LOG_WARN("tensorscope client: {}", note);
       last_shm_note_ = note;
@@ -313,7 +311,7 @@ StatusOr<std::unique_ptr<SharedSegment>> Connection::create_segment() {
   }
   if (failure.empty()) {
     failure = where + " has " + room + "; a segment of at least " + mib(kMinSegmentBudget) +
-              " would leave too little for others: no tensors can be sent (" + advice + ")";
+        " would leave too little for others: no tensors can be sent (" + advice + ")";
   }
   std::lock_guard<std::mutex> lock(notes_mutex_);
   notes_.shm_note = failure;
@@ -406,7 +404,7 @@ Connection::Attempt Connection::try_connect() {
   } else if (control::message_type(*reply) != control::kRegistered) {
     const std::string message = string_field(*reply, control::kMessage);
     refusal = "daemon refused registration: " +
-              (message.empty() ? std::string("no reason given") : quote_for_message(message, 300));
+        (message.empty() ? std::string("no reason given") : quote_for_message(message, 300));
     refusal_backoff_ms_ = kRefusedBackoffMs;
   }
   if (!refusal.empty()) return report(refusal);
@@ -429,8 +427,7 @@ Connection::Attempt Connection::try_connect() {
     std::lock_guard<std::mutex> lock(notes_mutex_);
     active->attached.store(true, std::memory_order_release);
   }
-  TS_LOG_INFO("tensorscope client: connected to session '{}' (segment {})", config_.session,
-              active->segment->path());
+  TS_LOG_INFO("tensorscope client: connected to session '{}' (segment {})", config_.session, active->segment->path());
   return Attempt::kConnected;
 }
 
@@ -447,12 +444,10 @@ void Connection::watch() {
   if (rc > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
     Status st = channel_.read_available();
     nlohmann::json message;
-    while (channel_.pop(&message)) {
-    }  // the daemon sends nothing we act on yet
+    while (channel_.pop(&message)) {}  // the daemon sends nothing we act on yet
     if (!st) return retire("daemon connection " + st.message());
   }
-  if (active->segment->header()->consumer_state.load(std::memory_order_acquire) ==
-      wire::kConsumerPoisoned) {
+  if (active->segment->header()->consumer_state.load(std::memory_order_acquire) == wire::kConsumerPoisoned) {
     retire("daemon found our segment corrupt; registering a fresh one");
   }
 }
@@ -492,7 +487,8 @@ void Connection::retire(const std::string& why) {
   (void)old->segment->unlink_file();
   delete old;
   if (!attached) {
-    if (lost > 0) TS_LOG_WARN("tensorscope client: {} push(es) waited for a daemon that never read them ({})", lost, why);
+    if (lost > 0)
+      TS_LOG_WARN("tensorscope client: {} push(es) waited for a daemon that never read them ({})", lost, why);
     return;
   }
   set_state("disconnected (" + why + ")");

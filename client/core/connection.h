@@ -65,20 +65,19 @@ uint64_t kept_free_bytes(uint64_t total_bytes);
 // filesystem among `local_world_size` ranks (LOCAL_WORLD_SIZE, as torchrun sets it):
 // DataLoader workers and NCCL need /dev/shm too. `budget` when it fits, else the largest
 // power of two that does, but not below kMinSegmentBudget (0 when even that does not fit).
-uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes,
-                                uint64_t local_world_size);
+uint64_t fitting_segment_budget(uint64_t budget, uint64_t free_bytes, uint64_t total_bytes, uint64_t local_world_size);
 
 class Connection {
  public:
   struct Active {
     std::unique_ptr<SharedSegment> segment;
     std::unique_ptr<RingWriter> writer;
-    uint64_t serial = 0;     // 1 for the first registration, then 2, 3 ...
+    uint64_t serial = 0;  // 1 for the first registration, then 2, 3 ...
     // The daemon replied and reads the segment. Until then pushes wait in the ring, and
     // the fields below (written before it turns true) are not to be read.
     std::atomic<bool> attached{false};
-    bool cuda_ipc = false;   // the daemon's workers can read CUDA IPC payloads
-    std::string cuda_note;   // why not, as the daemon said
+    bool cuda_ipc = false;     // the daemon's workers can read CUDA IPC payloads
+    std::string cuda_note;     // why not, as the daemon said
     bool module_tree = false;  // the daemon reads kModuleTree records (older ones drop them)
     bool summaries = false;    // the daemon reads kSummary records (older ones refuse them)
     bool is_attached() const { return attached.load(std::memory_order_acquire); }

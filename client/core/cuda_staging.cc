@@ -23,7 +23,7 @@ namespace {
 
 constexpr uint32_t kIpcEvents = wire::kMaxPoolEvents;
 constexpr uint32_t kHostEvents = 256;  // pinned-host copies in flight per device
-constexpr size_t kFailureBytes = 256;   // why a copy failed, in a fixed buffer
+constexpr size_t kFailureBytes = 256;  // why a copy failed, in a fixed buffer
 
 void destroy_events(std::vector<cudaEvent_t>& events) {
   for (cudaEvent_t e : events) cudaEventDestroy(e);
@@ -50,8 +50,8 @@ struct CudaStaging::Device {
   int index = -1;
   std::string error;  // the side stream could not be made: copy synchronously
   cudaStream_t side = nullptr;
-  cudaEvent_t join = nullptr;  // side stream -> tensor's stream
-  cudaEvent_t order = nullptr; // tensor's stream -> side stream
+  cudaEvent_t join = nullptr;   // side stream -> tensor's stream
+  cudaEvent_t order = nullptr;  // tensor's stream -> side stream
 
   // CUDA IPC pool (set up on first use; ipc_error when that failed).
   bool ipc_tried = false;
@@ -69,18 +69,17 @@ struct CudaStaging::Device {
   uint8_t* host_base = nullptr;
   std::optional<StagingPool> host_pool;
   std::vector<cudaEvent_t> host_events;
-  uint64_t host_released_to = 0;       // under `mutex`; advanced by the completion thread
+  uint64_t host_released_to = 0;  // under `mutex`; advanced by the completion thread
   uint64_t host_released_ordinal = 0;
 
   // Orders the side stream after the tensor's current stream, copies `bytes` of the
   // (contiguous) tensor to `dst`, records `done` on the side stream and makes the
   // tensor's stream wait for the copy. Empty on success.
-  std::string enqueue_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
-                           cudaEvent_t done);
+  std::string enqueue_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind, cudaEvent_t done);
   // enqueue_copy that never throws: why it failed lands in `failed` ("" = success).
-  void guarded_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
-                    cudaEvent_t done, char (&failed)[kFailureBytes]) noexcept;
-  std::string setup_ipc(uint64_t bytes);      // try_setup_ipc, undone on failure
+  void guarded_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind, cudaEvent_t done,
+                    char (&failed)[kFailureBytes]) noexcept;
+  std::string setup_ipc(uint64_t bytes);  // try_setup_ipc, undone on failure
   std::string try_setup_ipc(uint64_t bytes);
   std::string setup_host(uint64_t bytes);
   void release();
@@ -90,12 +89,12 @@ struct CudaStaging::Pending {
   Device* device = nullptr;
   StagingPool::Block block;  // block.bytes: the payload's bytes
   RingWriter* writer = nullptr;
-  RingWriter::Reservation reservation;  // header == nullptr: only release the block
+  RingWriter::Reservation reservation;       // header == nullptr: only release the block
   std::unique_ptr<Connection::Guard> guard;  // keeps the segment mapped until commit
 };
 
-std::string CudaStaging::Device::enqueue_copy(const TensorRef& tensor, void* dst, uint64_t bytes,
-                                              cudaMemcpyKind kind, cudaEvent_t done) {
+std::string CudaStaging::Device::enqueue_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
+                                              cudaEvent_t done) {
   DeviceScope scope(index);
   const auto producer = reinterpret_cast<cudaStream_t>(tensor.cuda_stream);
   cudaError_t err = cudaSuccess;
@@ -120,9 +119,8 @@ std::string CudaStaging::Device::enqueue_copy(const TensorRef& tensor, void* dst
   return {};
 }
 
-void CudaStaging::Device::guarded_copy(const TensorRef& tensor, void* dst, uint64_t bytes,
-                                       cudaMemcpyKind kind, cudaEvent_t done,
-                                       char (&failed)[kFailureBytes]) noexcept {
+void CudaStaging::Device::guarded_copy(const TensorRef& tensor, void* dst, uint64_t bytes, cudaMemcpyKind kind,
+                                       cudaEvent_t done, char (&failed)[kFailureBytes]) noexcept {
   try {
     const std::string error = enqueue_copy(tensor, dst, bytes, kind, done);
     std::snprintf(failed, kFailureBytes, "%s", error.c_str());
@@ -160,8 +158,7 @@ std::string CudaStaging::Device::try_setup_ipc(uint64_t bytes) {
   err = cudaIpcGetMemHandle(&mem, base);
   if (err != cudaSuccess) return cuda_error_text("cudaIpcGetMemHandle", err);
   std::memcpy(identity.mem_handle.data(), &mem, sizeof(mem));
-  const std::string why = create_events(&ipc_events, kIpcEvents,
-                                        cudaEventInterprocess | cudaEventDisableTiming);
+  const std::string why = create_events(&ipc_events, kIpcEvents, cudaEventInterprocess | cudaEventDisableTiming);
   if (!why.empty()) return why;
   for (cudaEvent_t e : ipc_events) {
     cudaIpcEventHandle_t handle{};
@@ -191,8 +188,7 @@ std::string CudaStaging::Device::setup_host(uint64_t bytes) {
   if (err != cudaSuccess) return cuda_error_text("cudaHostAlloc of the pinned staging", err);
   host_base = static_cast<uint8_t*>(base);
   // Blocking-sync events: the completion thread sleeps in cudaEventSynchronize.
-  std::string why = create_events(&host_events, kHostEvents,
-                                  cudaEventBlockingSync | cudaEventDisableTiming);
+  std::string why = create_events(&host_events, kHostEvents, cudaEventBlockingSync | cudaEventDisableTiming);
   if (!why.empty()) return why;
   host_pool.emplace(capacity, kHostEvents);
   return {};
@@ -258,9 +254,9 @@ void CudaStaging::wait_released(Connection& connection, std::chrono::millisecond
       for (auto& [index, dev] : devices_) {
         std::lock_guard<std::mutex> dev_lock(dev->mutex);
         if (!dev->pool || dev->published_serial != guard->serial) continue;
-        const PoolReleases r = read_pool_releases(*guard->segment->pool(dev->table_index),
-                                                  dev->pool->generation_start_position(),
-                                                  dev->pool->generation_start_ordinal());
+        const PoolReleases r =
+            read_pool_releases(*guard->segment->pool(dev->table_index), dev->pool->generation_start_position(),
+                               dev->pool->generation_start_ordinal());
         held |= r.released_to < dev->pool->head();
       }
     }
@@ -281,8 +277,7 @@ void CudaStaging::note(const std::string& transport, const std::string& why) {
 }
 
 CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Active& active,
-                                       const wire::RecordHeader& fields, const TensorRef& tensor,
-                                       uint64_t bytes) {
+                                       const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
   if (!cuda_probe().usable) {
     note("sync-copy", cuda_probe().reason);
     return Outcome{PushResult::kPushed, {}, true};
@@ -300,7 +295,7 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
     why_not_ipc = "no daemon has attached yet";
   } else if (!active.cuda_ipc) {
     why_not_ipc = "the daemon cannot read CUDA IPC payloads" +
-                  (active.cuda_note.empty() ? std::string() : ": " + active.cuda_note);
+        (active.cuda_note.empty() ? std::string() : ": " + active.cuda_note);
   } else if (dev.table_index >= wire::kMaxDevicePools) {
     why_not_ipc = "more than " + std::to_string(wire::kMaxDevicePools) + " devices";
   } else if (dev.published_serial == active.serial &&
@@ -325,8 +320,7 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
   return push_host(dev, connection, active, fields, tensor, bytes);
 }
 
-CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& active,
-                                           const wire::RecordHeader& fields,
+CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& active, const wire::RecordHeader& fields,
                                            const TensorRef& tensor, uint64_t bytes) {
   StagingPool& pool = *dev.pool;
   if (wire::align_up(bytes, wire::kDevicePoolAlignment) > pool.capacity()) {
@@ -349,8 +343,8 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
   if (active.writer->reserve(0, &r, RingWriter::Claim::kLeaveHeadroom) != RingWriter::ReserveResult::kOk) {
     return Outcome{PushResult::kDroppedFull, {}};
   }
-  const PoolReleases released = read_pool_releases(*entry, pool.generation_start_position(),
-                                                   pool.generation_start_ordinal());
+  const PoolReleases released =
+      read_pool_releases(*entry, pool.generation_start_position(), pool.generation_start_ordinal());
   const auto block = pool.reserve(bytes, released.released_to, released.released_ordinal);
   if (!block) {
     active.writer->cancel(r);
@@ -366,8 +360,8 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
   h.pool_generation = block->generation;
   h.pool_event = block->event;
   char failed[kFailureBytes] = {};
-  dev.guarded_copy(tensor, dev.pool_base + block->offset, bytes, cudaMemcpyDeviceToDevice,
-                         dev.ipc_events[block->event], failed);
+  dev.guarded_copy(tensor, dev.pool_base + block->offset, bytes, cudaMemcpyDeviceToDevice, dev.ipc_events[block->event],
+                   failed);
   if (failed[0] != '\0') {
     active.writer->cancel(r);  // keeps kRecordDevicePayload: the daemon frees the block
     return Outcome{PushResult::kRefused, std::string("CUDA copy failed: ") + failed};
@@ -377,10 +371,8 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
   return Outcome{};
 }
 
-CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
-                                            Connection::Active& active,
-                                            const wire::RecordHeader& fields,
-                                            const TensorRef& tensor, uint64_t bytes) {
+CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection, Connection::Active& active,
+                                            const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
   StagingPool& pool = *dev.host_pool;
   if (wire::align_up(bytes, StagingPool::kAlignment) > pool.capacity()) {
     return Outcome{PushResult::kRefused,
@@ -409,8 +401,8 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
   }
   copy_record_fields(fields, r.header);
   char failed[kFailureBytes] = {};
-  dev.guarded_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost,
-                         dev.host_events[block->event], failed);
+  dev.guarded_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost, dev.host_events[block->event],
+                   failed);
   pending->device = &dev;
   pending->block = *block;
   pending->writer = active.writer.get();

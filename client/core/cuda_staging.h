@@ -74,10 +74,10 @@ class CudaStaging {
   struct Pending;
 
   Device* device(int index);
-  Outcome push_ipc(Device& dev, Connection::Active& active, const wire::RecordHeader& fields,
-                   const TensorRef& tensor, uint64_t bytes);
-  Outcome push_host(Device& dev, Connection& connection, Connection::Active& active,
-                    const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
+  Outcome push_ipc(Device& dev, Connection::Active& active, const wire::RecordHeader& fields, const TensorRef& tensor,
+                   uint64_t bytes);
+  Outcome push_host(Device& dev, Connection& connection, Connection::Active& active, const wire::RecordHeader& fields,
+                    const TensorRef& tensor, uint64_t bytes);
   void complete_loop();
   void note(const std::string& transport, const std::string& why);
 
@@ -92,7 +92,7 @@ class CudaStaging {
   std::deque<std::unique_ptr<Pending>> queue_;
   bool stop_ = false;
   std::thread* completer_ = nullptr;  // started with the first pinned-host push; a
-                                     // pointer: a forked child must leak, not join, it
+                                      // pointer: a forked child must leak, not join, it
   const long pid_;
 
   mutable std::mutex note_mutex_;

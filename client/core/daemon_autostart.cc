@@ -31,14 +31,13 @@ namespace {
 
 constexpr const char* kDaemonName = "tensorscoped";
 constexpr int64_t kStillStartingMs = 60000;
-constexpr int64_t kWaitForOtherMs = 5000;    // then launch anyway: the session lock arbitrates
-constexpr int64_t kMinLaunchGapMs = 1000;    // between two launches of one client
+constexpr int64_t kWaitForOtherMs = 5000;  // then launch anyway: the session lock arbitrates
+constexpr int64_t kMinLaunchGapMs = 1000;  // between two launches of one client
 constexpr int64_t kUnknownOutcomeRetryMs = 5000;
 
 bool is_executable_file(const std::string& path) {
   struct stat st {};
-  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
 std::string directory_of(const std::string& path) { return parent_path(resolved_path(path)); }
@@ -207,9 +206,17 @@ void DaemonAutostart::launch(int64_t now_ms) {
   if (Status made = make_directories(session_dir); !made) return fail(made.message(), false, now_ms);
   log_path_ = session_dir + "/tensorscoped.log";
 
-  std::vector<std::string> args = {*executable,  "--detach",   "--autostarted",        "--session",
-                                   config_.session, "--runtime-dir", config_.runtime_dir, "--output",
-                                   output,          "--idle-exit-ms", std::to_string(config_.idle_exit_ms)};
+  std::vector<std::string> args = {*executable,
+                                   "--detach",
+                                   "--autostarted",
+                                   "--session",
+                                   config_.session,
+                                   "--runtime-dir",
+                                   config_.runtime_dir,
+                                   "--output",
+                                   output,
+                                   "--idle-exit-ms",
+                                   std::to_string(config_.idle_exit_ms)};
   if (!config_.config_path.empty()) {
     args.push_back("--config");
     args.push_back(config_.config_path);
@@ -293,8 +300,8 @@ void DaemonAutostart::fail(const std::string& why, bool final, int64_t now_ms) {
   given_up_ = final;
   const int64_t delay = std::min<int64_t>(60000, int64_t{1000} << std::min(failures_, 6));
   next_try_ms_ = now_ms + delay;
-  const std::string state = "autostart failed: " + why +
-                            (final ? "; not retried" : "; retrying in " + std::to_string(delay / 1000) + " s");
+  const std::string state =
+      "autostart failed: " + why + (final ? "; not retried" : "; retrying in " + std::to_string(delay / 1000) + " s");
   TS_LOG_WARN("tensorscope client: {}", state);
   state_ = state;
 }

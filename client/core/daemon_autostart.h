@@ -92,7 +92,7 @@ class DaemonAutostart {
   AutostartConfig config_;  // output_dir made absolute at construction
   DaemonSearch search_;
   std::optional<StatusOr<std::string>> executable_;  // found at the first launch
-  std::vector<std::string> environment_;  // copied at construction
+  std::vector<std::string> environment_;             // copied at construction
   std::string log_path_;
   int64_t waiting_since_ms_ = -1;
   pid_t child_ = -1;

@@ -35,9 +35,9 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
 
   const uint32_t stride = stride16_.load(std::memory_order_relaxed);
   const double read_now = static_cast<double>(read - window_read_);
-  const double recent = read_per_ms_ < 0 ? read_now / static_cast<double>(std::max<int64_t>(1, length))
-                                         : read_per_ms_;
-  read_per_ms_ = (1 - kRateWeight) * recent + kRateWeight * read_now / static_cast<double>(std::max<int64_t>(1, length));
+  const double recent = read_per_ms_ < 0 ? read_now / static_cast<double>(std::max<int64_t>(1, length)) : read_per_ms_;
+  read_per_ms_ =
+      (1 - kRateWeight) * recent + kRateWeight * read_now / static_cast<double>(std::max<int64_t>(1, length));
   if (window_full_ || window_min_fill_ >= kBehindFill || window_min_backlog_ms_ > kBehindMs) {
     const double offered = static_cast<double>(offers - window_offers_);
     const double taken = std::max({1.0, read_now, recent * static_cast<double>(length)});

@@ -65,7 +65,8 @@ void collect_argv(nlohmann::json* info) {
 void collect_paths(nlohmann::json* info) {
   char buffer[PATH_MAX + 1];
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  if (n > 0) (*info)["executable"] = bounded_utf8(std::string(buffer, static_cast<std::size_t>(n)), kRunInfoMaxPathBytes);
+  if (n > 0)
+    (*info)["executable"] = bounded_utf8(std::string(buffer, static_cast<std::size_t>(n)), kRunInfoMaxPathBytes);
   if (::getcwd(buffer, sizeof(buffer)) != nullptr) {
     (*info)["cwd"] = bounded_utf8(buffer, kRunInfoMaxPathBytes);
   }
@@ -103,17 +104,16 @@ void collect_versions(nlohmann::json* info, const nlohmann::json& framework_vers
 const std::vector<std::string>& run_info_env_allow_list() {
   static const std::vector<std::string> names = {
       // torchrun / torch.distributed
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
-      "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
-      "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "GROUP_WORLD_SIZE",
+      "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+      "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
       // devices and threads
-      "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES",
-      "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+      "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+      "MKL_NUM_THREADS",
       // schedulers and MPI launchers
-      "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID",
-      "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_NODELIST",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-      "PMI_SIZE"};
+      "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURM_PROCID",
+      "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_NODELIST", "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE"};
   return names;
 }
 

@@ -27,13 +27,13 @@ class StagingPool {
   StagingPool(uint64_t capacity, uint32_t events);
 
   struct Block {
-    uint64_t position = 0;   // absolute position of the first byte (monotonic)
-    uint64_t offset = 0;     // byte offset in the pool: position % capacity
+    uint64_t position = 0;  // absolute position of the first byte (monotonic)
+    uint64_t offset = 0;    // byte offset in the pool: position % capacity
     uint64_t bytes = 0;
-    uint64_t end = 0;        // absolute position after the block: release to here
-    uint64_t ordinal = 0;    // block number since the pool was created
-    uint32_t event = 0;      // index of the event this block records: ordinal % events
-    uint32_t generation = 0; // the registration the block belongs to
+    uint64_t end = 0;         // absolute position after the block: release to here
+    uint64_t ordinal = 0;     // block number since the pool was created
+    uint32_t event = 0;       // index of the event this block records: ordinal % events
+    uint32_t generation = 0;  // the registration the block belongs to
   };
 
   static constexpr uint64_t kAlignment = wire::kDevicePoolAlignment;

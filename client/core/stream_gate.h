@@ -17,9 +17,7 @@ namespace tensorscope {
 // Whether a module track sends step `step`: the multiples of every_n, counted in the
 // client's steps, so tracks with the same every_n send the same steps however late they
 // were made, and a run resumed with set_step() sends the steps it would have sent.
-inline bool is_sent_step(int64_t step, int64_t every_n) {
-  return every_n <= 1 || step % every_n == 0;
-}
+inline bool is_sent_step(int64_t step, int64_t every_n) { return every_n <= 1 || step % every_n == 0; }
 
 class StreamGate {
  public:

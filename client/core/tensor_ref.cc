@@ -50,8 +50,8 @@ std::string tensor_ref_refusal(const TensorRef& ref) {
   const size_t size = wire::dtype_size(ref.dtype);
   if (size == 0) return "unsupported dtype";
   if (ref.ndim < 0 || ref.ndim > static_cast<int>(wire::kMaxDims)) {
-    return "tensor has " + std::to_string(ref.ndim) + " dimensions; at most " +
-           std::to_string(wire::kMaxDims) + " are supported";
+    return "tensor has " + std::to_string(ref.ndim) + " dimensions; at most " + std::to_string(wire::kMaxDims) +
+        " are supported";
   }
   // Sizes are checked for overflow: the payload size is computed from them.
   uint64_t elements = 1;

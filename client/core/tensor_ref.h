@@ -37,9 +37,9 @@ class DeviceOrdering {
 enum class DeviceType : uint8_t { kCpu, kCuda };
 
 struct TensorRef {
-  const void* data = nullptr;   // first element (may be null when numel is 0)
+  const void* data = nullptr;  // first element (may be null when numel is 0)
   wire::DType dtype = wire::DType::kInvalid;
-  int ndim = 0;                 // at most wire::kMaxDims
+  int ndim = 0;  // at most wire::kMaxDims
   int64_t shape[wire::kMaxDims] = {};
   int64_t strides[wire::kMaxDims] = {};  // in elements; may be negative on the CPU
   DeviceType device = DeviceType::kCpu;

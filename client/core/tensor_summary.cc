@@ -13,8 +13,7 @@ namespace tensorscope {
 namespace {
 
 // `ref` as a contiguous view: its own memory, or a C-order copy kept in `copy`.
-bool contiguous_view(const TensorRef& ref, std::vector<uint8_t>* copy, tensor::TensorView* view,
-                     std::string* why) {
+bool contiguous_view(const TensorRef& ref, std::vector<uint8_t>* copy, tensor::TensorView* view, std::string* why) {
   if (std::string refusal = tensor_ref_refusal(ref); !refusal.empty()) {
     *why = refusal;
     return false;

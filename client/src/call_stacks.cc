@@ -15,7 +15,8 @@ at::Tensor rows_of(const std::vector<at::Tensor>& tensors) {
   batch = batch.to(at::kFloat);
   const int64_t n = static_cast<int64_t>(tensors.size());
   at::Tensor rows = tensors[0].dim() >= 2 ? batch.reshape({n, tensors[0].size(0), -1}).mean(1) : batch.reshape({n, -1});
-  if (rows.size(1) > kStackedRowLength) rows = at::adaptive_avg_pool1d(rows.unsqueeze(1), {kStackedRowLength}).squeeze(1);
+  if (rows.size(1) > kStackedRowLength)
+    rows = at::adaptive_avg_pool1d(rows.unsqueeze(1), {kStackedRowLength}).squeeze(1);
   return rows;
 }
 

@@ -35,7 +35,7 @@ class CallStacks {
     int64_t step = 0;
     struct Call {
       int call = 0;
-      at::Tensor tensor;     // held (version >= 0) or a reduced row (version -1)
+      at::Tensor tensor;  // held (version >= 0) or a reduced row (version -1)
       int64_t version = -1;
     };
     std::vector<Call> calls;

@@ -73,9 +73,9 @@ PushResult ClientImpl::stage(const std::string& name, const at::Tensor& input, w
 
 void ClientImpl::add_track(const std::shared_ptr<Track>& track) {
   std::lock_guard<std::mutex> lock(tracks_mutex_);
-  tracks_.erase(std::remove_if(tracks_.begin(), tracks_.end(),
-                               [](const std::weak_ptr<Track>& t) { return t.expired(); }),
-                tracks_.end());
+  tracks_.erase(
+      std::remove_if(tracks_.begin(), tracks_.end(), [](const std::weak_ptr<Track>& t) { return t.expired(); }),
+      tracks_.end());
   tracks_.push_back(track);
 }
 
@@ -100,8 +100,7 @@ void ClientImpl::end_module_calls(std::optional<int64_t> next) noexcept {
         TS_LOG_ERROR("tensorscope: ending a track's module calls failed: {}", e.what());
       }
     }
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void ClientImpl::stop_tracks() noexcept {
@@ -113,8 +112,7 @@ void ClientImpl::stop_tracks() noexcept {
         TS_LOG_ERROR("tensorscope: stopping a track failed: {}", e.what());
       }
     }
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 std::vector<TrackedStream> ClientImpl::tracked() const {

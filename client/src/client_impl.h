@@ -42,8 +42,8 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   // For tracks, which gate on their own (then pacing, when the daemon is behind: kGated):
   // copies `tensor` as a record of `kind`.
   // `transform` (may be null or empty) replaces the client's transform. Never throws.
-  PushResult send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
-                  uint8_t render_hint, const TransformFn* transform) noexcept;
+  PushResult send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind, uint8_t render_hint,
+                  const TransformFn* transform) noexcept;
 
   // The first non-finite summary (at `step`): module tracks send whole tensors through
   // step + anomaly_capture_steps. Later calls change nothing.
@@ -91,8 +91,8 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
  private:
   static constexpr int64_t kNoCapture = std::numeric_limits<int64_t>::min();
   std::atomic<int64_t> capture_until_{kNoCapture};
-  PushResult stage(const std::string& name, const at::Tensor& input, wire::TensorKind kind,
-                   uint8_t render_hint, const TransformFn& transform) noexcept;
+  PushResult stage(const std::string& name, const at::Tensor& input, wire::TensorKind kind, uint8_t render_hint,
+                   const TransformFn& transform) noexcept;
   std::vector<std::shared_ptr<Track>> live_tracks() const;
 
   ClientCore core_;

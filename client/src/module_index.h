@@ -21,12 +21,12 @@ struct Module;
 namespace tensorscope {
 
 struct ModuleEntry {
-  std::string path;                                         // "" for the root, "features.0", ...
-  std::string type;                                         // class name: "Linear", "Net", ...
-  std::vector<std::pair<std::string, at::Tensor>> params;   // its own parameters
-  std::vector<at::Tensor> buffers;                          // its own buffers
-  std::vector<int> chain;       // itself, then every ancestor, innermost first (indices)
-  bool composite = false;       // some descendant owns parameters or buffers
+  std::string path;                                        // "" for the root, "features.0", ...
+  std::string type;                                        // class name: "Linear", "Net", ...
+  std::vector<std::pair<std::string, at::Tensor>> params;  // its own parameters
+  std::vector<at::Tensor> buffers;                         // its own buffers
+  std::vector<int> chain;                                  // itself, then every ancestor, innermost first (indices)
+  bool composite = false;                                  // some descendant owns parameters or buffers
   bool owns_tensors() const { return !params.empty() || !buffers.empty(); }
 };
 

@@ -56,8 +56,7 @@ const void* ModuleTrack::storage_of(const at::Tensor& t) {
 }
 
 std::shared_ptr<Track> ModuleTrack::create(std::weak_ptr<ClientImpl> client, const std::string& name,
-                                           std::vector<ModuleEntry> modules, TrackOptions options,
-                                           TrackKinds kinds) {
+                                           std::vector<ModuleEntry> modules, TrackOptions options, TrackKinds kinds) {
   if (const std::string why = stream_name_refusal(name); !why.empty()) {
     return std::make_shared<FailedTrack>("track_model/track_layer: the track name is the streams' prefix: " + why);
   }
@@ -121,7 +120,7 @@ ModuleTrack::~ModuleTrack() = default;
 void ModuleTrack::select(const std::regex* include, const std::regex* exclude) {
   for (Module& m : modules_) {
     m.tracked = m.entry.owns_tensors() && (include == nullptr || std::regex_search(m.entry.path, *include)) &&
-                (exclude == nullptr || !std::regex_search(m.entry.path, *exclude));
+        (exclude == nullptr || !std::regex_search(m.entry.path, *exclude));
   }
   for (Module& m : modules_) {
     for (int k : m.entry.chain) {
@@ -132,7 +131,7 @@ void ModuleTrack::select(const std::regex* include, const std::regex* exclude) {
 
 bool ModuleTrack::needs_observer() const {
   return has_kind(kinds_, TrackKinds::kOutput) || has_kind(kinds_, TrackKinds::kOutputGradient) ||
-         has_kind(kinds_, TrackKinds::kParameter);
+      has_kind(kinds_, TrackKinds::kParameter);
 }
 
 void ModuleTrack::listen(bool on) {
@@ -265,12 +264,14 @@ void ModuleTrack::send_stacks(std::vector<CallStacks::Stack> stacks) {
                                                                           : static_cast<uint8_t>(RenderMode::kHeatmap);
       client->send(stack.name, matrix, stack.kind, hint, nullptr);
       if (stack.dropped > 0) {
-        client->count_refused(stack.name, std::to_string(stack.dropped) + " calls past the " +
-                                              std::to_string(stack.calls.size()) + " stacked in one step");
+        client->count_refused(stack.name,
+                              std::to_string(stack.dropped) + " calls past the " + std::to_string(stack.calls.size()) +
+                                  " stacked in one step");
       }
       if (stack.changed > 0) {
-        client->count_refused(stack.name, std::to_string(stack.changed) +
-                                              " calls' tensors were written in place after the call (their rows are NaN)");
+        client->count_refused(stack.name,
+                              std::to_string(stack.changed) +
+                                  " calls' tensors were written in place after the call (their rows are NaN)");
       }
     } catch (const std::exception& e) {
       client->count_refused(stack.name, std::string("stacking the calls failed: ") + e.what());
@@ -309,8 +310,8 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
   int owner = -1;
   bool first = true, first_is_param = false;
   const void* first_storage = nullptr;
-  SmallSet<int, 16> touched;           // indices into map->tensors
-  SmallSet<const void*, 16> others;    // storages of the other tensor inputs
+  SmallSet<int, 16> touched;         // indices into map->tensors
+  SmallSet<const void*, 16> others;  // storages of the other tensor inputs
   for (const c10::IValue& value : inputs) {
     for_each_tensor(value, [&](const at::Tensor& t) {
       const void* storage = storage_of(t);
@@ -330,8 +331,7 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
   }
 
   const bool inplace = is_inplace(op_name);
-  if (inplace && first_storage != nullptr && !first_is_param &&
-      open_calls_.load(std::memory_order_relaxed) > 0) {
+  if (inplace && first_storage != nullptr && !first_is_param && open_calls_.load(std::memory_order_relaxed) > 0) {
     // An op writing a module's output: the module's own bias add continues its call;
     // anything else ends it first, so the output is sent as the module returned it.
     std::vector<Pending> finished;
@@ -362,7 +362,7 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
   // An in-place op that reads a parameter into another tensor (an EMA of the weights,
   // a target network's copy_) or writes a weight (optimizer, renorm) is no forward.
   if (inplace) return kNoToken;
-  if (others.size == 0) return kNoToken;           // parameters only: not a forward of the module
+  if (others.size == 0) return kNoToken;  // parameters only: not a forward of the module
   for (size_t i = 0; i < touched.size; ++i) {
     const at::Tensor& param = map->tensors[touched.items[i]];
     if (!param.requires_grad()) continue;
@@ -374,8 +374,7 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
   return (static_cast<uint64_t>(owner) + 1) | (ticket << 32);
 }
 
-std::vector<std::string> ModuleTrack::describe_inputs(c10::ArrayRef<const c10::IValue> inputs,
-                                                      const StorageMap& map) {
+std::vector<std::string> ModuleTrack::describe_inputs(c10::ArrayRef<const c10::IValue> inputs, const StorageMap& map) {
   std::vector<std::string> out;
   for (const c10::IValue& value : inputs) {
     for_each_tensor(value, [&](const at::Tensor& t) {
@@ -422,8 +421,8 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
       calls_step_ = step;
     }
     if (!tree_.empty() && tree_.step() != step) older_tree = take_tree();
-    const bool list = tree_log_ && full_on_.load(std::memory_order_relaxed) &&
-                      !(tree_closed_ && step == tree_closed_step_);
+    const bool list =
+        tree_log_ && full_on_.load(std::memory_order_relaxed) && !(tree_closed_ && step == tree_closed_step_);
     std::vector<int> begun;  // modules whose call begins with this op, innermost first
     std::vector<Pending>& open = open_[thread];
     close_calls(open, &modules_[owner].entry.chain, finished);
@@ -497,9 +496,10 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
   if (p.call >= kMaxCallsPerStep) {
     if (!over_calls_logged_) {
       over_calls_logged_ = true;
-      TS_LOG_WARN("tensorscope: module '{}' ran more than {} times in one step; further calls are not "
-                  "sent (advance the step with Client::next_step())",
-                  modules_[module].stream, kMaxCallsPerStep);
+      TS_LOG_WARN(
+          "tensorscope: module '{}' ran more than {} times in one step; further calls are not "
+          "sent (advance the step with Client::next_step())",
+          modules_[module].stream, kMaxCallsPerStep);
     }
     client->count_refused(modules_[module].stream, "more calls in one step than tracked");
     return p;
@@ -530,7 +530,8 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
         client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform());
       }
       if (p.summarise) summarise(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
-      if (p.stack) send_stacks(stacks_.take(stacked_stream(p.module, ""), p.output, wire::TensorKind::kActivation, step, p.call));
+      if (p.stack)
+        send_stacks(stacks_.take(stacked_stream(p.module, ""), p.output, wire::TensorKind::kActivation, step, p.call));
     }
     if (has_kind(kinds_, TrackKinds::kOutputGradient) && p.output.requires_grad() && p.output.grad_fn()) {
       const int64_t sequence_nr = static_cast<int64_t>(p.output.grad_fn()->sequence_nr());
@@ -539,9 +540,9 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
         grad_targets_.clear();  // backward never ran for these (eval with grad on): forget them
         grad_keys_.store(0, std::memory_order_relaxed);
       }
-      grad_targets_[p.thread][sequence_nr].push_back(GradTarget{stream + ".grad", p.output.output_nr(), p.admitted,
-                                                                p.summarise, step,
-                                                                p.stack ? stacked_stream(p.module, ".grad") : "", p.call});
+      grad_targets_[p.thread][sequence_nr].push_back(
+          GradTarget{stream + ".grad", p.output.output_nr(), p.admitted, p.summarise, step,
+                     p.stack ? stacked_stream(p.module, ".grad") : "", p.call});
       grad_keys_.fetch_add(1, std::memory_order_relaxed);
     }
     if (has_kind(kinds_, TrackKinds::kParameter) && p.call == 0) {
@@ -685,9 +686,10 @@ std::vector<TrackedStream> ModuleTrack::streams() const {
   for (const std::string& stacked : stacks_.seen()) {  // modules called many times a step
     for (const Module& m : modules_) {
       if (stacked.rfind(m.stream + std::string(kStackedCallsSuffix), 0) != 0) continue;
-      out.push_back({stacked, stacked.size() > 5 && stacked.compare(stacked.size() - 5, 5, ".grad") == 0 ? "gradient"
-                                                                                                         : "activation",
-                     m.entry.path});
+      out.push_back(
+          {stacked,
+           stacked.size() > 5 && stacked.compare(stacked.size() - 5, 5, ".grad") == 0 ? "gradient" : "activation",
+           m.entry.path});
       break;
     }
   }

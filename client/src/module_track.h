@@ -39,14 +39,11 @@ namespace tensorscope {
 
 class ClientImpl;
 
-class ModuleTrack : public Track,
-                    public OpListener,
-                    public std::enable_shared_from_this<ModuleTrack> {
+class ModuleTrack : public Track, public OpListener, public std::enable_shared_from_this<ModuleTrack> {
  public:
   // A FailedTrack when the name is empty, a regex is invalid or no module is selected.
   static std::shared_ptr<Track> create(std::weak_ptr<ClientImpl> client, const std::string& name,
-                                       std::vector<ModuleEntry> modules, TrackOptions options,
-                                       TrackKinds kinds);
+                                       std::vector<ModuleEntry> modules, TrackOptions options, TrackKinds kinds);
   ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std::vector<ModuleEntry> modules,
               TrackOptions options, TrackKinds kinds);
   ~ModuleTrack() override;
@@ -62,8 +59,7 @@ class ModuleTrack : public Track,
   // OpListener
   uint64_t on_op_start(const char* op_name, c10::ArrayRef<const c10::IValue> inputs) override;
   void on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) override;
-  void on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
-                        c10::ArrayRef<const c10::IValue> grads) override;
+  void on_backward_node(uint64_t forward_thread, int64_t sequence_nr, c10::ArrayRef<const c10::IValue> grads) override;
 
   // Separate calls beyond this per module and step are not sent (counted as refused
   // once); stacked calls (TrackOptions::calls) are not limited by it.
@@ -72,9 +68,9 @@ class ModuleTrack : public Track,
  private:
   struct Module {
     ModuleEntry entry;
-    std::string stream;           // "<name>.<path>", or "<name>" for the root
-    bool tracked = false;         // selected and owns tensors
-    std::vector<int> notify;      // tracked modules in entry.chain, innermost first
+    std::string stream;       // "<name>.<path>", or "<name>" for the root
+    bool tracked = false;     // selected and owns tensors
+    std::vector<int> notify;  // tracked modules in entry.chain, innermost first
   };
   // Where each parameter or buffer storage belongs. Immutable once published.
   struct StorageMap {
@@ -83,27 +79,27 @@ class ModuleTrack : public Track,
       int tensor;  // index into tensors
     };
     std::unordered_map<const void*, Owner> owners;
-    std::vector<at::Tensor> tensors;    // every parameter and buffer of the model
-    std::vector<c10::Storage> storages; // held: a key's address is never reused meanwhile
+    std::vector<at::Tensor> tensors;     // every parameter and buffer of the model
+    std::vector<c10::Storage> storages;  // held: a key's address is never reused meanwhile
   };
   struct Pending {
     int module = -1;
     int call = 0;
-    bool admitted = false;         // sent whole as its own stream (a sent step, and max_hz allows)
-    bool summarise = false;        // a summarised step, and a call with a stream of its own
-    bool summarise_step = false;   // a summarised step (parameters, with the first call)
-    bool stack = false;            // a sent step: a row of the module's stacked calls
-    at::Tensor output;             // held only when one of the above
-    const void* storage = nullptr; // the output's storage
-    uint64_t thread = 0;           // op thread that produced it (autograd's forward thread)
-    int tree_index = -1;           // its line in tree_, -1 when not listed
+    bool admitted = false;          // sent whole as its own stream (a sent step, and max_hz allows)
+    bool summarise = false;         // a summarised step, and a call with a stream of its own
+    bool summarise_step = false;    // a summarised step (parameters, with the first call)
+    bool stack = false;             // a sent step: a row of the module's stacked calls
+    at::Tensor output;              // held only when one of the above
+    const void* storage = nullptr;  // the output's storage
+    uint64_t thread = 0;            // op thread that produced it (autograd's forward thread)
+    int tree_index = -1;            // its line in tree_, -1 when not listed
   };
   struct GradTarget {
     std::string stream;
     int64_t output_nr = 0;
     bool send = true;
     bool summarise = false;
-    int64_t step = 0;  // of the forward call (summaries)
+    int64_t step = 0;   // of the forward call (summaries)
     std::string stack;  // the stacked stream it is a row of ("": none)
     int call = 0;
   };
@@ -150,7 +146,7 @@ class ModuleTrack : public Track,
   const TrackOptions options_;
   const TrackKinds kinds_;
   std::vector<Module> modules_;
-  std::vector<const void*> tensor_storages_;  // storages of the current map's tensors
+  std::vector<const void*> tensor_storages_;             // storages of the current map's tensors
   std::vector<std::unique_ptr<const StorageMap>> maps_;  // all published maps (kept: read lock-free)
   std::atomic<const StorageMap*> map_{nullptr};
   StreamGate gate_;
@@ -158,14 +154,14 @@ class ModuleTrack : public Track,
   std::vector<std::unique_ptr<GradHook>> hooks_;
 
   std::atomic<bool> stopped_{false};
-  std::atomic<int> open_calls_{0};      // pending calls over all threads
+  std::atomic<int> open_calls_{0};  // pending calls over all threads
   std::atomic<int> grad_keys_{0};
-  const int64_t every_n_;       // steps
-  const int64_t stats_every_;   // steps (0: no summaries)
+  const int64_t every_n_;                              // steps
+  const int64_t stats_every_;                          // steps (0: no summaries)
   std::atomic<bool> full_on_{true}, stats_on_{false};  // of the current step (set_gates)
-  const bool tree_log_;         // TrackOptions::tree_log, for tracks sending outputs
-  std::mutex listen_mutex_;     // listener_
-  std::shared_ptr<OpListener> listener_;  // registered while listening (a WeakOpListener)
+  const bool tree_log_;                                // TrackOptions::tree_log, for tracks sending outputs
+  std::mutex listen_mutex_;                            // listener_
+  std::shared_ptr<OpListener> listener_;               // registered while listening (a WeakOpListener)
 
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, std::vector<Pending>> open_;  // by op thread id
@@ -177,8 +173,8 @@ class ModuleTrack : public Track,
   bool over_calls_logged_ = false;
   ModuleTreeLog tree_;
   TrackSummaries summaries_;
-  CallStacks stacks_;            // modules called many times a step (own lock)
-  bool tree_closed_ = false;     // step_changed() sent the list of tree_closed_step_
+  CallStacks stacks_;         // modules called many times a step (own lock)
+  bool tree_closed_ = false;  // step_changed() sent the list of tree_closed_step_
   int64_t tree_closed_step_ = 0;
 };
 

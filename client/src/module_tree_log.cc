@@ -52,8 +52,8 @@ std::vector<std::string> ModuleTreeLog::take_inputs(uint32_t ticket) {
   return {};
 }
 
-int ModuleTreeLog::begin(int64_t step, uint64_t thread, int call, const std::string& path,
-                         const std::string& type, std::vector<std::string> inputs, const at::Tensor& output) {
+int ModuleTreeLog::begin(int64_t step, uint64_t thread, int call, const std::string& path, const std::string& type,
+                         std::vector<std::string> inputs, const at::Tensor& output) {
   step_ = step;
   if (tree_.calls.size() >= ModuleTree::kMaxCalls) {
     ++tree_.omitted;

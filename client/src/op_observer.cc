@@ -141,11 +141,10 @@ void add_op_listener(std::shared_ptr<OpListener> listener) {
   r.listeners = std::move(next);
   r.version.fetch_add(1, std::memory_order_release);
   if (!r.installed) {
-    r.handle = at::addGlobalCallback(
-        at::RecordFunctionCallback(&on_start, &on_end)
-            .needsInputs(true)
-            .needsOutputs(true)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    r.handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                         .needsInputs(true)
+                                         .needsOutputs(true)
+                                         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
     r.installed = true;
   }
 }

@@ -49,8 +49,7 @@ class WeakOpListener : public OpListener {
   void on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) override {
     if (auto target = target_.lock()) target->on_op_end(token, outputs);
   }
-  void on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
-                        c10::ArrayRef<const c10::IValue> grads) override {
+  void on_backward_node(uint64_t forward_thread, int64_t sequence_nr, c10::ArrayRef<const c10::IValue> grads) override {
     if (auto target = target_.lock()) target->on_backward_node(forward_thread, sequence_nr, grads);
   }
 

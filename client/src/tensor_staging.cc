@@ -8,9 +8,7 @@
 namespace tensorscope {
 namespace {
 
-const c10::impl::DeviceGuardImplInterface* cuda_guard() {
-  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-}
+const c10::impl::DeviceGuardImplInterface* cuda_guard() { return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA); }
 
 template <typename Fn>
 std::string guarded(const char* what, Fn&& fn) noexcept {
@@ -59,13 +57,13 @@ std::string staging_refusal(const at::Tensor& tensor) {
   if (wire_dtype(type) == wire::DType::kInvalid) {
     if (c10::isComplexType(type)) {
       return std::string("complex dtype ") + c10::toString(type) +
-             " is not supported: push torch::view_as_real(t) or t.abs() instead";
+          " is not supported: push torch::view_as_real(t) or t.abs() instead";
     }
     return std::string("dtype ") + c10::toString(type) + " is not supported";
   }
   if (tensor.dim() > static_cast<int64_t>(wire::kMaxDims)) {
-    return "tensor has " + std::to_string(tensor.dim()) + " dimensions; at most " +
-           std::to_string(wire::kMaxDims) + " are supported";
+    return "tensor has " + std::to_string(tensor.dim()) + " dimensions; at most " + std::to_string(wire::kMaxDims) +
+        " are supported";
   }
   if (tensor.is_sparse() || tensor.layout() != c10::kStrided) return "only dense (strided) tensors are supported";
   return {};
@@ -116,8 +114,7 @@ std::string libtorch_version() {
 #if defined(TORCH_VERSION)
   return TORCH_VERSION;
 #elif defined(TORCH_VERSION_MAJOR) && defined(TORCH_VERSION_MINOR) && defined(TORCH_VERSION_PATCH)
-  return TS_STRINGIFY(TORCH_VERSION_MAJOR) "." TS_STRINGIFY(TORCH_VERSION_MINOR) "." TS_STRINGIFY(
-      TORCH_VERSION_PATCH);
+  return TS_STRINGIFY(TORCH_VERSION_MAJOR) "." TS_STRINGIFY(TORCH_VERSION_MINOR) "." TS_STRINGIFY(TORCH_VERSION_PATCH);
 #else
   return "unknown";
 #endif

@@ -22,22 +22,22 @@ const std::string& TrackHandle::error() const {
   return track_ ? track_->error() : kEmpty;
 }
 
-std::vector<TrackedStream> TrackHandle::streams() const { return track_ ? track_->streams() : std::vector<TrackedStream>{}; }
+std::vector<TrackedStream> TrackHandle::streams() const {
+  return track_ ? track_->streams() : std::vector<TrackedStream>{};
+}
 
 void TrackHandle::flush() {
   if (!track_) return;
   try {
     track_->end_calls();
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void TrackHandle::reset() {
   if (!track_) return;
   try {
     track_->stop();
-  } catch (...) {
-  }
+  } catch (...) {}
   track_.reset();
 }
 

@@ -41,8 +41,8 @@ Status VideoJournal::create(const std::string& video_path, const IndexEntry& met
   if (file_ == nullptr) return Status::from_errno("cannot create " + path_, errno);
   const nlohmann::json header = {{"stream", meta.stream}, {"kind", meta.kind}, {"device", meta.device},
                                  {"rank", meta.rank},     {"pid", meta.pid},   {"mode", meta.mode}};
-  const std::string text =
-      std::string(recording::kStepsMagic) + "\n" + header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text = std::string(recording::kStepsMagic) + "\n" +
+      header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0) {
     return Status::from_errno("cannot write " + path_, errno);
   }
@@ -122,8 +122,7 @@ StatusOr<IndexEntry> recover_cut_video(const std::string& session_dir, const std
   if (entry.frames <= 0) return discard("its journal lists no frame");
   // A frame is journaled after it is written: a crash in between leaves the journal one
   // behind, and the file keeps the frames the journal describes.
-  const plotting::Fmp4Extent kept =
-      entry.frames < extent.frames ? plotting::scan_fmp4(video, entry.frames) : extent;
+  const plotting::Fmp4Extent kept = entry.frames < extent.frames ? plotting::scan_fmp4(video, entry.frames) : extent;
   if (kept.frames != entry.frames) return discard("its frames and its journal disagree");
   if (kept.whole_bytes < kept.file_bytes && ::truncate(video.c_str(), static_cast<off_t>(kept.whole_bytes)) != 0) {
     return discard(std::string("cannot cut it to its whole frames: ") + errno_text(errno));

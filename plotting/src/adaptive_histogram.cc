@@ -25,8 +25,7 @@ tensor::TensorStats stats_and_sketch(const tensor::TensorView& view, ValueSketch
 bool has_spread(const tensor::TensorStats& s) { return s.finite_count > 0 && s.min < s.max; }
 
 std::string range_text(const HistogramRange& r) {
-  return format_number(r.lo) + " .. " + format_number(r.hi) +
-         (r.axis == HistogramAxis::kSymlog ? " symlog" : "");
+  return format_number(r.lo) + " .. " + format_number(r.hi) + (r.axis == HistogramAxis::kSymlog ? " symlog" : "");
 }
 
 }  // namespace
@@ -41,8 +40,7 @@ bool AdaptiveHistogram::log_counts_for(const Histogram& hist) const {
 
 HistogramFrame AdaptiveHistogram::next(const tensor::TensorView& view, int64_t step) {
   HistogramFrame f;
-  const BodyRangeOptions body{options_.bins, options_.margin, !tensor::is_floating(view.type),
-                              options_.axis};
+  const BodyRangeOptions body{options_.bins, options_.margin, !tensor::is_floating(view.type), options_.axis};
   if (!range_) {
     ValueSketch sketch;
     f.stats = stats_and_sketch(view, &sketch);
@@ -60,8 +58,8 @@ HistogramFrame AdaptiveHistogram::next(const tensor::TensorView& view, int64_t s
         policy_.took_range();
         const HistogramRange chosen = choose_body_range(sketch_values(view), body);
         if (!(chosen == *range_)) {
-          note_ = "range changed at step " + std::to_string(step) + " (" + d.reason + "; was " +
-                  range_text(*range_) + ")";
+          note_ =
+              "range changed at step " + std::to_string(step) + " (" + d.reason + "; was " + range_text(*range_) + ")";
           range_ = chosen;
           f.hist = compute_histogram(view, chosen);
           log_counts_ = log_counts_for(f.hist);

@@ -62,9 +62,7 @@ AxisTicks nice_ticks(double lo, double hi, int max_ticks) {
 // log1p/expm1 keep |x| far below linthresh exact.
 constexpr double kLn10 = 2.302585092994045684;
 
-double symlog(double x, double linthresh) {
-  return std::copysign(std::log1p(std::abs(x) / linthresh) / kLn10, x);
-}
+double symlog(double x, double linthresh) { return std::copysign(std::log1p(std::abs(x) / linthresh) / kLn10, x); }
 
 double symlog_inverse(double t, double linthresh) {
   return std::copysign(linthresh * std::expm1(std::abs(t) * kLn10), t);

@@ -60,8 +60,8 @@ void BarnesHutTree::build_node(int32_t node, double cx, double cy, double half, 
   int32_t* mid_x0 = std::partition(first, mid_y, [&](int32_t i) { return y[2 * i] < cx; });
   int32_t* mid_x1 = std::partition(mid_y, last, [&](int32_t i) { return y[2 * i] < cx; });
   const int32_t bounds[5] = {begin, static_cast<int32_t>(mid_x0 - order_.data()),
-                             static_cast<int32_t>(mid_y - order_.data()),
-                             static_cast<int32_t>(mid_x1 - order_.data()), end};
+                             static_cast<int32_t>(mid_y - order_.data()), static_cast<int32_t>(mid_x1 - order_.data()),
+                             end};
   const int32_t child0 = static_cast<int32_t>(nodes_.size());
   nodes_[static_cast<size_t>(node)].first_child = child0;
   for (int q = 0; q < 4; ++q) {
@@ -78,8 +78,8 @@ void BarnesHutTree::build_node(int32_t node, double cx, double cy, double half, 
   }
 }
 
-void BarnesHutTree::repulsion(int64_t i, double x, double y, double theta_sq, double* sum_q,
-                              double* fx, double* fy) const {
+void BarnesHutTree::repulsion(int64_t i, double x, double y, double theta_sq, double* sum_q, double* fx,
+                              double* fy) const {
   if (nodes_.empty()) return;
   int32_t stack[4 * kMaxDepth + 8];
   int top = 0;

@@ -22,8 +22,7 @@ class BarnesHutTree {
 
   // For the point i at (x, y): adds Σ_j q_ij to *sum_q and Σ_j q_ij²·(p_i - p_j) to
   // (*fx, *fy), j over all points but i.
-  void repulsion(int64_t i, double x, double y, double theta_sq, double* sum_q, double* fx,
-                 double* fy) const;
+  void repulsion(int64_t i, double x, double y, double theta_sq, double* sum_q, double* fx, double* fy) const;
 
   // Point indices in tree order (spatially coherent: a good order to visit points in).
   const std::vector<int32_t>& order() const { return order_; }
@@ -33,8 +32,8 @@ class BarnesHutTree {
     double com_x = 0, com_y = 0;  // centre of mass
     double side_sq = 0;           // (cell side)²
     int32_t count = 0;
-    int32_t first_child = -1;     // 4 consecutive nodes; -1 = leaf
-    int32_t begin = 0, end = 0;   // range in order_/px_/py_
+    int32_t first_child = -1;    // 4 consecutive nodes; -1 = leaf
+    int32_t begin = 0, end = 0;  // range in order_/px_/py_
   };
   static constexpr int kLeafSize = 8;
   static constexpr int kMaxDepth = 40;

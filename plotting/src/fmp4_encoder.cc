@@ -189,10 +189,10 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   // time to 0 ("make zero"), before frag_discont could keep it.
   muxer_->avoid_negative_ts = AVFMT_AVOID_NEG_TS_MAKE_NON_NEGATIVE;
   auto* buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
-  io_ = buffer != nullptr ? avio_alloc_context(buffer, kIoBufferBytes, 1, this, nullptr,
-                                               reinterpret_cast<int (*)(void*, WriteBuffer, int)>(&write_packet),
-                                               nullptr)
-                          : nullptr;
+  io_ = buffer != nullptr
+      ? avio_alloc_context(buffer, kIoBufferBytes, 1, this, nullptr,
+                           reinterpret_cast<int (*)(void*, WriteBuffer, int)>(&write_packet), nullptr)
+      : nullptr;
   stream_ = avformat_new_stream(muxer_, nullptr);
   if (io_ == nullptr || stream_ == nullptr) {
     if (io_ == nullptr) av_free(buffer);
@@ -207,10 +207,10 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   AVDictionary* mux_options = nullptr;
   // A continued video's first fragment starts at its frame's decode time
   // (frag_discont), not at 0; no edit list, so every encoder writes the same header.
-  av_dict_set(&mux_options, "movflags",
-              frames > 0 ? "frag_custom+empty_moov+default_base_moof+frag_discont"
-                         : "frag_custom+empty_moov+default_base_moof",
-              0);
+  av_dict_set(
+      &mux_options, "movflags",
+      frames > 0 ? "frag_custom+empty_moov+default_base_moof+frag_discont" : "frag_custom+empty_moov+default_base_moof",
+      0);
   av_dict_set_int(&mux_options, "use_editlist", 0, 0);
   av_dict_set_int(&mux_options, "fragment_index", frames + 1, 0);
   capture_header_ = true;

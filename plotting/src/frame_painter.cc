@@ -37,8 +37,8 @@ struct Run {
   cv::Scalar color;
 };
 
-void draw_runs(cv::Mat& image, const TextPainter& font, int x, int baseline,
-               const std::vector<Run>& runs, int max_width) {
+void draw_runs(cv::Mat& image, const TextPainter& font, int x, int baseline, const std::vector<Run>& runs,
+               int max_width) {
   int total = 0;
   for (const Run& r : runs) total += font.width(r.text);
   if (total <= 0 || max_width <= 0) return;
@@ -46,8 +46,7 @@ void draw_runs(cv::Mat& image, const TextPainter& font, int x, int baseline,
   for (const Run& r : runs) x = fitted.draw(image, r.text, x, baseline, r.color);
 }
 
-std::vector<std::string> wrap_words(const std::string& text, const TextPainter& font,
-                                    int max_width) {
+std::vector<std::string> wrap_words(const std::string& text, const TextPainter& font, int max_width) {
   std::vector<std::string> lines;
   std::string line, word;
   auto flush_word = [&]() {
@@ -101,9 +100,8 @@ std::string percent(uint64_t part, uint64_t whole) {
   return buf;
 }
 
-void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::TensorStats& stats,
-                         const Histogram& hist, const HistogramDisplay& display,
-                         const FrameStyle& style, const Metrics& m) {
+void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::TensorStats& stats, const Histogram& hist,
+                         const HistogramDisplay& display, const FrameStyle& style, const Metrics& m) {
   const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
   const cv::Scalar axis = display.range_changed ? style.accent : mix(style.foreground, style.background, 0.55);
   const TextPainter& font = m.small;
@@ -124,8 +122,7 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
     return runs;
   };
   std::vector<Run> bottom;
-  for (auto& part : {counted("underflow", hist.underflow, true, true),
-                     counted("overflow", hist.overflow, false, true),
+  for (auto& part : {counted("underflow", hist.underflow, true, true), counted("overflow", hist.overflow, false, true),
                      counted("NaN", hist.nan, false, false), counted("+Inf", hist.pos_inf, false, false),
                      counted("-Inf", hist.neg_inf, false, false)}) {
     bottom.insert(bottom.end(), part.begin(), part.end());
@@ -134,10 +131,8 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
   if (symlog_axis) scale_text += ", symlog x";
   if (log_scale) scale_text += ", log counts";
   const int scale_width = font.width(scale_text);
-  draw_runs(image, font, area.x + m.pad, bottom_baseline, bottom,
-            right - (area.x + m.pad) - scale_width - 2 * m.gap);
-  font.draw_right(image, scale_text, right, bottom_baseline,
-                  symlog_axis || log_scale ? style.foreground : dim);
+  draw_runs(image, font, area.x + m.pad, bottom_baseline, bottom, right - (area.x + m.pad) - scale_width - 2 * m.gap);
+  font.draw_right(image, scale_text, right, bottom_baseline, symlog_axis || log_scale ? style.foreground : dim);
 
   // Plot box; a range note takes a row above it.
   const int x_label_baseline = bottom_baseline - font.descent() - m.gap - font.ascent() - m.gap / 2;
@@ -218,7 +213,7 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
       cv::line(image, {xa - 2, y + slant}, {xb + 1, y - slant}, style.background, m.line + 1);
     }
     const std::string text = format_count(hist.counts[static_cast<size_t>(spike)]) + " (" +
-                             percent(hist.counts[static_cast<size_t>(spike)], finite) + ")";
+        percent(hist.counts[static_cast<size_t>(spike)], finite) + ")";
     const int w = font.width(text);
     const int lx = xb + m.gap / 2 + w <= x1 ? xb + m.gap / 2 : std::max(x0, xa - m.gap / 2 - w);
     font.draw(image, text, lx, y0 + font.ascent() + m.gap / 2, style.foreground);
@@ -239,16 +234,14 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
     for (double v : symlog_tick_candidates(range.lo, range.hi, range.linthresh)) {
       const std::string label = format_number(v);
       const int x = x_of(v), half = font.width(label) / 2 + m.gap;
-      const bool clear = std::none_of(taken.begin(), taken.end(), [&](const auto& t) {
-        return x - half < t.second && x + half > t.first;
-      });
+      const bool clear = std::none_of(taken.begin(), taken.end(),
+                                      [&](const auto& t) { return x - half < t.second && x + half > t.first; });
       if (!clear) continue;
       taken.emplace_back(x - half, x + half);
       draw_tick(v, label);
     }
   } else {
-    for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
-         max_ticks >= 2; --max_ticks) {
+    for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12); max_ticks >= 2; --max_ticks) {
       const AxisTicks xt = nice_ticks(range.lo, range.hi, max_ticks);
       std::vector<std::string> labels;
       int widest = 0;
@@ -275,8 +268,7 @@ void draw_histogram_plot(cv::Mat& image, const cv::Rect& area, const tensor::Ten
     const std::string text = "mean";
     const int w = font.width(text);
     const int lx = x + m.gap / 2 + w <= x1 ? x + m.gap / 2 : x - m.gap / 2 - w;
-    font.draw(image, text, lx, y0 + font.ascent() + (spike >= 0 ? font.line_height() + m.gap : 0),
-              style.accent);
+    font.draw(image, text, lx, y0 + font.ascent() + (spike >= 0 ? font.line_height() + m.gap : 0), style.accent);
   }
 
   // Say why the plot is empty.
@@ -319,14 +311,13 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::
   const std::string step = "step " + std::to_string(info.step);
   const int step_x = m.title.draw_right(image, step, right, y, style.foreground);
   const int title_room = step_x - left - 2 * m.gap;
-  const std::string device = m.title.elide_end(
-      printable_ascii(info.device.empty() ? "?" : info.device), std::max(0, title_room / 4));
+  const std::string device =
+      m.title.elide_end(printable_ascii(info.device.empty() ? "?" : info.device), std::max(0, title_room / 4));
   const std::string rest = " | " + device + " | rank " + std::to_string(info.rank);
   const int rest_width = m.title.width(rest);
   const std::string stream = printable_ascii(info.stream.empty() ? "(unnamed)" : info.stream);
   if (title_room >= rest_width + m.title.width("...")) {
-    const int x = m.title.draw(image, m.title.elide_middle(stream, title_room - rest_width), left,
-                               y, style.foreground);
+    const int x = m.title.draw(image, m.title.elide_middle(stream, title_room - rest_width), left, y, style.foreground);
     m.title.draw(image, rest, x, y, dim);
   } else {
     m.title.draw(image, m.title.elide_middle(stream, title_room), left, y, style.foreground);
@@ -341,8 +332,7 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::
     label_right = m.body.draw_right(image, kind, right, y, style.accent) - 2 * m.gap;
   }
   if (!info.label.empty()) {
-    m.body.draw(image, m.body.elide_end(printable_ascii(info.label), label_right - left), left, y,
-                style.foreground);
+    m.body.draw(image, m.body.elide_end(printable_ascii(info.label), label_right - left), left, y, style.foreground);
   }
   y += m.body.descent() + m.gap;
 
@@ -352,12 +342,10 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::
     tensor::TensorView view{nullptr, info.type, info.shape};
     const int64_t numel = view.numel();
     const std::string tail = std::string("  ") + tensor::element_type_name(info.type) + "  (" +
-                             format_count(static_cast<uint64_t>(numel)) +
-                             (numel == 1 ? " element)" : " elements)");
+        format_count(static_cast<uint64_t>(numel)) + (numel == 1 ? " element)" : " elements)");
     const int label_width = m.body.width("shape ");
     const int x = m.body.draw(image, "shape ", left, y, dim);
-    const std::string shape =
-        m.body.elide_end(format_shape(info.shape), avail - label_width - m.body.width(tail));
+    const std::string shape = m.body.elide_end(format_shape(info.shape), avail - label_width - m.body.width(tail));
     const int x2 = m.body.draw(image, shape, x, y, style.foreground);
     m.body.draw(image, m.body.elide_end(tail, right - x2), x2, y, dim);
   }
@@ -368,7 +356,7 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::
     y += m.body.ascent();
     const uint64_t infs = stats->pos_inf_count + stats->neg_inf_count;
     const std::vector<Run> runs = {
-        {"mean ", dim}, {format_number(stats->mean), style.foreground},
+        {"mean ", dim},   {format_number(stats->mean), style.foreground},
         {"   std ", dim}, {format_number(stats->std), style.foreground},
         {"   min ", dim}, {format_number(stats->min), style.foreground},
         {"   max ", dim}, {format_number(stats->max), style.foreground},
@@ -385,9 +373,8 @@ cv::Rect draw_frame_header(cv::Mat& image, const FrameInfo& info, const tensor::
   return cv::Rect(0, y, image.cols, std::max(0, image.rows - y));
 }
 
-cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                             const Histogram& hist, const HistogramDisplay& display,
-                             const FrameStyle& style) {
+cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats, const Histogram& hist,
+                             const HistogramDisplay& display, const FrameStyle& style) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, &stats, style);
@@ -398,15 +385,14 @@ cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& s
   return image;
 }
 
-cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
-                           const FrameStyle& style, const tensor::TensorStats* stats) {
+cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message, const FrameStyle& style,
+                           const tensor::TensorStats* stats) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, stats, style);
     const Metrics m = metrics_for(image);
     const TextPainter font = m.body.scaled(1.2);
-    const std::vector<std::string> lines =
-        wrap_words(printable_ascii(message), font, image.cols - 4 * m.pad);
+    const std::vector<std::string> lines = wrap_words(printable_ascii(message), font, image.cols - 4 * m.pad);
     const int line_height = font.line_height() + m.gap;
     const int max_lines = std::max(1, (area.height - 2 * m.pad) / line_height);
     const int shown = std::min(static_cast<int>(lines.size()), max_lines);
@@ -433,17 +419,15 @@ std::string degenerate_description(const tensor::TensorStats& s) {
     if (s.nan_count == s.count) return s.count == 1 ? "single element: NaN" : all + " are NaN";
     if (s.pos_inf_count == s.count) return s.count == 1 ? "single element: +Inf" : all + " are +Inf";
     if (s.neg_inf_count == s.count) return s.count == 1 ? "single element: -Inf" : all + " are -Inf";
-    return "no finite values: " + format_count(s.nan_count) + " NaN, " + format_count(s.pos_inf_count) +
-           " +Inf, " + format_count(s.neg_inf_count) + " -Inf";
+    return "no finite values: " + format_count(s.nan_count) + " NaN, " + format_count(s.pos_inf_count) + " +Inf, " +
+        format_count(s.neg_inf_count) + " -Inf";
   }
   if (s.count == 1) return "single element: " + format_number(s.min);
   if (s.min < s.max) return "";
-  const std::string besides =
-      non_finite == 0 ? "" : " (besides " + format_count(non_finite) + " NaN/Inf)";
+  const std::string besides = non_finite == 0 ? "" : " (besides " + format_count(non_finite) + " NaN/Inf)";
   const std::string finite = non_finite == 0 ? all : "all " + format_count(s.finite_count) + " finite values";
   if (s.min == 0) return finite + " are 0" + besides;
   return "constant: " + finite + " are " + format_number(s.min) + besides;
 }
 
 }  // namespace tensorscope::plotting
-

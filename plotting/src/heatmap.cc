@@ -38,8 +38,7 @@ struct CellRow {
   std::vector<double> sum, mn, mx;
   std::vector<uint64_t> count;
   std::vector<uint8_t> flags;
-  explicit CellRow(int cols)
-      : sum(cols, 0.0), mn(cols, kInf), mx(cols, -kInf), count(cols, 0), flags(cols, 0) {}
+  explicit CellRow(int cols) : sum(cols, 0.0), mn(cols, kInf), mx(cols, -kInf), count(cols, 0), flags(cols, 0) {}
 };
 
 // Streams values (in element order) of a rows x cols matrix into block cells.
@@ -177,13 +176,12 @@ class BlockReducer {
   CellRow row_;
   const bool unit_cols_;
   std::vector<int64_t> col_ends_;  // source column where each cell column ends
-  int64_t i_ = 0, j_ = 0;  // source row and column of the next value
-  int r_ = 0, c_ = 0;      // cell row and column
+  int64_t i_ = 0, j_ = 0;          // source row and column of the next value
+  int r_ = 0, c_ = 0;              // cell row and column
   int64_t col_end_ = 0, row_end_ = 0;
 };
 
-void init_cells(Heatmap* h, int64_t rows, int64_t cols, int max_rows, int max_cols,
-                HeatmapReduction reduction) {
+void init_cells(Heatmap* h, int64_t rows, int64_t cols, int max_rows, int max_cols, HeatmapReduction reduction) {
   h->rows = rows;
   h->cols = cols;
   h->reduction = reduction;
@@ -236,8 +234,7 @@ Heatmap empty_heatmap() {
 int64_t Heatmap::row_start(int r) const { return split(r, rows, out_rows); }
 int64_t Heatmap::col_start(int c) const { return split(c, cols, out_cols); }
 
-Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_cols,
-                       HeatmapReduction reduction) {
+Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_cols, HeatmapReduction reduction) {
   try {
     if (!view.valid() || view.numel() <= 0) return empty_heatmap();
     const int64_t n = view.numel();
@@ -245,8 +242,7 @@ Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_col
     Heatmap h;
     init_cells(&h, rows, n / rows, max_rows, max_cols, reduction);
     BlockReducer reducer(&h);
-    tensor::for_each_ordered_block(
-        view, [&](int64_t, const double* v, size_t count) { reducer.feed(v, count); });
+    tensor::for_each_ordered_block(view, [&](int64_t, const double* v, size_t count) { reducer.feed(v, count); });
     finish(&h);
     return h;
   } catch (...) {
@@ -266,8 +262,7 @@ Heatmap force2d(const tensor::TensorView& view, int max_side, HeatmapReduction r
     h.square = true;
     h.padded_zeros = side * side - n;
     BlockReducer reducer(&h);
-    tensor::for_each_ordered_block(
-        view, [&](int64_t, const double* v, size_t count) { reducer.feed(v, count); });
+    tensor::for_each_ordered_block(view, [&](int64_t, const double* v, size_t count) { reducer.feed(v, count); });
     static constexpr std::array<double, 1024> kZeros{};
     for (int64_t left = h.padded_zeros; left > 0;) {
       const size_t k = static_cast<size_t>(std::min<int64_t>(left, kZeros.size()));
@@ -286,8 +281,7 @@ namespace {
 using internal::viridis;
 
 cv::Vec3b to_vec(const cv::Scalar& s) {
-  return cv::Vec3b(cv::saturate_cast<uchar>(s[0]), cv::saturate_cast<uchar>(s[1]),
-                   cv::saturate_cast<uchar>(s[2]));
+  return cv::Vec3b(cv::saturate_cast<uchar>(s[0]), cv::saturate_cast<uchar>(s[1]), cv::saturate_cast<uchar>(s[2]));
 }
 
 // Colour index of v in [lo, hi]; 128 when the range is a single value.
@@ -348,8 +342,8 @@ void draw_colorbar(cv::Mat& image, const cv::Rect& bar, const Heatmap& h, const 
   // End caps (triangles) in the colours of the cells beyond the limits.
   const int cap = std::min(bar.width, std::max(4, m.gap * 2));
   auto end_cap = [&](int base_y, int tip_y, const cv::Vec3b& color) {
-    const std::vector<cv::Point> tri = {{bar.x, base_y}, {bar.x + bar.width - 1, base_y},
-                                        {bar.x + (bar.width - 1) / 2, tip_y}};
+    const std::vector<cv::Point> tri = {
+        {bar.x, base_y}, {bar.x + bar.width - 1, base_y}, {bar.x + (bar.width - 1) / 2, tip_y}};
     cv::fillConvexPoly(image, tri, cv::Scalar(color), cv::LINE_AA);
     cv::polylines(image, tri, true, axis, 1, cv::LINE_AA);
   };
@@ -389,9 +383,10 @@ std::string reduction_text(const Heatmap& h) {
   std::string s = std::to_string(h.rows) + " x " + std::to_string(h.cols);
   if (h.out_rows != h.rows || h.out_cols != h.cols) {
     s += " -> " + std::to_string(h.out_rows) + " x " + std::to_string(h.out_cols) +
-         (h.reduction == HeatmapReduction::kMaxAbs ? ", block max |x|" : ", block mean");
+        (h.reduction == HeatmapReduction::kMaxAbs ? ", block max |x|" : ", block mean");
   }
-  if (h.square && h.padded_zeros > 0) s += ", padded with " + format_count(static_cast<uint64_t>(h.padded_zeros)) + " zeros";
+  if (h.square && h.padded_zeros > 0)
+    s += ", padded with " + format_count(static_cast<uint64_t>(h.padded_zeros)) + " zeros";
   return s;
 }
 
@@ -406,8 +401,8 @@ int widest_label(const TextPainter& font, const Heatmap& h) {
 }
 
 // `rows`: what the rows are ("row"; "call" for a module's stacked calls).
-void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
-                       const FrameStyle& style, const char* rows) {
+void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h, const FrameStyle& style,
+                       const char* rows) {
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style);
   if (h.out_rows <= 0 || h.out_cols <= 0 || h.values.empty()) {
@@ -423,8 +418,7 @@ void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
   spec.x = {-0.5, static_cast<double>(h.cols) - 0.5};
   spec.y = {static_cast<double>(h.rows) - 0.5, -0.5};
   spec.x_integer = spec.y_integer = true;
-  spec.x_title = h.square ? "column   (index = row*" + std::to_string(h.cols) + " + column)"
-                          : "column";
+  spec.x_title = h.square ? "column   (index = row*" + std::to_string(h.cols) + " + column)" : "column";
   spec.y_title = rows;
   spec.footer_rows = 1;
   cv::Rect plot_area = area;
@@ -458,9 +452,12 @@ void draw_heatmap_plot(cv::Mat& image, const cv::Rect& area, const Heatmap& h,
   const int baseline = internal::footer_baseline(area, m, 0);
   const int left = area.x + m.pad, right = area.x + area.width - m.pad;
   const std::vector<TextRun> counts = {
-      {h.nan_count ? "NaN (red cells) " : "NaN ", dim}, {format_count(h.nan_count), h.nan_count ? alert : style.foreground},
-      {"   +Inf ", dim}, {format_count(h.pos_inf_count), h.pos_inf_count ? style.accent : style.foreground},
-      {"   -Inf ", dim}, {format_count(h.neg_inf_count), h.neg_inf_count ? style.accent : style.foreground}};
+      {h.nan_count ? "NaN (red cells) " : "NaN ", dim},
+      {format_count(h.nan_count), h.nan_count ? alert : style.foreground},
+      {"   +Inf ", dim},
+      {format_count(h.pos_inf_count), h.pos_inf_count ? style.accent : style.foreground},
+      {"   -Inf ", dim},
+      {format_count(h.neg_inf_count), h.neg_inf_count ? style.accent : style.foreground}};
   const int counts_width = std::min(internal::text_runs_width(m.small, counts), (right - left) / 2);
   internal::draw_text_runs(image, m.small, right - counts_width, baseline, counts, counts_width);
   const std::string what = reduction_text(h);

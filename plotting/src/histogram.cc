@@ -83,8 +83,7 @@ HistogramRange sanitize_range(HistogramRange r) {
   return r;
 }
 
-HistogramRange choose_histogram_range(const tensor::TensorStats& stats, int bins, double margin,
-                                      bool integer_valued) {
+HistogramRange choose_histogram_range(const tensor::TensorStats& stats, int bins, double margin, bool integer_valued) {
   bins = std::clamp(bins, 1, kMaxHistogramBins);
   if (!std::isfinite(margin) || margin < 0) margin = 0;
   margin = std::min(margin, 10.0);
@@ -184,18 +183,17 @@ Histogram HistogramBinner::finish(const tensor::NonFiniteCounts& nf) const {
 Histogram compute_histogram(const tensor::TensorView& view, const HistogramRange& range) {
   internal::HistogramBinner binner(sanitize_range(range));
   tensor::NonFiniteCounts nf;
-  tensor::for_each_finite_block(view, &nf,
-                                  [&](const double* v, size_t n) { binner.add_block(v, n); });
+  tensor::for_each_finite_block(view, &nf, [&](const double* v, size_t n) { binner.add_block(v, n); });
   return binner.finish(nf);
 }
 
-void summarize(const tensor::TensorView& view, const HistogramRange* fixed_range, int bins,
-               double margin_fraction, tensor::TensorStats* stats, Histogram* hist) {
+void summarize(const tensor::TensorView& view, const HistogramRange* fixed_range, int bins, double margin_fraction,
+               tensor::TensorStats* stats, Histogram* hist) {
   if (fixed_range == nullptr) {
     const tensor::TensorStats s = tensor::compute_stats(view);
     if (hist != nullptr) {
-      *hist = compute_histogram(
-          view, choose_histogram_range(s, bins, margin_fraction, !tensor::is_floating(view.type)));
+      *hist =
+          compute_histogram(view, choose_histogram_range(s, bins, margin_fraction, !tensor::is_floating(view.type)));
     }
     if (stats != nullptr) *stats = s;
     return;

@@ -10,14 +10,14 @@
 namespace tensorscope::plotting {
 namespace {
 
-constexpr double kLowQuantile = 0.01;   // the body: 1st to 99th percentile
-constexpr double kFullRangeSpread = 0.3;  // keep [min, max] while the central 90 % spans this
+constexpr double kLowQuantile = 0.01;        // the body: 1st to 99th percentile
+constexpr double kFullRangeSpread = 0.3;     // keep [min, max] while the central 90 % spans this
 constexpr double kSymmetricRatio = 1.0 / 3;  // sides of a body around 0 this comparable
-constexpr double kSnapDivisions = 20;   // edges on a grid of width / 20
-constexpr double kLinearEnough = 0.25;  // central 90 % over this much of a linear axis
-constexpr double kSymlogGain = 1.5;     // symlog must spread the body this much wider
-constexpr double kSpikeFactor = 4;      // a bar this many times the next is a spike
-constexpr double kVisibleBar = 0.02;    // of the tallest bar: visible on a linear axis
+constexpr double kSnapDivisions = 20;        // edges on a grid of width / 20
+constexpr double kLinearEnough = 0.25;       // central 90 % over this much of a linear axis
+constexpr double kSymlogGain = 1.5;          // symlog must spread the body this much wider
+constexpr double kSpikeFactor = 4;           // a bar this many times the next is a spike
+constexpr double kVisibleBar = 0.02;         // of the tallest bar: visible on a linear axis
 
 // The nice number (1, 2 or 5 times a power of ten) at or beyond |x| away from 0 when
 // `outward`, else at or before it, with x's sign. 0 stays 0.
@@ -45,8 +45,8 @@ struct Candidate {
 // The range [lo, hi] (on the axis) made a histogram range: kept on one side of 0 when
 // the values are (symlog), symmetric around 0 when the body's sides are comparable,
 // edges rounded outward; with the central spread it gives the values.
-Candidate finish_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis,
-                           double linthresh, double lo, double hi) {
+Candidate finish_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis, double linthresh,
+                           double lo, double hi) {
   const bool log_axis = axis == HistogramAxis::kSymlog;
   auto from_axis = [&](double t) { return log_axis ? symlog_inverse(t, linthresh) : t; };
   if (log_axis) {
@@ -55,8 +55,7 @@ Candidate finish_candidate(const ValueSketch& s, const BodyRangeOptions& o, Hist
     if (s.max() <= 0) hi = std::min(hi, 0.0);
   }
   const double q_lo = s.quantile(kLowQuantile), q_hi = s.quantile(1 - kLowQuantile);
-  if (q_lo < 0 && q_hi > 0 &&
-      std::min(-q_lo, q_hi) >= kSymmetricRatio * std::max(-q_lo, q_hi)) {
+  if (q_lo < 0 && q_hi > 0 && std::min(-q_lo, q_hi) >= kSymmetricRatio * std::max(-q_lo, q_hi)) {
     const double a = std::max(-lo, hi);
     lo = -a;
     hi = a;
@@ -80,15 +79,13 @@ Candidate finish_candidate(const ValueSketch& s, const BodyRangeOptions& o, Hist
 
 // The range on `axis` (values mapped by symlog with `linthresh` when kSymlog): all the
 // values when that spreads the central 90 % over kFullRangeSpread of it, else the body.
-Candidate body_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis,
-                         double linthresh) {
+Candidate body_candidate(const ValueSketch& s, const BodyRangeOptions& o, HistogramAxis axis, double linthresh) {
   const bool log_axis = axis == HistogramAxis::kSymlog;
   auto to_axis = [&](double x) { return log_axis ? symlog(x, linthresh) : x; };
   const double margin = std::clamp(std::isfinite(o.margin) ? o.margin : 0.0, 0.0, 10.0);
   const double t_min = to_axis(s.min()), t_max = to_axis(s.max());
   const double full = t_max - t_min;
-  const Candidate all =
-      finish_candidate(s, o, axis, linthresh, t_min - margin * full, t_max + margin * full);
+  const Candidate all = finish_candidate(s, o, axis, linthresh, t_min - margin * full, t_max + margin * full);
   const double t_lo = to_axis(s.quantile(kLowQuantile)), t_hi = to_axis(s.quantile(1 - kLowQuantile));
   const double body = t_hi - t_lo;
   if (all.spread >= kFullRangeSpread || !(body > 0)) return all;
@@ -183,8 +180,8 @@ bool prefers_log_counts(const Histogram& hist) {
   if (spike_bin(hist) >= 0) bars.erase(bars.begin());
   if (bars.size() < 4) return false;
   const double visible = kVisibleBar * static_cast<double>(bars[0]);
-  const auto hidden = std::count_if(bars.begin(), bars.end(),
-                                    [&](uint64_t c) { return static_cast<double>(c) < visible; });
+  const auto hidden =
+      std::count_if(bars.begin(), bars.end(), [&](uint64_t c) { return static_cast<double>(c) < visible; });
   return 2 * static_cast<size_t>(hidden) > bars.size();
 }
 

@@ -20,7 +20,7 @@ HistogramRangePolicy::Decision HistogramRangePolicy::on_frame(const Histogram& h
     d.rerange = true;
     // Both tails grew, or the body moved to one side.
     const bool both = hist.underflow > 0 && hist.overflow > 0 &&
-                      std::min(hist.underflow, hist.overflow) * 4 >= std::max(hist.underflow, hist.overflow);
+        std::min(hist.underflow, hist.overflow) * 4 >= std::max(hist.underflow, hist.overflow);
     d.reason = both ? "values grew" : "values moved";
   } else if (due && central_spread(hist) < rules_.min_spread) {
     d.rerange = true;

@@ -120,8 +120,8 @@ LineSeries reduce_line(const tensor::TensorView& view, int columns) {
 
 namespace {
 
-void draw_series(cv::Mat& image, const PlotRect& plot, const LineSeries& s,
-                 const FrameStyle& style, const PlotMetrics& m) {
+void draw_series(cv::Mat& image, const PlotRect& plot, const LineSeries& s, const FrameStyle& style,
+                 const PlotMetrics& m) {
   const size_t points = s.first.size();
   if (points == 0 || plot.rect.empty()) return;
   const cv::Rect clip = plot.rect;
@@ -203,8 +203,8 @@ void draw_series(cv::Mat& image, const PlotRect& plot, const LineSeries& s,
   }
 }
 
-void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
-                    const FrameStyle& style, const AxisLimits* y_limits) {
+void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s, const FrameStyle& style,
+                    const AxisLimits* y_limits) {
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style);
   if (s.numel <= 0 || s.first.empty()) {
@@ -218,10 +218,8 @@ void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
   const double xpad = std::max(0.5, last * 0.02);
   spec.x = {-xpad, last + xpad};
   spec.x_integer = true;
-  spec.y = any_finite ? internal::padded_range(s.finite_min, s.finite_max, 0.06)
-                      : internal::Range{-1, 1};
-  if (any_finite && y_limits != nullptr && y_limits->lo < y_limits->hi &&
-      std::isfinite(y_limits->hi - y_limits->lo)) {
+  spec.y = any_finite ? internal::padded_range(s.finite_min, s.finite_max, 0.06) : internal::Range{-1, 1};
+  if (any_finite && y_limits != nullptr && y_limits->lo < y_limits->hi && std::isfinite(y_limits->hi - y_limits->lo)) {
     spec.y = {y_limits->lo, y_limits->hi};
   }
   spec.x_title = "element index (flattened)";
@@ -237,12 +235,9 @@ void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
   const int left = area.x + m.pad, right = area.x + area.width - m.pad;
   const cv::Scalar alert = internal::alert_color(style);
   std::vector<TextRun> counts = {
-      {"NaN (red |) ", dim},
-      {format_count(s.nan_count), s.nan_count ? alert : style.foreground},
-      {"   +Inf (^) ", dim},
-      {format_count(s.pos_inf_count), s.pos_inf_count ? style.accent : style.foreground},
-      {"   -Inf (v) ", dim},
-      {format_count(s.neg_inf_count), s.neg_inf_count ? style.accent : style.foreground}};
+      {"NaN (red |) ", dim}, {format_count(s.nan_count), s.nan_count ? alert : style.foreground},
+      {"   +Inf (^) ", dim}, {format_count(s.pos_inf_count), s.pos_inf_count ? style.accent : style.foreground},
+      {"   -Inf (v) ", dim}, {format_count(s.neg_inf_count), s.neg_inf_count ? style.accent : style.foreground}};
   const int counts_width = std::min(internal::text_runs_width(m.small, counts), (right - left) * 3 / 5);
   internal::draw_text_runs(image, m.small, right - counts_width, baseline, counts, counts_width);
   std::string what = format_count(static_cast<uint64_t>(s.numel)) + " values";
@@ -250,15 +245,13 @@ void draw_line_plot(cv::Mat& image, const cv::Rect& area, const LineSeries& s,
     const int64_t per = s.numel / static_cast<int64_t>(s.first.size());
     what += ", min/max of ~" + format_count(static_cast<uint64_t>(per)) + " per column";
   }
-  m.small.draw(image, m.small.elide_end(what, right - counts_width - left - 2 * m.gap), left,
-               baseline, dim);
+  m.small.draw(image, m.small.elide_end(what, right - counts_width - left - 2 * m.gap), left, baseline, dim);
 }
 
 }  // namespace
 
-cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                        const LineSeries& series, const FrameStyle& style,
-                        const AxisLimits* y_limits) {
+cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats, const LineSeries& series,
+                        const FrameStyle& style, const AxisLimits* y_limits) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, &stats, style);

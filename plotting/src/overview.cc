@@ -21,8 +21,8 @@ using recording::first_nonfinite_cell;
 using recording::fit_overview_grid;
 using recording::OverviewGrid;
 
-const cv::Vec3b kNonFinite(255, 0, 255);   // magenta: in no colormap, on no background
-const cv::Vec3b kBelow(0, 0, 0);           // below the scale (0 on a log scale): black
+const cv::Vec3b kNonFinite(255, 0, 255);  // magenta: in no colormap, on no background
+const cv::Vec3b kBelow(0, 0, 0);          // below the scale (0 on a log scale): black
 const cv::Vec3b kAbove(255, 255, 255);
 
 cv::Vec3b to_vec(const cv::Scalar& s) {
@@ -64,7 +64,8 @@ void draw_colorbar(cv::Mat& image, const cv::Rect& bar, const OverviewScale& sca
   const auto& lut = internal::viridis();
   for (int y = 0; y < bar.height; ++y) {
     const int idx = bar.height > 1 ? 255 - y * 255 / (bar.height - 1) : 128;
-    cv::line(image, {bar.x, bar.y + y}, {bar.x + bar.width - 1, bar.y + y}, cv::Scalar(lut[static_cast<size_t>(idx)]), 1);
+    cv::line(image, {bar.x, bar.y + y}, {bar.x + bar.width - 1, bar.y + y}, cv::Scalar(lut[static_cast<size_t>(idx)]),
+             1);
   }
   const cv::Scalar axis = internal::axis_color(style), dim = internal::dim_color(style);
   cv::rectangle(image, bar, axis, 1);
@@ -100,7 +101,8 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
   internal::fill_background(image, style.background);
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style), alert = internal::alert_color(style);
-  const recording::OverviewMetric& metric = recording::kOverviewMetrics[std::min(full.metric, recording::kOverviewMetrics.size() - 1)];
+  const recording::OverviewMetric& metric =
+      recording::kOverviewMetrics[std::min(full.metric, recording::kOverviewMetrics.size() - 1)];
 
   // Header: the metric and where, then what the columns are.
   int y = m.pad + m.title.ascent();
@@ -108,8 +110,9 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
   draw_text_runs(image, m.title, m.pad, y, {{metric.title, style.foreground}, {"   " + where, dim}}, right - m.pad);
   y += m.title.descent() + m.gap + m.small.ascent();
   std::string sub = span + " | " + steps_text(full) + " | " + std::to_string(full.rows.size()) + " tensors" +
-                    (metric.log_scale ? " | log colour" : "");
-  if (full.summaries_left_out > 0) sub += " | " + format_count(static_cast<uint64_t>(full.summaries_left_out)) + " summaries left out (row limit)";
+      (metric.log_scale ? " | log colour" : "");
+  if (full.summaries_left_out > 0)
+    sub += " | " + format_count(static_cast<uint64_t>(full.summaries_left_out)) + " summaries left out (row limit)";
   m.small.draw(image, m.small.elide_end(sub, right - m.pad), m.pad, y, dim);
   const int top = y + m.small.descent() + 2 * m.gap;
 
@@ -120,8 +123,8 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
   const int bottom = legend_base - m.small.line_height() - m.gap - axis_h;
 
   if (full.empty()) {
-    internal::draw_centered(image, m.body.scaled(1.2), full.rows.empty() ? "no tensor of this kind is summarised"
-                                                                          : "no summarised step yet",
+    internal::draw_centered(image, m.body.scaled(1.2),
+                            full.rows.empty() ? "no tensor of this kind is summarised" : "no summarised step yet",
                             cv::Rect(0, top, image.cols, std::max(1, bottom - top)), dim);
     return;
   }
@@ -158,7 +161,8 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
   }
   // Step axis: a few columns, labelled with their first step.
   const int label_w_steps = m.small.width(std::to_string(g.last_steps.back())) + 2 * m.gap;
-  const size_t ticks = std::clamp<size_t>(static_cast<size_t>(plot.width / std::max(1, label_w_steps * 2)), 1, std::min<size_t>(cols, 8));
+  const size_t ticks = std::clamp<size_t>(static_cast<size_t>(plot.width / std::max(1, label_w_steps * 2)), 1,
+                                          std::min<size_t>(cols, 8));
   int last_end = -1;
   for (size_t i = 0; i < ticks; ++i) {
     const size_t c = ticks == 1 ? 0 : i * (cols - 1) / (ticks - 1);
@@ -190,11 +194,12 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
     const int side = std::max(6, m.gap * 2);
     const int cx = plot.x + static_cast<int>((static_cast<double>(gc) + 0.5) * col_w);
     const int cy = plot.y + static_cast<int>((static_cast<double>(gr) + 0.5) * row_h);
-    const int hw = std::max(side, static_cast<int>(col_w / 2) + 2), hh = std::max(side, static_cast<int>(row_h / 2) + 2);
+    const int hw = std::max(side, static_cast<int>(col_w / 2) + 2),
+              hh = std::max(side, static_cast<int>(row_h / 2) + 2);
     cv::rectangle(image, cv::Rect(cx - hw, cy - hh, 2 * hw, 2 * hh), style.foreground, std::max(1, m.line + 1));
     const std::string what = "first NaN/Inf: step " + std::to_string(full.first_steps[fc]) +
-                             (full.steps_per_column > 1 ? "-" + std::to_string(full.last_steps[fc]) : "") + ", " +
-                             internal::printable_ascii(full.rows[fr]);
+        (full.steps_per_column > 1 ? "-" + std::to_string(full.last_steps[fc]) : "") + ", " +
+        internal::printable_ascii(full.rows[fr]);
     m.small.draw(image, m.small.elide_middle(what, right - m.pad), m.pad, footer_base, alert);
   } else {
     m.small.draw(image, "no NaN/Inf", m.pad, footer_base, dim);

@@ -47,8 +47,7 @@ constexpr int64_t kExactFloatAbove = int64_t{1} << 24;
 
 // Converts elements [first, first + n) of the buffer to double, NaN/Inf kept. Each
 // element is read once (tensor::convert_to_double copies it into a private array).
-void convert_to_double(const unsigned char* base, tensor::ElementType type, int64_t first, size_t n,
-                       double* out) {
+void convert_to_double(const unsigned char* base, tensor::ElementType type, int64_t first, size_t n, double* out) {
   tensor::convert_to_double(base + static_cast<size_t>(first) * tensor::element_size(type), type, n, out);
 }
 
@@ -58,9 +57,9 @@ inline bool finite(double x) { return (x - x) == 0.0; }
 struct DataMatrix {
   const unsigned char* base = nullptr;
   tensor::ElementType type = tensor::ElementType::kFloat32;
-  int64_t n = 0;  // rows
-  int64_t d = 0;  // features
-  double scale = 1;               // a power of two: scaled |x| <= 1
+  int64_t n = 0;     // rows
+  int64_t d = 0;     // features
+  double scale = 1;  // a power of two: scaled |x| <= 1
   // Per column, mean of finite values * scale. Not a std::vector: the row-space mean
   // pass fills it from all threads without a serial zero-fill first (d can be 10^7+).
   std::unique_ptr<double[]> mean_scaled;
@@ -118,8 +117,7 @@ struct DataMatrix {
 
   // Rows [r0, r1), all columns, into a row-major block.
   template <typename T>
-  void load_rows(int64_t r0, int64_t r1,
-                 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>* b) const {
+  void load_rows(int64_t r0, int64_t r1, Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>* b) const {
     b->resize(r1 - r0, d);
     load(r0 * d, (r1 - r0) * d, 0, b->data());
   }
@@ -164,8 +162,7 @@ std::pair<int64_t, int64_t> part_range(int64_t total, int parts, int p) {
 // the finite values of src[0, len) to s[], counts them in c[], counts the rest in
 // *bad, keeps the largest |x| in *mx. Returns how many elements it handled (a
 // multiple of 4; the caller does the tail).
-size_t accumulate_float32(const unsigned char* src, size_t len, double* s, int64_t* c,
-                          double* mx, int64_t* bad) {
+size_t accumulate_float32(const unsigned char* src, size_t len, double* s, int64_t* c, double* mx, int64_t* bad) {
   const size_t n4 = len & ~size_t{3};
   const __m128 zero = _mm_setzero_ps();
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
@@ -224,8 +221,7 @@ MeanPass compute_means_t(DataMatrix* m, bool row_space, int threads) {
     double mx = 0;
     int64_t bad = 0;
     // s[col - s_col], c[col - s_col] hold column col's sums.
-    auto accumulate = [&](int64_t first, int64_t len, int64_t col, Acc* s, int64_t* c,
-                          int64_t s_col) {
+    auto accumulate = [&](int64_t first, int64_t len, int64_t col, Acc* s, int64_t* c, int64_t s_col) {
       for (int64_t done = 0; done < len;) {
         const size_t k = static_cast<size_t>(std::min<int64_t>(len - done, kChunk));
         convert_to_double(dm.base, dm.type, first + done, k, buf);
@@ -237,8 +233,9 @@ MeanPass compute_means_t(DataMatrix* m, bool row_space, int threads) {
           size_t r = 0;
           if constexpr (std::is_same_v<Acc, double>) {
             if (dm.type == tensor::ElementType::kFloat32) {
-              r = accumulate_float32(dm.base + static_cast<size_t>(first + done + static_cast<int64_t>(i)) * sizeof(float),
-                                     run, sc, cc, &mx, &bad);
+              r = accumulate_float32(
+                  dm.base + static_cast<size_t>(first + done + static_cast<int64_t>(i)) * sizeof(float), run, sc, cc,
+                  &mx, &bad);
             }
           }
           for (; r < run; ++r) {
@@ -408,8 +405,8 @@ Eigen::MatrixXd gram(const DataMatrix& m, bool row_space, int threads) {
 // One pass: G Z for the implicit Gram matrix G (dim x dim) and a dim x k block Z;
 // also ||Xc||_F^2 when total != nullptr and, in feature space, Xc Z (n x k) when
 // xz != nullptr.
-Eigen::MatrixXd apply_gram(const DataMatrix& m, bool row_space, const Eigen::MatrixXd& z,
-                           int threads, double* total, Eigen::MatrixXf* xz) {
+Eigen::MatrixXd apply_gram(const DataMatrix& m, bool row_space, const Eigen::MatrixXd& z, int threads, double* total,
+                           Eigen::MatrixXf* xz) {
   const int64_t dim = row_space ? m.n : m.d;
   const int64_t along = row_space ? m.d : m.n;
   const int64_t k = z.cols();
@@ -430,12 +427,12 @@ Eigen::MatrixXd apply_gram(const DataMatrix& m, bool row_space, const Eigen::Mat
       if (row_space) {
         m.load_columns(s, e, &b);
         inner.noalias() = b.transpose() * zf;  // (cols x k) = chunk of Xc^T Z
-        outer.noalias() = b * inner;                                // (n x k)
+        outer.noalias() = b * inner;           // (n x k)
         acc += outer.cast<double>();
       } else {
         m.load_rows(s, e, &b);
-        inner.noalias() = b * zf;                  // (rows x k) = Xc Z for these rows
-        outer.noalias() = b.transpose() * inner;   // (d x k)
+        inner.noalias() = b * zf;                 // (rows x k) = Xc Z for these rows
+        outer.noalias() = b.transpose() * inner;  // (d x k)
         acc += outer.cast<double>();
         if (xz != nullptr) xz->middleRows(s, e - s) = inner;
       }
@@ -527,9 +524,8 @@ PcaResult compute(const tensor::TensorView& view, const PcaOptions& options) {
   }
   const int c = std::clamp(options.components, 1, kMaxComponents);
   const int threads = options.max_threads > 0
-                          ? std::min(options.max_threads, kMaxThreads)
-                          : static_cast<int>(std::clamp<unsigned>(
-                                std::thread::hardware_concurrency(), 1u, kMaxThreads));
+      ? std::min(options.max_threads, kMaxThreads)
+      : static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, kMaxThreads));
   DataMatrix m;
   m.base = static_cast<const unsigned char*>(view.data);
   m.type = view.type;
@@ -540,24 +536,22 @@ PcaResult compute(const tensor::TensorView& view, const PcaOptions& options) {
 
   const MeanPass means = compute_means(&m, row_space, threads);
   if (means.all_non_finite_columns == d) {
-    r.message = "no finite values: all " + count_text(n * d, "element is", "elements are") +
-                " NaN or Inf";
+    r.message = "no finite values: all " + count_text(n * d, "element is", "elements are") + " NaN or Inf";
     return r;
   }
   if (means.non_finite > 0) {
-    r.note = count_text(means.non_finite, "NaN/Inf value", "NaN/Inf values") +
-             " replaced by column means";
+    r.note = count_text(means.non_finite, "NaN/Inf value", "NaN/Inf values") + " replaced by column means";
   }
 
   const int64_t oversampling = std::clamp(options.oversampling, 0, 1000);
   const int64_t k = std::min<int64_t>(c + oversampling, dim);
   r.randomized = dim >= std::max<int64_t>(options.exact_below, 1) && k < dim;
 
-  Eigen::VectorXd lambda;  // top eigenvalues of G, descending
+  Eigen::VectorXd lambda;   // top eigenvalues of G, descending
   Eigen::MatrixXd vectors;  // dim x (#lambda) eigenvectors of G
   Eigen::MatrixXd scores;   // n x (#lambda), filled below
   double total = 0;
-  Eigen::MatrixXf xz;       // randomized, feature space: Xc Z of the last pass
+  Eigen::MatrixXf xz;  // randomized, feature space: Xc Z of the last pass
   if (!r.randomized) {
     const Eigen::MatrixXd g = gram(m, row_space, threads);
     total = g.diagonal().sum();
@@ -580,8 +574,7 @@ PcaResult compute(const tensor::TensorView& view, const PcaOptions& options) {
     Eigen::MatrixXd gz;
     for (int it = 0; it <= q; ++it) {
       const bool last = it == q;
-      gz = apply_gram(m, row_space, z, threads, it == 0 ? &total : nullptr,
-                      last && !row_space ? &xz : nullptr);
+      gz = apply_gram(m, row_space, z, threads, it == 0 ? &total : nullptr, last && !row_space ? &xz : nullptr);
       if (!last) z = orthonormalize(gz);
     }
     // Rayleigh-Ritz on span(Z): eigenpairs of Z^T G Z.
@@ -618,8 +611,7 @@ PcaResult compute(const tensor::TensorView& view, const PcaOptions& options) {
   for (int64_t j = 0; j < got; ++j) {
     const double l = lambda(j);
     if (!(l > total * 1e-9)) continue;  // beyond the rank: leave 0
-    r.explained_variance_ratio[static_cast<size_t>(j)] =
-        static_cast<float>(std::clamp(l / total, 0.0, 1.0));
+    r.explained_variance_ratio[static_cast<size_t>(j)] = static_cast<float>(std::clamp(l / total, 0.0, 1.0));
     auto col = scores.col(j);
     Eigen::Index at = 0;
     col.cwiseAbs().maxCoeff(&at);
@@ -635,8 +627,7 @@ PcaResult compute(const tensor::TensorView& view, const PcaOptions& options) {
 
 }  // namespace
 
-void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64_t* rows,
-                      int64_t* features) {
+void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64_t* rows, int64_t* features) {
   *rows = 0;
   *features = 0;
   if (!view.valid()) return;

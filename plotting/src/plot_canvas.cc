@@ -128,8 +128,8 @@ LabelledTicks make_ticks(Range r, int max_ticks, bool integer) {
 
 }  // namespace
 
-PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec,
-                   const FrameStyle& style, const PlotMetrics& m, bool dry_run) {
+PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec, const FrameStyle& style,
+                   const PlotMetrics& m, bool dry_run) {
   PlotRect plot;
   plot.x = spec.x;
   plot.y = spec.y;
@@ -155,8 +155,8 @@ PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec,
     PlotRect probe;
     probe.rect = cv::Rect(0, y0, 1, y1 - y0);
     probe.y = spec.y;
-    for (double v : symlog_tick_candidates(std::min(spec.y.lo, spec.y.hi), std::max(spec.y.lo, spec.y.hi),
-                                           spec.y.linthresh)) {
+    for (double v :
+         symlog_tick_candidates(std::min(spec.y.lo, spec.y.hi), std::max(spec.y.lo, spec.y.hi), spec.y.linthresh)) {
       const int y = probe.py(v), half = font.line_height() / 2 + m.gap;
       if (std::any_of(taken.begin(), taken.end(),
                       [&](const auto& t) { return y - half < t.second && y + half > t.first; })) {
@@ -187,14 +187,11 @@ PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec,
   }
 
   // x ticks: as many as fit without labels touching.
-  for (int max_ticks = std::clamp((x1 - x0) / (4 * font.width("0")), 2, 12); max_ticks >= 1;
-       --max_ticks) {
+  for (int max_ticks = std::clamp((x1 - x0) / (4 * font.width("0")), 2, 12); max_ticks >= 1; --max_ticks) {
     const LabelledTicks xt = make_ticks(spec.x, max_ticks, spec.x_integer);
     int widest = 0;
     for (const auto& s : xt.labels) widest = std::max(widest, font.width(s));
-    const double spacing = xt.values.size() > 1
-                               ? std::abs(plot.fx(xt.values[1]) - plot.fx(xt.values[0]))
-                               : (x1 - x0);
+    const double spacing = xt.values.size() > 1 ? std::abs(plot.fx(xt.values[1]) - plot.fx(xt.values[0])) : (x1 - x0);
     if (spacing < widest + 2 * m.gap && max_ticks > 1) continue;
     for (size_t i = 0; i < xt.values.size(); ++i) {
       const int x = plot.px(xt.values[i]);
@@ -215,8 +212,7 @@ PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec,
     font.draw(image, t, x0 + (x1 - x0 - font.width(t)) / 2, x_title_baseline, dim);
   }
   if (!spec.y_title.empty()) {
-    font.draw(image, font.elide_end(spec.y_title, x1 - area.x - m.pad), area.x + m.pad,
-              y_title_baseline, dim);
+    font.draw(image, font.elide_end(spec.y_title, x1 - area.x - m.pad), area.x + m.pad, y_title_baseline, dim);
   }
   return plot;
 }
@@ -227,19 +223,18 @@ int text_runs_width(const TextPainter& font, const std::vector<TextRun>& runs) {
   return total;
 }
 
-void draw_text_runs(cv::Mat& image, const TextPainter& font, int x, int baseline,
-                    const std::vector<TextRun>& runs, int max_width) {
+void draw_text_runs(cv::Mat& image, const TextPainter& font, int x, int baseline, const std::vector<TextRun>& runs,
+                    int max_width) {
   const int total = text_runs_width(font, runs);
   if (total <= 0 || max_width <= 0) return;
   const TextPainter fitted = total > max_width ? font.scaled(double(max_width) / total) : font;
   for (const TextRun& r : runs) x = fitted.draw(image, r.text, x, baseline, r.color);
 }
 
-void draw_centered(cv::Mat& image, const TextPainter& font, const std::string& text,
-                   const cv::Rect& rect, const cv::Scalar& color) {
+void draw_centered(cv::Mat& image, const TextPainter& font, const std::string& text, const cv::Rect& rect,
+                   const cv::Scalar& color) {
   const std::string t = font.elide_end(text, rect.width - 4);
-  font.draw(image, t, rect.x + (rect.width - font.width(t)) / 2,
-            rect.y + (rect.height + font.ascent()) / 2, color);
+  font.draw(image, t, rect.x + (rect.width - font.width(t)) / 2, rect.y + (rect.height + font.ascent()) / 2, color);
 }
 
 void fill_background(cv::Mat& image, const cv::Scalar& color) {

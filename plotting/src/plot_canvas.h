@@ -64,19 +64,19 @@ struct PlotRect {
 
 struct AxesSpec {
   Range x, y;
-  std::string x_title;  // drawn below the x tick labels, centred
-  std::string y_title;  // drawn above the y axis, left-aligned
+  std::string x_title;     // drawn below the x tick labels, centred
+  std::string y_title;     // drawn above the y axis, left-aligned
   bool x_integer = false;  // ticks only at whole numbers (element indices, steps)
   bool y_integer = false;  // (a symlog y axis, y.linthresh > 0, is labelled at 0 and decades)
-  int footer_rows = 1;  // rows of small text left free below the x title
+  int footer_rows = 1;     // rows of small text left free below the x title
 };
 
 // Draws grid, ticks, tick labels and titles in `area`; returns the plot rectangle
 // (empty rect when the area is too small for a plot). With dry_run, only computes the
 // rectangle. footer_baseline(area, m, i) gives the baseline of the i-th free row from
 // the bottom of the area.
-PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec,
-                   const FrameStyle& style, const PlotMetrics& m, bool dry_run = false);
+PlotRect draw_axes(cv::Mat& image, const cv::Rect& area, const AxesSpec& spec, const FrameStyle& style,
+                   const PlotMetrics& m, bool dry_run = false);
 int footer_baseline(const cv::Rect& area, const PlotMetrics& m, int row_from_bottom);
 
 // Pieces of text in different colours drawn as one line, shrunk to fit max_width.
@@ -84,14 +84,14 @@ struct TextRun {
   std::string text;
   cv::Scalar color;
 };
-void draw_text_runs(cv::Mat& image, const TextPainter& font, int x, int baseline,
-                    const std::vector<TextRun>& runs, int max_width);
+void draw_text_runs(cv::Mat& image, const TextPainter& font, int x, int baseline, const std::vector<TextRun>& runs,
+                    int max_width);
 // Width of the runs at the font's size.
 int text_runs_width(const TextPainter& font, const std::vector<TextRun>& runs);
 
 // Message centred in `rect` (elided to fit).
-void draw_centered(cv::Mat& image, const TextPainter& font, const std::string& text,
-                   const cv::Rect& rect, const cv::Scalar& color);
+void draw_centered(cv::Mat& image, const TextPainter& font, const std::string& text, const cv::Rect& rect,
+                   const cv::Scalar& color);
 
 // Fast fill of a CV_8UC3 image (cv::Mat::setTo with a 3-channel Scalar is slow).
 void fill_background(cv::Mat& image, const cv::Scalar& color);

@@ -59,9 +59,8 @@ struct Point {
   int64_t index;
 };
 
-void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& points,
-               const ScatterLabels& labels, const FrameStyle& style, const Metrics& m,
-               const ScatterLimits* limits) {
+void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& points, const ScatterLabels& labels,
+               const FrameStyle& style, const Metrics& m, const ScatterLimits* limits) {
   const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
   const cv::Scalar axis = mix(style.foreground, style.background, 0.55);
   const TextPainter& font = m.small;
@@ -91,7 +90,7 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
   std::string note = printable_ascii(labels.note);
   if (dropped > 0) {
     note += std::string(note.empty() ? "" : "   ") + format_count(static_cast<uint64_t>(dropped)) +
-            (dropped == 1 ? " point" : " points") + " with NaN/Inf not shown";
+        (dropped == 1 ? " point" : " points") + " with NaN/Inf not shown";
   }
   font.draw(image, font.elide_end(note, right - left), left, note_baseline, dim);
   const int xtitle_baseline = note_baseline - font.descent() - m.gap - m.body.descent();
@@ -127,9 +126,8 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
     }
   }
   if (!labels.y_title.empty()) {
-    m.body.draw(image,
-                m.body.elide_end(printable_ascii(labels.y_title), legend_left - left - 2 * m.gap),
-                left, top_baseline, style.foreground);
+    m.body.draw(image, m.body.elide_end(printable_ascii(labels.y_title), legend_left - left - 2 * m.gap), left,
+                top_baseline, style.foreground);
   }
 
   double xlo, xhi, ylo, yhi;
@@ -157,8 +155,8 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
   const int x1 = right;
   if (x1 - x0 < 16) return;
   const double pw = x1 - x0, ph = y1 - y0;
-  auto px_of = [&](double v) { return (v - xlo) / (xhi - xlo) * pw; };   // from x0
-  auto py_of = [&](double v) { return (yhi - v) / (yhi - ylo) * ph; };   // from y0
+  auto px_of = [&](double v) { return (v - xlo) / (xhi - xlo) * pw; };  // from x0
+  auto py_of = [&](double v) { return (yhi - v) / (yhi - ylo) * ph; };  // from y0
 
   for (size_t i = 0; i < yticks.values.size(); ++i) {
     const int y = y0 + static_cast<int>(std::lround(py_of(yticks.values[i])));
@@ -166,8 +164,7 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
     cv::line(image, {x0 - m.tick, y}, {x0, y}, axis, m.line);
     font.draw_right(image, ylabels[i], x0 - m.tick - m.gap / 2, y + font.ascent() / 2, dim);
   }
-  for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12);
-       max_ticks >= 2; --max_ticks) {
+  for (int max_ticks = std::clamp(static_cast<int>(pw / (4 * font.width("0"))), 2, 12); max_ticks >= 2; --max_ticks) {
     const AxisTicks xt = nice_ticks(xlo, xhi, max_ticks);
     std::vector<std::string> xl;
     int widest = 0;
@@ -267,9 +264,8 @@ ScatterLimits point_extent(const Eigen::MatrixXf& points) {
   return e;
 }
 
-cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats,
-                           const Eigen::MatrixXf& points, const ScatterLabels& labels,
-                           const FrameStyle& style, const ScatterLimits* limits) {
+cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats, const Eigen::MatrixXf& points,
+                           const ScatterLabels& labels, const FrameStyle& style, const ScatterLimits* limits) {
   cv::Mat image(clamped_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, stats, style);
@@ -290,11 +286,9 @@ cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, 
     };
     labels.x_title = "PC1 (" + percent(ratio(0)) + " of variance)";
     labels.y_title = "PC2 (" + percent(ratio(1)) + ")";
-    labels.note = format_count(static_cast<uint64_t>(result.rows)) +
-                  (result.rows == 1 ? " row x " : " rows x ") +
-                  format_count(static_cast<uint64_t>(result.features)) +
-                  (result.features == 1 ? " feature, " : " features, ") +
-                  (result.randomized ? "randomized PCA" : "exact PCA");
+    labels.note = format_count(static_cast<uint64_t>(result.rows)) + (result.rows == 1 ? " row x " : " rows x ") +
+        format_count(static_cast<uint64_t>(result.features)) + (result.features == 1 ? " feature, " : " features, ") +
+        (result.randomized ? "randomized PCA" : "exact PCA");
     if (!result.note.empty()) labels.note += "; " + result.note;
     return draw_scatter_frame(info, stats, result.projection, labels, style, limits);
   } catch (...) {

@@ -107,8 +107,7 @@ void draw_polyline_runs(cv::Mat& image, const PlotRect& plot, const std::vector<
   flush();
 }
 
-void draw_band(cv::Mat& image, const PlotRect& plot, const std::vector<StatsPoint>& pts,
-               const cv::Scalar& color) {
+void draw_band(cv::Mat& image, const PlotRect& plot, const std::vector<StatsPoint>& pts, const cv::Scalar& color) {
   std::vector<std::vector<cv::Point>> polys;
   std::vector<cv::Point> upper, lower;
   auto flush = [&]() {
@@ -154,8 +153,7 @@ double recent_extent(const std::vector<StatsPoint>& pts) {
   return extent;
 }
 
-void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& history,
-                     const FrameStyle& style) {
+void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& history, const FrameStyle& style) {
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style), alert = internal::alert_color(style);
   const std::vector<StatsPoint>& pts = history.points();
@@ -239,8 +237,11 @@ void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& h
     const int yc = baseline - font.ascent() / 2;
     if (kind == 0) cv::line(image, {x, yc}, {x + sample, yc}, color, thick, cv::LINE_AA);
     if (kind == 1) cv::line(image, {x, yc}, {x + sample, yc}, color, thin, cv::LINE_AA);
-    if (kind == 2) cv::rectangle(image, cv::Point(x, yc - font.ascent() / 2), cv::Point(x + sample, yc + font.ascent() / 2), color, cv::FILLED);
-    if (kind == 3) cv::line(image, {x + sample / 2, yc + font.ascent() / 2}, {x + sample / 2, yc - font.ascent() / 2}, color, thin);
+    if (kind == 2)
+      cv::rectangle(image, cv::Point(x, yc - font.ascent() / 2), cv::Point(x + sample, yc + font.ascent() / 2), color,
+                    cv::FILLED);
+    if (kind == 3)
+      cv::line(image, {x + sample / 2, yc + font.ascent() / 2}, {x + sample / 2, yc - font.ascent() / 2}, color, thin);
     x += sample + m.gap;
     x = font.draw(image, text, x, baseline, dim) + 3 * m.gap;
   };
@@ -253,8 +254,8 @@ void draw_stats_plot(cv::Mat& image, const cv::Rect& area, const StatsHistory& h
 
 }  // namespace
 
-cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current,
-                         const StatsHistory& history, const FrameStyle& style) {
+cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current, const StatsHistory& history,
+                         const FrameStyle& style) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {
     const cv::Rect area = draw_frame_header(image, info, &current, style);

@@ -33,9 +33,7 @@ TextPainter::TextPainter(int font, double scale, int thickness)
   descent_ = baseline;
 }
 
-TextPainter TextPainter::scaled(double factor) const {
-  return TextPainter(font_, scale_ * factor, thickness_);
-}
+TextPainter TextPainter::scaled(double factor) const { return TextPainter(font_, scale_ * factor, thickness_); }
 
 int TextPainter::width(const std::string& text) const {
   if (text.empty()) return 0;
@@ -81,16 +79,14 @@ std::string TextPainter::elide_middle(const std::string& text, int max_width) co
   return candidate(lo);
 }
 
-int TextPainter::draw(cv::Mat& image, const std::string& text, int x, int baseline_y,
-                      const cv::Scalar& color) const {
+int TextPainter::draw(cv::Mat& image, const std::string& text, int x, int baseline_y, const cv::Scalar& color) const {
   if (text.empty()) return x;
-  cv::putText(image, text, cv::Point(x, baseline_y), font_, scale_, color, thickness_,
-              cv::LINE_AA);
+  cv::putText(image, text, cv::Point(x, baseline_y), font_, scale_, color, thickness_, cv::LINE_AA);
   return x + width(text);
 }
 
-int TextPainter::draw_right(cv::Mat& image, const std::string& text, int right_x,
-                            int baseline_y, const cv::Scalar& color) const {
+int TextPainter::draw_right(cv::Mat& image, const std::string& text, int right_x, int baseline_y,
+                            const cv::Scalar& color) const {
   const int x = right_x - width(text);
   draw(image, text, x, baseline_y, color);
   return x;

@@ -28,11 +28,9 @@ class TextPainter {
   std::string elide_middle(const std::string& text, int max_width) const;
 
   // Draws with its baseline at `baseline_y`, starting at x; returns the end x.
-  int draw(cv::Mat& image, const std::string& text, int x, int baseline_y,
-           const cv::Scalar& color) const;
+  int draw(cv::Mat& image, const std::string& text, int x, int baseline_y, const cv::Scalar& color) const;
   // Right-aligned so it ends at right_x; returns the start x.
-  int draw_right(cv::Mat& image, const std::string& text, int right_x, int baseline_y,
-                 const cv::Scalar& color) const;
+  int draw_right(cv::Mat& image, const std::string& text, int right_x, int baseline_y, const cv::Scalar& color) const;
 
  private:
   int font_;

@@ -41,9 +41,7 @@ Sanitized sanitize(const TsneOptions& o) {
   // Above ~0.7 a cell could be summarized with the point itself inside it.
   s.theta = std::isfinite(o.theta) ? std::clamp(o.theta, 0.0, 0.7) : 0.5;
   s.learning_rate = std::isfinite(o.learning_rate) && o.learning_rate > 0 ? o.learning_rate : 0;
-  s.exaggeration = std::isfinite(o.early_exaggeration)
-                       ? std::clamp(o.early_exaggeration, 1.0, 1000.0)
-                       : 12.0;
+  s.exaggeration = std::isfinite(o.early_exaggeration) ? std::clamp(o.early_exaggeration, 1.0, 1000.0) : 12.0;
   s.iterations = std::clamp(o.iterations, 0, kMaxIterations);
   s.warm_iterations = std::clamp(o.warm_iterations, 0, kMaxIterations);
   s.exaggeration_iterations = std::clamp(o.exaggeration_iterations, 0, s.iterations);
@@ -153,9 +151,8 @@ Eigen::MatrixXd initial_embedding(const Eigen::MatrixXd& x, uint64_t seed) {
 }
 
 // One evaluation of the t-SNE gradient. y and grad are n × 2 row-major (x0,y0,...).
-double compute_gradient(const internal::SparseAffinities& p, const std::vector<double>& y,
-                        double exaggeration, double theta, int threads,
-                        internal::BarnesHutTree* tree, std::vector<double>* sum_q_per_point,
+double compute_gradient(const internal::SparseAffinities& p, const std::vector<double>& y, double exaggeration,
+                        double theta, int threads, internal::BarnesHutTree* tree, std::vector<double>* sum_q_per_point,
                         std::vector<double>* grad) {
   const int64_t n = static_cast<int64_t>(y.size() / 2);
   tree->build(y.data(), n);
@@ -168,8 +165,7 @@ double compute_gradient(const internal::SparseAffinities& p, const std::vector<d
       double sq = 0, rx = 0, ry = 0;
       tree->repulsion(i, xi, yi, theta_sq, &sq, &rx, &ry);
       double ax = 0, ay = 0;
-      for (int64_t e = p.row_begin[static_cast<size_t>(i)];
-           e < p.row_begin[static_cast<size_t>(i + 1)]; ++e) {
+      for (int64_t e = p.row_begin[static_cast<size_t>(i)]; e < p.row_begin[static_cast<size_t>(i + 1)]; ++e) {
         const int32_t j = p.column[static_cast<size_t>(e)];
         const double dx = xi - y[static_cast<size_t>(2 * j)];
         const double dy = yi - y[static_cast<size_t>(2 * j + 1)];
@@ -195,14 +191,12 @@ double compute_gradient(const internal::SparseAffinities& p, const std::vector<d
   return sum_q;
 }
 
-double kl_divergence(const internal::SparseAffinities& p, const std::vector<double>& y,
-                     double sum_q) {
+double kl_divergence(const internal::SparseAffinities& p, const std::vector<double>& y, double sum_q) {
   if (!(sum_q > 0)) return 0;
   const int64_t n = static_cast<int64_t>(y.size() / 2);
   double kl = 0;
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t e = p.row_begin[static_cast<size_t>(i)];
-         e < p.row_begin[static_cast<size_t>(i + 1)]; ++e) {
+    for (int64_t e = p.row_begin[static_cast<size_t>(i)]; e < p.row_begin[static_cast<size_t>(i + 1)]; ++e) {
       const int32_t j = p.column[static_cast<size_t>(e)];
       const double pij = p.value[static_cast<size_t>(e)];
       if (!(pij > 0)) continue;
@@ -241,8 +235,8 @@ TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
     const int64_t features = numel / total_rows;
     const int64_t selected = std::min(total_rows, s.max_rows);
     if (selected > kMaxElements / std::max<int64_t>(features, 1)) {
-      result.message = "t-SNE: too large (" + std::to_string(selected) + " rows × " +
-                       std::to_string(features) + " features); lower max_rows";
+      result.message = "t-SNE: too large (" + std::to_string(selected) + " rows × " + std::to_string(features) +
+          " features); lower max_rows";
       return result;
     }
     // Rows to read: all, or a fixed stride (the same rows frame after frame).
@@ -251,11 +245,10 @@ TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
       result.subsampled = true;
       rows.resize(static_cast<size_t>(s.max_rows));
       for (int64_t r = 0; r < s.max_rows; ++r) {
-        rows[static_cast<size_t>(r)] = static_cast<int64_t>(
-            static_cast<long double>(r) * total_rows / s.max_rows);
+        rows[static_cast<size_t>(r)] = static_cast<int64_t>(static_cast<long double>(r) * total_rows / s.max_rows);
       }
-      append(&result.message, "subsampled " + std::to_string(s.max_rows) + " of " +
-                                  std::to_string(total_rows) + " rows");
+      append(&result.message,
+             "subsampled " + std::to_string(s.max_rows) + " of " + std::to_string(total_rows) + " rows");
     } else {
       rows.resize(static_cast<size_t>(total_rows));
       for (int64_t r = 0; r < total_rows; ++r) rows[static_cast<size_t>(r)] = r;
@@ -267,28 +260,26 @@ TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
     }
     const int64_t n = x.rows();
     if (n < kMinRows) {
-      append(&result.message, "t-SNE needs at least " + std::to_string(kMinRows) +
-                                  " finite rows, got " + std::to_string(n));
+      append(&result.message,
+             "t-SNE needs at least " + std::to_string(kMinRows) + " finite rows, got " + std::to_string(n));
       result.embedding.resize(0, 2);
       result.row_index.clear();
       return result;
     }
 
     // Affinities.
-    const Eigen::MatrixXd reduced =
-        internal::reduce_dimensions(x, kMaxFeatures, options_.seed, s.threads);
+    const Eigen::MatrixXd reduced = internal::reduce_dimensions(x, kMaxFeatures, options_.seed, s.threads);
     x.resize(0, 0);
     const double perplexity = std::min(s.perplexity, static_cast<double>(n - 1) / 3.0);
-    const int k = static_cast<int>(
-        std::clamp<int64_t>(static_cast<int64_t>(3.0 * perplexity), 1, n - 1));
+    const int k = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(3.0 * perplexity), 1, n - 1));
     std::vector<int32_t> nn_index;
     std::vector<double> nn_distance;
     internal::nearest_neighbours(reduced, k, s.threads, &nn_index, &nn_distance);
-    const internal::SparseAffinities p = internal::perplexity_affinities(
-        n, k, nn_index, nn_distance, std::max(perplexity, 1.0), s.threads);
+    const internal::SparseAffinities p =
+        internal::perplexity_affinities(n, k, nn_index, nn_distance, std::max(perplexity, 1.0), s.threads);
     if (perplexity < s.perplexity) {
-      append(&result.message, "perplexity lowered to " + std::to_string(perplexity) +
-                                  " for " + std::to_string(n) + " rows");
+      append(&result.message,
+             "perplexity lowered to " + std::to_string(perplexity) + " for " + std::to_string(n) + " rows");
     }
 
     // Start point.
@@ -302,8 +293,7 @@ TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
     const int iterations = warm ? s.warm_iterations : s.iterations;
     const int exaggerated = warm ? 0 : s.exaggeration_iterations;
     const double learning_rate =
-        s.learning_rate > 0 ? s.learning_rate
-                            : std::max(static_cast<double>(n) / s.exaggeration / 4.0, 50.0);
+        s.learning_rate > 0 ? s.learning_rate : std::max(static_cast<double>(n) / s.exaggeration / 4.0, 50.0);
 
     // Gradient descent with momentum and gains (bhtsne).
     internal::BarnesHutTree tree;
@@ -312,8 +302,7 @@ TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
     double sum_q = 0;
     for (int it = 0; it < iterations; ++it) {
       const double exaggeration = it < exaggerated ? s.exaggeration : 1.0;
-      const double momentum = warm ? (it < kWarmStartMomentumIterations ? kStartMomentum
-                                                                        : kFinalMomentum)
+      const double momentum = warm ? (it < kWarmStartMomentumIterations ? kStartMomentum : kFinalMomentum)
                                    : (it < exaggerated ? kStartMomentum : kFinalMomentum);
       sum_q = compute_gradient(p, y, exaggeration, s.theta, s.threads, &tree, &sum_q_point, &grad);
       double mean_x = 0, mean_y = 0;

@@ -36,8 +36,7 @@ Eigen::MatrixXd orthonormal_basis(const Eigen::MatrixXd& y) {
 
 }  // namespace
 
-Eigen::MatrixXd reduce_dimensions(const Eigen::MatrixXd& x_in, int max_dims, uint64_t seed,
-                                  int threads) {
+Eigen::MatrixXd reduce_dimensions(const Eigen::MatrixXd& x_in, int max_dims, uint64_t seed, int threads) {
   (void)threads;
   Eigen::MatrixXd x = x_in.rowwise() - x_in.colwise().mean();
   const int64_t n = x.rows();
@@ -68,8 +67,8 @@ Eigen::MatrixXd reduce_dimensions(const Eigen::MatrixXd& x_in, int max_dims, uin
   return q * u;  // = X V (n × keep): coordinates on the top components
 }
 
-void nearest_neighbours(const Eigen::MatrixXd& x, int k, int threads,
-                        std::vector<int32_t>* index, std::vector<double>* distance_sq) {
+void nearest_neighbours(const Eigen::MatrixXd& x, int k, int threads, std::vector<int32_t>* index,
+                        std::vector<double>* distance_sq) {
   const int64_t n = x.rows();
   index->assign(static_cast<size_t>(n * k), 0);
   distance_sq->assign(static_cast<size_t>(n * k), 0.0);
@@ -108,8 +107,7 @@ void nearest_neighbours(const Eigen::MatrixXd& x, int k, int threads,
 }
 
 SparseAffinities perplexity_affinities(int64_t n, int k, const std::vector<int32_t>& index,
-                                       const std::vector<double>& distance_sq,
-                                       double perplexity, int threads) {
+                                       const std::vector<double>& distance_sq, double perplexity, int threads) {
   std::vector<double> conditional(static_cast<size_t>(n * k), 0.0);
   const double log_u = std::log(perplexity);
   parallel_chunks(n, threads, [&](int64_t i0, int64_t i1) {

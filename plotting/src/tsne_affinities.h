@@ -25,18 +25,16 @@ struct SparseAffinities {
 // Centres the columns of x and projects it on its top `max_dims` principal components
 // (randomized range finder with one power iteration, seeded) when it has more
 // columns; otherwise only centres. x must hold finite values of modest magnitude.
-Eigen::MatrixXd reduce_dimensions(const Eigen::MatrixXd& x, int max_dims, uint64_t seed,
-                                  int threads);
+Eigen::MatrixXd reduce_dimensions(const Eigen::MatrixXd& x, int max_dims, uint64_t seed, int threads);
 
 // k nearest neighbours of every row of x (self excluded), by squared Euclidean
 // distance, ties broken by the lower index. Output row-major n × k.
-void nearest_neighbours(const Eigen::MatrixXd& x, int k, int threads,
-                        std::vector<int32_t>* index, std::vector<double>* distance_sq);
+void nearest_neighbours(const Eigen::MatrixXd& x, int k, int threads, std::vector<int32_t>* index,
+                        std::vector<double>* distance_sq);
 
 // Gaussian conditional probabilities calibrated to `perplexity` over each row's k
 // neighbours, symmetrized: P = (P_cond + P_cond^T) / (2n).
 SparseAffinities perplexity_affinities(int64_t n, int k, const std::vector<int32_t>& index,
-                                       const std::vector<double>& distance_sq,
-                                       double perplexity, int threads);
+                                       const std::vector<double>& distance_sq, double perplexity, int threads);
 
 }  // namespace tensorscope::plotting::internal

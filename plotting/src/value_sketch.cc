@@ -121,8 +121,7 @@ double ValueSketch::nonzero_abs_quantile(double p) const {
 ValueSketch sketch_values(const tensor::TensorView& view) {
   ValueSketch sketch;
   tensor::NonFiniteCounts nf;
-  tensor::for_each_finite_block(view, &nf,
-                                [&](const double* v, size_t n) { sketch.add_block(v, n); });
+  tensor::for_each_finite_block(view, &nf, [&](const double* v, size_t n) { sketch.add_block(v, n); });
   return sketch;
 }
 

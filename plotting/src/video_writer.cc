@@ -29,7 +29,6 @@ void set_error(std::string* error, const std::string& message) {
   if (error != nullptr) *error = message;
 }
 
-
 // "dir/name.mp4" + 2 -> "dir/name-2.mp4"; the extension is the last '.' in the file
 // name part (a leading dot, as in ".hidden", is not an extension).
 std::string with_suffix(const std::string& path, int n) {
@@ -42,8 +41,7 @@ std::string with_suffix(const std::string& path, int n) {
 
 }  // namespace
 
-bool rename_no_replace(const std::string& from, const std::string& to, bool* exists,
-                       std::string* error) {
+bool rename_no_replace(const std::string& from, const std::string& to, bool* exists, std::string* error) {
   if (exists != nullptr) *exists = false;
 #ifdef SYS_renameat2
   if (syscall(SYS_renameat2, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
@@ -115,15 +113,14 @@ VideoWriter& VideoWriter::operator=(VideoWriter&& other) noexcept {
 
 bool VideoWriter::is_open() const { return open_; }
 
-bool VideoWriter::open(const std::string& final_path, const std::string& temp_path, int width,
-                       int height, double fps, const std::string& codec, std::string* error) {
+bool VideoWriter::open(const std::string& final_path, const std::string& temp_path, int width, int height, double fps,
+                       const std::string& codec, std::string* error) {
   if (is_open()) {
     set_error(error, "video writer already open on '" + temp_path_ + "'");
     return false;
   }
   if (final_path.empty() || temp_path.empty() || final_path == temp_path) {
-    set_error(error, "video paths must be non-empty and differ (final '" + final_path +
-                         "', temp '" + temp_path + "')");
+    set_error(error, "video paths must be non-empty and differ (final '" + final_path + "', temp '" + temp_path + "')");
     return false;
   }
   width &= ~1;

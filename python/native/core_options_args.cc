@@ -41,8 +41,9 @@ class DictReader {
     if (path == nullptr) PyErr_Clear();
     PyObject* text = path != nullptr ? path : value;
     if (!PyUnicode_Check(text)) {
-      ok = fail(PyExc_TypeError, std::string(name) + (is_path ? " must be a str or path, not " : " must be a str, not ") +
-                                     type_name(value));
+      ok = fail(
+          PyExc_TypeError,
+          std::string(name) + (is_path ? " must be a str or path, not " : " must be a str, not ") + type_name(value));
     } else {
       ok = utf8(text, name, &out);
     }

@@ -40,8 +40,7 @@ using tensorscope::python::utf8;
 using tensorscope::python::Utf8Cache;
 
 struct CoreObject {
-  PyObject_HEAD
-  ClientCore* core;  // null once closed
+  PyObject_HEAD ClientCore* core;  // null once closed
 };
 
 ClientCore* live(CoreObject* self) {
@@ -61,9 +60,8 @@ int core_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   self->core = nullptr;
   ClientCore* core = nullptr;
   Py_BEGIN_ALLOW_THREADS  // the constructor may wait for the first registration
-  core = new (std::nothrow) ClientCore(std::move(options));
-  Py_END_ALLOW_THREADS
-  if (core == nullptr) {
+      core = new (std::nothrow) ClientCore(std::move(options));
+  Py_END_ALLOW_THREADS if (core == nullptr) {
     PyErr_NoMemory();
     return -1;
   }
@@ -76,7 +74,7 @@ void close_core(CoreObject* self) {
   self->core = nullptr;
   if (core == nullptr) return;
   Py_BEGIN_ALLOW_THREADS  // the connection's shutdown joins its thread
-  delete core;
+      delete core;
   Py_END_ALLOW_THREADS
 }
 
@@ -129,8 +127,8 @@ PyObject* core_send(PyObject* self, PyObject* args) {
   PyObject *name_object = nullptr, *capsule = nullptr, *step_object = nullptr;
   int kind = 0, hint = 0, as_bool = 0;
   unsigned long long cuda_stream = 0;
-  if (core == nullptr || !PyArg_ParseTuple(args, "OOiiOpK", &name_object, &capsule, &kind, &hint, &step_object,
-                                           &as_bool, &cuda_stream)) {
+  if (core == nullptr ||
+      !PyArg_ParseTuple(args, "OOiiOpK", &name_object, &capsule, &kind, &hint, &step_object, &as_bool, &cuda_stream)) {
     return nullptr;
   }
   const std::string* cached = nullptr;
@@ -160,8 +158,7 @@ PyObject* core_send(PyObject* self, PyObject* args) {
   PushResult result;
   const uint64_t bytes = tensorscope::element_count(ref) * tensorscope::wire::dtype_size(ref.dtype);
   if (bytes >= kReleaseGilBytes && ref.device == tensorscope::DeviceType::kCpu) {
-    Py_BEGIN_ALLOW_THREADS
-    result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
+    Py_BEGIN_ALLOW_THREADS result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
     Py_END_ALLOW_THREADS
   } else {
     result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
@@ -195,8 +192,7 @@ PyObject* core_send_module_tree(PyObject* self, PyObject* args) {
   if (core == nullptr || !PyArg_ParseTuple(args, "OOKL", &track_object, &calls, &omitted, &step)) return nullptr;
   std::string track;
   tensorscope::ModuleTree tree;
-  if (!utf8(track_object, "track", &track) ||
-      !tensorscope::python::module_tree_from_python(calls, omitted, &tree)) {
+  if (!utf8(track_object, "track", &track) || !tensorscope::python::module_tree_from_python(calls, omitted, &tree)) {
     return nullptr;
   }
   const std::string payload = tensorscope::format_module_tree(tree);
@@ -214,7 +210,8 @@ PyObject* core_send_summaries(PyObject* self, PyObject* args) {
   if (!utf8(track_object, "track", &track) || !tensorscope::python::summaries_from_python(entries, &summaries)) {
     return nullptr;
   }
-  return PyLong_FromLong(static_cast<long>(core->send_summaries(track, tensorscope::encode_summaries(summaries), step)));
+  return PyLong_FromLong(
+      static_cast<long>(core->send_summaries(track, tensorscope::encode_summaries(summaries), step)));
 }
 
 PyObject* core_cuda_staging_usable(PyObject* self, PyObject*) {
@@ -317,29 +314,29 @@ bool put(PyObject* dict, const char* key, PyObject* value) {
   return rc == 0;
 }
 
-
 PyObject* core_stats(PyObject* self, PyObject*) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
   if (core == nullptr) return nullptr;
   tensorscope::ClientStats s;
   Py_BEGIN_ALLOW_THREADS  // takes the connection's notes lock
-  s = core->stats();
-  Py_END_ALLOW_THREADS
-  PyObject* d = PyDict_New();
+      s = core->stats();
+  Py_END_ALLOW_THREADS PyObject* d = PyDict_New();
   if (d == nullptr) return nullptr;
-  const bool ok =
-      put(d, "pushed", PyLong_FromUnsignedLongLong(s.pushed)) && put(d, "gated", PyLong_FromUnsignedLongLong(s.gated)) &&
+  const bool ok = put(d, "pushed", PyLong_FromUnsignedLongLong(s.pushed)) &&
+      put(d, "gated", PyLong_FromUnsignedLongLong(s.gated)) &&
       put(d, "dropped_full", PyLong_FromUnsignedLongLong(s.dropped_full)) &&
       put(d, "paced", PyLong_FromUnsignedLongLong(s.paced)) &&
       put(d, "pace_stride", PyFloat_FromDouble(s.pace_stride)) && put(d, "pace_note", text(s.pace_note)) &&
       put(d, "dropped_by_daemon", PyLong_FromUnsignedLongLong(s.dropped_by_daemon)) &&
       put(d, "not_connected", PyLong_FromUnsignedLongLong(s.not_connected)) &&
-      put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) && put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&
+      put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) &&
+      put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&
       put(d, "connected", PyBool_FromLong(s.connected ? 1 : 0)) &&
       put(d, "connections", PyLong_FromUnsignedLongLong(s.connections)) &&
-      put(d, "connection_note", text(s.connection_note)) && put(d, "shm_bytes", PyLong_FromUnsignedLongLong(s.shm_bytes)) &&
-      put(d, "shm_note", text(s.shm_note)) && put(d, "autostart", text(s.autostart)) &&
-      put(d, "cuda_transport", text(s.cuda_transport)) && put(d, "cuda_note", text(s.cuda_note)) &&
+      put(d, "connection_note", text(s.connection_note)) &&
+      put(d, "shm_bytes", PyLong_FromUnsignedLongLong(s.shm_bytes)) && put(d, "shm_note", text(s.shm_note)) &&
+      put(d, "autostart", text(s.autostart)) && put(d, "cuda_transport", text(s.cuda_transport)) &&
+      put(d, "cuda_note", text(s.cuda_note)) &&
       put(d, "cuda_ipc_pushed", PyLong_FromUnsignedLongLong(s.cuda_ipc_pushed)) &&
       put(d, "cuda_host_pushed", PyLong_FromUnsignedLongLong(s.cuda_host_pushed)) &&
       put(d, "cuda_failed", PyLong_FromUnsignedLongLong(s.cuda_failed));
@@ -358,7 +355,8 @@ PyMethodDef core_methods[] = {
     {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
     {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
-    {"send_module_tree", core_send_module_tree, METH_VARARGS, "send_module_tree(track, calls, omitted, step) -> result code"},
+    {"send_module_tree", core_send_module_tree, METH_VARARGS,
+     "send_module_tree(track, calls, omitted, step) -> result code"},
     {"send_summaries", core_send_summaries, METH_VARARGS, "send_summaries(track, entries, step) -> result code"},
     {"cuda_staging_usable", core_cuda_staging_usable, METH_NOARGS, "whether CUDA tensors can be staged on the GPU"},
     {"count_sync_copy", core_count_sync_copy, METH_O, "counts a CUDA tensor copied to the host by the caller"},
@@ -436,13 +434,12 @@ PyObject* run_info(PyObject*, PyObject* args) {
   }
   std::string json;
   Py_BEGIN_ALLOW_THREADS  // reads /proc
-  try {
+      try {
     json = tensorscope::collect_run_info(static_cast<int>(rank), versions).dump(2);
   } catch (...) {
     json = "{}";
   }
-  Py_END_ALLOW_THREADS
-  return text(json);
+  Py_END_ALLOW_THREADS return text(json);
 }
 
 // daemon_status(runtime_dir, session, timeout_ms) -> the JSON text of the daemon's status,
@@ -454,15 +451,13 @@ PyObject* daemon_status(PyObject*, PyObject* args) {
   std::string dir, session;
   if (!utf8(dir_object, "runtime_dir", &dir) || !utf8(session_object, "session", &session)) return nullptr;
   std::string json;
-  Py_BEGIN_ALLOW_THREADS
-  try {
+  Py_BEGIN_ALLOW_THREADS try {
     auto status = tensorscope::query_daemon_status(dir, session, timeout_ms);
     if (status) json = status->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } catch (...) {
     json.clear();
   }
-  Py_END_ALLOW_THREADS
-  if (json.empty()) Py_RETURN_NONE;
+  Py_END_ALLOW_THREADS if (json.empty()) Py_RETURN_NONE;
   return text(json);
 }
 
@@ -499,10 +494,8 @@ PyObject* write_npy(PyObject*, PyObject* args) {
   const std::vector<int64_t> shape(ref.shape, ref.shape + ref.ndim);
   const size_t bytes = tensorscope::element_count(ref) * tensorscope::wire::dtype_size(ref.dtype);
   tensorscope::Status written;
-  Py_BEGIN_ALLOW_THREADS
-  written = tensorscope::recording::write_npy(path, ref.dtype, shape, ref.data, bytes);
-  Py_END_ALLOW_THREADS
-  if (!written) {
+  Py_BEGIN_ALLOW_THREADS written = tensorscope::recording::write_npy(path, ref.dtype, shape, ref.data, bytes);
+  Py_END_ALLOW_THREADS if (!written) {
     PyErr_SetString(PyExc_OSError, written.message().c_str());
     return nullptr;
   }
@@ -529,8 +522,15 @@ PyMethodDef module_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "tensorscope's native client core", -1, module_methods,
-                          nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                          "_native",
+                          "tensorscope's native client core",
+                          -1,
+                          module_methods,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr};
 
 // The vocabularies the C++ side defines, for the package to derive its own from:
 // RENDER_MODES {name: wire value} ("default" and every wire::RenderHint), PUSH_RESULTS

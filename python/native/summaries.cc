@@ -43,8 +43,7 @@ PyObject* summarize(PyObject*, PyObject* args) {
   TensorSummary s;
   bool ok = false;
   if (bytes_of(ref) >= kReleaseGilBytes) {
-    Py_BEGIN_ALLOW_THREADS
-    ok = summarize_cpu(ref, &s, &why);
+    Py_BEGIN_ALLOW_THREADS ok = summarize_cpu(ref, &s, &why);
     Py_END_ALLOW_THREADS
   } else {
     ok = summarize_cpu(ref, &s, &why);
@@ -63,10 +62,8 @@ PyObject* update_ratio(PyObject*, PyObject* args) {
   if (!cpu_ref(now_capsule, false, &now, &why) || !cpu_ref(before_capsule, false, &before, &why)) return text(why);
   double ratio = 0;
   bool ok = false;
-  Py_BEGIN_ALLOW_THREADS
-  ok = update_ratio_cpu(now, before, &ratio, &why);
-  Py_END_ALLOW_THREADS
-  if (!ok) return text(why);
+  Py_BEGIN_ALLOW_THREADS ok = update_ratio_cpu(now, before, &ratio, &why);
+  Py_END_ALLOW_THREADS if (!ok) return text(why);
   return PyFloat_FromDouble(ratio);
 }
 

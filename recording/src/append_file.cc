@@ -31,8 +31,7 @@ AppendFile::~AppendFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-StatusOr<AppendFile> AppendFile::open(const std::string& path, const std::string& first_line,
-                                      const std::string& what) {
+StatusOr<AppendFile> AppendFile::open(const std::string& path, const std::string& first_line, const std::string& what) {
   try {
     if (path.empty()) return Status::error(what + ": empty path");
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -40,8 +39,7 @@ StatusOr<AppendFile> AppendFile::open(const std::string& path, const std::string
       std::error_code ec;
       std::filesystem::create_directories(parent, ec);
       if (ec) {
-        return Status::error(path + ": cannot create directory " + parent.string() + ": " +
-                             ec.message());
+        return Status::error(path + ": cannot create directory " + parent.string() + ": " + ec.message());
       }
     }
     AppendFile file;
@@ -71,8 +69,8 @@ StatusOr<AppendFile> AppendFile::open(const std::string& path, const std::string
     Status s = pread_exact(file.fd_, first.data(), first.size(), 0, path);
     if (!s.is_ok()) return s;
     if (first != header) {
-      return Status::error(path + ": exists and is not a " + what + " (its first line is not \"" +
-                           first_line + "\"); not appending to it");
+      return Status::error(path + ": exists and is not a " + what + " (its first line is not \"" + first_line +
+                           "\"); not appending to it");
     }
     char last = '\n';
     s = pread_exact(file.fd_, &last, 1, static_cast<uint64_t>(size - 1), path);

@@ -13,8 +13,7 @@ namespace {
 constexpr std::size_t kHashSuffixLength = 9;  // "~" + 8 hex digits
 
 bool is_safe(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
 std::string hash_suffix(const std::string& name) {
@@ -28,8 +27,7 @@ std::string hash_suffix(const std::string& name) {
 // The shared rule. `separator_safe` (device and mode) additionally breaks up "__" (the
 // separator of video file names) and keeps '_' from leading, so that a video file name
 // splits back into its parts from the right in exactly one way.
-std::string sanitize_component(const std::string& name, std::size_t max_length,
-                               bool separator_safe) {
+std::string sanitize_component(const std::string& name, std::size_t max_length, bool separator_safe) {
   std::string out;
   out.reserve(name.size() < max_length ? name.size() : max_length);
   for (const char ch : name) {
@@ -64,28 +62,26 @@ std::string sanitize_stream_name(const std::string& name) {
   return sanitize_component(name, kMaxStreamComponentLength, false);
 }
 
-std::string video_file_name(const std::string& stream, const std::string& device, int rank,
-                            int64_t producer_pid, const std::string& mode, int segment) {
+std::string video_file_name(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
+                            const std::string& mode, int segment) {
   TENSORSCOPE_CHECK(segment >= 0);
   char seg[16];
   std::snprintf(seg, sizeof(seg), "%04d", segment);
-  return sanitize_stream_name(stream) + "__" +
-         sanitize_component(device, kMaxDeviceComponentLength, true) + "__rank" +
-         std::to_string(rank) + "__pid" + std::to_string(producer_pid < 0 || producer_pid > INT32_MAX ? 0 : producer_pid) + "__" +
-         sanitize_component(mode, kMaxModeComponentLength, true) + "__" + seg + kVideoExtension;
+  return sanitize_stream_name(stream) + "__" + sanitize_component(device, kMaxDeviceComponentLength, true) + "__rank" +
+      std::to_string(rank) + "__pid" + std::to_string(producer_pid < 0 || producer_pid > INT32_MAX ? 0 : producer_pid) +
+      "__" + sanitize_component(mode, kMaxModeComponentLength, true) + "__" + seg + kVideoExtension;
 }
 
 std::string npy_dump_path(const std::string& stream, int64_t step, int rank) {
   return "dumps/step_" + std::to_string(step) + "/" + sanitize_stream_name(stream) + "_rank" + std::to_string(rank) +
-         ".npy";
+      ".npy";
 }
 
 std::string temp_video_file_name(const std::string& final_name, int worker_pid, uint64_t producer_id) {
-  std::string out = std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" +
-                    std::to_string(producer_id) + "-" + final_name;
+  std::string out =
+      std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" + std::to_string(producer_id) + "-" + final_name;
   const std::string ext = kVideoExtension;
-  if (out.size() < ext.size() || out.compare(out.size() - ext.size(), ext.size(), ext) != 0)
-    out += ext;
+  if (out.size() < ext.size() || out.compare(out.size() - ext.size(), ext.size(), ext) != 0) out += ext;
   return out;
 }
 

@@ -26,8 +26,7 @@ std::string hdf5_error_text() {
   H5Eclear2(H5E_DEFAULT);
   if (frames.empty()) return "unknown HDF5 error";
   std::string text = frames.front();
-  const size_t first_inner =
-      frames.size() > kMaxErrorFrames ? frames.size() - (kMaxErrorFrames - 1) : 1;
+  const size_t first_inner = frames.size() > kMaxErrorFrames ? frames.size() - (kMaxErrorFrames - 1) : 1;
   if (first_inner > 1) text += "; ...";
   for (size_t i = first_inner; i < frames.size(); ++i) text += "; " + frames[i];
   return text;

@@ -22,8 +22,7 @@
 namespace tensorscope::recording {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the .npy files are written and read as little-endian");
+static_assert(std::endian::native == std::endian::little, "the .npy files are written and read as little-endian");
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicBytes = 6;
@@ -80,11 +79,11 @@ bool checked_numel(const std::vector<int64_t>& shape, size_t item_bytes, uint64_
 struct PyValue {
   enum class Kind { kString, kInt, kTrue, kFalse, kNone, kTuple, kList, kDict };
   Kind kind = Kind::kNone;
-  std::string text;          // kString: the decoded string
-  int64_t integer = 0;       // kInt
-  bool int_overflow = false; // kInt: does not fit in int64
+  std::string text;            // kString: the decoded string
+  int64_t integer = 0;         // kInt
+  bool int_overflow = false;   // kInt: does not fit in int64
   std::vector<PyValue> items;  // kTuple/kList: elements; kDict: key0, value0, key1, ...
-  std::string_view source;   // the literal as written in the header
+  std::string_view source;     // the literal as written in the header
 };
 
 const char* kind_name(PyValue::Kind k) {
@@ -117,21 +116,16 @@ class LiteralParser {
     }
     skip_space();
     if (pos_ != text_.size()) {
-      *error = "junk after the header dict at byte " + std::to_string(pos_) + ": " +
-               shown(text_.substr(pos_));
+      *error = "junk after the header dict at byte " + std::to_string(pos_) + ": " + shown(text_.substr(pos_));
       return false;
     }
     return true;
   }
 
  private:
-  static bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  }
+  static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
   static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-  static bool is_ident(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_';
-  }
+  static bool is_ident(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_'; }
 
   void skip_space() {
     while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
@@ -140,8 +134,7 @@ class LiteralParser {
 
   bool fail(const std::string& what) {
     if (error_.empty()) {
-      error_ = "header is not a valid Python literal: " + what + " at byte " +
-               std::to_string(pos_);
+      error_ = "header is not a valid Python literal: " + what + " at byte " + std::to_string(pos_);
     }
     return false;
   }
@@ -368,27 +361,23 @@ wire::DType dtype_from_descr(const PyValue& v, std::string* problem) {
     if (field.kind == PyValue::Kind::kTuple && field.items.size() == 2 &&
         field.items[0].kind == PyValue::Kind::kString && field.items[0].text == "bfloat16" &&
         field.items[1].kind == PyValue::Kind::kString &&
-        (field.items[1].text == "<u2" || field.items[1].text == "=u2" ||
-         field.items[1].text == "u2")) {
+        (field.items[1].text == "<u2" || field.items[1].text == "=u2" || field.items[1].text == "u2")) {
       return wire::DType::kBFloat16;
     }
   }
   *problem = "unsupported dtype " + shown(v.source) +
-             (v.kind == PyValue::Kind::kList ? " (structured dtypes other than " +
-                                                   std::string(kBFloat16Descr) +
-                                                   " are not supported)"
-                                             : "");
+      (v.kind == PyValue::Kind::kList
+           ? " (structured dtypes other than " + std::string(kBFloat16Descr) + " are not supported)"
+           : "");
   return wire::DType::kInvalid;
 }
 
-
-Status write_npy_impl(const std::string& path, wire::DType dtype,
-                      const std::vector<int64_t>& shape, const void* data, size_t bytes) {
+Status write_npy_impl(const std::string& path, wire::DType dtype, const std::vector<int64_t>& shape, const void* data,
+                      size_t bytes) {
   if (path.empty()) return Status::error("write_npy: empty path");
   const std::string descr = npy_descr(dtype);
   if (descr.empty()) {
-    return Status::error(path + ": invalid dtype " +
-                         std::to_string(static_cast<unsigned>(dtype)));
+    return Status::error(path + ": invalid dtype " + std::to_string(static_cast<unsigned>(dtype)));
   }
   if (shape.size() > kMaxNpyDims) {
     return Status::error(path + ": " + std::to_string(shape.size()) + " dims, more than " +
@@ -402,16 +391,15 @@ Status write_npy_impl(const std::string& path, wire::DType dtype,
   }
   const uint64_t expected = numel * item;
   if (expected != bytes) {
-    return Status::error(path + ": data size " + std::to_string(bytes) +
-                         " bytes does not match shape " + shape_text(shape) + " of " +
-                         wire::dtype_name(dtype) + " (" + std::to_string(expected) + " bytes)");
+    return Status::error(path + ": data size " + std::to_string(bytes) + " bytes does not match shape " +
+                         shape_text(shape) + " of " + wire::dtype_name(dtype) + " (" + std::to_string(expected) +
+                         " bytes)");
   }
   if (bytes > 0 && data == nullptr) return Status::error(path + ": data is null");
 
   // Header: numpy's dict text, padded with spaces and a final '\n' so that the data
   // starts on a multiple of 64 bytes.
-  std::string dict = "{'descr': " + descr + ", 'fortran_order': False, 'shape': " +
-                     shape_text(shape) + ", }";
+  std::string dict = "{'descr': " + descr + ", 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
   // Version 1.0 (2-byte header length) unless the padded header needs more.
   const auto padded_len = [&dict](size_t prefix_bytes) {
     const size_t unpadded = prefix_bytes + dict.size() + 1;
@@ -464,8 +452,8 @@ std::string npy_descr(wire::DType dtype) {
   return "";
 }
 
-Status write_npy(const std::string& path, wire::DType dtype, const std::vector<int64_t>& shape,
-                 const void* data, size_t bytes) {
+Status write_npy(const std::string& path, wire::DType dtype, const std::vector<int64_t>& shape, const void* data,
+                 size_t bytes) {
   Status s;
   try {
     s = write_npy_impl(path, dtype, shape, data, bytes);
@@ -519,9 +507,7 @@ void NpyReader::close_fd() {
 
 StatusOr<NpyReader> NpyReader::open(const std::string& path) {
   try {
-    const auto error = [&path](const std::string& problem) {
-      return Status::error(path + ": " + problem);
-    };
+    const auto error = [&path](const std::string& problem) { return Status::error(path + ": " + problem); };
     // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
@@ -550,22 +536,20 @@ StatusOr<NpyReader> NpyReader::open(const std::string& path) {
     if (got < kMagicBytes + 2 || std::memcmp(prefix, kMagic, kMagicBytes) != 0) {
       if (got >= kMagicBytes && std::memcmp(prefix, kMagic, kMagicBytes) != 0) {
         return error("not an .npy file (bad magic: expected \\x93NUMPY, got " +
-                     shown(std::string_view(reinterpret_cast<const char*>(prefix), kMagicBytes)) +
-                     ")");
+                     shown(std::string_view(reinterpret_cast<const char*>(prefix), kMagicBytes)) + ")");
       }
       return error("not an .npy file (too short: " + std::to_string(file_size) + " bytes)");
     }
     const int major = prefix[6];
     const int minor = prefix[7];
     if (major < 1 || major > 3 || minor != 0) {
-      return error("unsupported .npy format version " + std::to_string(major) + "." +
-                   std::to_string(minor) + " (1.0, 2.0 and 3.0 are supported)");
+      return error("unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                   " (1.0, 2.0 and 3.0 are supported)");
     }
     const size_t len_bytes = major == 1 ? 2 : 4;
     const size_t header_start = kMagicBytes + 2 + len_bytes;
     if (got < header_start) {
-      return error("truncated header (file of " + std::to_string(file_size) +
-                   " bytes ends inside the header length)");
+      return error("truncated header (file of " + std::to_string(file_size) + " bytes ends inside the header length)");
     }
     uint64_t header_len = 0;
     for (size_t i = 0; i < len_bytes; ++i) {
@@ -576,8 +560,8 @@ StatusOr<NpyReader> NpyReader::open(const std::string& path) {
                    std::to_string(kMaxNpyHeaderBytes) + " bytes");
     }
     if (header_start + header_len > file_size) {
-      return error("truncated header (header of " + std::to_string(header_len) +
-                   " bytes, but the file has " + std::to_string(file_size) + " bytes)");
+      return error("truncated header (header of " + std::to_string(header_len) + " bytes, but the file has " +
+                   std::to_string(file_size) + " bytes)");
     }
     std::string header(header_len, '\0');
     read = pread_full(fd, header.data(), header.size(), header_start, path);
@@ -599,10 +583,10 @@ StatusOr<NpyReader> NpyReader::open(const std::string& path) {
       if (key.kind != PyValue::Kind::kString) {
         return error("header has a key that is not a string: " + shown(key.source));
       }
-      const PyValue** slot = key.text == "descr"           ? &descr
-                             : key.text == "fortran_order" ? &fortran
-                             : key.text == "shape"         ? &shape
-                                                           : nullptr;
+      const PyValue** slot = key.text == "descr" ? &descr
+          : key.text == "fortran_order"          ? &fortran
+          : key.text == "shape"                  ? &shape
+                                                 : nullptr;
       if (slot == nullptr) return error("header has unexpected key '" + shown(key.text) + "'");
       if (*slot != nullptr) return error("header has key '" + key.text + "' twice");
       *slot = &dict.items[i + 1];
@@ -621,46 +605,45 @@ StatusOr<NpyReader> NpyReader::open(const std::string& path) {
     reader.fortran_order_ = fortran->kind == PyValue::Kind::kTrue;
 
     if (shape->kind != PyValue::Kind::kTuple) {
-      return error(std::string("'shape' must be a tuple of integers, got ") +
-                   kind_name(shape->kind) + " " + shown(shape->source));
+      return error(std::string("'shape' must be a tuple of integers, got ") + kind_name(shape->kind) + " " +
+                   shown(shape->source));
     }
     reader.shape_.reserve(shape->items.size());
     for (const PyValue& d : shape->items) {
       if (d.kind != PyValue::Kind::kInt) {
-        return error(std::string("'shape' must be a tuple of integers, got ") +
-                     kind_name(d.kind) + " " + shown(d.source) + " in " + shown(shape->source));
+        return error(std::string("'shape' must be a tuple of integers, got ") + kind_name(d.kind) + " " +
+                     shown(d.source) + " in " + shown(shape->source));
       }
       if (d.int_overflow) {
         return error("dimension " + shown(d.source) + " in 'shape' is too large");
       }
       if (d.integer < 0) {
-        return error("negative dimension " + std::to_string(d.integer) + " in 'shape' " +
-                     shown(shape->source));
+        return error("negative dimension " + std::to_string(d.integer) + " in 'shape' " + shown(shape->source));
       }
       reader.shape_.push_back(d.integer);
     }
     const size_t item = wire::dtype_size(reader.dtype_);
     if (!checked_numel(reader.shape_, item, &reader.numel_)) {
-      return error("'shape' " + shown(shape->source) + " is too large (" +
-                   wire::dtype_name(reader.dtype_) + " data over 2^63-1 bytes)");
+      return error("'shape' " + shown(shape->source) + " is too large (" + wire::dtype_name(reader.dtype_) +
+                   " data over 2^63-1 bytes)");
     }
     reader.data_bytes_ = reader.numel_ * item;
     if (reader.fortran_order_) {
-      const auto non_trivial = std::count_if(reader.shape_.begin(), reader.shape_.end(),
-                                             [](int64_t d) { return d > 1; });
+      const auto non_trivial =
+          std::count_if(reader.shape_.begin(), reader.shape_.end(), [](int64_t d) { return d > 1; });
       if (non_trivial > 1) {
-        return error("fortran_order=True (column-major data) is not supported for shape " +
-                     shape_text(reader.shape_) + "; save it in C order");
+        return error("fortran_order=True (column-major data) is not supported for shape " + shape_text(reader.shape_) +
+                     "; save it in C order");
       }
     }
     const uint64_t data_offset = header_start + header_len;
     const uint64_t expected = data_offset + reader.data_bytes_;
     if (file_size != expected) {
-      return error("file size mismatch: the header says " + std::to_string(reader.data_bytes_) +
-                   " data bytes (" + wire::dtype_name(reader.dtype_) + ", shape " +
-                   shape_text(reader.shape_) + ") after a " + std::to_string(data_offset) +
-                   "-byte header, i.e. " + std::to_string(expected) + " bytes, but the file has " +
-                   std::to_string(file_size) + (file_size < expected ? " (truncated)" : " (trailing bytes)"));
+      return error("file size mismatch: the header says " + std::to_string(reader.data_bytes_) + " data bytes (" +
+                   wire::dtype_name(reader.dtype_) + ", shape " + shape_text(reader.shape_) + ") after a " +
+                   std::to_string(data_offset) + "-byte header, i.e. " + std::to_string(expected) +
+                   " bytes, but the file has " + std::to_string(file_size) +
+                   (file_size < expected ? " (truncated)" : " (trailing bytes)"));
     }
     reader.major_ = major;
     reader.data_offset_ = data_offset;
@@ -683,8 +666,7 @@ StatusOr<size_t> NpyReader::read(void* dst, size_t bytes) {
   if (!read) return read.status();
   const size_t got = *read;
   if (got != n) {
-    return Status::error(path_ + ": unexpected end of file at byte " +
-                         std::to_string(offset + got) +
+    return Status::error(path_ + ": unexpected end of file at byte " + std::to_string(offset + got) +
                          " (the file became shorter since it was opened)");
   }
   consumed_ += n;

@@ -26,7 +26,7 @@ size_t slot_of(size_t m) { return m == static_cast<size_t>(OverviewMetricId::kZe
 
 std::string overview_png_name(int rank, int64_t pid, size_t metric) {
   return std::string(kOverviewStream) + "__rank" + std::to_string(rank) + "__pid" + std::to_string(pid) + "__" +
-         kOverviewMetrics[std::min(metric, kOverviewMetrics.size() - 1)].name + ".png";
+      kOverviewMetrics[std::min(metric, kOverviewMetrics.size() - 1)].name + ".png";
 }
 
 int overview_metric_index(const std::string& name) {
@@ -112,8 +112,8 @@ OverviewHistory::Column* OverviewHistory::run_column(int64_t step) {
     return &run_.back();
   }
   // An earlier step (another track's, late): the column that covers it.
-  auto after = std::upper_bound(run_.begin(), run_.end(), step,
-                                [](int64_t s, const Column& c) { return s < c.first_step; });
+  auto after =
+      std::upper_bound(run_.begin(), run_.end(), step, [](int64_t s, const Column& c) { return s < c.first_step; });
   Column& c = after == run_.begin() ? run_.front() : *(after - 1);
   c.first_step = std::min(c.first_step, step);
   c.last_step = std::max(c.last_step, step);

@@ -20,11 +20,11 @@ std::string summary_table_lines(int64_t step, int rank, const std::string& track
     const TensorSummary& s = summaries[i];
     out += prefix;
     out += std::to_string(i) + "," + csv_field(s.name) + "," + wire::tensor_kind_name(s.kind) + "," +
-           std::to_string(s.numel);
+        std::to_string(s.numel);
     for (const double v : {s.l2, s.max_abs, s.mean, s.std}) out += "," + csv_number(v);
     out += "," + std::to_string(s.nan_count) + "," + std::to_string(s.inf_count) + "," +
-           csv_number(s.numel > 0 ? s.zero_fraction() : std::numeric_limits<double>::quiet_NaN()) + "," +
-           (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "\n";
+        csv_number(s.numel > 0 ? s.zero_fraction() : std::numeric_limits<double>::quiet_NaN()) + "," +
+        (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "\n";
   }
   return out;
 }
@@ -95,7 +95,8 @@ bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   if (s.kind == wire::TensorKind::kInvalid || c[4].empty()) return false;
   row->track = std::move(c[2]);
   s.name = std::move(c[4]);
-  s.zero_count = std::isnan(zero_fraction) ? 0 : static_cast<uint64_t>(std::llround(zero_fraction * static_cast<double>(s.numel)));
+  s.zero_count =
+      std::isnan(zero_fraction) ? 0 : static_cast<uint64_t>(std::llround(zero_fraction * static_cast<double>(s.numel)));
   s.has_update_ratio = !std::isnan(s.update_ratio);
   if (!s.has_update_ratio) s.update_ratio = 0;
   return true;

@@ -12,7 +12,7 @@ namespace {
 
 constexpr size_t kMaxNameColumn = 56;
 constexpr size_t kMaxTypeColumn = 24;
-constexpr size_t kMaxNesting = 32;                 // ancestor lines and indentation levels
+constexpr size_t kMaxNesting = 32;                  // ancestor lines and indentation levels
 constexpr size_t kMaxBlockBytes = size_t{2} << 20;  // lines of one step beyond are cut
 
 std::string key_of(const ModuleTreeCall& c) {
@@ -70,8 +70,8 @@ std::string pad(std::string s, size_t width) {
 
 }  // namespace
 
-std::string format_tree_step(const std::string& track, int64_t step, const ModuleTree& tree,
-                             const ModuleTree* previous, int64_t previous_step) {
+std::string format_tree_step(const std::string& track, int64_t step, const ModuleTree& tree, const ModuleTree* previous,
+                             int64_t previous_step) {
   std::unordered_map<std::string, const ModuleTreeCall*> before;
   if (previous != nullptr) {
     for (const ModuleTreeCall& c : previous->calls) before.emplace(key_of(c), &c);
@@ -118,7 +118,7 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
   const size_t unchanged = tree.calls.size() - changed - added - values_changed;
 
   std::string out = "== step " + std::to_string(step) + " | " + track + " | " + std::to_string(tree.calls.size()) +
-                    (tree.calls.size() == 1 ? " call" : " calls");
+      (tree.calls.size() == 1 ? " call" : " calls");
   if (tree.omitted > 0) out += " (+" + std::to_string(tree.omitted) + " not listed)";
   // The whole tree for a first step or a new order; else only what changed.
   const bool whole = previous == nullptr || reordered;
@@ -150,8 +150,8 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
     out += " | changed since step " + std::to_string(previous_step) + ":";
     for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? " " : ", ") + parts[i];
     if (!whole && unchanged > 0) {
-      out += "; " + std::to_string(unchanged) + (unchanged == 1 ? " unchanged call" : " unchanged calls") +
-             " not shown";
+      out +=
+          "; " + std::to_string(unchanged) + (unchanged == 1 ? " unchanged call" : " unchanged calls") + " not shown";
     }
     out += "\n";
   }
@@ -216,8 +216,8 @@ std::string format_tree_step(const std::string& track, int64_t step, const Modul
         ++calls_cut;
         continue;
       }
-      std::string name = (c.thread == 0 ? std::string() : "[thread " + std::to_string(c.thread) + "] ") +
-                         module_name(track, c.path);
+      std::string name =
+          (c.thread == 0 ? std::string() : "[thread " + std::to_string(c.thread) + "] ") + module_name(track, c.path);
       if (c.call > 0) name += "#" + std::to_string(c.call);
       out += "-   " + name + "  (not called; was " + flow(c) + ")\n";
     }
@@ -235,11 +235,13 @@ StatusOr<std::unique_ptr<TreeLogWriter>> TreeLogWriter::open(const std::string& 
 Status TreeLogWriter::append(const std::string& track, int64_t step, std::string_view payload) {
   try {
     auto tree = parse_module_tree(payload);
-    if (!tree) return Status::error(file_.path() + ": track '" + track + "' step " + std::to_string(step) + ": " + tree.message());
+    if (!tree)
+      return Status::error(file_.path() + ": track '" + track + "' step " + std::to_string(step) + ": " +
+                           tree.message());
     auto it = previous_.find(track);
     const Logged* before = it == previous_.end() ? nullptr : &it->second;
-    Status s = file_.append(format_tree_step(track, step, *tree, before ? &before->tree : nullptr,
-                                             before ? before->step : 0));
+    Status s =
+        file_.append(format_tree_step(track, step, *tree, before ? &before->tree : nullptr, before ? before->step : 0));
     // Remembered for the next step's comparison, within kMaxTracks and kMaxRememberedBytes
     // (counted as payload bytes); a track that does not fit is logged whole each step.
     if (it != previous_.end()) {

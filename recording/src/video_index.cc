@@ -12,8 +12,6 @@ namespace {
 
 constexpr std::size_t kMaxPathLength = 4096;
 
-
-
 std::string describe(const nlohmann::json& j) {
   if (j.is_object()) return "an object";
   if (j.is_array()) return "an array";
@@ -49,10 +47,9 @@ Status get_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
     v = it->get<int64_t>();
   }
   if (!ok || v < lo || v > hi) {
-    std::string range =
-        lo == std::numeric_limits<int64_t>::min()
-            ? "a 64-bit integer"
-            : "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+    std::string range = lo == std::numeric_limits<int64_t>::min()
+        ? "a 64-bit integer"
+        : "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
     if (lo == 0 && hi == std::numeric_limits<int64_t>::max()) range = "an integer >= 0";
     return field_error(key, "expected " + range + ", got " + describe(*it));
   }
@@ -66,20 +63,15 @@ Status validate_index_path(const std::string& path) {
   try {
     if (path.empty()) return Status::error("index entry: path: is empty");
     if (path.size() > kMaxPathLength)
-      return Status::error("index entry: path: longer than " + std::to_string(kMaxPathLength) +
-                           " bytes");
-    if (path.find('\0') != std::string::npos)
-      return Status::error("index entry: path: contains a NUL byte");
-    if (path.find('\\') != std::string::npos)
-      return Status::error("index entry: path: contains a backslash");
+      return Status::error("index entry: path: longer than " + std::to_string(kMaxPathLength) + " bytes");
+    if (path.find('\0') != std::string::npos) return Status::error("index entry: path: contains a NUL byte");
+    if (path.find('\\') != std::string::npos) return Status::error("index entry: path: contains a backslash");
     if (path[0] == '/')
-      return Status::error("index entry: path: must be relative to the session dir, got \"" + path +
-                           "\"");
+      return Status::error("index entry: path: must be relative to the session dir, got \"" + path + "\"");
     std::size_t start = 0;
     while (true) {
       const std::size_t slash = path.find('/', start);
-      const std::string part =
-          path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      const std::string part = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
       if (part.empty() || part == "." || part == "..")
         return Status::error(
             "index entry: path: must stay inside the session dir (no empty, "
@@ -95,30 +87,24 @@ Status validate_index_path(const std::string& path) {
 }
 
 nlohmann::json to_json(const IndexEntry& e) {
-  return nlohmann::json{{"path", e.path},          {"stream", e.stream},
-                        {"kind", e.kind},          {"device", e.device},
-                        {"rank", e.rank},          {"pid", e.pid},
-                        {"mode", e.mode},
-                        {"frames", e.frames},      {"first_step", e.first_step},
+  return nlohmann::json{{"path", e.path},          {"stream", e.stream}, {"kind", e.kind},
+                        {"device", e.device},      {"rank", e.rank},     {"pid", e.pid},
+                        {"mode", e.mode},          {"frames", e.frames}, {"first_step", e.first_step},
                         {"last_step", e.last_step}};
 }
 
 StatusOr<IndexEntry> index_entry_from_json(const nlohmann::json& json) {
   try {
-    if (!json.is_object())
-      return Status::error("index entry: expected an object, got " + describe(json));
+    if (!json.is_object()) return Status::error("index entry: expected an object, got " + describe(json));
     IndexEntry e;
     int64_t rank = 0;
     constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
     constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
     for (Status s :
          {get_string(json, "path", &e.path), get_string(json, "stream", &e.stream),
-          get_string(json, "device", &e.device), get_string(json, "kind", &e.kind),
-          get_string(json, "mode", &e.mode),
-          get_int(json, "rank", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
-                  &rank),
-          get_int(json, "frames", 0, kMax, &e.frames),
-          get_int(json, "first_step", kMin, kMax, &e.first_step),
+          get_string(json, "device", &e.device), get_string(json, "kind", &e.kind), get_string(json, "mode", &e.mode),
+          get_int(json, "rank", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), &rank),
+          get_int(json, "frames", 0, kMax, &e.frames), get_int(json, "first_step", kMin, kMax, &e.first_step),
           get_int(json, "last_step", kMin, kMax, &e.last_step), validate_index_path(e.path)}) {
       if (!s.is_ok()) return s;
     }

@@ -9,20 +9,19 @@ namespace {
 std::string identity_refusal(uint64_t capacity, size_t events) {
   if (capacity == 0 || capacity % wire::kDevicePoolAlignment != 0) {
     return "device pool capacity " + std::to_string(capacity) + " is not a positive multiple of " +
-           std::to_string(wire::kDevicePoolAlignment);
+        std::to_string(wire::kDevicePoolAlignment);
   }
   if (events == 0 || events > wire::kMaxPoolEvents) {
-    return "device pool has " + std::to_string(events) + " events; 1.." +
-           std::to_string(wire::kMaxPoolEvents) + " are allowed";
+    return "device pool has " + std::to_string(events) + " events; 1.." + std::to_string(wire::kMaxPoolEvents) +
+        " are allowed";
   }
   return {};
 }
 
 void store_max(std::atomic<uint64_t>& field, uint64_t value) {
   uint64_t seen = field.load(std::memory_order_relaxed);
-  while (value > seen && !field.compare_exchange_weak(seen, value, std::memory_order_release,
-                                                      std::memory_order_relaxed)) {
-  }
+  while (value > seen &&
+         !field.compare_exchange_weak(seen, value, std::memory_order_release, std::memory_order_relaxed)) {}
 }
 
 }  // namespace
@@ -76,30 +75,26 @@ StatusOr<DevicePoolIdentity> read_pool_identity(const wire::DevicePoolEntry& ent
 std::string validate_device_location(const wire::RecordHeader& h, const DevicePoolIdentity& pool) {
   if (h.pool_generation != pool.generation) {
     return "device payload names pool generation " + std::to_string(h.pool_generation) +
-           " but the pool is at generation " + std::to_string(pool.generation);
+        " but the pool is at generation " + std::to_string(pool.generation);
   }
-  if (h.pool_ordinal < pool.generation_start_ordinal ||
-      h.pool_position < pool.generation_start_position) {
+  if (h.pool_ordinal < pool.generation_start_ordinal || h.pool_position < pool.generation_start_position) {
     return "device payload is older than its pool's generation";
   }
-  if (h.pool_event >= pool.event_handles.size() ||
-      h.pool_event != h.pool_ordinal % pool.event_handles.size()) {
-    return "device payload names event " + std::to_string(h.pool_event) +
-           ", not the one of block " + std::to_string(h.pool_ordinal);
+  if (h.pool_event >= pool.event_handles.size() || h.pool_event != h.pool_ordinal % pool.event_handles.size()) {
+    return "device payload names event " + std::to_string(h.pool_event) + ", not the one of block " +
+        std::to_string(h.pool_ordinal);
   }
   if (h.pool_position % wire::kDevicePoolAlignment != 0) return "device payload is misaligned";
   const uint64_t padded = wire::align_up(h.payload_bytes, wire::kDevicePoolAlignment);
   if (h.payload_bytes > pool.capacity || padded > pool.capacity ||
       h.pool_position % pool.capacity + padded > pool.capacity) {
-    return "device payload of " + std::to_string(h.payload_bytes) +
-           " bytes is out of its pool's bounds";
+    return "device payload of " + std::to_string(h.payload_bytes) + " bytes is out of its pool's bounds";
   }
   return {};
 }
 
 uint64_t device_block_end(const wire::RecordHeader& h) {
-  const uint64_t padded = wire::align_up(std::max<uint64_t>(h.payload_bytes, 1),
-                                         wire::kDevicePoolAlignment);
+  const uint64_t padded = wire::align_up(std::max<uint64_t>(h.payload_bytes, 1), wire::kDevicePoolAlignment);
   return h.pool_position > UINT64_MAX - padded ? h.pool_position : h.pool_position + padded;
 }
 
@@ -118,12 +113,10 @@ void revoke_pools(wire::DevicePoolEntry* table) {
   }
 }
 
-PoolReleases read_pool_releases(const wire::DevicePoolEntry& entry, uint64_t start_position,
-                                uint64_t start_ordinal) {
+PoolReleases read_pool_releases(const wire::DevicePoolEntry& entry, uint64_t start_position, uint64_t start_ordinal) {
   PoolReleases r;
   r.released_to = std::max(entry.released_to.load(std::memory_order_acquire), start_position);
-  r.released_ordinal =
-      std::max(entry.released_ordinal.load(std::memory_order_acquire), start_ordinal);
+  r.released_ordinal = std::max(entry.released_ordinal.load(std::memory_order_acquire), start_ordinal);
   return r;
 }
 

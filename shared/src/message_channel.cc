@@ -20,8 +20,8 @@ StatusOr<sockaddr_un> make_address(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
-    return Status::error("socket path too long (" + std::to_string(path.size()) +
-                         " bytes, limit " + std::to_string(sizeof(addr.sun_path) - 1) + "): " + path);
+    return Status::error("socket path too long (" + std::to_string(path.size()) + " bytes, limit " +
+                         std::to_string(sizeof(addr.sun_path) - 1) + "): " + path);
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
@@ -73,8 +73,7 @@ StatusOr<int> listen_unix(const std::string& path) {
   // stale socket of a daemon that died): the name appears only once connect() works.
   const size_t slash = path.find_last_of('/');
   std::string bind_path = path.substr(0, slash == std::string::npos ? 0 : slash + 1) + "." +
-                          path.substr(slash == std::string::npos ? 0 : slash + 1) + "." +
-                          std::to_string(::getpid());
+      path.substr(slash == std::string::npos ? 0 : slash + 1) + "." + std::to_string(::getpid());
   if (bind_path.size() >= sizeof(sockaddr_un::sun_path)) bind_path = path;  // no room: bind in place
   if (bind_path == path) ::unlink(path.c_str());
   auto bind_addr = make_address(bind_path);

@@ -62,8 +62,7 @@ Status field_error(size_t line, const std::string& what) {
 
 }  // namespace
 
-std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t ndim,
-                            std::string_view device) {
+std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t ndim, std::string_view device) {
   std::string out(dtype);
   out += '[';
   for (size_t d = 0; d < ndim; ++d) {
@@ -105,7 +104,7 @@ std::string format_module_tree(const ModuleTree& tree) {
   for (const ModuleTreeCall& call : tree.calls) with_values = with_values || !call.value.empty();
   for (const ModuleTreeCall& call : tree.calls) {
     std::string line = std::to_string(call.thread) + '\t' + std::to_string(call.call) + '\t' +
-                       module_tree_field(call.path) + '\t' + module_tree_field(call.type) + '\t';
+        module_tree_field(call.path) + '\t' + module_tree_field(call.type) + '\t';
     if (call.inputs.empty()) line += '-';
     for (size_t i = 0; i < call.inputs.size() && i < ModuleTree::kMaxInputs; ++i) {
       if (i > 0) line += ' ';
@@ -130,8 +129,8 @@ std::string format_module_tree(const ModuleTree& tree) {
     body += line;
     ++listed;
   }
-  return std::string(with_values ? kModuleTreeMagicValues : kModuleTreeMagic) + " omitted=" +
-         std::to_string(omitted) + '\n' + body;
+  return std::string(with_values ? kModuleTreeMagicValues : kModuleTreeMagic) + " omitted=" + std::to_string(omitted) +
+      '\n' + body;
 }
 
 StatusOr<ModuleTree> parse_module_tree(std::string_view payload) {
@@ -163,7 +162,8 @@ StatusOr<ModuleTree> parse_module_tree(std::string_view payload) {
       return field_error(line_no, "expected " + std::to_string(field_count) + " tab-separated fields");
     }
     for (std::string_view f : fields) {
-      if (f.size() > ModuleTree::kMaxFieldBytes * (ModuleTree::kMaxInputs + 1)) return field_error(line_no, "field too long");
+      if (f.size() > ModuleTree::kMaxFieldBytes * (ModuleTree::kMaxInputs + 1))
+        return field_error(line_no, "field too long");
       for (const char c : f) {
         if (is_control(static_cast<unsigned char>(c))) return field_error(line_no, "control byte in a field");
       }

@@ -27,9 +27,8 @@ uint64_t ring_payload_bytes(const wire::RecordHeader& h) {
   return (h.flags & wire::kRecordDevicePayload) != 0 ? 0 : h.payload_bytes;
 }
 
-std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacity,
-                                   uint64_t data_tail, uint64_t data_head,
-                                   uint64_t max_payload_bytes) {
+std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacity, uint64_t data_tail,
+                                   uint64_t data_head, uint64_t max_payload_bytes) {
   if (h.dtype == 0 || h.dtype > wire::kMaxDType) return "unknown dtype " + std::to_string(h.dtype);
   if (h.kind == 0 || h.kind > wire::kMaxTensorKind) return "unknown kind " + std::to_string(h.kind);
   if (h.ndim > wire::kMaxDims) return "ndim " + std::to_string(h.ndim) + " exceeds 8";
@@ -50,7 +49,7 @@ std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacit
   }
   if (h.payload_bytes > max_payload_bytes) {
     return "payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
-           std::to_string(max_payload_bytes);
+        std::to_string(max_payload_bytes);
   }
   if (h.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree) &&
       (h.dtype != static_cast<uint8_t>(wire::DType::kUInt8) || h.ndim != 1 ||
@@ -67,9 +66,8 @@ std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacit
   }
   const uint64_t ring_bytes = ring_payload_bytes(h);
   const uint64_t padded = wire::align_up(ring_bytes, wire::kPayloadAlignment);
-  if (ring_bytes > capacity || h.payload_position < data_tail ||
-      h.payload_position > data_head || padded > data_head - h.payload_position ||
-      h.payload_position % capacity + padded > capacity) {
+  if (ring_bytes > capacity || h.payload_position < data_tail || h.payload_position > data_head ||
+      padded > data_head - h.payload_position || h.payload_position % capacity + padded > capacity) {
     return "payload position out of bounds";
   }
   return {};
@@ -93,16 +91,14 @@ RingReader::Result RingReader::next(RecordView* out) {
   }
   if (sequence != position + 1) {
     poisoned_ = true;
-    last_error_ = "slot " + std::to_string(position) + " has sequence " +
-                  std::to_string(sequence) + ", expected " + std::to_string(position) +
-                  " or " + std::to_string(position + 1);
+    last_error_ = "slot " + std::to_string(position) + " has sequence " + std::to_string(sequence) + ", expected " +
+        std::to_string(position) + " or " + std::to_string(position + 1);
     header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
     header_->consumer_state.store(wire::kConsumerPoisoned, std::memory_order_release);
     return Result::kPoisoned;
   }
   // Private copy: the producer may scribble on shared memory while we validate.
-  std::memcpy(static_cast<void*>(&out->header), static_cast<const void*>(slot),
-              sizeof(wire::RecordHeader));
+  std::memcpy(static_cast<void*>(&out->header), static_cast<const void*>(slot), sizeof(wire::RecordHeader));
   const uint64_t data_tail = header_->data_tail.load(std::memory_order_relaxed);
   const uint64_t data_head = header_->data_head.load(std::memory_order_acquire);
   if (out->header.flags & wire::kRecordCancelled) {
@@ -110,8 +106,8 @@ RingReader::Result RingReader::next(RecordView* out) {
     free_slot(position, payload_end_if_in_bounds(out->header, data_tail, data_head));
     return Result::kSkipped;
   }
-  last_error_ = validate_record_header(out->header, segment_->data_capacity(), data_tail,
-                                       data_head, max_payload_bytes_);
+  last_error_ =
+      validate_record_header(out->header, segment_->data_capacity(), data_tail, data_head, max_payload_bytes_);
   if (!last_error_.empty()) {
     header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
     release_device_payload(out->header);
@@ -119,11 +115,10 @@ RingReader::Result RingReader::next(RecordView* out) {
     return Result::kDropped;
   }
   const bool on_device = (out->header.flags & wire::kRecordDevicePayload) != 0;
-  out->payload = on_device ? nullptr
-                           : segment_->data() + out->header.payload_position % segment_->data_capacity();
+  out->payload = on_device ? nullptr : segment_->data() + out->header.payload_position % segment_->data_capacity();
   out->position = position;
-  out->release_to = out->header.payload_position +
-                    wire::align_up(ring_payload_bytes(out->header), wire::kPayloadAlignment);
+  out->release_to =
+      out->header.payload_position + wire::align_up(ring_payload_bytes(out->header), wire::kPayloadAlignment);
   out->owns_slot = true;
   return Result::kRecord;
 }
@@ -170,8 +165,7 @@ void RingReader::free_slot(uint64_t position, uint64_t release_to) {
   if (release_to > header_->data_tail.load(std::memory_order_relaxed)) {
     header_->data_tail.store(release_to, std::memory_order_release);
   }
-  segment_->slot(position)->sequence.store(position + segment_->slot_count(),
-                                           std::memory_order_release);
+  segment_->slot(position)->sequence.store(position + segment_->slot_count(), std::memory_order_release);
   header_->slot_tail.store(position + 1, std::memory_order_release);
 }
 

@@ -11,8 +11,7 @@
 
 namespace tensorscope {
 
-RingWriter::RingWriter(SharedSegment* segment)
-    : segment_(segment), header_(segment->header()) {}
+RingWriter::RingWriter(SharedSegment* segment) : segment_(segment), header_(segment->header()) {}
 
 void RingWriter::lock() {
   for (int spins = 0;; ++spins) {
@@ -39,7 +38,8 @@ RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservatio
   const uint64_t position = header_->slot_head.load(std::memory_order_relaxed);
   wire::RecordHeader* slot = segment_->slot(position);
   if (slot->sequence.load(std::memory_order_acquire) != position ||
-      (headroom && position + 1 + keep_slots - header_->slot_tail.load(std::memory_order_acquire) > header_->slot_count)) {
+      (headroom &&
+       position + 1 + keep_slots - header_->slot_tail.load(std::memory_order_acquire) > header_->slot_count)) {
     unlock();
     return ReserveResult::kFull;  // the consumer has not freed this slot (or the headroom) yet
   }
@@ -80,10 +80,10 @@ uint64_t RingWriter::oldest_unread_unix_ns() const {
 }
 
 double RingWriter::fill() const {
-  const uint64_t slots = header_->slot_head.load(std::memory_order_relaxed) -
-                         header_->slot_tail.load(std::memory_order_acquire);
-  const uint64_t bytes = header_->data_head.load(std::memory_order_relaxed) -
-                         header_->data_tail.load(std::memory_order_acquire);
+  const uint64_t slots =
+      header_->slot_head.load(std::memory_order_relaxed) - header_->slot_tail.load(std::memory_order_acquire);
+  const uint64_t bytes =
+      header_->data_head.load(std::memory_order_relaxed) - header_->data_tail.load(std::memory_order_acquire);
   const double capacity = static_cast<double>(std::max<uint64_t>(1, segment_->data_capacity()));
   return std::max(static_cast<double>(slots) / static_cast<double>(std::max<uint64_t>(1, header_->slot_count)),
                   static_cast<double>(bytes) / capacity);

@@ -56,9 +56,8 @@ Status ensure_private_dir(const std::string& path) {
     return Status::error("runtime directory " + path + " is not a directory (or is a symlink)" + elsewhere);
   }
   if (st.st_uid != ::geteuid()) {
-    return Status::error("runtime directory " + path + " is owned by uid " +
-                         std::to_string(st.st_uid) + ", not by us (uid " +
-                         std::to_string(::geteuid()) + ")" + elsewhere);
+    return Status::error("runtime directory " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                         ", not by us (uid " + std::to_string(::geteuid()) + ")" + elsewhere);
   }
   if ((st.st_mode & 077) != 0) {
     char mode[16];
@@ -77,8 +76,8 @@ std::string segment_file_name(const std::string& session, long pid, unsigned gen
   return session + "." + std::to_string(pid) + "." + std::to_string(generation) + ".seg";
 }
 
-std::string segment_file_path(const std::string& runtime_dir, const std::string& session,
-                              long pid, unsigned generation) {
+std::string segment_file_path(const std::string& runtime_dir, const std::string& session, long pid,
+                              unsigned generation) {
   return runtime_dir + "/" + segment_file_name(session, pid, generation);
 }
 

@@ -41,8 +41,7 @@ SegmentCleanup remove_dead_segments(const std::string& runtime_dir) {
         result.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
       }
     }
-  } catch (...) {
-  }
+  } catch (...) {}
   return result;
 }
 

@@ -9,8 +9,7 @@ namespace tensorscope {
 namespace {
 
 bool is_allowed(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
 std::string quoted(const std::string& s) { return quote_for_message(s); }
@@ -26,12 +25,10 @@ std::string describe_byte(unsigned char c) {
 Status validate_session_name(const std::string& name) {
   try {
     const std::string prefix = "invalid session name " + quoted(name) + ": ";
-    if (name.empty())
-      return Status::error("invalid session name: it is empty (1 to 64 characters)");
+    if (name.empty()) return Status::error("invalid session name: it is empty (1 to 64 characters)");
     if (name.size() > kMaxSessionNameLength) {
-      return Status::error(prefix + "it is " + std::to_string(name.size()) +
-                           " characters long; at most " + std::to_string(kMaxSessionNameLength) +
-                           " are allowed");
+      return Status::error(prefix + "it is " + std::to_string(name.size()) + " characters long; at most " +
+                           std::to_string(kMaxSessionNameLength) + " are allowed");
     }
     if (name[0] == '.') return Status::error(prefix + "it must not start with '.'");
     for (std::size_t i = 0; i < name.size(); ++i) {

@@ -32,21 +32,18 @@ bool is_power_of_two(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 StatusOr<SegmentLayout> plan_segment_layout(uint64_t budget_bytes, uint32_t slot_count) {
   if (slot_count < 2 || slot_count > (1u << 20)) {
-    return Status::error("ring slot count must be between 2 and 1048576, got " +
-                         std::to_string(slot_count));
+    return Status::error("ring slot count must be between 2 and 1048576, got " + std::to_string(slot_count));
   }
   uint32_t slots = 2;
   while (slots < slot_count) slots <<= 1;
   SegmentLayout layout;
   layout.slot_count = slots;
-  layout.pool_table_offset =
-      wire::align_up(wire::kSegmentHeaderSize + uint64_t{slots} * wire::kRecordHeaderSize, 64);
-  layout.data_offset = wire::align_up(
-      layout.pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize, 4096);
+  layout.pool_table_offset = wire::align_up(wire::kSegmentHeaderSize + uint64_t{slots} * wire::kRecordHeaderSize, 64);
+  layout.data_offset =
+      wire::align_up(layout.pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize, 4096);
   if (budget_bytes < layout.data_offset + 4096) {
-    return Status::error("shm budget of " + std::to_string(budget_bytes) +
-                         " bytes is too small: the header, " + std::to_string(slots) +
-                         " slots and the device pool table need " +
+    return Status::error("shm budget of " + std::to_string(budget_bytes) + " bytes is too small: the header, " +
+                         std::to_string(slots) + " slots and the device pool table need " +
                          std::to_string(layout.data_offset + 4096) + " bytes");
   }
   layout.data_capacity = (budget_bytes - layout.data_offset) / 4096 * 4096;
@@ -56,41 +53,35 @@ StatusOr<SegmentLayout> plan_segment_layout(uint64_t budget_bytes, uint32_t slot
 
 Status validate_segment_header(const SegmentHeader& h, uint64_t file_size) {
   if (file_size < wire::kSegmentHeaderSize) {
-    return Status::error("segment is " + std::to_string(file_size) +
-                         " bytes, smaller than its header");
+    return Status::error("segment is " + std::to_string(file_size) + " bytes, smaller than its header");
   }
   if (h.magic != wire::kSegmentMagic) {
     return Status::error("segment has a wrong magic number (not a tensorscope segment)");
   }
   if (h.abi_version != wire::kAbiVersion) {
     return Status::error("segment speaks wire ABI version " + std::to_string(h.abi_version) +
-                         " but this program speaks version " +
-                         std::to_string(wire::kAbiVersion) +
+                         " but this program speaks version " + std::to_string(wire::kAbiVersion) +
                          ": use the same tensorscope version in the client and the daemon");
   }
-  if (h.header_size != wire::kSegmentHeaderSize ||
-      h.record_header_size != wire::kRecordHeaderSize) {
-    return Status::error("segment header sizes do not match ABI version " +
-                         std::to_string(wire::kAbiVersion));
+  if (h.header_size != wire::kSegmentHeaderSize || h.record_header_size != wire::kRecordHeaderSize) {
+    return Status::error("segment header sizes do not match ABI version " + std::to_string(wire::kAbiVersion));
   }
   if (h.segment_size != file_size) {
-    return Status::error("segment header says " + std::to_string(h.segment_size) +
-                         " bytes but the file has " + std::to_string(file_size));
+    return Status::error("segment header says " + std::to_string(h.segment_size) + " bytes but the file has " +
+                         std::to_string(file_size));
   }
-  if (h.slot_table_offset != wire::kSegmentHeaderSize || !is_power_of_two(h.slot_count) ||
-      h.slot_count > (1u << 20)) {
+  if (h.slot_table_offset != wire::kSegmentHeaderSize || !is_power_of_two(h.slot_count) || h.slot_count > (1u << 20)) {
     return Status::error("segment slot table is malformed");
   }
   const uint64_t slots_end = h.slot_table_offset + uint64_t{h.slot_count} * wire::kRecordHeaderSize;
   const uint64_t pools_end = h.pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize;
   if (h.pool_count != wire::kMaxDevicePools || h.pool_entry_size != wire::kDevicePoolEntrySize ||
-      h.pool_table_offset < slots_end || h.pool_table_offset % 64 != 0 ||
-      h.pool_table_offset > file_size) {
+      h.pool_table_offset < slots_end || h.pool_table_offset % 64 != 0 || h.pool_table_offset > file_size) {
     return Status::error("segment device pool table is malformed");
   }
-  if (h.data_offset < pools_end || h.data_offset % wire::kPayloadAlignment != 0 ||
-      h.data_capacity == 0 || h.data_capacity % wire::kPayloadAlignment != 0 ||
-      h.data_offset > file_size || h.data_capacity > file_size - h.data_offset) {
+  if (h.data_offset < pools_end || h.data_offset % wire::kPayloadAlignment != 0 || h.data_capacity == 0 ||
+      h.data_capacity % wire::kPayloadAlignment != 0 || h.data_offset > file_size ||
+      h.data_capacity > file_size - h.data_offset) {
     return Status::error("segment data region is out of bounds");
   }
   if (h.session[wire::kSessionBytes - 1] != '\0') {
@@ -105,8 +96,7 @@ SharedSegment::~SharedSegment() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(int fd, uint64_t size,
-                                                            const std::string& label) {
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::map(int fd, uint64_t size, const std::string& label) {
   if (size == 0 || size > static_cast<uint64_t>(std::numeric_limits<size_t>::max())) {
     return Status::error("cannot map segment " + label + ": bad size " + std::to_string(size));
   }
@@ -137,15 +127,13 @@ std::string creating_path(const std::string& path) {
 bool exceeds_file_size_limit(uint64_t bytes) {
   rlimit limit{};
   return ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
-         bytes > static_cast<uint64_t>(limit.rlim_cur);
+      bytes > static_cast<uint64_t>(limit.rlim_cur);
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string& path,
-                                                               const SegmentLayout& layout,
-                                                               const SegmentIdentity& identity,
-                                                               bool* out_of_space) {
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string& path, const SegmentLayout& layout,
+                                                               const SegmentIdentity& identity, bool* out_of_space) {
   if (out_of_space != nullptr) *out_of_space = false;
   if (identity.session.size() >= wire::kSessionBytes) {
     return Status::error("session name too long for the segment header");
@@ -219,8 +207,7 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::create(const std::string
   h->heartbeat_unix_ns.store(unix_time_ns(), std::memory_order_relaxed);
   // Publish the magic last: a reader that sees it sees a complete header.
   std::atomic_thread_fence(std::memory_order_release);
-  reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(wire::kSegmentMagic,
-                                                             std::memory_order_release);
+  reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(wire::kSegmentMagic, std::memory_order_release);
   // Complete: give it its name. A file of that name that nobody holds is a leftover of a
   // dead process with our pid and is replaced; a held one is never touched.
   // link() never replaces (an atomic no-replace rename on every local filesystem).
@@ -264,33 +251,29 @@ StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open(const std::string& 
   return opened;
 }
 
-StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd,
-                                                                        const std::string& label) {
+StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::open_descriptor(int fd, const std::string& label) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::from_errno("cannot stat segment " + label, errno);
   if (!S_ISREG(st.st_mode)) return Status::error("segment " + label + " is not a regular file");
   if (st.st_uid != ::geteuid()) {
-    return Status::error("segment " + label + " is owned by uid " + std::to_string(st.st_uid) +
-                         ", not by us (uid " + std::to_string(::geteuid()) + ")");
+    return Status::error("segment " + label + " is owned by uid " + std::to_string(st.st_uid) + ", not by us (uid " +
+                         std::to_string(::geteuid()) + ")");
   }
   if ((st.st_mode & 077) != 0) {
     char mode[16];
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 0777));
-    return Status::error("segment " + label + " is accessible to group or others (mode " + mode +
-                         "); expected 0600");
+    return Status::error("segment " + label + " is accessible to group or others (mode " + mode + "); expected 0600");
   }
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < wire::kSegmentHeaderSize) {
-    return Status::error("segment " + label + " is too small (" + std::to_string(file_size) +
-                         " bytes)");
+    return Status::error("segment " + label + " is too small (" + std::to_string(file_size) + " bytes)");
   }
   // Producers reserve every byte before registering. Pages of a sparse file may have
   // nothing behind them on a full tmpfs, and reading one would kill this process (SIGBUS).
   // (Only on tmpfs, where st_blocks counts exactly the pages there are; a compressing
   // filesystem reports fewer blocks for a file full of zeros.)
   struct statfs fs {};
-  if (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
-      static_cast<uint64_t>(st.st_blocks) * 512 < file_size) {
+  if (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC && static_cast<uint64_t>(st.st_blocks) * 512 < file_size) {
     return Status::error("segment " + label + " is sparse (" + std::to_string(st.st_blocks * 512) + " of " +
                          std::to_string(file_size) + " bytes allocated); refusing it");
   }

@@ -28,8 +28,7 @@ void on_sigbus(int, siginfo_t* info, void*) {
     if (begin == 0 || address < begin || address >= g.end.load(std::memory_order_acquire)) continue;
     const auto page_size = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     void* page = reinterpret_cast<void*>(address & ~(page_size - 1));
-    if (::mmap(page, page_size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
-        MAP_FAILED) {
+    if (::mmap(page, page_size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
       g.faulted.store(true, std::memory_order_release);
       return;  // the access is retried and reads zeros
     }

@@ -15,9 +15,9 @@ StatusOr<nlohmann::json> query_daemon_status(const std::string& runtime_dir, con
   Status sent = channel.send({{control::kType, control::kStatus}});
   auto reply = sent ? channel.receive(timeout_ms) : StatusOr<nlohmann::json>(sent);
   if (!reply || control::message_type(*reply) != control::kStatus) {
-    return Status::error("the daemon for session '" + session + "' did not answer: " +
-                         (reply ? reply->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                : reply.message()));
+    return Status::error(
+        "the daemon for session '" + session + "' did not answer: " +
+        (reply ? reply->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : reply.message()));
   }
   return std::move(*reply);
 }

@@ -30,9 +30,7 @@ const char* element_type_name(ElementType type) {
 
 bool is_floating(ElementType type) {
   bool floating = false;
-  visit_element_type(type, [&](auto tag) {
-    floating = kIsFloatingStorage<typename decltype(tag)::type>;
-  });
+  visit_element_type(type, [&](auto tag) { floating = kIsFloatingStorage<typename decltype(tag)::type>; });
   return floating;
 }
 

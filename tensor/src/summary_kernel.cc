@@ -119,7 +119,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void step8_finite(Lane
 template <bool kFinite>
 __attribute__((target("avx2,fma"))) Float32Block avx2_pass(const float* p, size_t n, float shift) {
   const __m256 vshift = _mm256_set1_ps(shift);
-  Lanes a{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+  Lanes a{_mm256_setzero_ps(),    _mm256_setzero_ps(),    _mm256_setzero_ps(),
           _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   Lanes b = a;
   size_t i = 0;

@@ -209,8 +209,7 @@ SummaryStats compute_summary_stats(const TensorView& view) {
 TensorStats compute_stats(const TensorView& view) {
   NonFiniteCounts nf;
   StatsAccumulator acc;
-  for_each_finite_block(view, &nf,
-                        [&](const double* v, size_t n) { acc.add_block(v, n); });
+  for_each_finite_block(view, &nf, [&](const double* v, size_t n) { acc.add_block(v, n); });
   const uint64_t count = view.valid() ? static_cast<uint64_t>(view.numel()) : 0;
   return acc.finish(count, nf);
 }

@@ -18,9 +18,7 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-size_t TensorView::nbytes() const {
-  return static_cast<size_t>(numel()) * element_size(type);
-}
+size_t TensorView::nbytes() const { return static_cast<size_t>(numel()) * element_size(type); }
 
 bool TensorView::valid() const {
   if (element_size(type) == 0) return false;
@@ -32,8 +30,7 @@ bool TensorView::valid() const {
     if (!zero && n > std::numeric_limits<int64_t>::max() / dim) return false;
     if (!zero) n *= dim;
   }
-  if (!zero && n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(type)))
-    return false;
+  if (!zero && n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(type))) return false;
   return zero || data != nullptr;
 }
 

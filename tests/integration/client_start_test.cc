@@ -39,8 +39,8 @@ namespace tensorscope::itest {
 namespace {
 
 using nlohmann::json;
-using testing::slurp;
 using ::testing::HasSubstr;
+using testing::slurp;
 using namespace std::chrono_literals;
 
 constexpr Millis kStartTimeout = 30s;
@@ -122,8 +122,8 @@ class ClientStartTest : public ProcessFixture {
 
   ChildProcess* start_producer(const std::string& name, const std::string& runtime_dir, int rank,
                                const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args = {"--session", name,   "--runtime-dir", runtime_dir,
-                                     "--rank",    std::to_string(rank), "--seed", std::to_string(7 + rank)};
+    std::vector<std::string> args = {"--session",          name,     "--runtime-dir",         runtime_dir, "--rank",
+                                     std::to_string(rank), "--seed", std::to_string(7 + rank)};
     args.insert(args.end(), extra.begin(), extra.end());
     return ProcessFixture::start_producer(args, env);
   }
@@ -146,9 +146,17 @@ TEST_F(ClientStartTest, SmallRuntimeDirectoryNeverKillsTheTraining) {
   const std::string name = session("shm");
   DaemonProcess* daemon = start_ready_daemon(name, tmpfs.path());
   ASSERT_NE(daemon, nullptr);
-  const std::vector<std::string> train = {"--track-model", "--count", "600", "--every-n", "1", "--budget",
-                                          std::to_string(128 * kMiB), "--wait-connect-ms", "0",
-                                          "--connect-timeout-ms", "20000"};
+  const std::vector<std::string> train = {"--track-model",
+                                          "--count",
+                                          "600",
+                                          "--every-n",
+                                          "1",
+                                          "--budget",
+                                          std::to_string(128 * kMiB),
+                                          "--wait-connect-ms",
+                                          "0",
+                                          "--connect-timeout-ms",
+                                          "20000"};
   auto check = [&](ChildProcess* p, uint64_t expected_bytes) {
     const json line = final_line(p);
     ASSERT_TRUE(line.is_object()) << "no final line from producer " << p->pid();
@@ -205,8 +213,8 @@ TEST_F(ClientStartTest, ProducersStartedAfterTheDaemonLoseNoPush) {
   std::vector<ChildProcess*> producers;
   for (int rank = 0; rank < 4; ++rank) {
     producers.push_back(start_producer(name, runtime_dir_, rank,
-                                       {"--count", "100", "--sleep-us", "2000", "--streams", "2",
-                                        "--wait-connect-ms", "0", "--connect-timeout-ms", "20000"}));
+                                       {"--count", "100", "--sleep-us", "2000", "--streams", "2", "--wait-connect-ms",
+                                        "0", "--connect-timeout-ms", "20000"}));
     ASSERT_NE(producers.back(), nullptr);
   }
   for (ChildProcess* p : producers) {
@@ -226,12 +234,14 @@ TEST_F(ClientStartTest, ADaemonStartedLaterIsNoticedAtOnce) {
                                    {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--report-ms", "20",
                                     "--wait-connect-ms", "0", "--reconnect-ms", "600000"});
   ASSERT_NE(p, nullptr);
-  ASSERT_TRUE(wait_json_line(*p, [](const json& j) { return u64(j, "not_connected") > 10; }, kStartTimeout)
+  ASSERT_TRUE(wait_json_line(
+                  *p, [](const json& j) { return u64(j, "not_connected") > 10; }, kStartTimeout)
                   .is_object());
   DaemonProcess* daemon = start_ready_daemon(name, runtime_dir_);
   ASSERT_NE(daemon, nullptr);
   const auto ready = Clock::now();
-  const json connected = wait_json_line(*p, [](const json& j) { return j.value("connected", false); }, 60s);
+  const json connected = wait_json_line(
+      *p, [](const json& j) { return j.value("connected", false); }, 60s);
   ASSERT_TRUE(connected.is_object()) << "the producer did not notice the daemon";
   EXPECT_LT(Clock::now() - ready, 20s);
   release_producer(p);
@@ -274,8 +284,8 @@ TEST_F(ClientStartTest, AutostartFourRanksOneDaemonThatExitsWhenIdle) {
   EXPECT_EQ(supervisors_of(name), std::vector<pid_t>{daemon_pid}) << "one daemon for the session";
   // Detached: its own session, not a child of any producer.
   EXPECT_EQ(::getsid(daemon_pid), daemon_pid);
-  CommandResult table = run_command({TENSORSCOPE_CLI_PATH, "status", "--session", name, "--runtime-dir", runtime_dir_},
-                                    logs_, 30s);
+  CommandResult table =
+      run_command({TENSORSCOPE_CLI_PATH, "status", "--session", name, "--runtime-dir", runtime_dir_}, logs_, 30s);
   EXPECT_THAT(table.out, HasSubstr("autostarted by a client"));
 
   for (ChildProcess* p : producers) release_producer(p);
@@ -338,9 +348,10 @@ TEST_F(ClientStartTest, AnAutostartedDaemonSlowerThanTheConstructorLosesNoFirstP
 
 TEST_F(ClientStartTest, AutostartWithABadDaemonPathIsAStateAndTheTrainingRuns) {
   const std::string name = session("nodaemon");
-  ChildProcess* p = start_producer(name, runtime_dir_, 0,
-                                   {"--count", "50", "--wait-connect-ms", "0", "--autostart", "--daemon",
-                                    tmp_.path() + "/missing/tensorscoped", "--autostart-output", tmp_.path() + "/runs"});
+  ChildProcess* p =
+      start_producer(name, runtime_dir_, 0,
+                     {"--count", "50", "--wait-connect-ms", "0", "--autostart", "--daemon",
+                      tmp_.path() + "/missing/tensorscoped", "--autostart-output", tmp_.path() + "/runs"});
   ASSERT_NE(p, nullptr);
   const json line = final_line(p);
   ASSERT_TRUE(line.is_object());
@@ -365,7 +376,9 @@ TEST_F(ClientStartTest, LeftoverSegmentsOfKilledProcessesAreRemovedLiveOnesKept)
     ChildProcess* p = start_producer(s, runtime_dir_, rank,
                                      {"--count", "0", "--stdin-control", "--sleep-us", "5000", "--report-ms", "20",
                                       "--budget", std::to_string(8 * kMiB), "--wait-connect-ms", "20000"});
-    EXPECT_TRUE(wait_json_line(*p, [](const json& j) { return u64(j, "pushed") > 0; }, kStartTimeout).is_object());
+    EXPECT_TRUE(wait_json_line(
+                    *p, [](const json& j) { return u64(j, "pushed") > 0; }, kStartTimeout)
+                    .is_object());
     return p;
   };
   DaemonProcess* first = start_ready_daemon(name, runtime_dir_);
@@ -379,9 +392,8 @@ TEST_F(ClientStartTest, LeftoverSegmentsOfKilledProcessesAreRemovedLiveOnesKept)
   const std::string other = session("live");
   ASSERT_NE(start_ready_daemon(other, runtime_dir_), nullptr);
   ChildProcess* live = connected_producer(other, 1);
-  const std::vector<std::string> live_segment = list_dir(runtime_dir_, [&](const std::string& n) {
-    return segment_file_pid(n) == live->pid();
-  });
+  const std::vector<std::string> live_segment =
+      list_dir(runtime_dir_, [&](const std::string& n) { return segment_file_pid(n) == live->pid(); });
   ASSERT_EQ(live_segment.size(), 1u);
 
   DaemonProcess* second = start_ready_daemon(name, runtime_dir_);  // a daemon start cleans up
@@ -398,7 +410,8 @@ TEST_F(ClientStartTest, LeftoverSegmentsOfKilledProcessesAreRemovedLiveOnesKept)
   release_producer(newcomer);  // its connection thread has run by then
   EXPECT_EQ(segment_files(runtime_dir_), live_segment);
   // The live producer never noticed any of it.
-  const json still = wait_json_line(*live, [](const json& j) { return u64(j, "pushed") > 100; }, kStartTimeout);
+  const json still = wait_json_line(
+      *live, [](const json& j) { return u64(j, "pushed") > 100; }, kStartTimeout);
   ASSERT_TRUE(still.is_object());
   EXPECT_EQ(u64(still, "connections"), 1u);
   release_producer(live);
@@ -418,8 +431,8 @@ TEST_F(ClientStartTest, SecondDaemonRefusedAndHostileRegistrationsLoggedSafely) 
   EXPECT_THAT(twin->log(), HasSubstr("already running"));
 
   const std::string hostile = "\x1b[2J\x1b]0;pwned\x07\nforged line " + std::string(70000, 'B');
-  auto reply = request_reply(daemon->socket_path(),
-                             {{"type", "register"}, {"abi", 2}, {"session", hostile}, {"segment", "x"}});
+  auto reply =
+      request_reply(daemon->socket_path(), {{"type", "register"}, {"abi", 2}, {"session", hostile}, {"segment", "x"}});
   ASSERT_TRUE(reply) << reply.message();
   EXPECT_EQ(reply->value("type", ""), "error");
   ASSERT_TRUE(daemon->wait_status([](const json& s) { return s.value("registrations_refused", 0) >= 1; }, 10s));

@@ -16,16 +16,19 @@ TEST_F(IntegrationTest, KilledWorkerIsRestartedAndFinishedFilesSurvive) {
   const std::string name = session("wkill");
   DaemonProcess* daemon = start_ready_daemon(name, output_dir("wkill"), 1, write_config(10));
   ASSERT_NE(daemon, nullptr);
-  ChildProcess* producer = start_producer(
-      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "2"});
+  ChildProcess* producer =
+      start_producer(name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "2"});
   ASSERT_NE(producer, nullptr);
 
   std::vector<json> before;
-  ASSERT_TRUE(wait_until([&] {
-    auto files = read_index(daemon->session_dir());
-    if (files.is_ok()) before = *files;
-    return !before.empty();
-  }, kSettleTimeout)) << "no finished file appeared in index.json";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto files = read_index(daemon->session_dir());
+        if (files.is_ok()) before = *files;
+        return !before.empty();
+      },
+      kSettleTimeout))
+      << "no finished file appeared in index.json";
 
   auto status = daemon->status();
   ASSERT_TRUE(status.is_ok()) << status.message();
@@ -37,18 +40,24 @@ TEST_F(IntegrationTest, KilledWorkerIsRestartedAndFinishedFilesSurvive) {
   ASSERT_EQ(::kill(old_pid, SIGKILL), 0);
 
   json last;
-  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
-    const json w = s["workers"][0];
-    return u64(w, "restarts") == 1 && w.value("alive", false) && w.value("pid", -1) > 0 &&
-           w.value("pid", -1) != old_pid;
-  }, 30s, &last)) << "the worker was not restarted:\n" << last.dump(2);
+  EXPECT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        const json w = s["workers"][0];
+        return u64(w, "restarts") == 1 && w.value("alive", false) && w.value("pid", -1) > 0 &&
+            w.value("pid", -1) != old_pid;
+      },
+      30s, &last))
+      << "the worker was not restarted:\n"
+      << last.dump(2);
 
   // The restarted worker picks the producer up again: records keep arriving.
   const uint64_t received_at_restart = u64(producer_entry(last, producer->pid()), "received");
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    return u64(producer_entry(s, producer->pid()), "received") > received_at_restart;
-  }, kProgressTimeout, &last)) << "the restarted worker does not read the producer's ring "
-                               << "(received stays at " << received_at_restart << "):\n" << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) { return u64(producer_entry(s, producer->pid()), "received") > received_at_restart; },
+      kProgressTimeout, &last))
+      << "the restarted worker does not read the producer's ring "
+      << "(received stays at " << received_at_restart << "):\n"
+      << last.dump(2);
 
   // Everything finished so far came from the old worker; files finished from now on
   // hold later steps and come from the new one.
@@ -57,16 +66,19 @@ TEST_F(IntegrationTest, KilledWorkerIsRestartedAndFinishedFilesSurvive) {
     last_step_at_restart = std::max(last_step_at_restart, f.value("last_step", int64_t{-1}));
   }
   std::vector<json> later;
-  EXPECT_TRUE(wait_until([&] {
-    later.clear();
-    auto files = read_index(daemon->session_dir());
-    if (files.is_ok()) {
-      for (const auto& f : *files) {
-        if (f.value("first_step", int64_t{-1}) > last_step_at_restart) later.push_back(f);
-      }
-    }
-    return !later.empty();
-  }, kSettleTimeout)) << "no file finished after the restart (last step before: " << last_step_at_restart << ")";
+  EXPECT_TRUE(wait_until(
+      [&] {
+        later.clear();
+        auto files = read_index(daemon->session_dir());
+        if (files.is_ok()) {
+          for (const auto& f : *files) {
+            if (f.value("first_step", int64_t{-1}) > last_step_at_restart) later.push_back(f);
+          }
+        }
+        return !later.empty();
+      },
+      kSettleTimeout))
+      << "no file finished after the restart (last step before: " << last_step_at_restart << ")";
 
   // The producer never noticed.
   ASSERT_TRUE(producer->write_stdin("stop\n"));
@@ -103,10 +115,11 @@ TEST_F(IntegrationTest, AKilledWorkersUndrawnRecordsAreCounted) {
   ChildProcess* producer = start_producer(name, 0, {"--count", "0", "--stdin-control", "--streams", "4"});
   ASSERT_NE(producer, nullptr);
   json last;
-  ASSERT_TRUE(daemon->wait_status(
-      [&](const json& s) { return u64(producer_entry(s, producer->pid()), "in_render") >= 2; }, kProgressTimeout,
-      &last))
-      << "the worker's render queue never held records:\n" << last.dump(2);
+  ASSERT_TRUE(
+      daemon->wait_status([&](const json& s) { return u64(producer_entry(s, producer->pid()), "in_render") >= 2; },
+                          kProgressTimeout, &last))
+      << "the worker's render queue never held records:\n"
+      << last.dump(2);
   const pid_t old_pid = static_cast<pid_t>(last["workers"][0].value("pid", -1));
   ASSERT_GT(old_pid, 0);
   ASSERT_EQ(::kill(old_pid, SIGKILL), 0);
@@ -135,27 +148,33 @@ TEST_F(IntegrationTest, KilledWorkersOpenVideosAreKeptUpToTheirLastFrame) {
       name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "4000", "--streams", "2", "--report-ms", "100"});
   ASSERT_NE(producer, nullptr);
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    return u64(producer_entry(s, producer->pid()), "received") >= 200;
-  }, kSettleTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) { return u64(producer_entry(s, producer->pid()), "received") >= 200; }, kSettleTimeout, &last))
+      << last.dump(2);
   EXPECT_TRUE(index_or_fail(daemon->session_dir()).empty()) << "nothing is finished before the kill";
   const pid_t old_pid = static_cast<pid_t>(last["workers"][0].value("pid", -1));
   ASSERT_EQ(::kill(old_pid, SIGKILL), 0);
   const auto killed_at = Clock::now();
   // The cut files are listed once the supervisor has seen the worker die.
   std::vector<json> cut;
-  EXPECT_TRUE(wait_until([&] {
-    auto files = read_index(daemon->session_dir());
-    if (files.is_ok()) cut = *files;
-    return cut.size() >= 2;
-  }, kSettleTimeout)) << "the killed worker's videos were not listed";
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto files = read_index(daemon->session_dir());
+        if (files.is_ok()) cut = *files;
+        return cut.size() >= 2;
+      },
+      kSettleTimeout))
+      << "the killed worker's videos were not listed";
   std::fprintf(stderr, "[ timing ] cut files listed %.2f s after kill -9\n",
                std::chrono::duration<double>(Clock::now() - killed_at).count());
   const uint64_t received_at_kill = u64(producer_entry(last, producer->pid()), "received");
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    return s["workers"][0].value("alive", false) && u64(s["workers"][0], "restarts") == 1 &&
-           u64(producer_entry(s, producer->pid()), "received") > received_at_kill + 50;
-  }, kProgressTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        return s["workers"][0].value("alive", false) && u64(s["workers"][0], "restarts") == 1 &&
+            u64(producer_entry(s, producer->pid()), "received") > received_at_kill + 50;
+      },
+      kProgressTimeout, &last))
+      << last.dump(2);
   ASSERT_TRUE(producer->write_stdin("stop\n"));
   const json f = final_line(producer);
   ASSERT_TRUE(f.is_object());
@@ -180,7 +199,8 @@ TEST_F(IntegrationTest, KilledWorkersOpenVideosAreKeptUpToTheirLastFrame) {
   // Per stream and mode: the cut file, then the restarted worker's segment after it.
   for (const json& c : cut) {
     const auto later = std::find_if(files.begin(), files.end(), [&](const json& x) {
-      return x.value("stream", "") == c.value("stream", "") && x.value("first_step", int64_t{-1}) > c.value("last_step", int64_t{0});
+      return x.value("stream", "") == c.value("stream", "") &&
+          x.value("first_step", int64_t{-1}) > c.value("last_step", int64_t{0});
     });
     EXPECT_NE(later, files.end()) << "no segment after " << c.dump();
   }
@@ -199,9 +219,10 @@ TEST_F(IntegrationTest, ARestartedDaemonListsWhatAKilledOneLeft) {
       name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--streams", "3", "--report-ms", "50"});
   ASSERT_NE(producer, nullptr);
   json last;
-  ASSERT_TRUE(first->wait_status([&](const json& s) {
-    return u64(producer_entry(s, producer->pid()), "received") >= 150;
-  }, kProgressTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(
+      first->wait_status([&](const json& s) { return u64(producer_entry(s, producer->pid()), "received") >= 150; },
+                         kProgressTimeout, &last))
+      << last.dump(2);
   const pid_t worker = static_cast<pid_t>(last["workers"][0].value("pid", -1));
   ASSERT_TRUE(first->process().send_signal(SIGKILL));
   ASSERT_TRUE(first->process().wait_exit(kExitTimeout).has_value());
@@ -228,21 +249,24 @@ TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {
   const std::string config = write_config(10);
   DaemonProcess* first = start_ready_daemon(name, output_dir("first"), 1, config);
   ASSERT_NE(first, nullptr);
-  const std::vector<std::string> args = {"--count", "0", "--stdin-control", "--sleep-us", "2000",
-                                         "--streams", "2", "--report-ms", "50"};
-  ChildProcess* stays = start_producer(name, 0, args);  // reconnects to the second daemon
+  const std::vector<std::string> args = {"--count",   "0", "--stdin-control", "--sleep-us", "2000",
+                                         "--streams", "2", "--report-ms",     "50"};
+  ChildProcess* stays = start_producer(name, 0, args);   // reconnects to the second daemon
   ChildProcess* leaves = start_producer(name, 1, args);  // exits while no daemon runs
   ASSERT_NE(stays, nullptr);
   ASSERT_NE(leaves, nullptr);
 
   json last;
-  ASSERT_TRUE(first->wait_status([&](const json& s) {
-    for (auto* p : {stays, leaves}) {
-      if (u64(producer_entry(s, p->pid()), "received") == 0) return false;
-    }
-    return true;
-  }, kProgressTimeout, &last)) << "the first daemon did not receive records from both producers:\n"
-                               << last.dump(2);
+  ASSERT_TRUE(first->wait_status(
+      [&](const json& s) {
+        for (auto* p : {stays, leaves}) {
+          if (u64(producer_entry(s, p->pid()), "received") == 0) return false;
+        }
+        return true;
+      },
+      kProgressTimeout, &last))
+      << "the first daemon did not receive records from both producers:\n"
+      << last.dump(2);
 
   ASSERT_TRUE(first->process().send_signal(SIGKILL));
   auto killed = first->process().wait_exit(kExitTimeout);
@@ -252,7 +276,8 @@ TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {
   // Both producers go on pushing and count their pushes as not connected.
   int64_t stays_calls_disconnected = -1;
   for (auto* p : {stays, leaves}) {
-    const json j = progress_line(p, [](const json& l) { return u64(l, "not_connected") > 0; }, kSettleTimeout);
+    const json j = progress_line(
+        p, [](const json& l) { return u64(l, "not_connected") > 0; }, kSettleTimeout);
     ASSERT_TRUE(j.is_object()) << "producer " << p->pid() << " never reported a not-connected push";
     EXPECT_TRUE(p->running());
     if (p == stays) stays_calls_disconnected = j.value("calls", int64_t{-1});
@@ -268,13 +293,13 @@ TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {
 
   DaemonProcess* second = start_ready_daemon(name, output_dir("second"), 1, config);
   ASSERT_NE(second, nullptr);
-  const json reconnected = progress_line(stays, [](const json& l) { return u64(l, "connections") >= 2; },
-                                         kSettleTimeout);
+  const json reconnected = progress_line(
+      stays, [](const json& l) { return u64(l, "connections") >= 2; }, kSettleTimeout);
   ASSERT_TRUE(reconnected.is_object()) << "the producer did not reconnect to the new daemon";
-  ASSERT_TRUE(second->wait_status([&](const json& s) {
-    return u64(producer_entry(s, stays->pid()), "received") > 0;
-  }, kProgressTimeout, &last)) << "the reconnected producer's records do not reach the new daemon:\n"
-                               << last.dump(2);
+  ASSERT_TRUE(second->wait_status([&](const json& s) { return u64(producer_entry(s, stays->pid()), "received") > 0; },
+                                  kProgressTimeout, &last))
+      << "the reconnected producer's records do not reach the new daemon:\n"
+      << last.dump(2);
 
   ASSERT_TRUE(stays->write_stdin("stop\n"));
   const json stayed = final_line(stays);
@@ -284,10 +309,13 @@ TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {
   EXPECT_GE(u64(stayed, "connections"), 2u);
 
   // The new segment's counters: what the second daemon got from this producer.
-  ASSERT_TRUE(second->wait_status([&](const json& s) {
-    const json p = producer_entry(s, stays->pid());
-    return p.is_object() && u64(p, "received") == u64(p, "pushed");
-  }, kSettleTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(second->wait_status(
+      [&](const json& s) {
+        const json p = producer_entry(s, stays->pid());
+        return p.is_object() && u64(p, "received") == u64(p, "pushed");
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   const json entry = producer_entry(last, stays->pid());
   const uint64_t pushed_to_second = u64(entry, "pushed");
   EXPECT_EQ(u64(entry, "dropped_invalid"), 0u);
@@ -318,25 +346,28 @@ TEST_F(IntegrationTest, ATruncatedSegmentDoesNotKillTheWorker) {
   const std::string name = session("trunc");
   DaemonProcess* daemon = start_ready_daemon(name, output_dir("trunc"), 1, write_config(20));
   ASSERT_NE(daemon, nullptr);
-  ChildProcess* producer = start_producer(
-      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--streams", "2", "--report-ms", "100",
-                "--guard-sigbus"});
+  ChildProcess* producer = start_producer(name, 0,
+                                          {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--streams", "2",
+                                           "--report-ms", "100", "--guard-sigbus"});
   ASSERT_NE(producer, nullptr);
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    return u64(producer_entry(s, producer->pid()), "received") >= 50;
-  }, kSettleTimeout, &last));
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) { return u64(producer_entry(s, producer->pid()), "received") >= 50; }, kSettleTimeout, &last));
   std::string segment;
   for (const auto& e : std::filesystem::directory_iterator(runtime_dir_)) {
     if (e.path().extension() == ".seg") segment = e.path().string();
   }
   ASSERT_FALSE(segment.empty()) << "no segment in " << runtime_dir_;
   ASSERT_EQ(::truncate(segment.c_str(), 4096), 0) << std::strerror(errno);  // the header page stays
-  const json again = progress_line(producer, [](const json& l) { return u64(l, "connections") >= 2; }, kSettleTimeout);
+  const json again = progress_line(
+      producer, [](const json& l) { return u64(l, "connections") >= 2; }, kSettleTimeout);
   ASSERT_TRUE(again.is_object()) << "the producer did not register again";
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    return u64(producer_entry(s, producer->pid()), "received") >= 20;  // the new segment's counters
-  }, kSettleTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        return u64(producer_entry(s, producer->pid()), "received") >= 20;  // the new segment's counters
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   EXPECT_EQ(u64(last["workers"][0], "restarts"), 0u) << last["workers"][0].dump();
   ASSERT_TRUE(producer->write_stdin("stop\n"));
   ASSERT_TRUE(final_line(producer).is_object());

@@ -32,8 +32,7 @@ class CudaIpcTest : public ::testing::TestWithParam<bool> {
   }
 
   // Starts ipc_sink for `session`; its log is <dir>/<name>.log.
-  std::unique_ptr<ChildProcess> start_sink(const std::string& session, const std::string& log,
-                                           bool host_only) {
+  std::unique_ptr<ChildProcess> start_sink(const std::string& session, const std::string& log, bool host_only) {
     ChildProcess::Options o;
     o.argv = {IPC_SINK_PATH, dir_.path() + "/run", session, log};
     if (host_only) o.argv.push_back("--host-only");
@@ -76,8 +75,8 @@ std::pair<int, int> summaries_in(const std::vector<LoggedRecord>& records) {
   for (const auto& r : records) {
     if (r.kind != static_cast<uint8_t>(wire::TensorKind::kSummary)) continue;
     ++summary_records;
-    const auto parsed = parse_summaries(
-        std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
+    const auto parsed =
+        parse_summaries(std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
     EXPECT_TRUE(parsed.is_ok()) << parsed.message();
     if (!parsed.is_ok()) continue;
     for (const TensorSummary& s : *parsed) {
@@ -106,9 +105,9 @@ TEST_P(CudaIpcTest, PushedTensorsArriveByteForByte) {
     EXPECT_EQ(client.push(name, t), PushResult::kPushed) << name;
     expected[name] = bytes_of(t.cpu());
   };
-  const std::vector<torch::ScalarType> types = {torch::kFloat32, torch::kFloat64, torch::kFloat16,
-                                                torch::kBFloat16, torch::kInt8, torch::kInt16,
-                                                torch::kInt32, torch::kInt64, torch::kUInt8, torch::kBool};
+  const std::vector<torch::ScalarType> types = {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16,
+                                                torch::kInt8,    torch::kInt16,   torch::kInt32,   torch::kInt64,
+                                                torch::kUInt8,   torch::kBool};
   for (const auto type : types) {
     torch::Tensor t = torch::randint(-100, 100, {37, 129}, cuda.dtype(torch::kInt64));
     t = type == torch::kBool ? t.gt(0) : type == torch::kUInt8 ? t.abs().to(type) : t.to(type);
@@ -176,7 +175,8 @@ TEST_P(CudaIpcTest, ModelTrainedOnTheGpuSendsItsTrackedTensors) {
   for (int step = 0; step < steps; ++step) {
     client.set_step(step);
     const torch::Tensor x = torch::randn({16, 32}, torch::kCUDA);
-    const torch::Tensor y = torch::randint(0, 10, {16}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kLong));
+    const torch::Tensor y =
+        torch::randint(0, 10, {16}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kLong));
     opt.zero_grad();
     const torch::Tensor out = net->forward(x);
     fc2_outputs.push_back(bytes_of(out.detach().cpu()));

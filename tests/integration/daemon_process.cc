@@ -162,10 +162,12 @@ bool ChildProcess::send_signal(int signo) {
 bool ChildProcess::running() { return !reap(WNOHANG); }
 
 std::optional<ExitInfo> ChildProcess::wait_exit(Millis timeout) {
-  wait_until([&] {
-    pump_stdout();  // keep a chatty child from blocking on a full pipe
-    return reap(WNOHANG);
-  }, timeout, Millis(5));
+  wait_until(
+      [&] {
+        pump_stdout();  // keep a chatty child from blocking on a full pipe
+        return reap(WNOHANG);
+      },
+      timeout, Millis(5));
   return exit_;
 }
 
@@ -225,8 +227,8 @@ std::optional<std::string> ChildProcess::next_line(Millis timeout) {
   }
 }
 
-std::optional<std::string> ChildProcess::wait_for_line(
-    const std::function<bool(const std::string&)>& predicate, Millis timeout) {
+std::optional<std::string> ChildProcess::wait_for_line(const std::function<bool(const std::string&)>& predicate,
+                                                       Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   size_t checked = 0;
   for (;;) {
@@ -249,14 +251,12 @@ std::string ChildProcess::stderr_text() const {
   return ss.str();
 }
 
-CommandResult run_command(const std::vector<std::string>& argv, const std::string& log_dir,
-                          Millis timeout) {
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& log_dir, Millis timeout) {
   static int counter = 0;
   CommandResult result;
   ChildProcess::Options options;
   options.argv = argv;
-  options.stderr_path = log_dir + "/command-" + std::to_string(::getpid()) + "-" +
-                        std::to_string(counter++) + ".err";
+  options.stderr_path = log_dir + "/command-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".err";
   options.pipe_stdout = true;
   std::string error;
   auto child = ChildProcess::start(options, &error);
@@ -279,8 +279,7 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
 
 // ---- status and files ----
 
-StatusOr<nlohmann::json> request_reply(const std::string& socket_path, const nlohmann::json& request,
-                                       int timeout_ms) {
+StatusOr<nlohmann::json> request_reply(const std::string& socket_path, const nlohmann::json& request, int timeout_ms) {
   auto fd = connect_unix(socket_path);
   if (!fd) return fd.status();
   MessageChannel channel(*fd);
@@ -313,8 +312,7 @@ StatusOr<std::vector<nlohmann::json>> read_index(const std::string& session_dir)
   return files;
 }
 
-std::vector<std::string> list_dir(const std::string& dir,
-                                  const std::function<bool(const std::string&)>& predicate) {
+std::vector<std::string> list_dir(const std::string& dir, const std::function<bool(const std::string&)>& predicate) {
   std::vector<std::string> out;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return out;
@@ -347,8 +345,9 @@ nlohmann::json wait_json_line(ChildProcess& child, const std::function<bool(cons
 
 std::unique_ptr<DaemonProcess> DaemonProcess::start(const DaemonSpec& spec, std::string* error) {
   ChildProcess::Options options;
-  options.argv = {spec.executable, "--config", spec.config_path, "--output", spec.output_dir,
-                  "--session", spec.session, "--workers", std::to_string(spec.workers),
+  options.argv = {spec.executable, "--config",      spec.config_path,
+                  "--output",      spec.output_dir, "--session",
+                  spec.session,    "--workers",     std::to_string(spec.workers),
                   "--runtime-dir", spec.runtime_dir};
   options.stderr_path = spec.log_path;
   auto process = ChildProcess::start(options, error);
@@ -359,35 +358,37 @@ std::unique_ptr<DaemonProcess> DaemonProcess::start(const DaemonSpec& spec, std:
   return daemon;
 }
 
-std::string DaemonProcess::socket_path() const {
-  return session_socket_path(spec_.runtime_dir, spec_.session);
-}
+std::string DaemonProcess::socket_path() const { return session_socket_path(spec_.runtime_dir, spec_.session); }
 
 Status DaemonProcess::wait_ready(Millis timeout) {
   std::string last_error = "no answer";
-  const bool ready = wait_until([&] {
-    if (!process_->running()) return true;
-    auto s = status(500);
-    if (s) return true;
-    last_error = s.message();
-    return false;
-  }, timeout, Millis(20));
+  const bool ready = wait_until(
+      [&] {
+        if (!process_->running()) return true;
+        auto s = status(500);
+        if (s) return true;
+        last_error = s.message();
+        return false;
+      },
+      timeout, Millis(20));
   if (!process_->running()) {
-    return Status::error("tensorscoped exited during start-up (" + process_->exit_info()->describe() +
-                         "); log:\n" + log());
+    return Status::error("tensorscoped exited during start-up (" + process_->exit_info()->describe() + "); log:\n" +
+                         log());
   }
   if (!ready) return Status::error("tensorscoped did not answer on " + socket_path() + " in time: " + last_error);
   return Status::ok();
 }
 
-bool DaemonProcess::wait_status(const std::function<bool(const nlohmann::json&)>& predicate,
-                                Millis timeout, nlohmann::json* last) const {
-  return wait_until([&] {
-    auto s = status();
-    if (!s) return false;
-    if (last != nullptr) *last = *s;
-    return predicate(*s);
-  }, timeout, Millis(20));
+bool DaemonProcess::wait_status(const std::function<bool(const nlohmann::json&)>& predicate, Millis timeout,
+                                nlohmann::json* last) const {
+  return wait_until(
+      [&] {
+        auto s = status();
+        if (!s) return false;
+        if (last != nullptr) *last = *s;
+        return predicate(*s);
+      },
+      timeout, Millis(20));
 }
 
 }  // namespace tensorscope::itest

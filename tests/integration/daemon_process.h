@@ -43,11 +43,11 @@ bool wait_until(const std::function<bool()>& condition, Millis timeout, Millis p
 class ChildProcess {
  public:
   struct Options {
-    std::vector<std::string> argv;               // argv[0] is the executable path
-    std::vector<std::string> env;                // extra "KEY=VALUE" entries
-    std::string stderr_path;                     // stderr (and stdout unless piped) go here
-    bool pipe_stdin = false;                     // the test writes to / closes stdin
-    bool pipe_stdout = false;                    // the test reads stdout line by line
+    std::vector<std::string> argv;  // argv[0] is the executable path
+    std::vector<std::string> env;   // extra "KEY=VALUE" entries
+    std::string stderr_path;        // stderr (and stdout unless piped) go here
+    bool pipe_stdin = false;        // the test writes to / closes stdin
+    bool pipe_stdout = false;       // the test reads stdout line by line
   };
 
   // Starts the child; nullptr and *error on failure.
@@ -79,8 +79,7 @@ class ChildProcess {
   void pump_stdout();
   const std::vector<std::string>& all_lines() const { return lines_; }
   // Reads lines until one satisfies `predicate` (checked on every line, old ones too).
-  std::optional<std::string> wait_for_line(const std::function<bool(const std::string&)>& predicate,
-                                           Millis timeout);
+  std::optional<std::string> wait_for_line(const std::function<bool(const std::string&)>& predicate, Millis timeout);
 
   std::string stderr_text() const;
 
@@ -107,8 +106,7 @@ struct CommandResult {
   std::string err;
   bool timed_out = false;
 };
-CommandResult run_command(const std::vector<std::string>& argv, const std::string& log_dir,
-                          Millis timeout);
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& log_dir, Millis timeout);
 
 // One status request over the session socket (a framed JSON {"type":"status"}).
 StatusOr<nlohmann::json> query_status(const std::string& socket_path, int timeout_ms = 3000);
@@ -121,8 +119,7 @@ StatusOr<nlohmann::json> request_reply(const std::string& socket_path, const nlo
 StatusOr<std::vector<nlohmann::json>> read_index(const std::string& session_dir);
 
 // Names in `dir` (no recursion) for which `predicate` holds.
-std::vector<std::string> list_dir(const std::string& dir,
-                                  const std::function<bool(const std::string&)>& predicate);
+std::vector<std::string> list_dir(const std::string& dir, const std::function<bool(const std::string&)>& predicate);
 
 // Parses one JSON line; a discarded value when it is not JSON.
 nlohmann::json parse_json_line(const std::string& line);

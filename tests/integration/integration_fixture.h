@@ -54,9 +54,7 @@ inline bool is_final_video(const std::string& name) {
   return !is_temp_video(name) && name.size() > 4 && name.compare(name.size() - 4, 4, ".mp4") == 0;
 }
 
-inline std::string stream_key(const std::string& stream, int rank) {
-  return stream + "@rank" + std::to_string(rank);
-}
+inline std::string stream_key(const std::string& stream, int rank) { return stream + "@rank" + std::to_string(rank); }
 
 inline uint64_t u64(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return 0;
@@ -91,8 +89,9 @@ inline void add_expected(const json& final_line, int rank, std::map<std::string,
 // Every push call falls in exactly one bucket.
 inline void expect_accounted(const json& line, const std::string& who) {
   SCOPED_TRACE(who + ": " + line.dump());
-  EXPECT_EQ(u64(line, "calls"), u64(line, "pushed") + u64(line, "dropped_full") + u64(line, "refused") +
-                                    u64(line, "not_connected") + u64(line, "gated"));
+  EXPECT_EQ(u64(line, "calls"),
+            u64(line, "pushed") + u64(line, "dropped_full") + u64(line, "refused") + u64(line, "not_connected") +
+                u64(line, "gated"));
   EXPECT_EQ(u64(line, "refused"), u64(line, "expected_refusals"));
   uint64_t per_stream_total = 0;
   const json per_stream = line.value("per_stream", json::object());
@@ -109,13 +108,13 @@ class IntegrationTest : public ProcessFixture {
   std::string output_dir(const std::string& tag) const { return tmp_.path() + "/out-" + tag; }
 
   // Small frames and short timings make the tests fast.
-  std::string write_config(int max_frames, int shutdown_timeout_ms = 45000, int width = 160,
-                           int height = 120, const std::string& extra_yaml = "") {
+  std::string write_config(int max_frames, int shutdown_timeout_ms = 45000, int width = 160, int height = 120,
+                           const std::string& extra_yaml = "") {
     const std::string path = tmp_.path() + "/config-" + std::to_string(configs_++) + ".yaml";
     std::ofstream out(path);
     out << "log_level: info\n"
-        << "video:\n  width: " << width << "\n  height: " << height << "\n  fps: 10\n  max_frames: "
-        << max_frames << "\n"
+        << "video:\n  width: " << width << "\n  height: " << height << "\n  fps: 10\n  max_frames: " << max_frames
+        << "\n"
         << "supervisor:\n  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 10000\n"
         << "  restart_backoff_initial_ms: 100\n  restart_backoff_max_ms: 1000\n"
         << "  shutdown_timeout_ms: " << shutdown_timeout_ms << "\n"
@@ -128,31 +127,38 @@ class IntegrationTest : public ProcessFixture {
     return ProcessFixture::start_daemon({"", config, runtime_dir_, session_name, output, workers, ""});
   }
 
-  DaemonProcess* start_ready_daemon(const std::string& session_name, const std::string& output,
-                                    int workers, const std::string& config) {
+  DaemonProcess* start_ready_daemon(const std::string& session_name, const std::string& output, int workers,
+                                    const std::string& config) {
     return ProcessFixture::start_ready_daemon({"", config, runtime_dir_, session_name, output, workers, ""},
                                               kStartTimeout);
   }
 
   // A daemon (one worker, 320x240 frames) writing under `output` for a producer that
   // pushes 4 streams until told to stop on its stdin, once `files` videos are listed.
-  void start_writing(const std::string& session_name, const std::string& output, int files,
-                     DaemonProcess** daemon, ChildProcess** producer, json* last) {
+  void start_writing(const std::string& session_name, const std::string& output, int files, DaemonProcess** daemon,
+                     ChildProcess** producer, json* last) {
     *daemon = start_ready_daemon(session_name, output, 1, write_config(40, 45000, 320, 240));
     ASSERT_NE(*daemon, nullptr);
-    *producer = start_producer(session_name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000",
-                                                 "--streams", "4", "--report-ms", "100"});
+    *producer = start_producer(
+        session_name, 0,
+        {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
     ASSERT_NE(*producer, nullptr);
-    ASSERT_TRUE((*daemon)->wait_status([&](const json& s) { return s.value("files", 0) >= files; },
-                                       kSettleTimeout, last))
+    ASSERT_TRUE(
+        (*daemon)->wait_status([&](const json& s) { return s.value("files", 0) >= files; }, kSettleTimeout, last))
         << last->dump(2);
   }
 
-  ChildProcess* start_producer(const std::string& session_name, int rank,
-                               const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"--session", session_name, "--runtime-dir", runtime_dir_,
-                                     "--rank", std::to_string(rank), "--seed", std::to_string(1000 + rank),
-                                     "--wait-connect-ms", "30000"};
+  ChildProcess* start_producer(const std::string& session_name, int rank, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"--session",
+                                     session_name,
+                                     "--runtime-dir",
+                                     runtime_dir_,
+                                     "--rank",
+                                     std::to_string(rank),
+                                     "--seed",
+                                     std::to_string(1000 + rank),
+                                     "--wait-connect-ms",
+                                     "30000"};
     args.insert(args.end(), extra.begin(), extra.end());
     return ProcessFixture::start_producer(args);
   }
@@ -163,8 +169,7 @@ class IntegrationTest : public ProcessFixture {
   }
 
   // A progress (or final) line for which `predicate` holds.
-  static json progress_line(ChildProcess* p, const std::function<bool(const json&)>& predicate,
-                            Millis timeout) {
+  static json progress_line(ChildProcess* p, const std::function<bool(const json&)>& predicate, Millis timeout) {
     return wait_json_line(*p, predicate, timeout);
   }
 
@@ -174,8 +179,7 @@ class IntegrationTest : public ProcessFixture {
     EXPECT_TRUE(d->process().send_signal(SIGTERM));
     auto exit = d->process().wait_exit(timeout);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    EXPECT_TRUE(exit.has_value()) << "tensorscoped did not exit within " << timeout.count()
-                                  << " ms of SIGTERM";
+    EXPECT_TRUE(exit.has_value()) << "tensorscoped did not exit within " << timeout.count() << " ms of SIGTERM";
     if (exit) {
       EXPECT_TRUE(exit->exited && exit->code == 0) << "tensorscoped: " << exit->describe();
     }

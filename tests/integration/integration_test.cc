@@ -20,8 +20,7 @@ TEST_F(IntegrationTest, FourProducersEveryRecordBecomesOneFrame) {
   constexpr int kProducers = 4;
   std::vector<ChildProcess*> producers;
   for (int rank = 0; rank < kProducers; ++rank) {
-    std::vector<std::string> args = {"--count", "500", "--streams", std::to_string(3 + rank),
-                                     "--stdin-control"};
+    std::vector<std::string> args = {"--count", "500", "--streams", std::to_string(3 + rank), "--stdin-control"};
     if (rank == 2) args.push_back("--bad-inputs");
     producers.push_back(start_producer(name, rank, args));
     ASSERT_NE(producers.back(), nullptr);
@@ -44,14 +43,16 @@ TEST_F(IntegrationTest, FourProducersEveryRecordBecomesOneFrame) {
 
   // While the producers are still connected, the daemon catches up: received == pushed.
   json last;
-  const bool caught_up = daemon->wait_status([&](const json& s) {
-    for (int rank = 0; rank < kProducers; ++rank) {
-      const json p = producer_entry(s, producers[rank]->pid());
-      if (p.is_null()) return false;
-      if (u64(p, "received") + u64(p, "dropped_invalid") < u64(finals[rank], "pushed")) return false;
-    }
-    return true;
-  }, kSettleTimeout, &last);
+  const bool caught_up = daemon->wait_status(
+      [&](const json& s) {
+        for (int rank = 0; rank < kProducers; ++rank) {
+          const json p = producer_entry(s, producers[rank]->pid());
+          if (p.is_null()) return false;
+          if (u64(p, "received") + u64(p, "dropped_invalid") < u64(finals[rank], "pushed")) return false;
+        }
+        return true;
+      },
+      kSettleTimeout, &last);
   EXPECT_TRUE(caught_up) << "the daemon never received every pushed record:\n" << last.dump(2);
   for (int rank = 0; rank < kProducers; ++rank) {
     const json p = producer_entry(last, producers[rank]->pid());
@@ -72,9 +73,10 @@ TEST_F(IntegrationTest, FourProducersEveryRecordBecomesOneFrame) {
   for (auto* p : producers) release_producer(p);
 
   // Disconnected producers are drained and their files finalized.
-  EXPECT_TRUE(daemon->wait_status([](const json& s) {
-    return s.value("producers", json::array()).empty();
-  }, kSettleTimeout, &last)) << "producers still listed:\n" << last.dump(2);
+  EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
+                                  kSettleTimeout, &last))
+      << "producers still listed:\n"
+      << last.dump(2);
   for (const auto& w : last.value("workers", json::array())) {
     const json stats = w.value("stats", json::object());
     EXPECT_TRUE(w.value("alive", false)) << w.dump();
@@ -92,9 +94,8 @@ TEST_F(IntegrationTest, FourProducersEveryRecordBecomesOneFrame) {
   EXPECT_GT(files.size(), expected.size());
   for (const auto& f : files) EXPECT_LE(f.value("frames", 0), 20) << f.dump();
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
-  std::fprintf(stderr, "[ timing ] %zu files, %zu streams; SIGTERM->exit %.2f s; test %.1f s\n",
-               files.size(), expected.size(), stop_seconds,
-               std::chrono::duration<double>(Clock::now() - t0).count());
+  std::fprintf(stderr, "[ timing ] %zu files, %zu streams; SIGTERM->exit %.2f s; test %.1f s\n", files.size(),
+               expected.size(), stop_seconds, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 // 4. SIGTERM while producers push: exit 0 in time, every open video finalized and listed.
@@ -105,28 +106,31 @@ TEST_F(IntegrationTest, SigtermWhileProducersPushFinalizesEveryVideo) {
   // max_frames larger than anything pushed here: every file is finished by the SIGTERM.
   // Frames render slower than the fast producer pushes, so its ring is full at SIGTERM;
   // shutdown_timeout_ms bounds how long finalizing may take before workers are killed.
-  DaemonProcess* daemon = start_ready_daemon(
-      name, output_dir("term"), 2, write_config(100000, /*shutdown_timeout_ms=*/60000, 320, 240));
+  DaemonProcess* daemon =
+      start_ready_daemon(name, output_dir("term"), 2, write_config(100000, /*shutdown_timeout_ms=*/60000, 320, 240));
   ASSERT_NE(daemon, nullptr);
   std::vector<ChildProcess*> producers;
   producers.push_back(start_producer(
-      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "0", "--streams", "3",
-                "--max-elements", "256"}));
-  producers.push_back(start_producer(
-      name, 1, {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--streams", "3"}));
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "0", "--streams", "3", "--max-elements", "256"}));
+  producers.push_back(
+      start_producer(name, 1, {"--count", "0", "--stdin-control", "--sleep-us", "2000", "--streams", "3"}));
   for (auto* p : producers) ASSERT_NE(p, nullptr);
 
   // Wait until every stream has rendered frames (its video is open).
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    std::set<std::string> streams;  // (rank, name): shapes vary, so one name may use several modes
-    for (const auto& w : s["workers"]) {
-      for (const auto& st : w["stats"].value("streams", json::array())) {
-        if (u64(st, "frames") >= 5) streams.insert(std::to_string(st.value("rank", -1)) + "/" + st.value("stream", ""));
-      }
-    }
-    return streams.size() == 6;
-  }, kSettleTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        std::set<std::string> streams;  // (rank, name): shapes vary, so one name may use several modes
+        for (const auto& w : s["workers"]) {
+          for (const auto& st : w["stats"].value("streams", json::array())) {
+            if (u64(st, "frames") >= 5)
+              streams.insert(std::to_string(st.value("rank", -1)) + "/" + st.value("stream", ""));
+          }
+        }
+        return streams.size() == 6;
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   std::map<std::string, int64_t> frames_seen;
   for (const auto& w : last["workers"]) {
     for (const auto& st : w["stats"].value("streams", json::array())) {
@@ -178,8 +182,7 @@ TEST_F(IntegrationTest, TwoSessionsSideBySideKeepTheirOwnStreams) {
   }
   for (auto& side : sides) {
     side.producer = start_producer(side.session, side.rank,
-                                   {"--count", "200", "--streams", std::to_string(side.streams),
-                                    "--stdin-control"});
+                                   {"--count", "200", "--streams", std::to_string(side.streams), "--stdin-control"});
     ASSERT_NE(side.producer, nullptr);
   }
   for (auto& side : sides) {
@@ -187,18 +190,21 @@ TEST_F(IntegrationTest, TwoSessionsSideBySideKeepTheirOwnStreams) {
     ASSERT_TRUE(side.final.is_object());
     expect_accounted(side.final, side.session);
     json last;
-    EXPECT_TRUE(side.daemon->wait_status([&](const json& s) {
-      const auto producers = s.value("producers", json::array());
-      const json p = producer_entry(s, side.producer->pid());
-      return producers.size() == 1 && p.is_object() && u64(p, "received") == u64(side.final, "pushed");
-    }, kSettleTimeout, &last)) << side.session << ":\n" << last.dump(2);
+    EXPECT_TRUE(side.daemon->wait_status(
+        [&](const json& s) {
+          const auto producers = s.value("producers", json::array());
+          const json p = producer_entry(s, side.producer->pid());
+          return producers.size() == 1 && p.is_object() && u64(p, "received") == u64(side.final, "pushed");
+        },
+        kSettleTimeout, &last))
+        << side.session << ":\n"
+        << last.dump(2);
     EXPECT_EQ(last.value("session", ""), side.session);
   }
   for (auto& side : sides) release_producer(side.producer);
   for (auto& side : sides) {
     json last;
-    EXPECT_TRUE(side.daemon->wait_status([](const json& s) { return s["producers"].empty(); },
-                                         kSettleTimeout, &last))
+    EXPECT_TRUE(side.daemon->wait_status([](const json& s) { return s["producers"].empty(); }, kSettleTimeout, &last))
         << last.dump(2);
     terminate_daemon(side.daemon);
   }
@@ -216,8 +222,7 @@ TEST_F(IntegrationTest, TwoSessionsSideBySideKeepTheirOwnStreams) {
 // 6. The status tool, a second daemon on the same session, a client of another ABI.
 TEST_F(IntegrationTest, StatusToolDuplicateDaemonAndAbiMismatch) {
   const std::string name = session("cli");
-  const std::vector<std::string> status_args = {"status", "--session", name, "--runtime-dir",
-                                                runtime_dir_, "--json"};
+  const std::vector<std::string> status_args = {"status", "--session", name, "--runtime-dir", runtime_dir_, "--json"};
   CommandResult none = run_cli(status_args);
   ASSERT_FALSE(none.timed_out);
   EXPECT_TRUE(none.exit.exited && none.exit.code == 1) << none.exit.describe() << "\n" << none.err;
@@ -256,7 +261,7 @@ TEST_F(IntegrationTest, StatusToolDuplicateDaemonAndAbiMismatch) {
   const std::string segment = name + "." + std::to_string(::getpid()) + ".0.seg";
   // A well-formed registration of this process, with the given versions.
   const auto registration = [&](json versions) {
-    json request = {{"type", "register"}, {"pid", ::getpid()}, {"rank", 0},
+    json request = {{"type", "register"}, {"pid", ::getpid()},  {"rank", 0},
                     {"session", name},    {"segment", segment}, {"segment_size", 1 << 20}};
     request.update(versions);
     return request;
@@ -318,24 +323,27 @@ TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
   ASSERT_NE(daemon, nullptr);
   constexpr int kSteps = 12, kEveryN = 3;
   ChildProcess* producer = start_producer(
-      name, 0, {"--track-model", "--count", std::to_string(kSteps), "--every-n", std::to_string(kEveryN),
-                "--stdin-control"});
+      name, 0,
+      {"--track-model", "--count", std::to_string(kSteps), "--every-n", std::to_string(kEveryN), "--stdin-control"});
   ASSERT_NE(producer, nullptr);
   const json f = final_line(producer);
   ASSERT_TRUE(f.is_object()) << "the producer printed no final line";
   const std::set<std::string> tracked = f.value("tracked", json::array()).get<std::set<std::string>>();
-  const std::set<std::string> expected_tracked = {"model.0", "model.1", "model.4", "model.0.grad",
-                                                  "model.1.grad", "model.4.grad"};
+  const std::set<std::string> expected_tracked = {"model.0",      "model.1",      "model.4",
+                                                  "model.0.grad", "model.1.grad", "model.4.grad"};
   EXPECT_EQ(tracked, expected_tracked);
   // 6 tracked streams and the model's module tree on every 3rd step, and the loss and
   // both tracks' summary records on every step.
   EXPECT_EQ(u64(f, "pushed"), 7u * (kSteps / kEveryN) + 3u * kSteps) << f.dump();
   EXPECT_EQ(u64(f, "dropped_full") + u64(f, "refused") + u64(f, "not_connected"), 0u) << f.dump();
   json last;
-  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
-    const json p = producer_entry(s, producer->pid());
-    return p.is_object() && u64(p, "received") >= u64(f, "pushed");
-  }, kSettleTimeout, &last)) << last.dump(2);
+  EXPECT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        const json p = producer_entry(s, producer->pid());
+        return p.is_object() && u64(p, "received") >= u64(f, "pushed");
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   release_producer(producer);
   terminate_daemon(daemon);
 
@@ -364,8 +372,7 @@ TEST_F(IntegrationTest, TrackedModelStreamsBecomeVideos) {
 
   // The module tree log: the first logged step in full (the Sequential's modules that own
   // tensors, under the container, with the shapes this batch gives), then the same calls.
-  const std::string tree_path =
-      daemon->session_dir() + "/tree/rank0_pid" + std::to_string(producer->pid()) + ".log";
+  const std::string tree_path = daemon->session_dir() + "/tree/rank0_pid" + std::to_string(producer->pid()) + ".log";
   std::ifstream in(tree_path);
   ASSERT_TRUE(in.good()) << tree_path;
   std::vector<std::string> lines;

@@ -73,8 +73,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   while (g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   sink.stop();
-  std::fprintf(stderr, "ipc_sink: received %llu, dropped %llu\n",
-               static_cast<unsigned long long>(sink.received()),
+  std::fprintf(stderr, "ipc_sink: received %llu, dropped %llu\n", static_cast<unsigned long long>(sink.received()),
                static_cast<unsigned long long>(sink.dropped()));
   if (log != nullptr) std::fclose(log);
   return 0;

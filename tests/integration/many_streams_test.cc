@@ -36,7 +36,8 @@ TEST_F(IntegrationTest, EightProducersOfOneRankNeverShareAFile) {
   json last;
   EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
                                   kSettleTimeout, &last))
-      << "producers still listed:\n" << last.dump(2);
+      << "producers still listed:\n"
+      << last.dump(2);
   terminate_daemon(daemon);
   const auto files = index_or_fail(daemon->session_dir());
   std::map<int64_t, int64_t> frames;
@@ -56,8 +57,7 @@ TEST_F(IntegrationTest, EightProducersOfOneRankNeverShareAFile) {
 TEST_F(IntegrationTest, AThousandStreamsOnOneWorkerKeepEveryFrame) {
   const std::string name = session("many");
   DaemonProcess* daemon = start_ready_daemon(
-      name, output_dir("many"), 1,
-      write_config(1000, 45000, 160, 120, "limits:\n  max_open_videos_per_worker: 16\n"));
+      name, output_dir("many"), 1, write_config(1000, 45000, 160, 120, "limits:\n  max_open_videos_per_worker: 16\n"));
   ASSERT_NE(daemon, nullptr);
   auto status = daemon->status();
   ASSERT_TRUE(status.is_ok()) << status.message();
@@ -66,16 +66,19 @@ TEST_F(IntegrationTest, AThousandStreamsOnOneWorkerKeepEveryFrame) {
   ASSERT_GT(idle_fds, 0);
 
   constexpr int kStreams = 1000, kRounds = 3;
-  ChildProcess* producer = start_producer(
-      name, 0, {"--count", std::to_string(kStreams * kRounds), "--streams", std::to_string(kStreams),
-                "--max-elements", "64", "--sleep-us", "3000", "--stdin-control",
-                // Every record fits in the ring: on a loaded machine the worker may fall
-                // behind the producer, and what this test counts is frames, not drops.
-                "--ring-slots", "4096"});
+  ChildProcess* producer =
+      start_producer(name, 0,
+                     {"--count", std::to_string(kStreams * kRounds), "--streams", std::to_string(kStreams),
+                      "--max-elements", "64", "--sleep-us", "3000", "--stdin-control",
+                      // Every record fits in the ring: on a loaded machine the worker may fall
+                      // behind the producer, and what this test counts is frames, not drops.
+                      "--ring-slots", "4096"});
   ASSERT_NE(producer, nullptr);
   int most_fds = idle_fds;
   json f;
-  while (!(f = progress_line(producer, [](const json& l) { return l.value("final", false); }, 200ms)).is_object()) {
+  while (!(f = progress_line(
+               producer, [](const json& l) { return l.value("final", false); }, 200ms))
+              .is_object()) {
     most_fds = std::max(most_fds, open_descriptors(worker));
     ASSERT_TRUE(producer->running()) << "the producer exited without a final line";
   }
@@ -83,11 +86,14 @@ TEST_F(IntegrationTest, AThousandStreamsOnOneWorkerKeepEveryFrame) {
   EXPECT_EQ(u64(f, "dropped_full"), 0u);
   EXPECT_EQ(u64(f, "pushed"), static_cast<uint64_t>(kStreams * kRounds));
   json last;
-  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
-    const json p = producer_entry(s, producer->pid());
-    most_fds = std::max(most_fds, open_descriptors(worker));
-    return p.is_object() && u64(p, "received") == u64(f, "pushed");
-  }, kSettleTimeout, &last)) << last.dump(2);
+  EXPECT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        const json p = producer_entry(s, producer->pid());
+        most_fds = std::max(most_fds, open_descriptors(worker));
+        return p.is_object() && u64(p, "received") == u64(f, "pushed");
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   release_producer(producer);
   EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
                                   kSettleTimeout, &last));
@@ -111,8 +117,8 @@ TEST_F(IntegrationTest, AThousandStreamsOnOneWorkerKeepEveryFrame) {
 // the producer's stats() says how many.
 TEST_F(IntegrationTest, TheStreamLimitsDropsReachTheProducer) {
   const std::string name = session("limit");
-  DaemonProcess* daemon = start_ready_daemon(name, output_dir("limit"), 1,
-                                             write_config(1000, 45000, 160, 120, "limits:\n  max_streams_per_worker: 5\n"));
+  DaemonProcess* daemon = start_ready_daemon(
+      name, output_dir("limit"), 1, write_config(1000, 45000, 160, 120, "limits:\n  max_streams_per_worker: 5\n"));
   ASSERT_NE(daemon, nullptr);
   ChildProcess* producer =
       start_producer(name, 0, {"--count", "80", "--streams", "8", "--max-elements", "64", "--stdin-control"});
@@ -120,10 +126,13 @@ TEST_F(IntegrationTest, TheStreamLimitsDropsReachTheProducer) {
   json f = final_line(producer);
   ASSERT_TRUE(f.is_object());
   json last;
-  EXPECT_TRUE(daemon->wait_status([&](const json& s) {
-    const json p = producer_entry(s, producer->pid());
-    return p.is_object() && u64(p, "received") == u64(f, "pushed") && u64(p, "dropped_by_daemon") > 0;
-  }, kSettleTimeout, &last)) << last.dump(2);
+  EXPECT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        const json p = producer_entry(s, producer->pid());
+        return p.is_object() && u64(p, "received") == u64(f, "pushed") && u64(p, "dropped_by_daemon") > 0;
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   const json p = producer_entry(last, producer->pid());
   EXPECT_GT(u64(p, "dropped_by_daemon"), 0u);
   EXPECT_LT(u64(p, "dropped_by_daemon"), u64(p, "received"));
@@ -136,21 +145,25 @@ TEST_F(IntegrationTest, TheStreamLimitsDropsReachTheProducer) {
 // step order, each frame's step in the steps file.
 TEST_F(IntegrationTest, OneProducersStreamsAreDrawnOnEveryRenderThread) {
   const std::string name = session("lanes");
-  DaemonProcess* daemon = start_ready_daemon(name, output_dir("lanes"), 1,
-                                             write_config(100000, 45000, 160, 120, "render_threads: 2\n"));
+  DaemonProcess* daemon =
+      start_ready_daemon(name, output_dir("lanes"), 1, write_config(100000, 45000, 160, 120, "render_threads: 2\n"));
   ASSERT_NE(daemon, nullptr);
   ChildProcess* producer = start_producer(
-      name, 0, {"--count", "480", "--streams", "8", "--max-elements", "1024", "--stdin-control", "--ring-slots", "1024"});
+      name, 0,
+      {"--count", "480", "--streams", "8", "--max-elements", "1024", "--stdin-control", "--ring-slots", "1024"});
   ASSERT_NE(producer, nullptr);
   const json f = final_line(producer);
   ASSERT_TRUE(f.is_object());
   expect_accounted(f, "producer");
   ASSERT_GT(u64(f, "pushed"), 0u);
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    const json p = producer_entry(s, producer->pid());
-    return p.is_object() && u64(p, "received") == u64(f, "pushed");
-  }, kSettleTimeout, &last)) << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        const json p = producer_entry(s, producer->pid());
+        return p.is_object() && u64(p, "received") == u64(f, "pushed");
+      },
+      kSettleTimeout, &last))
+      << last.dump(2);
   release_producer(producer);
   EXPECT_TRUE(daemon->wait_status([](const json& s) { return s.value("producers", json::array()).empty(); },
                                   kSettleTimeout, &last));

@@ -14,8 +14,7 @@ std::string fill_up(const std::string& dir) {
   const std::string filler = dir + "/filler";
   std::ofstream f(filler, std::ios::binary);
   const std::string block(64 << 10, 'x');
-  while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
-  }
+  while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {}
   return filler;
 }
 
@@ -32,18 +31,25 @@ TEST_F(IntegrationTest, AFullDiskIsReportedAndOutlived) {
   json last;
   ASSERT_NO_FATAL_FAILURE(start_writing(name, out, 2, &daemon, &producer, &last));
   const std::string filler = fill_up(out);
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    return s["output"].value("state", "") == "full" && s["output"].value("not_written", 0) > 20;
-  }, kSettleTimeout, &last)) << "the daemon did not say the output is full:\n" << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        return s["output"].value("state", "") == "full" && s["output"].value("not_written", 0) > 20;
+      },
+      kSettleTimeout, &last))
+      << "the daemon did not say the output is full:\n"
+      << last.dump(2);
   const CommandResult text = run_cli({"status", "--session", name, "--runtime-dir", runtime_dir_});
   EXPECT_THAT(text.out, HasSubstr("OUTPUT FULL")) << text.out << text.err;
   std::this_thread::sleep_for(3s);  // full for a while: the log must not flood
   ::unlink(filler.c_str());
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; },
-                                  kSettleTimeout, &last)) << "the daemon did not recover:\n" << last.dump(2);
+  ASSERT_TRUE(
+      daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; }, kSettleTimeout, &last))
+      << "the daemon did not recover:\n"
+      << last.dump(2);
   const uint64_t files_before = last.value("files", 0);
-  EXPECT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0ULL) > files_before; },
-                                  kSettleTimeout, &last)) << "no video finished after the space came back";
+  EXPECT_TRUE(
+      daemon->wait_status([&](const json& s) { return s.value("files", 0ULL) > files_before; }, kSettleTimeout, &last))
+      << "no video finished after the space came back";
   ASSERT_TRUE(producer->write_stdin("stop\n"));
   ASSERT_TRUE(final_line(producer).is_object());
   release_producer(producer);
@@ -72,12 +78,15 @@ TEST_F(IntegrationTest, AnIdleDaemonSeesTheSpaceComeBack) {
   ASSERT_NO_FATAL_FAILURE(start_writing(name, out, 1, &daemon, &producer, &last));
   const std::string filler = fill_up(out);
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "full"; },
-                                  kSettleTimeout, &last)) << last.dump(2);
+                                  kSettleTimeout, &last))
+      << last.dump(2);
   ASSERT_TRUE(producer->write_stdin("stop\n"));  // no more frames: nothing to try a write with
   ::unlink(filler.c_str());
   const auto freed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; },
-                                  kSettleTimeout, &last)) << "still not ok:\n" << last.dump(2);
+  ASSERT_TRUE(
+      daemon->wait_status([&](const json& s) { return s["output"].value("state", "") == "ok"; }, kSettleTimeout, &last))
+      << "still not ok:\n"
+      << last.dump(2);
   const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - freed).count();
   std::fprintf(stderr, "[ figure ] output ok again %.1f s after the space came back, no frame written\n", seconds);
   EXPECT_LT(seconds, 10.0);  // a probe a second (heartbeats a tenth of a second); generous for a busy machine
@@ -102,10 +111,13 @@ TEST_F(IntegrationTest, ADeletedOutputDirectoryIsMadeAgain) {
   for (int tries = 0; tries < 100 && std::filesystem::exists(daemon->session_dir()); ++tries) {
     std::filesystem::remove_all(daemon->session_dir(), ec);
   }
-  ASSERT_TRUE(wait_until([&] {
-    auto files = read_index(daemon->session_dir());
-    return files.is_ok() && !files->empty();
-  }, kSettleTimeout)) << "no index.json with new files after the directory was deleted";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto files = read_index(daemon->session_dir());
+        return files.is_ok() && !files->empty();
+      },
+      kSettleTimeout))
+      << "no index.json with new files after the directory was deleted";
   ASSERT_TRUE(producer->write_stdin("stop\n"));
   ASSERT_TRUE(final_line(producer).is_object());
   release_producer(producer);
@@ -125,8 +137,8 @@ TEST_F(IntegrationTest, PrivateOutputsAreTheUsersOnly) {
     const std::string out = output_dir(priv ? "private" : "shared");
     std::filesystem::create_directories(out + "/" + name);
     ::chmod((out + "/" + name).c_str(), 0755);
-    DaemonProcess* daemon = start_ready_daemon(
-        name, out, 1, write_config(5, 45000, 160, 120, priv ? "output_private: true\n" : ""));
+    DaemonProcess* daemon =
+        start_ready_daemon(name, out, 1, write_config(5, 45000, 160, 120, priv ? "output_private: true\n" : ""));
     ASSERT_NE(daemon, nullptr);
     ChildProcess* producer = start_producer(name, 0, {"--count", "12", "--streams", "1"});
     ASSERT_NE(producer, nullptr);
@@ -136,7 +148,7 @@ TEST_F(IntegrationTest, PrivateOutputsAreTheUsersOnly) {
     ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0) >= 2; }, kSettleTimeout, &last))
         << last.dump(2);
     terminate_daemon(daemon);
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(::stat(daemon->session_dir().c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 077, priv ? 0u : 055u) << daemon->session_dir();
     size_t files = 0;

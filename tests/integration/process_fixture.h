@@ -105,7 +105,8 @@ class ProcessFixture : public ::testing::Test {
 
   // The producer's last line ("final": true), or null at the deadline.
   static nlohmann::json final_line(ChildProcess* p, Millis timeout) {
-    return wait_json_line(*p, [](const nlohmann::json& j) { return j.value("final", false); }, timeout);
+    return wait_json_line(
+        *p, [](const nlohmann::json& j) { return j.value("final", false); }, timeout);
   }
 
   // Closes the producer's stdin (it stops pushing, or exits after its --count) and expects

@@ -37,11 +37,10 @@ inline bool append_record(std::FILE* out, const RecordView& v) {
   const uint8_t by_ipc = (v.header.flags & wire::kRecordDevicePayload) != 0 ? 1 : 0;
   const uint64_t bytes = v.header.payload_bytes;
   bool ok = std::fwrite(&name_len, 4, 1, out) == 1 && std::fwrite(name.data(), 1, name_len, out) == name_len &&
-            std::fwrite(&device_len, 4, 1, out) == 1 &&
-            std::fwrite(device.data(), 1, device_len, out) == device_len &&
-            std::fwrite(&v.header.step, 8, 1, out) == 1 && std::fwrite(&v.header.dtype, 1, 1, out) == 1 &&
-            std::fwrite(&v.header.kind, 1, 1, out) == 1 && std::fwrite(&by_ipc, 1, 1, out) == 1 &&
-            std::fwrite(&bytes, 8, 1, out) == 1;
+      std::fwrite(&device_len, 4, 1, out) == 1 && std::fwrite(device.data(), 1, device_len, out) == device_len &&
+      std::fwrite(&v.header.step, 8, 1, out) == 1 && std::fwrite(&v.header.dtype, 1, 1, out) == 1 &&
+      std::fwrite(&v.header.kind, 1, 1, out) == 1 && std::fwrite(&by_ipc, 1, 1, out) == 1 &&
+      std::fwrite(&bytes, 8, 1, out) == 1;
   if (ok && bytes > 0) ok = std::fwrite(v.payload, 1, bytes, out) == bytes;
   return ok && std::fflush(out) == 0;
 }
@@ -63,8 +62,7 @@ inline std::vector<LoggedRecord> read_records(const std::string& path) {
     if (std::fread(r.device.data(), 1, device_len, in) != device_len) break;
     uint8_t by_ipc = 0;
     if (std::fread(&r.step, 8, 1, in) != 1 || std::fread(&r.dtype, 1, 1, in) != 1 ||
-        std::fread(&r.kind, 1, 1, in) != 1 || std::fread(&by_ipc, 1, 1, in) != 1 ||
-        std::fread(&bytes, 8, 1, in) != 1 ||
+        std::fread(&r.kind, 1, 1, in) != 1 || std::fread(&by_ipc, 1, 1, in) != 1 || std::fread(&bytes, 8, 1, in) != 1 ||
         bytes > (uint64_t{1} << 34)) {
       break;
     }

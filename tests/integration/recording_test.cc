@@ -32,11 +32,10 @@ using namespace std::chrono_literals;
 constexpr int kSteps = 6;
 // The dtypes test_producer --pattern pushes, as "p.<torch name>".
 const std::vector<std::pair<std::string, wire::DType>> kPatternStreams = {
-    {"p.Float", wire::DType::kFloat32}, {"p.Double", wire::DType::kFloat64},
-    {"p.Half", wire::DType::kFloat16},  {"p.BFloat16", wire::DType::kBFloat16},
-    {"p.Char", wire::DType::kInt8},     {"p.Short", wire::DType::kInt16},
-    {"p.Int", wire::DType::kInt32},     {"p.Long", wire::DType::kInt64},
-    {"p.Byte", wire::DType::kUInt8},    {"p.Bool", wire::DType::kBool}};
+    {"p.Float", wire::DType::kFloat32},     {"p.Double", wire::DType::kFloat64}, {"p.Half", wire::DType::kFloat16},
+    {"p.BFloat16", wire::DType::kBFloat16}, {"p.Char", wire::DType::kInt8},      {"p.Short", wire::DType::kInt16},
+    {"p.Int", wire::DType::kInt32},         {"p.Long", wire::DType::kInt64},     {"p.Byte", wire::DType::kUInt8},
+    {"p.Bool", wire::DType::kBool}};
 
 // Element k of the pattern at `step` (see test_producer --pattern).
 double pattern_value(int step, int k, wire::DType dtype) {
@@ -51,7 +50,11 @@ std::vector<uint8_t> pattern_bytes(int step, wire::DType dtype) {
     uint8_t b[8] = {};
     size_t n = wire::dtype_size(dtype);
     switch (dtype) {
-      case wire::DType::kFloat32: { const float f = static_cast<float>(v); std::memcpy(b, &f, 4); break; }
+      case wire::DType::kFloat32: {
+        const float f = static_cast<float>(v);
+        std::memcpy(b, &f, 4);
+        break;
+      }
       case wire::DType::kFloat64: std::memcpy(b, &v, 8); break;
       case wire::DType::kFloat16: {  // small integers: exact; sign 0, biased exponent 15
         const int i = static_cast<int>(v);
@@ -74,9 +77,21 @@ std::vector<uint8_t> pattern_bytes(int step, wire::DType dtype) {
         break;
       }
       case wire::DType::kInt8: b[0] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
-      case wire::DType::kInt16: { const int16_t x = static_cast<int16_t>(v); std::memcpy(b, &x, 2); break; }
-      case wire::DType::kInt32: { const int32_t x = static_cast<int32_t>(v); std::memcpy(b, &x, 4); break; }
-      case wire::DType::kInt64: { const int64_t x = static_cast<int64_t>(v); std::memcpy(b, &x, 8); break; }
+      case wire::DType::kInt16: {
+        const int16_t x = static_cast<int16_t>(v);
+        std::memcpy(b, &x, 2);
+        break;
+      }
+      case wire::DType::kInt32: {
+        const int32_t x = static_cast<int32_t>(v);
+        std::memcpy(b, &x, 4);
+        break;
+      }
+      case wire::DType::kInt64: {
+        const int64_t x = static_cast<int64_t>(v);
+        std::memcpy(b, &x, 8);
+        break;
+      }
       case wire::DType::kUInt8: b[0] = static_cast<uint8_t>(v); break;
       case wire::DType::kBool: b[0] = v != 0 ? 1 : 0; break;
       case wire::DType::kInvalid: n = 0; break;
@@ -127,11 +142,10 @@ class RecordingTest : public ::testing::Test {
   }
 
   // test_producer for `session` (rank 0) with `extra` arguments; stdin and stdout piped.
-  std::unique_ptr<ChildProcess> start_producer(const std::string& session,
-                                               const std::vector<std::string>& extra) {
+  std::unique_ptr<ChildProcess> start_producer(const std::string& session, const std::vector<std::string>& extra) {
     ChildProcess::Options o;
-    o.argv = {TEST_PRODUCER_PATH, "--session", session, "--runtime-dir", runtime_dir_, "--rank", "0",
-              "--wait-connect-ms", "30000", "--stdin-control"};
+    o.argv = {TEST_PRODUCER_PATH,  "--session", session,          "--runtime-dir", runtime_dir_, "--rank", "0",
+              "--wait-connect-ms", "30000",     "--stdin-control"};
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.env = {"OMP_NUM_THREADS=1"};
     o.stderr_path = logs_ + "/producer-" + session + ".err";
@@ -160,18 +174,25 @@ TEST_F(RecordingTest, KnownValuesOfEveryDtypeComeBackFromEverySink) {
   ASSERT_NE(producer, nullptr);
   const pid_t producer_pid = producer->pid();
   // The producer stays connected (its stdin open) until the daemon has every record.
-  ASSERT_TRUE(producer->wait_for_line([](const std::string& l) {
-    const json j = parse_json_line(l);
-    return j.is_object() && j.value("final", false);
-  }, 120s)) << "the producer printed no final line";
+  ASSERT_TRUE(producer->wait_for_line(
+      [](const std::string& l) {
+        const json j = parse_json_line(l);
+        return j.is_object() && j.value("final", false);
+      },
+      120s))
+      << "the producer printed no final line";
   const uint64_t records = kSteps * (kPatternStreams.size() + 1);
   json last;
-  ASSERT_TRUE(daemon->wait_status([&](const json& s) {
-    for (const auto& p : s.value("producers", json::array())) {
-      if (p.value("pid", 0LL) == static_cast<long long>(producer_pid)) return p.value("received", uint64_t{0}) >= records;
-    }
-    return false;
-  }, 60s, &last)) << last.dump(2);
+  ASSERT_TRUE(daemon->wait_status(
+      [&](const json& s) {
+        for (const auto& p : s.value("producers", json::array())) {
+          if (p.value("pid", 0LL) == static_cast<long long>(producer_pid))
+            return p.value("received", uint64_t{0}) >= records;
+        }
+        return false;
+      },
+      60s, &last))
+      << last.dump(2);
   producer->close_stdin();
   auto exit = producer->wait_exit(60s);
   ASSERT_TRUE(exit && exit->exited && exit->code == 0) << (exit ? exit->describe() : "still running");

@@ -56,9 +56,9 @@ TEST(RunInfoIntegration, ProducerInADirtyCheckoutGetsRunInfoAndPatch) {
   // The training program's checkout: one commit, then an uncommitted change.
   const std::string repo = root + "/repo";
   const std::string git = "git -C " + repo + " -c user.name=t -c user.email=t@example.invalid ";
-  ASSERT_EQ(shell("mkdir -p " + repo + " && git -C " + repo + " init -q -b main && printf 'lr = 0.1\\n' > " +
-                  repo + "/train.py && " + git + "add -A && " + git + "commit -q -m first && printf 'lr = 0.2\\n' > " +
-                  repo + "/train.py"),
+  ASSERT_EQ(shell("mkdir -p " + repo + " && git -C " + repo + " init -q -b main && printf 'lr = 0.1\\n' > " + repo +
+                  "/train.py && " + git + "add -A && " + git + "commit -q -m first && printf 'lr = 0.2\\n' > " + repo +
+                  "/train.py"),
             0);
   const std::string head_file = root + "/head";
   ASSERT_EQ(shell("git -C " + repo + " rev-parse HEAD > " + head_file), 0);
@@ -88,8 +88,9 @@ TEST(RunInfoIntegration, ProducerInADirtyCheckoutGetsRunInfoAndPatch) {
 
   // The producer runs in the checkout (its cwd is inherited across fork and exec).
   ChildProcess::Options options;
-  options.argv = {TEST_PRODUCER_PATH, "--session", spec.session, "--runtime-dir", spec.runtime_dir,
-                  "--rank", "3", "--count", "5", "--wait-connect-ms", "30000"};
+  options.argv = {
+      TEST_PRODUCER_PATH, "--session", spec.session,        "--runtime-dir", spec.runtime_dir, "--rank", "3",
+      "--count",          "5",         "--wait-connect-ms", "30000"};
   options.env = {"RANK=3", "WORLD_SIZE=4", "AWS_SECRET_ACCESS_KEY=do-not-leak", "OMP_NUM_THREADS=1"};
   options.stderr_path = logs + "/producer.err";
   char old_cwd[PATH_MAX];
@@ -102,14 +103,17 @@ TEST(RunInfoIntegration, ProducerInADirtyCheckoutGetsRunInfoAndPatch) {
   const std::string dir = daemon->session_dir() + "/run_info";
   const std::string base = "rank3_pid" + std::to_string(producer->pid());
   json doc;
-  const bool written = wait_until([&] {
-    const std::string text = read_text(dir + "/" + base + ".json");
-    if (text.empty()) return false;
-    doc = json::parse(text, nullptr, false);
-    return doc.is_object() && doc.contains("git") && !(doc["git"].is_object() && doc["git"].contains("pending"));
-  }, 60s, 20ms);
-  ASSERT_TRUE(written) << "no final " << dir << "/" << base << ".json; last: " << doc.dump()
-                       << "\ndaemon log:\n" << daemon->log() << "\nproducer:\n" << producer->stderr_text();
+  const bool written = wait_until(
+      [&] {
+        const std::string text = read_text(dir + "/" + base + ".json");
+        if (text.empty()) return false;
+        doc = json::parse(text, nullptr, false);
+        return doc.is_object() && doc.contains("git") && !(doc["git"].is_object() && doc["git"].contains("pending"));
+      },
+      60s, 20ms);
+  ASSERT_TRUE(written) << "no final " << dir << "/" << base << ".json; last: " << doc.dump() << "\ndaemon log:\n"
+                       << daemon->log() << "\nproducer:\n"
+                       << producer->stderr_text();
 
   EXPECT_EQ(doc["rank"], 3);
   EXPECT_EQ(doc["pid"], producer->pid());

@@ -29,7 +29,8 @@ TEST_F(IntegrationTest, AStoppedDaemonKillsNoWorkerWhenContinued) {
   ASSERT_EQ(::kill(-group, SIGCONT), 0);
   const uint64_t files_after = last.value("files", 0ULL);
   ASSERT_TRUE(daemon->wait_status([&](const json& s) { return s.value("files", 0ULL) > files_after + 2; },
-                                  kSettleTimeout, &last)) << last.dump(2);
+                                  kSettleTimeout, &last))
+      << last.dump(2);
   for (const auto& w : last["workers"]) EXPECT_EQ(u64(w, "restarts"), 0u) << w.dump();
   ASSERT_TRUE(producer->write_stdin("stop\n"));
   ASSERT_TRUE(final_line(producer).is_object());
@@ -55,7 +56,8 @@ TEST_F(IntegrationTest, ClientsThatNeverReadDoNotStallTheSupervisor) {
   std::vector<ChildProcess*> producers;
   for (int rank : {0, 1}) {
     producers.push_back(start_producer(
-        name, rank, {"--count", "2500", "--streams", "2500", "--max-elements", "4", "--ring-slots", "4096", "--stdin-control"}));
+        name, rank,
+        {"--count", "2500", "--streams", "2500", "--max-elements", "4", "--ring-slots", "4096", "--stdin-control"}));
     ASSERT_NE(producers.back(), nullptr);
   }
   for (ChildProcess* p : producers) ASSERT_TRUE(final_line(p).is_object());

@@ -54,10 +54,9 @@
 
 namespace {
 
-const std::vector<torch::Dtype> kDtypes = {torch::kFloat32, torch::kFloat64, torch::kFloat16,
-                                           torch::kBFloat16, torch::kInt8,  torch::kInt16,
-                                           torch::kInt32,   torch::kInt64,  torch::kUInt8,
-                                           torch::kBool};
+const std::vector<torch::Dtype> kDtypes = {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16,
+                                           torch::kInt8,    torch::kInt16,   torch::kInt32,   torch::kInt64,
+                                           torch::kUInt8,   torch::kBool};
 
 torch::Tensor make_tensor(std::mt19937& rng, int64_t max_elements, torch::Dtype dtype) {
   const int ndim = static_cast<int>(rng() % 4);  // 0-d to 3-d
@@ -120,32 +119,58 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--session") session = next();
-    else if (a == "--runtime-dir") runtime_dir = next();
-    else if (a == "--rank") rank = std::atoi(next().c_str());
-    else if (a == "--count") count = std::atoll(next().c_str());
-    else if (a == "--seed") seed = std::atoll(next().c_str());
-    else if (a == "--sleep-us") sleep_us = std::atoll(next().c_str());
-    else if (a == "--wait-connect-ms") wait_connect_ms = std::atoll(next().c_str());
-    else if (a == "--streams") streams = std::atoi(next().c_str());
-    else if (a == "--max-elements") max_elements = std::atoll(next().c_str());
-    else if (a == "--elements") elements = std::atoll(next().c_str());
-    else if (a == "--budget") budget = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--ring-slots") ring_slots = static_cast<uint32_t>(std::strtoul(next().c_str(), nullptr, 10));
-    else if (a == "--no-pacing") pacing = false;
-    else if (a == "--bad-inputs") bad_inputs = true;
-    else if (a == "--stdin-control") stdin_control = true;
-    else if (a == "--report-ms") report_ms = std::atoll(next().c_str());
-    else if (a == "--track-model") track_model = true;
-    else if (a == "--pattern") pattern = true;
-    else if (a == "--guard-sigbus") tensorscope::install_sigbus_guard();
-    else if (a == "--every-n") every_n = std::atoll(next().c_str());
-    else if (a == "--reconnect-ms") reconnect_ms = std::atoi(next().c_str());
-    else if (a == "--connect-timeout-ms") connect_timeout_ms = std::atoi(next().c_str());
-    else if (a == "--autostart") autostart = true;
-    else if (a == "--autostart-output") autostart_output = next();
-    else if (a == "--idle-exit-ms") idle_exit_ms = std::atoi(next().c_str());
-    else if (a == "--daemon") daemon_path = next();
+    if (a == "--session")
+      session = next();
+    else if (a == "--runtime-dir")
+      runtime_dir = next();
+    else if (a == "--rank")
+      rank = std::atoi(next().c_str());
+    else if (a == "--count")
+      count = std::atoll(next().c_str());
+    else if (a == "--seed")
+      seed = std::atoll(next().c_str());
+    else if (a == "--sleep-us")
+      sleep_us = std::atoll(next().c_str());
+    else if (a == "--wait-connect-ms")
+      wait_connect_ms = std::atoll(next().c_str());
+    else if (a == "--streams")
+      streams = std::atoi(next().c_str());
+    else if (a == "--max-elements")
+      max_elements = std::atoll(next().c_str());
+    else if (a == "--elements")
+      elements = std::atoll(next().c_str());
+    else if (a == "--budget")
+      budget = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--ring-slots")
+      ring_slots = static_cast<uint32_t>(std::strtoul(next().c_str(), nullptr, 10));
+    else if (a == "--no-pacing")
+      pacing = false;
+    else if (a == "--bad-inputs")
+      bad_inputs = true;
+    else if (a == "--stdin-control")
+      stdin_control = true;
+    else if (a == "--report-ms")
+      report_ms = std::atoll(next().c_str());
+    else if (a == "--track-model")
+      track_model = true;
+    else if (a == "--pattern")
+      pattern = true;
+    else if (a == "--guard-sigbus")
+      tensorscope::install_sigbus_guard();
+    else if (a == "--every-n")
+      every_n = std::atoll(next().c_str());
+    else if (a == "--reconnect-ms")
+      reconnect_ms = std::atoi(next().c_str());
+    else if (a == "--connect-timeout-ms")
+      connect_timeout_ms = std::atoi(next().c_str());
+    else if (a == "--autostart")
+      autostart = true;
+    else if (a == "--autostart-output")
+      autostart_output = next();
+    else if (a == "--idle-exit-ms")
+      idle_exit_ms = std::atoi(next().c_str());
+    else if (a == "--daemon")
+      daemon_path = next();
     else {
       std::fprintf(stderr, "test_producer: unknown argument %s\n", a.c_str());
       return 2;

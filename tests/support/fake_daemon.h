@@ -36,7 +36,7 @@ class FakeDaemon {
   // Points view->payload at a host copy of a device payload, or says why it cannot.
   using FetchDevice = std::function<Status(uint64_t producer, const SharedSegment&, RecordView*)>;
   FakeDaemon(std::string runtime_dir, std::string session, OnRecord on_record = nullptr,
-            FetchDevice fetch_device = nullptr)
+             FetchDevice fetch_device = nullptr)
       : runtime_dir_(std::move(runtime_dir)),
         session_(std::move(session)),
         on_record_(std::move(on_record)),

@@ -19,10 +19,10 @@
 
 namespace tensorscope::testing {
 
-using wire::DType;
 using recording::Hdf5Record;
 using recording::Hdf5Sink;
 using recording::Hdf5SinkOptions;
+using wire::DType;
 
 // `n` distinct, exactly representable values of `dtype` (seeded by `seed`) as bytes.
 inline std::string make_bytes(DType dtype, size_t n, int seed) {
@@ -49,8 +49,7 @@ inline std::string make_bytes(DType dtype, size_t n, int seed) {
 }
 
 inline Hdf5Record make_record(const std::string& stream, DType dtype, std::vector<int64_t> shape,
-                       const std::string& bytes, int64_t step, int rank = 0,
-                       const std::string& device = "cpu") {
+                              const std::string& bytes, int64_t step, int rank = 0, const std::string& device = "cpu") {
   Hdf5Record r;
   r.stream = stream;
   r.kind = "activation";
@@ -85,12 +84,13 @@ class H5File {
   // Top-level group names.
   std::vector<std::string> groups() const {
     std::vector<std::string> names;
-    H5Literate(id_, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-               [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
-                 static_cast<std::vector<std::string>*>(data)->push_back(name);
-                 return 0;
-               },
-               &names);
+    H5Literate(
+        id_, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+        [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+          static_cast<std::vector<std::string>*>(data)->push_back(name);
+          return 0;
+        },
+        &names);
     return names;
   }
 
@@ -201,8 +201,7 @@ inline Hdf5SinkOptions default_options() {
 // A complete recording of `steps` steps of int32 stream "a" (value = step), finalized
 // as <dir>/<base>.0.h5 and then renamed to the partial name `.<base>.<n>.h5.partial`,
 // as a writer killed just before its rename would leave it. Returns the partial path.
-inline std::string make_readable_partial(const std::string& dir, const std::string& base, int steps,
-                                  int n = 0) {
+inline std::string make_readable_partial(const std::string& dir, const std::string& base, int steps, int n = 0) {
   const std::string scratch = dir + "/scratch";
   std::filesystem::create_directories(scratch);
   {

@@ -49,9 +49,7 @@ torch::ScalarType scalar_type(const std::string& name) {
 // The [3, 5] base tensor of `dtype`: built in float64 (every value is exact), then cast.
 torch::Tensor base(const std::string& dtype) {
   const std::vector<double> values = torch_test_base(dtype);
-  return torch::tensor(values, torch::kFloat64)
-      .reshape({kTorchTestRows, kTorchTestCols})
-      .to(scalar_type(dtype));
+  return torch::tensor(values, torch::kFloat64).reshape({kTorchTestRows, kTorchTestCols}).to(scalar_type(dtype));
 }
 
 void write_bytes(const std::string& path, const std::vector<char>& bytes) {
@@ -79,8 +77,7 @@ int main(int argc, char** argv) {
     std::vector<torch::Tensor> views = {f.t(), f.slice(1, 0, kTorchTestCols, 2), f[1],
                                         f[0].unsqueeze(0).expand({4, kTorchTestCols}), f[2][3]};
     torch::save(views, dir + "/views.pt");
-    torch::save(torch::tensor(torch_test_value("float64", 7), torch::kFloat64),
-                dir + "/scalar.pt");
+    torch::save(torch::tensor(torch_test_value("float64", 7), torch::kFloat64), dir + "/scalar.pt");
     c10::Dict<std::string, torch::Tensor> dict;
     dict.insert("w", f);
     dict.insert("b", base("int64")[1]);

@@ -42,8 +42,7 @@ struct ReceivedRecord {
 class RecordReceiver {
  public:
   explicit RecordReceiver(ClientOptions options = ClientOptions())
-      : dir_("ts-track"),
-        sink_(dir_.path() + "/run", "track", [this](const RecordView& v) { keep(v); }) {
+      : dir_("ts-track"), sink_(dir_.path() + "/run", "track", [this](const RecordView& v) { keep(v); }) {
     started_ = static_cast<bool>(sink_.start());
     client_ = std::make_unique<Client>(options.session("track")
                                            .runtime_dir(dir_.path() + "/run")
@@ -112,7 +111,9 @@ class RecordReceiver {
     r.payload.assign(v.payload, v.payload + v.header.payload_bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     const auto kind = static_cast<wire::TensorKind>(v.header.kind);
-    (kind == wire::TensorKind::kModuleTree ? trees_ : kind == wire::TensorKind::kSummary ? summaries_ : records_)
+    (kind == wire::TensorKind::kModuleTree    ? trees_
+         : kind == wire::TensorKind::kSummary ? summaries_
+                                              : records_)
         .push_back(std::move(r));
   }
 

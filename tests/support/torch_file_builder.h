@@ -32,8 +32,7 @@ constexpr bool kSanitizedBuild =
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
     true;
 #else
     false;
@@ -78,9 +77,9 @@ inline void put_le(std::string& out, uint64_t v, size_t n) {
 
 struct ZipSpecEntry {
   std::string name;
-  std::string data;           // the bytes (when hole_size == 0)
-  uint64_t hole_size = 0;     // > 0: an entry of this many zero bytes, left as a hole
-  uint16_t method = 0;        // written as is (0 stored, 8 deflate)
+  std::string data;        // the bytes (when hole_size == 0)
+  uint64_t hole_size = 0;  // > 0: an entry of this many zero bytes, left as a hole
+  uint16_t method = 0;     // written as is (0 stored, 8 deflate)
   uint16_t flags = 0;
 };
 
@@ -213,8 +212,8 @@ inline bool write_zip_file(const std::string& path, const ZipSpec& spec) {
   if (fd < 0) return false;
   bool ok = ::ftruncate(fd, static_cast<off_t>(p.size)) == 0;
   for (const auto& [offset, bytes] : p.pieces) {
-    ok = ok && ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)) ==
-                   static_cast<ssize_t>(bytes.size());
+    ok = ok &&
+        ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes.size());
   }
   return ::close(fd) == 0 && ok;
 }
@@ -295,9 +294,8 @@ class PickleBytes {
   }
   // torch._utils._rebuild_tensor_v2(('storage', torch.<storage_type>, key, 'cpu',
   // numel), offset, size, stride, False, OrderedDict())
-  PickleBytes& tensor(const std::string& storage_type, const std::string& key, int64_t numel,
-                      int64_t offset, const std::vector<int64_t>& size,
-                      const std::vector<int64_t>& stride) {
+  PickleBytes& tensor(const std::string& storage_type, const std::string& key, int64_t numel, int64_t offset,
+                      const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
     global("torch._utils", "_rebuild_tensor_v2");
     mark();
     mark().str("storage").global("torch", storage_type).str(key).str("cpu").integer(numel).tuple();

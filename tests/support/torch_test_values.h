@@ -19,9 +19,8 @@ inline constexpr int64_t kTorchTestCols = 5;
 
 // The dtypes the reader supports, by wire::dtype_name.
 inline const std::vector<std::string>& torch_test_dtypes() {
-  static const std::vector<std::string> kNames = {"float32", "float64", "float16", "bfloat16",
-                                                  "int8",    "int16",   "int32",   "int64",
-                                                  "uint8",   "bool"};
+  static const std::vector<std::string> kNames = {"float32", "float64", "float16", "bfloat16", "int8",
+                                                  "int16",   "int32",   "int64",   "uint8",    "bool"};
   return kNames;
 }
 
@@ -62,11 +61,10 @@ inline std::string torch_test_bytes(const std::string& dtype, const std::vector<
       uint16_t h = 0;
       if (dtype == "bfloat16") {
         h = static_cast<uint16_t>(bits >> 16);  // exact: the low bits are 0
-      } else if ((bits & 0x7fffffffu) != 0) {    // normal float16 values only
+      } else if ((bits & 0x7fffffffu) != 0) {   // normal float16 values only
         const uint32_t sign = (bits >> 16) & 0x8000u;
         const int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xff) - 127 + 15;
-        h = static_cast<uint16_t>(sign | (static_cast<uint32_t>(exponent) << 10) |
-                                  ((bits >> 13) & 0x3ffu));
+        h = static_cast<uint16_t>(sign | (static_cast<uint32_t>(exponent) << 10) | ((bits >> 13) & 0x3ffu));
       } else {
         h = static_cast<uint16_t>((bits >> 16) & 0x8000u);
       }
@@ -92,8 +90,7 @@ inline std::string torch_test_bytes(const std::string& dtype, const std::vector<
 // The logical values of a view of `base` (a row-major buffer): element j of the view,
 // at multi-index (i_0, ..., i_n), is base[offset + sum(i_d * stride_d)].
 inline std::vector<double> view_values(const std::vector<double>& base, int64_t offset,
-                                       const std::vector<int64_t>& size,
-                                       const std::vector<int64_t>& stride) {
+                                       const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
   int64_t numel = 1;
   for (int64_t s : size) numel *= s;
   std::vector<double> out;

@@ -37,7 +37,7 @@ class BoardPoller {
   std::vector<SessionSource> sources_;
   FrameStore* store_;
   std::map<std::string, std::pair<int, std::unique_ptr<LiveBoardReader>>> readers_;  // by path
-  std::map<std::string, std::string> refused_;  // path -> why (logged once)
+  std::map<std::string, std::string> refused_;                                       // path -> why (logged once)
   int rounds_ = 0;
   std::vector<LiveFrame> batch_;
   std::atomic<uint64_t> frames_read_{0};

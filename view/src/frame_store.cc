@@ -5,8 +5,7 @@
 namespace tensorscope::view {
 
 uint64_t frame_cost(const LiveFrame& f) {
-  return f.jpeg.size() + f.stream.size() + f.kind.size() + f.device.size() + f.mode.size() +
-         sizeof(LiveFrame) + 64;
+  return f.jpeg.size() + f.stream.size() + f.kind.size() + f.device.size() + f.mode.size() + sizeof(LiveFrame) + 64;
 }
 
 FrameStore::FrameStore(uint64_t history_bytes) : cap_(history_bytes) {}
@@ -129,8 +128,7 @@ FramePtr FrameStore::at_step(uint32_t id, int64_t step) const {
   if (id == 0 || id > tiles_.size()) return nullptr;
   const auto& h = tiles_[id - 1].history;
   if (h.empty()) return nullptr;
-  auto pos = std::upper_bound(h.begin(), h.end(), step,
-                              [](int64_t s, const FramePtr& f) { return s < f->step; });
+  auto pos = std::upper_bound(h.begin(), h.end(), step, [](int64_t s, const FramePtr& f) { return s < f->step; });
   return pos == h.begin() ? nullptr : *(pos - 1);
 }
 

@@ -139,8 +139,8 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
       return close();
     }
     if (ec) {
-      const bool too_large = ec == http::error::header_limit || ec == http::error::body_limit ||
-                             ec == http::error::buffer_overflow;
+      const bool too_large =
+          ec == http::error::header_limit || ec == http::error::body_limit || ec == http::error::buffer_overflow;
       return refuse_and_close(too_large ? http::status::payload_too_large : http::status::bad_request,
                               too_large ? "request too large\n" : "malformed request\n");
     }
@@ -173,7 +173,8 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
       return refuse(req, http::status::not_found, "not found\n");
     }
     if (path == "/ws") {
-      if (!beast::websocket::is_upgrade(req)) return refuse(req, http::status::bad_request, "expected a WebSocket upgrade\n");
+      if (!beast::websocket::is_upgrade(req))
+        return refuse(req, http::status::bad_request, "expected a WebSocket upgrade\n");
       const std::string_view origin(req[http::field::origin].data(), req[http::field::origin].size());
       if (!origin_allowed(origin, ctx_->host_names, ctx_->port)) {
         return refuse(req, http::status::forbidden, "WebSocket from another origin\n");
@@ -257,7 +258,9 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     for (size_t i = 0; i < ctx_->files.size(); ++i) {
       nlohmann::json files = nlohmann::json::array();
       for (const auto& e : ctx_->files[i]->entries()) files.push_back(recording::to_json(e));
-      sources.push_back({{"source", i}, {"dir", ctx_->files[i]->dir()}, {"error", ctx_->files[i]->last_error()},
+      sources.push_back({{"source", i},
+                         {"dir", ctx_->files[i]->dir()},
+                         {"error", ctx_->files[i]->last_error()},
                          {"files", std::move(files)}});
     }
     send_text(req, std::make_shared<const std::string>(dump_json({{"sources", std::move(sources)}})),
@@ -282,14 +285,17 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     const bool fresh = now - ctx_->summaries_read_ms < 300;  // pages of several viewers share a read
     if (!fresh) ctx_->summaries_read_ms = now;
     nlohmann::json metrics = nlohmann::json::array(), sources = nlohmann::json::array();
-    for (const auto& m : recording::kOverviewMetrics) metrics.push_back({{"name", m.name}, {"title", m.title}, {"log", m.log_scale}});
+    for (const auto& m : recording::kOverviewMetrics)
+      metrics.push_back({{"name", m.name}, {"title", m.title}, {"log", m.log_scale}});
     for (size_t i = 0; i < ctx_->summaries.size(); ++i) {
       if (!fresh) ctx_->summaries[i]->refresh();
       nlohmann::json o = ctx_->summaries[i]->overview(static_cast<size_t>(metric), columns);
       o["source"] = i;
       sources.push_back(std::move(o));
     }
-    send_text(req, std::make_shared<const std::string>(dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}})),
+    send_text(req,
+              std::make_shared<const std::string>(
+                  dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}})),
               "application/json");
   }
 
@@ -312,7 +318,7 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     }
     const std::string full = files.dir() + "/" + file;
     UniqueFd fd(::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    struct stat st{};
+    struct stat st {};
     if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
       return refuse(req, http::status::not_found, "the file is gone\n");
     }
@@ -321,7 +327,8 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     const auto range = req[http::field::range];
     const bool ranged = !range.empty();
     if (ranged && !parse_range(std::string_view(range.data(), range.size()), size, &first, &last)) {
-      auto res = std::make_shared<http::response<http::string_body>>(http::status::range_not_satisfiable, req.version());
+      auto res =
+          std::make_shared<http::response<http::string_body>>(http::status::range_not_satisfiable, req.version());
       common_headers(*res, "text/plain; charset=utf-8", false);
       res->set(http::field::content_range, "bytes */" + std::to_string(size));
       res->keep_alive(req.keep_alive());

@@ -34,7 +34,7 @@ Status touch_watch_file(const std::string& path) {
 }
 
 bool watch_file_fresh(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return false;
   const int64_t touched = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   const int64_t now = static_cast<int64_t>(unix_time_ns());
@@ -56,8 +56,7 @@ bool is_live_board_file_name(const std::string& file_name, const std::string& se
 
 // ---- writer ----
 
-StatusOr<std::unique_ptr<LiveBoardWriter>> LiveBoardWriter::create(const std::string& path,
-                                                                   uint64_t capacity,
+StatusOr<std::unique_ptr<LiveBoardWriter>> LiveBoardWriter::create(const std::string& path, uint64_t capacity,
                                                                    int worker_index) {
   capacity &= ~uint64_t{7};
   if (capacity < kMinBoardCapacity || capacity > kMaxBoardCapacity) {
@@ -65,8 +64,8 @@ StatusOr<std::unique_ptr<LiveBoardWriter>> LiveBoardWriter::create(const std::st
                          std::to_string(kMinBoardCapacity) + ".." + std::to_string(kMaxBoardCapacity));
   }
   const size_t slash = path.find_last_of('/');
-  const std::string temp = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
-                           "." + path.substr(slash + 1) + ".creating." + std::to_string(::getpid());
+  const std::string temp = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "." +
+      path.substr(slash + 1) + ".creating." + std::to_string(::getpid());
   UniqueFd fd(::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return Status::error(temp + ": cannot create: " + errno_text(errno));
   const size_t mapped = kBoardHeaderBytes + capacity;
@@ -86,7 +85,8 @@ StatusOr<std::unique_ptr<LiveBoardWriter>> LiveBoardWriter::create(const std::st
   if (::posix_fallocate(fd.get(), 0, static_cast<off_t>(mapped)) != 0) {
     ::munmap(base, mapped);
     ::unlink(temp.c_str());
-    return Status::error(temp + ": cannot reserve " + std::to_string(mapped) + " bytes (is the shared-memory file system full?)");
+    return Status::error(temp + ": cannot reserve " + std::to_string(mapped) +
+                         " bytes (is the shared-memory file system full?)");
   }
   auto* h = new (base) BoardHeader{};
   h->magic = kBoardMagic;
@@ -104,8 +104,7 @@ StatusOr<std::unique_ptr<LiveBoardWriter>> LiveBoardWriter::create(const std::st
     ::unlink(temp.c_str());
     return Status::error(path + ": cannot publish the live board: " + errno_text(err));
   }
-  return std::unique_ptr<LiveBoardWriter>(
-      new LiveBoardWriter(path, static_cast<uint8_t*>(base), mapped, capacity));
+  return std::unique_ptr<LiveBoardWriter>(new LiveBoardWriter(path, static_cast<uint8_t*>(base), mapped, capacity));
 }
 
 LiveBoardWriter::LiveBoardWriter(std::string path, uint8_t* base, size_t mapped, uint64_t capacity)
@@ -115,17 +114,15 @@ LiveBoardWriter::~LiveBoardWriter() { ::munmap(base_, mapped_); }
 
 void LiveBoardWriter::remove() { ::unlink(path_.c_str()); }
 
-uint64_t LiveBoardWriter::records() const {
-  return writable_header(base_)->records.load(std::memory_order_relaxed);
-}
+uint64_t LiveBoardWriter::records() const { return writable_header(base_)->records.load(std::memory_order_relaxed); }
 
 bool LiveBoardWriter::append(const LiveFrame& meta, std::string_view image) {
   BoardHeader* h = writable_header(base_);
   const uint64_t names = meta.stream.size() + meta.kind.size() + meta.device.size() + meta.mode.size();
   const uint64_t bytes = align8(sizeof(BoardRecord) + names + image.size());
-  if (meta.stream.size() > UINT16_MAX || meta.kind.size() > UINT8_MAX ||
-      meta.device.size() > UINT8_MAX || meta.mode.size() > UINT8_MAX || bytes > capacity_ / 4 ||
-      meta.width < 0 || meta.width > UINT16_MAX || meta.height < 0 || meta.height > UINT16_MAX) {
+  if (meta.stream.size() > UINT16_MAX || meta.kind.size() > UINT8_MAX || meta.device.size() > UINT8_MAX ||
+      meta.mode.size() > UINT8_MAX || bytes > capacity_ / 4 || meta.width < 0 || meta.width > UINT16_MAX ||
+      meta.height < 0 || meta.height > UINT16_MAX) {
     h->refused.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -184,7 +181,7 @@ bool LiveBoardWriter::append(const LiveFrame& meta, std::string_view image) {
 StatusOr<std::unique_ptr<LiveBoardReader>> LiveBoardReader::open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return Status::error(path + ": cannot open: " + errno_text(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Status::error(path + ": cannot stat: " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) return Status::error(path + ": not a regular file");
   if (st.st_uid != ::getuid()) return Status::error(path + ": owned by another user");
@@ -200,13 +197,13 @@ StatusOr<std::unique_ptr<LiveBoardReader>> LiveBoardReader::open(const std::stri
     ::munmap(base, size);
     return Status::error(path + ": not a live board of version " + std::to_string(kBoardVersion));
   }
-  return std::unique_ptr<LiveBoardReader>(new LiveBoardReader(
-      path, static_cast<const uint8_t*>(base), size, size - kBoardHeaderBytes,
-      static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)));
+  return std::unique_ptr<LiveBoardReader>(
+      new LiveBoardReader(path, static_cast<const uint8_t*>(base), size, size - kBoardHeaderBytes,
+                          static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)));
 }
 
-LiveBoardReader::LiveBoardReader(std::string path, const uint8_t* base, size_t mapped,
-                                 uint64_t capacity, uint64_t dev, uint64_t ino)
+LiveBoardReader::LiveBoardReader(std::string path, const uint8_t* base, size_t mapped, uint64_t capacity, uint64_t dev,
+                                 uint64_t ino)
     : path_(std::move(path)), base_(base), mapped_(mapped), capacity_(capacity), dev_(dev), ino_(ino) {}
 
 LiveBoardReader::~LiveBoardReader() { ::munmap(const_cast<uint8_t*>(base_), mapped_); }
@@ -215,7 +212,7 @@ int64_t LiveBoardReader::writer_pid() const { return header()->writer_pid; }
 int LiveBoardReader::worker_index() const { return header()->worker_index; }
 
 bool LiveBoardReader::replaced() const {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) return true;
   return static_cast<uint64_t>(st.st_dev) != dev_ || static_cast<uint64_t>(st.st_ino) != ino_;
 }
@@ -251,9 +248,8 @@ void LiveBoardReader::poll(std::vector<LiveFrame>* out, size_t max_frames) {
     }
     BoardRecord r;
     std::memcpy(&r, area + offset, sizeof(r));
-    const bool shape_ok = (r.magic == kRecordMagic || r.magic == kPadMagic) &&
-                          r.bytes >= sizeof(BoardRecord) && r.bytes % 8 == 0 && r.bytes <= room &&
-                          position_ + r.bytes <= published;
+    const bool shape_ok = (r.magic == kRecordMagic || r.magic == kPadMagic) && r.bytes >= sizeof(BoardRecord) &&
+        r.bytes % 8 == 0 && r.bytes <= room && position_ + r.bytes <= published;
     if (shape_ok && r.magic == kRecordMagic) {
       copy_.resize(r.bytes);
       std::memcpy(copy_.data(), area + offset, r.bytes);
@@ -276,8 +272,8 @@ void LiveBoardReader::poll(std::vector<LiveFrame>* out, size_t max_frames) {
     position_ += r.bytes;
     if (r.magic == kPadMagic) continue;
     std::memcpy(&r, copy_.data(), sizeof(r));
-    const uint64_t need = uint64_t{sizeof(BoardRecord)} + r.stream_bytes + r.kind_bytes +
-                          r.device_bytes + r.mode_bytes + r.image_bytes;
+    const uint64_t need =
+        uint64_t{sizeof(BoardRecord)} + r.stream_bytes + r.kind_bytes + r.device_bytes + r.mode_bytes + r.image_bytes;
     if (need > r.bytes || r.image_format != kImageJpeg || r.stream_bytes == 0) {
       ++corrupt_;
       continue;

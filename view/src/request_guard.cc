@@ -41,8 +41,7 @@ StatusOr<std::string> percent_decode(std::string_view in, bool plus_is_space) {
 }
 
 bool is_loopback(const std::string& address) {
-  return address == "127.0.0.1" || address == "::1" || address == "localhost" ||
-         address.rfind("127.", 0) == 0;
+  return address == "127.0.0.1" || address == "::1" || address == "localhost" || address.rfind("127.", 0) == 0;
 }
 
 }  // namespace
@@ -100,8 +99,7 @@ StatusOr<Target> parse_target(std::string_view target) {
   return out;
 }
 
-std::vector<std::string> allowed_host_names(const std::string& bind_address,
-                                            const std::vector<std::string>& extra) {
+std::vector<std::string> allowed_host_names(const std::string& bind_address, const std::vector<std::string>& extra) {
   std::vector<std::string> names;
   auto add = [&names](std::string n) {
     if (!n.empty() && n.find(':') != std::string::npos && n.front() != '[') n = "[" + n + "]";  // IPv6

@@ -44,8 +44,7 @@ class WaitingConnection {
 
 struct ServerContext {
   ServerContext(ViewServerOptions opts, std::string tok, std::vector<std::string> names)
-      : options(std::move(opts)), token(std::move(tok)), host_names(std::move(names)),
-        store(options.history_bytes) {}
+      : options(std::move(opts)), token(std::move(tok)), host_names(std::move(names)), store(options.history_bytes) {}
 
   const ViewServerOptions options;
   const std::string token;
@@ -54,12 +53,12 @@ struct ServerContext {
   FrameStore store;
 
   // Network thread only.
-  std::vector<std::unique_ptr<SessionFiles>> files;  // one per source
+  std::vector<std::unique_ptr<SessionFiles>> files;       // one per source
   std::vector<std::unique_ptr<SummaryTables>> summaries;  // one per source (the overview)
-  int64_t summaries_read_ms = 0;  // when they were last refreshed
+  int64_t summaries_read_ms = 0;                          // when they were last refreshed
   std::vector<std::weak_ptr<PageSink>> pages;
   std::deque<std::weak_ptr<WaitingConnection>> waiting;  // oldest first
-  std::shared_ptr<const std::string> tiles_message;   // the last tick's
+  std::shared_ptr<const std::string> tiles_message;      // the last tick's
   std::shared_ptr<const std::string> health_message;
   uint64_t files_version = 0;
 

@@ -11,7 +11,7 @@ namespace tensorscope::view {
 SessionFiles::SessionFiles(std::string session_dir) : dir_(std::move(session_dir)) {}
 
 bool SessionFiles::refresh() {
-  struct stat st{};
+  struct stat st {};
   const std::string path = dir_ + "/" + recording::kIndexFileName;
   int64_t size = -1, mtime = -1;
   if (::stat(path.c_str(), &st) == 0) {
@@ -29,10 +29,9 @@ bool SessionFiles::refresh() {
   last_error_.clear();
   entries_ = std::move(*read);
   // Segments of a stream in step order, so that frame_at can stop at the first one past.
-  std::stable_sort(entries_.begin(), entries_.end(),
-                   [](const recording::IndexEntry& a, const recording::IndexEntry& b) {
-                     return a.first_step < b.first_step;
-                   });
+  std::stable_sort(
+      entries_.begin(), entries_.end(),
+      [](const recording::IndexEntry& a, const recording::IndexEntry& b) { return a.first_step < b.first_step; });
   by_path_.clear();
   for (size_t i = 0; i < entries_.size(); ++i) by_path_[entries_[i].path] = i;
   return true;
@@ -53,8 +52,8 @@ const std::vector<int64_t>* SessionFiles::steps_of(const recording::IndexEntry& 
   return &steps_.emplace(entry.path, std::move(read->steps)).first->second;
 }
 
-std::optional<VideoFrameRef> SessionFiles::frame_at(const std::string& stream, const std::string& device,
-                                                    int rank, const std::string& mode, int64_t step) {
+std::optional<VideoFrameRef> SessionFiles::frame_at(const std::string& stream, const std::string& device, int rank,
+                                                    const std::string& mode, int64_t step) {
   std::optional<VideoFrameRef> best;
   for (const auto& e : entries_) {
     if (e.first_step > step) break;
@@ -67,8 +66,8 @@ std::optional<VideoFrameRef> SessionFiles::frame_at(const std::string& stream, c
     if (pos == steps->begin()) continue;
     const int64_t found = *(pos - 1);
     if (!best || found > best->step) {
-      best = VideoFrameRef{e.path, static_cast<int64_t>(pos - steps->begin()) - 1,
-                           static_cast<int64_t>(steps->size()), found};
+      best = VideoFrameRef{e.path, static_cast<int64_t>(pos - steps->begin()) - 1, static_cast<int64_t>(steps->size()),
+                           found};
     }
   }
   return best;

@@ -22,8 +22,8 @@ namespace {
 bool parse_table_name(const std::string& name, int* rank, int64_t* pid) {
   long long r = -1, p = -1;
   int end = 0;
-  if (std::sscanf(name.c_str(), "rank%lld_pid%lld.csv%n", &r, &p, &end) != 2 || static_cast<size_t>(end) != name.size() ||
-      r < 0 || r > 1000000 || p < 0) {
+  if (std::sscanf(name.c_str(), "rank%lld_pid%lld.csv%n", &r, &p, &end) != 2 ||
+      static_cast<size_t>(end) != name.size() || r < 0 || r > 1000000 || p < 0) {
     return false;
   }
   *rank = static_cast<int>(r);
@@ -50,7 +50,7 @@ void SummaryTables::discover() {
 bool SummaryTables::read_table(const std::string& name, Table& table, size_t* budget) {
   const std::string path = dir_ + "/summaries/" + name;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  struct stat st{};
+  struct stat st {};
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return true;
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < table.offset) {  // replaced: read it again
@@ -92,7 +92,7 @@ bool SummaryTables::read_table(const std::string& name, Table& table, size_t* bu
 
 void SummaryTables::read_anomalies() {
   const std::string path = dir_ + "/anomalies.jsonl";
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || st.st_size == anomalies_size_) return;
   anomalies_size_ = st.st_size;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));

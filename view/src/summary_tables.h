@@ -42,7 +42,7 @@ class SummaryTables {
   struct Table {
     int rank = 0;
     int64_t pid = 0;
-    uint64_t offset = 0;  // bytes read (whole lines)
+    uint64_t offset = 0;                    // bytes read (whole lines)
     recording::OverviewHistory history{1};  // only whole_run() is shown: no window kept
   };
 

@@ -194,16 +194,11 @@ class ViewServer::Impl {
       if (i < status.size()) j["daemon"] = status[i];
       sources.push_back(std::move(j));
     }
-    nlohmann::json server = {{"frames_read", ctx_->frames_read.load()},
-                             {"frames_lost", ctx_->frames_lost.load()},
-                             {"frames_sent", ctx_->frames_sent.load()},
-                             {"boards", ctx_->boards.load()},
-                             {"store_bytes", ctx_->store.bytes()},
-                             {"store_cap", ctx_->options.history_bytes},
-                             {"evicted", ctx_->store.evicted()},
-                             {"connections", ctx_->connections.load()},
-                             {"requests", ctx_->requests.load()},
-                             {"rejected", ctx_->rejected.load()}};
+    nlohmann::json server = {{"frames_read", ctx_->frames_read.load()}, {"frames_lost", ctx_->frames_lost.load()},
+                             {"frames_sent", ctx_->frames_sent.load()}, {"boards", ctx_->boards.load()},
+                             {"store_bytes", ctx_->store.bytes()},      {"store_cap", ctx_->options.history_bytes},
+                             {"evicted", ctx_->store.evicted()},        {"connections", ctx_->connections.load()},
+                             {"requests", ctx_->requests.load()},       {"rejected", ctx_->rejected.load()}};
     return dump_json({{"type", "health"}, {"sources", sources}, {"server", server}});
   }
 
@@ -283,7 +278,8 @@ class ViewServer::Impl {
 StatusOr<std::unique_ptr<ViewServer>> ViewServer::start(ViewServerOptions options) {
   if (options.sources.empty()) return Status::error("view: no session to show");
   if (options.max_connections < 1) return Status::error("view: max_connections must be at least 1");
-  if (options.board_poll_ms < 1 || options.status_poll_ms < 1) return Status::error("view: poll periods must be positive");
+  if (options.board_poll_ms < 1 || options.status_poll_ms < 1)
+    return Status::error("view: poll periods must be positive");
   std::string token = options.token;
   if (token.empty()) {
     auto made = make_token();

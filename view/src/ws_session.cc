@@ -189,21 +189,23 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
     std::optional<VideoFrameRef> video;
     const size_t source = static_cast<size_t>(info->key.source);
     if (source < ctx_->files.size()) {
-      video = ctx_->files[source]->frame_at(info->key.stream, info->key.device, info->key.rank,
-                                            info->key.mode, step);
+      video = ctx_->files[source]->frame_at(info->key.stream, info->key.device, info->key.rank, info->key.mode, step);
     }
     if (kept && (!video || kept->step >= video->step)) return frame_message(id, *kept, 0);
     if (video) {
-      return Message{false, std::make_shared<const std::string>(dump_json({{"type", "video_frame"},
-                                                                           {"tile", id},
-                                                                           {"source", source},
-                                                                           {"path", video->path},
-                                                                           {"frame", video->frame},
-                                                                           {"frames", video->frames},
-                                                                           {"step", video->step}}))};
+      return Message{false,
+                     std::make_shared<const std::string>(dump_json({{"type", "video_frame"},
+                                                                    {"tile", id},
+                                                                    {"source", source},
+                                                                    {"path", video->path},
+                                                                    {"frame", video->frame},
+                                                                    {"frames", video->frames},
+                                                                    {"step", video->step}}))};
     }
-    return Message{false, std::make_shared<const std::string>(dump_json(
-                              {{"type", "no_frame"}, {"tile", id}, {"cursor", cursor_ ? nlohmann::json(*cursor_) : nlohmann::json()}}))};
+    return Message{
+        false,
+        std::make_shared<const std::string>(dump_json(
+            {{"type", "no_frame"}, {"tile", id}, {"cursor", cursor_ ? nlohmann::json(*cursor_) : nlohmann::json()}}))};
   }
 
   void send(bool binary, std::shared_ptr<const std::string> bytes) {

@@ -28,9 +28,9 @@ namespace tensorscope {
 enum class CallStacking : uint8_t { kAuto = 0, kStacked = 1, kSeparate = 2 };
 
 inline constexpr std::array<const char*, 3> kCallStackingNames = {"auto", "stacked", "separate"};
-inline constexpr int kSeparateCalls = 4;             // kAuto: calls of a step with streams of their own
-inline constexpr int64_t kStackedRowLength = 1024;   // features per row, at most
-inline constexpr size_t kMaxStackedRows = 4096;      // calls stacked per step; more are counted refused
+inline constexpr int kSeparateCalls = 4;                // kAuto: calls of a step with streams of their own
+inline constexpr int64_t kStackedRowLength = 1024;      // features per row, at most
+inline constexpr size_t kMaxStackedRows = 4096;         // calls stacked per step; more are counted refused
 inline constexpr size_t kStackedHoldBytes = 32u << 20;  // per track: call tensors held to reduce at the step's end
 
 inline const char* to_string(CallStacking mode) { return kCallStackingNames[static_cast<size_t>(mode)]; }

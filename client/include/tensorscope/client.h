@@ -92,8 +92,7 @@ class Client {
 
   // Sends the gradient of `tensor` (not its value) as stream `name` each time backward
   // computes it. `tensor` must require grad. The handle does not keep `tensor` alive.
-  TrackHandle track_tensor(const std::string& name, const at::Tensor& tensor,
-                           TrackOptions options = TrackOptions());
+  TrackHandle track_tensor(const std::string& name, const at::Tensor& tensor, TrackOptions options = TrackOptions());
 
   // Every stream the live handles of this client may send.
   std::vector<TrackedStream> tracked() const;

@@ -11,12 +11,12 @@
 // Inside class `Class`: a private member `name_` of `Type`, initialized to
 // `default_value`, a setter `Class& name(Type)` and a getter `const Type& name() const`.
 #define TENSORSCOPE_OPTION_SETTER(Class, Type, name, default_value) \
- public:                                                          \
-  Class& name(Type value) {                                       \
-    name##_ = std::move(value);                                   \
-    return *this;                                                 \
-  }                                                               \
-  const Type& name() const { return name##_; }                    \
-                                                                  \
- private:                                                         \
+ public:                                                            \
+  Class& name(Type value) {                                         \
+    name##_ = std::move(value);                                     \
+    return *this;                                                   \
+  }                                                                 \
+  const Type& name() const { return name##_; }                      \
+                                                                    \
+ private:                                                           \
   Type name##_ = default_value;

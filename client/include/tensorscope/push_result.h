@@ -35,7 +35,7 @@ struct ClientStats {
   uint64_t dropped_full = 0;
   uint64_t not_connected = 0;
   uint64_t refused = 0;
-  uint64_t bytes = 0;          // payload bytes pushed
+  uint64_t bytes = 0;  // payload bytes pushed
   // Pacing: while the daemon falls behind, the client sends one call in pace_stride of
   // each stream (1: every call its gates admit), spread evenly over the steps, instead of
   // copying tensors a full ring would drop. paced counts the calls held back for it
@@ -46,8 +46,8 @@ struct ClientStats {
   // Pushed records the daemon received but could not draw: its per-worker stream limit
   // (limits.max_streams_per_worker) was reached. Its log says so once.
   uint64_t dropped_by_daemon = 0;
-  bool connected = false;      // a daemon holds our segment right now
-  uint64_t connections = 0;    // successful registrations so far (reconnects included)
+  bool connected = false;    // a daemon holds our segment right now
+  uint64_t connections = 0;  // successful registrations so far (reconnects included)
   // Why not connected right now, in words ("" while connected): no daemon, a refused
   // registration, no room for a segment, ...
   std::string connection_note;

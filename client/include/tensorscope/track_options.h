@@ -16,12 +16,12 @@ namespace tensorscope {
 
 // What a track sends, as a bit set: TrackKinds::kOutput | TrackKinds::kParameter.
 enum class TrackKinds : uint32_t {
-  kDefault = 0,                 // the method's own kind: track_model kOutput, track_layer kOutputGradient
-  kOutput = 1u << 0,            // each module's forward output        (stream "<name>.<path>")
-  kOutputGradient = 1u << 1,    // the gradient at each module's output (stream "<name>.<path>.grad")
-  kParameter = 1u << 2,         // each parameter's value, with the module's first call of a step
-                                //                                       (stream "<name>.<path>.<param>")
-  kParameterGradient = 1u << 3, // each parameter's gradient            (stream "<name>.<path>.<param>.grad")
+  kDefault = 0,                  // the method's own kind: track_model kOutput, track_layer kOutputGradient
+  kOutput = 1u << 0,             // each module's forward output        (stream "<name>.<path>")
+  kOutputGradient = 1u << 1,     // the gradient at each module's output (stream "<name>.<path>.grad")
+  kParameter = 1u << 2,          // each parameter's value, with the module's first call of a step
+                                 //                                       (stream "<name>.<path>.<param>")
+  kParameterGradient = 1u << 3,  // each parameter's gradient            (stream "<name>.<path>.<param>.grad")
 };
 
 constexpr TrackKinds operator|(TrackKinds a, TrackKinds b) {

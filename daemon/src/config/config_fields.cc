@@ -63,8 +63,7 @@ std::string suggestion(const std::string& section, const std::string& key) {
     const std::string sec = dot == std::string::npos ? "" : path.substr(0, dot);
     if (leaf == key && sec != section) return "; did you mean \"" + path + "\"?";
   }
-  const std::vector<std::string>& candidates =
-      section.empty() ? l.top_keys : *l.section_keys(section);
+  const std::vector<std::string>& candidates = section.empty() ? l.top_keys : *l.section_keys(section);
   std::string best;
   std::size_t best_distance = 3;
   for (const std::string& c : candidates) {

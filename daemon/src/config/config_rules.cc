@@ -22,9 +22,8 @@ bool in_range(const IntRule& r, int64_t v) { return v >= r.lo && v <= r.hi; }
 std::string expectation(const NumberRule& r) {
   if (r.lo_inclusive && r.hi_inclusive)
     return "a number between " + format_number(r.lo) + " and " + format_number(r.hi);
-  return std::string("a number ") + (r.lo_inclusive ? ">= " : "greater than ") +
-         format_number(r.lo) + (r.hi_inclusive ? " and at most " : " and less than ") +
-         format_number(r.hi);
+  return std::string("a number ") + (r.lo_inclusive ? ">= " : "greater than ") + format_number(r.lo) +
+      (r.hi_inclusive ? " and at most " : " and less than ") + format_number(r.hi);
 }
 
 bool in_range(const NumberRule& r, double v) {
@@ -54,8 +53,7 @@ std::string string_problem(const std::string& v, StringRule rule) {
     try {
       std::regex compiled(v, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      return "expected a regular expression (or \"\" for none), got " + quote(v) + " (" +
-             e.what() + ")";
+      return "expected a regular expression (or \"\" for none), got " + quote(v) + " (" + e.what() + ")";
     }
   }
   return "";

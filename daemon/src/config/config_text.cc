@@ -15,8 +15,7 @@ std::string quote(std::string_view s) { return quote_for_message(s, kMaxShownCha
 std::string printable_key(std::string_view key) {
   std::string q = quote(key);
   std::string bare = q.substr(1, q.size() - 2);
-  const bool plain =
-      !key.empty() && bare == key && key.find_first_of(" .\"") == std::string_view::npos;
+  const bool plain = !key.empty() && bare == key && key.find_first_of(" .\"") == std::string_view::npos;
   return plain ? bare : q;
 }
 
@@ -69,8 +68,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   for (std::size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] =
-          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
     }
     std::swap(prev, cur);
   }
@@ -97,8 +95,7 @@ std::optional<double> parse_double(std::string_view s) {
   if (s.empty()) return std::nullopt;
   double v = 0;
   const auto res = std::from_chars(s.data(), s.data() + s.size(), v, std::chars_format::general);
-  if (res.ec != std::errc() || res.ptr != s.data() + s.size() || !std::isfinite(v))
-    return std::nullopt;
+  if (res.ec != std::errc() || res.ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
 }
 

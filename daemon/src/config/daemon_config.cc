@@ -27,8 +27,7 @@ StatusOr<std::string> read_small_file(const std::string& path) {
 
 }  // namespace
 
-StatusOr<DaemonConfig> parse_daemon_config(const std::string& yaml_text,
-                                           const std::string& source_name) {
+StatusOr<DaemonConfig> parse_daemon_config(const std::string& yaml_text, const std::string& source_name) {
   const std::string source = source_name.empty() ? "<config>" : source_name;
   try {
     return config_detail::parse_yaml(yaml_text, source);

@@ -8,8 +8,8 @@ namespace {
 
 bool well_formed(const nlohmann::json& a) {
   return a.is_object() && a.contains("type") && a["type"].is_string() && a.contains("step") &&
-         a["step"].is_number_integer() && a.contains("rank") && a["rank"].is_number_integer() &&
-         a.contains("message") && a["message"].is_string();
+      a["step"].is_number_integer() && a.contains("rank") && a["rank"].is_number_integer() && a.contains("message") &&
+      a["message"].is_string();
 }
 
 }  // namespace
@@ -24,7 +24,7 @@ void AnomalyLog::add(const nlohmann::json& anomaly) {
   if (anomaly["type"] == "non_finite") {
     const auto earlier = [&](const nlohmann::json& b) {
       return anomaly["step"].get<int64_t>() < b["step"].get<int64_t>() ||
-             (anomaly["step"] == b["step"] && anomaly["rank"].get<int64_t>() < b["rank"].get<int64_t>());
+          (anomaly["step"] == b["step"] && anomaly["rank"].get<int64_t>() < b["rank"].get<int64_t>());
     };
     if (first_non_finite_.is_null() || earlier(first_non_finite_)) first_non_finite_ = anomaly;
   }

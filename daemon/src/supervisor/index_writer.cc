@@ -91,20 +91,17 @@ Status IndexWriter::load() {
       const std::string target = path + ".corrupt-" + std::to_string(n);
       struct stat st {};
       if (::lstat(target.c_str(), &st) == 0) continue;
-      if (const int err = errno; err != ENOENT)
-        return Status::error(target + ": cannot check: " + errno_text(err));
+      if (const int err = errno; err != ENOENT) return Status::error(target + ": cannot check: " + errno_text(err));
       if (::rename(path.c_str(), target.c_str()) != 0) {
         const int err = errno;
-        return Status::error(path + " is corrupt (" + problem + ") and cannot be moved to " +
-                             target + ": " + errno_text(err));
+        return Status::error(path + " is corrupt (" + problem + ") and cannot be moved to " + target + ": " +
+                             errno_text(err));
       }
       last_corrupt_path_ = target;
-      spdlog::warn("tensorscope: {} is corrupt ({}); moved it to {} and starting a new index", path,
-                   problem, target);
+      spdlog::warn("tensorscope: {} is corrupt ({}); moved it to {} and starting a new index", path, problem, target);
       return Status::ok();
     }
-    return Status::error(path + " is corrupt (" + problem + ") and " +
-                         std::to_string(kMaxCorruptCopies) +
+    return Status::error(path + " is corrupt (" + problem + ") and " + std::to_string(kMaxCorruptCopies) +
                          " corrupt copies already exist; remove them");
   } catch (const std::exception& e) {
     return Status::error(index_path() + ": cannot load: " + e.what());

@@ -21,8 +21,8 @@
 namespace tensorscope::daemon {
 
 // The entry and its JSON form live with the other output formats.
-using recording::IndexEntry;
 using recording::index_entry_from_json;
+using recording::IndexEntry;
 using recording::kIndexFileName;
 using recording::to_json;
 using recording::validate_index_path;

@@ -28,9 +28,9 @@ Status check_versions(const nlohmann::json& m) {
   if (protocol == m.end() || !protocol->is_number_integer() ||
       protocol->get<int64_t>() != control::kControlProtocolVersion) {
     return Status::error("client speaks control protocol version " +
-                         (protocol == m.end()       ? std::string("(none)")
-                          : protocol->is_number() ? protocol->dump()
-                                                  : quote_for_message(protocol->dump())) +
+                         (protocol == m.end()         ? std::string("(none)")
+                              : protocol->is_number() ? protocol->dump()
+                                                      : quote_for_message(protocol->dump())) +
                          " but this daemon speaks version " + std::to_string(control::kControlProtocolVersion) +
                          kSameVersion);
   }
@@ -43,7 +43,8 @@ StatusOr<AcceptedRegistration> check_registration(const nlohmann::json& m, const
                                                   const std::string& session, const std::string& runtime_dir) {
   if (Status versions = check_versions(m); !versions) return versions;
   const auto requested_session = m.value("session", std::string());
-  if (requested_session != session) return Status::error("registration for session " + quote_for_message(requested_session));
+  if (requested_session != session)
+    return Status::error("registration for session " + quote_for_message(requested_session));
   const auto segment_name = m.value("segment", std::string());
   if (!is_segment_file_name(segment_name, session)) {
     return Status::error("bad segment name " + quote_for_message(segment_name));

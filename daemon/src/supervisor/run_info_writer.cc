@@ -39,9 +39,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kMaxGitTextBytes = std::size_t{64} << 10;      // rev-parse answers
-constexpr std::size_t kMaxGitStatusBytes = std::size_t{4} << 20;     // status --porcelain
-constexpr std::size_t kMaxGitErrorBytes = 4096;                      // stderr kept
+constexpr std::size_t kMaxGitTextBytes = std::size_t{64} << 10;   // rev-parse answers
+constexpr std::size_t kMaxGitStatusBytes = std::size_t{4} << 20;  // status --porcelain
+constexpr std::size_t kMaxGitErrorBytes = 4096;                   // stderr kept
 constexpr std::size_t kMaxLiveHelpers = 64;
 constexpr char kGitLockName[] = ".git.lock";
 
@@ -60,8 +60,8 @@ std::string trim(std::string s) {
 bool is_name(const std::string& key, std::size_t max_bytes, bool allow_dot_dash) {
   if (key.empty() || key.size() > max_bytes) return false;
   for (unsigned char c : key) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '_' || (allow_dot_dash && (c == '.' || c == '-'));
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+        (allow_dot_dash && (c == '.' || c == '-'));
     if (!ok) return false;
   }
   return true;
@@ -117,8 +117,8 @@ std::vector<std::string> git_environment() {
     if (std::strncmp(*e, "GIT_", 4) == 0 || std::strncmp(*e, "LC_ALL=", 7) == 0) continue;
     env.emplace_back(*e);
   }
-  for (const char* extra : {"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_PAGER=cat",
-                            "GIT_ASKPASS=/bin/false", "LC_ALL=C"}) {
+  for (const char* extra :
+       {"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_PAGER=cat", "GIT_ASKPASS=/bin/false", "LC_ALL=C"}) {
     env.emplace_back(extra);
   }
   return env;
@@ -128,8 +128,7 @@ std::vector<std::string> git_environment() {
 using GitRun = StatusOr<SubprocessResult>;
 
 GitRun run_git(const GitOptions& options, const std::vector<std::string>& args, std::size_t max_out) {
-  std::vector<std::string> argv = {options.git, "-c", "core.fsmonitor=false", "-c",
-                                   "core.quotePath=false"};
+  std::vector<std::string> argv = {options.git, "-c", "core.fsmonitor=false", "-c", "core.quotePath=false"};
   argv.insert(argv.end(), args.begin(), args.end());
   SubprocessOptions run;
   run.timeout_ms = options.timeout_ms;
@@ -163,7 +162,8 @@ Status ensure_run_info_dir(const std::string& dir) {
   const int err = errno;
   struct stat st {};
   if (err == EEXIST && ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::ok();
-  return Status::error("cannot create " + dir + ": " + (err == EEXIST ? std::string("not a directory") : errno_text(err)));
+  return Status::error("cannot create " + dir + ": " +
+                       (err == EEXIST ? std::string("not a directory") : errno_text(err)));
 }
 
 // ---- helper processes ----
@@ -216,8 +216,7 @@ int run_helper(const std::string& session_dir, const std::string& base, const js
     const std::string lock_path = session_dir + "/" + kRunInfoDirName + "/" + kGitLockName;
     const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock_fd >= 0) {
-      while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
-      }
+      while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {}
     }
     git = probe_git(dirs, options);
     if (lock_fd >= 0) ::close(lock_fd);
@@ -272,15 +271,18 @@ json sanitize_run_info(const json& untrusted, std::vector<std::string>* notes) {
           argv.push_back(s);
         }
         if (cut) {
-          add_note(notes, "run_info.argv cut (non-strings dropped, at most " + std::to_string(kRunInfoMaxArgs) +
-                              " arguments and " + std::to_string(kRunInfoMaxArgvBytes) + " bytes)");
+          add_note(notes,
+                   "run_info.argv cut (non-strings dropped, at most " + std::to_string(kRunInfoMaxArgs) +
+                       " arguments and " + std::to_string(kRunInfoMaxArgvBytes) + " bytes)");
           out["argv_truncated"] = true;
         }
         out["argv"] = std::move(argv);
       } else if (key == "argv_truncated") {
         if (value.is_boolean()) {
-          if (!out.contains("argv_truncated")) out["argv_truncated"] = value.get<bool>();
-          else if (value.get<bool>()) out["argv_truncated"] = true;
+          if (!out.contains("argv_truncated"))
+            out["argv_truncated"] = value.get<bool>();
+          else if (value.get<bool>())
+            out["argv_truncated"] = true;
         } else {
           add_note(notes, "run_info.argv_truncated dropped: not a boolean");
         }
@@ -312,9 +314,9 @@ json sanitize_run_info(const json& untrusted, std::vector<std::string>* notes) {
           kept[name] = bounded_utf8(v.get_ref<const std::string&>(), max_value);
         }
         if (dropped > 0) {
-          add_note(notes, "run_info." + key + ": " + std::to_string(dropped) +
-                              " entries dropped (bad name, not a string, or more than " +
-                              std::to_string(max_entries) + ")");
+          add_note(notes,
+                   "run_info." + key + ": " + std::to_string(dropped) +
+                       " entries dropped (bad name, not a string, or more than " + std::to_string(max_entries) + ")");
         }
         out[key] = std::move(kept);
       } else {
@@ -348,8 +350,8 @@ json build_run_info(const json& untrusted, const RunInfoProducer& producer) {
     if (client["rank"].get<int64_t>() != producer.rank) doc["client_rank"] = client["rank"];
     client.erase("rank");
   }
-  for (const char* key : {"hostname", "executable", "cwd", "argv", "argv_truncated", "env", "versions",
-                          "collected_unix_ms"}) {
+  for (const char* key :
+       {"hostname", "executable", "cwd", "argv", "argv_truncated", "env", "versions", "collected_unix_ms"}) {
     if (client.contains(key)) doc[key] = client[key];
   }
   if (!doc.contains("versions")) doc["versions"] = json::object();
@@ -365,9 +367,8 @@ json build_run_info(const json& untrusted, const RunInfoProducer& producer) {
 std::vector<std::string> git_candidate_dirs(const json& run_info) {
   std::vector<std::string> dirs;
   auto absolute = [](const json& v) {
-    return v.is_string() && !v.get_ref<const std::string&>().empty() &&
-           v.get_ref<const std::string&>()[0] == '/' &&
-           v.get_ref<const std::string&>().find('\0') == std::string::npos;
+    return v.is_string() && !v.get_ref<const std::string&>().empty() && v.get_ref<const std::string&>()[0] == '/' &&
+        v.get_ref<const std::string&>().find('\0') == std::string::npos;
   };
   if (!run_info.is_object()) return dirs;
   if (run_info.contains("cwd") && absolute(run_info["cwd"])) dirs.push_back(run_info["cwd"].get<std::string>());
@@ -393,8 +394,8 @@ GitProbe probe_git(const std::vector<std::string>& dirs, const GitOptions& optio
       if (st.st_uid != ::geteuid()) {
         // git would read that directory's repository configuration (which can name
         // programs to run) as our user: only our own directories are looked at.
-        probe.notes.push_back("git: " + bounded_utf8(dir, 256) + " is not owned by uid " +
-                              std::to_string(::geteuid()) + "; git not run there");
+        probe.notes.push_back("git: " + bounded_utf8(dir, 256) + " is not owned by uid " + std::to_string(::geteuid()) +
+                              "; git not run there");
         continue;
       }
       const std::vector<std::string> top_args = {"-C", dir, "rev-parse", "--show-toplevel"};
@@ -448,10 +449,17 @@ GitProbe probe_git(const std::vector<std::string>& dirs, const GitOptions& optio
       info["patch_bytes"] = 0;
       info["patch_truncated"] = false;
       if (has_commit && changed > 0) {
-        const std::vector<std::string> diff_args = {
-            "-C",         toplevel,          "diff",           "HEAD",           "--binary",
-            "--no-color", "--no-ext-diff",   "--no-textconv",  "--no-relative",  "--src-prefix=a/",
-            "--dst-prefix=b/"};
+        const std::vector<std::string> diff_args = {"-C",
+                                                    toplevel,
+                                                    "diff",
+                                                    "HEAD",
+                                                    "--binary",
+                                                    "--no-color",
+                                                    "--no-ext-diff",
+                                                    "--no-textconv",
+                                                    "--no-relative",
+                                                    "--src-prefix=a/",
+                                                    "--dst-prefix=b/"};
         GitRun diff = run_git(options, diff_args, options.max_patch_bytes);
         if (!diff.is_ok() || diff->timed_out || (diff->exit_code != 0 && !diff->truncated)) {
           info["patch_error"] = describe_failure(diff_args, diff, options.timeout_ms);
@@ -474,8 +482,7 @@ GitProbe probe_git(const std::vector<std::string>& dirs, const GitOptions& optio
   return probe;
 }
 
-Status write_run_info_files(const std::string& session_dir, const std::string& base, json doc,
-                            const GitProbe* git) {
+Status write_run_info_files(const std::string& session_dir, const std::string& base, json doc, const GitProbe* git) {
   const std::string dir = session_dir + "/" + kRunInfoDirName;
   Status made = ensure_run_info_dir(dir);
   if (!made) return made;
@@ -528,8 +535,7 @@ pid_t record_run_info(const std::string& session_dir, const json& untrusted, con
         int code = 1;
         try {
           code = run_helper(session_dir, base, doc, dirs, options);
-        } catch (...) {
-        }
+        } catch (...) {}
         ::_exit(code);
       }
       if (pid > 0) {

@@ -101,14 +101,14 @@ GitProbe probe_git(const std::vector<std::string>& dirs, const GitOptions& optio
 // 0700 when missing). With `git`: doc["git"] = git->info, its notes are appended, and a
 // non-empty patch is written first as <base>.patch and named in doc["git"]["patch"] (a
 // stale patch of an earlier registration is removed when the diff is now empty).
-Status write_run_info_files(const std::string& session_dir, const std::string& base,
-                            nlohmann::json doc, const GitProbe* git);
+Status write_run_info_files(const std::string& session_dir, const std::string& base, nlohmann::json doc,
+                            const GitProbe* git);
 
 // Called by the supervisor after a registration: builds the document and forks a helper
 // that writes it, runs git and rewrites it. Returns the helper's pid, or -1 when the work
 // was done inline without git (fork failed, too many helpers running). The caller need not
 // wait for the helper (the supervisor's reaper collects it). Logs failures; never throws.
-pid_t record_run_info(const std::string& session_dir, const nlohmann::json& untrusted,
-                      const RunInfoProducer& producer, const GitOptions& options = {}) noexcept;
+pid_t record_run_info(const std::string& session_dir, const nlohmann::json& untrusted, const RunInfoProducer& producer,
+                      const GitOptions& options = {}) noexcept;
 
 }  // namespace tensorscope::daemon

@@ -41,8 +41,8 @@
 namespace tensorscope::daemon {
 
 struct StartMode {
-  bool autostarted = false;  // started by a client (shown by `tensorscope status`)
-  int ready_fd = -1;         // written one byte and closed once the socket is published
+  bool autostarted = false;          // started by a client (shown by `tensorscope status`)
+  int ready_fd = -1;                 // written one byte and closed once the socket is published
   std::function<void()> on_started;  // called once the socket is published (may be empty)
 };
 

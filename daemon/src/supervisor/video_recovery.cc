@@ -49,7 +49,8 @@ RecoveredVideos recover_temp_videos(const std::string& session_dir, const std::s
 std::vector<IndexEntry> unlisted_videos(const std::string& session_dir, const std::set<std::string>& listed) {
   std::vector<IndexEntry> out;
   for (const std::string& name : names_in(session_dir)) {
-    if (name.empty() || name[0] == '.' || !ends_with(name, recording::kVideoExtension) || listed.count(name) > 0) continue;
+    if (name.empty() || name[0] == '.' || !ends_with(name, recording::kVideoExtension) || listed.count(name) > 0)
+      continue;
     const std::string journal = kept_journal_path(session_dir, name);
     const plotting::Fmp4Extent extent = plotting::scan_fmp4(session_dir + "/" + name);
     if (!extent.valid || extent.frames <= 0) continue;

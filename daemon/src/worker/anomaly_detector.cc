@@ -23,7 +23,7 @@ double median(std::vector<double> values) {
 }  // namespace
 
 nlohmann::json Anomaly::to_json() const {
-  return {{"type", type}, {"step", step}, {"rank", rank},     {"pid", pid},         {"track", track},
+  return {{"type", type},     {"step", step}, {"rank", rank},       {"pid", pid},        {"track", track},
           {"stream", stream}, {"kind", kind}, {"message", message}, {"details", details}};
 }
 
@@ -50,11 +50,11 @@ std::vector<Anomaly> AnomalyDetector::observe(const std::string& track, int64_t 
       const auto others = std::count_if(first + 1, entries.end(), [](const TensorSummary& s) { return !s.finite(); });
       Anomaly a = base("non_finite", track, step, rank, pid, *first);
       a.message = "first non-finite value: step " + std::to_string(step) + ", rank " + std::to_string(rank) + ", " +
-                  first->name + " (" + a.kind + ") has " + std::to_string(first->nan_count) + " NaN and " +
-                  std::to_string(first->inf_count) + " Inf of " + std::to_string(first->numel) + " values" +
-                  (others > 0 ? "; " + std::to_string(others) + " later tensor(s) of that step too" : "");
-      a.details = {{"nan", first->nan_count}, {"inf", first->inf_count}, {"numel", first->numel},
-                   {"later_non_finite", others}};
+          first->name + " (" + a.kind + ") has " + std::to_string(first->nan_count) + " NaN and " +
+          std::to_string(first->inf_count) + " Inf of " + std::to_string(first->numel) + " values" +
+          (others > 0 ? "; " + std::to_string(others) + " later tensor(s) of that step too" : "");
+      a.details = {
+          {"nan", first->nan_count}, {"inf", first->inf_count}, {"numel", first->numel}, {"later_non_finite", others}};
       out.push_back(std::move(a));
     }
   }
@@ -79,10 +79,9 @@ void AnomalyDetector::check_explosion(Stream& st, const TensorSummary& s, Anomal
     if (typical > 0 && s.l2 > config_.explosion_factor * typical) {
       st.exploded = true;
       proto.type = "explosion";
-      proto.message = "explosion: step " + std::to_string(proto.step) + ", rank " + std::to_string(proto.rank) +
-                      ", " + s.name + " (" + proto.kind + ") has L2 norm " + number(s.l2) + ", " +
-                      number(s.l2 / typical) + "x the median " + number(typical) + " of its last " +
-                      std::to_string(st.norms.size()) + " summarised steps";
+      proto.message = "explosion: step " + std::to_string(proto.step) + ", rank " + std::to_string(proto.rank) + ", " +
+          s.name + " (" + proto.kind + ") has L2 norm " + number(s.l2) + ", " + number(s.l2 / typical) +
+          "x the median " + number(typical) + " of its last " + std::to_string(st.norms.size()) + " summarised steps";
       proto.details = {{"l2", s.l2}, {"median", typical}, {"ratio", s.l2 / typical}, {"window", st.norms.size()}};
       out->push_back(std::move(proto));
     }
@@ -98,8 +97,8 @@ void AnomalyDetector::check_dead(Stream& st, const TensorSummary& s, Anomaly pro
   st.dead = true;
   proto.type = "dead_units";
   proto.message = "dead units: " + s.name + " (rank " + std::to_string(proto.rank) + ") has been at least " +
-                  number(100 * config_.dead_fraction) + "% exact zeros for " + std::to_string(st.dead_run) +
-                  " summarised steps in a row, up to step " + std::to_string(proto.step);
+      number(100 * config_.dead_fraction) + "% exact zeros for " + std::to_string(st.dead_run) +
+      " summarised steps in a row, up to step " + std::to_string(proto.step);
   proto.details = {{"zero_fraction", s.zero_fraction()}, {"steps", st.dead_run}};
   out->push_back(std::move(proto));
 }

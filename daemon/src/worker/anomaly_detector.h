@@ -26,14 +26,14 @@
 namespace tensorscope::daemon {
 
 struct Anomaly {
-  std::string type;    // "non_finite", "explosion", "dead_units"
+  std::string type;  // "non_finite", "explosion", "dead_units"
   int64_t step = 0;
   int rank = 0;
   int64_t pid = 0;
-  std::string track;   // the record's track
-  std::string stream;  // the tensor's stream
-  std::string kind;    // "activation", "gradient", ...
-  std::string message; // one sentence for the log and the page
+  std::string track;                                  // the record's track
+  std::string stream;                                 // the tensor's stream
+  std::string kind;                                   // "activation", "gradient", ...
+  std::string message;                                // one sentence for the log and the page
   nlohmann::json details = nlohmann::json::object();  // counts and values behind it
 
   nlohmann::json to_json() const;

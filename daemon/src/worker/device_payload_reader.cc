@@ -41,9 +41,7 @@ void DevicePayloadReader::forget_producer(uint64_t) {}
 
 #else  // TENSORSCOPE_WITH_CUDA
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 bool device_payloads_supported(std::string* why) {
   const CudaProbe& probe = cuda_probe();
@@ -59,7 +57,7 @@ struct DevicePayloadReader::State {
     uint8_t* base = nullptr;
     std::vector<cudaEvent_t> events;
   };
-  std::map<std::pair<uint64_t, uint32_t>, Pool> pools;  // (producer, pool index)
+  std::map<std::pair<uint64_t, uint32_t>, Pool> pools;                 // (producer, pool index)
   std::map<std::array<uint8_t, wire::kDeviceUuidBytes>, int> devices;  // by UUID
   bool devices_listed = false;
   uint8_t* host = nullptr;  // pinned staging for the copies out
@@ -162,10 +160,8 @@ struct DevicePayloadReader::State {
 DevicePayloadReader::DevicePayloadReader() : state_(std::make_unique<State>()) {}
 DevicePayloadReader::~DevicePayloadReader() = default;
 
-DevicePayloadReader::Result DevicePayloadReader::fetch(uint64_t producer_id,
-                                                       const SharedSegment& segment,
-                                                       RecordView* view,
-                                                       std::chrono::milliseconds wait,
+DevicePayloadReader::Result DevicePayloadReader::fetch(uint64_t producer_id, const SharedSegment& segment,
+                                                       RecordView* view, std::chrono::milliseconds wait,
                                                        std::string* why) {
   if (!device_payloads_supported(why)) {
     *why = "device payload: " + *why;
@@ -182,9 +178,10 @@ DevicePayloadReader::Result DevicePayloadReader::fetch(uint64_t producer_id,
       if (entry.state.load(std::memory_order_acquire) == wire::kPoolPublished) {
         // Tell the producer to send this device's tensors through the ring instead.
         entry.consumer_refused.store(1, std::memory_order_release);
-        TS_LOG_WARN("producer {}: device pool {} cannot be read ({}); the producer falls back "
-                    "to pinned host memory",
-                    producer_id, h.pool_index, st.message());
+        TS_LOG_WARN(
+            "producer {}: device pool {} cannot be read ({}); the producer falls back "
+            "to pinned host memory",
+            producer_id, h.pool_index, st.message());
       } else {  // not (or no longer) published: nothing to remember
         state_->close(pool);
         state_->pools.erase(it);
@@ -221,8 +218,7 @@ DevicePayloadReader::Result DevicePayloadReader::fetch(uint64_t producer_id,
   }
   const uint64_t offset = h.pool_position % pool.identity.capacity;
   cudaStream_t stream = state_->streams[pool.device];
-  cudaError_t err = cudaMemcpyAsync(state_->host, pool.base + offset, h.payload_bytes,
-                                    cudaMemcpyDeviceToHost, stream);
+  cudaError_t err = cudaMemcpyAsync(state_->host, pool.base + offset, h.payload_bytes, cudaMemcpyDeviceToHost, stream);
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
     *why = cuda_error_text("copying the block to the host", err);

@@ -45,8 +45,8 @@ class DevicePayloadReader {
 
   // Copies the device payload of `view` (from `segment` of `producer_id`) to host
   // memory, waiting at most `wait` for the producer's copy to complete.
-  Result fetch(uint64_t producer_id, const SharedSegment& segment, RecordView* view,
-               std::chrono::milliseconds wait, std::string* why);
+  Result fetch(uint64_t producer_id, const SharedSegment& segment, RecordView* view, std::chrono::milliseconds wait,
+               std::string* why);
 
   // Closes every handle opened for the producer (it detached).
   void forget_producer(uint64_t producer_id);

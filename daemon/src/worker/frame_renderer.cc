@@ -44,8 +44,7 @@ const Rule* first_match(const std::vector<Rule>& rules, const std::string& strea
   return nullptr;
 }
 
-plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
-                                                     const std::string& stream) {
+plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config, const std::string& stream) {
   plotting::AdaptiveHistogramOptions o;
   o.bins = config.histogram_bins;
   o.margin = config.histogram_margin;
@@ -71,8 +70,7 @@ plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
 
 // Says so plainly when a tensor has nothing to plot (constant, all zero, one element,
 // no finite values); nullptr otherwise.
-DrawFrame degenerate_frame(const plotting::FrameInfo& info,
-                           const std::shared_ptr<tensor::TensorStats>& stats) {
+DrawFrame degenerate_frame(const plotting::FrameInfo& info, const std::shared_ptr<tensor::TensorStats>& stats) {
   std::string text = plotting::degenerate_description(*stats);
   if (text.empty()) return nullptr;
   return [info, stats, text = std::move(text)](const plotting::FrameStyle& style) {
@@ -219,8 +217,8 @@ class TsneRenderer final : public FrameRenderer {
     const uint64_t row_bytes = static_cast<uint64_t>(features) * element;
     if (static_cast<uint64_t>(kept) * row_bytes > kMaxCopyBytes) {
       return message_frame(std::move(info),
-                           "too large for t-SNE: " + std::to_string(kept) + " rows x " +
-                               std::to_string(features) + " features (use pca)");
+                           "too large for t-SNE: " + std::to_string(kept) + " rows x " + std::to_string(features) +
+                               " features (use pca)");
     }
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(kept * row_bytes));
     const auto* base = static_cast<const uint8_t*>(view.data);
@@ -228,7 +226,8 @@ class TsneRenderer final : public FrameRenderer {
       std::memcpy(copy->data() + r * row_bytes, base + r * stride * row_bytes, row_bytes);
     }
     std::string note = std::to_string(rows) + " rows x " + std::to_string(features) + " features";
-    if (stride > 1) note += ", subsampled to " + std::to_string(kept) + " rows (every " + std::to_string(stride) + "th)";
+    if (stride > 1)
+      note += ", subsampled to " + std::to_string(kept) + " rows (every " + std::to_string(stride) + "th)";
     return [this, info = std::move(info), stats, copy, kept, features, type = view.type,
             note](const plotting::FrameStyle& style) {
       tensor::TensorView rows_view;
@@ -263,7 +262,7 @@ class TsneRenderer final : public FrameRenderer {
   }
 
   int64_t max_rows_ = 0;
-  plotting::TsneEmbedder embedder_;  // render thread
+  plotting::TsneEmbedder embedder_;       // render thread
   plotting::SteadyAxis x_axis_, y_axis_;  // render thread
 };
 

@@ -33,8 +33,7 @@ class FrameRenderer {
 // The renderer for `mode`: every mode but kDefault and kAuto (resolved before, by the
 // mode selector), which give nullptr. `frame_width`: pixels across, the resolution line plots reduce to; `stream`: the
 // stream's name (for per-stream settings such as render.histogram_ranges).
-std::unique_ptr<FrameRenderer> make_frame_renderer(RenderMode mode,
-                                                   const RenderConfig& config, int frame_width,
+std::unique_ptr<FrameRenderer> make_frame_renderer(RenderMode mode, const RenderConfig& config, int frame_width,
                                                    const std::string& stream);
 
 }  // namespace tensorscope::daemon

@@ -37,8 +37,7 @@ std::unique_ptr<LivePublisher> LivePublisher::create(const DaemonConfig& config,
                                                           config.live.jpeg_quality, config.live.width));
 }
 
-LivePublisher::LivePublisher(BoardPlace place, std::string watch_path, int64_t interval_ns, int quality,
-                             int width)
+LivePublisher::LivePublisher(BoardPlace place, std::string watch_path, int64_t interval_ns, int quality, int width)
     : place_(std::move(place)),
       watch_path_(std::move(watch_path)),
       interval_ns_(interval_ns),
@@ -53,7 +52,7 @@ view::LiveBoardWriter* LivePublisher::board() {
   const int64_t now = steady_time_ns();
   if (board_tried_ns_ != 0 && now - board_tried_ns_ < kRetryNs) return nullptr;
   board_tried_ns_ = now;
-  struct statvfs fs{};
+  struct statvfs fs {};
   const uint64_t free_bytes =
       ::statvfs(place_.dir.c_str(), &fs) == 0 ? static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize : 0;
   const uint64_t capacity = live_board_capacity(place_.board_mb, free_bytes);
@@ -141,9 +140,8 @@ void LivePublisher::encode_loop() {
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
     if (stopping_) return;
-    auto oldest = std::min_element(pending_.begin(), pending_.end(), [](const auto& a, const auto& b) {
-      return a.second.order < b.second.order;
-    });
+    auto oldest = std::min_element(pending_.begin(), pending_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
     Pending p = std::move(oldest->second);
     pending_.erase(oldest);
     encoding_ = true;

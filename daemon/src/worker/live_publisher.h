@@ -53,8 +53,8 @@ class LivePublisher {
 
   // Offers the frame just drawn of stream `key`; `last_ns` is that stream's time of its
   // last taken frame (steady clock), updated when this one is taken.
-  void offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns,
-             uint64_t frames_total, const cv::Mat& frame, int64_t* last_ns);
+  void offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns, uint64_t frames_total,
+             const cv::Mat& frame, int64_t* last_ns);
 
   // Waits until every taken frame is on the board (tests).
   void flush();
@@ -91,7 +91,7 @@ class LivePublisher {
   const std::string watch_path_;
   const int64_t interval_ns_;
   const std::vector<int> params_;
-  const int width_;  // frames wider are scaled down to this (0: never)
+  const int width_;                           // frames wider are scaled down to this (0: never)
   std::atomic<int64_t> watch_checked_ns_{0};  // render threads
   std::atomic<bool> watched_{false};          // render threads
 

@@ -23,8 +23,7 @@ RenderMode mode_by_shape(const wire::RecordHeader& h) {
 ModeSelector::ModeSelector(const RenderConfig& config) : default_mode_(config.mode) {
   for (const ModeRule& rule : config.stream_modes) {
     try {
-      rules_.emplace_back(std::regex(rule.match, std::regex::ECMAScript | std::regex::optimize),
-                          rule.value);
+      rules_.emplace_back(std::regex(rule.match, std::regex::ECMAScript | std::regex::optimize), rule.value);
     } catch (const std::regex_error& e) {
       // The loader checked every rule; this would be a bug, not bad input.
       TS_LOG_ERROR("render.stream_modes: cannot compile '{}': {}", rule.match, e.what());

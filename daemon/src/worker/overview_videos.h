@@ -31,9 +31,8 @@ class OverviewVideos {
   OverviewVideos(const DaemonConfig& config, std::string session_dir, StreamRouter* router, FileFinished on_finished);
 
   // The summaries of one record; the render jobs of the frames now due (often none).
-  std::vector<RenderJob> observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
-                                             uint64_t push_unix_ns, const std::vector<TensorSummary>& summaries,
-                                             int64_t now_ms);
+  std::vector<RenderJob> observe(uint64_t producer_id, int64_t pid, int rank, int64_t step, uint64_t push_unix_ns,
+                                 const std::vector<TensorSummary>& summaries, int64_t now_ms);
   // A job that writes the producer's PNGs (its videos end with StreamRouter::finish_producer);
   // empty when it summarised nothing.
   std::function<void()> finish_producer(uint64_t producer_id);

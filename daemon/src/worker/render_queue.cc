@@ -24,14 +24,15 @@ RenderQueue::~RenderQueue() {
 }
 
 void RenderQueue::push(RenderJob job) {
-  push(std::move(job), [] {}, 1000);
+  push(
+      std::move(job), [] {}, 1000);
 }
 
 void RenderQueue::push(RenderJob job, const std::function<void()>& waiting, int tick_ms) {
   Lane& lane = *lanes_[job.lane % lanes_.size()];
   std::unique_lock<std::mutex> lock(lane.mutex);
-  while (!lane.not_full.wait_for(lock, std::chrono::milliseconds(tick_ms),
-                                 [&] { return lane.jobs.size() < capacity_; })) {
+  while (
+      !lane.not_full.wait_for(lock, std::chrono::milliseconds(tick_ms), [&] { return lane.jobs.size() < capacity_; })) {
     lock.unlock();
     waiting();
     lock.lock();
@@ -69,7 +70,8 @@ void RenderQueue::drain() {
 bool RenderQueue::drain_for(int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (auto& lane : lanes_) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!wait_idle(*lane, std::max<int>(0, static_cast<int>(left.count())))) return false;
   }
   return true;

@@ -56,7 +56,7 @@ class RenderQueue {
   // Waits at most `timeout_ms` for that; true when every lane is idle.
   bool drain_for(int timeout_ms);
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
-  size_t depth() const;  // jobs waiting, all lanes
+  size_t depth() const;                    // jobs waiting, all lanes
   std::vector<uint64_t> jobs_run() const;  // per lane, so far
 
  private:

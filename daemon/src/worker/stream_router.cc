@@ -6,8 +6,8 @@
 
 namespace tensorscope::daemon {
 
-StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir,
-                           FileFinished on_finished, LivePublisher* live, size_t lanes)
+StreamRouter::StreamRouter(const DaemonConfig& config, std::string session_dir, FileFinished on_finished,
+                           LivePublisher* live, size_t lanes)
     : config_(config),
       session_dir_(std::move(session_dir)),
       on_finished_(std::move(on_finished)),
@@ -23,25 +23,26 @@ std::shared_ptr<StreamVideo> StreamRouter::add(const StreamKey& key, const std::
                                                std::unique_ptr<FrameRenderer> renderer) {
   if (static_cast<int64_t>(streams_.size()) >= config_.limits.max_streams_per_worker) {
     if (dropped_over_limit_++ == 0) {
-      TS_LOG_WARN("stream limit of {} per worker reached (limits.max_streams_per_worker); records of "
-                  "further streams are not drawn (the producer counts them in stats().dropped_by_daemon)",
-                  config_.limits.max_streams_per_worker);
+      TS_LOG_WARN(
+          "stream limit of {} per worker reached (limits.max_streams_per_worker); records of "
+          "further streams are not drawn (the producer counts them in stats().dropped_by_daemon)",
+          config_.limits.max_streams_per_worker);
     }
     return nullptr;
   }
-  const size_t lane = static_cast<size_t>(
-      std::min_element(lane_streams_.begin(), lane_streams_.end()) - lane_streams_.begin());
+  const size_t lane =
+      static_cast<size_t>(std::min_element(lane_streams_.begin(), lane_streams_.end()) - lane_streams_.begin());
   ++lane_streams_[lane];
-  auto video = std::make_shared<StreamVideo>(key, kind, std::move(renderer), config_, session_dir_, on_finished_,
-                                             lane, open_limits_[lane].get(), &output_health_, live_);
+  auto video = std::make_shared<StreamVideo>(key, kind, std::move(renderer), config_, session_dir_, on_finished_, lane,
+                                             open_limits_[lane].get(), &output_health_, live_);
   std::lock_guard<std::mutex> lock(mutex_);
   return streams_.emplace(key, std::move(video)).first->second;
 }
 
 StreamRouter::Routed StreamRouter::route(uint64_t producer_id, int64_t producer_pid, const RecordView& record) {
   const RenderMode mode = mode_for(record.header);
-  StreamKey key{producer_id, producer_pid, record.header.name, record.header.device, record.header.rank,
-                std::string(wire::render_mode_name(mode))};
+  StreamKey key{producer_id,          producer_pid,       record.header.name,
+                record.header.device, record.header.rank, std::string(wire::render_mode_name(mode))};
   auto it = streams_.find(key);
   if (it != streams_.end()) return {it->second->prepare(record)};
   auto video = add(key, wire::tensor_kind_name(static_cast<wire::TensorKind>(record.header.kind)),

@@ -69,10 +69,11 @@ class StreamRouter {
   const FileFinished on_finished_;
   LivePublisher* const live_;
   std::vector<std::unique_ptr<OpenVideoLimit>> open_limits_;  // one per lane (that lane's state)
-  std::vector<size_t> lane_streams_;  // streams per lane (reader thread)
+  std::vector<size_t> lane_streams_;                          // streams per lane (reader thread)
   OutputHealth output_health_;  // written by the render thread, summarized by the heartbeat
   // A new stream's video, or null (counted) beyond the limit.
-  std::shared_ptr<StreamVideo> add(const StreamKey& key, const std::string& kind, std::unique_ptr<FrameRenderer> renderer);
+  std::shared_ptr<StreamVideo> add(const StreamKey& key, const std::string& kind,
+                                   std::unique_ptr<FrameRenderer> renderer);
   // Takes the streams `pick` selects out of streams_; their finish jobs, one per lane.
   std::vector<RenderJob> finish_where(const std::function<bool(const StreamKey&)>& pick);
 

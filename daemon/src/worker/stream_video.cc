@@ -18,9 +18,8 @@ constexpr int kMaxSegment = 1 << 30;
 }  // namespace
 
 StreamVideo::StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
-                         const DaemonConfig& config, std::string session_dir,
-                         FileFinished on_finished, size_t lane, OpenVideoLimit* open_limit, OutputHealth* health,
-                         LivePublisher* live)
+                         const DaemonConfig& config, std::string session_dir, FileFinished on_finished, size_t lane,
+                         OpenVideoLimit* open_limit, OutputHealth* health, LivePublisher* live)
     : key_(std::move(key)),
       kind_(std::move(kind)),
       config_(config),
@@ -66,16 +65,16 @@ bool StreamVideo::open_segment(std::string* error, int* err) {
   // A process that registers again (after a daemon restart or a fork) comes back with
   // the same pid: its segment numbers go on after the files it already has.
   for (;;) {
-    final_name_ = recording::video_file_name(key_.stream, key_.device, key_.rank, key_.producer_pid, key_.mode, segment_);
+    final_name_ =
+        recording::video_file_name(key_.stream, key_.device, key_.rank, key_.producer_pid, key_.mode, segment_);
     struct stat st;
     if (segment_ >= kMaxSegment || ::stat((session_dir_ + "/" + final_name_).c_str(), &st) != 0) break;
     ++segment_;
   }
   const std::string temp = recording::temp_video_file_name(final_name_, static_cast<int>(::getpid()), key_.producer_id);
   writer_ = std::make_unique<plotting::VideoWriter>();
-  if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp,
-                     config_.video.width, config_.video.height, config_.video.fps,
-                     std::string(choice_name(config_.video.codec)), error)) {
+  if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp, config_.video.width,
+                     config_.video.height, config_.video.fps, std::string(choice_name(config_.video.codec)), error)) {
     *err = writer_->last_errno();
     writer_.reset();
     return false;

@@ -49,9 +49,9 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
  public:
   // The stream's jobs run on render lane `lane`; `open_limit` (that lane's), `health` and
   // `live` (shared by the worker's streams) may be null.
-  StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer,
-              const DaemonConfig& config, std::string session_dir, FileFinished on_finished, size_t lane,
-              OpenVideoLimit* open_limit, OutputHealth* health = nullptr, LivePublisher* live = nullptr);
+  StreamVideo(StreamKey key, std::string kind, std::unique_ptr<FrameRenderer> renderer, const DaemonConfig& config,
+              std::string session_dir, FileFinished on_finished, size_t lane, OpenVideoLimit* open_limit,
+              OutputHealth* health = nullptr, LivePublisher* live = nullptr);
   ~StreamVideo();
 
   // Reader thread: reduces the record; the returned job renders it.

@@ -66,7 +66,7 @@ class Worker {
   void detach(uint64_t producer_id);
   void shutdown();
   void post(nlohmann::json message);  // render threads -> supervisor, via the outbox
-  void render_later(RenderJob job);  // to its render lane (waits while that is full)
+  void render_later(RenderJob job);   // to its render lane (waits while that is full)
   // After every job queued so far, on every lane (waits while a lane is full).
   void render_after_all(std::function<void()> job);
   void flush_outbox();
@@ -84,7 +84,7 @@ class Worker {
   std::unique_ptr<LivePublisher> live_;  // the live view's board (null: off)
   std::unique_ptr<RenderQueue> queue_;
   std::unique_ptr<StreamRouter> router_;
-  std::unique_ptr<RecordSinks> sinks_;  // stats table, .npy dumps, HDF5
+  std::unique_ptr<RecordSinks> sinks_;        // stats table, .npy dumps, HDF5
   std::unique_ptr<SummaryIntake> summaries_;  // summary records: table and anomalies
   std::unique_ptr<OverviewVideos> overview_;  // ... and the overview videos and PNGs
   std::map<uint64_t, Attached> producers_;

@@ -31,13 +31,12 @@ Hid make_device_type();
 Hid make_string_type();
 
 // Writes the scalar string attribute `name` on `loc`. Errors name `where`.
-Status write_string_attribute(hid_t loc, const char* name, const std::string& value,
-                              const std::string& where);
+Status write_string_attribute(hid_t loc, const char* name, const std::string& value, const std::string& where);
 
 // Writes the attribute `name` of `type` on `loc`: a scalar (`scalar`) or `count`
 // values. Errors name `where`.
-Status write_int_attribute(hid_t loc, const char* name, hid_t type, const void* values,
-                           hsize_t count, bool scalar, const std::string& where);
+Status write_int_attribute(hid_t loc, const char* name, hid_t type, const void* values, hsize_t count, bool scalar,
+                           const std::string& where);
 
 // An empty dataset [0, *inner] extendible along axis 0, chunked as `chunk`, with
 // shuffle (items of more than one byte) and deflate when gzip_level > 0, and no fill
@@ -48,7 +47,6 @@ Hid create_dataset(hid_t group, const char* name, hid_t type, const std::vector<
 // Grows `dataset` to `row` + 1 rows along axis 0 and writes one row (`row_dims` =
 // [1, *inner]) at `row` from `data`; nothing is written when the row is empty. False
 // on an HDF5 failure (the error on the stack).
-bool write_row(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& row_dims, hsize_t row,
-               const void* data);
+bool write_row(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& row_dims, hsize_t row, const void* data);
 
 }  // namespace tensorscope::recording::hdf5

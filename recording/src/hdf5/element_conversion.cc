@@ -24,8 +24,7 @@ void store(unsigned char* dst, uint64_t i, D value) {
 
 // Converts `n` elements read by `read(src, i)` to `target` (float32/16/64) at `dst`.
 template <typename Read>
-void convert_elements(const unsigned char* src, uint64_t n, wire::DType target,
-                      unsigned char* dst, Read read) {
+void convert_elements(const unsigned char* src, uint64_t n, wire::DType target, unsigned char* dst, Read read) {
   switch (target) {
     case wire::DType::kFloat32:
       for (uint64_t i = 0; i < n; ++i) store(dst, i, static_cast<float>(read(src, i)));
@@ -70,13 +69,11 @@ uint16_t double_to_half(double d) {
   return static_cast<uint16_t>(sign | (biased << 10) | static_cast<uint16_t>(mant));
 }
 
-void convert(wire::DType source, const unsigned char* src, uint64_t n, wire::DType target,
-             unsigned char* dst) {
+void convert(wire::DType source, const unsigned char* src, uint64_t n, wire::DType target, unsigned char* dst) {
   tensor::visit_element_type(element_type(source), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    convert_elements(src, n, target, dst, [](const unsigned char* s, uint64_t i) {
-      return tensor::to_arithmetic(load<T>(s, i));
-    });
+    convert_elements(src, n, target, dst,
+                     [](const unsigned char* s, uint64_t i) { return tensor::to_arithmetic(load<T>(s, i)); });
   });
 }
 

@@ -18,7 +18,6 @@ uint16_t double_to_half(double d);
 // Converts the `n` elements of type `source` at `src` (any alignment) to `target`
 // (kFloat32, kFloat16 or kFloat64; any other target writes nothing) at `dst`. An int64
 // converting to float32 rounds once.
-void convert(wire::DType source, const unsigned char* src, uint64_t n, wire::DType target,
-             unsigned char* dst);
+void convert(wire::DType source, const unsigned char* src, uint64_t n, wire::DType target, unsigned char* dst);
 
 }  // namespace tensorscope::recording::hdf5

@@ -83,8 +83,7 @@ std::vector<unsigned char> encode_record(uint64_t generation, const std::vector<
   return b;
 }
 
-Status write_marker(int fd, const std::string& path, uint64_t offset,
-                    const std::vector<unsigned char>& bytes) {
+Status write_marker(int fd, const std::string& path, uint64_t offset, const std::vector<unsigned char>& bytes) {
   Status s = pwrite_all(fd, bytes.data(), bytes.size(), offset, path);
   if (!s) return Status::error(s.message() + " (the flush marker)");
   return s;
@@ -123,8 +122,8 @@ Markers read_markers(int fd) {
   const uint64_t at = slot_offset(h.record_slot);
   unsigned char head[24] = {};
   const uint64_t count = read_marker(fd, at, head, sizeof(head)) ? get_u64(&head[16]) : 0;
-  if (std::memcmp(head, kRecordMagic, 8) != 0 || get_u64(&head[8]) != h.completed ||
-      count != h.groups || count > kHdf5RecordGroups) {
+  if (std::memcmp(head, kRecordMagic, 8) != 0 || get_u64(&head[8]) != h.completed || count != h.groups ||
+      count > kHdf5RecordGroups) {
     m.kind = Markers::Kind::kDamaged;
     m.problem = "the record of its last flush is damaged";
     return m;
@@ -143,8 +142,7 @@ Markers read_markers(int fd) {
   return m;
 }
 
-bool matches_markers(const std::vector<std::pair<std::string, uint64_t>>& rows,
-                     const Markers& m) {
+bool matches_markers(const std::vector<std::pair<std::string, uint64_t>>& rows, const Markers& m) {
   std::vector<GroupRows> groups;
   for (const auto& [name, n] : rows) groups.push_back({name_hash(name), n});
   if (groups.size() != m.header.groups || group_digest(groups) != m.header.digest) return false;

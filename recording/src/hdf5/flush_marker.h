@@ -68,8 +68,7 @@ std::vector<unsigned char> encode_record(uint64_t generation, const std::vector<
 
 // Writes marker bytes at `offset` of `fd` (the file `path`). Errors: those of
 // pwrite_all, "(the flush marker)" added.
-Status write_marker(int fd, const std::string& path, uint64_t offset,
-                    const std::vector<unsigned char>& bytes);
+Status write_marker(int fd, const std::string& path, uint64_t offset, const std::vector<unsigned char>& bytes);
 
 // What a file's flush markers say, as recover_stale_partials() reads them.
 struct Markers {
@@ -79,7 +78,7 @@ struct Markers {
   enum class Kind { kAbsent, kDamaged, kUsable } kind = Kind::kAbsent;
   std::string problem;  // kDamaged: why
   FlushHeader header;
-  bool has_record = false;  // `record` is that of header.completed
+  bool has_record = false;              // `record` is that of header.completed
   std::map<uint64_t, uint64_t> record;  // name hash -> rows
 };
 
@@ -89,7 +88,6 @@ Markers read_markers(int fd);
 
 // Whether the groups and row counts read from a file (name, rows) are those of the last
 // completed flush that `markers` name.
-bool matches_markers(const std::vector<std::pair<std::string, uint64_t>>& rows,
-                     const Markers& markers);
+bool matches_markers(const std::vector<std::pair<std::string, uint64_t>>& rows, const Markers& markers);
 
 }  // namespace tensorscope::recording::hdf5

@@ -13,9 +13,7 @@ constexpr uint64_t kP4 = 9650029242287828579ULL;
 constexpr uint64_t kP5 = 2870177450012600261ULL;
 
 constexpr uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-constexpr uint64_t xxh_round(uint64_t acc, uint64_t input) {
-  return rotl(acc + input * kP2, 31) * kP1;
-}
+constexpr uint64_t xxh_round(uint64_t acc, uint64_t input) { return rotl(acc + input * kP2, 31) * kP1; }
 constexpr uint64_t xxh_merge(uint64_t h, uint64_t v) { return (h ^ xxh_round(0, v)) * kP1 + kP4; }
 
 // Element `i` of type S at `src` (any alignment).

@@ -25,8 +25,7 @@ std::string group_base_name(const std::string& stream) {
 
 std::string partial_stem(const std::string& name) {
   const size_t suffix = sizeof(kPartialSuffix) - 1;
-  if (name.size() < suffix + 2 || name[0] != '.' ||
-      name.compare(name.size() - suffix, suffix, kPartialSuffix) != 0) {
+  if (name.size() < suffix + 2 || name[0] != '.' || name.compare(name.size() - suffix, suffix, kPartialSuffix) != 0) {
     return "";
   }
   return name.substr(1, name.size() - suffix - 1);

@@ -61,8 +61,8 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
     return hdf5_error(where, "cannot count chunks");
   }
   if (stored_chunks < expected_chunks) {
-    return Status::error(where + ": " + std::to_string(stored_chunks) + " of " +
-                         std::to_string(expected_chunks) + " chunks were written");
+    return Status::error(where + ": " + std::to_string(stored_chunks) + " of " + std::to_string(expected_chunks) +
+                         " chunks were written");
   }
   std::vector<hsize_t> at(dims.size(), 0);  // the first element of a chunk
   for (uint64_t c = 0; c < expected_chunks; ++c) {
@@ -73,8 +73,7 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
       return hdf5_error(where, "cannot look up a chunk");
     }
     if (size == 0) {
-      return Status::error(where + ": the chunk at row " + std::to_string(at[0]) +
-                           " was never written");
+      return Status::error(where + ": the chunk at row " + std::to_string(at[0]) + " was never written");
     }
     for (size_t i = dims.size(); i-- > 0;) {  // the next chunk, last axis fastest
       at[i] += chunk[i];
@@ -87,14 +86,12 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
   uint64_t bytes = item;
   for (size_t i = dims.size(); i-- > 0;) {
     tail[i] = bytes;
-    bytes = dims[i] > std::numeric_limits<uint64_t>::max() / bytes
-                ? std::numeric_limits<uint64_t>::max()
-                : bytes * dims[i];
+    bytes =
+        dims[i] > std::numeric_limits<uint64_t>::max() / bytes ? std::numeric_limits<uint64_t>::max() : bytes * dims[i];
   }
   size_t k = 0;
   while (k + 1 < dims.size() && tail[k] > kVerifyReadBytes) ++k;
-  const hsize_t block =
-      static_cast<hsize_t>(std::clamp<uint64_t>(kVerifyReadBytes / tail[k], 1, dims[k]));
+  const hsize_t block = static_cast<hsize_t>(std::clamp<uint64_t>(kVerifyReadBytes / tail[k], 1, dims[k]));
   std::vector<unsigned char> buffer(static_cast<size_t>(tail[k] * block));
   std::vector<hsize_t> start(dims.size(), 0);
   std::vector<hsize_t> count(dims.size(), 1);
@@ -103,8 +100,7 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
     count[k] = std::min<hsize_t>(block, dims[k] - start[k]);
     Hid memory(H5Screate_simple(ndims, count.data(), nullptr), H5Sclose);
     if (!memory.valid() ||
-        H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                            nullptr) < 0 ||
+        H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
         H5Dread(dataset, type.get(), memory.get(), space.get(), H5P_DEFAULT, buffer.data()) < 0) {
       return hdf5_error(where, "cannot read");
     }
@@ -126,8 +122,7 @@ Status read_whole_dataset(hid_t dataset, const std::string& where) {
 
 }  // namespace
 
-Status check_recording(const std::string& path,
-                       std::vector<std::pair<std::string, uint64_t>>* rows_out) {
+Status check_recording(const std::string& path, std::vector<std::pair<std::string, uint64_t>>* rows_out) {
   Hid file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) return hdf5_error(path, "cannot open");
   {
@@ -175,8 +170,7 @@ Status check_recording(const std::string& path,
       if (!index) {
         rows = dims[0];
       } else if (ndims != 1 || dims[0] != rows) {
-        return Status::error(at + ": " + std::to_string(dims[0]) + " rows, values has " +
-                             std::to_string(rows));
+        return Status::error(at + ": " + std::to_string(dims[0]) + " rows, values has " + std::to_string(rows));
       }
       Status s = read_whole_dataset(dataset.get(), at);
       if (!s.is_ok()) return s;

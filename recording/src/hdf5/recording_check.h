@@ -21,7 +21,6 @@ namespace tensorscope::recording::hdf5 {
 // recover_stale_partials in hdf5_sink.h); the reason when not. `rows_out` (when given)
 // receives each group's name and row count. Cost: reads every dataset whole, in pieces
 // of at most 16 MiB.
-Status check_recording(const std::string& path,
-                       std::vector<std::pair<std::string, uint64_t>>* rows_out);
+Status check_recording(const std::string& path, std::vector<std::pair<std::string, uint64_t>>* rows_out);
 
 }  // namespace tensorscope::recording::hdf5

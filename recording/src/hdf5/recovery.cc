@@ -57,12 +57,13 @@ Status cut_back(const std::string& path, const std::map<uint64_t, uint64_t>& rec
     return hdf5_error(path, "cannot move the end of allocated space");
   }
   std::vector<std::string> names;
-  if (H5Literate(file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
-                 [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
-                   static_cast<std::vector<std::string>*>(data)->emplace_back(name);
-                   return 0;
-                 },
-                 &names) < 0) {
+  if (H5Literate(
+          file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+          [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+            static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+            return 0;
+          },
+          &names) < 0) {
     return hdf5_error(path, "cannot list groups");
   }
   size_t kept = 0;
@@ -120,17 +121,16 @@ Verdict judge_partial(const std::string& path, int fd) {
   if (m.kind == Markers::Kind::kAbsent) return {check_recording(path, nullptr)};  // older writer
   if (m.kind == Markers::Kind::kDamaged) return {Status::error(path + ": " + m.problem)};
   if (m.header.completed == 0) {
-    return {Status::error(path + (m.header.state == MarkState::kFlushing
-                                      ? ": its writer died during its first flush"
-                                      : ": its writer died before its first flush"))};
+    return {Status::error(path +
+                          (m.header.state == MarkState::kFlushing ? ": its writer died during its first flush"
+                                                                  : ": its writer died before its first flush"))};
   }
   std::vector<std::pair<std::string, uint64_t>> rows;
   const Status read = check_recording(path, &rows);
   if (read.is_ok() && matches_markers(rows, m)) return {Status::ok()};
-  const std::string why =
-      read.is_ok() ? "it holds other rows than its last completed flush (generation " +
-                         std::to_string(m.header.completed) + ")"
-                   : read.message();
+  const std::string why = read.is_ok()
+      ? "it holds other rows than its last completed flush (generation " + std::to_string(m.header.completed) + ")"
+      : read.message();
   if (!m.has_record) {
     return {Status::error(path + ": " + why + "; no record of its last flush to cut it back to")};
   }
@@ -147,19 +147,18 @@ Verdict judge_partial(const std::string& path, int fd) {
   if (!matches_markers(rows, m)) {
     return {Status::error(path + ": " + why + "; cut back, still not its last flush")};
   }
-  spdlog::warn("tensorscope: HDF5 recovery: {}: {}: cut back to its last completed flush "
-               "(generation {})",
-               path, why, m.header.completed);
+  spdlog::warn(
+      "tensorscope: HDF5 recovery: {}: {}: cut back to its last completed flush "
+      "(generation {})",
+      path, why, m.header.completed);
   return {Status::ok(), true};
 }
 
 // Renames `from` to the first free "<dir>/<stem>.recovered[.<i>].h5", never replacing
 // a file; the new path.
-StatusOr<std::string> rename_recovered(const std::string& from, const std::string& dir,
-                                       const std::string& stem) {
+StatusOr<std::string> rename_recovered(const std::string& from, const std::string& dir, const std::string& stem) {
   for (int i = 0; i < kMaxRecoveredNames; ++i) {
-    const std::string to =
-        dir + "/" + stem + ".recovered" + (i == 0 ? "" : "." + std::to_string(i)) + ".h5";
+    const std::string to = dir + "/" + stem + ".recovered" + (i == 0 ? "" : "." + std::to_string(i)) + ".h5";
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
       return to;
     }
@@ -170,8 +169,7 @@ StatusOr<std::string> rename_recovered(const std::string& from, const std::strin
       if (::link(from.c_str(), to.c_str()) == 0) {
         if (::unlink(from.c_str()) != 0) {
           err = errno;
-          return Status::error("linked " + from + " to " + to + " but cannot remove it: " +
-                               errno_text(err));
+          return Status::error("linked " + from + " to " + to + " but cannot remove it: " + errno_text(err));
         }
         return to;
       }
@@ -259,20 +257,21 @@ StatusOr<Hdf5PartialRecovery> recover_stale_partials(const std::string& dir_in) 
           continue;
         }
         changed = true;
-        spdlog::warn("tensorscope: HDF5 recovery: {} was left by a dead writer and reads whole: "
-                     "renamed to {}",
-                     path, *renamed);
+        spdlog::warn(
+            "tensorscope: HDF5 recovery: {} was left by a dead writer and reads whole: "
+            "renamed to {}",
+            path, *renamed);
         if (verdict.cut_back) out.truncated.push_back(*renamed);
         out.recovered.push_back(std::move(renamed).value());
       } else if (::unlink(path.c_str()) == 0) {
         changed = true;
-        spdlog::warn("tensorscope: HDF5 recovery: removed {}, left by a dead writer and not "
-                     "recoverable: {}",
-                     path, readable.message());
+        spdlog::warn(
+            "tensorscope: HDF5 recovery: removed {}, left by a dead writer and not "
+            "recoverable: {}",
+            path, readable.message());
         out.removed.push_back(path);
       } else {
-        problem("not recoverable (" + readable.message() + ") and cannot be removed: " +
-                errno_text(errno));
+        problem("not recoverable (" + readable.message() + ") and cannot be removed: " + errno_text(errno));
       }
     }  // the lock goes with fd, after the rename or removal
     if (changed) {

@@ -131,24 +131,22 @@ struct Hdf5Sink::OpenFile {
   Hid file;
   std::chrono::steady_clock::time_point created;
   std::chrono::steady_clock::time_point last_flush;  // or creation
-  bool dirty = false;        // rows were added since the last flush
-  FlushHeader header;        // the header as last written
+  bool dirty = false;                                // rows were added since the last flush
+  FlushHeader header;                                // the header as last written
   uint64_t payload_bytes = 0;
   std::map<std::string, std::unique_ptr<OpenGroup>> groups;
 };
 
 // ---- Hdf5Sink ----
 
-Hdf5Sink::Hdf5Sink(std::string dir, std::string base, Hdf5SinkOptions options,
-                   wire::DType target, uint64_t next_index)
+Hdf5Sink::Hdf5Sink(std::string dir, std::string base, Hdf5SinkOptions options, wire::DType target, uint64_t next_index)
     : dir_(std::move(dir)),
       base_(std::move(base)),
       options_(std::move(options)),
       target_(target),
       next_index_(next_index) {
-  budget_ = options_.change_budget != nullptr
-                ? options_.change_budget
-                : std::make_shared<Hdf5ChangeBudget>(options_.change_detection_bytes);
+  budget_ = options_.change_budget != nullptr ? options_.change_budget
+                                              : std::make_shared<Hdf5ChangeBudget>(options_.change_detection_bytes);
 }
 
 Hdf5Sink::~Hdf5Sink() {
@@ -170,13 +168,9 @@ bool Hdf5ChangeBudget::try_reserve(uint64_t bytes, bool* first_refusal) {
   }
 }
 
-void Hdf5ChangeBudget::release(uint64_t bytes) {
-  used_.fetch_sub(bytes, std::memory_order_relaxed);
-}
+void Hdf5ChangeBudget::release(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
 
-std::string Hdf5Sink::final_path(uint64_t n) const {
-  return dir_ + "/" + base_ + "." + std::to_string(n) + ".h5";
-}
+std::string Hdf5Sink::final_path(uint64_t n) const { return dir_ + "/" + base_ + "." + std::to_string(n) + ".h5"; }
 
 std::string Hdf5Sink::partial_path(uint64_t n) const {
   return dir_ + "/." + base_ + "." + std::to_string(n) + kPartialSuffix;
@@ -187,12 +181,10 @@ std::string Hdf5Sink::recovered_path(uint64_t n) const {
 }
 
 bool Hdf5Sink::number_taken(uint64_t n) const {
-  return path_exists(final_path(n)) || path_exists(partial_path(n)) ||
-         path_exists(recovered_path(n));
+  return path_exists(final_path(n)) || path_exists(partial_path(n)) || path_exists(recovered_path(n));
 }
 
-StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string base,
-                                                  Hdf5SinkOptions options) {
+StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string base, Hdf5SinkOptions options) {
   try {
     quiet_hdf5();
     if (base.empty() || base.find('/') != std::string::npos || base == "." || base == "..") {
@@ -208,12 +200,10 @@ StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string 
     } else if (options.dtype == "float64") {
       target = wire::DType::kFloat64;
     } else if (options.dtype != "keep") {
-      return Status::error("HDF5 sink: unknown dtype '" + options.dtype +
-                           "' (keep, float32, float16 or float64)");
+      return Status::error("HDF5 sink: unknown dtype '" + options.dtype + "' (keep, float32, float16 or float64)");
     }
     if (options.gzip_level < 0 || options.gzip_level > 9) {
-      return Status::error("HDF5 sink: gzip_level " + std::to_string(options.gzip_level) +
-                           " is outside 0..9");
+      return Status::error("HDF5 sink: gzip_level " + std::to_string(options.gzip_level) + " is outside 0..9");
     }
     if (options.flush_seconds < 0) {
       return Status::error("HDF5 sink: flush_seconds " + std::to_string(options.flush_seconds) +
@@ -227,8 +217,7 @@ StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string 
     std::filesystem::create_directories(dir, ec);
     if (ec) return Status::error(dir + ": cannot create directory: " + ec.message());
     if (!std::filesystem::is_directory(dir, ec)) return Status::error(dir + ": not a directory");
-    std::unique_ptr<Hdf5Sink> sink(new Hdf5Sink(std::move(dir), std::move(base), std::move(options),
-                                                target, 0));
+    std::unique_ptr<Hdf5Sink> sink(new Hdf5Sink(std::move(dir), std::move(base), std::move(options), target, 0));
     // Never reuse the number of an existing file, finished, partial or recovered.
     while (sink->number_taken(sink->next_index_)) ++sink->next_index_;
     return sink;
@@ -241,8 +230,7 @@ StatusOr<std::unique_ptr<Hdf5Sink>> Hdf5Sink::open(std::string dir, std::string 
 
 bool Hdf5Sink::rotate_due() const {
   if (file_ == nullptr || options_.rotate_seconds <= 0) return false;
-  return std::chrono::steady_clock::now() - file_->created >=
-         std::chrono::seconds(options_.rotate_seconds);
+  return std::chrono::steady_clock::now() - file_->created >= std::chrono::seconds(options_.rotate_seconds);
 }
 
 Status Hdf5Sink::open_file() {
@@ -265,22 +253,22 @@ Status Hdf5Sink::open_file() {
     if (err == 0 && !is_same_file(fd.get(), partial)) {
       // Locked after a cleaner removed it: the lock is on a file without a name.
       if (attempt < kMaxCreateAttempts) continue;
-      return Status::error(partial + ": cannot create: removed by another process, " +
-                           std::to_string(attempt) + " times");
+      return Status::error(partial + ": cannot create: removed by another process, " + std::to_string(attempt) +
+                           " times");
     }
     if (lock_held_elsewhere(err)) {
       if (attempt < kMaxCreateAttempts) continue;
-      return Status::error(partial + ": cannot lock: held by another process, " +
-                           std::to_string(attempt) + " times");
+      return Status::error(partial + ": cannot lock: held by another process, " + std::to_string(attempt) + " times");
     }
     if (err != 0) {
       // No OFD locks on this file system: write unlocked (cleaners leave a file they
       // cannot lock alone, so it is never taken away), and say so once.
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true)) {
-        spdlog::warn("tensorscope: HDF5 sink: {}: cannot take the writer lock ({}); partial "
-                     "files are written unlocked and never recovered",
-                     partial, errno_text(err));
+        spdlog::warn(
+            "tensorscope: HDF5 sink: {}: cannot take the writer lock ({}); partial "
+            "files are written unlocked and never recovered",
+            partial, errno_text(err));
       }
     }
     file->index = n;
@@ -296,26 +284,23 @@ Status Hdf5Sink::open_file() {
   Hid fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   H5AC_cache_config_t cache{};
   cache.version = H5AC__CURR_CACHE_CONFIG_VERSION;
-  bool properties = fapl.valid() && fcpl.valid() &&
-                    H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG) >= 0 &&
-                    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0 &&
-                    H5Pget_mdc_config(fapl.get(), &cache) >= 0;
+  bool properties = fapl.valid() && fcpl.valid() && H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG) >= 0 &&
+      H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0 &&
+      H5Pget_mdc_config(fapl.get(), &cache) >= 0;
   if (properties) {
     cache.incr_mode = H5C_incr__off;
     cache.flash_incr_mode = H5C_flash_incr__off;
     cache.decr_mode = H5C_decr__off;
     cache.evictions_enabled = false;
-    properties = H5Pset_mdc_config(fapl.get(), &cache) >= 0 &&
-                 H5Pset_userblock(fcpl.get(), kUserblockBytes) >= 0 &&
-                 H5Pset_file_space_strategy(fcpl.get(), H5F_FSPACE_STRATEGY_NONE, false, 1) >= 0;
+    properties = H5Pset_mdc_config(fapl.get(), &cache) >= 0 && H5Pset_userblock(fcpl.get(), kUserblockBytes) >= 0 &&
+        H5Pset_file_space_strategy(fcpl.get(), H5F_FSPACE_STRATEGY_NONE, false, 1) >= 0;
   }
   if (!properties) {
     ::unlink(file->partial.c_str());
     return hdf5_error(file->partial, "cannot make file properties");
   }
   // The file exists (empty, ours): HDF5 truncates it.
-  file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()),
-                   H5Fclose);
+  file->file = Hid(H5Fcreate(file->partial.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
   if (!file->file.valid()) {
     Status s = hdf5_error(file->partial, "cannot create");
     ::unlink(file->partial.c_str());
@@ -323,8 +308,7 @@ Status Hdf5Sink::open_file() {
   }
   Status s = write_string_attribute(file->file.get(), "format", kHdf5FormatName, file->partial);
   if (s.is_ok()) {
-    s = write_int_attribute(file->file.get(), "format_version", H5T_STD_I32LE, &kFormatVersion,
-                            1, true, file->partial);
+    s = write_int_attribute(file->file.get(), "format_version", H5T_STD_I32LE, &kFormatVersion, 1, true, file->partial);
   }
   // The header "created": no flush completed yet.
   if (s.is_ok()) s = write_marker(file->fd.get(), file->partial, 0, encode_header(file->header));
@@ -339,8 +323,7 @@ Status Hdf5Sink::open_file() {
   return Status::ok();
 }
 
-StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record,
-                                                   const std::string& group_name,
+StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record, const std::string& group_name,
                                                    wire::DType stored) {
   auto it = file_->groups.find(group_name);
   if (it != file_->groups.end()) return it->second.get();
@@ -351,17 +334,14 @@ StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record,
   if (!lcpl.valid() || H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8) < 0) {
     return hdf5_error(where, "cannot make link properties");
   }
-  g->group = Hid(H5Gcreate2(file_->file.get(), group_name.c_str(), lcpl.get(), H5P_DEFAULT,
-                            H5P_DEFAULT),
-                 H5Gclose);
+  g->group = Hid(H5Gcreate2(file_->file.get(), group_name.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!g->group.valid()) return hdf5_error(where, "cannot create");
   const hid_t gid = g->group.get();
   Status s = write_string_attribute(gid, "stream", record.stream, where);
   if (s.is_ok()) s = write_string_attribute(gid, "kind", record.kind, where);
   if (s.is_ok()) s = write_string_attribute(gid, "dtype", wire::dtype_name(stored), where);
   if (s.is_ok() && !record.shape.empty()) {
-    s = write_int_attribute(gid, "shape", H5T_STD_I64LE, record.shape.data(),
-                            record.shape.size(), false, where);
+    s = write_int_attribute(gid, "shape", H5T_STD_I64LE, record.shape.data(), record.shape.size(), false, where);
   }
   if (!s.is_ok()) return s;
 
@@ -389,8 +369,7 @@ StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record,
     chunk_bytes = chunk_bytes / *axis * ((*axis + 1) / 2);
     *axis = (*axis + 1) / 2;
   }
-  g->values = create_dataset(gid, "values", g->value_type.get(), inner, chunk,
-                             options_.gzip_level, item);
+  g->values = create_dataset(gid, "values", g->value_type.get(), inner, chunk, options_.gzip_level, item);
   if (!g->values.valid()) return hdf5_error(where, "cannot create dataset 'values'");
   if (stored == wire::DType::kBFloat16) {
     s = write_string_attribute(g->values.get(), "encoding", kHdf5BFloat16Encoding, where);
@@ -401,8 +380,7 @@ StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record,
   if (!g->steps.valid()) return hdf5_error(where, "cannot create dataset 'steps'");
   g->ranks = create_dataset(gid, "ranks", H5T_STD_I32LE, {}, index_chunk, options_.gzip_level, 4);
   if (!g->ranks.valid()) return hdf5_error(where, "cannot create dataset 'ranks'");
-  g->devices = create_dataset(gid, "devices", g->device_type.get(), {}, index_chunk,
-                              options_.gzip_level, 1);
+  g->devices = create_dataset(gid, "devices", g->device_type.get(), {}, index_chunk, options_.gzip_level, 1);
   if (!g->devices.valid()) return hdf5_error(where, "cannot create dataset 'devices'");
   g->row_dims = {1};
   g->row_dims.insert(g->row_dims.end(), inner.begin(), inner.end());
@@ -411,8 +389,8 @@ StatusOr<Hdf5Sink::OpenGroup*> Hdf5Sink::group_for(const Hdf5Record& record,
   return raw;
 }
 
-Status Hdf5Sink::write_record(const Hdf5Record& record, const std::string& group_name,
-                              wire::DType stored, const void* values, uint64_t value_bytes) {
+Status Hdf5Sink::write_record(const Hdf5Record& record, const std::string& group_name, wire::DType stored,
+                              const void* values, uint64_t value_bytes) {
   auto group = group_for(record, group_name, stored);
   if (!group.is_ok()) return group.status();
   OpenGroup* g = *group;
@@ -421,8 +399,7 @@ Status Hdf5Sink::write_record(const Hdf5Record& record, const std::string& group
   char device[wire::kDeviceBytes] = {};
   std::memcpy(device, record.device.data(), std::min(record.device.size(), sizeof(device)));
   const std::vector<hsize_t> one{1};
-  const bool written =
-      write_row(g->values.get(), g->value_type.get(), g->row_dims, row, values) &&
+  const bool written = write_row(g->values.get(), g->value_type.get(), g->row_dims, row, values) &&
       write_row(g->steps.get(), H5T_NATIVE_INT64, one, row, &record.step) &&
       write_row(g->ranks.get(), H5T_NATIVE_INT32, one, row, &rank) &&
       write_row(g->devices.get(), g->device_type.get(), one, row, device);
@@ -447,20 +424,18 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
   try {
     quiet_hdf5();
     // Validate before anything is written.
-    const std::string what = "HDF5 sink: stream '" + record.stream + "' step " +
-                             std::to_string(record.step);
+    const std::string what = "HDF5 sink: stream '" + record.stream + "' step " + std::to_string(record.step);
     if (record.stream.empty()) return Status::error("HDF5 sink: empty stream name");
     if (record.device.size() > wire::kDeviceBytes) {
       return Status::error(what + ": device name '" + record.device + "' is longer than " +
                            std::to_string(wire::kDeviceBytes) + " bytes");
     }
     if (!valid_dtype(record.dtype)) {
-      return Status::error(what + ": invalid dtype " +
-                           std::to_string(static_cast<int>(record.dtype)));
+      return Status::error(what + ": invalid dtype " + std::to_string(static_cast<int>(record.dtype)));
     }
     if (record.shape.size() > kMaxTensorDims) {
-      return Status::error(what + ": " + std::to_string(record.shape.size()) +
-                           " dims (HDF5 stores at most " + std::to_string(kMaxTensorDims) + ")");
+      return Status::error(what + ": " + std::to_string(record.shape.size()) + " dims (HDF5 stores at most " +
+                           std::to_string(kMaxTensorDims) + ")");
     }
     const size_t item = wire::dtype_size(record.dtype);
     uint64_t numel = 1;
@@ -472,10 +447,9 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
       numel *= static_cast<uint64_t>(d);
     }
     if (numel * item != record.bytes) {
-      return Status::error(what + ": " + std::to_string(record.bytes) +
-                           " bytes do not match shape " + shape_text(record.shape) + " of " +
-                           wire::dtype_name(record.dtype) + " (" + std::to_string(numel * item) +
-                           " bytes)");
+      return Status::error(what + ": " + std::to_string(record.bytes) + " bytes do not match shape " +
+                           shape_text(record.shape) + " of " + wire::dtype_name(record.dtype) + " (" +
+                           std::to_string(numel * item) + " bytes)");
     }
     if (record.bytes > 0 && record.data == nullptr) return Status::error(what + ": data is null");
 
@@ -491,8 +465,8 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
       auto it = last_.find(key);
       if (it != last_.end()) {
         const StreamState& prev = it->second;
-        bool same = prev.hash == hash && prev.dtype == record.dtype &&
-                    prev.shape == record.shape && prev.bytes == record.bytes;
+        bool same =
+            prev.hash == hash && prev.dtype == record.dtype && prev.shape == record.shape && prev.bytes == record.bytes;
         if (same && prev.has_copy) {
           same = record.bytes == 0 || std::memcmp(prev.copy.data(), record.data, record.bytes) == 0;
         } else if (same && prev.copy_refused) {
@@ -513,8 +487,7 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
     if (stored != record.dtype) {
       value_bytes = numel * wire::dtype_size(stored);
       scratch_.resize(value_bytes);
-      convert(record.dtype, static_cast<const unsigned char*>(record.data), numel, stored,
-              scratch_.data());
+      convert(record.dtype, static_cast<const unsigned char*>(record.data), numel, stored, scratch_.data());
       values = scratch_.data();
     } else if (stored == wire::DType::kBool) {
       // Any non-zero byte is true; the enum holds 0 and 1.
@@ -556,11 +529,9 @@ Status Hdf5Sink::append(const Hdf5Record& record) {
     }
     return rotated;
   } catch (const std::exception& e) {
-    return Status::error("HDF5 sink: cannot append to stream '" + record.stream +
-                         "': " + e.what());
+    return Status::error("HDF5 sink: cannot append to stream '" + record.stream + "': " + e.what());
   } catch (...) {
-    return Status::error("HDF5 sink: cannot append to stream '" + record.stream +
-                         "': unknown error");
+    return Status::error("HDF5 sink: cannot append to stream '" + record.stream + "': unknown error");
   }
 }
 
@@ -582,11 +553,12 @@ void Hdf5Sink::keep_copy(StreamState& state, const Hdf5Record& record) {
     drop();
     state.copy_refused = true;
     if (first_refusal) {
-      spdlog::warn("tensorscope: HDF5 change detection: a copy of '{}' ({} bytes) would exceed "
-                   "the cap of {} bytes (record.hdf5_change_detection_bytes, {} in use); values "
-                   "whose previous copy is not kept are stored even when unchanged (counted as "
-                   "stored_over_cap; logged once)",
-                   record.stream, record.bytes, budget_->cap(), budget_->used());
+      spdlog::warn(
+          "tensorscope: HDF5 change detection: a copy of '{}' ({} bytes) would exceed "
+          "the cap of {} bytes (record.hdf5_change_detection_bytes, {} in use); values "
+          "whose previous copy is not kept are stored even when unchanged (counted as "
+          "stored_over_cap; logged once)",
+          record.stream, record.bytes, budget_->cap(), budget_->used());
     }
     return;
   }
@@ -615,8 +587,7 @@ Status Hdf5Sink::poll() {
 
 bool Hdf5Sink::flush_due() const {
   if (file_ == nullptr || !file_->dirty || options_.flush_seconds <= 0) return false;
-  return std::chrono::steady_clock::now() - file_->last_flush >=
-         std::chrono::seconds(options_.flush_seconds);
+  return std::chrono::steady_clock::now() - file_->last_flush >= std::chrono::seconds(options_.flush_seconds);
 }
 
 Status Hdf5Sink::flush() {
@@ -665,8 +636,9 @@ Status Hdf5Sink::flush_file(bool reopen) {
     // complete flush any more. It is given up under its partial name with the header
     // "flushing" (recovery cuts it back to its last completed flush); the next append
     // starts the next file.
-    s = hdf5_error(f.partial, "cannot write its datasets (given up under this name; its last "
-                              "completed flush is kept)");
+    s = hdf5_error(f.partial,
+                   "cannot write its datasets (given up under this name; its last "
+                   "completed flush is kept)");
     // Closing would write the metadata of rows whose chunks are lost: HDF5's descriptor
     // is pointed at /dev/null (read-only) first, so its writes fail from now on.
     void* handle = nullptr;
@@ -699,10 +671,8 @@ Status Hdf5Sink::flush_file(bool reopen) {
     if (done.record_complete) {
       // The slot the header does not name: a kill before the header below keeps the
       // previous record readable.
-      done.record_slot =
-          header.completed > 0 && header.record_complete ? 1 - header.record_slot : 0;
-      s = write_marker(f.fd.get(), f.partial, slot_offset(done.record_slot),
-                     encode_record(done.generation, groups));
+      done.record_slot = header.completed > 0 && header.record_complete ? 1 - header.record_slot : 0;
+      s = write_marker(f.fd.get(), f.partial, slot_offset(done.record_slot), encode_record(done.generation, groups));
     }
     if (s.is_ok()) s = write_marker(f.fd.get(), f.partial, 0, encode_header(done));
     if (s.is_ok()) {
@@ -765,8 +735,7 @@ Status Hdf5Sink::finalize() {
     }
     if (::rename(file->partial.c_str(), file->final_name.c_str()) != 0) {
       const int err = errno;
-      return Status::error("cannot rename " + file->partial + " to " + file->final_name + ": " +
-                           errno_text(err));
+      return Status::error("cannot rename " + file->partial + " to " + file->final_name + ": " + errno_text(err));
     }
     finished_files_.push_back(file->final_name);
     file->fd.reset();  // renamed: the lock is not needed any more

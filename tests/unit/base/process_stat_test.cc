@@ -14,8 +14,8 @@ namespace tensorscope {
 namespace {
 
 TEST(ProcessStat, ParsesStateAndCpuTime) {
-  const auto s = parse_process_stat(
-      "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 120 0 0 0 37 5 0 0 20 0 3 0 100 0 0");
+  const auto s =
+      parse_process_stat("4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 120 0 0 0 37 5 0 0 20 0 3 0 100 0 0");
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->state, 'S');
   EXPECT_EQ(s->cpu_ticks, 42u);

@@ -35,9 +35,7 @@ TEST(Subprocess, CapturesStdout) {
   EXPECT_FALSE(r.truncated);
 }
 
-TEST(Subprocess, LooksTheProgramUpInPath) {
-  EXPECT_EQ(run({"echo", "found"}).out, "found\n");
-}
+TEST(Subprocess, LooksTheProgramUpInPath) { EXPECT_EQ(run({"echo", "found"}).out, "found\n"); }
 
 TEST(Subprocess, NonZeroExitAndStderrApart) {
   const SubprocessResult r = run({"/bin/sh", "-c", "echo out; echo oops >&2; exit 3"});
@@ -56,8 +54,7 @@ TEST(Subprocess, KilledBySignalHasNoExitCode) {
 TEST(Subprocess, AMissingProgramIsAnError) {
   StatusOr<SubprocessResult> r = run_subprocess({"/nonexistent/tensorscope-no-such-program"});
   ASSERT_FALSE(r.is_ok());
-  EXPECT_EQ(r.message(),
-            "cannot run /nonexistent/tensorscope-no-such-program: No such file or directory");
+  EXPECT_EQ(r.message(), "cannot run /nonexistent/tensorscope-no-such-program: No such file or directory");
   StatusOr<SubprocessResult> in_path = run_subprocess({"tensorscope-no-such-program"});
   ASSERT_FALSE(in_path.is_ok());
   EXPECT_THAT(in_path.message(), HasSubstr("cannot run tensorscope-no-such-program"));
@@ -89,8 +86,7 @@ bool exited(const std::string& pid) {
 }
 
 // Runs a program that must be killed (no exit code) long before it would end by itself.
-SubprocessResult run_until_killed(const std::vector<std::string>& argv,
-                                  const SubprocessOptions& options) {
+SubprocessResult run_until_killed(const std::vector<std::string>& argv, const SubprocessOptions& options) {
   const auto start = Clock::now();
   SubprocessResult r = run(argv, options);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
@@ -125,9 +121,8 @@ TEST(Subprocess, LargeOutputOnBothPipesDoesNotDeadlock) {
   SubprocessOptions options;
   options.timeout_ms = 60000;
   options.max_stderr_bytes = 1000;
-  const SubprocessResult r = run(
-      {"/bin/sh", "-c", "head -c 3000000 /dev/zero >&2; head -c 10000000 /dev/zero; echo end >&2"},
-      options);
+  const SubprocessResult r =
+      run({"/bin/sh", "-c", "head -c 3000000 /dev/zero >&2; head -c 10000000 /dev/zero; echo end >&2"}, options);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out.size(), 10000000u);

@@ -59,7 +59,7 @@ namespace {
 TEST(EscapeForMessage, KeepsPrintableEscapesTheRestAndCuts) {
   EXPECT_EQ(escape_for_message("plain text"), "plain text");
   EXPECT_EQ(escape_for_message(std::string("a\\b\nc\x01\xff", 7)), "a\\\\b\\x0ac\\x01\\xff");
-  EXPECT_EQ(escape_for_message("say \"hi\""), "say \"hi\"");            // no quote given
+  EXPECT_EQ(escape_for_message("say \"hi\""), "say \"hi\"");  // no quote given
   EXPECT_EQ(escape_for_message("say \"hi\"", 80, '"'), "say \\\"hi\\\"");
   EXPECT_EQ(escape_for_message("abcdef", 3), "abc...");
   EXPECT_EQ(quote_for_message("say \"hi\"", 5), "\"say \\\"...\"");

@@ -30,11 +30,11 @@ TEST(Client, EveryNPushesTheFirstAndEveryNthCallPerStream) {
   for (int i = 0; i < 7; ++i) a.push_back(client.push("a", t));
   for (int i = 0; i < 4; ++i) b.push_back(client.push("b", t));
   // No daemon: admitted calls report kNotConnected, the others kGated.
-  const std::vector<PushResult> expected_a = {
-      PushResult::kNotConnected, PushResult::kGated, PushResult::kGated, PushResult::kNotConnected,
-      PushResult::kGated,        PushResult::kGated, PushResult::kNotConnected};
-  const std::vector<PushResult> expected_b = {PushResult::kNotConnected, PushResult::kGated,
-                                              PushResult::kGated, PushResult::kNotConnected};
+  const std::vector<PushResult> expected_a = {PushResult::kNotConnected, PushResult::kGated, PushResult::kGated,
+                                              PushResult::kNotConnected, PushResult::kGated, PushResult::kGated,
+                                              PushResult::kNotConnected};
+  const std::vector<PushResult> expected_b = {PushResult::kNotConnected, PushResult::kGated, PushResult::kGated,
+                                              PushResult::kNotConnected};
   EXPECT_EQ(a, expected_a);
   EXPECT_EQ(b, expected_b);
   const ClientStats s = client.stats();

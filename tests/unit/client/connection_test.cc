@@ -52,8 +52,8 @@ TEST(SegmentBudget, HalfTheFreeSpaceAQuarterAtMost4GiBLeftFreeAndAShareOfHalfPer
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 64 * kMiB, 64 * kMiB, 1), 32 * kMiB);  // Docker's /dev/shm
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 32 * kMiB, 64 * kMiB, 1), 16 * kMiB);  // a second producer
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 16 * kMiB, 64 * kMiB, 1), 0u) << "a quarter stays free";
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 64 * kMiB, 64 * kMiB, 4), 8 * kMiB);  // LOCAL_WORLD_SIZE=4
-  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 40 * kMiB, 64 * kMiB, 4), 8 * kMiB);  // the fourth of them
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 64 * kMiB, 64 * kMiB, 4), 8 * kMiB);   // LOCAL_WORLD_SIZE=4
+  EXPECT_EQ(fitting_segment_budget(128 * kMiB, 40 * kMiB, 64 * kMiB, 4), 8 * kMiB);   // the fourth of them
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 63 * kMiB, 64 * kMiB, 1), 16 * kMiB);  // powers of two
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 2 * kMiB, 2 * kMiB, 1), 1 * kMiB);
   EXPECT_EQ(fitting_segment_budget(128 * kMiB, 1 * kMiB, 1 * kMiB, 1), 0u) << "below the minimum: none";
@@ -313,9 +313,8 @@ TEST(ClientLog, HostileStreamNamesAreEscapedAndCut) {
   ASSERT_TRUE(client.connected());
   std::string hostile = "evil\n[2026-01-01] [tensorscope] [info] forged line\x1b[2J\x1b]0;title\x07";
   hostile += std::string(65536, 'A');
-  const std::string err = testing::captured_stderr([&] {
-    EXPECT_EQ(client.push(hostile, torch::ones({1})), PushResult::kRefused);
-  });
+  const std::string err =
+      testing::captured_stderr([&] { EXPECT_EQ(client.push(hostile, torch::ones({1})), PushResult::kRefused); });
   ASSERT_FALSE(err.empty());
   EXPECT_EQ(err.find('\x1b'), std::string::npos) << "escape sequences reached the terminal";
   EXPECT_EQ(err.find('\x07'), std::string::npos);

@@ -45,7 +45,8 @@ TEST(Pacer, BehindIsAFullRingAllWindowLongOrAnOldBacklogNotABurst) {
     pacer.observe(old, high, false, read, now += 100);
     EXPECT_EQ(pacer.stride16(), Pacer::kOne) << "a window lasts kWindowMs";
     pacer.observe(old, 0.1, false, read, now += 150);  // the ring emptied, and the backlog with it
-    EXPECT_EQ(pacer.stride16(), by_fill ? Pacer::kOne : 68u) << "by fill: a burst it absorbed; by age: 16 x 1.05 x 80 / 20, up";
+    EXPECT_EQ(pacer.stride16(), by_fill ? Pacer::kOne : 68u)
+        << "by fill: a burst it absorbed; by age: 16 x 1.05 x 80 / 20, up";
     for (int i = 0; i < 80; ++i) pacer.offer();
     read += 20;
     pacer.observe(old, high, false, read, now += 100);

@@ -38,7 +38,12 @@ TEST(Pacing, ASlowDaemonGetsEveryStreamAtTheSameRateAndFewFullRings) {
     std::this_thread::sleep_for(milliseconds(2));  // at most about 500 records a second
   });
   ASSERT_TRUE(sink.start());
-  Client client(ClientOptions().session("pace").runtime_dir(dir.path() + "/run").shm_budget(8 << 20).ring_slots(256).pacing(true)
+  Client client(ClientOptions()
+                    .session("pace")
+                    .runtime_dir(dir.path() + "/run")
+                    .shm_budget(8 << 20)
+                    .ring_slots(256)
+                    .pacing(true)
                     .connect_timeout_ms(20000));
   ASSERT_TRUE(testing::wait_connected(client));
 

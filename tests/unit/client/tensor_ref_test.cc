@@ -33,8 +33,8 @@ std::vector<unsigned char> gather_by_index(const TensorRef& ref) {
   for (uint64_t i = 0; i < element_count(ref); ++i) {
     int64_t offset = 0;
     for (int d = 0; d < ref.ndim; ++d) offset += index[d] * ref.strides[d];
-    std::memcpy(out.data() + i * size, static_cast<const unsigned char*>(ref.data) + offset * static_cast<int64_t>(size),
-                size);
+    std::memcpy(out.data() + i * size,
+                static_cast<const unsigned char*>(ref.data) + offset * static_cast<int64_t>(size), size);
     for (int d = ref.ndim - 1; d >= 0; --d) {
       if (++index[d] < ref.shape[d]) break;
       index[d] = 0;

@@ -55,8 +55,8 @@ TEST(TrackCalls, AutoKeepsFourCallsAndStacksEveryCallOfAStep) {
     for (const auto& s : h.streams()) listed.insert(s.name);
     EXPECT_TRUE(listed.count("rnn#calls") && listed.count("rnn#calls.grad"));
   }
-  const std::set<std::string> expected = {"rnn",       "rnn#1",      "rnn#2",      "rnn#3",      "rnn#calls",
-                                          "rnn.grad",  "rnn#1.grad", "rnn#2.grad", "rnn#3.grad", "rnn#calls.grad"};
+  const std::set<std::string> expected = {"rnn",      "rnn#1",      "rnn#2",      "rnn#3",      "rnn#calls",
+                                          "rnn.grad", "rnn#1.grad", "rnn#2.grad", "rnn#3.grad", "rnn#calls.grad"};
   EXPECT_EQ(rx.names(), expected);
   const auto stacks = rx.named("rnn#calls");
   ASSERT_EQ(stacks.size(), 3u);

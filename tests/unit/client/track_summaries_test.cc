@@ -37,7 +37,9 @@ std::map<int64_t, std::vector<TensorSummary>> summaries_of(RecordReceiver& rx) {
 
 // A Linear whose output is multiplied by `gain` (a buffer the test can set to NaN).
 struct ScaledImpl : torch::nn::Module {
-  ScaledImpl() : fc(register_module("fc", torch::nn::Linear(6, 6))) { gain = register_buffer("gain", torch::ones({1})); }
+  ScaledImpl() : fc(register_module("fc", torch::nn::Linear(6, 6))) {
+    gain = register_buffer("gain", torch::ones({1}));
+  }
   torch::Tensor forward(const torch::Tensor& x) { return fc(x) * gain; }
   torch::nn::Linear fc;
   torch::Tensor gain;

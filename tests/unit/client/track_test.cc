@@ -52,7 +52,8 @@ TORCH_MODULE(Net);
 
 // A Linear used twice in one forward, around a parameter-free op and back to back.
 struct TwiceImpl : torch::nn::Module {
-  TwiceImpl() : fc(register_module("fc", torch::nn::Linear(5, 5))), out(register_module("out", torch::nn::Linear(5, 2))) {}
+  TwiceImpl()
+      : fc(register_module("fc", torch::nn::Linear(5, 5))), out(register_module("out", torch::nn::Linear(5, 2))) {}
   torch::Tensor forward(const torch::Tensor& x) { return out(fc(fc(torch::relu(fc(x))))); }
   torch::nn::Linear fc, out;
 };
@@ -64,8 +65,8 @@ void expect_equal(const ReceivedRecord& r, const torch::Tensor& expected) {
   const torch::Tensor got = r.tensor();
   ASSERT_TRUE(got.defined()) << r.name;
   ASSERT_EQ(got.sizes(), expected.sizes()) << r.name;
-  EXPECT_TRUE(torch::equal(got, expected.detach().contiguous())) << r.name << " differs by "
-                                                                 << (got - expected).abs().max().item<float>();
+  EXPECT_TRUE(torch::equal(got, expected.detach().contiguous()))
+      << r.name << " differs by " << (got - expected).abs().max().item<float>();
 }
 
 // The module tree a kModuleTree record carries.
@@ -132,8 +133,9 @@ TEST_F(Track, CustomModuleOutputsEqualTheDirectForward) {
   // tracked() lists them with their module paths.
   std::set<std::string> listed;
   for (const auto& s : rx.client().tracked()) listed.insert(s.name + "|" + s.kind + "|" + s.module);
-  EXPECT_EQ(listed, (std::set<std::string>{"net.conv|activation|conv", "net.bn|activation|bn",
-                                           "net.fc1|activation|fc1", "net.fc2|activation|fc2"}));
+  EXPECT_EQ(listed,
+            (std::set<std::string>{"net.conv|activation|conv", "net.bn|activation|bn", "net.fc1|activation|fc1",
+                                   "net.fc2|activation|fc2"}));
 }
 
 TEST_F(Track, GradientsAtModuleOutputsEqualAutogradGrad) {
@@ -208,8 +210,8 @@ TEST_F(Track, DestroyingTheHandleRemovesEveryCallback) {
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
   {
-    TrackHandle outputs = rx.client().track_model(
-        "net", net, TrackOptions().kinds(TrackKinds::kOutput | TrackKinds::kParameterGradient));
+    TrackHandle outputs =
+        rx.client().track_model("net", net, TrackOptions().kinds(TrackKinds::kOutput | TrackKinds::kParameterGradient));
     TrackHandle grads = rx.client().track_layer("net", net);
     ASSERT_TRUE(outputs.ok() && grads.ok());
     net->forward(input()).sum().backward();
@@ -305,7 +307,6 @@ TEST_F(Track, OptimizerStepsAndZeroGradCaptureNothing) {
   EXPECT_EQ(rx.records().size(), after_forward);
 }
 
-
 TEST_F(Track, AModuleCalledSeveralTimesGetsCallIndices) {
   Twice model;
   const torch::Tensor x = torch::randn({3, 5});
@@ -355,9 +356,9 @@ struct SeqNetImpl : torch::nn::Module {
   };
   Parts parts(const torch::Tensor& tokens) {
     Parts p;
-    p.emb = emb(tokens);                            // [T, B, 6]
-    p.lstm = std::get<0>(lstm(p.emb));              // [T, B, 5]
-    p.gru = std::get<0>(gru(p.lstm));               // [T, B, 4]
+    p.emb = emb(tokens);                              // [T, B, 6]
+    p.lstm = std::get<0>(lstm(p.emb));                // [T, B, 5]
+    p.gru = std::get<0>(gru(p.lstm));                 // [T, B, 4]
     p.attn = std::get<0>(attn(p.gru, p.gru, p.gru));  // [T, B, 4]
     p.norm = norm(p.attn);
     p.group = group(p.norm.reshape({-1, 4}));
@@ -382,8 +383,8 @@ TEST_F(Track, RecurrentEmbeddingAttentionAndNormOutputsAreCaptured) {
   ASSERT_TRUE(handle.ok()) << handle.error();
   net->parts(tokens);
   rx.client().next_step();
-  EXPECT_EQ(rx.names(), (std::set<std::string>{"s.emb", "s.lstm", "s.gru", "s.attn", "s.attn.out_proj", "s.norm",
-                                               "s.group"}));
+  EXPECT_EQ(rx.names(),
+            (std::set<std::string>{"s.emb", "s.lstm", "s.gru", "s.attn", "s.attn.out_proj", "s.norm", "s.group"}));
   for (const auto& name : rx.names()) EXPECT_EQ(rx.named(name).size(), 1u) << name;
   expect_equal(rx.named("s.emb").at(0), p.emb);
   expect_equal(rx.named("s.lstm").at(0), p.lstm);
@@ -449,8 +450,8 @@ TEST_F(Track, ParametersAndParameterGradientsOnRequest) {
   net->zero_grad();
   net->forward(input()).sum().backward();
   rx.client().next_step();
-  EXPECT_EQ(rx.names(), (std::set<std::string>{"net.fc2.weight", "net.fc2.bias", "net.fc2.weight.grad",
-                                               "net.fc2.bias.grad"}));
+  EXPECT_EQ(rx.names(),
+            (std::set<std::string>{"net.fc2.weight", "net.fc2.bias", "net.fc2.weight.grad", "net.fc2.bias.grad"}));
   EXPECT_EQ(rx.named("net.fc2.weight").at(0).kind, "parameter");
   EXPECT_EQ(rx.named("net.fc2.weight.grad").at(0).kind, "parameter_gradient");
   expect_equal(rx.named("net.fc2.weight").at(0), net->fc2->weight);
@@ -627,8 +628,8 @@ TEST_F(Track, AResetHandleKeepsNoParameterAlive) {
   {
     Net net;
     weight.emplace(net->fc1->weight.getIntrusivePtr());
-    TrackHandle handle = rx.client().track_model("net", net, TrackOptions().kinds(TrackKinds::kOutput |
-                                                                                     TrackKinds::kParameterGradient));
+    TrackHandle handle =
+        rx.client().track_model("net", net, TrackOptions().kinds(TrackKinds::kOutput | TrackKinds::kParameterGradient));
     net->forward(input()).sum().backward();  // this thread now caches the observer's listener list
     rx.client().next_step();
     EXPECT_FALSE(weight->expired());

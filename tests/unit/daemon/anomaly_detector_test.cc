@@ -98,7 +98,8 @@ TEST(AnomalyDetector, HealthyNoisyTrainingIsNeverFlagged) {
   for (int step = 0; step < 1000; ++step) {
     const double decay = std::exp(-step / 300.0);  // norms that shrink 20x over the run
     std::vector<TensorSummary> entries;
-    for (int i = 0; i < 10; ++i) entries.push_back(entry("m" + std::to_string(i), decay * (1 + 0.3 * std::sin(step + i))));
+    for (int i = 0; i < 10; ++i)
+      entries.push_back(entry("m" + std::to_string(i), decay * (1 + 0.3 * std::sin(step + i))));
     EXPECT_TRUE(d.observe("net", step, 0, 1, entries).empty()) << step;
   }
 }

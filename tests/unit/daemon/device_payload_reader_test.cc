@@ -22,8 +22,7 @@ TEST(DevicePayloadReader, WithoutADeviceEveryPayloadIsRefusedWithTheReason) {
   if (device_payloads_supported(&why)) GTEST_SKIP() << "a CUDA device is usable here";
   EXPECT_FALSE(why.empty());
   if (::access("/dev/nvidia0", F_OK) != 0) {
-    EXPECT_TRUE(why.find("CUDA") != std::string::npos || why.find("driver") != std::string::npos)
-        << why;
+    EXPECT_TRUE(why.find("CUDA") != std::string::npos || why.find("driver") != std::string::npos) << why;
   }
 
   testing::TempDir dir("ts-devreader");

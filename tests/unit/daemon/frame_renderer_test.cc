@@ -17,8 +17,7 @@ namespace tensorscope::daemon {
 namespace {
 
 // A float32 record over `values` (kept alive by the caller).
-std::unique_ptr<RecordView> record(const char* name, const std::vector<float>& values,
-                                   std::vector<int64_t> shape) {
+std::unique_ptr<RecordView> record(const char* name, const std::vector<float>& values, std::vector<int64_t> shape) {
   auto r = std::make_unique<RecordView>();
   std::snprintf(r->header.name, wire::kNameBytes, "%s", name);
   r->header.dtype = static_cast<uint8_t>(wire::DType::kFloat32);
@@ -75,8 +74,7 @@ TEST(FrameRenderer, HistogramFramesFollowTheConfiguredAdaptiveHistogram) {
       EXPECT_EQ(f.hist.counts.size(), 40u);
       EXPECT_EQ(f.hist.range.axis == plotting::HistogramAxis::kSymlog, std::string(name) == "layer.w");
       changed = changed || f.display.range_changed;
-      EXPECT_TRUE(same(got, plotting::draw_histogram_frame(info, f.stats, f.hist, f.display,
-                                                           plotting::FrameStyle{})))
+      EXPECT_TRUE(same(got, plotting::draw_histogram_frame(info, f.stats, f.hist, f.display, plotting::FrameStyle{})))
           << name << " step " << step;
     }
     EXPECT_TRUE(changed) << name;
@@ -109,8 +107,8 @@ TEST(FrameRenderer, NothingToPlotIsSaidInEveryModeButStats) {
   auto stats_renderer = make_frame_renderer(RenderMode::kStats, config, 640, "s");
   const auto r = record("s", zeros, {8, 8});
   const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
-  const tensor::TensorStats stats = tensor::compute_stats(
-      tensor::TensorView{zeros.data(), tensor::ElementType::kFloat32, {8, 8}});
+  const tensor::TensorStats stats =
+      tensor::compute_stats(tensor::TensorView{zeros.data(), tensor::ElementType::kFloat32, {8, 8}});
   EXPECT_FALSE(same(stats_renderer->prepare(*r, info)(plotting::FrameStyle{}),
                     plotting::draw_message_frame(info, "all 64 values are 0", plotting::FrameStyle{}, &stats)));
 }

@@ -45,9 +45,7 @@ std::string read_text(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -123,8 +121,7 @@ TEST(IndexWriterTest, RewriteIsAtomicAndLeavesNoTempFile) {
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(w.add(entry("f" + std::to_string(i) + ".mp4")).is_ok());
     // After every rewrite the file on disk is complete, valid JSON.
-    const nlohmann::json doc =
-        nlohmann::json::parse(read_text(w.index_path()), nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json doc = nlohmann::json::parse(read_text(w.index_path()), nullptr, /*allow_exceptions=*/false);
     ASSERT_FALSE(doc.is_discarded());
     EXPECT_EQ(doc["files"].size(), static_cast<std::size_t>(i + 1));
   }
@@ -151,12 +148,12 @@ TEST(IndexWriterTest, WriteWithoutEntriesGivesEmptyList) {
 TEST(IndexWriterTest, CorruptFileIsMovedAsideAndWeStartEmpty) {
   TempDir dir;
   const std::string index = dir.path() + "/index.json";
-  for (const std::string& bad : std::vector<std::string>{
-           "{not json", "[1, 2]", R"({"files": 3})", R"({"files": [{"path": "a.mp4"}]})",
-           R"({"files": [{"path": "../../x", "stream": "s", "device": "cpu",
+  for (const std::string& bad :
+       std::vector<std::string>{"{not json", "[1, 2]", R"({"files": 3})", R"({"files": [{"path": "a.mp4"}]})",
+                                R"({"files": [{"path": "../../x", "stream": "s", "device": "cpu",
                                    "kind": "video", "mode": "auto", "rank": 0, "frames": 1,
                                    "first_step": 0, "last_step": 0}]})",
-           std::string("\0\0\0", 3)}) {
+                                std::string("\0\0\0", 3)}) {
     write_text(index, bad);
     IndexWriter w(dir.path());
     ASSERT_TRUE(w.load().is_ok()) << bad;
@@ -199,9 +196,8 @@ TEST(IndexWriterTest, WriteFailuresAreReported) {
 TEST(IndexWriterTest, InvalidEntriesAreRefused) {
   TempDir dir;
   IndexWriter w(dir.path());
-  for (const std::string& bad_path :
-       std::vector<std::string>{"", "/etc/passwd", "../x.mp4", "a/../../x", "a//b", "./a",
-                                std::string("a\0b", 3), "a\\b"}) {
+  for (const std::string& bad_path : std::vector<std::string>{"", "/etc/passwd", "../x.mp4", "a/../../x", "a//b", "./a",
+                                                              std::string("a\0b", 3), "a\\b"}) {
     IndexEntry e = entry("x.mp4");
     e.path = bad_path;
     EXPECT_FALSE(w.add(e).is_ok()) << bad_path;
@@ -220,8 +216,7 @@ TEST(IndexWriterTest, NonUtf8StreamNamesDoNotBreakTheFile) {
   IndexEntry e = entry("x.mp4");
   e.stream = "bad\xff\xfe";
   ASSERT_TRUE(w.add(e).is_ok());
-  const nlohmann::json doc =
-      nlohmann::json::parse(read_text(w.index_path()), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc = nlohmann::json::parse(read_text(w.index_path()), nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(doc.is_discarded());
   EXPECT_EQ(doc["files"][0]["stream"], "bad\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
 }
@@ -252,8 +247,7 @@ TEST(IndexEntryJsonTest, TypesAreValidated) {
   };
   EXPECT_THAT(error_for(nlohmann::json::array()), HasSubstr("expected an object"));
   EXPECT_THAT(error_for(nlohmann::json("a.mp4")), HasSubstr("expected an object"));
-  for (const char* key :
-       {"path", "stream", "device", "kind", "mode", "rank", "frames", "first_step", "last_step"}) {
+  for (const char* key : {"path", "stream", "device", "kind", "mode", "rank", "frames", "first_step", "last_step"}) {
     nlohmann::json j = good;
     j.erase(key);
     EXPECT_THAT(error_for(j), HasSubstr(std::string(key) + ": missing"));

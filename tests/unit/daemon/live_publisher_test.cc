@@ -60,7 +60,8 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   EXPECT_EQ(frames[0].producer_pid, 77);
   EXPECT_EQ(frames[0].push_unix_ns, 1000u);
   EXPECT_EQ(frames[1].stream, "model.fc1.grad");
-  const cv::Mat decoded = cv::imdecode(std::vector<uchar>(frames[0].jpeg.begin(), frames[0].jpeg.end()), cv::IMREAD_COLOR);
+  const cv::Mat decoded =
+      cv::imdecode(std::vector<uchar>(frames[0].jpeg.begin(), frames[0].jpeg.end()), cv::IMREAD_COLOR);
   ASSERT_FALSE(decoded.empty());
   EXPECT_EQ(decoded.cols, 160);
   EXPECT_EQ(decoded.rows, 120);
@@ -75,7 +76,7 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   EXPECT_EQ(publisher->published(), 3u);
   EXPECT_EQ(publisher->skipped(), 0u);
   publisher.reset();  // a worker that exits removes its board
-  struct stat st{};
+  struct stat st {};
   EXPECT_NE(::stat((dir.path() + "/pub.live.3").c_str(), &st), 0);
 }
 
@@ -129,7 +130,7 @@ TEST(LivePublisherTest, NothingIsTakenWhileNoPageWatchesAndFramesAreScaled) {
   EXPECT_EQ(publisher->published(), 0u);  // no watch file: nothing taken
   EXPECT_EQ(last, 0);
   // Nor any shared memory: the board is made once a frame is to be written.
-  struct stat st{};
+  struct stat st {};
   EXPECT_NE(::stat((dir.path() + "/quiet.live.0").c_str(), &st), 0);
   EXPECT_FALSE(publisher->has_board());
   // A page opens; the worker looks again at most a second later.

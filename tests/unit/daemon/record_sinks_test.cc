@@ -47,8 +47,7 @@ TEST(RecordSinksHdf5, CountersReportTheCapAndTheRecoveryOfTheSessionDirectory) {
   nlohmann::json counters;
   {
     RecordSinks sinks(config, session);
-    auto push = [&](const char* name, DType dtype, int64_t n, const std::string& bytes,
-                    int64_t step) {
+    auto push = [&](const char* name, DType dtype, int64_t n, const std::string& bytes, int64_t step) {
       RecordView view;
       wire::RecordHeader& h = view.header;
       h.payload_bytes = bytes.size();
@@ -70,8 +69,7 @@ TEST(RecordSinksHdf5, CountersReportTheCapAndTheRecoveryOfTheSessionDirectory) {
       push("big", DType::kFloat32, 64, big, step);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (sinks.counters()["written"].get<uint64_t>() < 8 &&
-           std::chrono::steady_clock::now() < deadline) {
+    while (sinks.counters()["written"].get<uint64_t>() < 8 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     counters = sinks.counters();
@@ -84,8 +82,7 @@ TEST(RecordSinksHdf5, CountersReportTheCapAndTheRecoveryOfTheSessionDirectory) {
   EXPECT_EQ(counters["hdf5_stored_over_cap"], 3u) << counters.dump();
   EXPECT_EQ(counters["hdf5_partials_recovered"], 1u) << counters.dump();
   EXPECT_EQ(counters["hdf5_partials_removed"], 1u) << counters.dump();
-  EXPECT_THAT(list_dir(session + "/hdf5"),
-              ElementsAre("rank0_pid1.0.recovered.h5", "rank0_pid4242.0.h5"));
+  EXPECT_THAT(list_dir(session + "/hdf5"), ElementsAre("rank0_pid1.0.recovered.h5", "rank0_pid4242.0.h5"));
   H5File f(session + "/hdf5/rank0_pid4242.0.h5");
   ASSERT_TRUE(f.ok());
   EXPECT_THAT(f.steps("/small"), ElementsAre(0));

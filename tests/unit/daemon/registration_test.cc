@@ -46,7 +46,8 @@ TEST(Registration, EachRefusalSaysWhatIsWrong) {
   m["session"] = "other";
   EXPECT_THAT(refusal(m), HasSubstr("registration for session"));
   EXPECT_THAT(refusal(request("../etc/passwd")), HasSubstr("bad segment name"));
-  EXPECT_THAT(refusal(request(segment_file_name("s", ::getpid() + 1, 0))), HasSubstr("does not belong to the connecting pid"));
+  EXPECT_THAT(refusal(request(segment_file_name("s", ::getpid() + 1, 0))),
+              HasSubstr("does not belong to the connecting pid"));
   EXPECT_THAT(refusal(request(mine)), HasSubstr("cannot open segment"));  // no such file
 }
 

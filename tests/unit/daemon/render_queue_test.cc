@@ -67,10 +67,12 @@ TEST(RenderQueue, AfterAllRunsOnceWhenEveryLaneHasDrawnWhatCameBefore) {
                   ++drawn;
                 }});
   }
-  queue.push_after_all([&] {
-    drawn_when_after = drawn.load();
-    ++after_runs;
-  }, [] {}, 10);
+  queue.push_after_all(
+      [&] {
+        drawn_when_after = drawn.load();
+        ++after_runs;
+      },
+      [] {}, 10);
   // The fast lanes are past the barrier; the slow one holds it back.
   ASSERT_TRUE(wait_until([&] { return drawn.load() == 3; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -104,7 +106,8 @@ TEST(RenderQueue, AFullLaneMakesPushWaitAndCallsWaiting) {
     wait_until([&] { return waiting_calls.load() >= 2; });
     release = true;
   });
-  queue.push({0, [] {}}, [&] { ++waiting_calls; }, 5);
+  queue.push(
+      {0, [] {}}, [&] { ++waiting_calls; }, 5);
   releaser.join();
   EXPECT_GE(waiting_calls.load(), 2);
   queue.drain();

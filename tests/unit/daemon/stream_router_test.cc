@@ -144,13 +144,14 @@ TEST(StreamRouter, ProducersOfTheSameRankNeverShareAFile) {
     EXPECT_EQ(count_frames(dir.path() + "/" + e.path), e.frames) << e.path;
   }
   std::sort(paths.begin(), paths.end());
-  EXPECT_EQ(paths, (std::vector<std::string>{
-                       "layer.out__cpu__rank0__pid4001__line__0000.mp4",
-                       "layer.out__cpu__rank0__pid4001__line__0001.mp4",
-                       "layer.out__cpu__rank0__pid4001__line__0002.mp4",
-                       "layer.out__cpu__rank0__pid4002__line__0000.mp4",
-                       "layer.out__cpu__rank0__pid4002__line__0001.mp4",
-                   }));
+  EXPECT_EQ(paths,
+            (std::vector<std::string>{
+                "layer.out__cpu__rank0__pid4001__line__0000.mp4",
+                "layer.out__cpu__rank0__pid4001__line__0001.mp4",
+                "layer.out__cpu__rank0__pid4001__line__0002.mp4",
+                "layer.out__cpu__rank0__pid4002__line__0000.mp4",
+                "layer.out__cpu__rank0__pid4002__line__0001.mp4",
+            }));
   int64_t frames = 0;
   for (const IndexEntry& e : finished) frames += e.frames;
   EXPECT_EQ(frames, 15);
@@ -208,10 +209,13 @@ TEST(StreamRouter, OneProducersStreamsAreDrawnOnEveryLane) {
   config.limits.max_open_videos_per_worker = 6;  // 2 per lane: some suspensions too
   std::mutex finished_mutex;
   std::vector<IndexEntry> finished;
-  StreamRouter router(config, dir.path(), [&](const IndexEntry& e) {
-    std::lock_guard<std::mutex> lock(finished_mutex);
-    finished.push_back(e);
-  }, nullptr, 3);
+  StreamRouter router(
+      config, dir.path(),
+      [&](const IndexEntry& e) {
+        std::lock_guard<std::mutex> lock(finished_mutex);
+        finished.push_back(e);
+      },
+      nullptr, 3);
   constexpr int kStreams = 9, kSteps = 4;
   std::vector<size_t> per_lane(3, 0);
   {

@@ -67,8 +67,8 @@ TEST(FramePainter, SizesAndInputs) {
       FrameStyle style;
       style.width = width;
       style.height = height;
-      const tensor::TensorView view{c.values.data(), tensor::ElementType::kFloat32,
-                            {static_cast<int64_t>(c.values.size())}};
+      const tensor::TensorView view{
+          c.values.data(), tensor::ElementType::kFloat32, {static_cast<int64_t>(c.values.size())}};
       tensor::TensorStats stats;
       Histogram hist;
       summarize(view, nullptr, 64, 0.05, &stats, &hist);
@@ -186,10 +186,10 @@ TEST(FramePainter, MessageFrame) {
     style.height = height;
     FrameInfo info = long_info();
     info.shape = {0, 128};
-    for (const std::string& message :
-         {std::string(), std::string("empty tensor (0 elements)"), std::string(2000, 'x'),
-          std::string("many words ") + std::string(100, ' ') + "and more words to wrap around "
-              "the frame several times over so that wrapping really happens here"}) {
+    for (const std::string& message : {std::string(), std::string("empty tensor (0 elements)"), std::string(2000, 'x'),
+                                       std::string("many words ") + std::string(100, ' ') +
+                                           "and more words to wrap around "
+                                           "the frame several times over so that wrapping really happens here"}) {
       const cv::Mat frame = draw_message_frame(info, message, style);
       EXPECT_EQ(frame.type(), CV_8UC3);
       EXPECT_EQ(frame.size(), cv::Size(width, height));
@@ -209,8 +209,7 @@ TEST(FramePainter, TinyAndAbsurdSizesAreClamped) {
   EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, {}, style).size(), cv::Size(16, 16));
   style.width = -5;
   style.height = 0;
-  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, {}, style).size(),
-            cv::Size(kMinFrameSide, kMinFrameSide));
+  EXPECT_EQ(draw_histogram_frame(long_info(), stats, hist, {}, style).size(), cv::Size(kMinFrameSide, kMinFrameSide));
   EXPECT_EQ(draw_message_frame(long_info(), "x", style).size(), cv::Size(kMinFrameSide, kMinFrameSide));
 }
 
@@ -276,8 +275,8 @@ TEST(FramePainter, ARangeChangeIsWrittenAboveThePlot) {
 
 TEST(FramePainter, DegenerateTensorsAreNamed) {
   auto stats_of = [](std::vector<float> v) {
-    return tensor::compute_stats(tensor::TensorView{v.data(), tensor::ElementType::kFloat32,
-                                                    {static_cast<int64_t>(v.size())}});
+    return tensor::compute_stats(
+        tensor::TensorView{v.data(), tensor::ElementType::kFloat32, {static_cast<int64_t>(v.size())}});
   };
   EXPECT_EQ(degenerate_description(stats_of({})), "empty tensor: nothing to plot");
   EXPECT_EQ(degenerate_description(stats_of(std::vector<float>(4096, 0.f))), "all 4096 values are 0");
@@ -286,7 +285,8 @@ TEST(FramePainter, DegenerateTensorsAreNamed) {
   EXPECT_EQ(degenerate_description(stats_of(std::vector<float>(8, NAN))), "all 8 values are NaN");
   EXPECT_EQ(degenerate_description(stats_of({NAN, INFINITY, -INFINITY, NAN})),
             "no finite values: 2 NaN, 1 +Inf, 1 -Inf");
-  EXPECT_EQ(degenerate_description(stats_of({2.f, 2.f, NAN})), "constant: all 2 finite values are 2 (besides 1 NaN/Inf)");
+  EXPECT_EQ(degenerate_description(stats_of({2.f, 2.f, NAN})),
+            "constant: all 2 finite values are 2 (besides 1 NaN/Inf)");
   EXPECT_EQ(degenerate_description(stats_of({1.f, 2.f})), "");
 }
 

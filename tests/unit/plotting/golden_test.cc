@@ -71,8 +71,7 @@ void check_golden(const std::string& name, const cv::Mat& frame) {
     return;
   }
   const cv::Mat golden = cv::imread(path, cv::IMREAD_COLOR);
-  ASSERT_FALSE(golden.empty()) << "missing golden " << path
-                               << " (run with TENSORSCOPE_REGENERATE_GOLDEN=1)";
+  ASSERT_FALSE(golden.empty()) << "missing golden " << path << " (run with TENSORSCOPE_REGENERATE_GOLDEN=1)";
   ASSERT_EQ(golden.size(), frame.size()) << path;
   cv::Mat diff;
   cv::absdiff(golden, frame, diff);
@@ -81,14 +80,13 @@ void check_golden(const std::string& name, const cv::Mat& frame) {
   std::vector<cv::Mat> ch;
   cv::split(diff, ch);
   const cv::Mat max_channel = cv::max(cv::max(ch[0], ch[1]), ch[2]);
-  const double big_fraction =
-      static_cast<double>(cv::countNonZero(max_channel > 64)) / (frame.rows * frame.cols);
+  const double big_fraction = static_cast<double>(cv::countNonZero(max_channel > 64)) / (frame.rows * frame.cols);
   const bool ok = mean_abs < 2.0 && big_fraction < 0.01;
   if (!ok) {
     const std::string actual = std::filesystem::temp_directory_path().string() + "/" + name + ".actual.png";
     cv::imwrite(actual, frame);
-    ADD_FAILURE() << name << " differs from " << path << ": mean abs diff " << mean_abs
-                  << ", " << big_fraction * 100 << "% pixels > 64; actual frame in " << actual;
+    ADD_FAILURE() << name << " differs from " << path << ": mean abs diff " << mean_abs << ", " << big_fraction * 100
+                  << "% pixels > 64; actual frame in " << actual;
   }
 }
 
@@ -101,14 +99,16 @@ TEST(Golden, Line) {
   v[60000] = NAN;
   v[80000] = INFINITY;
   const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {100, 1000}};
-  check_golden("line_sine_100k", draw_line_frame(info_for("decoder.out", view.shape), tensor::compute_stats(view),
-                                                 reduce_line(view, 640), FrameStyle{}));
+  check_golden("line_sine_100k",
+               draw_line_frame(info_for("decoder.out", view.shape), tensor::compute_stats(view), reduce_line(view, 640),
+                               FrameStyle{}));
   const tensor::TensorView small{v.data(), tensor::ElementType::kFloat32, {30}};
   std::vector<int16_t> ints(30);
   for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int16_t>((i * 37) % 23) - 11;
   const tensor::TensorView iv{ints.data(), tensor::ElementType::kInt16, {30}};
-  check_golden("line_int16_30", draw_line_frame(info_for("token.ids", iv.shape, tensor::ElementType::kInt16),
-                                                tensor::compute_stats(iv), reduce_line(iv, 640), FrameStyle{}));
+  check_golden("line_int16_30",
+               draw_line_frame(info_for("token.ids", iv.shape, tensor::ElementType::kInt16), tensor::compute_stats(iv),
+                               reduce_line(iv, 640), FrameStyle{}));
 }
 
 TEST(Golden, Heatmap) {
@@ -119,9 +119,9 @@ TEST(Golden, Heatmap) {
   m[5] = NAN;
   m[61 * 1 + 200] = NAN;
   const tensor::TensorView view{m.data(), tensor::ElementType::kFloat32, {60, 80}};
-  check_golden("heatmap_waves_60x80", draw_heatmap_frame(info_for("attn.scores", view.shape),
-                                                         tensor::compute_stats(view),
-                                                         reduce_heatmap(view, 256, 256), FrameStyle{}));
+  check_golden("heatmap_waves_60x80",
+               draw_heatmap_frame(info_for("attn.scores", view.shape), tensor::compute_stats(view),
+                                  reduce_heatmap(view, 256, 256), FrameStyle{}));
   std::vector<float> big(1000 * 1000);
   for (int r = 0; r < 1000; ++r) {
     for (int c = 0; c < 1000; ++c) {
@@ -138,8 +138,9 @@ TEST(Golden, Force2d) {
   std::vector<float> v(3 * 7 * 50);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(i * 0.05f) + 0.2f * noise(static_cast<uint32_t>(i));
   const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {3, 7, 50}};
-  check_golden("force2d_3x7x50", draw_heatmap_frame(info_for("conv.activations", view.shape),
-                                                    tensor::compute_stats(view), force2d(view, 256), FrameStyle{}));
+  check_golden("force2d_3x7x50",
+               draw_heatmap_frame(info_for("conv.activations", view.shape), tensor::compute_stats(view),
+                                  force2d(view, 256), FrameStyle{}));
 }
 
 TEST(Golden, Stats) {
@@ -180,14 +181,15 @@ TEST(Golden, Histogram) {
   for (size_t i = 0; i < v.size(); ++i) {
     // Sum of three uniforms: bell-shaped and deterministic.
     v[i] = noise(static_cast<uint32_t>(3 * i)) + noise(static_cast<uint32_t>(3 * i + 1)) +
-           noise(static_cast<uint32_t>(3 * i + 2));
+        noise(static_cast<uint32_t>(3 * i + 2));
   }
   v[10] = NAN;
   const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {256, 256}};
   tensor::TensorStats stats;
   Histogram hist;
   summarize(view, nullptr, 64, 0.05, &stats, &hist);
-  check_golden("histogram_bell_64k", draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, {}, FrameStyle{}));
+  check_golden("histogram_bell_64k",
+               draw_histogram_frame(info_for("mlp.out", view.shape), stats, hist, {}, FrameStyle{}));
 }
 
 // Deterministic normal and Student-t (nu = 2) samples from noise(): Box-Muller, and
@@ -202,8 +204,8 @@ float student_t2_noise(uint32_t i) {
   return static_cast<float>(normal_noise(i) / std::sqrt(-std::log(u)));
 }
 
-cv::Mat adaptive_histogram_frame(const std::string& stream, const std::string& kind,
-                                 const std::vector<float>& v, const AdaptiveHistogramOptions& options = {}) {
+cv::Mat adaptive_histogram_frame(const std::string& stream, const std::string& kind, const std::vector<float>& v,
+                                 const AdaptiveHistogramOptions& options = {}) {
   const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {256, static_cast<int64_t>(v.size() / 256)}};
   AdaptiveHistogram adaptive(options);
   const HistogramFrame f = adaptive.next(view, 100);
@@ -264,8 +266,9 @@ TEST(Golden, MessageConstant) {
   std::vector<float> v(4096, 0.f);
   const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {64, 64}};
   const tensor::TensorStats stats = tensor::compute_stats(view);
-  check_golden("message_all_zero", draw_message_frame(info_for("fc.bias.grad", view.shape),
-                                                      degenerate_description(stats), FrameStyle{}, &stats));
+  check_golden(
+      "message_all_zero",
+      draw_message_frame(info_for("fc.bias.grad", view.shape), degenerate_description(stats), FrameStyle{}, &stats));
 }
 
 // Rows from three well-separated deterministic clusters in 12-D.
@@ -274,8 +277,7 @@ std::vector<float> clustered_rows(int rows, int features) {
   for (int r = 0; r < rows; ++r) {
     for (int f = 0; f < features; ++f) {
       const float center = (f % 3 == r % 3) ? 5.f : 0.f;
-      v[static_cast<size_t>(r) * features + f] =
-          center + noise(static_cast<uint32_t>(r * features + f));
+      v[static_cast<size_t>(r) * features + f] = center + noise(static_cast<uint32_t>(r * features + f));
     }
   }
   return v;
@@ -303,9 +305,8 @@ TEST(Golden, Tsne) {
   labels.x_title = "t-SNE 1";
   labels.y_title = "t-SNE 2";
   labels.note = "150 rows x 12 features";
-  check_golden("tsne_clusters_150x12", draw_scatter_frame(info_for("encoder.out", view.shape),
-                                                          &stats, result.embedding, labels,
-                                                          FrameStyle{}));
+  check_golden("tsne_clusters_150x12",
+               draw_scatter_frame(info_for("encoder.out", view.shape), &stats, result.embedding, labels, FrameStyle{}));
 }
 
 }  // namespace

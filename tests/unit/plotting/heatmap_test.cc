@@ -20,8 +20,7 @@
 namespace tensorscope::plotting {
 namespace {
 
-void expect_matches_reference(const std::vector<double>& m, int64_t rows, int64_t cols,
-                              const Heatmap& h) {
+void expect_matches_reference(const std::vector<double>& m, int64_t rows, int64_t cols, const Heatmap& h) {
   for (int r = 0; r < h.out_rows; ++r) {
     for (int c = 0; c < h.out_cols; ++c) {
       double sum = 0, best = 0;

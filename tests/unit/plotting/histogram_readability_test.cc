@@ -25,9 +25,7 @@ constexpr double kReadable = 0.25;
 using Sampler = std::function<double(std::mt19937&)>;
 
 double normal(std::mt19937& rng) { return std::normal_distribution<double>()(rng); }
-double uniform01(std::mt19937& rng) {
-  return std::uniform_real_distribution<double>(1e-12, 1.0)(rng);
-}
+double uniform01(std::mt19937& rng) { return std::uniform_real_distribution<double>(1e-12, 1.0)(rng); }
 // Student-t with 2 degrees of freedom: Z / sqrt(chi2_2 / 2), chi2_2 = -2 ln U.
 double student_t2(std::mt19937& rng) { return normal(rng) / std::sqrt(-std::log(uniform01(rng))); }
 
@@ -53,9 +51,7 @@ std::vector<Case> cases() {
       {"relu_output", [](std::mt19937& r) { return std::max(0.0, normal(r)); }},
       {"lognormal_weight", [](std::mt19937& r) { return std::exp(2.0 * normal(r)); }},
       {"lognormal_weight_narrow", [](std::mt19937& r) { return 0.02 * std::exp(0.5 * normal(r)); }},
-      {"bimodal", [](std::mt19937& r) {
-         return uniform01(r) < 0.5 ? -3 + 0.5 * normal(r) : 2 + normal(r);
-       }},
+      {"bimodal", [](std::mt19937& r) { return uniform01(r) < 0.5 ? -3 + 0.5 * normal(r) : 2 + normal(r); }},
       {"normal", [](std::mt19937& r) { return normal(r); }},
   };
 }
@@ -118,8 +114,7 @@ std::vector<int> run(const Sampler& sampler, int frames, const std::function<dou
     if (changed) {
       changes.push_back(i);
       since_change = 0;
-      EXPECT_NE(f.display.range_note.find("range changed at step " + std::to_string(1000 + i)),
-                std::string::npos)
+      EXPECT_NE(f.display.range_note.find("range changed at step " + std::to_string(1000 + i)), std::string::npos)
           << f.display.range_note;
     }
     // The notice stays for the next notice_frames frames.
@@ -132,8 +127,7 @@ std::vector<int> run(const Sampler& sampler, int frames, const std::function<dou
 
 TEST(HistogramReadability, ScaleShrinking100xOver500Frames) {
   for (const Case& c : {cases()[0], cases()[5]}) {
-    const std::vector<int> changes =
-        run(c.sampler, 500, [](int i) { return std::pow(100.0, -i / 499.0); });
+    const std::vector<int> changes = run(c.sampler, 500, [](int i) { return std::pow(100.0, -i / 499.0); });
     // 100x needs a few new ranges, never more often than every 10 frames.
     EXPECT_GE(changes.size(), 3u) << c.name;
     for (size_t k = 1; k < changes.size(); ++k) EXPECT_GE(changes[k] - changes[k - 1], 10) << c.name;
@@ -198,8 +192,7 @@ TEST(HistogramReadability, IntegerDataKeepWholeNumberBins) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int8_t>(static_cast<int>(i * 7919 % 41) - 20);
   v[3] = 127;  // a far outlier
   AdaptiveHistogram ints(AdaptiveHistogramOptions{});
-  const HistogramFrame f =
-      ints.next(tensor::TensorView{v.data(), tensor::ElementType::kInt8, {5000}}, 0);
+  const HistogramFrame f = ints.next(tensor::TensorView{v.data(), tensor::ElementType::kInt8, {5000}}, 0);
   const double width = (f.hist.range.hi - f.hist.range.lo) / f.hist.range.bins;
   EXPECT_EQ(width, std::round(width));
   EXPECT_EQ(f.hist.range.lo - std::floor(f.hist.range.lo), 0.5);
@@ -207,8 +200,7 @@ TEST(HistogramReadability, IntegerDataKeepWholeNumberBins) {
   std::vector<uint8_t> flags(100, 0);
   for (size_t i = 0; i < flags.size(); i += 3) flags[i] = 1;
   AdaptiveHistogram bools(AdaptiveHistogramOptions{});
-  const HistogramFrame b =
-      bools.next(tensor::TensorView{flags.data(), tensor::ElementType::kBool, {100}}, 0);
+  const HistogramFrame b = bools.next(tensor::TensorView{flags.data(), tensor::ElementType::kBool, {100}}, 0);
   EXPECT_EQ(b.hist.counts.size(), 2u);
   EXPECT_EQ(b.hist.counts[0] + b.hist.counts[1], 100u);
 }

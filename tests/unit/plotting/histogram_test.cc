@@ -65,23 +65,46 @@ TEST_P(RandomData, MatchesReference) {
         std::memcpy(p, &bits, 2);
         break;
       }
-      case tensor::ElementType::kInt8: { int8_t v = static_cast<int8_t>(rng()); std::memcpy(p, &v, 1); break; }
-      case tensor::ElementType::kInt16: { int16_t v = static_cast<int16_t>(x * 100); std::memcpy(p, &v, 2); break; }
-      case tensor::ElementType::kInt32: { int32_t v = static_cast<int32_t>(x * 1e6); std::memcpy(p, &v, 4); break; }
-      case tensor::ElementType::kInt64: { int64_t v = static_cast<int64_t>(rng()); std::memcpy(p, &v, 8); break; }
-      case tensor::ElementType::kUInt8: { uint8_t v = static_cast<uint8_t>(rng()); std::memcpy(p, &v, 1); break; }
-      case tensor::ElementType::kBool: { uint8_t v = static_cast<uint8_t>(rng() % 3); std::memcpy(p, &v, 1); break; }
+      case tensor::ElementType::kInt8: {
+        int8_t v = static_cast<int8_t>(rng());
+        std::memcpy(p, &v, 1);
+        break;
+      }
+      case tensor::ElementType::kInt16: {
+        int16_t v = static_cast<int16_t>(x * 100);
+        std::memcpy(p, &v, 2);
+        break;
+      }
+      case tensor::ElementType::kInt32: {
+        int32_t v = static_cast<int32_t>(x * 1e6);
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case tensor::ElementType::kInt64: {
+        int64_t v = static_cast<int64_t>(rng());
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      case tensor::ElementType::kUInt8: {
+        uint8_t v = static_cast<uint8_t>(rng());
+        std::memcpy(p, &v, 1);
+        break;
+      }
+      case tensor::ElementType::kBool: {
+        uint8_t v = static_cast<uint8_t>(rng() % 3);
+        std::memcpy(p, &v, 1);
+        break;
+      }
     }
   }
   const tensor::TensorView view{bytes.data(), type, {static_cast<int64_t>(n)}};
   const tensor::TensorStats stats = tensor::compute_stats(view);
-  for (const HistogramRange& range :
-       {choose_histogram_range(stats, 64, 0.05, !tensor::is_floating(type)),
-        choose_histogram_range(stats, 37, 0.0, false),
-        // a narrow fixed range: most values under/overflow
-        HistogramRange{stats.mean - stats.std / 4, stats.mean + stats.std / 4, 10}}) {
-    SCOPED_TRACE(::testing::Message() << tensor::element_type_name(type) << " [" << range.lo << ", "
-                                      << range.hi << "] x" << range.bins);
+  for (const HistogramRange& range : {choose_histogram_range(stats, 64, 0.05, !tensor::is_floating(type)),
+                                      choose_histogram_range(stats, 37, 0.0, false),
+                                      // a narrow fixed range: most values under/overflow
+                                      HistogramRange{stats.mean - stats.std / 4, stats.mean + stats.std / 4, 10}}) {
+    SCOPED_TRACE(::testing::Message() << tensor::element_type_name(type) << " [" << range.lo << ", " << range.hi
+                                      << "] x" << range.bins);
     ASSERT_TRUE(range.valid());
     const Histogram got = compute_histogram(view, range);
     expect_same(got, reference_histogram(view, range));
@@ -103,8 +126,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, RandomData,
 TEST(Histogram, Edges) {
   const HistogramRange range{0.0, 1.0, 4};
   const double below = std::nextafter(0.0, -1.0), above = std::nextafter(1.0, 2.0);
-  const std::vector<double> v = {0.0, 0.25, 0.5, 0.9999, 1.0, below, above, -5, 5,
-                                 NAN, INFINITY, -INFINITY, -INFINITY};
+  const std::vector<double> v = {0.0, 0.25, 0.5, 0.9999, 1.0, below, above, -5, 5, NAN, INFINITY, -INFINITY, -INFINITY};
   const Histogram h = compute_histogram(view_of(v, tensor::ElementType::kFloat64), range);
   EXPECT_EQ(h.counts, (std::vector<uint64_t>{1, 1, 1, 2}));  // 1.0 == hi is in the last bin
   EXPECT_EQ(h.underflow, 2u);
@@ -128,17 +150,16 @@ TEST(Histogram, EmptyAndInvalidViews) {
   const Histogram empty = compute_histogram(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {0}}, {0, 1, 8});
   EXPECT_EQ(empty.total(), 0u);
   EXPECT_EQ(empty.counts.size(), 8u);
-  const Histogram invalid = compute_histogram(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {3}}, {0, 1, 8});
+  const Histogram invalid =
+      compute_histogram(tensor::TensorView{nullptr, tensor::ElementType::kFloat32, {3}}, {0, 1, 8});
   EXPECT_EQ(invalid.total(), 0u);
 }
 
 TEST(Histogram, InvalidRangesAreSanitized) {
   const std::vector<float> v = {1, 2, 3};
-  for (const HistogramRange& bad : {HistogramRange{1, 1, 10}, HistogramRange{3, 1, 10},
-                                    HistogramRange{NAN, 2, 10}, HistogramRange{0, INFINITY, 10},
-                                    HistogramRange{0, 1, 0}, HistogramRange{0, 1, -5},
-                                    HistogramRange{5e-324, 1e-323, 100},
-                                    HistogramRange{-1e308, 1e308, 10}}) {
+  for (const HistogramRange& bad : {HistogramRange{1, 1, 10}, HistogramRange{3, 1, 10}, HistogramRange{NAN, 2, 10},
+                                    HistogramRange{0, INFINITY, 10}, HistogramRange{0, 1, 0}, HistogramRange{0, 1, -5},
+                                    HistogramRange{5e-324, 1e-323, 100}, HistogramRange{-1e308, 1e308, 10}}) {
     const Histogram h = compute_histogram(view_of(v, tensor::ElementType::kFloat32), bad);
     EXPECT_TRUE(h.range.valid());
     EXPECT_EQ(h.total(), 3u);

@@ -54,9 +54,14 @@ TEST(LinePlot, LongSeriesMatchesReferenceMinMaxPerColumn) {
     double lo = INFINITY, hi = -INFINITY;
     uint8_t flags = 0;
     for (int64_t i = a; i < b; ++i) {
-      if (std::isnan(v[i])) flags |= kHasNaN;
-      else if (std::isinf(v[i])) flags |= v[i] > 0 ? kHasPosInf : kHasNegInf;
-      else { lo = std::min(lo, double(v[i])); hi = std::max(hi, double(v[i])); }
+      if (std::isnan(v[i]))
+        flags |= kHasNaN;
+      else if (std::isinf(v[i]))
+        flags |= v[i] > 0 ? kHasPosInf : kHasNegInf;
+      else {
+        lo = std::min(lo, double(v[i]));
+        hi = std::max(hi, double(v[i]));
+      }
     }
     EXPECT_EQ(s.lo[c], lo) << c;
     EXPECT_EQ(s.hi[c], hi) << c;

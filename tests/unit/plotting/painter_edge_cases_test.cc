@@ -28,8 +28,7 @@ struct Case {
 };
 
 template <typename T>
-Case make(const std::string& name, tensor::ElementType type, std::vector<int64_t> shape,
-          const std::vector<T>& values) {
+Case make(const std::string& name, tensor::ElementType type, std::vector<int64_t> shape, const std::vector<T>& values) {
   Case c{name, type, std::move(shape), {}};
   c.bytes.resize(values.size() * sizeof(T));
   if (!values.empty()) std::memcpy(c.bytes.data(), values.data(), c.bytes.size());
@@ -88,11 +87,9 @@ TEST(PainterEdgeCases, EveryPainterDrawsEveryCase) {
       const tensor::TensorStats stats = tensor::compute_stats(view);
       const std::string tag = c.name + " @" + std::to_string(w);
       expect_frame(draw_line_frame(info, stats, reduce_line(view, w), style), style, "line " + tag);
-      expect_frame(draw_heatmap_frame(info, stats, reduce_heatmap(view, 128, 128), style), style,
-                   "heatmap " + tag);
-      expect_frame(draw_heatmap_frame(info, stats,
-                                      reduce_heatmap(view, 2, 2, HeatmapReduction::kMaxAbs), style),
-                   style, "heatmap maxabs " + tag);
+      expect_frame(draw_heatmap_frame(info, stats, reduce_heatmap(view, 128, 128), style), style, "heatmap " + tag);
+      expect_frame(draw_heatmap_frame(info, stats, reduce_heatmap(view, 2, 2, HeatmapReduction::kMaxAbs), style), style,
+                   "heatmap maxabs " + tag);
       expect_frame(draw_heatmap_frame(info, stats, force2d(view, 128), style), style, "force2d " + tag);
       StatsHistory history;
       for (int step = 0; step < 3; ++step) history.add(step, stats);

@@ -35,8 +35,7 @@ uint16_t float_to_half(float f) {  // round to nearest even, normal range only
   return static_cast<uint16_t>(sign | h);
 }
 
-Tensor make_tensor(const std::vector<double>& values, tensor::ElementType type,
-                   std::vector<int64_t> shape) {
+Tensor make_tensor(const std::vector<double>& values, tensor::ElementType type, std::vector<int64_t> shape) {
   Tensor t;
   const size_t es = tensor::element_size(type);
   t.bytes.resize(values.size() * es + 1);
@@ -44,9 +43,17 @@ Tensor make_tensor(const std::vector<double>& values, tensor::ElementType type,
     unsigned char* p = t.bytes.data() + i * es;
     const double v = values[i];
     switch (type) {
-      case tensor::ElementType::kFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case tensor::ElementType::kFloat32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
       case tensor::ElementType::kFloat64: std::memcpy(p, &v, 8); break;
-      case tensor::ElementType::kFloat16: { uint16_t h = float_to_half(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case tensor::ElementType::kFloat16: {
+        uint16_t h = float_to_half(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
       case tensor::ElementType::kBFloat16: {
         float f = static_cast<float>(v);
         uint32_t b;
@@ -55,12 +62,36 @@ Tensor make_tensor(const std::vector<double>& values, tensor::ElementType type,
         std::memcpy(p, &h, 2);
         break;
       }
-      case tensor::ElementType::kInt8: { int8_t x = static_cast<int8_t>(std::lround(v)); std::memcpy(p, &x, 1); break; }
-      case tensor::ElementType::kInt16: { int16_t x = static_cast<int16_t>(std::lround(v)); std::memcpy(p, &x, 2); break; }
-      case tensor::ElementType::kInt32: { int32_t x = static_cast<int32_t>(std::lround(v)); std::memcpy(p, &x, 4); break; }
-      case tensor::ElementType::kInt64: { int64_t x = std::llround(v); std::memcpy(p, &x, 8); break; }
-      case tensor::ElementType::kUInt8: { uint8_t x = static_cast<uint8_t>(std::lround(v)); std::memcpy(p, &x, 1); break; }
-      case tensor::ElementType::kBool: { uint8_t x = v != 0 ? 1 : 0; std::memcpy(p, &x, 1); break; }
+      case tensor::ElementType::kInt8: {
+        int8_t x = static_cast<int8_t>(std::lround(v));
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case tensor::ElementType::kInt16: {
+        int16_t x = static_cast<int16_t>(std::lround(v));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case tensor::ElementType::kInt32: {
+        int32_t x = static_cast<int32_t>(std::lround(v));
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case tensor::ElementType::kInt64: {
+        int64_t x = std::llround(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case tensor::ElementType::kUInt8: {
+        uint8_t x = static_cast<uint8_t>(std::lround(v));
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case tensor::ElementType::kBool: {
+        uint8_t x = v != 0 ? 1 : 0;
+        std::memcpy(p, &x, 1);
+        break;
+      }
     }
   }
   t.view = tensor::TensorView{t.bytes.data(), type, std::move(shape)};
@@ -101,8 +132,7 @@ double column_error(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
   return std::min((a - b).cwiseAbs().maxCoeff(), (a + b).cwiseAbs().maxCoeff()) / scale;
 }
 
-std::vector<double> random_low_rank(int64_t n, int64_t d, uint32_t seed, double noise,
-                                    std::vector<double> spectrum) {
+std::vector<double> random_low_rank(int64_t n, int64_t d, uint32_t seed, double noise, std::vector<double> spectrum) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0, 1);
   const int r = static_cast<int>(spectrum.size());
@@ -124,17 +154,16 @@ void expect_matches_reference(const tensor::TensorView& view, const PcaOptions& 
   ASSERT_EQ(r.projection.cols(), options.components);
   ASSERT_EQ(r.projection.rows(), ref.scores.rows());
   for (int j = 0; j < ref.scores.cols(); ++j) {
-    EXPECT_LT(column_error(r.projection.col(j).cast<double>(), ref.scores.col(j)), tol)
-        << "component " << j;
-    EXPECT_NEAR(r.explained_variance_ratio[static_cast<size_t>(j)], ref.ratios(j), tol)
-        << "component " << j;
+    EXPECT_LT(column_error(r.projection.col(j).cast<double>(), ref.scores.col(j)), tol) << "component " << j;
+    EXPECT_NEAR(r.explained_variance_ratio[static_cast<size_t>(j)], ref.ratios(j), tol) << "component " << j;
   }
 }
 
 TEST(PcaTest, MatchesExactSvdForBothLayoutsAndSeveralDtypes) {
   const std::vector<double> spectrum = {6, 3, 1.5};
-  for (tensor::ElementType type : {tensor::ElementType::kFloat32, tensor::ElementType::kFloat64, tensor::ElementType::kFloat16,
-                           tensor::ElementType::kBFloat16, tensor::ElementType::kInt16}) {
+  for (tensor::ElementType type :
+       {tensor::ElementType::kFloat32, tensor::ElementType::kFloat64, tensor::ElementType::kFloat16,
+        tensor::ElementType::kBFloat16, tensor::ElementType::kInt16}) {
     SCOPED_TRACE(tensor::element_type_name(type));
     const double mul = type == tensor::ElementType::kInt16 ? 100 : 1;  // integers: use the range
     auto values = random_low_rank(6 * 5, 7, 11, 0.3, spectrum);

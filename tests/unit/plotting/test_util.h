@@ -18,8 +18,7 @@ namespace tensorscope::plotting::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tensorscope-plotting-XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "tensorscope-plotting-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) std::abort();
     path_ = pattern;
   }

@@ -37,7 +37,8 @@ Clusters make_clusters(int clusters, int per_cluster, int dims, uint64_t seed) {
   }
   for (int k = 0; k < clusters; ++k) {
     for (int p = 0; p < per_cluster; ++p) {
-      for (int d = 0; d < dims; ++d) c.data.push_back(centres[static_cast<size_t>(k)][static_cast<size_t>(d)] + normal(rng));
+      for (int d = 0; d < dims; ++d)
+        c.data.push_back(centres[static_cast<size_t>(k)][static_cast<size_t>(d)] + normal(rng));
       c.label.push_back(k);
     }
   }
@@ -49,8 +50,7 @@ tensor::TensorView view_of(const Clusters& c) {
 }
 
 // Trustworthiness (Venna & Kaski) with k neighbours, exact, O(n² log n).
-double trustworthiness(const std::vector<float>& high, int64_t dims, const Eigen::MatrixXf& low,
-                       int k) {
+double trustworthiness(const std::vector<float>& high, int64_t dims, const Eigen::MatrixXf& low, int k) {
   const int64_t n = low.rows();
   double penalty = 0;
   std::vector<std::pair<double, int64_t>> order(static_cast<size_t>(n));
@@ -78,8 +78,7 @@ double trustworthiness(const std::vector<float>& high, int64_t dims, const Eigen
   return 1.0 - 2.0 / (n * k * (2.0 * n - 3.0 * k - 1.0)) * penalty;
 }
 
-double nearest_centroid_accuracy(const Eigen::MatrixXf& y, const std::vector<int>& label,
-                                 int clusters) {
+double nearest_centroid_accuracy(const Eigen::MatrixXf& y, const std::vector<int>& label, int clusters) {
   Eigen::MatrixXd centroid = Eigen::MatrixXd::Zero(clusters, 2);
   std::vector<int> count(static_cast<size_t>(clusters), 0);
   for (int64_t i = 0; i < y.rows(); ++i) {
@@ -109,9 +108,7 @@ double spread(const Eigen::MatrixXf& y) {
   return std::sqrt((y.rowwise() - mean).rowwise().squaredNorm().mean());
 }
 
-double mean_displacement(const Eigen::MatrixXf& a, const Eigen::MatrixXf& b) {
-  return (a - b).rowwise().norm().mean();
-}
+double mean_displacement(const Eigen::MatrixXf& a, const Eigen::MatrixXf& b) { return (a - b).rowwise().norm().mean(); }
 
 TsneOptions small_options() {
   TsneOptions o;
@@ -236,15 +233,20 @@ TEST(TsneTest, DegenerateInputsNeverCrash) {
   {  // Integer, bool, float16 and huge float64 data; one feature (1-D tensor).
     std::vector<int32_t> ints(40 * 3);
     for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int32_t>(i % 7) * 1000000;
-    EXPECT_EQ(TsneEmbedder(o).embed(tensor::TensorView{ints.data(), tensor::ElementType::kInt32, {40, 3}}).embedding.rows(), 40);
+    EXPECT_EQ(
+        TsneEmbedder(o).embed(tensor::TensorView{ints.data(), tensor::ElementType::kInt32, {40, 3}}).embedding.rows(),
+        40);
     std::vector<uint8_t> bools(40 * 6);
     for (size_t i = 0; i < bools.size(); ++i) bools[i] = static_cast<uint8_t>((i * 37) % 5 == 0 ? 7 : 0);
     const TsneResult b = TsneEmbedder(o).embed(tensor::TensorView{bools.data(), tensor::ElementType::kBool, {40, 6}});
     EXPECT_EQ(b.embedding.rows(), 40);
     EXPECT_TRUE(b.embedding.allFinite());
     std::vector<uint16_t> halves(40 * 2, 0x3c00);  // 1.0
-    halves[5] = 0x7e00;                             // NaN
-    EXPECT_EQ(TsneEmbedder(o).embed(tensor::TensorView{halves.data(), tensor::ElementType::kFloat16, {40, 2}}).embedding.rows(), 39);
+    halves[5] = 0x7e00;                            // NaN
+    EXPECT_EQ(TsneEmbedder(o)
+                  .embed(tensor::TensorView{halves.data(), tensor::ElementType::kFloat16, {40, 2}})
+                  .embedding.rows(),
+              39);
     std::vector<double> huge(40 * 3);
     for (size_t i = 0; i < huge.size(); ++i) huge[i] = (i % 2 ? 1e300 : -1e300) * static_cast<double>(i % 5);
     const TsneResult h = TsneEmbedder(o).embed(tensor::TensorView{huge.data(), tensor::ElementType::kFloat64, {40, 3}});

@@ -102,10 +102,9 @@ TEST(VideoWriter, ConvertsAndResizesFrames) {
   TempDir dir;
   VideoWriter writer;
   std::string error;
-  ASSERT_TRUE(writer.open(dir.file("v.mp4"), dir.file(".tmp-v.mp4"), 321, 241, 5, "auto", &error))
-      << error;
+  ASSERT_TRUE(writer.open(dir.file("v.mp4"), dir.file(".tmp-v.mp4"), 321, 241, 5, "auto", &error)) << error;
   EXPECT_EQ(writer.frame_size(), cv::Size(320, 240)) << "odd sizes are rounded down to even";
-  EXPECT_TRUE(writer.write(test_frame(0, {640, 480})));                 // larger
+  EXPECT_TRUE(writer.write(test_frame(0, {640, 480})));                    // larger
   EXPECT_TRUE(writer.write(cv::Mat(100, 100, CV_8UC1, cv::Scalar(128))));  // grey
   EXPECT_TRUE(writer.write(cv::Mat(240, 320, CV_8UC4, cv::Scalar(1, 2, 3, 4))));
   EXPECT_TRUE(writer.write(cv::Mat(240, 320, CV_32FC3, cv::Scalar(10, 20, 30))));
@@ -192,8 +191,7 @@ TEST(VideoWriter, OpenRejectsBadArguments) {
   std::string used;
   EXPECT_FALSE(writer.finalize(&used, &error));
   ASSERT_TRUE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 5, "auto", &error)) << error;
-  EXPECT_FALSE(writer.open(dir.file("b.mp4"), dir.file(".u.mp4"), 64, 64, 5, "auto", &error))
-      << "already open";
+  EXPECT_FALSE(writer.open(dir.file("b.mp4"), dir.file(".u.mp4"), 64, 64, 5, "auto", &error)) << "already open";
 }
 
 // The decoded frames of `path` in order.
@@ -257,7 +255,8 @@ TEST_P(Codecs, CutFilePlaysUpToItsLastWholeFrame) {
   const std::string whole = read_file(temp);
   ASSERT_EQ(whole.size(), ends.back());
   for (size_t frames = 0; frames < ends.size(); ++frames) {
-    for (uintmax_t cut : {ends[frames], frames + 1 < ends.size() ? (ends[frames] + ends[frames + 1]) / 2 : ends[frames]}) {
+    for (uintmax_t cut :
+         {ends[frames], frames + 1 < ends.size() ? (ends[frames] + ends[frames + 1]) / 2 : ends[frames]}) {
       SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
       const std::string path = dir.file("cut.mp4");
       write_file(path, whole.substr(0, cut));

@@ -27,19 +27,17 @@ void expect_safe_component(const std::string& out, std::size_t max_length) {
   EXPECT_NE(out[0], '-') << out;
   EXPECT_LE(out.size(), max_length) << out;
   for (const char c : out) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-' || c == '~';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+        c == '.' || c == '-' || c == '~';
     EXPECT_TRUE(ok) << "byte " << static_cast<int>(static_cast<unsigned char>(c)) << " in " << out;
   }
 }
 
-bool has_hash_suffix(const std::string& out) {
-  return std::regex_search(out, std::regex("~[0-9a-f]{8}$"));
-}
+bool has_hash_suffix(const std::string& out) { return std::regex_search(out, std::regex("~[0-9a-f]{8}$")); }
 
 TEST(FileNamingTest, SafeNamesAreKeptAsTheyAre) {
-  for (const std::string& name : std::vector<std::string>{
-           "conv1.out", "layer_3-grad", "A", "x.y.z", "_private", "a..b", std::string(96, 'q')}) {
+  for (const std::string& name :
+       std::vector<std::string>{"conv1.out", "layer_3-grad", "A", "x.y.z", "_private", "a..b", std::string(96, 'q')}) {
     EXPECT_EQ(sanitize_stream_name(name), name);
   }
 }
@@ -158,8 +156,8 @@ TEST(FileNamingTest, VideoFileNamesSplitUnambiguously) {
   EXPECT_EQ(middle.find("__"), std::string::npos) << dev;
   EXPECT_NE(middle[0], '_') << dev;
   // Even hostile parts keep the whole name (and its temp name) under NAME_MAX.
-  const std::string longest = video_file_name(std::string(500, '/'), std::string(500, '/'),
-                                              -2147483647 - 1, 2147483647, std::string(500, '/'), 2147483647);
+  const std::string longest = video_file_name(std::string(500, '/'), std::string(500, '/'), -2147483647 - 1, 2147483647,
+                                              std::string(500, '/'), 2147483647);
   EXPECT_LT(temp_video_file_name(longest, 2147483647, UINT64_MAX).size(), 255u);
 }
 

@@ -32,17 +32,17 @@ TEST(Hdf5ElementConversion, EveryHalfRoundTrips) {
 }
 
 TEST(Hdf5ElementConversion, HalfRoundingAndRange) {
-  EXPECT_EQ(double_to_half(1.0 + 0x1p-11), 0x3c00);        // halfway: to even (1.0)
-  EXPECT_EQ(double_to_half(1.0 + 3 * 0x1p-11), 0x3c02);    // halfway: to even (up)
+  EXPECT_EQ(double_to_half(1.0 + 0x1p-11), 0x3c00);      // halfway: to even (1.0)
+  EXPECT_EQ(double_to_half(1.0 + 3 * 0x1p-11), 0x3c02);  // halfway: to even (up)
   EXPECT_EQ(double_to_half(1.0 + 0x1p-11 + 0x1p-30), 0x3c01);
-  EXPECT_EQ(double_to_half(65504.0), 0x7bff);              // the largest half
+  EXPECT_EQ(double_to_half(65504.0), 0x7bff);  // the largest half
   EXPECT_EQ(double_to_half(65519.99), 0x7bff);
-  EXPECT_EQ(double_to_half(65520.0), 0x7c00);              // rounds past it: Inf
+  EXPECT_EQ(double_to_half(65520.0), 0x7c00);  // rounds past it: Inf
   EXPECT_EQ(double_to_half(-1e300), 0xfc00);
   EXPECT_EQ(double_to_half(std::numeric_limits<double>::infinity()), 0x7c00);
-  EXPECT_EQ(double_to_half(0x1p-24), 0x0001);              // the smallest subnormal
-  EXPECT_EQ(double_to_half(0x1p-26), 0x0000);              // below half of it: zero
-  EXPECT_EQ(double_to_half(0x1p-14 - 0x1p-30), 0x0400);    // rounds up to the smallest normal
+  EXPECT_EQ(double_to_half(0x1p-24), 0x0001);            // the smallest subnormal
+  EXPECT_EQ(double_to_half(0x1p-26), 0x0000);            // below half of it: zero
+  EXPECT_EQ(double_to_half(0x1p-14 - 0x1p-30), 0x0400);  // rounds up to the smallest normal
   EXPECT_EQ(double_to_half(-0.0), 0x8000);
   const uint16_t nan = double_to_half(std::nan(""));
   EXPECT_EQ(nan & 0x7e00, 0x7e00);  // a quiet NaN

@@ -42,7 +42,7 @@ TEST(Hdf5Names, DistinctStreamsGetDistinctGroups) {
 TEST(Hdf5Names, PartialStem) {
   EXPECT_EQ(partial_stem(".run.0.h5.partial"), "run.0");
   EXPECT_EQ(partial_stem(".x.h5.partial"), "x");
-  EXPECT_EQ(partial_stem("..h5.partial"), "");   // empty stem
+  EXPECT_EQ(partial_stem("..h5.partial"), "");  // empty stem
   EXPECT_EQ(partial_stem(".h5.partial"), "");
   EXPECT_EQ(partial_stem("run.0.h5.partial"), "");  // no leading dot
   EXPECT_EQ(partial_stem(".run.0.h5"), "");

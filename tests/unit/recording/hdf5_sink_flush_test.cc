@@ -18,8 +18,7 @@ struct FlushStream {
   std::vector<int64_t> shape;
   size_t numel;
 };
-const std::vector<FlushStream> kFlushStreams = {
-    {"small", {8}, 8}, {"big", {64, 64}, 4096}, {"loss", {}, 1}};
+const std::vector<FlushStream> kFlushStreams = {{"small", {8}, 8}, {"big", {64, 64}, 4096}, {"loss", {}, 1}};
 
 // Appends one row of every stream at `step` (and of `extra`, shaped like "small", when
 // given).
@@ -43,8 +42,7 @@ struct ExtraStream {
 
 // Expects `path` to hold exactly steps 0 .. rows-1 of kFlushStreams (and first .. rows-1
 // of each of `extras`), every value as appended.
-void expect_flushed_rows(const std::string& path, int64_t rows,
-                         const std::vector<ExtraStream>& extras = {}) {
+void expect_flushed_rows(const std::string& path, int64_t rows, const std::vector<ExtraStream>& extras = {}) {
   H5File f(path);
   ASSERT_TRUE(f.ok()) << path;
   struct Expected {
@@ -78,8 +76,7 @@ void expect_flushed_rows(const std::string& path, int64_t rows,
 }
 
 // With h5py (skipped without it): the same check as expect_flushed_rows.
-void expect_flushed_rows_h5py(const std::string& path, int64_t rows,
-                              const std::vector<ExtraStream>& extras = {}) {
+void expect_flushed_rows_h5py(const std::string& path, int64_t rows, const std::vector<ExtraStream>& extras = {}) {
   if (!h5py_available()) return;
   std::string streams = "[('small', 8, 0), ('big', 4096, 0), ('loss', 1, 0)";
   for (const ExtraStream& e : extras) {
@@ -90,7 +87,9 @@ void expect_flushed_rows_h5py(const std::string& path, int64_t rows,
   std::ofstream(script) << "import sys, h5py, numpy as np\n"
                            "f = h5py.File(sys.argv[1], 'r')\n"
                            "rows = int(sys.argv[2])\n"
-                           "streams = " << streams << "\n"
+                           "streams = "
+                        << streams
+                        << "\n"
                            "assert sorted(f.keys()) == sorted(s[0] for s in streams), list(f.keys())\n"
                            "for name, numel, first in streams:\n"
                            "    g = f[name]\n"
@@ -102,8 +101,8 @@ void expect_flushed_rows_h5py(const std::string& path, int64_t rows,
                            "    assert v.dtype == np.float32 and (v == want).all(), name\n"
                            "print('ok')\n";
   const std::string out_path = path + ".check.out";
-  const std::string command = "/usr/bin/python3 '" + script + "' '" + path + "' " +
-                              std::to_string(rows) + " >'" + out_path + "' 2>&1";
+  const std::string command =
+      "/usr/bin/python3 '" + script + "' '" + path + "' " + std::to_string(rows) + " >'" + out_path + "' 2>&1";
   const int rc = std::system(command.c_str());
   const std::string out = read_file(out_path);
   std::filesystem::remove(script);
@@ -158,15 +157,14 @@ ChildRun run_child(size_t want, const std::function<void(int)>& body,
     return true;
   };
   while (run.reports.size() < want) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !read_some(static_cast<int>(left.count()))) break;
   }
   if (kill_delay.count() > 0) std::this_thread::sleep_for(kill_delay);
   ::kill(child, SIGKILL);
   ::waitpid(child, &run.wstatus, 0);
-  while (read_some(0)) {
-  }
+  while (read_some(0)) {}
   ::close(fds[0]);
   return run;
 }
@@ -199,7 +197,7 @@ TEST_P(Hdf5FlushKill, ARecoveredPartialHoldsEveryRowOfTheLastFlush) {
       if (!append_step(**sink, step, "late")) ::_exit(5);
     }
     report(fd, static_cast<int64_t>((*sink)->flushes()));  // appends never flush
-    for (;;) ::pause();  // until killed
+    for (;;) ::pause();                                    // until killed
   });
   ASSERT_EQ(run.reports, (std::vector<int64_t>{1, 1})) << "child status " << run.wstatus;
   ASSERT_TRUE(run.killed_by_sigkill()) << run.wstatus;
@@ -264,8 +262,7 @@ TEST_P(Hdf5TornFlush, RecoveryKeepsOnlyCompletedFlushes) {
   ::testing::internal::CaptureStdout();  // spdlog's default logger
   ::testing::internal::CaptureStderr();
   auto r = recover_stale_partials(tmp.path());
-  const std::string printed =
-      ::testing::internal::GetCapturedStderr() + ::testing::internal::GetCapturedStdout();
+  const std::string printed = ::testing::internal::GetCapturedStderr() + ::testing::internal::GetCapturedStdout();
   ASSERT_TRUE(r.is_ok()) << r.message();
   EXPECT_TRUE(r->problems.empty());
   EXPECT_EQ(count_partial(tmp.path()), 0u);
@@ -284,20 +281,19 @@ TEST_P(Hdf5TornFlush, RecoveryKeepsOnlyCompletedFlushes) {
   expect_flushed_rows_h5py(r->recovered[0], c.rows, extras);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Stages, Hdf5TornFlush,
-    ::testing::Values(
-        // The first flush never completed: nothing to keep.
-        TornFlushCase{"FirstMarked", 1, Hdf5FlushStage::kMarkedFlushing, -1, false},
-        TornFlushCase{"FirstWritten", 1, Hdf5FlushStage::kHdf5Flushed, -1, false},
-        // Marked "flushing", nothing written yet: the first flush as it is.
-        TornFlushCase{"SecondMarked", 2, Hdf5FlushStage::kMarkedFlushing, 300, false},
-        // HDF5 wrote the second flush, its markers did not say so: cut back to the first
-        // (the stream created since is deleted).
-        TornFlushCase{"SecondWritten", 2, Hdf5FlushStage::kHdf5Flushed, 300, true},
-        // The second flush completed.
-        TornFlushCase{"SecondDone", 2, Hdf5FlushStage::kMarkedFlushed, 800, false}),
-    [](const ::testing::TestParamInfo<TornFlushCase>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Stages, Hdf5TornFlush,
+                         ::testing::Values(
+                             // The first flush never completed: nothing to keep.
+                             TornFlushCase{"FirstMarked", 1, Hdf5FlushStage::kMarkedFlushing, -1, false},
+                             TornFlushCase{"FirstWritten", 1, Hdf5FlushStage::kHdf5Flushed, -1, false},
+                             // Marked "flushing", nothing written yet: the first flush as it is.
+                             TornFlushCase{"SecondMarked", 2, Hdf5FlushStage::kMarkedFlushing, 300, false},
+                             // HDF5 wrote the second flush, its markers did not say so: cut back to the first
+                             // (the stream created since is deleted).
+                             TornFlushCase{"SecondWritten", 2, Hdf5FlushStage::kHdf5Flushed, 300, true},
+                             // The second flush completed.
+                             TornFlushCase{"SecondDone", 2, Hdf5FlushStage::kMarkedFlushed, 800, false}),
+                         [](const ::testing::TestParamInfo<TornFlushCase>& info) { return info.param.label; });
 
 // After a flush, the last block of the file is a partly filled compressed chunk (of
 // "devices": the stream's values are empty, so its index datasets are all it writes).
@@ -386,9 +382,9 @@ TEST(Hdf5Flush, IntervalZeroFlushesOnlyBeforeClosingAndAppendsNeverFlush) {
   zero_options.flush_seconds = 0;
   Hdf5SinkOptions one_options = default_options();
   one_options.flush_seconds = 1;
-  auto zero = open_sink(tmp.path(), zero_options, "zero");  // polled, never flushed
+  auto zero = open_sink(tmp.path(), zero_options, "zero");         // polled, never flushed
   auto unpolled = open_sink(tmp.path(), one_options, "unpolled");  // appended, not polled
-  auto timer = open_sink(tmp.path(), one_options, "timer");  // polled: tells a second passed
+  auto timer = open_sink(tmp.path(), one_options, "timer");        // polled: tells a second passed
   ASSERT_TRUE(zero && unpolled && timer);
   ASSERT_OK(zero->flush());  // no file: nothing to do
   EXPECT_EQ(zero->flushes(), 0u);
@@ -508,14 +504,14 @@ TEST(Hdf5Recovery, PartialsWithoutACompletedFlushOrWithDamagedMarkersAreRemoved)
   ::testing::internal::CaptureStdout();  // spdlog's default logger
   ::testing::internal::CaptureStderr();
   auto r = recover_stale_partials(dir);
-  const std::string printed =
-      ::testing::internal::GetCapturedStderr() + ::testing::internal::GetCapturedStdout();
+  const std::string printed = ::testing::internal::GetCapturedStderr() + ::testing::internal::GetCapturedStdout();
   ASSERT_TRUE(r.is_ok()) << r.message();
   EXPECT_TRUE(r->recovered.empty());
   std::vector<std::string> removed = r->removed;
   std::sort(removed.begin(), removed.end());
-  EXPECT_THAT(removed, ElementsAre(dir + "/.header.0.h5.partial", dir + "/.record.0.h5.partial",
-                                   dir + "/.unflushed.0.h5.partial"));
+  EXPECT_THAT(
+      removed,
+      ElementsAre(dir + "/.header.0.h5.partial", dir + "/.record.0.h5.partial", dir + "/.unflushed.0.h5.partial"));
   EXPECT_THAT(printed, HasSubstr("before its first flush"));
   EXPECT_THAT(printed, HasSubstr("flush marker is damaged"));
   EXPECT_THAT(printed, HasSubstr("record of its last flush is damaged"));
@@ -544,30 +540,32 @@ TEST(Hdf5Flush, RandomKillsNeverRecoverWrongRows) {
     const bool in_flush = round % 2 == 1;
     const int gzip = round / 2 % 2 == 0 ? 4 : 0;
     const int64_t kill_flush = std::uniform_int_distribution<int>(2, 6)(random);
-    const auto delay = std::chrono::microseconds(
-        in_flush ? std::uniform_int_distribution<int>(0, 400)(random)
-                 : std::uniform_int_distribution<int>(1000, 30000)(random));
+    const auto delay = std::chrono::microseconds(in_flush ? std::uniform_int_distribution<int>(0, 400)(random)
+                                                          : std::uniform_int_distribution<int>(1000, 30000)(random));
     // Reports: the rows of each completed flush; -k when flush k is marked "flushing".
-    const ChildRun run = run_child(in_flush ? static_cast<size_t>(kill_flush) : 1, [&](int fd) {
-      Hdf5SinkOptions options = default_options();
-      options.change_detection = false;
-      options.gzip_level = gzip;
-      options.flush_seconds = 0;  // flushes are called below
-      auto sink = Hdf5Sink::open(tmp.path(), "rank0_pid1", options);
-      if (!sink.is_ok()) ::_exit(2);
-      int64_t started = 0;
-      (*sink)->set_flush_hook_for_testing([&](Hdf5FlushStage stage) {
-        if (stage != Hdf5FlushStage::kMarkedFlushing) return;
-        if (++started == kill_flush && in_flush) report(fd, -started);
-      });
-      for (int64_t step = 0;; ++step) {
-        if (!append_step(**sink, step)) ::_exit(3);
-        if (step % 7 == 6) {
-          if (!(*sink)->flush().is_ok()) ::_exit(4);
-          report(fd, step + 1);
-        }
-      }
-    }, delay);
+    const ChildRun run = run_child(
+        in_flush ? static_cast<size_t>(kill_flush) : 1,
+        [&](int fd) {
+          Hdf5SinkOptions options = default_options();
+          options.change_detection = false;
+          options.gzip_level = gzip;
+          options.flush_seconds = 0;  // flushes are called below
+          auto sink = Hdf5Sink::open(tmp.path(), "rank0_pid1", options);
+          if (!sink.is_ok()) ::_exit(2);
+          int64_t started = 0;
+          (*sink)->set_flush_hook_for_testing([&](Hdf5FlushStage stage) {
+            if (stage != Hdf5FlushStage::kMarkedFlushing) return;
+            if (++started == kill_flush && in_flush) report(fd, -started);
+          });
+          for (int64_t step = 0;; ++step) {
+            if (!append_step(**sink, step)) ::_exit(3);
+            if (step % 7 == 6) {
+              if (!(*sink)->flush().is_ok()) ::_exit(4);
+              report(fd, step + 1);
+            }
+          }
+        },
+        delay);
     ASSERT_TRUE(run.killed_by_sigkill()) << "child status " << run.wstatus;
     ASSERT_FALSE(run.reports.empty());
     const int64_t reported = *std::max_element(run.reports.begin(), run.reports.end());
@@ -586,9 +584,10 @@ TEST(Hdf5Flush, RandomKillsNeverRecoverWrongRows) {
     EXPECT_EQ(rows % 7, 0);
     expect_flushed_rows(r->recovered[0], rows);
   }
-  std::printf("[          ] %d rounds: %d recovered (%d cut back to their previous flush), "
-              "%d removed\n",
-              rounds, rounds - removed, cut_back, removed);
+  std::printf(
+      "[          ] %d rounds: %d recovered (%d cut back to their previous flush), "
+      "%d removed\n",
+      rounds, rounds - removed, cut_back, removed);
   EXPECT_LE(removed, std::max(1, rounds / 20));
 }
 

@@ -17,9 +17,7 @@ TEST(Hdf5Sink, H5pyReadsFinalizedFiles) {
   // Known values: float32 i*0.5, float16 1.0/-2.0/0.5, bfloat16 1.0/-2.0/0.5, bool, int64.
   for (int step = 0; step < 4; ++step) {
     const std::vector<float> f32{step * 0.5f, -1.0f};
-    ASSERT_OK(sink->append(make_record("m/f32", DType::kFloat32, {2}, to_bytes(f32), step * 10,
-                                         step % 2, "cuda1"))
-                    );
+    ASSERT_OK(sink->append(make_record("m/f32", DType::kFloat32, {2}, to_bytes(f32), step * 10, step % 2, "cuda1")));
   }
   const std::vector<uint16_t> f16{0x3c00, 0xc000, 0x3800};
   ASSERT_OK(sink->append(make_record("f16", DType::kFloat16, {3}, to_bytes(f16), 5)));
@@ -59,8 +57,8 @@ assert i.dtype == np.int64 and i.shape == (1, 1, 2) and list(i[0, 0]) == [-5, 1 
 print('ok')
 )PY";
   const std::string out_path = tmp.path() + "/check.out";
-  const std::string command = "/usr/bin/python3 '" + script + "' '" +
-                              sink->finished_files().at(0) + "' >'" + out_path + "' 2>&1";
+  const std::string command =
+      "/usr/bin/python3 '" + script + "' '" + sink->finished_files().at(0) + "' >'" + out_path + "' 2>&1";
   const int rc = std::system(command.c_str());
   std::ifstream in(out_path);
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

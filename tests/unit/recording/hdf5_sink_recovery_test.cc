@@ -63,8 +63,7 @@ TEST(Hdf5Sink, KilledWriterLeavesOnlyCompleteFilesUnderFinalNames) {
       EXPECT_EQ(f.devices(g).size(), steps.size());
       const std::string values = f.raw(std::string(g) + "/values");
       for (size_t r = 0; r < steps.size(); ++r) {
-        EXPECT_EQ(values.substr(r * 1024, 1024),
-                  make_bytes(DType::kFloat32, 256, static_cast<int>(steps[r])));
+        EXPECT_EQ(values.substr(r * 1024, 1024), make_bytes(DType::kFloat32, 256, static_cast<int>(steps[r])));
         if (g[1] == 'a') steps_seen.insert(steps[r]);
       }
     }
@@ -75,8 +74,7 @@ TEST(Hdf5Sink, KilledWriterLeavesOnlyCompleteFilesUnderFinalNames) {
   EXPECT_EQ(static_cast<size_t>(*steps_seen.rbegin() + 1), steps_seen.size());
   // Whatever was being written is under a hidden temporary name, never a final one.
   for (const auto& name : list_dir(tmp.path())) {
-    EXPECT_TRUE(ends_with(name, ".h5") || (name[0] == '.' && ends_with(name, ".h5.partial")))
-        << name;
+    EXPECT_TRUE(ends_with(name, ".h5") || (name[0] == '.' && ends_with(name, ".h5.partial"))) << name;
   }
   EXPECT_LE(count_partial(tmp.path()), 1u);
   // A new writer in the same directory never overwrites those files.
@@ -105,7 +103,6 @@ TEST(Hdf5Sink, KilledWriterLeavesOnlyCompleteFilesUnderFinalNames) {
 }
 
 // ---- the writer lock and partial files of dead writers ----
-
 
 TEST(Hdf5Sink, WriterHoldsAnOfdLockOnItsPartialBesidesHdf5sOwnFlock) {
   TempDir tmp("h5lock");
@@ -249,14 +246,12 @@ TEST(Hdf5Recovery, RemovesUnreadablePartialsAndLeavesOtherNamesAlone) {
   write_file(dir + "/.garbage.0.h5.partial", std::string(5000, 'x'));
   write_file(dir + "/.empty.0.h5.partial", "");
   {  // HDF5, but not a tensorscope recording
-    const hid_t f = H5Fcreate((dir + "/.foreign.0.h5.partial").c_str(), H5F_ACC_EXCL,
-                              H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t f = H5Fcreate((dir + "/.foreign.0.h5.partial").c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     ASSERT_GE(f, 0);
     H5Fclose(f);
   }
   {  // Layout and extents as the sink writes them, but the rows' data never written.
-    const hid_t f = H5Fcreate((dir + "/.holes.0.h5.partial").c_str(), H5F_ACC_EXCL,
-                              H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t f = H5Fcreate((dir + "/.holes.0.h5.partial").c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     ASSERT_GE(f, 0);
     const hid_t str = H5Tcopy(H5T_C_S1);
     H5Tset_size(str, H5T_VARIABLE);
@@ -269,8 +264,7 @@ TEST(Hdf5Recovery, RemovesUnreadablePartialsAndLeavesOtherNamesAlone) {
     const hid_t device = H5Tcopy(H5T_C_S1);
     H5Tset_size(device, wire::kDeviceBytes);
     for (const auto& [name, type] : std::vector<std::pair<const char*, hid_t>>{
-             {"values", H5T_STD_I32LE}, {"steps", H5T_STD_I64LE}, {"ranks", H5T_STD_I32LE},
-             {"devices", device}}) {
+             {"values", H5T_STD_I32LE}, {"steps", H5T_STD_I64LE}, {"ranks", H5T_STD_I32LE}, {"devices", device}}) {
       const hsize_t rows = 10;
       const hsize_t chunk = 4;
       const hid_t space = H5Screate_simple(1, &rows, nullptr);
@@ -295,8 +289,7 @@ TEST(Hdf5Recovery, RemovesUnreadablePartialsAndLeavesOtherNamesAlone) {
   ASSERT_GT(bytes.size(), 4096u);
   write_file(whole, bytes.substr(0, bytes.size() / 2));
   // Not partial files of the sink: never touched.
-  const std::vector<std::string> others = {"notes.partial", ".x.npy.partial", "y.h5",
-                                           "z.h5.partial", ".h5.partial"};
+  const std::vector<std::string> others = {"notes.partial", ".x.npy.partial", "y.h5", "z.h5.partial", ".h5.partial"};
   for (const auto& name : others) write_file(dir + "/" + name, "keep");
   ASSERT_TRUE(std::filesystem::create_directory(dir + "/.dir.0.h5.partial"));
 
@@ -307,10 +300,9 @@ TEST(Hdf5Recovery, RemovesUnreadablePartialsAndLeavesOtherNamesAlone) {
   EXPECT_TRUE(r->recovered.empty());
   std::vector<std::string> removed = r->removed;
   std::sort(removed.begin(), removed.end());
-  EXPECT_THAT(removed, ElementsAre(dir + "/.cut.0.h5.partial", dir + "/.empty.0.h5.partial",
-                                   dir + "/.foreign.0.h5.partial",
-                                   dir + "/.garbage.0.h5.partial",
-                                   dir + "/.holes.0.h5.partial"));
+  EXPECT_THAT(removed,
+              ElementsAre(dir + "/.cut.0.h5.partial", dir + "/.empty.0.h5.partial", dir + "/.foreign.0.h5.partial",
+                          dir + "/.garbage.0.h5.partial", dir + "/.holes.0.h5.partial"));
   ASSERT_EQ(r->problems.size(), 1u);
   EXPECT_THAT(r->problems[0], HasSubstr(".dir.0.h5.partial"));
   EXPECT_THAT(printed, ::testing::Not(HasSubstr("HDF5-DIAG")));  // no HDF5 error stacks

@@ -26,8 +26,8 @@ TEST_P(Hdf5RoundTrip, EveryDTypeByteExact) {
     const std::string stream = std::string("s.") + wire::dtype_name(dtype);
     for (int i = 0; i < 3; ++i) {
       written[dtype].push_back(make_bytes(dtype, 6, i));
-      const Status s = sink->append(make_record(stream, dtype, {2, 3}, written[dtype].back(),
-                                                10 * i + 1, i, "cuda" + std::to_string(i)));
+      const Status s = sink->append(
+          make_record(stream, dtype, {2, 3}, written[dtype].back(), 10 * i + 1, i, "cuda" + std::to_string(i)));
       ASSERT_TRUE(s.is_ok()) << s.message();
     }
   }
@@ -225,8 +225,8 @@ TEST(Hdf5Sink, ChangeDetectionCapStoresRepeatsOfStreamsWhoseCopyDoesNotFit) {
   options.change_detection_bytes = 100;
   auto sink = open_sink(tmp.path(), options);
   ASSERT_NE(sink, nullptr);
-  const std::string small = make_bytes(DType::kInt32, 4, 1);     // 16 bytes: fits
-  const std::string big = make_bytes(DType::kFloat32, 64, 2);    // 256 bytes: does not
+  const std::string small = make_bytes(DType::kInt32, 4, 1);   // 16 bytes: fits
+  const std::string big = make_bytes(DType::kFloat32, 64, 2);  // 256 bytes: does not
   const std::string big2 = make_bytes(DType::kFloat32, 64, 3);
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
@@ -236,8 +236,7 @@ TEST(Hdf5Sink, ChangeDetectionCapStoresRepeatsOfStreamsWhoseCopyDoesNotFit) {
   }
   // A changed value is stored as usual: not counted as over the cap.
   ASSERT_OK(sink->append(make_record("big", DType::kFloat32, {64}, big2, 4)));
-  const std::string logged = ::testing::internal::GetCapturedStdout() +
-                             ::testing::internal::GetCapturedStderr();
+  const std::string logged = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(sink->skipped_unchanged(), 3u);  // the small stream's repeats
   EXPECT_EQ(sink->stored_over_cap(), 3u);    // the big stream's repeats
   EXPECT_EQ(sink->appended(), 1u + 5u);
@@ -354,8 +353,7 @@ TEST(Hdf5Sink, RotationByTimeFromPoll) {
   options.rotate_seconds = 1;
   auto sink = open_sink(tmp.path(), options);
   ASSERT_NE(sink, nullptr);
-  ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, 0), 0))
-                  );
+  ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, 0), 0)));
   ASSERT_OK(sink->poll());
   EXPECT_TRUE(sink->finished_files().empty());  // not a second yet
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -366,14 +364,11 @@ TEST(Hdf5Sink, RotationByTimeFromPoll) {
   ASSERT_EQ(sink->finished_files().size(), 1u);
   EXPECT_EQ(count_partial(tmp.path()), 0u);
   // The next append opens the next file; rotation is also checked by append.
-  ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, 1), 1))
-                  );
+  ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, 1), 1)));
   EXPECT_EQ(count_partial(tmp.path()), 1u);
   int step = 2;
   while (sink->finished_files().size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2},
-                                         make_bytes(DType::kInt16, 2, step), step))
-                    );
+    ASSERT_OK(sink->append(make_record("a", DType::kInt16, {2}, make_bytes(DType::kInt16, 2, step), step)));
     ++step;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -431,13 +426,10 @@ TEST(Hdf5Sink, ConvertsToFloat32) {
     EXPECT_EQ(f.string_attribute(g, "dtype"), "float32") << g;
     EXPECT_EQ(f.type_of(std::string(g) + "/values"), std::make_pair(H5T_FLOAT, size_t{4})) << g;
   }
-  EXPECT_THAT(as_vector<float>(f.raw("/i/values")),
-              ElementsAre(0.0f, 1.0f, -7.0f, 16777216.0f, 123456792.0f));
-  EXPECT_THAT(as_vector<float>(f.raw("/b/values")),
-              ElementsAre(1.0f, -2.0f, std::numeric_limits<float>::infinity()));
+  EXPECT_THAT(as_vector<float>(f.raw("/i/values")), ElementsAre(0.0f, 1.0f, -7.0f, 16777216.0f, 123456792.0f));
+  EXPECT_THAT(as_vector<float>(f.raw("/b/values")), ElementsAre(1.0f, -2.0f, std::numeric_limits<float>::infinity()));
   EXPECT_THAT(as_vector<float>(f.raw("/t/values")), ElementsAre(0.0f, 1.0f, 1.0f));
-  EXPECT_THAT(as_vector<float>(f.raw("/d/values")),
-              ElementsAre(0.1f, -std::numeric_limits<float>::infinity(), 2.5f));
+  EXPECT_THAT(as_vector<float>(f.raw("/d/values")), ElementsAre(0.1f, -std::numeric_limits<float>::infinity(), 2.5f));
   EXPECT_THAT(as_vector<float>(f.raw("/f/values")), ElementsAre(1.5f, -3.25f));
 }
 
@@ -447,8 +439,8 @@ TEST(Hdf5Sink, ConvertsToFloat16AndFloat64) {
   options.dtype = "float16";
   auto sink = open_sink(tmp.path(), options);
   ASSERT_NE(sink, nullptr);
-  const std::vector<double> values{1.0,     -2.0,    0.1,     65504.0, 65519.0, 65520.0,
-                                   0x1p-24, 0x1p-25, 0x1.8p-24, -0.0,   1e-300,  std::nan("")};
+  const std::vector<double> values{1.0,     -2.0,    0.1,       65504.0, 65519.0, 65520.0,
+                                   0x1p-24, 0x1p-25, 0x1.8p-24, -0.0,    1e-300,  std::nan("")};
   ASSERT_OK(sink->append(make_record("h", DType::kFloat64, {12}, to_bytes(values), 0)));
   const std::vector<int64_t> ints{2049, 2051, -100000};
   ASSERT_OK(sink->append(make_record("i", DType::kInt64, {3}, to_bytes(ints), 0)));
@@ -460,8 +452,7 @@ TEST(Hdf5Sink, ConvertsToFloat16AndFloat64) {
     const auto bits = as_vector<uint16_t>(f.raw("/h/values"));
     ASSERT_EQ(bits.size(), 12u);
     EXPECT_THAT(std::vector<uint16_t>(bits.begin(), bits.end() - 1),
-                ElementsAre(0x3c00, 0xc000, 0x2e66, 0x7bff, 0x7bff, 0x7c00, 0x0001, 0x0000,
-                            0x0002, 0x8000, 0x0000));
+                ElementsAre(0x3c00, 0xc000, 0x2e66, 0x7bff, 0x7bff, 0x7c00, 0x0001, 0x0000, 0x0002, 0x8000, 0x0000));
     EXPECT_EQ(bits.back() & 0x7c00, 0x7c00);  // NaN: all-ones exponent ...
     EXPECT_NE(bits.back() & 0x03ff, 0);       // ... and a non-zero mantissa
     // 2049 and 2051 are ties: to even (2048, 2052).
@@ -527,9 +518,7 @@ TEST(Hdf5Sink, StreamNamesBecomeSafeGroupNames) {
   int step = 0;
   for (const auto& [stream, group] : cases) {
     // A device name of the full 16 bytes (no NUL) is kept whole.
-    ASSERT_OK(sink->append(
-        make_record(stream, DType::kInt8, {1}, "\x05", step++, 0, "0123456789abcdef")))
-        << stream;
+    ASSERT_OK(sink->append(make_record(stream, DType::kInt8, {1}, "\x05", step++, 0, "0123456789abcdef"))) << stream;
   }
   ASSERT_OK(sink->finalize());
   H5File f(sink->finished_files().at(0));

@@ -51,14 +51,13 @@ using ::testing::HasSubstr;
 using testing::TempDir;
 using wire::DType;
 
-inline const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
-                                              DType::kBFloat16, DType::kInt8,    DType::kInt16,
-                                              DType::kInt32,    DType::kInt64,   DType::kUInt8,
-                                              DType::kBool};
+inline const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                                              DType::kInt8,    DType::kInt16,   DType::kInt32,   DType::kInt64,
+                                              DType::kUInt8,   DType::kBool};
 
-using testing::list_dir;
 using testing::default_options;
 using testing::H5File;
+using testing::list_dir;
 using testing::make_bytes;
 using testing::make_readable_partial;
 using testing::make_record;
@@ -83,7 +82,6 @@ inline size_t count_partial(const std::string& dir) {
   return n;
 }
 
-
 // An ok Status, or a failure showing its message.
 inline ::testing::AssertionResult is_ok(const Status& s) {
   if (s.is_ok()) return ::testing::AssertionSuccess();
@@ -94,9 +92,8 @@ inline ::testing::AssertionResult is_ok(const Status& s) {
 inline const std::string kOne("\1\0\0\0", 4);  // int32 1
 inline const std::string kTwo("\2\0\0\0", 4);  // int32 2
 
-
 inline std::unique_ptr<Hdf5Sink> open_sink(const std::string& dir, Hdf5SinkOptions options,
-                                    const std::string& base = "values") {
+                                           const std::string& base = "values") {
   auto sink = Hdf5Sink::open(dir, base, std::move(options));
   EXPECT_TRUE(sink.is_ok()) << sink.message();
   return sink.is_ok() ? std::move(sink).value() : nullptr;
@@ -129,7 +126,6 @@ inline std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-
 // The elements of `bytes` as T, and back.
 template <typename T>
 std::vector<T> as_vector(const std::string& bytes) {
@@ -146,8 +142,7 @@ std::string to_bytes(const std::vector<T>& v) {
 // Whether /usr/bin/python3 has h5py and numpy (the tests that read files with them skip
 // otherwise).
 inline bool h5py_available() {
-  static const bool available =
-      std::system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") == 0;
+  static const bool available = std::system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") == 0;
   return available;
 }
 

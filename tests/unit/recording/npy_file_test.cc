@@ -37,10 +37,9 @@ using ::testing::HasSubstr;
 using testing::TempDir;
 using wire::DType;
 
-const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
-                                       DType::kBFloat16, DType::kInt8,   DType::kInt16,
-                                       DType::kInt32,   DType::kInt64,   DType::kUInt8,
-                                       DType::kBool};
+const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                                       DType::kInt8,    DType::kInt16,   DType::kInt32,   DType::kInt64,
+                                       DType::kUInt8,   DType::kBool};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -140,8 +139,7 @@ TEST(NpyFile, HeaderIsWhatNumpyWrites) {
       {DType::kInt64, {1}, "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }"},
       {DType::kUInt8, {1}, "{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }"},
       {DType::kBool, {1}, "{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }"},
-      {DType::kBFloat16, {2},
-       "{'descr': [('bfloat16', '<u2')], 'fortran_order': False, 'shape': (2,), }"},
+      {DType::kBFloat16, {2}, "{'descr': [('bfloat16', '<u2')], 'fortran_order': False, 'shape': (2,), }"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.dict);
@@ -153,8 +151,8 @@ TEST(NpyFile, HeaderIsWhatNumpyWrites) {
     const std::string bytes = read_file(path);
     ASSERT_GE(bytes.size(), 10u);
     EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
-                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+    const size_t header_len =
+        static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
     ASSERT_EQ(bytes.size(), 10 + header_len + data.size());
     EXPECT_EQ((10 + header_len) % 64, 0u);
     const std::string header = bytes.substr(10, header_len);
@@ -279,8 +277,7 @@ TEST(NpyFile, WriteRefusesBadArguments) {
   EXPECT_THAT(s.message(), HasSubstr("invalid dtype"));
   s = write_npy(path, DType::kFloat32, {-2, -3}, data.data(), data.size());
   EXPECT_THAT(s.message(), HasSubstr("invalid shape"));
-  s = write_npy(path, DType::kFloat32, {int64_t{1} << 40, int64_t{1} << 40}, data.data(),
-                data.size());
+  s = write_npy(path, DType::kFloat32, {int64_t{1} << 40, int64_t{1} << 40}, data.data(), data.size());
   EXPECT_THAT(s.message(), HasSubstr("invalid shape"));
   const std::vector<int64_t> too_many_dims(kMaxNpyDims + 1, 1);
   s = write_npy(path, DType::kUInt8, too_many_dims, data.data(), 1);
@@ -347,26 +344,19 @@ TEST(NpyFile, CorruptTruncatedAndHostileHeadersAreErrors) {
        "header is missing key 'descr'"},
       {"missing fortran_order", npy_bytes(1, 0, "{'descr': '<f4', 'shape': (2, 3)}", f4x6),
        "header is missing key 'fortran_order'"},
-      {"extra key",
-       npy_bytes(1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}",
-                 f4x6),
+      {"extra key", npy_bytes(1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}", f4x6),
        "unexpected key 'extra'"},
       {"duplicate key",
-       npy_bytes(1, 0, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}",
-                 f4x6),
+       npy_bytes(1, 0, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}", f4x6),
        "key 'descr' twice"},
       {"key not a string", npy_bytes(1, 0, "{1: '<f4'}", f4x6), "key that is not a string: 1"},
-      {"complex", npy_bytes(1, 0, dict("'<c8'", "False", "(3,)"), f4x6),
-       "unsupported dtype '<c8'"},
-      {"uint16", npy_bytes(1, 0, dict("'<u2'", "False", "(12,)"), f4x6),
-       "unsupported dtype '<u2'"},
+      {"complex", npy_bytes(1, 0, dict("'<c8'", "False", "(3,)"), f4x6), "unsupported dtype '<c8'"},
+      {"uint16", npy_bytes(1, 0, dict("'<u2'", "False", "(12,)"), f4x6), "unsupported dtype '<u2'"},
       {"object", npy_bytes(1, 0, dict("'|O'", "False", "(3,)"), f4x6), "unsupported dtype '|O'"},
       {"big-endian", npy_bytes(1, 0, dict("'>f4'", "False", "(2, 3)"), f4x6),
        "big-endian dtype '>f4' is not supported"},
-      {"descr not a string", npy_bytes(1, 0, dict("42", "False", "(2, 3)"), f4x6),
-       "unsupported dtype 42"},
-      {"other structured dtype",
-       npy_bytes(1, 0, dict("[('x', '<f4')]", "False", "(2, 3)"), f4x6),
+      {"descr not a string", npy_bytes(1, 0, dict("42", "False", "(2, 3)"), f4x6), "unsupported dtype 42"},
+      {"other structured dtype", npy_bytes(1, 0, dict("[('x', '<f4')]", "False", "(2, 3)"), f4x6),
        "unsupported dtype [('x', '<f4')] (structured dtypes other than"},
       {"fortran_order not a bool", npy_bytes(1, 0, dict("'<f4'", "'no'", "(2, 3)"), f4x6),
        "'fortran_order' must be True or False, got 'no'"},
@@ -376,47 +366,41 @@ TEST(NpyFile, CorruptTruncatedAndHostileHeadersAreErrors) {
        "'shape' must be a tuple of integers, got a list [2, 3]"},
       {"shape an int", npy_bytes(1, 0, dict("'<f4'", "False", "(6)"), f4x6),
        "'shape' must be a tuple of integers, got an integer (6)"},
-      {"shape holds a string", npy_bytes(1, 0, dict("'<f4'", "False", "(2, 'a')"), f4x6),
-       "got a string 'a'"},
-      {"shape holds a float", npy_bytes(1, 0, dict("'<f4'", "False", "(2, 3.0)"), f4x6),
-       "unsupported number"},
-      {"negative dim", npy_bytes(1, 0, dict("'<f4'", "False", "(2, -1)"), f4x6),
-       "negative dimension -1"},
+      {"shape holds a string", npy_bytes(1, 0, dict("'<f4'", "False", "(2, 'a')"), f4x6), "got a string 'a'"},
+      {"shape holds a float", npy_bytes(1, 0, dict("'<f4'", "False", "(2, 3.0)"), f4x6), "unsupported number"},
+      {"negative dim", npy_bytes(1, 0, dict("'<f4'", "False", "(2, -1)"), f4x6), "negative dimension -1"},
       {"dim over int64", npy_bytes(1, 0, dict("'<f4'", "False", "(99999999999999999999,)"), f4x6),
        "dimension 99999999999999999999 in 'shape' is too large"},
-      {"dim 2^63", npy_bytes(1, 0, dict("'|u1'", "False", "(9223372036854775808,)"), f4x6),
-       "is too large"},
-      {"shape product overflows",
-       npy_bytes(1, 0, dict("'<f4'", "False", "(4611686018427387904, 4)"), f4x6),
+      {"dim 2^63", npy_bytes(1, 0, dict("'|u1'", "False", "(9223372036854775808,)"), f4x6), "is too large"},
+      {"shape product overflows", npy_bytes(1, 0, dict("'<f4'", "False", "(4611686018427387904, 4)"), f4x6),
        "is too large (float32 data over 2^63-1 bytes)"},
-      {"bytes overflow", npy_bytes(1, 0, dict("'<f8'", "False", "(2305843009213693952,)"), f4x6),
-       "is too large"},
-      {"huge shape, tiny file",
-       npy_bytes(1, 0, dict("'<f4'", "False", "(1099511627776,)"), f4x6),
+      {"bytes overflow", npy_bytes(1, 0, dict("'<f8'", "False", "(2305843009213693952,)"), f4x6), "is too large"},
+      {"huge shape, tiny file", npy_bytes(1, 0, dict("'<f4'", "False", "(1099511627776,)"), f4x6),
        "file size mismatch: the header says 4398046511104 data bytes"},
       {"truncated data", npy_bytes(1, 0, good, f4x6.substr(0, 20)), "(truncated)"},
       {"trailing bytes", npy_bytes(1, 0, good, f4x6 + "xx"), "(trailing bytes)"},
       {"unterminated string", npy_bytes(1, 0, "{'descr': '<f4", ""), "unterminated string"},
-      {"unbalanced", npy_bytes(1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3",
-                               ""),
-       "missing ')'"},
+      {"unbalanced", npy_bytes(1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3", ""), "missing ')'"},
       {"no colon", npy_bytes(1, 0, "{'descr' '<f4'}", ""), "expected ':' after a dict key"},
       {"no comma", npy_bytes(1, 0, "{'descr': '<f4' 'shape': (1,)}", ""), "expected ',' or '}'"},
       {"deep nesting", npy_bytes(2, 0, std::string(200000, '('), ""), "nested more than 16"},
       {"deep dict nesting", npy_bytes(1, 0, std::string(5000, '{'), ""), "nested more than 16"},
       {"too many values",
-       npy_bytes(2, 0, dict("'|u1'", "False", "(" + [] {
-                              std::string dims;
-                              for (int i = 0; i < 70000; ++i) dims += "1,";
-                              return dims;
-                            }() + ")"),
+       npy_bytes(2, 0,
+                 dict(
+                     "'|u1'", "False",
+                     "(" +
+                         [] {
+                           std::string dims;
+                           for (int i = 0; i < 70000; ++i) dims += "1,";
+                           return dims;
+                         }() +
+                         ")"),
                  "x"),
        "more than 65551 values"},
       {"junk after dict", npy_bytes(1, 0, good + " xyz\n", f4x6), "junk after the header dict"},
-      {"unknown name", npy_bytes(1, 0, dict("float32", "False", "(2, 3)"), f4x6),
-       "unexpected name 'float32'"},
-      {"binary junk", npy_bytes(1, 0, std::string("\x00\xff\x01{", 4), f4x6),
-       "not a valid Python literal"},
+      {"unknown name", npy_bytes(1, 0, dict("float32", "False", "(2, 3)"), f4x6), "unexpected name 'float32'"},
+      {"binary junk", npy_bytes(1, 0, std::string("\x00\xff\x01{", 4), f4x6), "not a valid Python literal"},
       {"call expression", npy_bytes(1, 0, "{'descr': __import__('os')}", ""), "unexpected name"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -444,34 +428,37 @@ TEST(NpyFile, AcceptsHeadersOtherWritersProduce) {
   const std::vector<Case> cases = {
       {"double quotes, no trailing comma",
        npy_bytes(1, 0, "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 3)}\n", f4x6),
-       DType::kFloat32, {2, 3}, false},
+       DType::kFloat32,
+       {2, 3},
+       false},
       {"keys in another order",
        npy_bytes(1, 0, "{'shape': (6,), 'descr': '<i4', 'fortran_order': False}", f4x6),
-       DType::kInt32, {6}, false},
-      {"python 2 long", npy_bytes(1, 0, dict("'<f4'", "False", "(2L, 3L)"), f4x6),
-       DType::kFloat32, {2, 3}, false},
-      {"native order", npy_bytes(1, 0, dict("'=i2'", "False", "(12,)"), f4x6), DType::kInt16,
-       {12}, false},
-      {"no order", npy_bytes(1, 0, dict("'f8'", "False", "(3,)"), f4x6), DType::kFloat64, {3},
+       DType::kInt32,
+       {6},
        false},
-      {"one-byte with '<'", npy_bytes(1, 0, dict("'<b1'", "False", "(24,)"), f4x6), DType::kBool,
-       {24}, false},
-      {"fortran 1-d", npy_bytes(1, 0, dict("'<f4'", "True", "(6,)"), f4x6), DType::kFloat32, {6},
+      {"python 2 long", npy_bytes(1, 0, dict("'<f4'", "False", "(2L, 3L)"), f4x6), DType::kFloat32, {2, 3}, false},
+      {"native order", npy_bytes(1, 0, dict("'=i2'", "False", "(12,)"), f4x6), DType::kInt16, {12}, false},
+      {"no order", npy_bytes(1, 0, dict("'f8'", "False", "(3,)"), f4x6), DType::kFloat64, {3}, false},
+      {"one-byte with '<'", npy_bytes(1, 0, dict("'<b1'", "False", "(24,)"), f4x6), DType::kBool, {24}, false},
+      {"fortran 1-d", npy_bytes(1, 0, dict("'<f4'", "True", "(6,)"), f4x6), DType::kFloat32, {6}, true},
+      {"fortran with unit dims",
+       npy_bytes(1, 0, dict("'<f4'", "True", "(1, 6, 1)"), f4x6),
+       DType::kFloat32,
+       {1, 6, 1},
        true},
-      {"fortran with unit dims", npy_bytes(1, 0, dict("'<f4'", "True", "(1, 6, 1)"), f4x6),
-       DType::kFloat32, {1, 6, 1}, true},
-      {"version 2", npy_bytes(2, 0, dict("'<f2'", "False", "(3, 4)"), f4x6), DType::kFloat16,
-       {3, 4}, false},
-      {"version 3", npy_bytes(3, 0, dict("'<i8'", "False", "(3,)"), f4x6), DType::kInt64, {3},
+      {"version 2", npy_bytes(2, 0, dict("'<f2'", "False", "(3, 4)"), f4x6), DType::kFloat16, {3, 4}, false},
+      {"version 3", npy_bytes(3, 0, dict("'<i8'", "False", "(3,)"), f4x6), DType::kInt64, {3}, false},
+      {"0-d", npy_bytes(1, 0, dict("'<f4'", "False", "()"), f4x6.substr(0, 4)), DType::kFloat32, {}, false},
+      {"bfloat16",
+       npy_bytes(1, 0, dict("[('bfloat16', '<u2')]", "False", "(3, 4)"), f4x6),
+       DType::kBFloat16,
+       {3, 4},
        false},
-      {"0-d", npy_bytes(1, 0, dict("'<f4'", "False", "()"), f4x6.substr(0, 4)), DType::kFloat32,
-       {}, false},
-      {"bfloat16", npy_bytes(1, 0, dict("[('bfloat16', '<u2')]", "False", "(3, 4)"), f4x6),
-       DType::kBFloat16, {3, 4}, false},
       {"spaces and tabs",
-       npy_bytes(1, 0, " {\t'descr' :'<f4' ,'fortran_order':False,'shape':( 2 , 3 , ) }\r\n",
-                 f4x6),
-       DType::kFloat32, {2, 3}, false},
+       npy_bytes(1, 0, " {\t'descr' :'<f4' ,'fortran_order':False,'shape':( 2 , 3 , ) }\r\n", f4x6),
+       DType::kFloat32,
+       {2, 3},
+       false},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -556,8 +543,7 @@ TEST(NpyFile, DamagedFilesNeverCrash) {
 // ---- numpy interoperability (needs /usr/bin/python3 with numpy) ----
 
 bool numpy_available() {
-  static const bool available =
-      std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+  static const bool available = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
   return available;
 }
 
@@ -566,8 +552,7 @@ std::string run_python(const std::string& dir, const std::string& script, const 
   const std::string script_path = dir + "/script.py";
   const std::string out_path = dir + "/script.out";
   write_file(script_path, script);
-  const std::string command =
-      "/usr/bin/python3 '" + script_path + "' " + args + " >'" + out_path + "' 2>&1";
+  const std::string command = "/usr/bin/python3 '" + script_path + "' " + args + " >'" + out_path + "' 2>&1";
   const int rc = std::system(command.c_str());
   const std::string out = read_file(out_path);
   EXPECT_EQ(rc, 0) << command << "\n" << out;
@@ -580,9 +565,8 @@ struct Known {
   uint16_t f16;
   uint16_t bf16;
 };
-const Known kKnown[] = {{0.0, 0x0000, 0x0000},  {1.0, 0x3c00, 0x3f80}, {-2.0, 0xc000, 0xc000},
-                        {0.5, 0x3800, 0x3f00},  {3.0, 0x4200, 0x4040}, {-1.5, 0xbe00, 0xbfc0},
-                        {100.0, 0x5640, 0x42c8}};
+const Known kKnown[] = {{0.0, 0x0000, 0x0000}, {1.0, 0x3c00, 0x3f80},  {-2.0, 0xc000, 0xc000}, {0.5, 0x3800, 0x3f00},
+                        {3.0, 0x4200, 0x4040}, {-1.5, 0xbe00, 0xbfc0}, {100.0, 0x5640, 0x42c8}};
 
 // `n` known values of `dtype` as bytes, and their sum.
 std::string known_bytes(DType dtype, size_t n, double* sum) {
@@ -593,14 +577,11 @@ std::string known_bytes(DType dtype, size_t n, double* sum) {
     double v = k.value;
     if (dtype == DType::kBool) v = v != 0 ? 1 : 0;
     if (dtype == DType::kUInt8) v = std::abs(std::trunc(v));
-    if (dtype == DType::kInt8 || dtype == DType::kInt16 || dtype == DType::kInt32 ||
-        dtype == DType::kInt64) {
+    if (dtype == DType::kInt8 || dtype == DType::kInt16 || dtype == DType::kInt32 || dtype == DType::kInt64) {
       v = std::trunc(v);
     }
     *sum += v;
-    auto put = [&out](const auto& x) {
-      out.append(reinterpret_cast<const char*>(&x), sizeof(x));
-    };
+    auto put = [&out](const auto& x) { out.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
     switch (dtype) {
       case DType::kFloat32: put(static_cast<float>(v)); break;
       case DType::kFloat64: put(v); break;
@@ -632,10 +613,9 @@ TEST(NpyNumpy, NumpyLoadsEveryFileWeWrite) {
   if (!numpy_available()) GTEST_SKIP() << "/usr/bin/python3 has no numpy";
   TempDir dir("ts-npy");
   const std::map<DType, std::string> numpy_descr = {
-      {DType::kFloat32, "<f4"}, {DType::kFloat64, "<f8"}, {DType::kFloat16, "<f2"},
-      {DType::kBFloat16, "bfloat16"}, {DType::kInt8, "|i1"}, {DType::kInt16, "<i2"},
-      {DType::kInt32, "<i4"}, {DType::kInt64, "<i8"}, {DType::kUInt8, "|u1"},
-      {DType::kBool, "|b1"}};
+      {DType::kFloat32, "<f4"}, {DType::kFloat64, "<f8"}, {DType::kFloat16, "<f2"}, {DType::kBFloat16, "bfloat16"},
+      {DType::kInt8, "|i1"},    {DType::kInt16, "<i2"},   {DType::kInt32, "<i4"},   {DType::kInt64, "<i8"},
+      {DType::kUInt8, "|u1"},   {DType::kBool, "|b1"}};
   const std::vector<std::vector<int64_t>> shapes = {{2, 3}, {}, {0, 4}, {7}};
   std::vector<std::string> expected;
   std::string args;
@@ -650,8 +630,8 @@ TEST(NpyNumpy, NumpyLoadsEveryFileWeWrite) {
       ASSERT_TRUE(write_npy(dir.path() + "/" + name, dtype, shape, data.data(), data.size()).is_ok());
       args += " '" + dir.path() + "/" + name + "'";
       std::ostringstream line;
-      line << name << " " << numpy_descr.at(dtype) << " " << shape_str(shape) << " "
-           << (data.empty() ? "-" : hex(data)) << " " << sum;
+      line << name << " " << numpy_descr.at(dtype) << " " << shape_str(shape) << " " << (data.empty() ? "-" : hex(data))
+           << " " << sum;
       expected.push_back(line.str());
     }
   }
@@ -717,8 +697,7 @@ for version in [(2, 0), (3, 0)]:
   run_python(dir.path(), script, "'" + dir.path() + "'");
 
   auto bytes_of = [](const auto& values) {
-    return std::string(reinterpret_cast<const char*>(values.data()),
-                       values.size() * sizeof(values[0]));
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(values[0]));
   };
   std::vector<float> f4(12);
   for (int i = 0; i < 12; ++i) f4[i] = 0.5f * static_cast<float>(i);
@@ -736,12 +715,14 @@ for version in [(2, 0), (3, 0)]:
       {"f2.npy", DType::kFloat16, {3}, bytes_of(std::vector<uint16_t>{0x3c00, 0xc000, 0x3800})},
       {"i1.npy", DType::kInt8, {3}, bytes_of(std::vector<int8_t>{-128, 127, 0})},
       {"i2.npy", DType::kInt16, {2}, bytes_of(std::vector<int16_t>{-32768, 32767})},
-      {"i4.npy", DType::kInt32, {2},
-       bytes_of(std::vector<int32_t>{std::numeric_limits<int32_t>::min(),
-                                     std::numeric_limits<int32_t>::max()})},
-      {"i8.npy", DType::kInt64, {3},
-       bytes_of(std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
-                                     std::numeric_limits<int64_t>::max(), 0})},
+      {"i4.npy",
+       DType::kInt32,
+       {2},
+       bytes_of(std::vector<int32_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()})},
+      {"i8.npy",
+       DType::kInt64,
+       {3},
+       bytes_of(std::vector<int64_t>{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0})},
       {"u1.npy", DType::kUInt8, {3}, bytes_of(std::vector<uint8_t>{0, 255, 7})},
       {"b1.npy", DType::kBool, {3}, bytes_of(std::vector<uint8_t>{1, 0, 1})},
       {"scalar.npy", DType::kFloat64, {}, bytes_of(std::vector<double>{3.25})},

@@ -32,8 +32,8 @@ TensorSummary summary(const std::string& name, wire::TensorKind kind, double val
 // gradients as backward delivers them (last module first).
 std::vector<TensorSummary> model_step(double scale) {
   using K = wire::TensorKind;
-  return {summary("net.a", K::kActivation, 1 * scale), summary("net.b", K::kActivation, 2 * scale),
-          summary("net.c", K::kActivation, 3 * scale), summary("net.c.grad", K::kGradient, 30 * scale),
+  return {summary("net.a", K::kActivation, 1 * scale),     summary("net.b", K::kActivation, 2 * scale),
+          summary("net.c", K::kActivation, 3 * scale),     summary("net.c.grad", K::kGradient, 30 * scale),
           summary("net.b.grad", K::kGradient, 20 * scale), summary("net.a.grad", K::kGradient, 10 * scale)};
 }
 

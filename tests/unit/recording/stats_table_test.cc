@@ -161,9 +161,8 @@ TEST(StatsRow, NaNAndInfAreCountedAndLeftOut) {
   const std::vector<float> f(values.begin(), values.end());
   for (const DType dtype : {DType::kFloat32, DType::kFloat64}) {
     SCOPED_TRACE(wire::dtype_name(dtype));
-    const TensorStatsRow row = dtype == DType::kFloat32
-                                   ? compute_stats_row(dtype, f.data(), f.size())
-                                   : compute_stats_row(dtype, values.data(), values.size());
+    const TensorStatsRow row = dtype == DType::kFloat32 ? compute_stats_row(dtype, f.data(), f.size())
+                                                        : compute_stats_row(dtype, values.data(), values.size());
     EXPECT_EQ(row.count, 6u);
     EXPECT_EQ(row.finite_count, 3u);
     EXPECT_EQ(row.nan_count, 1u);
@@ -228,8 +227,7 @@ TEST(StatsRow, BoolIsZeroOrOne) {
 }
 
 TEST(StatsRow, IntegerExtremes) {
-  const std::vector<int64_t> i64 = {std::numeric_limits<int64_t>::min(),
-                                    std::numeric_limits<int64_t>::max(), 0, -1};
+  const std::vector<int64_t> i64 = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0, -1};
   TensorStatsRow row = compute_stats_row(DType::kInt64, i64.data(), i64.size());
   EXPECT_EQ(row.min, -9223372036854775808.0);
   EXPECT_EQ(row.max, 9223372036854775808.0);  // INT64_MAX rounds to 2^63 in double
@@ -261,10 +259,8 @@ TEST(StatsRow, IntegerExtremes) {
 
 TEST(StatsRow, Float16BitPatterns) {
   // 1, -2, smallest subnormal 2^-24, largest 65504, +Inf, -Inf, NaN, -0, 0.333251953125.
-  const std::vector<uint16_t> bits = {0x3c00, 0xc000, 0x0001, 0x7bff, 0x7c00,
-                                      0xfc00, 0x7e00, 0x8000, 0x3555};
-  const std::vector<long double> values = {1, -2, 0x1p-24L, 65504, kInf, -kInf, kNaN, -0.0L,
-                                           0.333251953125L};
+  const std::vector<uint16_t> bits = {0x3c00, 0xc000, 0x0001, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x8000, 0x3555};
+  const std::vector<long double> values = {1, -2, 0x1p-24L, 65504, kInf, -kInf, kNaN, -0.0L, 0.333251953125L};
   for (size_t i = 0; i < bits.size(); ++i) {
     const long double v = half_value(bits[i]);
     EXPECT_TRUE(v == values[i] || (std::isnan(v) && std::isnan(values[i]))) << i;
@@ -280,10 +276,8 @@ TEST(StatsRow, Float16BitPatterns) {
 
 TEST(StatsRow, BFloat16BitPatterns) {
   // 1, -3, 3.140625, +Inf, NaN, 0, the largest finite bfloat16, the smallest subnormal.
-  const std::vector<uint16_t> bits = {0x3f80, 0xc040, 0x4049, 0x7f80, 0x7fc0, 0x0000, 0x7f7f,
-                                      0x0001};
-  const std::vector<long double> values = {
-      1, -3, 3.140625L, kInf, kNaN, 0, std::ldexp(255.0L, 120), 0x1p-133L};
+  const std::vector<uint16_t> bits = {0x3f80, 0xc040, 0x4049, 0x7f80, 0x7fc0, 0x0000, 0x7f7f, 0x0001};
+  const std::vector<long double> values = {1, -3, 3.140625L, kInf, kNaN, 0, std::ldexp(255.0L, 120), 0x1p-133L};
   for (size_t i = 0; i < bits.size(); ++i) {
     const long double v = bfloat16_value(bits[i]);
     EXPECT_TRUE(v == values[i] || (std::isnan(v) && std::isnan(values[i]))) << i;
@@ -427,8 +421,7 @@ TEST(StatsRow, BadInputGivesAnEmptyRow) {
   const std::vector<float> v = {1, 2};
   for (const TensorStatsRow& row :
        {compute_stats_row(DType::kInvalid, v.data(), v.size()),
-        compute_stats_row(static_cast<DType>(200), v.data(), v.size()),
-        compute_stats_row(DType::kFloat32, nullptr, 5),
+        compute_stats_row(static_cast<DType>(200), v.data(), v.size()), compute_stats_row(DType::kFloat32, nullptr, 5),
         compute_stats_row(DType::kFloat64, v.data(), std::numeric_limits<uint64_t>::max())}) {
     EXPECT_EQ(row.count, 0u);
     EXPECT_TRUE(std::isnan(row.mean));
@@ -557,9 +550,9 @@ TEST(StatsTable, QuotesFieldsThatNeedIt) {
   EXPECT_EQ(pos, line.size() + 1);
   // Plain names stay unquoted (dots, spaces, '#').
   const std::string plain = "12,model.fc 1#2,activation,";
-  EXPECT_EQ(stats_table_line(meta("model.fc 1#2"), compute_stats_row(DType::kFloat32, v.data(), 1))
-                .substr(0, plain.size()),
-            plain);
+  EXPECT_EQ(
+      stats_table_line(meta("model.fc 1#2"), compute_stats_row(DType::kFloat32, v.data(), 1)).substr(0, plain.size()),
+      plain);
 }
 
 TEST(StatsTable, WriterCreatesDirsWritesTheHeaderAndFlushesEachLine) {
@@ -580,8 +573,8 @@ TEST(StatsTable, WriterCreatesDirsWritesTheHeaderAndFlushesEachLine) {
   // Visible in the file at once, while the writer is still open.
   EXPECT_EQ(read_file(path), header + stats_table_line(meta("conv1"), row) + "\n");
   ASSERT_TRUE(w->append(meta("we,ird\n"), row).is_ok());
-  EXPECT_EQ(read_file(path), header + stats_table_line(meta("conv1"), row) + "\n" +
-                                 stats_table_line(meta("we,ird\n"), row) + "\n");
+  EXPECT_EQ(read_file(path),
+            header + stats_table_line(meta("conv1"), row) + "\n" + stats_table_line(meta("we,ird\n"), row) + "\n");
   // A moved writer keeps writing.
   StatsTableWriter moved = std::move(*w);
   ASSERT_TRUE(moved.append(meta("conv2"), row).is_ok());
@@ -612,8 +605,8 @@ TEST(StatsTable, AppendingToAnExistingTableDoesNotRepeatTheHeader) {
     ASSERT_TRUE(w->append(meta("second"), row).is_ok());
   }
   const std::string header = std::string(kStatsTableHeader) + "\n";
-  EXPECT_EQ(read_file(path), header + stats_table_line(meta("first"), row) + "\n" +
-                                 stats_table_line(meta("second"), row) + "\n");
+  EXPECT_EQ(read_file(path),
+            header + stats_table_line(meta("first"), row) + "\n" + stats_table_line(meta("second"), row) + "\n");
 
   // An empty existing file gets the header.
   const std::string empty_path = dir.path() + "/empty.csv";
@@ -635,8 +628,7 @@ TEST(StatsTable, ALineCutByAKilledWriterDoesNotSwallowTheNextRow) {
   StatusOr<StatsTableWriter> w = StatsTableWriter::open(path);
   ASSERT_TRUE(w.is_ok()) << w.message();
   ASSERT_TRUE(w->append(meta("next"), row).is_ok());
-  EXPECT_EQ(read_file(path),
-            header + "7,half,activ\n" + stats_table_line(meta("next"), row) + "\n");
+  EXPECT_EQ(read_file(path), header + "7,half,activ\n" + stats_table_line(meta("next"), row) + "\n");
 }
 
 TEST(StatsTable, RefusesFilesThatAreNotStatsTables) {

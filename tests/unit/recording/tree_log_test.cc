@@ -60,8 +60,8 @@ TEST(TreeLog, AnIdenticalStepIsOneLine) {
 TEST(TreeLog, ChangesNewAndGoneCallsAreMarked) {
   const ModuleTree before = step_tree("8");
   ModuleTree now = step_tree("4");
-  now.calls[1] = before.calls[1];                  // unchanged
-  now.calls.erase(now.calls.begin());              // features.0 gone ...
+  now.calls[1] = before.calls[1];                                                          // unchanged
+  now.calls.erase(now.calls.begin());                                                      // features.0 gone ...
   now.calls.push_back(call("head", "Linear", "float32[4,3]@cpu", "float32[4,3]@cpu", 1));  // ... head#1 new
   const std::string got = format_tree_step("net", 20, now, &before, 10);
   // Only what changed is shown (under its parents).
@@ -109,7 +109,8 @@ TEST(TreeLog, AHugeTreeGivesABoundedBlock) {
   ModuleTree t;
   std::string deep = "m";
   for (int i = 0; i < 250; ++i) deep += ".m";
-  for (uint32_t i = 0; i < 2000; ++i) t.calls.push_back(call(deep, "Linear", "float32[1]@cpu", "float32[1]@cpu", i, i % 2));
+  for (uint32_t i = 0; i < 2000; ++i)
+    t.calls.push_back(call(deep, "Linear", "float32[1]@cpu", "float32[1]@cpu", i, i % 2));
   const std::string payload = format_module_tree(t);
   auto parsed = parse_module_tree(payload);
   ASSERT_TRUE(parsed.is_ok()) << parsed.message();
@@ -155,8 +156,9 @@ TEST(TreeLog, TheWriterComparesEachTrackWithItsOwnPreviousStep) {
 
   const std::string log = read_all(path);
   EXPECT_EQ(log.rfind("# tensorscope module tree log\n== step 0 | net | 3 calls | first logged step\n", 0), 0u) << log;
-  EXPECT_NE(log.find("== step 0 | aux | 1 call | first logged step\n    aux  Linear  float32[2,2]@cpu -> float32[2,2]@cpu\n"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("== step 0 | aux | 1 call | first logged step\n    aux  Linear  float32[2,2]@cpu -> float32[2,2]@cpu\n"),
+      std::string::npos)
       << log;
   EXPECT_NE(log.find("== step 1 | net | 3 calls | same as step 0\n== step 1 | aux | 1 call | same as step 0\n"),
             std::string::npos)

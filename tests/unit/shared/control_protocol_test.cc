@@ -21,9 +21,8 @@ TEST(ControlProtocol, MessageTypeReadsAStringTypeOfAnObjectOnly) {
 }
 
 TEST(ControlProtocol, TypeNamesAreDistinctAndAsOnTheWire) {
-  const std::set<std::string> names = {kRegister, kRegistered, kError, kStatus,   kConfig,
-                                       kAttach,   kDetach,     kShutdown, kHeartbeat, kFile,
-                                       kAttachFailed, kDetached, kBye};
+  const std::set<std::string> names = {kRegister, kRegistered, kError, kStatus,       kConfig,   kAttach, kDetach,
+                                       kShutdown, kHeartbeat,  kFile,  kAttachFailed, kDetached, kBye};
   EXPECT_EQ(names.size(), 13u);
   // A rename is a protocol change: these strings are what old peers send.
   EXPECT_EQ(std::string(kRegister), "register");

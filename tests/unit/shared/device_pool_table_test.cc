@@ -52,8 +52,8 @@ DevicePoolIdentity sample_pool(uint32_t events = 4) {
 
 // Fills `h` as a device-payload record for block `ordinal` at `position` of pool 2
 // (everything but sequence and payload_position).
-void fill_device_record(wire::RecordHeader& h, uint64_t position, uint64_t ordinal,
-                        uint64_t floats, uint32_t events = 4) {
+void fill_device_record(wire::RecordHeader& h, uint64_t position, uint64_t ordinal, uint64_t floats,
+                        uint32_t events = 4) {
   h.dtype = static_cast<uint8_t>(wire::DType::kFloat32);
   h.kind = static_cast<uint8_t>(wire::TensorKind::kActivation);
   h.ndim = 1;
@@ -73,8 +73,8 @@ using Edit = std::function<void(wire::RecordHeader&)>;
 
 // Claims a slot with no ring bytes, fills it as a device record (then `edit`), and
 // commits or cancels it.
-void publish_record(RingWriter& writer, uint64_t position, uint64_t ordinal, uint64_t floats,
-                    const Edit& edit = {}, bool cancel = false) {
+void publish_record(RingWriter& writer, uint64_t position, uint64_t ordinal, uint64_t floats, const Edit& edit = {},
+                    bool cancel = false) {
   RingWriter::Reservation r;
   ASSERT_EQ(writer.reserve(0, &r), RingWriter::ReserveResult::kOk);
   fill_device_record(*r.header, position, ordinal, floats);
@@ -103,8 +103,8 @@ TEST(DevicePoolTable, PublishedIdentityReadsBackInTheOtherMapping) {
   ASSERT_EQ(read->event_handles.size(), 4u);
   EXPECT_EQ(read->event_handles[3], id.event_handles[3]);
   // Releases start at the generation's start, not at zero.
-  const PoolReleases r = read_pool_releases(*m.producer->pool(2), id.generation_start_position,
-                                            id.generation_start_ordinal);
+  const PoolReleases r =
+      read_pool_releases(*m.producer->pool(2), id.generation_start_position, id.generation_start_ordinal);
   EXPECT_EQ(r.released_to, id.generation_start_position);
   EXPECT_EQ(r.released_ordinal, 40u);
   EXPECT_FALSE(publish_pool(m.producer->pool(2), id));  // once per segment
@@ -144,8 +144,8 @@ TEST(DevicePoolTable, LocationChecksRefuseEveryInconsistentField) {
   EXPECT_EQ(check(start + (1 << 16) - 512, 41, 128), "");
 
   EXPECT_NE(check(start, 40, 100, [](wire::RecordHeader& h) { h.pool_generation = 2; }), "");
-  EXPECT_NE(check(start, 39, 100), "");        // before the generation
-  EXPECT_NE(check(start - 256, 40, 100), "");  // before the generation
+  EXPECT_NE(check(start, 39, 100), "");                                                   // before the generation
+  EXPECT_NE(check(start - 256, 40, 100), "");                                             // before the generation
   EXPECT_NE(check(start, 40, 100, [](wire::RecordHeader& h) { h.pool_event = 1; }), "");  // block 40: event 0
   EXPECT_NE(check(start, 40, 100, [](wire::RecordHeader& h) { h.pool_event = 4; }), "");
   EXPECT_NE(check(start + 64, 40, 100), "");               // misaligned
@@ -223,7 +223,7 @@ TEST(DevicePoolTable, RetiringASegmentRevokesItsPublishedPoolsOnly) {
     const uint32_t want = (i == 1 || i == 4) ? wire::kPoolRevoked : wire::kPoolEmpty;
     EXPECT_EQ(m.consumer->pool(i)->state.load(), want) << "entry " << i;
   }
-  EXPECT_FALSE(read_pool_identity(*m.consumer->pool(1)));  // a worker stops using it
+  EXPECT_FALSE(read_pool_identity(*m.consumer->pool(1)));          // a worker stops using it
   EXPECT_FALSE(publish_pool(m.producer->pool(1), sample_pool()));  // never republished
 }
 

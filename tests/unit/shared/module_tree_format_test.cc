@@ -89,7 +89,10 @@ TEST(ModuleTreeFormat, MalformedPayloadsAreErrorsNamingTheLine) {
       {header + "0\t0\tfc\tLinear\tfloat32[2,3]\t-\n", "input"},
       {header + "0\t0\tfc\tLinear\tfloat32(2)@cpu\t-\n", "input"},
       {header + "0\t0\tfc\tLinear\t-\tfloat32[2,-3]@cpu\n", "output"},
-      {header + "0\t0\tfc\tLin\x01" "ear\t-\t-\n", "control"},
+      {header +
+           "0\t0\tfc\tLin\x01"
+           "ear\t-\t-\n",
+       "control"},
       {header + "0\t0\tfc\tLinear\t-\t-", "newline"},
   };
   for (const Case& c : cases) {
@@ -181,7 +184,12 @@ TEST(ModuleTreeFormat, RecordHeadersOfModuleTreesAreValidated) {
   EXPECT_EQ(check(wire::kMaxModuleTreeBytes, nullptr), "");
   EXPECT_NE(check(wire::kMaxModuleTreeBytes + 1, nullptr), "");
   EXPECT_NE(check(100, [](wire::RecordHeader& h) { h.dtype = static_cast<uint8_t>(wire::DType::kInt8); }), "");
-  EXPECT_NE(check(100, [](wire::RecordHeader& h) { h.ndim = 2; h.shape[1] = 1; }), "");
+  EXPECT_NE(check(100,
+                  [](wire::RecordHeader& h) {
+                    h.ndim = 2;
+                    h.shape[1] = 1;
+                  }),
+            "");
   EXPECT_NE(check(100, [](wire::RecordHeader& h) { h.flags = wire::kRecordDevicePayload; }), "");
 }
 

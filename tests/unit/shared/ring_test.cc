@@ -39,9 +39,8 @@ Ring make_ring(const TempDir& dir, uint64_t budget, uint32_t slots) {
 }
 
 // Writes a float32 record whose payload is `count` copies of `value`.
-RingWriter::ReserveResult write_record(RingWriter& writer, const std::string& name, int64_t step,
-                                       size_t count, float value,
-                                       RingWriter::Claim claim = RingWriter::Claim::kAnySpace) {
+RingWriter::ReserveResult write_record(RingWriter& writer, const std::string& name, int64_t step, size_t count,
+                                       float value, RingWriter::Claim claim = RingWriter::Claim::kAnySpace) {
   RingWriter::Reservation r;
   const auto result = writer.reserve(count * sizeof(float), &r, claim);
   if (result != RingWriter::ReserveResult::kOk) return result;
@@ -136,8 +135,7 @@ TEST(Ring, TooLargeAndZeroSizedRecords) {
   RingWriter writer(ring.producer_side.get());
   RingReader reader(ring.consumer_side.get(), UINT64_MAX);
   RingWriter::Reservation r;
-  EXPECT_EQ(writer.reserve(ring.producer_side->data_capacity() + 1, &r),
-            RingWriter::ReserveResult::kTooLarge);
+  EXPECT_EQ(writer.reserve(ring.producer_side->data_capacity() + 1, &r), RingWriter::ReserveResult::kTooLarge);
   ASSERT_EQ(write_record(writer, "empty", 1, 0, 0.f), RingWriter::ReserveResult::kOk);
   RecordView v;
   ASSERT_EQ(reader.next(&v), RingReader::Result::kRecord) << reader.last_error();
@@ -165,7 +163,8 @@ TEST(Ring, TensorsLeaveHeadroomForSmallRecords) {
     Ring ring = make_ring(dir, 1 << 20, 32);
     RingWriter writer(ring.producer_side.get());
     ASSERT_EQ(writer.headroom_slots(), 2u);
-    for (int i = 0; i < 30; ++i) ASSERT_EQ(write_record(writer, "t", i, 1, 1.f, C::kLeaveHeadroom), RingWriter::ReserveResult::kOk);
+    for (int i = 0; i < 30; ++i)
+      ASSERT_EQ(write_record(writer, "t", i, 1, 1.f, C::kLeaveHeadroom), RingWriter::ReserveResult::kOk);
     EXPECT_EQ(write_record(writer, "t", 30, 1, 1.f, C::kLeaveHeadroom), RingWriter::ReserveResult::kFull);
     EXPECT_EQ(write_record(writer, "summary", 30, 1, 2.f), RingWriter::ReserveResult::kOk);
     EXPECT_EQ(write_record(writer, "summary", 31, 1, 2.f), RingWriter::ReserveResult::kOk);
@@ -225,8 +224,7 @@ TEST(Ring, ManyProducerThreadsOneConsumer) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
         const float value = static_cast<float>(t * kPerThread + i);
-        if (write_record(writer, "t" + std::to_string(t), i, 1 + (i % 200), value) ==
-            RingWriter::ReserveResult::kOk) {
+        if (write_record(writer, "t" + std::to_string(t), i, 1 + (i % 200), value) == RingWriter::ReserveResult::kOk) {
           committed.fetch_add(1);
         } else {
           full.fetch_add(1);
@@ -376,8 +374,7 @@ TEST(Ring, RandomHeadersAcceptedOnlyWhenConsistent) {
     if (i % 5 == 0) {  // make some consistent so the accepting branch is exercised
       h.ndim = 1;
       h.shape[0] = static_cast<int64_t>(rng() % 1000);
-      h.payload_bytes = static_cast<uint64_t>(h.shape[0]) *
-                        wire::dtype_size(static_cast<wire::DType>(h.dtype));
+      h.payload_bytes = static_cast<uint64_t>(h.shape[0]) * wire::dtype_size(static_cast<wire::DType>(h.dtype));
       h.payload_position = (rng() % 1000) * 64;
       h.render_hint = static_cast<uint8_t>(rng() % (wire::kMaxRenderHint + 1));
     }

@@ -54,7 +54,11 @@ TEST_F(RuntimePaths, ASquattedNameFallsBackToTheUsersOwnRuntimeDir) {
   EXPECT_NE(refused.message().find("TENSORSCOPE_RUNTIME_DIR"), std::string::npos) << refused.message();
   // A plain file squats as well.
   ::unlink(name().c_str());
-  { std::FILE* f = std::fopen(name().c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(name().c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
   ::chmod(xdg_.c_str(), 0700);
   EXPECT_EQ(automatic_runtime_dir(shared_, xdg_.c_str()), xdg_ + "/tensorscope");
 }

@@ -91,8 +91,7 @@ TEST(WireFormat, LayoutPlanning) {
   EXPECT_EQ(layout->data_offset % 4096, 0u);
   EXPECT_GE(layout->pool_table_offset, wire::kSegmentHeaderSize + 128 * wire::kRecordHeaderSize);
   EXPECT_EQ(layout->pool_table_offset % 64, 0u);
-  EXPECT_GE(layout->data_offset,
-            layout->pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize);
+  EXPECT_GE(layout->data_offset, layout->pool_table_offset + wire::kMaxDevicePools * wire::kDevicePoolEntrySize);
   EXPECT_LE(layout->segment_size, uint64_t{1} << 20);
   EXPECT_EQ(layout->data_offset + layout->data_capacity, layout->segment_size);
   EXPECT_FALSE(plan_segment_layout(4096, 1024));  // budget too small
@@ -119,8 +118,7 @@ TEST(WireFormat, HeaderValidationNamesTheProblem) {
   EXPECT_TRUE(validate_segment_header(*h, layout->segment_size));
 
   h->pool_count = wire::kMaxDevicePools + 1;
-  EXPECT_NE(validate_segment_header(*h, layout->segment_size).message().find("pool table"),
-            std::string::npos);
+  EXPECT_NE(validate_segment_header(*h, layout->segment_size).message().find("pool table"), std::string::npos);
   h->pool_count = wire::kMaxDevicePools;
   h->pool_table_offset = wire::kSegmentHeaderSize;  // overlaps the slot table
   EXPECT_FALSE(validate_segment_header(*h, layout->segment_size));

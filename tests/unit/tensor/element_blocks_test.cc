@@ -16,9 +16,8 @@ namespace tensorscope::tensor {
 namespace {
 
 constexpr ElementType kEveryType[] = {
-    ElementType::kFloat32, ElementType::kFloat64, ElementType::kFloat16, ElementType::kBFloat16,
-    ElementType::kInt8,    ElementType::kInt16,   ElementType::kInt32,   ElementType::kInt64,
-    ElementType::kUInt8,   ElementType::kBool};
+    ElementType::kFloat32, ElementType::kFloat64, ElementType::kFloat16, ElementType::kBFloat16, ElementType::kInt8,
+    ElementType::kInt16,   ElementType::kInt32,   ElementType::kInt64,   ElementType::kUInt8,    ElementType::kBool};
 
 TEST(VisitElementType, EveryTypeOnceWithItsStorage) {
   for (ElementType type : kEveryType) {
@@ -48,8 +47,7 @@ std::vector<unsigned char> sample_bytes(ElementType type, size_t n) {
   std::vector<unsigned char> bytes(n * element_size(type) + 1);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 37 + 11);
   if (type == ElementType::kFloat32 && n > 2) {
-    const float specials[2] = {std::numeric_limits<float>::quiet_NaN(),
-                               -std::numeric_limits<float>::infinity()};
+    const float specials[2] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()};
     std::memcpy(bytes.data() + 4, specials, sizeof(specials));
   }
   return bytes;
@@ -132,9 +130,12 @@ TEST(ElementBlocks, InvalidViewsGiveNothing) {
   float x = 1;
   int calls = 0;
   NonFiniteCounts nf;
-  for_each_finite_block(TensorView{&x, static_cast<ElementType>(99), {1}}, &nf, [&](const double*, size_t) { ++calls; });
-  for_each_ordered_block(TensorView{nullptr, ElementType::kFloat32, {4}}, [&](int64_t, const double*, size_t) { ++calls; });
-  for_each_ordered_block(TensorView{&x, ElementType::kFloat32, {2, -1}}, [&](int64_t, const double*, size_t) { ++calls; });
+  for_each_finite_block(TensorView{&x, static_cast<ElementType>(99), {1}}, &nf,
+                        [&](const double*, size_t) { ++calls; });
+  for_each_ordered_block(TensorView{nullptr, ElementType::kFloat32, {4}},
+                         [&](int64_t, const double*, size_t) { ++calls; });
+  for_each_ordered_block(TensorView{&x, ElementType::kFloat32, {2, -1}},
+                         [&](int64_t, const double*, size_t) { ++calls; });
   EXPECT_EQ(calls, 0);
 }
 

@@ -216,8 +216,9 @@ namespace {
 
 // compute_summary_stats: zeros counted exactly, L2 norm and max |x| over the finite values.
 TEST(SummaryStats, ZerosNormAndMaxAbsOfTheFiniteValues) {
-  const std::vector<float> v = {0.0f, -0.0f, 3.0f, -4.0f, std::numeric_limits<float>::quiet_NaN(),
-                                std::numeric_limits<float>::infinity(), 0.0f, 1.0f};
+  const std::vector<float> v = {
+      0.0f, -0.0f, 3.0f, -4.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+      0.0f, 1.0f};
   const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat32, {8}});
   EXPECT_EQ(s.count, 8u);
   EXPECT_EQ(s.nan_count, 1u);
@@ -274,12 +275,12 @@ TEST(SummaryStats, NonFiniteValuesAnywhereAreCountedAndLeftOut) {
   std::vector<float> v(3 * 4096 + 13);
   for (size_t i = 0; i < v.size(); ++i) v[i] = i % 11 == 0 ? 0.0f : normal(rng);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  v[0] = nan;                    // before the first finite value
-  v[17] = inf;                   // in the vector loop of block 0
-  v[4096 + 4095] = -inf;         // the last element of block 1
-  v[2 * 4096 + 100] = -nan;      // block 2
-  v[v.size() - 1] = nan;         // the tail of the last block
-  v[v.size() - 3] = 1e30f;       // the largest |x|, finite
+  v[0] = nan;                // before the first finite value
+  v[17] = inf;               // in the vector loop of block 0
+  v[4096 + 4095] = -inf;     // the last element of block 1
+  v[2 * 4096 + 100] = -nan;  // block 2
+  v[v.size() - 1] = nan;     // the tail of the last block
+  v[v.size() - 3] = 1e30f;   // the largest |x|, finite
   double sum_sq = 0, max_abs = 0;
   uint64_t zeros = 0, finite = 0;
   for (float x : v) {
@@ -289,7 +290,8 @@ TEST(SummaryStats, NonFiniteValuesAnywhereAreCountedAndLeftOut) {
     max_abs = std::max(max_abs, std::fabs(static_cast<double>(x)));
     zeros += x == 0.0f ? 1 : 0;
   }
-  const SummaryStats s = compute_summary_stats(TensorView{v.data(), ElementType::kFloat32, {static_cast<int64_t>(v.size())}});
+  const SummaryStats s =
+      compute_summary_stats(TensorView{v.data(), ElementType::kFloat32, {static_cast<int64_t>(v.size())}});
   EXPECT_EQ(s.nan_count, 3u);
   EXPECT_EQ(s.inf_count, 2u);
   EXPECT_EQ(s.finite_count, finite);

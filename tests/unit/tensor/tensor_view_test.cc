@@ -37,8 +37,8 @@ TEST(Float16, KnownValues) {
   EXPECT_EQ(float16_to_float(0x3c00), 1.0f);
   EXPECT_EQ(float16_to_float(0xc000), -2.0f);
   EXPECT_EQ(float16_to_float(0x7bff), 65504.0f);
-  EXPECT_EQ(float16_to_float(0x0400), std::ldexp(1.0f, -14));    // smallest normal
-  EXPECT_EQ(float16_to_float(0x0001), std::ldexp(1.0f, -24));    // smallest subnormal
+  EXPECT_EQ(float16_to_float(0x0400), std::ldexp(1.0f, -14));         // smallest normal
+  EXPECT_EQ(float16_to_float(0x0001), std::ldexp(1.0f, -24));         // smallest subnormal
   EXPECT_EQ(float16_to_float(0x03ff), 1023 * std::ldexp(1.0f, -24));  // largest subnormal
   EXPECT_EQ(float16_to_float(0x8001), -std::ldexp(1.0f, -24));
   EXPECT_EQ(float16_to_float(0x3555), 0.333251953125f);
@@ -77,7 +77,7 @@ TEST(BFloat16, KnownValuesAndAllPatterns) {
   EXPECT_EQ(bfloat16_to_float(0xc040), -3.0f);
   EXPECT_EQ(bfloat16_to_float(0x4049), 3.140625f);
   EXPECT_EQ(bfloat16_to_float(0x0001), std::ldexp(1.0f, -133));  // subnormal
-  EXPECT_EQ(bfloat16_to_float(0x7f7f), 0x1.fep127f);               // largest finite
+  EXPECT_EQ(bfloat16_to_float(0x7f7f), 0x1.fep127f);             // largest finite
   EXPECT_EQ(bfloat16_to_float(0x7f80), std::numeric_limits<float>::infinity());
   EXPECT_EQ(bfloat16_to_float(0xff80), -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(bfloat16_to_float(0x7fc0)));

@@ -28,9 +28,9 @@
 namespace tensorscope::compare {
 namespace {
 
+using testing::CliRun;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::CliRun;
 using testing::TempDir;
 using wire::DType;
 namespace fs = std::filesystem;
@@ -38,9 +38,8 @@ namespace fs = std::filesystem;
 void put(const std::string& root, const std::string& rel, const std::vector<float>& values) {
   const fs::path path = fs::path(root) / rel;
   fs::create_directories(path.parent_path());
-  Status written = recording::write_npy(path.string(), DType::kFloat32,
-                             {static_cast<int64_t>(values.size())}, values.data(),
-                             values.size() * sizeof(float));
+  Status written = recording::write_npy(path.string(), DType::kFloat32, {static_cast<int64_t>(values.size())},
+                                        values.data(), values.size() * sizeof(float));
   ASSERT_TRUE(written) << written.message();
 }
 
@@ -64,8 +63,7 @@ struct Dumps {
   }
 };
 
-CompareReport compare_ok(const std::string& a, const std::string& b,
-                         CompareTolerance tolerance = {}) {
+CompareReport compare_ok(const std::string& a, const std::string& b, CompareTolerance tolerance = {}) {
   auto report = compare_paths(a, b, tolerance);
   EXPECT_TRUE(report) << report.message();
   return report ? *report : CompareReport{};
@@ -161,8 +159,7 @@ TEST(DumpCompareTest, ShapeMismatchInsideDirectories) {
   const CompareReport r = compare_ok(d.a.path(), d.b.path());
   ASSERT_EQ(r.first_divergence, 0);
   EXPECT_EQ(r.entries[0].verdict, CompareVerdict::kShapeMismatch);
-  EXPECT_THAT(format_entry(r.entries[0]),
-              HasSubstr("shape mismatch: float32[3] vs float32[2]"));
+  EXPECT_THAT(format_entry(r.entries[0]), HasSubstr("shape mismatch: float32[3] vs float32[2]"));
 }
 
 TEST(DumpCompareTest, BadInputIsAnError) {

@@ -60,8 +60,8 @@ void record(const std::string& dir, const std::vector<Value>& values, bool chang
     r.rank = v.rank;
     r.step = v.step;
     r.dtype = DType::kFloat32;
-    r.shape = v.data.size() == 6 ? std::vector<int64_t>{2, 3}
-                                 : std::vector<int64_t>{static_cast<int64_t>(v.data.size())};
+    r.shape =
+        v.data.size() == 6 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{static_cast<int64_t>(v.data.size())};
     r.data = v.data.data();
     r.bytes = v.data.size() * sizeof(float);
     Status appended = (*sink)->append(r);
@@ -121,8 +121,7 @@ TEST(Hdf5Compare, EqualRecordingsMatch) {
   record(a.path(), run_values(), true);
   record(b.path(), run_values(), false);
   for (const auto& [pa, pb] :
-       {std::pair(a.path(), b.path()),
-        std::pair(a.path() + "/rank0_pid1.0.h5", b.path() + "/rank0_pid1.0.h5")}) {
+       {std::pair(a.path(), b.path()), std::pair(a.path() + "/rank0_pid1.0.h5", b.path() + "/rank0_pid1.0.h5")}) {
     auto r = compare_paths(pa, pb, CompareTolerance{});
     ASSERT_TRUE(r) << r.message();
     EXPECT_TRUE(r->directories);
@@ -291,8 +290,8 @@ TEST(Hdf5Compare, StreamNamesWithSlashesPairWithTheirNpyDumps) {
 int run_cli(const std::string& a, const std::string& b, std::string* err) {
   TempDir out("h5cli");
   const std::string err_path = out.path() + "/err";
-  const std::string command = std::string(TENSORSCOPE_CLI_PATH) + " compare '" + a + "' '" + b +
-                              "' > /dev/null 2> '" + err_path + "'";
+  const std::string command =
+      std::string(TENSORSCOPE_CLI_PATH) + " compare '" + a + "' '" + b + "' > /dev/null 2> '" + err_path + "'";
   const int status = std::system(command.c_str());
   std::ifstream in(err_path);
   std::stringstream text;
@@ -358,8 +357,7 @@ TEST(Hdf5ReaderProcess, AFileThatHangsLibhdf5IsAnErrorAfterTheTimeout) {
   for (const std::string& file : hanging) {
     const auto begin = std::chrono::steady_clock::now();
     auto hung = reader.list(file);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     ASSERT_FALSE(hung) << file;
     EXPECT_THAT(hung.message(), HasSubstr("libhdf5 did not finish reading " + file + " in 1.5 s"));
     EXPECT_GE(seconds, 1.4) << file;
@@ -375,9 +373,8 @@ TEST(Hdf5ReaderProcess, AFileThatHangsLibhdf5IsAnErrorAfterTheTimeout) {
 
 TEST(Hdf5ReaderProcess, TheCommandLineToolStopsOnAHangingFile) {
   TempDir out("h5hangcli");
-  const std::string command = "timeout 120 " + std::string(TENSORSCOPE_CLI_PATH) +
-                              " compare --hdf5-timeout 1 '" + kHangingFile + "' '" + kHangingFile +
-                              "' > /dev/null 2> '" + out.path() + "/err'";
+  const std::string command = "timeout 120 " + std::string(TENSORSCOPE_CLI_PATH) + " compare --hdf5-timeout 1 '" +
+      kHangingFile + "' '" + kHangingFile + "' > /dev/null 2> '" + out.path() + "/err'";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);  // not 124: timeout(1) did not have to stop it

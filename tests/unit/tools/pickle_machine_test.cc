@@ -48,9 +48,9 @@ std::string kitchen_sink() {
   p.proto().empty_dict().put(0).mark();
   p.str("small").integer(5);
   p.str("neg").integer(-7);
-  p.str("big").op(0x8a).op(2).op(0xd4).op(0xfe);  // LONG1 -300
-  p.str("huge").op(0x8a).op(9).raw(std::string(9, '\x01'));  // LONG1 over 8 bytes
-  p.str("u16").op('M').op(0x34).op(0x12);                   // BININT2 0x1234
+  p.str("big").op(0x8a).op(2).op(0xd4).op(0xfe);                       // LONG1 -300
+  p.str("huge").op(0x8a).op(9).raw(std::string(9, '\x01'));            // LONG1 over 8 bytes
+  p.str("u16").op('M').op(0x34).op(0x12);                              // BININT2 0x1234
   p.str("float").op('G').raw(std::string("\x3f\xf8\0\0\0\0\0\0", 8));  // 1.5
   p.str("none").none();
   p.str("yes").boolean(true);
@@ -138,17 +138,17 @@ TEST(PickleMachineTest, GlobalsBecomeInertObjects) {
 
 TEST(PickleMachineTest, Protocol4FramesStackGlobalAndMemoize) {
   PickleBytes p;
-  p.proto(4).op(0x95).raw(std::string("\x20\0\0\0\0\0\0\0", 8));  // FRAME of 32 bytes
+  p.proto(4).op(0x95).raw(std::string("\x20\0\0\0\0\0\0\0", 8));   // FRAME of 32 bytes
   p.op(0x8c).op(11).raw("collections").op(0x94);                   // MEMOIZE -> 0
   p.op(0x8c).op(11).raw("OrderedDict").op(0x94);                   // 1
   p.op(0x93).op(0x94);                                             // STACK_GLOBAL, 2
   p.empty_tuple().reduce().op(0x94);                               // a dict, 3
-  p.op(0x8d).raw(std::string("\x01\0\0\0\0\0\0\0", 8)).raw("k");  // BINUNICODE8
+  p.op(0x8d).raw(std::string("\x01\0\0\0\0\0\0\0", 8)).raw("k");   // BINUNICODE8
   p.op(0x8e).raw(std::string("\x02\0\0\0\0\0\0\0", 8)).raw("vv");  // BINBYTES8
   p.setitem();
   p.op(0x8f).mark().integer(1).integer(2).op(0x90);  // EMPTY_SET, ADDITEMS
-  p.op('0');                                          // POP the set
-  p.op('h').op(1).op('2').op('0').op('0');            // BINGET, DUP, POP, POP
+  p.op('0');                                         // POP the set
+  p.op('h').op(1).op('2').op('0').op('0');           // BINGET, DUP, POP, POP
   p.stop();
   PickleMachine m;
   run_ok(m, p.bytes());
@@ -177,10 +177,20 @@ TEST(PickleMachineTest, BadInputIsAnErrorWithTheOffset) {
       {std::string("\x80\x02}(K\x01u.", 7), "odd number"},
       {std::string("\x80\x02t.", 4), "no MARK to close"},
       {std::string("\x80\x02X\xff\xff\xff\x7f", 7), "truncated: a string of 2147483647 bytes"},
-      {std::string("\x80\x02" "cos\nsystem", 11), "truncated: line without its newline"},
-      {std::string("\x80\x02" "c", 3) + std::string(5000, 'a') + "\n", "line longer than"},
+      {std::string("\x80\x02"
+                   "cos\nsystem",
+                   11),
+       "truncated: line without its newline"},
+      {std::string("\x80\x02"
+                   "c",
+                   3) +
+           std::string(5000, 'a') + "\n",
+       "line longer than"},
       {std::string("\x80\x02NK\x01R.", 7), "REDUCE arguments are not a tuple"},
-      {std::string("\x80\x02(N\x8c\x01" "a\x93.", 9), "STACK_GLOBAL without two strings"},
+      {std::string("\x80\x02(N\x8c\x01"
+                   "a\x93.",
+                   9),
+       "STACK_GLOBAL without two strings"},
   };
   for (const Case& c : cases) {
     const std::string message = run_error(c.bytes);
@@ -260,7 +270,10 @@ TEST(PickleMachineTest, DeepAndCyclicGraphs) {
     EXPECT_EQ(m.object_count(), depth);
   }
   PickleMachine cyclic;
-  run_ok(cyclic, std::string("\x80\x02]q\x00h\x00" "a.", 9));  // l = []; l.append(l)
+  run_ok(cyclic,
+         std::string("\x80\x02]q\x00h\x00"
+                     "a.",
+                     9));  // l = []; l.append(l)
   const PickleObject* l = cyclic.as(cyclic.root(), PickleType::kList);
   ASSERT_NE(l, nullptr);
   ASSERT_EQ(l->items.size(), 1u);

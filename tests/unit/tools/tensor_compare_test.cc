@@ -31,8 +31,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 template <typename T>
-std::string write(const TempDir& dir, const std::string& name, DType dtype,
-                  const std::vector<int64_t>& shape, const std::vector<T>& values) {
+std::string write(const TempDir& dir, const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                  const std::vector<T>& values) {
   const std::string path = dir.path() + "/" + name;
   Status written = recording::write_npy(path, dtype, shape, values.data(), values.size() * sizeof(T));
   EXPECT_TRUE(written) << written.message();
@@ -47,8 +47,7 @@ std::string write_f32(const TempDir& dir, const std::string& name, const std::ve
   return write(dir, name, DType::kFloat32, {static_cast<int64_t>(v.size())}, v);
 }
 
-TensorCompareResult compare_ok(const std::string& a, const std::string& b,
-                               CompareTolerance tolerance = {},
+TensorCompareResult compare_ok(const std::string& a, const std::string& b, CompareTolerance tolerance = {},
                                size_t chunk = kCompareChunkBytes) {
   auto result = compare_npy_files(a, b, tolerance, chunk);
   EXPECT_TRUE(result) << result.message();
@@ -61,8 +60,7 @@ struct Expected {
   double max_abs = 0, max_rel = 0, cosine = 0;
   int64_t first = -1;
 };
-Expected reference(const std::vector<double>& a, const std::vector<double>& b,
-                   CompareTolerance t) {
+Expected reference(const std::vector<double>& a, const std::vector<double>& b, CompareTolerance t) {
   Expected e;
   long double dot = 0, na = 0, nb = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -236,14 +234,12 @@ TEST(TensorCompareTest, Float32FilesMatchTheDoubleReference) {
 
 TEST(TensorCompareTest, NaNEqualsNaNOnlyAtTheSamePosition) {
   TempDir dir;
-  const auto same = compare_ok(write_f64(dir, "a.npy", {kNaN, 1.0, kNaN}),
-                               write_f64(dir, "b.npy", {kNaN, 1.0, kNaN}));
+  const auto same = compare_ok(write_f64(dir, "a.npy", {kNaN, 1.0, kNaN}), write_f64(dir, "b.npy", {kNaN, 1.0, kNaN}));
   EXPECT_TRUE(same.allclose());
   EXPECT_EQ(same.max_abs_error, 0.0);
   EXPECT_NEAR(same.cosine, 1.0, 1e-15);
 
-  const auto moved = compare_ok(write_f64(dir, "c.npy", {kNaN, 1.0, 2.0}),
-                                write_f64(dir, "d.npy", {1.0, 1.0, kNaN}));
+  const auto moved = compare_ok(write_f64(dir, "c.npy", {kNaN, 1.0, 2.0}), write_f64(dir, "d.npy", {1.0, 1.0, kNaN}));
   EXPECT_FALSE(moved.allclose());
   EXPECT_EQ(moved.mismatches, 2u);
   EXPECT_EQ(moved.nonfinite_mismatches, 2u);
@@ -253,11 +249,8 @@ TEST(TensorCompareTest, NaNEqualsNaNOnlyAtTheSamePosition) {
 
 TEST(TensorCompareTest, InfinitiesMatchOnlyTheSameInfinity) {
   TempDir dir;
-  EXPECT_TRUE(compare_ok(write_f64(dir, "a.npy", {kInf, -kInf}),
-                         write_f64(dir, "b.npy", {kInf, -kInf}))
-                  .allclose());
-  const auto r = compare_ok(write_f64(dir, "c.npy", {kInf, 1.0, 5.0}),
-                            write_f64(dir, "d.npy", {-kInf, kInf, 5.0}));
+  EXPECT_TRUE(compare_ok(write_f64(dir, "a.npy", {kInf, -kInf}), write_f64(dir, "b.npy", {kInf, -kInf})).allclose());
+  const auto r = compare_ok(write_f64(dir, "c.npy", {kInf, 1.0, 5.0}), write_f64(dir, "d.npy", {-kInf, kInf, 5.0}));
   EXPECT_EQ(r.mismatches, 2u);
   EXPECT_EQ(r.nonfinite_mismatches, 2u);
 }
@@ -287,12 +280,10 @@ TEST(TensorCompareTest, MixedDTypesCompareAsValues) {
   EXPECT_EQ(ri.mismatches, 1u);
   EXPECT_DOUBLE_EQ(ri.max_abs_error, 0.5);
 
-  const std::string pbool =
-      write(dir, "bool.npy", DType::kBool, {3}, std::vector<uint8_t>{1, 0, 7});
+  const std::string pbool = write(dir, "bool.npy", DType::kBool, {3}, std::vector<uint8_t>{1, 0, 7});
   const std::string pu8 = write(dir, "u8.npy", DType::kUInt8, {3}, std::vector<uint8_t>{1, 0, 1});
   EXPECT_TRUE(compare_ok(pbool, pu8).allclose());  // any non-zero bool byte is 1
-  const std::string pi64 =
-      write(dir, "i64.npy", DType::kInt64, {3}, std::vector<int64_t>{-5, 0, 1});
+  const std::string pi64 = write(dir, "i64.npy", DType::kInt64, {3}, std::vector<int64_t>{-5, 0, 1});
   const std::string pi8 = write(dir, "i8.npy", DType::kInt8, {3}, std::vector<int8_t>{-5, 0, 1});
   EXPECT_TRUE(compare_ok(pi64, pi8).allclose());
 }
@@ -333,7 +324,7 @@ TEST(TensorCompareTest, AllZeroVectorsCosine) {
   const auto zn = compare_ok(z1, nz);
   EXPECT_EQ(zn.cosine, 0.0);
   EXPECT_EQ(zn.mismatches, 1u);
-  EXPECT_EQ(zn.max_rel_error, 1.0);  // |0 - 1e-3| / 1e-3
+  EXPECT_EQ(zn.max_rel_error, 1.0);                  // |0 - 1e-3| / 1e-3
   EXPECT_EQ(compare_ok(nz, z1).max_rel_error, 0.0);  // b == 0 everywhere: skipped
 }
 

@@ -36,12 +36,12 @@
 namespace tensorscope::compare {
 namespace {
 
+using testing::CliRun;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::CliRun;
-using testing::slurp;
 using testing::PickleBytes;
+using testing::slurp;
 using testing::TempDir;
 using testing::torch_test_base;
 using testing::torch_test_bytes;
@@ -74,8 +74,7 @@ std::vector<double> changed(std::vector<double> values, size_t at, const std::st
   return values;
 }
 
-CompareReport compare_ok(const std::string& a, const std::string& b,
-                         CompareTolerance tolerance = kExact) {
+CompareReport compare_ok(const std::string& a, const std::string& b, CompareTolerance tolerance = kExact) {
   auto report = compare_paths(a, b, tolerance);
   EXPECT_TRUE(report) << report.message();
   return report ? *report : CompareReport{};
@@ -108,12 +107,12 @@ const std::string& generated_dir(std::string* why) {
   return failure.empty() ? dir->path() : empty;
 }
 
-#define REQUIRE_GENERATED(dir)                            \
-  std::string why_;                                       \
-  const std::string& dir = generated_dir(&why_);          \
-  if (dir.empty()) {                                      \
+#define REQUIRE_GENERATED(dir)                                     \
+  std::string why_;                                                \
+  const std::string& dir = generated_dir(&why_);                   \
+  if (dir.empty()) {                                               \
     if (why_.rfind("built without", 0) == 0) GTEST_SKIP() << why_; \
-    FAIL() << why_;                                       \
+    FAIL() << why_;                                                \
   }
 
 TEST(TorchRoundTrip, EveryDtypeSavedByLibtorchMatchesNpyExactly) {
@@ -209,8 +208,7 @@ TEST(TorchRoundTrip, PickleSaveOfDictAndList) {
   EXPECT_EQ(r.matched, 2u) << format_summary(r);
   EXPECT_EQ(r.exit_code(), 0);
   put_npy(list_dir.path(), "0.npy", "float64", {3, 5}, torch_test_base("float64"));
-  put_npy(list_dir.path(), "1.npy", "int32", {5, 3},
-          view_values(torch_test_base("int32"), 0, {5, 3}, {1, 5}));
+  put_npy(list_dir.path(), "1.npy", "int32", {5, 3}, view_values(torch_test_base("int32"), 0, {5, 3}, {1, 5}));
   r = compare_ok(gen + "/pickle_list.pt", list_dir.path());
   EXPECT_EQ(r.matched, 2u) << format_summary(r);
   // Two multi-tensor files are paired by name: nothing in common here.
@@ -240,8 +238,7 @@ TEST(TorchRoundTrip, DirectoriesOfPtFilesAgainstNpyDumps) {
     EXPECT_EQ(e.verdict, CompareVerdict::kMatch) << format_entry(e);
     EXPECT_EQ(e.step, 3);
   }
-  EXPECT_THAT(names, ElementsAre("step_3/lone", "step_3/model/b", "step_3/model/w", "step_3/plain",
-                                 "step_3/x/0"));
+  EXPECT_THAT(names, ElementsAre("step_3/lone", "step_3/model/b", "step_3/model/w", "step_3/plain", "step_3/x/0"));
   // A corrupt .pt inside a directory: an ERROR entry naming it, the rest still compared.
   testing::write_bytes(a.path() + "/step_3/x.pt", "garbage");
   r = compare_ok(a.path(), b.path());
@@ -351,9 +348,8 @@ struct PtFiles {
     p.str("b").tensor("LongStorage", "1", 3, 0, {3}, {1});
     p.setitems().stop();
     multi = dir.path() + "/multi.pt";
-    testing::write_zip_file(multi, testing::torch_zip_spec("multi", p.bytes(),
-                                                           {{"0", testing::bytes_of(w)},
-                                                            {"1", testing::bytes_of(b)}}));
+    testing::write_zip_file(
+        multi, testing::torch_zip_spec("multi", p.bytes(), {{"0", testing::bytes_of(w)}, {"1", testing::bytes_of(b)}}));
     PickleBytes q;
     q.proto().tensor("FloatStorage", "0", 6, 0, {3, 2}, {1, 3}).stop();  // w transposed
     lone = dir.path() + "/lone.pt";

@@ -113,12 +113,11 @@ TEST(TorchFileSourceTest, ContainersNameTheirTensors) {
   p.setitems().stop();
   const std::vector<double> doubles = {1.5, -2.5};
   const std::vector<int64_t> longs = {int64_t{1} << 40};
-  const std::string path = write_pt(
-      dir, "multi.pt",
-      torch_zip_spec("archive", p.bytes(),
-                     {{"0", testing::bytes_of(iota_floats(6))},
-                      {"1", testing::bytes_of(doubles)},
-                      {"2", testing::bytes_of(longs)}}));
+  const std::string path = write_pt(dir, "multi.pt",
+                                    torch_zip_spec("archive", p.bytes(),
+                                                   {{"0", testing::bytes_of(iota_floats(6))},
+                                                    {"1", testing::bytes_of(doubles)},
+                                                    {"2", testing::bytes_of(longs)}}));
   auto tensors = list_torch_tensors(path);
   ASSERT_TRUE(tensors) << tensors.message();
   std::vector<std::string> names;
@@ -190,21 +189,22 @@ TEST(TorchFileSourceTest, NonContiguousViewsAtEveryChunkSize) {
     std::vector<int64_t> size, stride;
   };
   const std::vector<View> views = {
-      {0, {64, 64}, {1, 64}},           // transposed 64 x 64
-      {7, {10, 3, 4}, {300, 1, 75}},    // offset, mixed strides
-      {100, {5, 6}, {0, 2}},            // stride 0 (expand)
-      {4095, {1, 1}, {9999, 1}},        // one element at the end, huge unused stride
-      {3, {0, 5}, {1, 1}},              // empty
-      {10, {3, 1, 4}, {4, 77, 1}},      // contiguous despite the size-1 stride
-      {0, {16, 16, 16}, {1, 256, 16}},  // a permutation of a contiguous [16, 16, 16]
+      {0, {64, 64}, {1, 64}},                  // transposed 64 x 64
+      {7, {10, 3, 4}, {300, 1, 75}},           // offset, mixed strides
+      {100, {5, 6}, {0, 2}},                   // stride 0 (expand)
+      {4095, {1, 1}, {9999, 1}},               // one element at the end, huge unused stride
+      {3, {0, 5}, {1, 1}},                     // empty
+      {10, {3, 1, 4}, {4, 77, 1}},             // contiguous despite the size-1 stride
+      {0, {16, 16, 16}, {1, 256, 16}},         // a permutation of a contiguous [16, 16, 16]
       {0, {8, 4, 16, 8}, {128, 1024, 1, 16}},  // a 4-d permutation
-      {5, {3, 7, 2}, {0, 500, 0}},      // two expanded dims
+      {5, {3, 7, 2}, {0, 500, 0}},             // two expanded dims
   };
   PickleBytes p;
   p.proto().empty_list().mark();
   for (const View& v : views) p.tensor("DoubleStorage", "0", n, v.offset, v.size, v.stride);
   p.appends().stop();
-  const std::string path = write_pt(dir, "views.pt", torch_zip_spec("views", p.bytes(), {{"0", testing::bytes_of(base)}}));
+  const std::string path =
+      write_pt(dir, "views.pt", torch_zip_spec("views", p.bytes(), {{"0", testing::bytes_of(base)}}));
   auto tensors = list_torch_tensors(path);
   ASSERT_TRUE(tensors) << tensors.message();
   ASSERT_EQ(tensors->size(), views.size());
@@ -212,10 +212,8 @@ TEST(TorchFileSourceTest, NonContiguousViewsAtEveryChunkSize) {
   for (size_t i = 0; i < views.size(); ++i) {
     const TorchTensor& t = (*tensors)[i];
     ASSERT_TRUE(t.error.empty()) << t.error;
-    const std::vector<double> expected =
-        testing::view_values(base, views[i].offset, views[i].size, views[i].stride);
-    for (size_t chunk : {size_t{8}, size_t{24}, size_t{136}, size_t{1000}, size_t{8192},
-                         size_t{1} << 20}) {
+    const std::vector<double> expected = testing::view_values(base, views[i].offset, views[i].size, views[i].stride);
+    for (size_t chunk : {size_t{8}, size_t{24}, size_t{136}, size_t{1000}, size_t{8192}, size_t{1} << 20}) {
       auto got = read_all(t, chunk);
       ASSERT_TRUE(got) << got.message();
       EXPECT_EQ(*got, expected) << "view " << i << " chunk " << chunk;
@@ -226,17 +224,16 @@ TEST(TorchFileSourceTest, NonContiguousViewsAtEveryChunkSize) {
 TEST(TorchFileSourceTest, EveryDtype) {
   TempDir dir("pt");
   const std::vector<std::pair<std::string, std::string>> storage_types = {
-      {"float32", "FloatStorage"}, {"float64", "DoubleStorage"}, {"float16", "HalfStorage"},
-      {"bfloat16", "BFloat16Storage"}, {"int8", "CharStorage"}, {"int16", "ShortStorage"},
-      {"int32", "IntStorage"}, {"int64", "LongStorage"}, {"uint8", "ByteStorage"},
+      {"float32", "FloatStorage"},     {"float64", "DoubleStorage"}, {"float16", "HalfStorage"},
+      {"bfloat16", "BFloat16Storage"}, {"int8", "CharStorage"},      {"int16", "ShortStorage"},
+      {"int32", "IntStorage"},         {"int64", "LongStorage"},     {"uint8", "ByteStorage"},
       {"bool", "BoolStorage"}};
   for (const auto& [dtype, storage_type] : storage_types) {
     const std::vector<double> values = testing::torch_test_base(dtype);
     PickleBytes p;
     p.proto().tensor(storage_type, "0", 15, 0, {5, 3}, {1, 5}).stop();  // transposed
-    const std::string path = write_pt(
-        dir, dtype + ".pt",
-        torch_zip_spec("x", p.bytes(), {{"0", testing::torch_test_bytes(dtype, values)}}));
+    const std::string path =
+        write_pt(dir, dtype + ".pt", torch_zip_spec("x", p.bytes(), {{"0", testing::torch_test_bytes(dtype, values)}}));
     auto tensors = list_torch_tensors(path);
     ASSERT_TRUE(tensors) << tensors.message();
     ASSERT_EQ(tensors->size(), 1u);
@@ -248,7 +245,9 @@ TEST(TorchFileSourceTest, EveryDtype) {
   // The newer spelling: a dtype global instead of a storage class.
   PickleBytes p;
   p.proto().tensor("bfloat16", "0", 2, 0, {2}, {1}).stop();
-  const std::string path = write_pt(dir, "dtype_global.pt", torch_zip_spec("x", p.bytes(), {{"0", testing::torch_test_bytes("bfloat16", {1.5, -2.0})}}));
+  const std::string path =
+      write_pt(dir, "dtype_global.pt",
+               torch_zip_spec("x", p.bytes(), {{"0", testing::torch_test_bytes("bfloat16", {1.5, -2.0})}}));
   auto tensors = list_torch_tensors(path);
   ASSERT_TRUE(tensors) << tensors.message();
   EXPECT_EQ((*tensors)[0].dtype, DType::kBFloat16);
@@ -272,8 +271,7 @@ TEST(TorchFileSourceTest, UnreadableTensorsAreListedWithAnErrorNamingThem) {
   p.setitems().stop();
   const std::string floats = testing::bytes_of(iota_floats(4));
   testing::ZipSpec spec = torch_zip_spec(
-      "archive", p.bytes(),
-      {{"0", std::string(16, '\0')}, {"1", floats}, {"2", floats}, {"3", floats.substr(0, 8)}});
+      "archive", p.bytes(), {{"0", std::string(16, '\0')}, {"1", floats}, {"2", floats}, {"3", floats.substr(0, 8)}});
   for (auto& e : spec.entries) {
     if (e.name == "archive/data/2") e.method = 8;
   }
@@ -319,8 +317,7 @@ TEST(TorchFileSourceTest, FileLevelErrorsNameTheFile) {
   PickleBytes bad_pickle;
   bad_pickle.proto().op('I').raw("1\n").stop();
   const std::vector<Case> cases = {
-      {"big.pt", testing::build_zip(torch_zip_spec("big", p.bytes(), {{"0", one_float}}, "big")),
-       "big-endian"},
+      {"big.pt", testing::build_zip(torch_zip_spec("big", p.bytes(), {{"0", one_float}}, "big")), "big-endian"},
       {"weird.pt", testing::build_zip(torch_zip_spec("w", p.bytes(), {{"0", one_float}}, "middle")),
        "unknown byteorder"},
       {"legacy.pt", std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19\x2e", 15),
@@ -353,8 +350,8 @@ TEST(TorchFileSourceTest, EveryTruncationIsAnError) {
   p.str("w").tensor("FloatStorage", "0", 6, 0, {2, 3}, {3, 1});
   p.str("t").tensor("FloatStorage", "0", 6, 0, {3, 2}, {1, 3});
   p.setitems().stop();
-  const std::string full = testing::build_zip(
-      torch_zip_spec("archive", p.bytes(), {{"0", testing::bytes_of(iota_floats(6))}}));
+  const std::string full =
+      testing::build_zip(torch_zip_spec("archive", p.bytes(), {{"0", testing::bytes_of(iota_floats(6))}}));
   const std::string path = dir.path() + "/cut.pt";
   ASSERT_TRUE(testing::write_bytes(path, full));
   ASSERT_TRUE(list_torch_tensors(path));
@@ -374,8 +371,7 @@ TEST(TorchFileSourceTest, EverySingleByteCorruptionIsHandled) {
   p.str("w").tensor("FloatStorage", "0", 6, 0, {2, 3}, {3, 1});
   p.str("t").tensor("FloatStorage", "0", 6, 1, {2, 2}, {1, 3});
   p.setitems().stop();
-  testing::ZipSpec spec =
-      torch_zip_spec("archive", p.bytes(), {{"0", testing::bytes_of(iota_floats(6))}});
+  testing::ZipSpec spec = torch_zip_spec("archive", p.bytes(), {{"0", testing::bytes_of(iota_floats(6))}});
   spec.align = 0;
   const std::string full = testing::build_zip(spec);
   const std::string path = dir.path() + "/flip.pt";
@@ -447,10 +443,8 @@ TEST(TorchFileSourceTest, StorageBeyondFourGiB) {
 // ---- hostile files ----------------------------------------------------------------------
 
 // A .pt file whose data.pkl is `pickle`, with one float storage "0" of `numel` elements.
-std::string write_hostile(const TempDir& dir, const std::string& name, const std::string& pickle,
-                          size_t numel = 6) {
-  return write_pt(dir, name,
-                  torch_zip_spec("archive", pickle, {{"0", testing::bytes_of(iota_floats(numel))}}));
+std::string write_hostile(const TempDir& dir, const std::string& name, const std::string& pickle, size_t numel = 6) {
+  return write_pt(dir, name, torch_zip_spec("archive", pickle, {{"0", testing::bytes_of(iota_floats(numel))}}));
 }
 
 // Lists `path` in a child process whose address space may grow only 1 GiB more: the
@@ -462,7 +456,7 @@ void expect_refused(const std::string& path, const std::string& want) {
         if (!testing::limit_address_space(1024)) std::_Exit(3);
         auto tensors = list_torch_tensors(path);
         const bool ok = !tensors && tensors.message().find(path) != std::string::npos &&
-                        tensors.message().find(want) != std::string::npos;
+            tensors.message().find(want) != std::string::npos;
         std::fprintf(stderr, "%s\n", tensors ? "listed" : tensors.message().substr(0, 300).c_str());
         std::_Exit(ok ? 0 : 1);
       },
@@ -496,8 +490,7 @@ std::string shared_list_dag(int depth, const std::string& leaf) {
   return p.stop().bytes();
 }
 
-std::string tensor_fragment(const std::vector<int64_t>& shape = {6},
-                            const std::vector<int64_t>& stride = {1}) {
+std::string tensor_fragment(const std::vector<int64_t>& shape = {6}, const std::vector<int64_t>& stride = {1}) {
   PickleBytes p;
   p.tensor("FloatStorage", "0", 6, 0, shape, stride);
   return p.bytes();
@@ -571,8 +564,7 @@ TEST(TorchFileSourceTest, NamesInAllAreCapped) {
   p.proto().raw(leaf.bytes()).put(0).pop().empty_list().mark();
   for (int i = 0; i < 9000; ++i) p.get(0);
   const std::string path = write_hostile(dir, "names.pt", p.appends().stop().bytes());
-  expect_refused(path, "tensor names longer than " + std::to_string(kMaxTorchNameTotalBytes >> 20) +
-                           " MiB in all");
+  expect_refused(path, "tensor names longer than " + std::to_string(kMaxTorchNameTotalBytes >> 20) + " MiB in all");
 }
 
 // A dict of 20000 entries (no tensor) reached 4096 times: 82M steps, refused quickly
@@ -591,10 +583,9 @@ TEST(TorchFileSourceTest, WalkingSharedContainersIsBounded) {
 TEST(TorchFileSourceTest, TheListingIsCapped) {
   TempDir dir("pt");
   const std::string path = write_hostile(
-      dir, "dims.pt",
-      shared_list_dag(17, tensor_fragment(std::vector<int64_t>(255, 1), std::vector<int64_t>(255, 0))));
-  expect_refused(path, "listing its tensors would take more than " +
-                           std::to_string(kMaxTorchListingBytes >> 20) + " MiB");
+      dir, "dims.pt", shared_list_dag(17, tensor_fragment(std::vector<int64_t>(255, 1), std::vector<int64_t>(255, 0))));
+  expect_refused(path,
+                 "listing its tensors would take more than " + std::to_string(kMaxTorchListingBytes >> 20) + " MiB");
 }
 
 // A storage key too long for any zip entry: that tensor's error, quoting only its start.

@@ -17,8 +17,8 @@
 namespace tensorscope::compare {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::build_zip;
+using ::testing::HasSubstr;
 using testing::TempDir;
 using testing::write_bytes;
 using testing::write_zip_file;
@@ -32,8 +32,7 @@ ZipSpec small_spec() {
   return spec;
 }
 
-StatusOr<ZipArchive> open_bytes(const TempDir& dir, const std::string& bytes,
-                                const std::string& name = "a.zip") {
+StatusOr<ZipArchive> open_bytes(const TempDir& dir, const std::string& bytes, const std::string& name = "a.zip") {
   const std::string path = dir.path() + "/" + name;
   EXPECT_TRUE(write_bytes(path, bytes));
   return ZipArchive::open(path);
@@ -79,7 +78,7 @@ TEST(ZipArchiveTest, VariantsOfTheDirectoryRecords) {
   expect_small_entries(*zip);
 
   spec = small_spec();
-  spec.comment = std::string(65535, 'c');  // the longest comment; contains no signature
+  spec.comment = std::string(65535, 'c');      // the longest comment; contains no signature
   spec.comment.replace(100, 4, "PK\x05\x06");  // a fake signature inside the comment
   zip = open_bytes(dir, build_zip(spec));
   ASSERT_TRUE(zip) << zip.message();
@@ -152,8 +151,8 @@ TEST(ZipArchiveTest, CompressedAndEncryptedEntriesAreClearErrors) {
 
 TEST(ZipArchiveTest, NotAZip) {
   TempDir dir("zip");
-  for (const std::string& bytes : {std::string(), std::string("PK"), std::string(100, 'x'),
-                                   std::string("\x80\x02}q\x00.", 6)}) {
+  for (const std::string& bytes :
+       {std::string(), std::string("PK"), std::string(100, 'x'), std::string("\x80\x02}q\x00.", 6)}) {
     auto zip = open_bytes(dir, bytes, "n.zip");
     ASSERT_FALSE(zip);
     EXPECT_THAT(zip.message(), HasSubstr(dir.path() + "/n.zip: not a zip archive"));
@@ -233,14 +232,14 @@ TEST(ZipArchiveTest, HostileDirectoryValues) {
   // The central directory: offset and first entry.
   const size_t cd_offset = static_cast<size_t>(testing::build_zip_pieces(spec).pieces.back().first);
   const std::vector<Case> cases = {
-      {patched(eocd + 10, 0xFFFF, 2), "ZIP64"},                        // entries saturated
-      {patched(eocd + 8, 5, 2), "multi-disk"},                         // entries on disk != total
-      {patched(eocd + 4, 1, 2), "multi-disk"},                         // disk number
+      {patched(eocd + 10, 0xFFFF, 2), "ZIP64"},                               // entries saturated
+      {patched(eocd + 8, 5, 2), "multi-disk"},                                // entries on disk != total
+      {patched(eocd + 4, 1, 2), "multi-disk"},                                // disk number
       {patch(patched(eocd + 8, 4000, 2), eocd + 10, 4000, 2), "cannot fit"},  // too many entries
-      {patched(eocd + 16, 0xFFFFFF00u, 4), "lies outside the file"},   // CD offset
-      {patched(eocd + 12, 0x7FFFFFFFu, 4), "larger than"},              // CD size over the cap
-      {patched(cd_offset, 0x12345678u, 4), "bad signature"},           // first CD entry
-      {patched(cd_offset + 28, 5000, 2), "runs past"},                  // name length
+      {patched(eocd + 16, 0xFFFFFF00u, 4), "lies outside the file"},          // CD offset
+      {patched(eocd + 12, 0x7FFFFFFFu, 4), "larger than"},                    // CD size over the cap
+      {patched(cd_offset, 0x12345678u, 4), "bad signature"},                  // first CD entry
+      {patched(cd_offset + 28, 5000, 2), "runs past"},                        // name length
       {patched(cd_offset + 42, 0xFFFFFFF0u, 4), "lies outside the file's data area"},
       {patched(cd_offset + 20, 0x7FFFFFF0u, 4), "lies outside the file's data area"},
   };

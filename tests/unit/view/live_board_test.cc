@@ -106,7 +106,8 @@ TEST(LiveBoardTest, AReaderLappedLosesFramesButNeverReadsATornOne) {
   ASSERT_TRUE(reader.is_ok());
   std::atomic<bool> done{false};
   std::thread writing([&] {
-    for (int64_t step = 0; step < 20000; ++step) (*writer)->append(meta_for("s", step), image_for(step, 500 + static_cast<size_t>(step % 2000)));
+    for (int64_t step = 0; step < 20000; ++step)
+      (*writer)->append(meta_for("s", step), image_for(step, 500 + static_cast<size_t>(step % 2000)));
     done = true;
   });
   std::vector<LiveFrame> frames;
@@ -144,10 +145,18 @@ TEST(LiveBoardTest, OversizedFramesAreRefusedAndCounted) {
 TEST(LiveBoardTest, FilesThatAreNotBoardsAreRefused) {
   testing::TempDir dir("board");
   const std::string small = dir.path() + "/small";
-  { int fd = ::open(small.c_str(), O_CREAT | O_WRONLY, 0600); ASSERT_EQ(::write(fd, "hello", 5), 5); ::close(fd); }
+  {
+    int fd = ::open(small.c_str(), O_CREAT | O_WRONLY, 0600);
+    ASSERT_EQ(::write(fd, "hello", 5), 5);
+    ::close(fd);
+  }
   EXPECT_FALSE(LiveBoardReader::open(small).is_ok());
   const std::string zeros = dir.path() + "/zeros";
-  { int fd = ::open(zeros.c_str(), O_CREAT | O_WRONLY, 0600); ASSERT_EQ(::ftruncate(fd, kBoardHeaderBytes + kMinBoardCapacity), 0); ::close(fd); }
+  {
+    int fd = ::open(zeros.c_str(), O_CREAT | O_WRONLY, 0600);
+    ASSERT_EQ(::ftruncate(fd, kBoardHeaderBytes + kMinBoardCapacity), 0);
+    ::close(fd);
+  }
   auto r = LiveBoardReader::open(zeros);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.message().find("not a live board"), std::string::npos) << r.message();

@@ -23,15 +23,16 @@ void write_file(const std::string& path, const std::string& text) {
 
 std::string steps_file(const std::string& stream, const std::vector<int64_t>& steps) {
   std::string s = std::string(recording::kStepsMagic) + "\n{\"stream\":\"" + stream +
-                  "\",\"kind\":\"output\",\"device\":\"cpu\",\"rank\":0,\"pid\":1,\"mode\":\"line\"}\n";
+      "\",\"kind\":\"output\",\"device\":\"cpu\",\"rank\":0,\"pid\":1,\"mode\":\"line\"}\n";
   for (int64_t v : steps) s += std::to_string(v) + "\n";
   return s;
 }
 
 std::string entry(const std::string& path, const std::string& stream, int64_t frames, int64_t first, int64_t last) {
   return "{\"path\":\"" + path + "\",\"stream\":\"" + stream +
-         "\",\"kind\":\"output\",\"device\":\"cpu\",\"rank\":0,\"pid\":1,\"mode\":\"line\",\"frames\":" +
-         std::to_string(frames) + ",\"first_step\":" + std::to_string(first) + ",\"last_step\":" + std::to_string(last) + "}";
+      "\",\"kind\":\"output\",\"device\":\"cpu\",\"rank\":0,\"pid\":1,\"mode\":\"line\",\"frames\":" +
+      std::to_string(frames) + ",\"first_step\":" + std::to_string(first) + ",\"last_step\":" + std::to_string(last) +
+      "}";
 }
 
 TEST(SessionFilesTest, AStepMapsToTheFrameAtOrBeforeIt) {
@@ -39,8 +40,8 @@ TEST(SessionFilesTest, AStepMapsToTheFrameAtOrBeforeIt) {
   ::mkdir((dir.path() + "/steps").c_str(), 0755);
   write_file(dir.path() + "/steps/a0.mp4.steps", steps_file("a", {0, 2, 4, 6}));
   write_file(dir.path() + "/steps/a1.mp4.steps", steps_file("a", {10, 12}));
-  write_file(dir.path() + "/index.json", "{\"files\":[" + entry("a1.mp4", "a", 2, 10, 12) + "," +
-                                             entry("a0.mp4", "a", 4, 0, 6) + "]}");
+  write_file(dir.path() + "/index.json",
+             "{\"files\":[" + entry("a1.mp4", "a", 2, 10, 12) + "," + entry("a0.mp4", "a", 4, 0, 6) + "]}");
   SessionFiles files(dir.path());
   EXPECT_TRUE(files.refresh());
   EXPECT_FALSE(files.refresh());  // unchanged

@@ -88,8 +88,9 @@ std::string raw_exchange(int port, const std::string& request, int ms = 3000, bo
 
 std::string get(int port, const std::string& target, const std::string& extra = "",
                 const std::string& host = "127.0.0.1") {
-  return raw_exchange(port, "GET " + target + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
-                            "\r\nConnection: close\r\n" + extra + "\r\n");
+  return raw_exchange(port,
+                      "GET " + target + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
+                          "\r\nConnection: close\r\n" + extra + "\r\n");
 }
 
 int status_of(const std::string& response) {
@@ -113,7 +114,7 @@ class ViewServerTest : public ::testing::Test {
     write_file(session_dir_ + "/" + kVideo, video_bytes());
     write_file(session_dir_ + "/secret.txt", "not listed");
     std::string steps = std::string(recording::kStepsMagic) +
-                        "\n{\"stream\":\"a\",\"kind\":\"output\",\"device\":\"cpu\",\"rank\":0,\"pid\":1,\"mode\":\"line\"}\n";
+        "\n{\"stream\":\"a\",\"kind\":\"output\",\"device\":\"cpu\",\"rank\":0,\"pid\":1,\"mode\":\"line\"}\n";
     for (int s = 0; s < 10; ++s) steps += std::to_string(s) + "\n";
     write_file(session_dir_ + "/steps/" + kVideo + ".steps", steps);
     write_file(session_dir_ + "/index.json",
@@ -180,8 +181,8 @@ class ViewServerTest : public ::testing::Test {
   // Reads messages until one satisfies `want` (text JSON or binary frame), within 10 s.
   struct Message {
     bool binary = false;
-    nlohmann::json json;   // text, or a binary frame's header
-    std::string payload;   // a binary frame's image
+    nlohmann::json json;  // text, or a binary frame's header
+    std::string payload;  // a binary frame's image
   };
   Message read_until(websocket::stream<tcp::socket>& ws, const std::function<bool(const Message&)>& want) {
     beast::get_lowest_layer(ws).non_blocking(false);
@@ -193,7 +194,7 @@ class ViewServerTest : public ::testing::Test {
       std::string bytes = beast::buffers_to_string(buffer.data());
       if (m.binary) {
         const uint32_t n = static_cast<uint8_t>(bytes[0]) | static_cast<uint8_t>(bytes[1]) << 8 |
-                           static_cast<uint8_t>(bytes[2]) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(bytes[3])) << 24;
+            static_cast<uint8_t>(bytes[2]) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(bytes[3])) << 24;
         m.json = nlohmann::json::parse(bytes.substr(4, n));
         m.payload = bytes.substr(4 + n);
       } else {
@@ -222,7 +223,8 @@ TEST_F(ViewServerTest, ThePageIsPublicEveryDataRequestNeedsTheToken) {
   EXPECT_NE(page.find("Content-Security-Policy"), std::string::npos);
   EXPECT_EQ(status_of(get(port_, "/app.js")), 200);
   EXPECT_EQ(status_of(get(port_, "/style.css")), 200);
-  for (const std::string& target : std::vector<std::string>{"/api/tiles", "/api/health", "/api/videos", std::string("/files/0/") + kVideo, "/ws"}) {
+  for (const std::string& target :
+       std::vector<std::string>{"/api/tiles", "/api/health", "/api/videos", std::string("/files/0/") + kVideo, "/ws"}) {
     EXPECT_EQ(status_of(get(port_, target)), 403) << target;
     EXPECT_EQ(status_of(get(port_, target + "?t=wrong")), 403) << target;
     EXPECT_EQ(status_of(get(port_, target + "?t=" + token_.substr(0, 31))), 403) << target;
@@ -243,10 +245,11 @@ TEST_F(ViewServerTest, AHostHeaderNamingAnotherServerIsRefused) {
 TEST_F(ViewServerTest, OnlyFilesListedInTheIndexAreServed) {
   start();
   const std::string t = "?t=" + token_;
-  for (const std::string& target : std::vector<std::string>{
-           "/files/0/secret.txt", "/files/0/index.json", "/files/0/../sess/secret.txt", "/files/0/%2e%2e/sess/secret.txt",
-        "/files/0/steps/" + std::string(kVideo) + ".steps", "/files/0//etc/passwd", "/files/1/" + std::string(kVideo),
-        "/files/x/" + std::string(kVideo), "/files/0", "/files/", "/files/00000/a"}) {
+  for (const std::string& target :
+       std::vector<std::string>{"/files/0/secret.txt", "/files/0/index.json", "/files/0/../sess/secret.txt",
+                                "/files/0/%2e%2e/sess/secret.txt", "/files/0/steps/" + std::string(kVideo) + ".steps",
+                                "/files/0//etc/passwd", "/files/1/" + std::string(kVideo),
+                                "/files/x/" + std::string(kVideo), "/files/0", "/files/", "/files/00000/a"}) {
     const std::string r = get(port_, target + t);
     EXPECT_TRUE(status_of(r) == 404 || status_of(r) == 400) << target << ": " << r.substr(0, 40);
     EXPECT_EQ(r.find("not listed"), std::string::npos) << target;
@@ -273,9 +276,17 @@ TEST_F(ViewServerTest, VideosAreServedInRanges) {
 TEST_F(ViewServerTest, MalformedOversizedAndWritingRequestsGet4xxAndTheServerGoesOn) {
   start();
   EXPECT_EQ(status_of(raw_exchange(port_, "GARBAGE\r\n\r\n")), 400);
-  EXPECT_EQ(status_of(raw_exchange(port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n")), 413);
-  EXPECT_EQ(status_of(raw_exchange(port_, "POST /api/tiles?t=" + token_ + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")), 405);
-  EXPECT_EQ(status_of(raw_exchange(port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n" + std::string(100, 'x'))), 413);
+  EXPECT_EQ(status_of(raw_exchange(
+                port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n")),
+            413);
+  EXPECT_EQ(
+      status_of(raw_exchange(port_,
+                             "POST /api/tiles?t=" + token_ +
+                                 " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")),
+      405);
+  EXPECT_EQ(status_of(raw_exchange(
+                port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n" + std::string(100, 'x'))),
+            413);
   EXPECT_EQ(status_of(raw_exchange(port_, "GET /%zz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")), 400);
   EXPECT_EQ(status_of(raw_exchange(port_, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")), 400);  // TLS hello
   EXPECT_EQ(raw_exchange(port_, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", 300), "");  // slow: no answer yet, no crash
@@ -334,7 +345,7 @@ TEST_F(ViewServerTest, WorkersAreToldWhileAPageWatches) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(watch_file_fresh(watch));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(watch.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
@@ -342,8 +353,8 @@ TEST_F(ViewServerTest, WorkersAreToldWhileAPageWatches) {
 TEST_F(ViewServerTest, UpgradesWithoutTokenOrFromAnotherOriginAreRefused) {
   start();
   const std::string upgrade = "GET /ws?t=%s HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
-                              "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+      "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
   auto with = [&](const std::string& token, const std::string& extra) {
     std::string r = upgrade;
     r.replace(r.find("%s"), 2, token);
@@ -356,7 +367,8 @@ TEST_F(ViewServerTest, UpgradesWithoutTokenOrFromAnotherOriginAreRefused) {
 
 TEST_F(ViewServerTest, BadWebSocketMessagesCloseThatPageOnly) {
   start();
-  for (const std::string& bad : std::vector<std::string>{std::string("not json"), std::string("{\"type\":\"watch\"}"),
+  for (const std::string& bad :
+       std::vector<std::string>{std::string("not json"), std::string("{\"type\":\"watch\"}"),
                                 std::string("{\"type\":\"watch\",\"tiles\":[-1]}"),
                                 std::string("{\"type\":\"watch\",\"tiles\":[],\"cursor\":\"x\"}"),
                                 std::string(70000, '['), std::string("{\"type\":\"drop tables\",\"tiles\":[]}")}) {

@@ -35,7 +35,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.is_ok()) status_ = Status::error("StatusOr built from an ok Status without a value");
   }
@@ -61,11 +61,10 @@ class [[nodiscard]] StatusOr {
 }  // namespace tensorscope
 
 // TENSORSCOPE_CHECK aborts on a broken invariant (a bug), never on bad input.
-#define TENSORSCOPE_CHECK(cond)                                                         \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "tensorscope: CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                              \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define TENSORSCOPE_CHECK(cond)                                                                    \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      std::fprintf(stderr, "tensorscope: CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                                \
+    }                                                                                              \
   } while (0)

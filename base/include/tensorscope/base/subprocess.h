@@ -43,7 +43,6 @@ struct SubprocessResult {
 // runs and fails is a result (exit_code, timed_out); errors are only for a program that
 // could not be started: "cannot run <argv[0]>: No such file or directory", "pipe: ...",
 // an empty argv.
-StatusOr<SubprocessResult> run_subprocess(const std::vector<std::string>& argv,
-                                          const SubprocessOptions& options = {});
+StatusOr<SubprocessResult> run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& options = {});
 
 }  // namespace tensorscope

@@ -17,8 +17,8 @@ namespace tensorscope {
 // file"): "<path>: cannot open <what>: ...", "<path>: is a directory, not a <what>",
 // "<path>: <what> is larger than N bytes ...". When `missing` is non-null, a file that
 // does not exist is not an error: *missing is set and the result is empty.
-StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes,
-                                     const std::string& what, bool* missing = nullptr);
+StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes, const std::string& what,
+                                     bool* missing = nullptr);
 
 // `text` as it may appear in a message or a log line: printable ASCII kept, backslashes
 // (and `quote`, unless '\0') escaped with a backslash, other bytes as \xNN, cut with "..."

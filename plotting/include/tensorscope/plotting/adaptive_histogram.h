@@ -63,7 +63,7 @@ class AdaptiveHistogram {
   HistogramRangePolicy policy_;
   std::optional<HistogramRange> range_;
   bool log_counts_ = false;
-  std::string note_;            // what the last range change says
+  std::string note_;              // what the last range change says
   int frames_since_change_ = -1;  // -1: no change yet
 };
 

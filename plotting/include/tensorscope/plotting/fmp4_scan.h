@@ -17,7 +17,7 @@ struct Fmp4Extent {
   int64_t frames = 0;        // samples in the whole fragments
   uint64_t whole_bytes = 0;  // where the last whole box ends (the header, a fragment, the index)
   uint64_t file_bytes = 0;
-  std::string error;         // why not valid, or what ended the scan early ("" at a clean end)
+  std::string error;  // why not valid, or what ended the scan early ("" at a clean end)
 };
 
 // Walks the top-level boxes of `path`: ftyp, moov, then moof+mdat pairs (one fragment

@@ -60,15 +60,14 @@ struct HistogramDisplay {
 // counts"). On a linear count axis a spike (spike_bin, e.g. a ReLU's zeros) is drawn
 // cut at the top with its count and share written, so the other bars keep their
 // height. A range note is written in accent at the top of the plot.
-cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                             const Histogram& hist, const HistogramDisplay& display,
-                             const FrameStyle& style);
+cv::Mat draw_histogram_frame(const FrameInfo& info, const tensor::TensorStats& stats, const Histogram& hist,
+                             const HistogramDisplay& display, const FrameStyle& style);
 
 // Header (with the statistics line when stats != nullptr) and `message` centred below
 // it (word-wrapped), for tensors that cannot be plotted (empty, unsupported,
 // degenerate, ...).
-cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message,
-                           const FrameStyle& style, const tensor::TensorStats* stats = nullptr);
+cv::Mat draw_message_frame(const FrameInfo& info, const std::string& message, const FrameStyle& style,
+                           const tensor::TensorStats* stats = nullptr);
 
 // What a frame should say instead of a plot about a tensor that has nothing to show:
 // "empty tensor: nothing to plot", "all 4096 values are NaN", "no finite values: 3 NaN,

@@ -77,14 +77,13 @@ Heatmap reduce_heatmap(const tensor::TensorView& view, int max_rows, int max_col
 // Any shape flattened into a side x side square, side = ceil(sqrt(numel)), filled row
 // by row; the side*side - numel cells after the data are zeros (padded_zeros), then
 // block-mean reduced to at most max_side x max_side.
-Heatmap force2d(const tensor::TensorView& view, int max_side,
-                HeatmapReduction reduction = HeatmapReduction::kMean);
+Heatmap force2d(const tensor::TensorView& view, int max_side, HeatmapReduction reduction = HeatmapReduction::kMean);
 
 // Header with statistics, the cells (viridis over [color_lo, color_hi]; cells beyond
 // in white/black; no-finite-value cells in a distinct red), a colorbar with value ticks
 // and end caps, with their cell counts, when cells lie beyond it, row and column axes
 // with source indices, and a footer naming the reduction, NaN/Inf counts and padding.
-cv::Mat draw_heatmap_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                           const Heatmap& heatmap, const FrameStyle& style);
+cv::Mat draw_heatmap_frame(const FrameInfo& info, const tensor::TensorStats& stats, const Heatmap& heatmap,
+                           const FrameStyle& style);
 
 }  // namespace tensorscope::plotting

@@ -53,8 +53,8 @@ HistogramRange sanitize_range(HistogramRange range);
 // give [-1, 1]. With integer_valued (integer/bool data) the edges sit at half-integers
 // and every bin spans the same whole number of integers (so `bins` may come back
 // smaller, e.g. 2 bins for bool); the margin is then rounded down to whole integers.
-HistogramRange choose_histogram_range(const tensor::TensorStats& stats, int bins,
-                                      double margin_fraction, bool integer_valued = false);
+HistogramRange choose_histogram_range(const tensor::TensorStats& stats, int bins, double margin_fraction,
+                                      bool integer_valued = false);
 
 struct Histogram {
   HistogramRange range;
@@ -78,7 +78,7 @@ Histogram compute_histogram(const tensor::TensorView& view, const HistogramRange
 // histogram over choose_histogram_range(stats, bins, margin, integer type)); if another
 // process rewrites the data between the passes, both results stay self-consistent
 // but may disagree with each other. Either output pointer may be null.
-void summarize(const tensor::TensorView& view, const HistogramRange* fixed_range, int bins,
-               double margin_fraction, tensor::TensorStats* stats, Histogram* hist);
+void summarize(const tensor::TensorView& view, const HistogramRange* fixed_range, int bins, double margin_fraction,
+               tensor::TensorStats* stats, Histogram* hist);
 
 }  // namespace tensorscope::plotting

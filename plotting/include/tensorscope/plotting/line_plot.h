@@ -54,8 +54,7 @@ LineSeries reduce_line(const tensor::TensorView& view, int columns);
 // NaN, marks at the top/bottom edge for +Inf/-Inf) and a footer with their counts.
 // Empty or all-non-finite series get a message in the plot area. The value axis spans
 // `y_limits` when given (a stream's SteadyAxis), else the series' own range.
-cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats,
-                        const LineSeries& series, const FrameStyle& style,
-                        const AxisLimits* y_limits = nullptr);
+cv::Mat draw_line_frame(const FrameInfo& info, const tensor::TensorStats& stats, const LineSeries& series,
+                        const FrameStyle& style, const AxisLimits* y_limits = nullptr);
 
 }  // namespace tensorscope::plotting

@@ -68,8 +68,7 @@ struct PcaResult {
 // rows/features of `view` under `layout` (a scalar is 1 x 1; a 1-D tensor has 1
 // feature; kFirstTwoDims of a 1-D tensor falls back to kFirstDim). {0, 0} for an
 // invalid view.
-void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64_t* rows,
-                      int64_t* features);
+void pca_matrix_shape(const tensor::TensorView& view, PcaRowLayout layout, int64_t* rows, int64_t* features);
 
 PcaResult compute_pca(const tensor::TensorView& view, const PcaOptions& options);
 

@@ -48,9 +48,8 @@ ScatterLimits point_extent(const Eigen::MatrixXf& points);
 // Header (with the statistics line when stats != nullptr) and a scatter plot of the
 // n x 2 `points` (extra columns are ignored; a single column is plotted against 0),
 // over `limits` when given, else around the points.
-cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats,
-                           const Eigen::MatrixXf& points, const ScatterLabels& labels,
-                           const FrameStyle& style, const ScatterLimits* limits = nullptr);
+cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats, const Eigen::MatrixXf& points,
+                           const ScatterLabels& labels, const FrameStyle& style, const ScatterLimits* limits = nullptr);
 
 // The `pca` frame: the first two columns of result.projection with the explained
 // variance on the axis titles and the matrix shape and method in the note; a message

@@ -26,8 +26,8 @@ inline constexpr size_t kMaxStatsPoints = 4096;
 struct StatsPoint {
   int64_t first_step = 0;  // steps merged into this point: [first_step, last_step]
   int64_t last_step = 0;
-  uint32_t merged = 1;     // how many add() calls it stands for
-  double mean = 0;         // NaN when no finite values
+  uint32_t merged = 1;  // how many add() calls it stands for
+  double mean = 0;      // NaN when no finite values
   double std = 0;
   double min = 0;
   double max = 0;
@@ -58,7 +58,7 @@ class StatsHistory {
 // (values that shrank 20x or more over training, or grew), the value axis is symlog, linear
 // within a tenth of the recent values, and its title says so. An empty history shows a
 // message.
-cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current,
-                         const StatsHistory& history, const FrameStyle& style);
+cv::Mat draw_stats_frame(const FrameInfo& info, const tensor::TensorStats& current, const StatsHistory& history,
+                         const FrameStyle& style);
 
 }  // namespace tensorscope::plotting

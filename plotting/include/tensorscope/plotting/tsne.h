@@ -27,25 +27,25 @@ namespace tensorscope::plotting {
 
 struct TsneOptions {
   double perplexity = 30;
-  int iterations = 750;               // fresh run (exaggeration phase included)
-  int warm_iterations = 150;          // warm-started run, no exaggeration
-  double theta = 0.5;                 // Barnes-Hut accuracy: 0 = exact, clamped to 0.7
-  double learning_rate = 0;           // 0 = auto: max(n / early_exaggeration / 4, 50)
+  int iterations = 750;       // fresh run (exaggeration phase included)
+  int warm_iterations = 150;  // warm-started run, no exaggeration
+  double theta = 0.5;         // Barnes-Hut accuracy: 0 = exact, clamped to 0.7
+  double learning_rate = 0;   // 0 = auto: max(n / early_exaggeration / 4, 50)
   double early_exaggeration = 12;
   int exaggeration_iterations = 250;
-  int max_rows = 10000;               // above: deterministic (strided) subsample
-  int threads = 0;                    // 0 = std::thread::hardware_concurrency()
+  int max_rows = 10000;  // above: deterministic (strided) subsample
+  int threads = 0;       // 0 = std::thread::hardware_concurrency()
   uint64_t seed = 0;
 };
 
 struct TsneResult {
-  Eigen::MatrixXf embedding;          // n × 2, one row per entry of row_index
-  std::vector<int64_t> row_index;     // which input rows, after dropping and subsampling
+  Eigen::MatrixXf embedding;       // n × 2, one row per entry of row_index
+  std::vector<int64_t> row_index;  // which input rows, after dropping and subsampling
   bool subsampled = false;
-  bool warm_started = false;          // started from the previous call's embedding
+  bool warm_started = false;  // started from the previous call's embedding
   int iterations_run = 0;
-  double kl_divergence = 0;           // KL(P || Q) at the end (BH estimate of Q's norm)
-  std::string message;                // empty when all went well; else why / what was dropped
+  double kl_divergence = 0;  // KL(P || Q) at the end (BH estimate of Q's norm)
+  std::string message;       // empty when all went well; else why / what was dropped
 };
 
 class TsneEmbedder {

@@ -35,8 +35,8 @@ class VideoWriter {
   // Starts a video at temp_path (truncated if it exists). codec: "auto", "avc1" or
   // "mp4v". Fails if already open, on bad sizes/fps, or when the file or the encoder
   // cannot be opened.
-  bool open(const std::string& final_path, const std::string& temp_path, int width, int height,
-            double fps, const std::string& codec, std::string* error);
+  bool open(const std::string& final_path, const std::string& temp_path, int width, int height, double fps,
+            const std::string& codec, std::string* error);
 
   // Open: between open() and finalize()/abandon(), suspended or not.
   bool is_open() const;
@@ -95,12 +95,10 @@ class VideoWriter {
 // Renames `from` to `to` only if `to` does not exist (renameat2 RENAME_NOREPLACE, or
 // link()+unlink() where the filesystem lacks it). false with errno-style *error
 // otherwise; *exists is set when the failure was that `to` exists.
-bool rename_no_replace(const std::string& from, const std::string& to, bool* exists,
-                       std::string* error);
+bool rename_no_replace(const std::string& from, const std::string& to, bool* exists, std::string* error);
 
 // Renames `from` to `to`, or, when that name exists, to "<stem>-1<ext>", "<stem>-2<ext>",
 // ... (never replacing a file); the name used goes to *used.
-bool rename_to_free_name(const std::string& from, const std::string& to, std::string* used,
-                         std::string* error);
+bool rename_to_free_name(const std::string& from, const std::string& to, std::string* used, std::string* error);
 
 }  // namespace tensorscope::plotting

@@ -20,8 +20,7 @@ class AppendFile {
   // that line, else an error (`what` names the kind of file, e.g. "stats table"; it is
   // another file and is left alone). If it does not end with a line break (a writer was
   // killed mid-line) one is added first, so new blocks start on a line of their own.
-  static StatusOr<AppendFile> open(const std::string& path, const std::string& first_line,
-                                   const std::string& what);
+  static StatusOr<AppendFile> open(const std::string& path, const std::string& first_line, const std::string& what);
 
   AppendFile(AppendFile&& other) noexcept;
   AppendFile& operator=(AppendFile&& other) noexcept;

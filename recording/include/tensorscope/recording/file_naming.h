@@ -39,8 +39,8 @@ std::string sanitize_stream_name(const std::string& name);
 // is sanitized; in device and mode a "__" and a leading '_' are also replaced (with the
 // hash suffix), so the name splits back from the right unambiguously. A pid outside
 // [0, INT32_MAX] (pid_t) is written as 0. `segment` must be >= 0 (a negative one is a bug: aborts).
-std::string video_file_name(const std::string& stream, const std::string& device, int rank,
-                            int64_t producer_pid, const std::string& mode, int segment);
+std::string video_file_name(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
+                            const std::string& mode, int segment);
 
 // Where the .npy sink (and the Python package's dump()) puts stream `stream`'s tensor
 // of `step` and `rank`, relative to a session or run folder:

@@ -68,8 +68,8 @@ struct Hdf5SinkOptions {
   // "keep" (the received type), or "float32" / "float16" / "float64": every value is
   // converted to that type on write (ints and bool too).
   std::string dtype = "keep";
-  int gzip_level = 4;              // 0 = no compression, 1..9 deflate
-  bool change_detection = true;    // skip a value identical to the stream's previous one
+  int gzip_level = 4;            // 0 = no compression, 1..9 deflate
+  bool change_detection = true;  // skip a value identical to the stream's previous one
   // Cap on the kept copies of change detection (0: keep none), used when change_budget
   // is null; see "Memory cap" above.
   uint64_t change_detection_bytes = uint64_t{256} << 20;
@@ -118,8 +118,7 @@ class Hdf5Sink {
   // Errors: an empty base or one holding '/', an unknown dtype, gzip_level outside
   // 0..9, a negative flush_seconds, deflate not available in the HDF5 library, a
   // directory that cannot be made.
-  static StatusOr<std::unique_ptr<Hdf5Sink>> open(std::string dir, std::string base,
-                                                  Hdf5SinkOptions options);
+  static StatusOr<std::unique_ptr<Hdf5Sink>> open(std::string dir, std::string base, Hdf5SinkOptions options);
 
   Hdf5Sink(const Hdf5Sink&) = delete;
   Hdf5Sink& operator=(const Hdf5Sink&) = delete;
@@ -165,9 +164,7 @@ class Hdf5Sink {
   uint64_t flushes() const { return flushes_; }
 
   // Tests only: `hook` is called at each stage of every flush (on the calling thread).
-  void set_flush_hook_for_testing(std::function<void(Hdf5FlushStage)> hook) {
-    flush_hook_ = std::move(hook);
-  }
+  void set_flush_hook_for_testing(std::function<void(Hdf5FlushStage)> hook) { flush_hook_ = std::move(hook); }
 
   // Where the sink writes: the final and temporary path of file `n`.
   std::string final_path(uint64_t n) const;
@@ -181,16 +178,14 @@ class Hdf5Sink {
   struct StreamState;
   struct OpenFile;
 
-  Hdf5Sink(std::string dir, std::string base, Hdf5SinkOptions options, wire::DType target,
-           uint64_t next_index);
+  Hdf5Sink(std::string dir, std::string base, Hdf5SinkOptions options, wire::DType target, uint64_t next_index);
 
   Status open_file();
   bool number_taken(uint64_t n) const;
   void keep_copy(StreamState& state, const Hdf5Record& record);
-  Status write_record(const Hdf5Record& record, const std::string& group_name,
-                      wire::DType stored, const void* values, uint64_t value_bytes);
-  StatusOr<OpenGroup*> group_for(const Hdf5Record& record, const std::string& group_name,
-                                 wire::DType stored);
+  Status write_record(const Hdf5Record& record, const std::string& group_name, wire::DType stored, const void* values,
+                      uint64_t value_bytes);
+  StatusOr<OpenGroup*> group_for(const Hdf5Record& record, const std::string& group_name, wire::DType stored);
   bool rotate_due() const;
   bool flush_due() const;
   Status flush_file(bool reopen);
@@ -207,7 +202,7 @@ class Hdf5Sink {
   std::map<std::tuple<std::string, std::string, int>, StreamState> last_;
   // Per stream: the layouts seen so far, in order (index k = group suffix "@k").
   std::map<std::string, std::vector<Layout>> layouts_;
-  std::vector<unsigned char> scratch_;  // converted values
+  std::vector<unsigned char> scratch_;        // converted values
   std::shared_ptr<Hdf5ChangeBudget> budget_;  // kept copies of last_
 
   uint64_t appended_ = 0;
@@ -227,9 +222,9 @@ struct Hdf5PartialRecovery {
   // Those of `recovered` that were cut back to their last completed flush (their writer
   // died during a flush): rows of the interrupted flush are dropped.
   std::vector<std::string> truncated;
-  std::vector<std::string> removed;    // partials HDF5 could not read whole (or empty)
-  uint64_t in_use = 0;                 // held by a live writer (or another cleaner)
-  std::vector<std::string> problems;   // files left in place, with the reason
+  std::vector<std::string> removed;   // partials HDF5 could not read whole (or empty)
+  uint64_t in_use = 0;                // held by a live writer (or another cleaner)
+  std::vector<std::string> problems;  // files left in place, with the reason
 };
 
 // Cleans up the partial files (`.<base>.<n>.h5.partial`, no other names) that dead

@@ -63,8 +63,8 @@ std::string npy_descr(wire::DType dtype);
 // dim, a shape whose size overflows or with more than kMaxNpyDims dims,
 // bytes != numel * dtype_size, data == nullptr with
 // bytes > 0, and every I/O error (message names the file).
-Status write_npy(const std::string& path, wire::DType dtype, const std::vector<int64_t>& shape,
-                 const void* data, size_t bytes);
+Status write_npy(const std::string& path, wire::DType dtype, const std::vector<int64_t>& shape, const void* data,
+                 size_t bytes);
 
 class NpyReader {
  public:

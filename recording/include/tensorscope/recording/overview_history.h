@@ -67,7 +67,7 @@ double overview_value(size_t m, const TensorSummary& s);
 // One metric's matrix, ready to draw or send.
 struct OverviewGrid {
   size_t metric = 0;
-  std::vector<std::string> rows;   // stream names, top to bottom
+  std::vector<std::string> rows;     // stream names, top to bottom
   std::vector<int64_t> first_steps;  // per column, ascending
   std::vector<int64_t> last_steps;   // per column (== first_steps unless merged)
   int64_t steps_per_column = 1;      // whole_run(): 2^k; window(): 1
@@ -113,7 +113,7 @@ class OverviewHistory {
   struct Column {
     int64_t first_step = 0;
     int64_t last_step = 0;
-    int64_t steps = 1;  // distinct steps merged into it
+    int64_t steps = 1;        // distinct steps merged into it
     std::vector<Cell> cells;  // by row id (grows as rows appear)
   };
   struct Row {

@@ -42,13 +42,13 @@ struct TensorStatsRow {
   uint64_t count = 0;         // elements (numel)
   uint64_t finite_count = 0;  // elements that are neither NaN nor +-Inf
   uint64_t nan_count = 0;
-  uint64_t inf_count = 0;     // +Inf and -Inf
+  uint64_t inf_count = 0;  // +Inf and -Inf
   // Over the finite elements only, in double; NaN when finite_count == 0.
   double mean = 0;
-  double std = 0;             // population standard deviation
+  double std = 0;  // population standard deviation
   double min = 0;
   double max = 0;
-  double l2_norm = 0;         // sqrt of the sum of squares (no overflow for large values)
+  double l2_norm = 0;  // sqrt of the sum of squares (no overflow for large values)
   // Elements equal to zero (+0 or -0) over count; NaN when count == 0.
   double zero_fraction = 0;
 };
@@ -63,9 +63,9 @@ TensorStatsRow compute_stats_row(wire::DType dtype, const void* data, uint64_t n
 struct StatsRowMeta {
   int64_t step = 0;
   std::string stream;
-  std::string kind;    // wire::tensor_kind_name(), e.g. "activation"
+  std::string kind;  // wire::tensor_kind_name(), e.g. "activation"
   int rank = 0;
-  std::string device;  // "cpu", "cuda0", ...
+  std::string device;                         // "cpu", "cuda0", ...
   wire::DType dtype = wire::DType::kInvalid;  // written as wire::dtype_name()
   std::vector<int64_t> shape;                 // empty: a 0-d tensor
 };
@@ -81,7 +81,6 @@ class StatsTableWriter {
   // not end with a line break (a writer was killed mid-line) one is added first, so the
   // new rows start on a line of their own.
   static StatusOr<StatsTableWriter> open(const std::string& path);
-
 
   // Writes one line (stats_table_line + '\n') to the file with a single write().
   // Errors: I/O errors (disk full, ...), naming the file.

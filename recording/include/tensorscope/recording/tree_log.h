@@ -47,8 +47,8 @@ namespace tensorscope::recording {
 
 // The block for step `step` of track `track` (ends with '\n'); `previous` is the track's
 // previous logged step (null for its first).
-std::string format_tree_step(const std::string& track, int64_t step, const ModuleTree& tree,
-                             const ModuleTree* previous, int64_t previous_step);
+std::string format_tree_step(const std::string& track, int64_t step, const ModuleTree& tree, const ModuleTree* previous,
+                             int64_t previous_step);
 
 class TreeLogWriter {
  public:

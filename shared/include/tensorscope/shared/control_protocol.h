@@ -67,8 +67,6 @@ inline std::string message_type(const nlohmann::json& message) {
 }
 
 // {"type": "error", "message": text}.
-inline nlohmann::json error_message(const std::string& text) {
-  return {{kType, kError}, {kMessage, text}};
-}
+inline nlohmann::json error_message(const std::string& text) { return {{kType, kError}, {kMessage, text}}; }
 
 }  // namespace tensorscope::control

@@ -43,8 +43,7 @@ StatusOr<DevicePoolIdentity> read_pool_identity(const wire::DevicePoolEntry& ent
 
 // Why a kRecordDevicePayload record's location cannot be in `pool` (empty when it can):
 // generation, event index, alignment and bounds against the pool's capacity.
-std::string validate_device_location(const wire::RecordHeader& header,
-                                     const DevicePoolIdentity& pool);
+std::string validate_device_location(const wire::RecordHeader& header, const DevicePoolIdentity& pool);
 
 // Pool position after the record's block: where the consumer releases to.
 uint64_t device_block_end(const wire::RecordHeader& header);
@@ -63,7 +62,6 @@ struct PoolReleases {
   uint64_t released_to = 0;
   uint64_t released_ordinal = 0;
 };
-PoolReleases read_pool_releases(const wire::DevicePoolEntry& entry, uint64_t start_position,
-                                uint64_t start_ordinal);
+PoolReleases read_pool_releases(const wire::DevicePoolEntry& entry, uint64_t start_position, uint64_t start_ordinal);
 
 }  // namespace tensorscope

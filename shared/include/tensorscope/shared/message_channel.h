@@ -94,8 +94,8 @@ class MessageChannel {
   static StatusOr<std::string> encode(const nlohmann::json& message, bool carries_fd);
 
   int fd_ = -1;
-  std::string out_;        // post()ed bytes
-  size_t out_sent_ = 0;    // of out_, written already
+  std::string out_;      // post()ed bytes
+  size_t out_sent_ = 0;  // of out_, written already
   std::string buffer_;
   std::vector<int> pending_fds_;
   std::deque<Received> queue_;

@@ -62,7 +62,7 @@ struct ModuleTreeCall {
 
 struct ModuleTree {
   static constexpr size_t kMaxCalls = 4096;
-  static constexpr size_t kMaxInputs = 16;    // per call; more are not listed
+  static constexpr size_t kMaxInputs = 16;  // per call; more are not listed
   static constexpr size_t kMaxFieldBytes = 512;
 
   std::vector<ModuleTreeCall> calls;
@@ -73,8 +73,7 @@ struct ModuleTree {
 
 // A tensor description from its parts (dtype name, sizes, device string); "?" when it
 // would be longer than kMaxFieldBytes.
-std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t ndim,
-                            std::string_view device);
+std::string describe_tensor(std::string_view dtype, const int64_t* sizes, size_t ndim, std::string_view device);
 
 // Replaces control bytes (tabs, newlines, ...) by ' ' and cuts at kMaxFieldBytes.
 std::string module_tree_field(std::string_view text);

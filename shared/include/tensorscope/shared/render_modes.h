@@ -32,8 +32,8 @@ enum class RenderHint : uint8_t {
 };
 
 // Each mode's name, indexed by its value; kDefault has none ("").
-inline constexpr std::array<std::string_view, 9> kRenderModeNames = {
-    "", "auto", "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats"};
+inline constexpr std::array<std::string_view, 9> kRenderModeNames = {"",        "auto", "line", "histogram", "heatmap",
+                                                                     "force2d", "pca",  "tsne", "stats"};
 inline constexpr uint8_t kMaxRenderHint = static_cast<uint8_t>(kRenderModeNames.size() - 1);
 static_assert(static_cast<uint8_t>(RenderHint::kStats) == kMaxRenderHint,
               "every render mode has a name in kRenderModeNames, in value order");

@@ -25,7 +25,7 @@ struct RecordView {
   wire::RecordHeader header;  // copy; `sequence` is meaningless here
   const uint8_t* payload = nullptr;
   uint64_t position = 0;
-  uint64_t release_to = 0;    // data position freed when released
+  uint64_t release_to = 0;  // data position freed when released
   bool owns_slot = false;
 };
 
@@ -33,9 +33,8 @@ struct RecordView {
 uint64_t ring_payload_bytes(const wire::RecordHeader& header);
 
 // Why a record was refused (for logs); empty when valid.
-std::string validate_record_header(const wire::RecordHeader& header, uint64_t data_capacity,
-                                   uint64_t data_tail, uint64_t data_head,
-                                   uint64_t max_payload_bytes);
+std::string validate_record_header(const wire::RecordHeader& header, uint64_t data_capacity, uint64_t data_tail,
+                                   uint64_t data_head, uint64_t max_payload_bytes);
 
 class RingReader {
  public:
@@ -65,8 +64,7 @@ class RingReader {
   void free_slot(uint64_t position, uint64_t release_to);
   void release_device_payload(const wire::RecordHeader& header);
   // The end of `h`'s payload when its bounds are plausible, else data_tail (free nothing).
-  uint64_t payload_end_if_in_bounds(const wire::RecordHeader& h, uint64_t data_tail,
-                                    uint64_t data_head) const;
+  uint64_t payload_end_if_in_bounds(const wire::RecordHeader& h, uint64_t data_tail, uint64_t data_head) const;
 
   SharedSegment* segment_;
   wire::SegmentHeader* header_;

@@ -32,8 +32,8 @@ Status ensure_private_dir(const std::string& path);
 
 std::string session_socket_path(const std::string& runtime_dir, const std::string& session);
 std::string segment_file_name(const std::string& session, long pid, unsigned generation);
-std::string segment_file_path(const std::string& runtime_dir, const std::string& session,
-                              long pid, unsigned generation);
+std::string segment_file_path(const std::string& runtime_dir, const std::string& session, long pid,
+                              unsigned generation);
 
 // The daemon's session lock: held (file_lock.h) by the one daemon serving `session`.
 std::string session_lock_path(const std::string& runtime_dir, const std::string& session);

@@ -56,10 +56,8 @@ class SharedSegment {
   // Producer: creates `path` (mode 0600; a leftover file of that name is replaced),
   // reserves its bytes, locks it, maps it and writes the header. When the failure is a
   // lack of space (ENOSPC, or a file size limit), *out_of_space is set.
-  static StatusOr<std::unique_ptr<SharedSegment>> create(const std::string& path,
-                                                         const SegmentLayout& layout,
-                                                         const SegmentIdentity& identity,
-                                                         bool* out_of_space = nullptr);
+  static StatusOr<std::unique_ptr<SharedSegment>> create(const std::string& path, const SegmentLayout& layout,
+                                                         const SegmentIdentity& identity, bool* out_of_space = nullptr);
 
   // Consumer: opens an existing segment file, checks owner (our uid), mode (no group or
   // other bits), size and header, and maps it read-write (consumer fields are written).
@@ -70,9 +68,7 @@ class SharedSegment {
   static StatusOr<std::unique_ptr<SharedSegment>> open_descriptor(int fd, const std::string& label);
 
   wire::SegmentHeader* header() const { return header_; }
-  wire::RecordHeader* slot(uint64_t position) const {
-    return slots_ + (position & (slot_count_ - 1));
-  }
+  wire::RecordHeader* slot(uint64_t position) const { return slots_ + (position & (slot_count_ - 1)); }
   // Entry `index` (< wire::kMaxDevicePools) of the device pool table.
   wire::DevicePoolEntry* pool(size_t index) const { return pools_ + index; }
   uint8_t* data() const { return data_; }
@@ -99,7 +95,7 @@ class SharedSegment {
 
   void* base_ = nullptr;
   uint64_t mapped_bytes_ = 0;
-  int guard_ = -1;  // sigbus_guard.h handle
+  int guard_ = -1;    // sigbus_guard.h handle
   int lock_fd_ = -1;  // producer: the locked descriptor, closed with the object
   std::string path_;
   uint64_t size_ = 0;

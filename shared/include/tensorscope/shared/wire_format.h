@@ -73,13 +73,13 @@ inline constexpr size_t kSegmentHeaderSize = 1024;
 inline constexpr size_t kRecordHeaderSize = 512;
 inline constexpr size_t kPayloadAlignment = 64;
 inline constexpr size_t kMaxDims = 8;
-inline constexpr size_t kNameBytes = 128;     // stream name, NUL-terminated, 1..127 chars
-inline constexpr size_t kDeviceBytes = 16;    // "cpu", "cuda0", ...
-inline constexpr size_t kLabelBytes = 128;    // set_label() text
-inline constexpr size_t kSessionBytes = 64;   // session name
-inline constexpr size_t kMaxDevicePools = 8;  // pool table entries (one per CUDA device)
-inline constexpr size_t kMaxPoolEvents = 64;  // interprocess events per pool
-inline constexpr size_t kIpcHandleBytes = 64; // cudaIpcMemHandle_t, cudaIpcEventHandle_t
+inline constexpr size_t kNameBytes = 128;      // stream name, NUL-terminated, 1..127 chars
+inline constexpr size_t kDeviceBytes = 16;     // "cpu", "cuda0", ...
+inline constexpr size_t kLabelBytes = 128;     // set_label() text
+inline constexpr size_t kSessionBytes = 64;    // session name
+inline constexpr size_t kMaxDevicePools = 8;   // pool table entries (one per CUDA device)
+inline constexpr size_t kMaxPoolEvents = 64;   // interprocess events per pool
+inline constexpr size_t kIpcHandleBytes = 64;  // cudaIpcMemHandle_t, cudaIpcEventHandle_t
 inline constexpr size_t kDeviceUuidBytes = 16;
 inline constexpr size_t kDevicePoolEntrySize = 256 + kMaxPoolEvents * kIpcHandleBytes;
 inline constexpr uint64_t kDevicePoolAlignment = 256;  // pool block alignment
@@ -127,7 +127,8 @@ inline constexpr uint64_t kMaxModuleTreeBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxSummaryBytes = uint64_t{2} << 20;
 // A kind whose records carry a tensor (not a module tree or summaries).
 constexpr bool is_tensor_kind(uint8_t kind) {
-  return kind >= static_cast<uint8_t>(TensorKind::kTensor) && kind <= static_cast<uint8_t>(TensorKind::kParameterGradient);
+  return kind >= static_cast<uint8_t>(TensorKind::kTensor) &&
+      kind <= static_cast<uint8_t>(TensorKind::kParameterGradient);
 }
 
 // RecordHeader::render_hint values: RenderHint (render_modes.h), at most kMaxRenderHint.
@@ -191,11 +192,11 @@ struct alignas(64) SegmentHeader {
   uint8_t reserved_consumer[64 - 24];
 
   // --- producer counters (cumulative since the segment was created) ---------------
-  std::atomic<uint64_t> pushed;         // records committed (READY)
-  std::atomic<uint64_t> gated;          // calls gated out (every_n, max_hz, disabled)
-  std::atomic<uint64_t> dropped_full;   // no free slot or data space
-  std::atomic<uint64_t> refused;        // bad dtype, too large, transform failed ...
-  std::atomic<uint64_t> bytes_pushed;   // payload bytes committed
+  std::atomic<uint64_t> pushed;        // records committed (READY)
+  std::atomic<uint64_t> gated;         // calls gated out (every_n, max_hz, disabled)
+  std::atomic<uint64_t> dropped_full;  // no free slot or data space
+  std::atomic<uint64_t> refused;       // bad dtype, too large, transform failed ...
+  std::atomic<uint64_t> bytes_pushed;  // payload bytes committed
   // Pacing (client/core/pacer.h): while the daemon falls behind, the client sends one
   // call in pace_stride16 / 16 of each stream (16: all its gates admit) and counts the
   // others in paced (and in gated). Zero from clients before it.
@@ -226,35 +227,35 @@ struct RecordHeader {
   int64_t step;                    // Client step at push time
   uint64_t timestamp_unix_ns;      // wall clock at push time
   int32_t rank;
-  uint8_t dtype;                   // DType
-  uint8_t kind;                    // TensorKind
-  uint8_t ndim;                    // 0..kMaxDims
-  uint8_t render_hint;             // RenderHint
-  int64_t shape[kMaxDims];         // first ndim entries used, each >= 0
-  char name[kNameBytes];           // NUL-terminated
-  char device[kDeviceBytes];       // NUL-terminated
-  char label[kLabelBytes];         // NUL-terminated, may be empty
-  uint8_t flags;                   // RecordFlags
+  uint8_t dtype;              // DType
+  uint8_t kind;               // TensorKind
+  uint8_t ndim;               // 0..kMaxDims
+  uint8_t render_hint;        // RenderHint
+  int64_t shape[kMaxDims];    // first ndim entries used, each >= 0
+  char name[kNameBytes];      // NUL-terminated
+  char device[kDeviceBytes];  // NUL-terminated
+  char label[kLabelBytes];    // NUL-terminated, may be empty
+  uint8_t flags;              // RecordFlags
   uint8_t reserved0[7];
   // --- device payload (kRecordDevicePayload only) -----------------------------------
-  uint64_t pool_position;          // absolute pool position of the block's first byte
-  uint64_t pool_ordinal;           // block number in the pool
-  uint32_t pool_index;             // entry in the pool table
-  uint32_t pool_generation;        // must equal the entry's generation
-  uint32_t pool_event;             // event index, < the entry's event_count
+  uint64_t pool_position;    // absolute pool position of the block's first byte
+  uint64_t pool_ordinal;     // block number in the pool
+  uint32_t pool_index;       // entry in the pool table
+  uint32_t pool_generation;  // must equal the entry's generation
+  uint32_t pool_event;       // event index, < the entry's event_count
   uint8_t reserved[kRecordHeaderSize - 420];
 };
 
 // One CUDA device's staging pool, as published by the producer (see "Device payloads").
 struct alignas(64) DevicePoolEntry {
   // --- identity: producer, before state becomes kPoolPublished ---------------------
-  std::atomic<uint32_t> state;          // PoolState
-  uint32_t generation;                  // records name it; a new one per segment
-  int32_t device_ordinal;               // the producer's CUDA ordinal (informational)
-  uint32_t event_count;                 // 1..kMaxPoolEvents
-  uint64_t capacity;                    // pool bytes, multiple of kDevicePoolAlignment
-  uint64_t generation_start_position;   // first pool position of this generation
-  uint64_t generation_start_ordinal;    // first block ordinal of this generation
+  std::atomic<uint32_t> state;            // PoolState
+  uint32_t generation;                    // records name it; a new one per segment
+  int32_t device_ordinal;                 // the producer's CUDA ordinal (informational)
+  uint32_t event_count;                   // 1..kMaxPoolEvents
+  uint64_t capacity;                      // pool bytes, multiple of kDevicePoolAlignment
+  uint64_t generation_start_position;     // first pool position of this generation
+  uint64_t generation_start_ordinal;      // first block ordinal of this generation
   uint8_t device_uuid[kDeviceUuidBytes];  // cudaDeviceProp::uuid: finds the device
                                           // whatever CUDA_VISIBLE_DEVICES says
   uint8_t reserved_identity[8];
@@ -375,7 +376,7 @@ constexpr size_t dtype_size(DType dtype) {
   return 0;
 }
 
-const char* dtype_name(DType dtype);        // "float32", ... ; "invalid" otherwise
+const char* dtype_name(DType dtype);         // "float32", ... ; "invalid" otherwise
 const char* tensor_kind_name(TensorKind k);  // "tensor", "activation", ...
 // The kind tensor_kind_name() calls `name`; kInvalid for any other text.
 TensorKind tensor_kind_from_name(std::string_view name);

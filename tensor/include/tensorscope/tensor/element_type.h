@@ -38,9 +38,15 @@ bool is_floating(ElementType type);
 
 // How the elements of the types C++ has no arithmetic type for are stored: their bytes
 // as in memory (little-endian), read with memcpy like every other element.
-struct Float16 { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-struct Bool { uint8_t byte; };  // any non-zero byte is true
+struct Float16 {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+struct Bool {
+  uint8_t byte;
+};  // any non-zero byte is true
 static_assert(sizeof(Float16) == 2 && sizeof(BFloat16) == 2 && sizeof(Bool) == 1);
 
 // IEEE 754 binary16 bits to float, exact (subnormals, +-0, +-Inf, NaN payload kept) and
@@ -54,19 +60,15 @@ inline float float16_to_float(uint16_t h) {
   const uint32_t normal = ((exponent + (127 - 15)) << 23) | (mantissa << 13);
   const uint32_t inf_nan = 0x7f800000u | (mantissa << 13);  // NaN keeps its payload
   // Zero and subnormals: mantissa * 2^-24.
-  const uint32_t small =
-      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
+  const uint32_t small = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
   const uint32_t is_small = 0u - static_cast<uint32_t>(exponent == 0);  // all ones or 0
   const uint32_t is_inf_nan = 0u - static_cast<uint32_t>(exponent == 0x1f);
-  const uint32_t bits = (small & is_small) | (inf_nan & is_inf_nan) |
-                        (normal & ~(is_small | is_inf_nan));
+  const uint32_t bits = (small & is_small) | (inf_nan & is_inf_nan) | (normal & ~(is_small | is_inf_nan));
   return std::bit_cast<float>(bits | sign);
 }
 
 // bfloat16 bits to float, exact (the upper half of a float32).
-inline float bfloat16_to_float(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
+inline float bfloat16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 // Each stored element as a double: exact for every type but int64 beyond 2^53 (rounded);
 // NaN and +-Inf kept; bool is 0/1.
@@ -94,9 +96,8 @@ inline int to_arithmetic(Bool x) { return x.byte != 0 ? 1 : 0; }
 
 // Storage types that can hold NaN/Inf.
 template <typename T>
-inline constexpr bool kIsFloatingStorage = std::is_floating_point_v<T> ||
-                                           std::is_same_v<T, Float16> ||
-                                           std::is_same_v<T, BFloat16>;
+inline constexpr bool kIsFloatingStorage =
+    std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 template <typename T>
 struct ElementTag {

@@ -21,8 +21,8 @@
 namespace tensorscope::tensor {
 
 struct TensorStats {
-  uint64_t count = 0;          // all elements (numel)
-  uint64_t finite_count = 0;   // elements that are neither NaN nor +-Inf
+  uint64_t count = 0;         // all elements (numel)
+  uint64_t finite_count = 0;  // elements that are neither NaN nor +-Inf
   uint64_t nan_count = 0;
   uint64_t pos_inf_count = 0;
   uint64_t neg_inf_count = 0;

@@ -38,10 +38,10 @@ struct TileInfo {
   std::string kind;
   int64_t producer_pid = 0;
   int64_t newest_step = 0;
-  uint64_t newest_seq = 0;       // store-wide sequence of the newest frame (0: none yet)
+  uint64_t newest_seq = 0;  // store-wide sequence of the newest frame (0: none yet)
   uint64_t newest_render_unix_ns = 0;
-  uint64_t frames_total = 0;     // as the worker counted them
-  uint64_t frames_seen = 0;      // frames this store received
+  uint64_t frames_total = 0;       // as the worker counted them
+  uint64_t frames_seen = 0;        // frames this store received
   int64_t history_first_step = 0;  // the oldest step kept (when history_frames > 0)
   size_t history_frames = 0;
 };

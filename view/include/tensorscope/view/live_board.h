@@ -48,8 +48,8 @@ inline constexpr uint32_t kImageJpeg = 1;
 struct BoardHeader {
   uint64_t magic;
   uint32_t version;
-  uint32_t header_bytes;      // kBoardHeaderBytes
-  uint64_t capacity;          // bytes of the record area, a multiple of 8
+  uint32_t header_bytes;  // kBoardHeaderBytes
+  uint64_t capacity;      // bytes of the record area, a multiple of 8
   int64_t writer_pid;
   int32_t worker_index;
   uint32_t reserved0;
@@ -66,14 +66,14 @@ static_assert(offsetof(BoardHeader, claimed) % 8 == 0);
 // One frame. Followed by the stream, kind, device and mode names (not NUL-terminated)
 // and the image, then padding to a multiple of 8.
 struct BoardRecord {
-  uint32_t magic;          // kRecordMagic or kPadMagic
-  uint32_t bytes;          // the whole record, header included, a multiple of 8
-  uint64_t seq;            // 1, 2, ... per board
-  int64_t step;            // training step of the frame
-  uint64_t push_unix_ns;   // when the producer pushed the tensor
-  uint64_t render_unix_ns; // when the worker drew it
+  uint32_t magic;           // kRecordMagic or kPadMagic
+  uint32_t bytes;           // the whole record, header included, a multiple of 8
+  uint64_t seq;             // 1, 2, ... per board
+  int64_t step;             // training step of the frame
+  uint64_t push_unix_ns;    // when the producer pushed the tensor
+  uint64_t render_unix_ns;  // when the worker drew it
   int64_t producer_pid;
-  uint64_t frames_total;   // frames drawn of this stream so far (this one included)
+  uint64_t frames_total;  // frames drawn of this stream so far (this one included)
   int32_t rank;
   uint16_t width;
   uint16_t height;
@@ -81,7 +81,7 @@ struct BoardRecord {
   uint8_t kind_bytes;
   uint8_t device_bytes;
   uint8_t mode_bytes;
-  uint8_t image_format;    // kImageJpeg
+  uint8_t image_format;  // kImageJpeg
   uint16_t reserved;
   uint32_t image_bytes;
   uint32_t reserved2;
@@ -123,8 +123,8 @@ class LiveBoardWriter {
  public:
   // Creates (or replaces) `path` with a board of `capacity` bytes (rounded down to a
   // multiple of 8, kMinBoardCapacity..kMaxBoardCapacity).
-  static StatusOr<std::unique_ptr<LiveBoardWriter>> create(const std::string& path,
-                                                           uint64_t capacity, int worker_index);
+  static StatusOr<std::unique_ptr<LiveBoardWriter>> create(const std::string& path, uint64_t capacity,
+                                                           int worker_index);
   ~LiveBoardWriter();
   LiveBoardWriter(const LiveBoardWriter&) = delete;
   LiveBoardWriter& operator=(const LiveBoardWriter&) = delete;
@@ -173,8 +173,7 @@ class LiveBoardReader {
   uint64_t corrupt() const { return corrupt_; }
 
  private:
-  LiveBoardReader(std::string path, const uint8_t* base, size_t mapped, uint64_t capacity,
-                  uint64_t dev, uint64_t ino);
+  LiveBoardReader(std::string path, const uint8_t* base, size_t mapped, uint64_t capacity, uint64_t dev, uint64_t ino);
   // Moves past a lap the writer overwrote: to the first lap start at or after `low`.
   void resync(uint64_t low);
   const BoardHeader* header() const { return reinterpret_cast<const BoardHeader*>(base_); }

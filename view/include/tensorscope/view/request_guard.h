@@ -33,8 +33,7 @@ StatusOr<Target> parse_target(std::string_view target);
 // The names a browser may use to reach a server bound to `bind_address`: the address
 // itself, and for a loopback address also "localhost", "127.0.0.1" and "[::1]"; plus
 // `extra` (names given with --allow-host).
-std::vector<std::string> allowed_host_names(const std::string& bind_address,
-                                            const std::vector<std::string>& extra);
+std::vector<std::string> allowed_host_names(const std::string& bind_address, const std::vector<std::string>& extra);
 
 // True when `host` (the Host header) is one of `names`, with ":<port>" or without it.
 bool host_allowed(std::string_view host, const std::vector<std::string>& names, int port);

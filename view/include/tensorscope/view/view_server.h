@@ -33,9 +33,9 @@ struct SessionSource {
 struct ViewServerOptions {
   std::vector<SessionSource> sources;
   std::string bind_address = "127.0.0.1";
-  bool allow_remote = false;            // required to bind an address that is not loopback
-  int port = 0;                         // 0: a free port
-  std::string token;                    // "": a random one
+  bool allow_remote = false;               // required to bind an address that is not loopback
+  int port = 0;                            // 0: a free port
+  std::string token;                       // "": a random one
   std::vector<std::string> allowed_hosts;  // extra Host names (e.g. a machine's name)
   uint64_t history_bytes = 64ull << 20;    // frames kept for the step cursor
   int max_connections = 64;
@@ -56,11 +56,11 @@ class ViewServer {
   void stop();
 
   struct Counters {
-    uint64_t frames_read = 0;     // from the live boards
-    uint64_t frames_sent = 0;     // to pages
+    uint64_t frames_read = 0;  // from the live boards
+    uint64_t frames_sent = 0;  // to pages
     uint64_t requests = 0;
-    uint64_t rejected = 0;        // 4xx/5xx answers
-    uint64_t connections = 0;     // open now
+    uint64_t rejected = 0;     // 4xx/5xx answers
+    uint64_t connections = 0;  // open now
     uint64_t store_bytes = 0;
     uint64_t tiles = 0;
   };
