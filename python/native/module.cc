@@ -40,7 +40,8 @@ using tensorscope::python::utf8;
 using tensorscope::python::Utf8Cache;
 
 struct CoreObject {
-  PyObject_HEAD ClientCore* core;  // null once closed
+  PyObject_HEAD
+  ClientCore* core;  // null once closed
 };
 
 ClientCore* live(CoreObject* self) {
@@ -347,9 +348,113 @@ PyObject* core_stats(PyObject* self, PyObject*) {
   return d;
 }
 
+// ---- PushGate: Client.push without a Python frame for a call the gate does not admit ----
+
+// A callable the Python client puts on its instance as `push`: admit() here, in C; a call
+// every_n (or max_hz, or pacing) holds back returns the gated result at once. An admitted
+// call goes to `admitted(name, tensor, hint)`; anything else (keywords, a name that is not
+// a str, a closed client) to `fallback(*args, **kwargs)`, the Python push. Holds the
+// client through its bound methods: a GC type, so the cycle is collected.
+struct PushGateObject {
+  PyObject_HEAD
+  PyObject* core;  // a CoreObject
+  PyObject* admitted;
+  PyObject* fallback;
+  PyObject* results;  // PushResult by code (PUSH_RESULTS order)
+};
+
+PyObject* push_gate_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<PushGateObject*>(self_object);
+  if (kwargs == nullptr && PyTuple_Size(args) == 2) {
+    PyObject* name = PyTuple_GetItem(args, 0);  // borrowed
+    ClientCore* core = reinterpret_cast<CoreObject*>(self->core)->core;
+    const std::string* text = nullptr;
+    if (core != nullptr && PyUnicode_Check(name)) {
+      if (stream_names.utf8(name, "name", &text)) {
+        const long code = admission_code(core, core->admit(*text));
+        if (code >= 0) return PyObject_CallFunction(self->admitted, "OOl", name, PyTuple_GetItem(args, 1), code);
+        PyObject* result = PyTuple_GetItem(
+            self->results,
+            code == -1 ? static_cast<Py_ssize_t>(PushResult::kGated) : static_cast<Py_ssize_t>(-2 - code));
+        Py_XINCREF(result);
+        return result;
+      }
+      PyErr_Clear();  // the fallback says what is wrong with the name
+    }
+  }
+  return PyObject_Call(self->fallback, args, kwargs);
+}
+
+int push_gate_traverse(PyObject* self_object, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<PushGateObject*>(self_object);
+  Py_VISIT(Py_TYPE(self_object));
+  Py_VISIT(self->core);
+  Py_VISIT(self->admitted);
+  Py_VISIT(self->fallback);
+  Py_VISIT(self->results);
+  return 0;
+}
+
+int push_gate_clear(PyObject* self_object) {
+  auto* self = reinterpret_cast<PushGateObject*>(self_object);
+  Py_CLEAR(self->core);
+  Py_CLEAR(self->admitted);
+  Py_CLEAR(self->fallback);
+  Py_CLEAR(self->results);
+  return 0;
+}
+
+void push_gate_dealloc(PyObject* self_object) {
+  PyObject_GC_UnTrack(self_object);
+  push_gate_clear(self_object);
+  PyTypeObject* type = Py_TYPE(self_object);
+  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
+  free_fn(self_object);
+  Py_DECREF(type);
+}
+
+PyType_Slot push_gate_slots[] = {
+    {Py_tp_doc, const_cast<char*>("Client.push's gate (Core.push_gate)")},
+    {Py_tp_call, reinterpret_cast<void*>(push_gate_call)},
+    {Py_tp_traverse, reinterpret_cast<void*>(push_gate_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(push_gate_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(push_gate_dealloc)},
+    {0, nullptr},
+};
+
+PyType_Spec push_gate_spec = {"tensorscope._native.PushGate", sizeof(PushGateObject), 0,
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, push_gate_slots};
+PyObject* push_gate_type = nullptr;  // made by PyInit__native
+
+// push_gate(admitted, fallback, results) -> a PushGate of this core.
+PyObject* core_push_gate(PyObject* self, PyObject* args) {
+  PyObject *admitted = nullptr, *fallback = nullptr, *results = nullptr;
+  if (!PyArg_ParseTuple(args, "OOO", &admitted, &fallback, &results)) return nullptr;
+  if (!PyCallable_Check(admitted) || !PyCallable_Check(fallback) || !PyTuple_Check(results) ||
+      PyTuple_Size(results) != static_cast<Py_ssize_t>(tensorscope::kPushResultNames.size())) {
+    PyErr_SetString(PyExc_TypeError, "push_gate(admitted, fallback, results): two callables and the results tuple");
+    return nullptr;
+  }
+  auto* type = reinterpret_cast<PyTypeObject*>(push_gate_type);
+  auto alloc = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
+  auto* gate = reinterpret_cast<PushGateObject*>(alloc(type, 0));  // tracked by the collector
+  if (gate == nullptr) return nullptr;
+  Py_INCREF(self);
+  Py_INCREF(admitted);
+  Py_INCREF(fallback);
+  Py_INCREF(results);
+  gate->core = self;
+  gate->admitted = admitted;
+  gate->fallback = fallback;
+  gate->results = results;
+  return reinterpret_cast<PyObject*>(gate);
+}
+
 PyMethodDef core_methods[] = {
     {"admit", core_admit, METH_O,
      "admit(name) -> render hint (>= 0: send it), -1 when gated, -2 - result code when it cannot go now"},
+    {"push_gate", core_push_gate, METH_VARARGS,
+     "push_gate(admitted, fallback, results) -> callable(name, tensor): push() with its gate in C"},
     {"admit_tracked", core_admit_tracked, METH_O,
      "admit_tracked(name) -> as admit(), for a track's tensors (max_hz per stream only)"},
     {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
@@ -610,6 +715,11 @@ PyMODINIT_FUNC PyInit__native() {
   PyObject* type = PyType_FromSpec(&core_spec);
   if (type == nullptr || PyModule_AddObject(module, "Core", type) != 0) {
     Py_XDECREF(type);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  push_gate_type = PyType_FromSpec(&push_gate_spec);  // kept for the module's life
+  if (push_gate_type == nullptr) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -1,7 +1,7 @@
 """Types of the extension module tensorscope._native (python/native/module.cc): the
 client core for DLPack tensors and a few helpers. Private: the package's public API wraps it."""
 
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 VERSION: str
 WITH_CUDA: int
@@ -18,6 +18,9 @@ SummaryValues = Tuple[int, int, int, int, float, float, float, float]
 class Core:
     def __init__(self, options: Mapping[str, Any]) -> None: ...
     def admit(self, name: str) -> int: ...  # >= 0: render hint, send; -1: gated; -2 - code: cannot go now
+    def push_gate(
+        self, admitted: Callable[[str, Any, int], Any], fallback: Callable[..., Any], results: Tuple[Any, ...]
+    ) -> Callable[[str, Any], Any]: ...
     def admit_tracked(self, name: str) -> int: ...
     def send(self, name: str, capsule: Any, kind: int, hint: int, step: Optional[int], as_bool: bool,
              cuda_stream: int) -> int: ...

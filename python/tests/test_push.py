@@ -285,3 +285,32 @@ def test_names_built_anew_or_reused_reach_their_own_streams_and_gates(daemon):
     for name in fixed:
         assert frames[(name, 0)] == 2, name
     assert len(frames) == 60, sorted(frames)
+
+
+def test_the_push_gate_answers_like_the_method(tmp_path):
+    """push() is the native gate (Core.push_gate) on a client's instance: gated calls,
+    admitted ones, a name that is not a str, keywords and a closed client all answer as
+    the method does."""
+    with tensorscope.Client(session="gate", runtime_dir=str(tmp_path), connect_timeout_ms=0, every_n=3) as scope:
+        assert type(scope.push).__name__ == "PushGate"
+        results = [scope.push("x", torch.ones(2)) for _ in range(6)]
+        nc, gated = PushResult.NOT_CONNECTED, PushResult.GATED  # no daemon: an admitted call is not_connected
+        assert results == [nc, gated, gated, nc, gated, gated]
+        assert scope.push(5, torch.ones(1)) == PushResult.REFUSED
+        assert scope.push(name="y", tensor=torch.ones(1)) == nc
+        s = scope.stats()
+        assert (s.gated, s.not_connected, s.refused) == (4, 3, 1), s
+    assert scope.push("x", torch.ones(2)) == PushResult.NOT_CONNECTED
+    assert type(scope.push).__name__ == "method"
+
+
+def test_a_client_and_its_push_gate_are_collected(tmp_path):
+    import gc
+    import weakref
+
+    scope = tensorscope.Client(session="gate", runtime_dir=str(tmp_path), connect_timeout_ms=0)
+    alive = weakref.ref(scope)
+    del scope
+    gc.collect()
+    assert alive() is None
+
