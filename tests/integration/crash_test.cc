@@ -286,7 +286,7 @@ TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {
   ASSERT_TRUE(leaves->write_stdin("stop\n"));
   const json left = final_line(leaves);
   ASSERT_TRUE(left.is_object());
-  expect_accounted(left, "producer that left");
+  expect_accounted(left, "producer that left", /*daemon_went_away=*/true);
   EXPECT_GT(u64(left, "not_connected"), 0u);
   EXPECT_EQ(u64(left, "connections"), 1u);
   release_producer(leaves);
@@ -304,7 +304,7 @@ TEST_F(IntegrationTest, KilledDaemonProducersSurviveAndReconnect) {
   ASSERT_TRUE(stays->write_stdin("stop\n"));
   const json stayed = final_line(stays);
   ASSERT_TRUE(stayed.is_object());
-  expect_accounted(stayed, "producer that stayed");
+  expect_accounted(stayed, "producer that stayed", /*daemon_went_away=*/true);
   EXPECT_GT(u64(stayed, "not_connected"), 0u);
   EXPECT_GE(u64(stayed, "connections"), 2u);
 
