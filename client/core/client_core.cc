@@ -22,7 +22,6 @@ class CudaStaging {};  // never made: ClientCore::cuda_ stays null
 #endif
 #include "tensorscope/base/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
-#include "tensorscope/shared/session_name.h"
 #include "tensorscope/base/text_input.h"
 
 namespace tensorscope {
