@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "compare/hdf5_reader_process.h"
+#include "compare/mapped_file.h"
 #include "tensorscope/recording/npy_file.h"
 
 namespace tensorscope::compare {
@@ -152,7 +153,9 @@ StatusOr<TensorCompareResult> compare_sources(TensorSource& a, TensorSource& b, 
       return Status::error((*n_a == 0 ? a.name() : b.name()) + ": unexpected end of data");
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, std::min(*n_a, *n_b)));
-    comparer.add_raw_on_cores(data_a, result.dtype_a, data_b, result.dtype_b, n);
+    if (!comparer.add_raw_on_cores(data_a, result.dtype_a, data_b, result.dtype_b, n)) {
+      return shrank_while_compared(a.shrunk() || !b.shrunk() ? a.name() : b.name());
+    }
     a.consume(n);
     b.consume(n);
     left -= n;

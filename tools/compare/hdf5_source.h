@@ -49,6 +49,9 @@ class TensorSource {
   virtual StatusOr<size_t> peek(const unsigned char** data) = 0;
   // Marks the first n (<= the last peek()'s count) elements as consumed.
   virtual void consume(size_t n) = 0;
+  // True when the source reads a mapped file that is now shorter than when it was mapped
+  // (see mapped_file.h); sources that read into buffers say so in peek()'s errors.
+  virtual bool shrunk() const { return false; }
 };
 
 // Errors: those of NpyReader::open (naming the file).

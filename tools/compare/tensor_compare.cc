@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "compare/mapped_file.h"
 #include "tensorscope/recording/npy_file.h"
 #include "tensorscope/recording/wire_tensor.h"
 #include "tensorscope/tensor/element_type.h"
@@ -265,30 +266,36 @@ void TensorComparer::add_raw(const void* a, wire::DType dtype_a, const void* b, 
   }
 }
 
-void TensorComparer::add_raw_on_cores(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b,
+bool TensorComparer::add_raw_on_cores(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b,
                                       size_t n) {
   const size_t cores = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
   const size_t threads = std::min(cores, n / (4 * kBlockElements));
-  if (threads <= 1) {
-    add_raw(a, dtype_a, b, dtype_b, n);
-    return;
-  }
+  if (threads <= 1) return catch_bus_error([&] { add_raw(a, dtype_a, b, dtype_b, n); });
   const auto* pa = static_cast<const unsigned char*>(a);
   const auto* pb = static_cast<const unsigned char*>(b);
   const size_t size_a = wire::dtype_size(dtype_a), size_b = wire::dtype_size(dtype_b);
   const size_t per = (n / threads + kBlockElements - 1) / kBlockElements * kBlockElements;
   std::vector<TensorComparer> parts(threads, TensorComparer(tolerance_));
+  std::unique_ptr<bool[]> read(new bool[threads]());
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) {
     const size_t first = t * per;
     if (first >= n) break;
     const size_t count = std::min(per, n - first);
-    pool.emplace_back(
-        [&, t, first, count] { parts[t].add_raw(pa + first * size_a, dtype_a, pb + first * size_b, dtype_b, count); });
+    TensorComparer& part = parts[t];
+    pool.emplace_back([&part, &read, t, pa, pb, dtype_a, dtype_b, first, count, size_a, size_b] {
+      read[t] =
+          catch_bus_error([&] { part.add_raw(pa + first * size_a, dtype_a, pb + first * size_b, dtype_b, count); });
+    });
   }
-  parts[0].add_raw(pa, dtype_a, pb, dtype_b, std::min(per, n));
+  TensorComparer& first_part = parts[0];
+  read[0] = catch_bus_error([&] { first_part.add_raw(pa, dtype_a, pb, dtype_b, std::min(per, n)); });
   for (std::thread& thread : pool) thread.join();
+  for (size_t t = 0; t <= pool.size(); ++t) {
+    if (!read[t]) return false;
+  }
   for (const TensorComparer& part : parts) merge(part);
+  return true;
 }
 
 void TensorComparer::merge(const TensorComparer& next) {
@@ -347,47 +354,51 @@ std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape
   return text;
 }
 
-StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const std::string& path_b,
-                                                const CompareTolerance& tolerance, size_t chunk_bytes) {
-  if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
-  auto reader_a = recording::NpyReader::open(path_a);
-  if (!reader_a) return reader_a.status();
-  auto reader_b = recording::NpyReader::open(path_b);
-  if (!reader_b) return reader_b.status();
+namespace {
 
-  TensorCompareResult result;
-  result.dtype_a = reader_a->dtype();
-  result.dtype_b = reader_b->dtype();
-  result.shape_a = reader_a->shape();
-  result.shape_b = reader_b->shape();
-  if (result.shape_a != result.shape_b) {
-    result.shape_mismatch = true;
-    result.cosine = 0.0;
-    return result;
+// The values of both files compared from their mappings, chunk by chunk.
+StatusOr<TensorCompareResult> compare_mapped(const recording::NpyReader& reader_a, const MappedFile& a,
+                                             const recording::NpyReader& reader_b, const MappedFile& b,
+                                             TensorCompareResult&& layout, const CompareTolerance& tolerance) {
+  const size_t size_a = wire::dtype_size(layout.dtype_a), size_b = wire::dtype_size(layout.dtype_b);
+  const unsigned char* pa = a.data() + reader_a.data_offset();
+  const unsigned char* pb = b.data() + reader_b.data_offset();
+  const size_t per_step = kMappedStepBytes / std::max(size_a, size_b);
+  TensorComparer comparer(tolerance);
+  for (uint64_t done = 0, n = reader_a.numel(); done < n;) {
+    const size_t count = static_cast<size_t>(std::min<uint64_t>(n - done, per_step));
+    if (!comparer.add_raw_on_cores(pa + done * size_a, layout.dtype_a, pb + done * size_b, layout.dtype_b, count)) {
+      return shrank_while_compared(a.shrunk() || !b.shrunk() ? a.path() : b.path());
+    }
+    done += count;
   }
+  return comparer.result(std::move(layout));
+}
 
-  const size_t size_a = wire::dtype_size(result.dtype_a);
-  const size_t size_b = wire::dtype_size(result.dtype_b);
-  const size_t per_chunk = chunk_bytes / std::max(size_a, size_b);
-  // Two buffers per file: the next chunk is read on another thread while this one is
-  // compared on every core (chunks of at least 256 KiB; smaller ones are read in turn).
+// The same through read() into two buffers per file: the next chunk is read on another
+// thread while this one is compared on every core (chunks of at least 256 KiB; smaller
+// ones are read in turn).
+StatusOr<TensorCompareResult> compare_buffered(recording::NpyReader& reader_a, recording::NpyReader& reader_b,
+                                               TensorCompareResult&& layout, const CompareTolerance& tolerance,
+                                               size_t per_chunk) {
+  const size_t size_a = wire::dtype_size(layout.dtype_a), size_b = wire::dtype_size(layout.dtype_b);
   const bool overlap = per_chunk * std::max(size_a, size_b) >= (size_t{256} << 10);
   std::unique_ptr<unsigned char[]> buffers_a[2] = {std::make_unique<unsigned char[]>(per_chunk * size_a),
                                                    std::make_unique<unsigned char[]>(per_chunk * size_a)};
   std::unique_ptr<unsigned char[]> buffers_b[2] = {std::make_unique<unsigned char[]>(per_chunk * size_b),
                                                    std::make_unique<unsigned char[]>(per_chunk * size_b)};
   auto read_chunk = [&](int slot, size_t count) -> Status {
-    auto got_a = reader_a->read(buffers_a[slot].get(), count * size_a);
+    auto got_a = reader_a.read(buffers_a[slot].get(), count * size_a);
     if (!got_a) return got_a.status();
-    auto got_b = reader_b->read(buffers_b[slot].get(), count * size_b);
+    auto got_b = reader_b.read(buffers_b[slot].get(), count * size_b);
     if (!got_b) return got_b.status();
     if (*got_a != count * size_a || *got_b != count * size_b) {
-      return Status::error((*got_a != count * size_a ? path_a : path_b) + ": unexpected end of data");
+      return Status::error((*got_a != count * size_a ? reader_a.path() : reader_b.path()) + ": unexpected end of data");
     }
     return Status::ok();
   };
   TensorComparer comparer(tolerance);
-  uint64_t left = reader_a->numel();
+  uint64_t left = reader_a.numel();
   size_t count = static_cast<size_t>(std::min<uint64_t>(left, per_chunk));
   if (Status s = read_chunk(0, count); !s) return s;
   for (int slot = 0; left > 0; slot ^= 1) {
@@ -396,7 +407,7 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const
     Status next_read = Status::ok();
     std::thread reader;
     if (next > 0 && overlap) reader = std::thread([&] { next_read = read_chunk(slot ^ 1, next); });
-    comparer.add_raw_on_cores(buffers_a[slot].get(), result.dtype_a, buffers_b[slot].get(), result.dtype_b, count);
+    comparer.add_raw_on_cores(buffers_a[slot].get(), layout.dtype_a, buffers_b[slot].get(), layout.dtype_b, count);
     if (reader.joinable()) {
       reader.join();
     } else if (next > 0) {
@@ -405,7 +416,41 @@ StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const
     if (!next_read) return next_read;
     count = next;
   }
-  return comparer.result(std::move(result));
+  return comparer.result(std::move(layout));
+}
+
+}  // namespace
+
+StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const std::string& path_b,
+                                                const CompareTolerance& tolerance, size_t chunk_bytes,
+                                                CompareReads reads) {
+  if (chunk_bytes < 8) return Status::error("compare: chunk size must be at least 8 bytes");
+  auto reader_a = recording::NpyReader::open(path_a);
+  if (!reader_a) return reader_a.status();
+  auto reader_b = recording::NpyReader::open(path_b);
+  if (!reader_b) return reader_b.status();
+
+  TensorCompareResult layout;
+  layout.dtype_a = reader_a->dtype();
+  layout.dtype_b = reader_b->dtype();
+  layout.shape_a = reader_a->shape();
+  layout.shape_b = reader_b->shape();
+  if (layout.shape_a != layout.shape_b) {
+    layout.shape_mismatch = true;
+    layout.cosine = 0.0;
+    return layout;
+  }
+  if (reads == CompareReads::kMapped && reader_a->numel() > 0) {
+    // Mapped after NpyReader checked each file's size against its header.
+    auto a = MappedFile::open(path_a);
+    auto b = MappedFile::open(path_b);
+    if (a && b && a->size() >= reader_a->data_offset() + reader_a->data_bytes() &&
+        b->size() >= reader_b->data_offset() + reader_b->data_bytes()) {
+      return compare_mapped(*reader_a, *a, *reader_b, *b, std::move(layout), tolerance);
+    }
+  }
+  const size_t per_chunk = chunk_bytes / std::max(wire::dtype_size(layout.dtype_a), wire::dtype_size(layout.dtype_b));
+  return compare_buffered(*reader_a, *reader_b, std::move(layout), tolerance, per_chunk);
 }
 
 }  // namespace tensorscope::compare

@@ -37,6 +37,9 @@ struct CompareTolerance {
 
 // Default read size per file and per step of compare_npy_files.
 inline constexpr size_t kCompareChunkBytes = size_t{4} << 20;
+// Bytes per file compared at a time from mapped files (a step of compare_npy_files on
+// every core: fewer, longer steps than through buffers, as no memory is held for them).
+inline constexpr size_t kMappedStepBytes = size_t{64} << 20;
 
 struct TensorCompareResult {
   wire::DType dtype_a = wire::DType::kInvalid;
@@ -69,8 +72,10 @@ class TensorComparer {
   void add_raw(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n);
   // Like add_raw, in parts of whole blocks compared on up to one thread per core and
   // merged in order: the same counts, maxima and first mismatch as add_raw; the sums of
-  // the cosine in another order, within rounding.
-  void add_raw_on_cores(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n);
+  // the cosine in another order, within rounding. Returns false when reading a or b
+  // raised a bus error (a mapped file that shrank, see mapped_file.h): the comparer then
+  // holds part of the elements at most, and is to be dropped.
+  bool add_raw_on_cores(const void* a, wire::DType dtype_a, const void* b, wire::DType dtype_b, size_t n);
   // Takes in `next`, the comparison of the elements that follow this one's (a part
   // compared on another thread).
   void merge(const TensorComparer& next);
@@ -104,12 +109,20 @@ void convert_to_double(const void* src, wire::DType dtype, size_t n, double* dst
 // "float32[4,8]" ("float32[]" for a 0-d array).
 std::string describe_tensor(wire::DType dtype, const std::vector<int64_t>& shape);
 
-// Opens both files with NpyReader and compares them, reading at most `chunk_bytes`
-// per file at a time (never a whole file); each chunk is compared on every core
-// (TensorComparer::add_raw_on_cores). Errors: those of NpyReader (they name the
-// file: missing, corrupt, truncated, unsupported dtype), chunk_bytes < 8.
+// How a comparison reads the values of .npy files and of contiguous tensors in .pt files.
+enum class CompareReads {
+  kMapped,    // straight from the page cache (mapped_file.h); kBuffered where a file cannot be mapped
+  kBuffered,  // read() into buffers of the chunk size
+};
+
+// Opens both files with NpyReader and compares them, from their mappings
+// kMappedStepBytes per file at a time, or read into buffers `chunk_bytes` at a time
+// (never a whole file at once); each step is compared on every core (TensorComparer::add_raw_on_cores). Errors: those of
+// NpyReader (they name the file: missing, corrupt, truncated, unsupported dtype); a file
+// that became shorter while it was compared (names it); chunk_bytes < 8.
 StatusOr<TensorCompareResult> compare_npy_files(const std::string& path_a, const std::string& path_b,
                                                 const CompareTolerance& tolerance,
-                                                size_t chunk_bytes = kCompareChunkBytes);
+                                                size_t chunk_bytes = kCompareChunkBytes,
+                                                CompareReads reads = CompareReads::kMapped);
 
 }  // namespace tensorscope::compare

@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "compare/mapped_file.h"
 #include "compare/pickle_machine.h"
 #include "compare/torch_pickle_calls.h"
 #include "compare/torch_tensor_describer.h"
@@ -222,6 +223,50 @@ class TorchSource final : public TensorSource {
   std::vector<unsigned char> window_;
 };
 
+// A contiguous tensor compared straight from the file's mapping (mapped_file.h), in
+// steps of kMappedStepBytes: no copy into a buffer.
+class MappedTorchSource final : public TensorSource {
+ public:
+  MappedTorchSource(const TorchTensor& t, MappedFile file, uint64_t numel)
+      : t_(t), name_(t.display_name()), file_(std::move(file)), elem_(wire::dtype_size(t.dtype)), total_(numel) {
+    first_ = file_.data() + t.data_offset + static_cast<uint64_t>(t.storage_offset) * elem_;
+    step_ = std::max<size_t>(1, kMappedStepBytes / elem_);
+  }
+
+  const std::string& name() const override { return name_; }
+  DType dtype() const override { return t_.dtype; }
+  const std::vector<int64_t>& shape() const override { return t_.shape; }
+  StatusOr<size_t> peek(const unsigned char** data) override {
+    *data = first_ + consumed_ * elem_;
+    return static_cast<size_t>(std::min<uint64_t>(step_, total_ - consumed_));
+  }
+  void consume(size_t n) override { consumed_ += n; }
+  bool shrunk() const override { return file_.shrunk(); }
+
+ private:
+  TorchTensor t_;
+  std::string name_;
+  MappedFile file_;
+  size_t elem_;
+  uint64_t total_;
+  const unsigned char* first_ = nullptr;
+  size_t step_ = 1;
+  uint64_t consumed_ = 0;
+};
+
+// The tensor's file mapped, when its elements lie in it whole and contiguous; else null.
+std::unique_ptr<TensorSource> open_mapped(const TorchTensor& tensor) {
+  if (!tensor.contiguous() || tensor.storage_offset < 0) return nullptr;
+  uint64_t numel = 1;
+  for (int64_t d : tensor.shape) numel *= static_cast<uint64_t>(d);
+  const uint64_t elem = wire::dtype_size(tensor.dtype);
+  const uint64_t end = (static_cast<uint64_t>(tensor.storage_offset) + numel) * elem;
+  if (numel == 0 || end > tensor.storage_bytes) return nullptr;  // the buffered source says what is wrong
+  auto file = MappedFile::open(tensor.file);
+  if (!file || file->size() < tensor.data_offset + end) return nullptr;
+  return std::make_unique<MappedTorchSource>(tensor, std::move(*file), numel);
+}
+
 }  // namespace
 
 bool TorchTensor::contiguous() const {
@@ -359,7 +404,8 @@ StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file) {
   }
 }
 
-StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor, size_t chunk_bytes) {
+StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor, size_t chunk_bytes,
+                                                          CompareReads reads) {
   if (!tensor.error.empty()) return Status::error(tensor.error);
   if (wire::dtype_size(tensor.dtype) == 0) return Status::error(tensor.display_name() + ": no dtype");
   const int fd = ::open(tensor.file.c_str(), O_RDONLY | O_CLOEXEC);
@@ -372,6 +418,10 @@ StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& ten
   }
   // The source owns fd only once it is built.
   try {
+    if (auto mapped = reads == CompareReads::kMapped ? open_mapped(tensor) : nullptr) {
+      ::close(fd);
+      return mapped;
+    }
     return std::unique_ptr<TensorSource>(new TorchSource(tensor, fd, chunk_bytes));
   } catch (const std::bad_alloc&) {
     ::close(fd);

@@ -111,9 +111,13 @@ bool is_torch_path(const std::string& path);
 // names included).
 StatusOr<std::vector<TorchTensor>> list_torch_tensors(const std::string& file);
 
+// A contiguous tensor is read from the file's mapping (`reads` kMapped: peek() hands out
+// up to kMappedStepBytes at a time, and shrunk() says when the file was cut short under
+// it), else through a buffer of `chunk_bytes`; other tensors are gathered through one.
 // Errors: the tensor's `error`; the file cannot be opened or is now shorter than the
 // storage; running out of memory; later read errors come from peek() (naming the file
 // and tensor; no exception escapes it either).
-StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor, size_t chunk_bytes);
+StatusOr<std::unique_ptr<TensorSource>> open_torch_source(const TorchTensor& tensor, size_t chunk_bytes,
+                                                          CompareReads reads = CompareReads::kMapped);
 
 }  // namespace tensorscope::compare

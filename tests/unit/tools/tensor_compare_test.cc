@@ -1,7 +1,8 @@
 // tensor_compare_test.cc — TensorComparer and compare_npy_files: equal, nearly equal and
 // different tensors (metrics checked against values computed here), NaN and Inf, mixed
-// dtypes, shape mismatches, all-zero and empty tensors, small chunk sizes, and missing,
-// corrupt and truncated files.
+// dtypes, shape mismatches, all-zero and empty tensors, small chunk sizes, the files
+// compared from their mappings and through buffers alike, and missing, corrupt and
+// truncated files.
 #include "compare/tensor_compare.h"
 
 #include <gmock/gmock.h>
@@ -47,11 +48,29 @@ std::string write_f32(const TempDir& dir, const std::string& name, const std::ve
   return write(dir, name, DType::kFloat32, {static_cast<int64_t>(v.size())}, v);
 }
 
+bool same_or_both_nan(double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); }
+
+// compare_npy_files both ways, which must agree: from the files' mappings, and read into
+// buffers of `chunk` bytes (the cosine's sums in other orders: within rounding). Returns
+// the buffered result.
 TensorCompareResult compare_ok(const std::string& a, const std::string& b, CompareTolerance tolerance = {},
                                size_t chunk = kCompareChunkBytes) {
-  auto result = compare_npy_files(a, b, tolerance, chunk);
-  EXPECT_TRUE(result) << result.message();
-  return result ? *result : TensorCompareResult{};
+  auto mapped = compare_npy_files(a, b, tolerance, chunk, CompareReads::kMapped);
+  auto buffered = compare_npy_files(a, b, tolerance, chunk, CompareReads::kBuffered);
+  EXPECT_TRUE(mapped) << mapped.message();
+  EXPECT_TRUE(buffered) << buffered.message();
+  if (!mapped || !buffered) return TensorCompareResult{};
+  EXPECT_EQ(mapped->shape_mismatch, buffered->shape_mismatch) << chunk;
+  EXPECT_EQ(mapped->total, buffered->total) << chunk;
+  EXPECT_EQ(mapped->mismatches, buffered->mismatches) << chunk;
+  EXPECT_EQ(mapped->nonfinite_mismatches, buffered->nonfinite_mismatches) << chunk;
+  EXPECT_EQ(mapped->max_abs_error, buffered->max_abs_error) << chunk;
+  EXPECT_EQ(mapped->max_rel_error, buffered->max_rel_error) << chunk;
+  EXPECT_EQ(mapped->first_mismatch, buffered->first_mismatch) << chunk;
+  EXPECT_TRUE(same_or_both_nan(mapped->first_mismatch_a, buffered->first_mismatch_a)) << chunk;
+  EXPECT_TRUE(same_or_both_nan(mapped->first_mismatch_b, buffered->first_mismatch_b)) << chunk;
+  EXPECT_NEAR(mapped->cosine, buffered->cosine, 1e-12) << chunk;
+  return *buffered;
 }
 
 // Metrics computed directly, element by element, for finite inputs.

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <unordered_set>
@@ -34,8 +35,8 @@ using testing::torch_zip_spec;
 using wire::DType;
 
 // Reads every element of the tensor through open_torch_source.
-StatusOr<std::vector<double>> read_all(const TorchTensor& t, size_t chunk_bytes) {
-  auto source = open_torch_source(t, chunk_bytes);
+StatusOr<std::vector<double>> read_all_by(const TorchTensor& t, size_t chunk_bytes, CompareReads reads) {
+  auto source = open_torch_source(t, chunk_bytes, reads);
   if (!source) return source.status();
   std::vector<double> out;
   const uint64_t total = (*source)->numel();
@@ -53,6 +54,24 @@ StatusOr<std::vector<double>> read_all(const TorchTensor& t, size_t chunk_bytes)
   auto rest = (*source)->peek(&data);
   if (!rest || *rest != 0) return Status::error("data after the last element");
   return out;
+}
+
+// The tensor's values read through a buffer of chunk_bytes, checked against those read
+// from the file's mapping (contiguous tensors; the others are gathered either way).
+StatusOr<std::vector<double>> read_all(const TorchTensor& t, size_t chunk_bytes) {
+  auto buffered = read_all_by(t, chunk_bytes, CompareReads::kBuffered);
+  auto mapped = read_all_by(t, chunk_bytes, CompareReads::kMapped);
+  if (bool(buffered) != bool(mapped)) {
+    return Status::error("mapped and buffered reads disagree: " + buffered.message() + " / " + mapped.message());
+  }
+  if (buffered && *buffered != *mapped) {
+    bool same = buffered->size() == mapped->size();
+    for (size_t i = 0; same && i < buffered->size(); ++i) {
+      same = std::isnan((*buffered)[i]) ? std::isnan((*mapped)[i]) : (*buffered)[i] == (*mapped)[i];
+    }
+    if (!same) return Status::error("mapped and buffered reads give other values");
+  }
+  return buffered;
 }
 
 std::string write_pt(const TempDir& dir, const std::string& name, const testing::ZipSpec& spec) {
@@ -432,12 +451,23 @@ TEST(TorchFileSourceTest, StorageBeyondFourGiB) {
   auto tail = read_all((*tensors)[2], 1024);
   ASSERT_TRUE(tail) << tail.message();
   EXPECT_THAT(*tail, ElementsAre(0.0, 0.0));
-  auto big = open_torch_source((*tensors)[0], 1 << 16);
+  auto big = open_torch_source((*tensors)[0], 1 << 16, CompareReads::kBuffered);
   ASSERT_TRUE(big) << big.message();
   const unsigned char* data = nullptr;
   auto n = (*big)->peek(&data);
   ASSERT_TRUE(n) << n.message();
   EXPECT_EQ(*n, size_t{1} << 14);  // at most chunk_bytes at a time
+  auto mapped = open_torch_source((*tensors)[0], 1 << 16);
+  ASSERT_TRUE(mapped) << mapped.message();
+  (*mapped)->consume(0);
+  n = (*mapped)->peek(&data);
+  ASSERT_TRUE(n) << n.message();
+  EXPECT_EQ(*n, kMappedStepBytes / 4);                 // a step of the mapping, nothing held in memory
+  (*mapped)->consume(static_cast<size_t>(numel) - 2);  // past 4 GiB into the mapping
+  n = (*mapped)->peek(&data);
+  ASSERT_TRUE(n) << n.message();
+  ASSERT_EQ(*n, 2u);
+  EXPECT_EQ(data[0] | data[7], 0);  // the sparse file's zeros
 }
 
 // ---- hostile files ----------------------------------------------------------------------
