@@ -4,6 +4,7 @@
 // at class-dependent places, with noise) and lets tensorscope send, every K-th step:
 //   cnn.<layer>        the forward output of every layer with parameters  (track_model)
 //   cnn.<layer>.grad   the gradient at that output in backward            (track_layer)
+//   classes.fc1        the penultimate layer's output as a PCA, coloured by class (labels)
 //   loss, accuracy     two scalars pushed by hand                         (push)
 // The model is an ordinary libtorch module: tracking needs no change to it.
 //
@@ -154,7 +155,18 @@ int main(int argc, char** argv) {
   const auto track = tensorscope::TrackOptions().every_n(flags.every_n);
   tensorscope::TrackHandle outputs = scope.track_model("cnn", model, track);
   tensorscope::TrackHandle gradients = scope.track_layer("cnn", model, track);
-  for (const tensorscope::TrackHandle* handle : {&outputs, &gradients}) {
+  // The penultimate layer projected on its top two principal components, each image a
+  // point coloured by its class (`labels` gives the batch's labels): the classes pull
+  // apart as training goes on, and the frames say how far (their silhouette).
+  torch::Tensor batch_labels;  // the current step's labels
+  tensorscope::TrackHandle classes = scope.track_model("classes", model,
+                                                       tensorscope::TrackOptions()
+                                                           .include("^fc1$")
+                                                           .every_n(flags.every_n)
+                                                           .render_mode(tensorscope::RenderMode::kPca)
+                                                           .tree_log(false)
+                                                           .labels([&] { return batch_labels; }));
+  for (const tensorscope::TrackHandle* handle : {&outputs, &gradients, &classes}) {
     if (!handle->ok()) std::fprintf(stderr, "tensorscope: tracking not set up: %s\n", handle->error().c_str());
   }
 
@@ -192,6 +204,7 @@ int main(int argc, char** argv) {
     const torch::Tensor index = order.narrow(0, batch_index * flags.batch, flags.batch);
     const torch::Tensor images = train.images.index_select(0, index);
     const torch::Tensor labels = train.labels.index_select(0, index);
+    batch_labels = labels;
 
     // An ordinary training step; the tracks see the forward and backward passes.
     optimizer.zero_grad();

@@ -5,6 +5,7 @@ twin of examples/train_cnn.cc).
 Every K-th step tensorscope sends:
   cnn.<layer>        the forward output of every layer with parameters  (track_model)
   cnn.<layer>.grad   the gradient at that output in backward            (track_layer)
+  classes.fc1        the penultimate layer's output as a PCA, coloured by class (labels=)
   loss, accuracy     two scalars pushed by hand                         (push)
 
 Start a daemon for the same session first, then this script:
@@ -55,8 +56,14 @@ def main():
     # before they are copied, render_mode= picks how the daemon draws them.
     outputs = scope.track_model("cnn", model, every_n=args.every_n)
     gradients = scope.track_layer("cnn", model, every_n=args.every_n)
+    # The penultimate layer projected on its top two principal components, each image a
+    # point coloured by its class (labels= gives the batch's labels): the classes pull
+    # apart as training goes on, and the frames say how far (their silhouette).
+    classes = scope.track_model("classes", model, include="^fc1$", every_n=args.every_n, render_mode="pca",
+                                tree_log=False, labels=lambda: labels)
     print(f"train_cnn.py: session {args.session}, {args.steps} steps, batch {args.batch}, "
-          f"{len(outputs.streams) + len(gradients.streams)} tracked streams every {args.every_n} steps, "
+          f"{len(outputs.streams) + len(gradients.streams) + len(classes.streams)} tracked streams every "
+          f"{args.every_n} steps, "
           f"daemon {'connected' if scope.connected else 'not connected'}")
 
     batches_per_epoch = TRAIN_IMAGES // args.batch

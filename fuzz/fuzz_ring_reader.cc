@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const RingReader::Result r = reader.next(&view);
     if (r == RingReader::Result::kEmpty || r == RingReader::Result::kPoisoned) break;
     if (r != RingReader::Result::kRecord) continue;
-    const uint64_t bytes = ring_payload_bytes(view.header);
+    const uint64_t bytes = ring_tensor_bytes(view.header);
     if (bytes > 0 && (view.payload < begin || view.payload + bytes > end)) std::abort();
     reader.release(view);
   }

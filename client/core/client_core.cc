@@ -166,13 +166,13 @@ StreamGate::Admission ClientCore::admit_tracked(const std::string& name) {
 }
 
 PushResult ClientCore::send(const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
-                            uint8_t render_hint, std::optional<int64_t> step) noexcept {
+                            uint8_t render_hint, std::optional<int64_t> step, const RowLabels* row_labels) noexcept {
   try {
     const PushResult early = precheck();
     if (early != PushResult::kPushed) return early;
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
-    return stage(*guard.operator->(), name, tensor, kind, render_hint, step);
+    return stage(*guard.operator->(), name, tensor, kind, render_hint, step, row_labels);
   } catch (...) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     return PushResult::kRefused;
@@ -203,7 +203,7 @@ PushResult ClientCore::send_bytes(const std::string& name, const std::string& pa
     bytes.ndim = 1;
     bytes.shape[0] = static_cast<int64_t>(payload.size());
     bytes.strides[0] = 1;
-    return stage(*guard.operator->(), name, bytes, kind, 0, step);
+    return stage(*guard.operator->(), name, bytes, kind, 0, step, nullptr);
   } catch (...) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     return PushResult::kRefused;
@@ -220,7 +220,8 @@ PushResult ClientCore::refuse(const std::string& name, const std::string& why) n
 }
 
 PushResult ClientCore::stage(Connection::Active& active, const std::string& name, const TensorRef& tensor,
-                             wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step) {
+                             wire::TensorKind kind, uint8_t render_hint, std::optional<int64_t> step,
+                             const RowLabels* row_labels) {
   std::string refusal = stream_name_refusal(name);
   if (refusal.empty()) refusal = tensor_ref_refusal(tensor);
   uint64_t bytes = 0;
@@ -231,7 +232,20 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
           std::to_string(options_.max_tensor_bytes) + ")";
     }
   }
+  std::string section;  // the row labels, encoded
+  if (refusal.empty() && row_labels != nullptr) {
+    if (tensor.ndim == 0 || static_cast<uint64_t>(tensor.shape[0]) != row_labels->values.size()) {
+      refusal = std::to_string(row_labels->values.size()) + " labels for a tensor of " +
+          (tensor.ndim == 0 ? std::string("no rows (0-d)") : std::to_string(tensor.shape[0]) + " rows") +
+          ": give one label per row (the first dimension)";
+    } else if (auto encoded = encode_row_labels(*row_labels); !encoded) {
+      refusal = "labels: " + encoded.message();
+    } else {
+      section = std::move(*encoded);
+    }
+  }
   if (!refusal.empty()) return refuse(&active, name, refusal);
+  const std::string* labels = row_labels != nullptr ? &section : nullptr;
 
   // Everything that can fail or throw happens before the reservation: between
   // reserve() and commit()/cancel() only plain stores and the guarded copy run, so a
@@ -256,7 +270,7 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
 
   if (tensor.device == DeviceType::kCuda && bytes > 0) {
 #ifdef TENSORSCOPE_WITH_CUDA
-    const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes);
+    const CudaStaging::Outcome outcome = cuda_->push(*connection_, active, fields, tensor, bytes, labels);
     if (!outcome.fallback) return tell_pacer(active, kind, counted(active, name, outcome.result, outcome.why, bytes));
       // else CudaStaging noted why: a synchronous copy below
 #else
@@ -264,7 +278,7 @@ PushResult ClientCore::stage(Connection::Active& active, const std::string& name
     count_sync_copy("tensorscope was built without CUDA support");
 #endif
   }
-  return tell_pacer(active, kind, stage_in_ring(active, name, fields, tensor, bytes));
+  return tell_pacer(active, kind, stage_in_ring(active, name, fields, tensor, bytes, labels));
 }
 
 PushResult ClientCore::tell_pacer(Connection::Active& active, wire::TensorKind kind, PushResult result) {
@@ -295,10 +309,12 @@ PushResult ClientCore::counted(Connection::Active& active, const std::string& na
 }
 
 PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::string& name,
-                                     const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
+                                     const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes,
+                                     const std::string* row_labels) {
+  const uint64_t ring_bytes = record_ring_bytes(bytes, row_labels);
   {
     const uint64_t limit = active.writer->max_payload_bytes();
-    if (bytes > limit) {
+    if (ring_bytes > limit) {
       return refuse(&active, name,
                     "tensor of " + std::to_string(bytes) + " bytes exceeds the shared-memory ring's " +
                         std::to_string(limit) + " bytes (option shm_budget)");
@@ -309,7 +325,7 @@ PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::stri
   const bool small = fields.kind == static_cast<uint8_t>(wire::TensorKind::kSummary) ||
       fields.kind == static_cast<uint8_t>(wire::TensorKind::kModuleTree);
   const auto reserved =
-      active.writer->reserve(bytes, &r, small ? RingWriter::Claim::kAnySpace : RingWriter::Claim::kLeaveHeadroom);
+      active.writer->reserve(ring_bytes, &r, small ? RingWriter::Claim::kAnySpace : RingWriter::Claim::kLeaveHeadroom);
   if (reserved == RingWriter::ReserveResult::kTooLarge) {
     return refuse(&active, name, "tensor does not fit in the shared-memory ring");
   }
@@ -317,6 +333,7 @@ PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::stri
     return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
   }
   copy_record_fields(fields, r.header);
+  put_payload_sizes(r, bytes, bytes, row_labels);
   if (tensor.device == DeviceType::kCuda && bytes > 0) {
     // A device tensor without staging: a synchronous copy.
 #ifdef TENSORSCOPE_WITH_CUDA

@@ -25,6 +25,7 @@
 #include "tensor_ref.h"
 #include "tensorscope/client_option_list.h"
 #include "tensorscope/push_result.h"
+#include "tensorscope/shared/row_labels_format.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
@@ -77,10 +78,11 @@ class ClientCore {
   PushResult ready();
 
   // Copies `tensor` as a record of `kind` named `name`, stamped with `step` (default: the
-  // client's step). Checks enabled, the session, the name, the tensor and the sizes;
-  // every outcome is counted. Never throws.
+  // client's step), with one label per row when `row_labels` is given (its count must be
+  // the tensor's first dimension). Checks enabled, the session, the name, the tensor, the
+  // labels and the sizes; every outcome is counted. Never throws.
   PushResult send(const std::string& name, const TensorRef& tensor, wire::TensorKind kind, uint8_t render_hint,
-                  std::optional<int64_t> step = std::nullopt) noexcept;
+                  std::optional<int64_t> step = std::nullopt, const RowLabels* row_labels = nullptr) noexcept;
 
   // A module tree record (module_tree_format.h) of step `step`, named after the track.
   PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept;
@@ -119,9 +121,9 @@ class ClientCore {
   PushResult send_bytes(const std::string& name, const std::string& payload, wire::TensorKind kind,
                         int64_t step) noexcept;
   PushResult stage(Connection::Active& active, const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
-                   uint8_t render_hint, std::optional<int64_t> step);
+                   uint8_t render_hint, std::optional<int64_t> step, const RowLabels* row_labels);
   PushResult stage_in_ring(Connection::Active& active, const std::string& name, const wire::RecordHeader& fields,
-                           const TensorRef& tensor, uint64_t bytes);
+                           const TensorRef& tensor, uint64_t bytes, const std::string* row_labels);
   PushResult counted(Connection::Active& active, const std::string& name, PushResult result, const std::string& why,
                      uint64_t bytes);
   // Tells the pacer what a tensor push to an attached daemon found (the ring's backlog,

@@ -277,7 +277,8 @@ void CudaStaging::note(const std::string& transport, const std::string& why) {
 }
 
 CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Active& active,
-                                       const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
+                                       const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes,
+                                       const std::string* row_labels) {
   if (!cuda_probe().usable) {
     note("sync-copy", cuda_probe().reason);
     return Outcome{PushResult::kPushed, {}, true};
@@ -307,7 +308,7 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
   }
   if (why_not_ipc.empty()) {
     note("cuda-ipc", "");
-    return push_ipc(dev, active, fields, tensor, bytes);
+    return push_ipc(dev, active, fields, tensor, bytes, row_labels);
   }
   if (!dev.host_tried) {
     dev.host_error = dev.setup_host(std::min(staging_bytes_, active.writer->max_payload_bytes()));
@@ -317,11 +318,11 @@ CudaStaging::Outcome CudaStaging::push(Connection& connection, Connection::Activ
     return Outcome{PushResult::kPushed, {}, true};
   }
   note("pinned-host", why_not_ipc);
-  return push_host(dev, connection, active, fields, tensor, bytes);
+  return push_host(dev, connection, active, fields, tensor, bytes, row_labels);
 }
 
 CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& active, const wire::RecordHeader& fields,
-                                           const TensorRef& tensor, uint64_t bytes) {
+                                           const TensorRef& tensor, uint64_t bytes, const std::string* row_labels) {
   StagingPool& pool = *dev.pool;
   if (wire::align_up(bytes, wire::kDevicePoolAlignment) > pool.capacity()) {
     return Outcome{PushResult::kRefused,
@@ -340,7 +341,8 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
     dev.published_serial = active.serial;
   }
   RingWriter::Reservation r;
-  if (active.writer->reserve(0, &r, RingWriter::Claim::kLeaveHeadroom) != RingWriter::ReserveResult::kOk) {
+  if (active.writer->reserve(record_ring_bytes(0, row_labels), &r, RingWriter::Claim::kLeaveHeadroom) !=
+      RingWriter::ReserveResult::kOk) {
     return Outcome{PushResult::kDroppedFull, {}};
   }
   const PoolReleases released =
@@ -352,7 +354,7 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
   }
   wire::RecordHeader& h = *r.header;
   copy_record_fields(fields, &h);
-  h.payload_bytes = bytes;
+  put_payload_sizes(r, bytes, 0, row_labels);
   h.flags = wire::kRecordDevicePayload;
   h.pool_position = block->position;
   h.pool_ordinal = block->ordinal;
@@ -372,7 +374,8 @@ CudaStaging::Outcome CudaStaging::push_ipc(Device& dev, Connection::Active& acti
 }
 
 CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection, Connection::Active& active,
-                                            const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
+                                            const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes,
+                                            const std::string* row_labels) {
   StagingPool& pool = *dev.host_pool;
   if (wire::align_up(bytes, StagingPool::kAlignment) > pool.capacity()) {
     return Outcome{PushResult::kRefused,
@@ -385,7 +388,8 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
     return Outcome{PushResult::kNotConnected, {}};
   }
   RingWriter::Reservation r;
-  const auto reserved = active.writer->reserve(bytes, &r, RingWriter::Claim::kLeaveHeadroom);
+  const auto reserved =
+      active.writer->reserve(record_ring_bytes(bytes, row_labels), &r, RingWriter::Claim::kLeaveHeadroom);
   if (reserved == RingWriter::ReserveResult::kTooLarge) {
     return Outcome{PushResult::kRefused, "tensor does not fit in the shared-memory ring"};
   }
@@ -400,6 +404,7 @@ CudaStaging::Outcome CudaStaging::push_host(Device& dev, Connection& connection,
     return Outcome{PushResult::kDroppedFull, {}};
   }
   copy_record_fields(fields, r.header);
+  put_payload_sizes(r, bytes, bytes, row_labels);
   char failed[kFailureBytes] = {};
   dev.guarded_copy(tensor, dev.host_base + block->offset, bytes, cudaMemcpyDeviceToHost, dev.host_events[block->event],
                    failed);

@@ -53,10 +53,11 @@ class CudaStaging {
     bool fallback = false;  // neither path is available: copy synchronously instead
   };
 
-  // Stages CUDA `tensor` (`bytes` of payload, every other header field in `fields`) for
-  // the connection `active`, held by the caller through a guard of `connection`.
+  // Stages CUDA `tensor` (`bytes` of payload, every other header field in `fields`, its
+  // encoded row labels section when `row_labels` is given) for the connection `active`,
+  // held by the caller through a guard of `connection`.
   Outcome push(Connection& connection, Connection::Active& active, const wire::RecordHeader& fields,
-               const TensorRef& tensor, uint64_t bytes);
+               const TensorRef& tensor, uint64_t bytes, const std::string* row_labels);
 
   // A synchronous copy of CUDA `tensor` (ordered by its cuda_stream) to host memory,
   // when staging is not possible. Empty on success, else why.
@@ -75,9 +76,9 @@ class CudaStaging {
 
   Device* device(int index);
   Outcome push_ipc(Device& dev, Connection::Active& active, const wire::RecordHeader& fields, const TensorRef& tensor,
-                   uint64_t bytes);
+                   uint64_t bytes, const std::string* row_labels);
   Outcome push_host(Device& dev, Connection& connection, Connection::Active& active, const wire::RecordHeader& fields,
-                    const TensorRef& tensor, uint64_t bytes);
+                    const TensorRef& tensor, uint64_t bytes, const std::string* row_labels);
   void complete_loop();
   void note(const std::string& transport, const std::string& why);
 

@@ -60,6 +60,19 @@ PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexc
   }
 }
 
+PushResult Client::push(const std::string& name, const at::Tensor& tensor, const at::Tensor& labels) noexcept {
+  try {
+    if (!labels.defined()) {
+      impl_->count_refused(name, "labels: an undefined tensor");
+      return PushResult::kRefused;
+    }
+    return impl_->push(name, tensor, labels);
+  } catch (...) {
+    impl_->count_refused(name, "push failed");
+    return PushResult::kRefused;
+  }
+}
+
 TrackHandle Client::track_model(const std::string& name, const torch::nn::Module& module, TrackOptions options) {
   return guarded(*impl_, "track_model(" + quote_for_message(name, 32) + ")", [&] {
     const TrackKinds kinds = kinds_or(options, TrackKinds::kOutput);

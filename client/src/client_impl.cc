@@ -22,25 +22,43 @@ CoreOptions core_options(const ClientOptions& options) {
 
 ClientImpl::ClientImpl(ClientOptions options) : options_(std::move(options)), core_(core_options(options_)) {}
 
-PushResult ClientImpl::push(const std::string& name, const at::Tensor& tensor) {
+PushResult ClientImpl::push(const std::string& name, const at::Tensor& tensor, const at::Tensor& labels) {
   const StreamGate::Admission admission = core_.admit(name);
   if (!admission.admitted) return PushResult::kGated;
-  return stage(name, tensor, wire::TensorKind::kTensor, admission.render_hint, options_.transform());
+  return stage(name, tensor, wire::TensorKind::kTensor, admission.render_hint, options_.transform(), labels);
 }
 
+namespace {
+
+// The row labels of a 1-D integer tensor, or why not (a CUDA tensor is copied to the
+// host: counted as a synchronous copy by the caller).
+std::string row_labels_from_tensor(const at::Tensor& labels, RowLabels* out) {
+  if (labels.dim() != 1)
+    return "labels must be a 1-D tensor (one label per row), not " + std::to_string(labels.dim()) + "-D";
+  if (!at::isIntegralType(labels.scalar_type(), /*includeBool=*/false)) {
+    return std::string("labels must be an integer tensor, not ") + c10::toString(labels.scalar_type());
+  }
+  const at::Tensor host = labels.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* values = host.data_ptr<int64_t>();
+  out->values.assign(values, values + host.numel());
+  return {};
+}
+
+}  // namespace
+
 PushResult ClientImpl::send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind,
-                            uint8_t render_hint, const TransformFn* transform) noexcept {
+                            uint8_t render_hint, const TransformFn* transform, const at::Tensor& labels) noexcept {
   try {
     if (!core_.pace(name).admitted) return PushResult::kGated;  // the daemon is behind: no copy
   } catch (...) {
     return core_.refuse(name, "pacing failed");
   }
   const TransformFn& chosen = transform != nullptr && *transform ? *transform : options_.transform();
-  return stage(name, tensor, kind, render_hint, chosen);
+  return stage(name, tensor, kind, render_hint, chosen, labels);
 }
 
 PushResult ClientImpl::stage(const std::string& name, const at::Tensor& input, wire::TensorKind kind,
-                             uint8_t render_hint, const TransformFn& transform) noexcept {
+                             uint8_t render_hint, const TransformFn& transform, const at::Tensor& labels) noexcept {
   const PushResult early = core_.ready();
   if (early != PushResult::kPushed) return early;
   std::string refusal;
@@ -59,9 +77,14 @@ PushResult ClientImpl::stage(const std::string& name, const at::Tensor& input, w
       }
     }
     if (refusal.empty()) refusal = staging_refusal(tensor);
+    RowLabels row_labels;
+    if (refusal.empty() && labels.defined()) {
+      if (labels.is_cuda()) core_.count_sync_copy("row labels on a CUDA device are copied to the host");
+      refusal = row_labels_from_tensor(labels, &row_labels);
+    }
     if (refusal.empty()) {
       const StagedTensor staged(tensor);
-      return core_.send(name, staged.ref(), kind, render_hint);
+      return core_.send(name, staged.ref(), kind, render_hint, std::nullopt, labels.defined() ? &row_labels : nullptr);
     }
   } catch (const std::exception& e) {
     refusal = std::string("copy failed: ") + e.what();

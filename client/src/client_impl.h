@@ -37,13 +37,14 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
  public:
   explicit ClientImpl(ClientOptions options);
 
-  // Client::push: gated by the client's every_n / max_hz, then pacing (pacer.h).
-  PushResult push(const std::string& name, const at::Tensor& tensor);
+  // Client::push: gated by the client's every_n / max_hz, then pacing (pacer.h); with
+  // one label per row when `labels` is defined (row_labels_from_tensor).
+  PushResult push(const std::string& name, const at::Tensor& tensor, const at::Tensor& labels = at::Tensor());
   // For tracks, which gate on their own (then pacing, when the daemon is behind: kGated):
   // copies `tensor` as a record of `kind`.
   // `transform` (may be null or empty) replaces the client's transform. Never throws.
   PushResult send(const std::string& name, const at::Tensor& tensor, wire::TensorKind kind, uint8_t render_hint,
-                  const TransformFn* transform) noexcept;
+                  const TransformFn* transform, const at::Tensor& labels = at::Tensor()) noexcept;
 
   // The first non-finite summary (at `step`): module tracks send whole tensors through
   // step + anomaly_capture_steps. Later calls change nothing.
@@ -92,7 +93,7 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   static constexpr int64_t kNoCapture = std::numeric_limits<int64_t>::min();
   std::atomic<int64_t> capture_until_{kNoCapture};
   PushResult stage(const std::string& name, const at::Tensor& input, wire::TensorKind kind, uint8_t render_hint,
-                   const TransformFn& transform) noexcept;
+                   const TransformFn& transform, const at::Tensor& labels = at::Tensor()) noexcept;
   std::vector<std::shared_ptr<Track>> live_tracks() const;
 
   ClientCore core_;

@@ -279,6 +279,19 @@ void ModuleTrack::send_stacks(std::vector<CallStacks::Stack> stacks) {
   }
 }
 
+at::Tensor ModuleTrack::labels_for(const at::Tensor& tensor) const {
+  if (!options_.labels() || !tensor.defined() || tensor.dim() == 0) return {};
+  try {
+    at::Tensor labels = options_.labels()();
+    if (labels.defined() && labels.dim() == 1 && at::isIntegralType(labels.scalar_type(), /*includeBool=*/false) &&
+        labels.size(0) == tensor.size(0)) {
+      return labels;
+    }
+  } catch (...) {  // a labels function that throws: sent without labels
+  }
+  return {};
+}
+
 uint8_t ModuleTrack::hint_for(ClientImpl& client, const std::string& stream) const {
   if (options_.render_mode() != RenderMode::kDefault) return static_cast<uint8_t>(options_.render_mode());
   return client.render_hint_for(stream);
@@ -527,7 +540,8 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
     const std::string stream = call_stream(p.module, p.call);
     if (has_kind(kinds_, TrackKinds::kOutput)) {
       if (p.admitted) {
-        client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform());
+        client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform(),
+                     labels_for(p.output));
       }
       if (p.summarise) summarise(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
       if (p.stack)
@@ -584,7 +598,7 @@ void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
     if (!grad.isTensor() || !grad.toTensor().defined()) continue;
     if (target.send) {
       client->send(target.stream, grad.toTensor(), wire::TensorKind::kGradient, hint_for(*client, target.stream),
-                   &options_.transform());
+                   &options_.transform(), labels_for(grad.toTensor()));
     }
     if (target.summarise) {
       summarise(*client, target.step, target.stream, wire::TensorKind::kGradient, grad.toTensor(), false);

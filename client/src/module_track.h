@@ -116,6 +116,9 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
   // Outside mutex_: sends finished stacks, each one calls x features matrix.
   void send_stacks(std::vector<CallStacks::Stack> stacks);
   uint8_t hint_for(ClientImpl& client, const std::string& stream) const;
+  // The batch's labels (options_.labels()) when `tensor`'s rows are the batch's; else
+  // undefined (sent without labels).
+  at::Tensor labels_for(const at::Tensor& tensor) const;
   // Under mutex_: moves every open call of thread `thread` (all threads when null) whose
   // module is not in `keep` into `finished`.
   void close_calls(std::vector<Pending>& open, const std::vector<int>* keep, std::vector<Pending>& finished);

@@ -59,8 +59,72 @@ struct Point {
   int64_t index;
 };
 
+cv::Scalar scalar_of(const cv::Vec3b& c) { return cv::Scalar(c[0], c[1], c[2]); }
+
+// The classes' legend in rows from `top` between left and right: a swatch and the name
+// of each class; at most 3 rows (the classes left over are counted in the last entry).
+// Returns the height it took.
+int draw_class_legend(cv::Mat& image, const PointClasses& classes, int left, int right, int top, const Metrics& m,
+                      const FrameStyle& style, ScatterLegend* legend) {
+  const TextPainter& font = m.small;
+  const cv::Scalar dim = mix(style.foreground, style.background, 0.25);
+  const int row_h = font.line_height() + m.gap / 2;
+  const int swatch = std::max(4, font.ascent() - 1);
+  const int max_name = std::max(8, static_cast<int>(std::lround(110 * m.unit)));
+  constexpr int kMaxRows = 3;
+  int x = left, row = 0;
+  for (size_t i = 0; i < classes.classes.size(); ++i) {
+    const PointClasses::Class& c = classes.classes[i];
+    const std::string name = font.elide_end(printable_ascii(c.name), max_name);
+    const int width = swatch + m.gap / 2 + font.width(name) + m.gap * 2;
+    if (x + width > right && x > left) {
+      if (row + 1 == kMaxRows) {
+        const std::string more = "+" + std::to_string(classes.classes.size() - i) + " more";
+        font.draw(image, more, std::max(left, right - font.width(more)), top + row * row_h + font.ascent(), dim);
+        break;
+      }
+      ++row;
+      x = left;
+    }
+    const int baseline = top + row * row_h + font.ascent();
+    const cv::Rect box(x, baseline - swatch, swatch, swatch);
+    cv::rectangle(image, box, scalar_of(c.color), cv::FILLED);
+    font.draw(image, name, x + swatch + m.gap / 2, baseline, dim);
+    if (legend != nullptr) {
+      legend->entries.push_back({c.name, c.color, cv::Rect(x, top + row * row_h, width - m.gap, row_h)});
+    }
+    x += width;
+  }
+  return (row + 1) * row_h;
+}
+
+// The classes' trails (their centroids over the last frames, older parts fainter) and
+// this frame's centroids, ringed, in the plot box `box` (data mapped by to_box).
+template <typename ToBox>
+void draw_centroids(cv::Mat& image, const cv::Rect& box, const PointClasses& classes, const ToBox& to_box,
+                    const Metrics& m, const FrameStyle& style) {
+  cv::Mat plot = image(box);  // drawing clipped to the box
+  const int thick = std::max(1, static_cast<int>(std::lround(1.6 * m.unit)));
+  const int radius = std::max(3, static_cast<int>(std::lround(5 * m.unit)));
+  for (const PointClasses::Class& c : classes.classes) {
+    if (c.other || c.trail.empty()) continue;
+    for (size_t k = 0; k + 1 < c.trail.size(); ++k) {
+      const double age = static_cast<double>(k + 1) / static_cast<double>(c.trail.size());
+      const cv::Scalar color = mix(scalar_of(c.color), style.background, 0.15 + 0.85 * age);
+      cv::line(plot, to_box(c.trail[k]), to_box(c.trail[k + 1]), color, thick, cv::LINE_AA);
+    }
+  }
+  for (const PointClasses::Class& c : classes.classes) {
+    if (c.other || c.trail.empty()) continue;
+    const cv::Point at = to_box(c.trail.back());
+    cv::circle(plot, at, radius + thick, style.background, cv::FILLED, cv::LINE_AA);
+    cv::circle(plot, at, radius, scalar_of(c.color), cv::FILLED, cv::LINE_AA);
+    cv::circle(plot, at, radius + thick, style.foreground, 1, cv::LINE_AA);
+  }
+}
+
 void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& points, const ScatterLabels& labels,
-               const FrameStyle& style, const Metrics& m, const ScatterLimits* limits) {
+               const FrameStyle& style, const Metrics& m, const ScatterLimits* limits, ScatterLegend* legend) {
   const cv::Scalar dim = mix(style.foreground, style.background, 0.4);
   const cv::Scalar axis = mix(style.foreground, style.background, 0.55);
   const TextPainter& font = m.small;
@@ -88,6 +152,8 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
   // Bottom: note line, x title, x tick labels.
   const int note_baseline = area.y + area.height - m.pad - font.descent();
   std::string note = printable_ascii(labels.note);
+  const PointClasses* classes = labels.classes;
+  if (classes != nullptr) note += std::string(note.empty() ? "" : "   ") + separation_text(*classes);
   if (dropped > 0) {
     note += std::string(note.empty() ? "" : "   ") + format_count(static_cast<uint64_t>(dropped)) +
         (dropped == 1 ? " point" : " points") + " with NaN/Inf not shown";
@@ -99,12 +165,16 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
 
   // Top: y title at the left, legend at the right.
   const int top_baseline = area.y + m.pad + m.body.ascent();
-  const int y0 = top_baseline + m.body.descent() + m.gap + font.ascent() / 2;
+  int y0 = top_baseline + m.body.descent() + m.gap + font.ascent() / 2;
+  if (classes != nullptr && !classes->classes.empty()) {
+    y0 +=
+        draw_class_legend(image, *classes, left, right, top_baseline + m.body.descent() + m.gap / 2, m, style, legend);
+  }
   if (y1 - y0 < 8) return;
 
   int legend_left = right;
-  const bool legend = labels.color_by_index && n >= 2;
-  if (legend) {
+  const bool index_legend = classes == nullptr && labels.color_by_index && n >= 2;
+  if (index_legend) {
     const std::string name = printable_ascii(labels.index_name);
     const std::string first = name + " 0";
     const std::string last = name + " " + std::to_string(n - 1);
@@ -213,7 +283,13 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
     // Pixel centres are at integer + 0.5 of the box's continuous coordinates.
     const double cx = px_of(p.x) * (w - 1) / pw + 0.5;
     const double cy = py_of(p.y) * (h - 1) / ph + 0.5;
-    const cv::Vec3f c = labels.color_by_index ? index_color(p.index * inv_last) : plain;
+    cv::Vec3f c = plain;
+    if (classes != nullptr) {
+      const int k = static_cast<size_t>(p.index) < classes->of_point.size() ? classes->of_point[p.index] : -1;
+      if (k >= 0) c = classes->classes[static_cast<size_t>(k)].color;
+    } else if (labels.color_by_index) {
+      c = index_color(p.index * inv_last);
+    }
     const int ix = static_cast<int>(cx), iy = static_cast<int>(cy);
     for (int yy = std::max(0, iy - r_int); yy <= std::min(h - 1, iy + r_int); ++yy) {
       for (int xx = std::max(0, ix - r_int); xx <= std::min(w - 1, ix + r_int); ++xx) {
@@ -240,6 +316,14 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
       }
     }
   }
+  if (classes != nullptr) {
+    if (legend != nullptr) legend->plot = cv::Rect(x0 + 1, y0, w, h);
+    const auto to_box = [&](const cv::Point2d& p) {
+      return cv::Point(static_cast<int>(std::lround(px_of(p.x) * (w - 1) / pw + 0.5)),
+                       static_cast<int>(std::lround(py_of(p.y) * (h - 1) / ph + 0.5)));
+    };
+    draw_centroids(image, cv::Rect(x0 + 1, y0, w, h), *classes, to_box, m, style);
+  }
 }
 
 std::string percent(float ratio) {
@@ -265,19 +349,34 @@ ScatterLimits point_extent(const Eigen::MatrixXf& points) {
 }
 
 cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* stats, const Eigen::MatrixXf& points,
-                           const ScatterLabels& labels, const FrameStyle& style, const ScatterLimits* limits) {
+                           const ScatterLabels& labels, const FrameStyle& style, const ScatterLimits* limits,
+                           ScatterLegend* legend) {
   cv::Mat image(clamped_size(style), CV_8UC3);
+  if (legend != nullptr) *legend = ScatterLegend{image.size(), {}, {}};
   try {
     const cv::Rect area = draw_frame_header(image, info, stats, style);
-    draw_plot(image, area, points, labels, style, metrics_for(image), limits);
+    draw_plot(image, area, points, labels, style, metrics_for(image), limits, legend);
   } catch (...) {
     image.setTo(style.background);
+    if (legend != nullptr) legend->entries.clear();
   }
+  if (legend != nullptr && legend->plot.area() == 0) legend->entries.clear();  // no plot drawn: nothing to point at
   return image;
 }
 
+std::string separation_text(const PointClasses& classes) {
+  const std::string count =
+      std::to_string(classes.classes.size()) + (classes.classes.size() == 1 ? " class" : " classes");
+  if (!std::isfinite(classes.separation)) return count + ", silhouette -";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "silhouette %.2f (%s)", classes.separation, count.c_str());
+  return buf;
+}
+
 cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, const PcaResult& result,
-                       const FrameStyle& style, const ScatterLimits* limits) {
+                       const FrameStyle& style, const ScatterLimits* limits, const PointClasses* classes,
+                       ScatterLegend* legend) {
+  if (legend != nullptr) *legend = ScatterLegend{};
   if (!result.ok()) return draw_message_frame(info, "PCA: " + result.message, style);
   try {
     ScatterLabels labels;
@@ -290,7 +389,8 @@ cv::Mat draw_pca_frame(const FrameInfo& info, const tensor::TensorStats* stats, 
         format_count(static_cast<uint64_t>(result.features)) + (result.features == 1 ? " feature, " : " features, ") +
         (result.randomized ? "randomized PCA" : "exact PCA");
     if (!result.note.empty()) labels.note += "; " + result.note;
-    return draw_scatter_frame(info, stats, result.projection, labels, style, limits);
+    labels.classes = classes;
+    return draw_scatter_frame(info, stats, result.projection, labels, style, limits, legend);
   } catch (...) {
     cv::Mat image(clamped_size(style), CV_8UC3, style.background);
     return image;

@@ -18,6 +18,7 @@
 #include "dlpack_ref.h"
 #include "module_tree_args.h"
 #include "py_args.h"
+#include "row_labels_args.h"
 #include "run_info.h"
 #include "summaries.h"
 #include "tensorscope/call_stacking.h"
@@ -125,11 +126,12 @@ PyObject* core_admit_tracked(PyObject* self, PyObject* name_object) {
 // send(name, capsule, kind, hint, step or None, as_bool, cuda_stream) -> result code.
 PyObject* core_send(PyObject* self, PyObject* args) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
-  PyObject *name_object = nullptr, *capsule = nullptr, *step_object = nullptr;
+  PyObject *name_object = nullptr, *capsule = nullptr, *step_object = nullptr, *labels_object = Py_None;
   int kind = 0, hint = 0, as_bool = 0;
   unsigned long long cuda_stream = 0;
   if (core == nullptr ||
-      !PyArg_ParseTuple(args, "OOiiOpK", &name_object, &capsule, &kind, &hint, &step_object, &as_bool, &cuda_stream)) {
+      !PyArg_ParseTuple(args, "OOiiOpK|O", &name_object, &capsule, &kind, &hint, &step_object, &as_bool, &cuda_stream,
+                        &labels_object)) {
     return nullptr;
   }
   const std::string* cached = nullptr;
@@ -147,6 +149,12 @@ PyObject* core_send(PyObject* self, PyObject* args) {
     step = value;
   }
   std::string error;
+  tensorscope::RowLabels labels;
+  if (labels_object != Py_None) {
+    error = tensorscope::python::row_labels_from_python(labels_object, &labels);
+    if (!error.empty()) return PyLong_FromLong(static_cast<long>(core->refuse(name, "labels: " + error)));
+  }
+  const tensorscope::RowLabels* row_labels = labels_object != Py_None ? &labels : nullptr;
   const tensorscope::dlpack::DLTensor* tensor = capsule_tensor(capsule, &error);
   if (tensor == nullptr) {
     PyErr_Clear();
@@ -159,10 +167,10 @@ PyObject* core_send(PyObject* self, PyObject* args) {
   PushResult result;
   const uint64_t bytes = tensorscope::element_count(ref) * tensorscope::wire::dtype_size(ref.dtype);
   if (bytes >= kReleaseGilBytes && ref.device == tensorscope::DeviceType::kCpu) {
-    Py_BEGIN_ALLOW_THREADS result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
+    Py_BEGIN_ALLOW_THREADS result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step, row_labels);
     Py_END_ALLOW_THREADS
   } else {
-    result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step);
+    result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step, row_labels);
   }
   return PyLong_FromLong(static_cast<long>(result));
 }
@@ -457,7 +465,8 @@ PyMethodDef core_methods[] = {
      "push_gate(admitted, fallback, results) -> callable(name, tensor): push() with its gate in C"},
     {"admit_tracked", core_admit_tracked, METH_O,
      "admit_tracked(name) -> as admit(), for a track's tensors (max_hz per stream only)"},
-    {"send", core_send, METH_VARARGS, "send(name, capsule, kind, hint, step, as_bool, cuda_stream) -> result code"},
+    {"send", core_send, METH_VARARGS,
+     "send(name, capsule, kind, hint, step, as_bool, cuda_stream[, labels]) -> result code"},
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
     {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
     {"send_module_tree", core_send_module_tree, METH_VARARGS,
@@ -566,15 +575,23 @@ PyObject* daemon_status(PyObject*, PyObject* args) {
   return text(json);
 }
 
-// dump_path(stream, step, rank) -> "dumps/step_<step>/<safe stream>_rank<rank>.npy"
-PyObject* dump_path(PyObject*, PyObject* args) {
+// `path_of(stream, step, rank)` of the arguments (stream, step, rank).
+PyObject* stream_file_path(PyObject* args, std::string (*path_of)(const std::string&, int64_t, int)) {
   PyObject* stream_object = nullptr;
   long long step = 0;
   int rank = 0;
   if (!PyArg_ParseTuple(args, "OLi", &stream_object, &step, &rank)) return nullptr;
   std::string stream;
   if (!utf8(stream_object, "stream", &stream)) return nullptr;
-  return text(tensorscope::recording::npy_dump_path(stream, step, rank));
+  return text(path_of(stream, step, rank));
+}
+
+// dump_path(stream, step, rank) -> "dumps/step_<step>/<safe stream>_rank<rank>.npy"
+PyObject* dump_path(PyObject*, PyObject* args) { return stream_file_path(args, tensorscope::recording::npy_dump_path); }
+
+// labels_dump_path(stream, step, rank) -> "dumps/step_<step>/<safe stream>_rank<rank>.labels.npy"
+PyObject* labels_dump_path(PyObject*, PyObject* args) {
+  return stream_file_path(args, tensorscope::recording::npy_labels_path);
 }
 
 // write_npy(path, capsule, as_bool): the C-contiguous CPU tensor of a DLPack capsule as
@@ -610,6 +627,8 @@ PyObject* write_npy(PyObject*, PyObject* args) {
 PyMethodDef module_methods[] = {
     {"dump_path", dump_path, METH_VARARGS,
      "dump_path(stream, step, rank) -> the .npy sink's file of a stream, relative to the run folder"},
+    {"labels_dump_path", labels_dump_path, METH_VARARGS,
+     "labels_dump_path(stream, step, rank) -> the .npy sink's file of a stream's row labels"},
     {"write_npy", write_npy, METH_VARARGS,
      "write_npy(path, capsule, as_bool) -> None: a contiguous CPU tensor as the .npy sink writes it"},
     {"session_error", session_error, METH_O, "session_error(name) -> why the session name is invalid, or None"},

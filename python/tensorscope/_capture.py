@@ -260,7 +260,7 @@ class Capture:
 
     # ---- what the track calls (the owner interface Client also has) ----
 
-    def _send_tracked(self, stream, tensor, kind, hint, transform, step, meta=None):
+    def _send_tracked(self, stream, tensor, kind, hint, transform, step, meta=None, labels=None):
         if not self.enabled:
             return None
         if len(self.stashes) >= self._max_entries:

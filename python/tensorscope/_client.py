@@ -23,7 +23,7 @@ from . import _results as R
 from ._anomalies import read_anomalies
 from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
-from ._tensors import export, export_torch
+from ._tensors import export, export_torch, row_labels
 from ._tracks import ModuleTrack, TensorTrack, TrackedStream, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
 
 _GATED = R.PushResult.GATED  # a gated push returns it without another call
@@ -138,9 +138,13 @@ class Client:
 
     # ---- explicit pushes ----
 
-    def push(self, name: str, tensor: Any) -> R.PushResult:
+    def push(self, name: str, tensor: Any, labels: Any = None) -> R.PushResult:
         """Pushes `tensor` (a torch tensor or numpy array) as stream `name`, gated by every_n /
-        max_hz. Never raises and never blocks: returns a PushResult."""
+        max_hz. Never raises and never blocks: returns a PushResult.
+
+        `labels`: a class for each row of `tensor` (its first dimension), so pca and tsne
+        frames colour the points by class: a 1-D integer tensor or array, or a list of str
+        (class names, numbered in sorted order). A count other than the rows refuses the push."""
         core = self._core
         if core is None:
             return R.PushResult.NOT_CONNECTED
@@ -148,7 +152,7 @@ class Client:
             admitted = core.admit(name)  # the gate and whether a send can go now, in one call
             if admitted < 0:
                 return _GATED if admitted == -1 else R.not_admitted(admitted)
-            return self._send(name, tensor, R.KIND_TENSOR, admitted, self._transform, None)
+            return self._send(name, tensor, R.KIND_TENSOR, admitted, self._transform, None, labels)
         except Exception as e:
             return self._refuse(name if isinstance(name, str) else repr(name)[:100], f"push failed: {e}")
 
@@ -159,7 +163,7 @@ class Client:
         except Exception as e:
             return self._refuse(name, f"push failed: {e}")
 
-    def _send(self, name, tensor, kind, hint, transform, step):
+    def _send(self, name, tensor, kind, hint, transform, step, labels=None):
         """Transforms, exports and sends a tensor that core.admit or core.admit_tracked admitted."""
         core = self._core
         if core is None:
@@ -169,21 +173,28 @@ class Client:
                 tensor = transform(name, tensor)
         except Exception as e:
             return R.RESULTS[core.refuse(name, f"transform raised {type(e).__name__}: {e}")]
-        return self._deliver(core, name, tensor, kind, hint, step)
+        return self._deliver(core, name, tensor, kind, hint, step, labels)
 
-    def _deliver(self, core, name, tensor, kind, hint, step):
-        """Exports and sends an admitted (and transformed) tensor."""
+    def _deliver(self, core, name, tensor, kind, hint, step, labels=None):
+        """Exports and sends an admitted (and transformed) tensor, with its row labels."""
         try:
             exported = export_torch(tensor, self) if type(tensor) is torch.Tensor else export(tensor, self)
+            if labels is not None:
+                labels = row_labels(labels, self)
+                if type(labels) is str:
+                    return R.RESULTS[core.refuse(name, labels)]
         except Exception as e:
             return R.RESULTS[core.refuse(name, f"could not read the tensor: {type(e).__name__}: {e}")]
         if type(exported) is str:
             return R.RESULTS[core.refuse(name, exported)]
+        if labels is not None:
+            return R.RESULTS[core.send(name, exported.capsule, kind, hint, step, exported.as_bool, exported.cuda_stream,
+                                       labels)]
         return R.RESULTS[core.send(name, exported.capsule, kind, hint, step, exported.as_bool, exported.cuda_stream)]
 
-    def _send_tracked(self, name, tensor, kind, hint, transform, step, meta=None):
+    def _send_tracked(self, name, tensor, kind, hint, transform, step, meta=None, labels=None):
         """A track's push: the track gated its steps; max_hz still applies per stream.
-        (`meta`, what the value is, matters to a Capture only.)"""
+        (`meta`, what the value is, matters to a Capture only; `labels`, the rows' labels.)"""
         core = self._core
         if core is None:
             return R.PushResult.NOT_CONNECTED
@@ -195,8 +206,8 @@ class Client:
         if transform is None:
             transform = self._transform
             if transform is None:  # (a hook's tensor as it is: one call fewer)
-                return self._deliver(core, name, tensor, kind, hint, step)
-        return self._send(name, tensor, kind, hint, transform, step)
+                return self._deliver(core, name, tensor, kind, hint, step, labels)
+        return self._send(name, tensor, kind, hint, transform, step, labels)
 
     def _refuse(self, name, why):
         core = self._core
@@ -242,6 +253,7 @@ class Client:
         tree_log_tolerance: Tuple[float, float] = (1e-5, 1e-8),
         stats_every: int = 1,
         calls: str = "auto",
+        labels: Optional[Callable[[], Any]] = None,
     ) -> TrackHandle:
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
@@ -265,10 +277,15 @@ class Client:
         "auto" (default) keeps the first 4 calls of a step as streams of their own and
         stacks every call of the step, one row each (batch mean), into one calls x
         features heatmap "<stream>#calls"; "stacked" stacks all calls only; "separate"
-        sends every call as its own stream (tensorscope/_call_stacks.py)."""
+        sends every call as its own stream (tensorscope/_call_stacks.py).
+        `labels`: a callable returning the current batch's class labels (e.g.
+        `labels=lambda: y`; what push() takes as labels); each tracked tensor whose first
+        dimension is the batch's size is sent with them, so pca and tsne frames colour
+        its rows by class. Called once per tensor sent; an error in it sends the tensor
+        without labels."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
-            tree_log_tolerance, stats_every, calls,
+            tree_log_tolerance, stats_every, calls, labels,
         )
 
     def track_layer(
@@ -287,13 +304,14 @@ class Client:
         tree_log_tolerance: Tuple[float, float] = (1e-5, 1e-8),
         stats_every: int = 1,
         calls: str = "auto",
+        labels: Optional[Callable[[], Any]] = None,
     ) -> TrackHandle:
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
-            tree_log_tolerance, stats_every, calls,
+            tree_log_tolerance, stats_every, calls, labels,
         )
 
     def track_tensor(self, name: str, tensor: torch.Tensor, *, every_n: Optional[int] = None,
@@ -310,9 +328,11 @@ class Client:
 
     def _track_module(
         self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
-        tree_log_tolerance, stats_every, calls,
+        tree_log_tolerance, stats_every, calls, labels=None,
     ):
         self._check_track_name(name)
+        if labels is not None and not callable(labels):
+            raise TypeError(f"labels must be a callable returning the batch's labels, not {type(labels).__name__}")
         if not isinstance(calls, str) or calls not in CALL_MODES:
             raise ValueError(f"calls must be one of {', '.join(map(repr, CALL_MODES))}, not {calls!r}")
         if not isinstance(module, nn.Module):
@@ -334,7 +354,7 @@ class Client:
             return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
         return self._add(
             ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance, stats_every,
-                        calls)
+                        calls, labels)
         )
 
     def _check_track_name(self, name):

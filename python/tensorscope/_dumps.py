@@ -63,6 +63,12 @@ def dump_path(stream: str, step: int, rank: int) -> str:
     return _native.dump_path(stream, int(step), int(rank))
 
 
+def labels_dump_path(stream: str, step: int, rank: int) -> str:
+    """Beside it, the .npy file of the row labels the tensor was pushed with (int64, one per
+    row; class names, if any, one per line in the same path ending ".labels.txt")."""
+    return _native.labels_dump_path(stream, int(step), int(rank))
+
+
 def prepared(value):
     """(DLPack capsule of a contiguous CPU copy or view of `value`, as_bool, its dtype in
     words) for the .npy writer; a refusal str for a tensor or array it does not take; None

@@ -126,3 +126,32 @@ def export(value, client):
     if _np is not None and isinstance(value, _np.generic):
         return export_numpy(_np.asarray(value))
     return f"cannot push an object of type {type(value).__name__}: expected a torch.Tensor or numpy.ndarray"
+
+
+def row_labels(labels, client):
+    """What the native core takes for push(..., labels=...): a list of str (class names,
+    one per row), or a DLPack capsule of a 1-D int64 CPU tensor (one class per row); else
+    a refusal string. A CUDA tensor is copied to the host (counted as a synchronous copy)."""
+    if isinstance(labels, (list, tuple)):
+        if all(isinstance(v, str) for v in labels):
+            return list(labels)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in labels):
+            return to_dlpack(torch.tensor(labels, dtype=torch.int64))
+        return "labels must be integers or strings, one per row"
+    if _np is not None and isinstance(labels, _np.ndarray):
+        if labels.dtype.kind in "UO":
+            values = labels.tolist()
+            if labels.ndim == 1 and all(isinstance(v, str) for v in values):
+                return values
+        if labels.dtype.kind not in "iu":
+            return f"labels must be an integer or string array, not {labels.dtype}"
+        labels = torch.from_numpy(_np.ascontiguousarray(labels, dtype=_np.int64))
+    if isinstance(labels, torch.Tensor):
+        if labels.dim() != 1:
+            return f"labels must be 1-D (one per row), not {labels.dim()}-D"
+        if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+            return f"labels must be integers, not {str(labels.dtype).replace('torch.', '')}"
+        if labels.is_cuda:
+            client._core.count_sync_copy("row labels on a CUDA device are copied to the host")
+        return to_dlpack(labels.detach().to("cpu", torch.int64).contiguous())
+    return f"labels must be a 1-D integer tensor or array, or a list of str, not {type(labels).__name__}"

@@ -188,12 +188,12 @@ class _Track:
         self._hint = render_mode
         self._stopped = False
 
-    def _send(self, stream, tensor, kind, step=None, meta=None):
+    def _send(self, stream, tensor, kind, step=None, meta=None, labels=None):
         """meta: (module path, module type, kind name, leaf, call) of the value."""
         client = self._client()
         if client is None or self._stopped:
             return
-        client._send_tracked(stream, tensor, kind, self._hint, self._transform, step, meta)
+        client._send_tracked(stream, tensor, kind, self._hint, self._transform, step, meta, labels)
 
     def step_changed(self):
         return False
@@ -210,8 +210,9 @@ class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
     def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
-                 tree_log_tolerance=None, stats_every=0, calls="auto"):
+                 tree_log_tolerance=None, stats_every=0, calls="auto", labels=None):
         super().__init__(client, name, every_n, transform, render_mode)
+        self._labels = labels  # () -> the batch's labels, or None
         # Modules called many times a step: their calls stacked into one picture.
         self._stacks = CallStacks(calls)
         # Summaries (_summaries.py) every stats_every steps (0: none), beside full tensors
@@ -501,11 +502,12 @@ class ModuleTrack(_Track):
                     if "output" in kinds:
                         if full:
                             meta = (path, type_name, "output", suffix, call)
+                            labels = None if self._labels is None else self._labels_for(tensor)
                             if own:
                                 client._send_tracked(named + suffix, tensor, R.KIND_ACTIVATION, self._hint,
-                                                     self._transform, step, meta)
+                                                     self._transform, step, meta, labels)
                             else:
-                                self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, meta)
+                                self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, meta, labels)
                         if stats:
                             self._summarise(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
                     if "gradient" in kinds and tensor.requires_grad:
@@ -534,7 +536,20 @@ class ModuleTrack(_Track):
 
     # -- calls stacked (_call_stacks.py) --
 
-    def _send(self, stream, tensor, kind, step=None, meta=None):
+    def _labels_for(self, tensor):
+        """The batch's labels (track_model's `labels`) when `tensor`'s rows are the batch's
+        (its first dimension has their length); else None (sent without labels)."""
+        try:
+            labels = self._labels()
+            if isinstance(tensor, torch.Tensor) and tensor.dim() > 0:
+                count = len(labels) if isinstance(labels, (list, tuple)) else labels.shape[0] if labels.ndim == 1 else -1
+                if count == tensor.shape[0]:
+                    return labels
+        except Exception:
+            pass  # (a callable that fails: sent without labels)
+        return None
+
+    def _send(self, stream, tensor, kind, step=None, meta=None, labels=None):
         """A value of one call: to its own stream, or (a module called many times a step)
         as a row of the module's stacked calls, or both."""
         if meta is not None and len(meta) >= 5 and meta[2] in _STACKED_WHAT and self._stacks.may_take(meta[4]):
@@ -549,7 +564,7 @@ class ModuleTrack(_Track):
                 self._send_stacks(self._stacks.take(name, tensor, kind, at, call, meta))
                 if not self._stacks.alone(call):
                     return
-        super()._send(stream, tensor, kind, step, meta)
+        super()._send(stream, tensor, kind, step, meta, labels)
 
     def _send_stacks(self, stacks):
         """Sends a step's stacked calls, each as one calls x features matrix (a heatmap
@@ -576,7 +591,8 @@ class ModuleTrack(_Track):
     def _on_grad(self, stream, step, meta, full, stats, grad):
         try:
             if full:
-                self._send(stream, grad, R.KIND_GRADIENT, step, meta)
+                labels = None if self._labels is None else self._labels_for(grad)
+                self._send(stream, grad, R.KIND_GRADIENT, step, meta, labels)
             if stats and self._stacks.alone(meta[4]):
                 self._summarise(self._client(), stream, grad, R.KIND_GRADIENT, step)
         except Exception as e:

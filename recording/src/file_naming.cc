@@ -77,6 +77,11 @@ std::string npy_dump_path(const std::string& stream, int64_t step, int rank) {
       ".npy";
 }
 
+std::string npy_labels_path(const std::string& stream, int64_t step, int rank) {
+  std::string path = npy_dump_path(stream, step, rank);
+  return path.insert(path.size() - 4, ".labels");
+}
+
 std::string temp_video_file_name(const std::string& final_name, int worker_pid, uint64_t producer_id) {
   std::string out =
       std::string(kTempVideoPrefix) + std::to_string(worker_pid) + "-" + std::to_string(producer_id) + "-" + final_name;

@@ -23,8 +23,14 @@ bool is_clean_text(const char* text, size_t n, bool allow_empty) {
 
 }  // namespace
 
-uint64_t ring_payload_bytes(const wire::RecordHeader& h) {
+uint64_t ring_tensor_bytes(const wire::RecordHeader& h) {
   return (h.flags & wire::kRecordDevicePayload) != 0 ? 0 : h.payload_bytes;
+}
+
+uint64_t row_labels_offset(const wire::RecordHeader& h) { return wire::align_up(ring_tensor_bytes(h), 8); }
+
+uint64_t ring_payload_bytes(const wire::RecordHeader& h) {
+  return h.row_labels_bytes > 0 ? row_labels_offset(h) + h.row_labels_bytes : ring_tensor_bytes(h);
 }
 
 std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacity, uint64_t data_tail,
@@ -61,6 +67,10 @@ std::string validate_record_header(const wire::RecordHeader& h, uint64_t capacit
        (h.flags & wire::kRecordDevicePayload) != 0 || h.payload_bytes > wire::kMaxSummaryBytes)) {
     return "summary record is not at most 2 MiB of uint8 in the ring";
   }
+  if (h.row_labels_bytes > 0 && (!wire::is_tensor_kind(h.kind) || h.ndim == 0)) {
+    return "row labels on a record that is not a tensor of at least one dimension";
+  }
+  if (h.row_labels_bytes > kMaxRowLabelsBytes) return "row labels section over its limit";
   if ((h.flags & wire::kRecordDevicePayload) != 0 && h.pool_index >= wire::kMaxDevicePools) {
     return "device payload names pool " + std::to_string(h.pool_index);
   }
@@ -115,7 +125,22 @@ RingReader::Result RingReader::next(RecordView* out) {
     return Result::kDropped;
   }
   const bool on_device = (out->header.flags & wire::kRecordDevicePayload) != 0;
-  out->payload = on_device ? nullptr : segment_->data() + out->header.payload_position % segment_->data_capacity();
+  const uint8_t* ring_bytes = segment_->data() + out->header.payload_position % segment_->data_capacity();
+  out->payload = on_device ? nullptr : ring_bytes;
+  out->row_labels.reset();
+  if (out->header.row_labels_bytes > 0) {
+    const auto* section = reinterpret_cast<const char*>(ring_bytes + row_labels_offset(out->header));
+    auto labels = parse_row_labels(std::string_view(section, out->header.row_labels_bytes),
+                                   static_cast<uint64_t>(out->header.shape[0]));
+    if (!labels) {
+      last_error_ = labels.message();
+      header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+      release_device_payload(out->header);
+      free_slot(position, payload_end_if_in_bounds(out->header, data_tail, data_head));
+      return Result::kDropped;
+    }
+    out->row_labels = std::make_shared<const RowLabels>(std::move(*labels));
+  }
   out->position = position;
   out->release_to =
       out->header.payload_position + wire::align_up(ring_payload_bytes(out->header), wire::kPayloadAlignment);

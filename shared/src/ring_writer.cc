@@ -58,6 +58,7 @@ RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservatio
   slot->payload_position = start;
   slot->payload_bytes = payload_bytes;
   slot->flags = 0;
+  slot->row_labels_bytes = 0;
   out->header = slot;
   out->payload = segment_->data() + (start % capacity);
   out->position = position;

@@ -31,6 +31,7 @@ struct ReceivedRecord {
   std::vector<int64_t> shape;
   wire::DType dtype = wire::DType::kInvalid;
   std::vector<uint8_t> payload;
+  std::shared_ptr<const RowLabels> row_labels;  // null: sent without labels
 
   // The values as a float32 tensor (the tests send float32).
   torch::Tensor tensor() const {
@@ -109,6 +110,7 @@ class RecordReceiver {
     r.dtype = static_cast<wire::DType>(v.header.dtype);
     r.shape.assign(v.header.shape, v.header.shape + v.header.ndim);
     r.payload.assign(v.payload, v.payload + v.header.payload_bytes);
+    r.row_labels = v.row_labels;
     std::lock_guard<std::mutex> lock(mutex_);
     const auto kind = static_cast<wire::TensorKind>(v.header.kind);
     (kind == wire::TensorKind::kModuleTree    ? trees_

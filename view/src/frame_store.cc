@@ -5,7 +5,8 @@
 namespace tensorscope::view {
 
 uint64_t frame_cost(const LiveFrame& f) {
-  return f.jpeg.size() + f.stream.size() + f.kind.size() + f.device.size() + f.mode.size() + sizeof(LiveFrame) + 64;
+  return f.jpeg.size() + f.legend.size() + f.stream.size() + f.kind.size() + f.device.size() + f.mode.size() +
+      sizeof(LiveFrame) + 64;
 }
 
 FrameStore::FrameStore(uint64_t history_bytes) : cap_(history_bytes) {}

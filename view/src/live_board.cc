@@ -119,7 +119,8 @@ uint64_t LiveBoardWriter::records() const { return writable_header(base_)->recor
 bool LiveBoardWriter::append(const LiveFrame& meta, std::string_view image) {
   BoardHeader* h = writable_header(base_);
   const uint64_t names = meta.stream.size() + meta.kind.size() + meta.device.size() + meta.mode.size();
-  const uint64_t bytes = align8(sizeof(BoardRecord) + names + image.size());
+  const std::string_view legend = meta.legend.size() <= kMaxLegendBytes ? meta.legend : std::string_view();
+  const uint64_t bytes = align8(sizeof(BoardRecord) + names + image.size() + legend.size());
   if (meta.stream.size() > UINT16_MAX || meta.kind.size() > UINT8_MAX || meta.device.size() > UINT8_MAX ||
       meta.mode.size() > UINT8_MAX || bytes > capacity_ / 4 || meta.width < 0 || meta.width > UINT16_MAX ||
       meta.height < 0 || meta.height > UINT16_MAX) {
@@ -163,11 +164,12 @@ bool LiveBoardWriter::append(const LiveFrame& meta, std::string_view image) {
   r.mode_bytes = static_cast<uint8_t>(meta.mode.size());
   r.image_format = kImageJpeg;
   r.image_bytes = static_cast<uint32_t>(image.size());
+  r.legend_bytes = static_cast<uint32_t>(legend.size());
   uint8_t* out = area + offset;
   std::memcpy(out, &r, sizeof(r));
   out += sizeof(r);
   for (std::string_view s : {std::string_view(meta.stream), std::string_view(meta.kind), std::string_view(meta.device),
-                             std::string_view(meta.mode), image}) {
+                             std::string_view(meta.mode), image, legend}) {
     std::memcpy(out, s.data(), s.size());
     out += s.size();
   }
@@ -272,9 +274,9 @@ void LiveBoardReader::poll(std::vector<LiveFrame>* out, size_t max_frames) {
     position_ += r.bytes;
     if (r.magic == kPadMagic) continue;
     std::memcpy(&r, copy_.data(), sizeof(r));
-    const uint64_t need =
-        uint64_t{sizeof(BoardRecord)} + r.stream_bytes + r.kind_bytes + r.device_bytes + r.mode_bytes + r.image_bytes;
-    if (need > r.bytes || r.image_format != kImageJpeg || r.stream_bytes == 0) {
+    const uint64_t need = uint64_t{sizeof(BoardRecord)} + r.stream_bytes + r.kind_bytes + r.device_bytes +
+        r.mode_bytes + r.image_bytes + r.legend_bytes;
+    if (need > r.bytes || r.image_format != kImageJpeg || r.stream_bytes == 0 || r.legend_bytes > kMaxLegendBytes) {
       ++corrupt_;
       continue;
     }
@@ -290,6 +292,7 @@ void LiveBoardReader::poll(std::vector<LiveFrame>* out, size_t max_frames) {
     f.device = take(r.device_bytes);
     f.mode = take(r.mode_bytes);
     f.jpeg = take(r.image_bytes);
+    f.legend = take(r.legend_bytes);
     f.rank = r.rank;
     f.producer_pid = r.producer_pid;
     f.step = r.step;

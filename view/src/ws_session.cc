@@ -142,12 +142,17 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
   using Message = std::pair<bool, std::shared_ptr<const std::string>>;  // binary?, bytes
 
   std::optional<Message> frame_message(uint32_t id, const LiveFrame& f, uint64_t seq) {
-    const std::string header = dump_json({{"tile", id},
-                                          {"step", f.step},
-                                          {"seq", seq},
-                                          {"push_ns", f.push_unix_ns},
-                                          {"render_ns", f.render_unix_ns},
-                                          {"sent_ns", unix_time_ns()}});
+    nlohmann::json fields = {{"tile", id},
+                             {"step", f.step},
+                             {"seq", seq},
+                             {"push_ns", f.push_unix_ns},
+                             {"render_ns", f.render_unix_ns},
+                             {"sent_ns", unix_time_ns()}};
+    if (!f.legend.empty()) {  // from the board: shown only when it is JSON
+      nlohmann::json legend = nlohmann::json::parse(f.legend, nullptr, false);
+      if (!legend.is_discarded() && legend.is_object()) fields["legend"] = std::move(legend);
+    }
+    const std::string header = dump_json(fields);
     auto bytes = std::make_shared<std::string>();
     const uint32_t length = static_cast<uint32_t>(header.size());
     const char le[4] = {static_cast<char>(length & 0xff), static_cast<char>((length >> 8) & 0xff),

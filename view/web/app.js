@@ -146,13 +146,18 @@ function tileElement(t) {
     fig.dataset.tile = t.id;
     const img = document.createElement('img');
     img.alt = t.stream;
+    const highlight = document.createElement('canvas');  // a class of the frame picked out (legend hover)
+    highlight.className = 'highlight';
+    highlight.hidden = true;
+    fig.addEventListener('mousemove', (e) => pointAtLegend(t, e));
+    fig.addEventListener('mouseleave', () => highlightClass(t, -1));
     const cap = document.createElement('figcaption');
     for (const cls of ['name', 'step', 'meta', 'age', 'drops']) {
       const span = document.createElement('span');
       span.className = cls;
       cap.appendChild(span);
     }
-    fig.append(img, cap);
+    fig.append(img, highlight, cap);
     t.el = fig;
   }
   observer.observe(fig);
@@ -210,12 +215,17 @@ function sendWatch() {
 }
 
 // ---- frames ----
-function showImage(t, blob, step) {
+function showImage(t, blob, step, legend) {
   const img = t.el && t.el.querySelector('img');
   if (!img) return;
   const url = URL.createObjectURL(blob);
   const old = img.dataset.url;
-  img.onload = () => { if (old) URL.revokeObjectURL(old); };
+  t.legend = legend || null;
+  img.title = t.legend ? 'point at a class in the legend to pick out its points' : '';
+  img.onload = () => {
+    if (old) URL.revokeObjectURL(old);
+    highlightClass(t, t.legend ? t.highlighted : -1);  // the same class in the new frame
+  };
   img.onerror = () => URL.revokeObjectURL(url);
   img.dataset.url = url;
   img.src = url;
@@ -234,7 +244,54 @@ function onBinary(buffer) {
     const lag = Date.now() - header.push_ns / 1e6;
     if (state.stats.lags.length < 100000) state.stats.lags.push(lag);
   }
-  if (t) showImage(t, new Blob([new Uint8Array(buffer, 4 + n)], { type: 'image/jpeg' }), header.step);
+  if (t) showImage(t, new Blob([new Uint8Array(buffer, 4 + n)], { type: 'image/jpeg' }), header.step, header.legend);
+}
+
+// ---- classes of pca / tsne frames (tensors pushed with labels) ----
+// A frame's legend (header.legend: the plot's box and each class's legend entry, as
+// fractions of the frame, with the class's colour) lets the pointer pick out a class:
+// over its legend entry, the tile shows the frame with every pixel of the plot that is
+// not near the class's colour dimmed.
+const DIM = [28, 30, 34];  // the frames' background
+function legendEntryAt(t, e) {
+  const img = t.el && t.el.querySelector('img');
+  if (!t.legend || !img || !img.naturalWidth) return -1;
+  const r = img.getBoundingClientRect();  // object-fit: contain in the tile's box
+  const scale = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight);
+  const w = img.naturalWidth * scale, h = img.naturalHeight * scale;
+  const x = (e.clientX - r.left - (r.width - w) / 2) / w, y = (e.clientY - r.top - (r.height - h) / 2) / h;
+  return t.legend.classes.findIndex((c) => x >= c.box[0] && x <= c.box[2] && y >= c.box[1] && y <= c.box[3]);
+}
+function pointAtLegend(t, e) {
+  const index = legendEntryAt(t, e);
+  if (index !== (t.highlighted ?? -1)) highlightClass(t, index);
+}
+function highlightClass(t, index) {
+  const canvas = t.el && t.el.querySelector('canvas.highlight');
+  const img = t.el && t.el.querySelector('img');
+  if (!canvas || !img) return;
+  const entry = t.legend && index >= 0 ? t.legend.classes[index] : null;
+  t.highlighted = entry ? index : -1;
+  if (!entry || !img.naturalWidth) { canvas.hidden = true; return; }
+  canvas.width = img.naturalWidth;
+  canvas.height = img.naturalHeight;
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
+  ctx.drawImage(img, 0, 0);
+  const [x0, y0, x1, y1] = t.legend.plot.map((v, i) => Math.round(v * (i % 2 ? canvas.height : canvas.width)));
+  if (x1 > x0 && y1 > y0) {
+    const data = ctx.getImageData(x0, y0, x1 - x0, y1 - y0);
+    const d = data.data, c = entry.color;
+    for (let i = 0; i < d.length; i += 4) {
+      const far = Math.abs(d[i] - c[0]) + Math.abs(d[i + 1] - c[1]) + Math.abs(d[i + 2] - c[2]) > 90;
+      if (far) for (let k = 0; k < 3; k++) d[i + k] = Math.round(d[i + k] * 0.2 + DIM[k] * 0.8);
+    }
+    ctx.putImageData(data, x0, y0);
+  }
+  const b = entry.box;  // the legend entry, outlined
+  ctx.strokeStyle = `rgb(${entry.color.join(',')})`;
+  ctx.lineWidth = Math.max(1, canvas.width / 320);
+  ctx.strokeRect(b[0] * canvas.width, b[1] * canvas.height, (b[2] - b[0]) * canvas.width, (b[3] - b[1]) * canvas.height);
+  canvas.hidden = false;
 }
 
 // Frames of finished videos: a small pool of hidden video elements seeks each to the frame

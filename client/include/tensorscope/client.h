@@ -42,6 +42,11 @@ class Client {
 
   // Explicit tap: pushes `tensor` as stream `name`. noexcept, never blocks.
   PushResult push(const std::string& name, const at::Tensor& tensor) noexcept;
+  // The same with a class label for each row of `tensor` (its first dimension): `labels`
+  // is a 1-D integer tensor of that length (a CUDA one is copied to the host: counted in
+  // stats() as a synchronous copy). pca and tsne frames colour the points by label.
+  // A wrong count, dtype or shape refuses the push (counted, the reason logged).
+  PushResult push(const std::string& name, const at::Tensor& tensor, const at::Tensor& labels) noexcept;
 
   // Tracks the forward output of every submodule of `module` that owns parameters or
   // buffers (Linear, Conv, BatchNorm, LayerNorm, GroupNorm, Embedding, LSTM/GRU,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "tensorscope/call_stacking.h"
@@ -30,6 +31,10 @@ constexpr TrackKinds operator|(TrackKinds a, TrackKinds b) {
 constexpr bool has_kind(TrackKinds set, TrackKinds kind) {
   return (static_cast<uint32_t>(set) & static_cast<uint32_t>(kind)) != 0;
 }
+
+// The current batch's class labels, one per row (a 1-D integer tensor), for a track's
+// `labels` option.
+using LabelsFn = std::function<at::Tensor()>;
 
 #define TENSORSCOPE_TRACK_OPTION(Type, name, default_value) \
   TENSORSCOPE_OPTION_SETTER(TrackOptions, Type, name, default_value)
@@ -67,6 +72,12 @@ class TrackOptions {
   // their own and stacks the step's calls into one calls x features matrix
   // ("<stream>#calls"; tensorscope/call_stacking.h).
   TENSORSCOPE_TRACK_OPTION(CallStacking, calls, CallStacking::kAuto)
+  // module tracks: returns the current batch's class labels (e.g. `[&] { return target; }`);
+  // each output or output gradient whose first dimension is the batch's size is sent with
+  // them (Client::push with labels), so pca and tsne frames colour its rows by class.
+  // Called once per tensor sent; one that throws or returns no 1-D integer tensor sends
+  // the tensor without labels. Empty: no labels.
+  TENSORSCOPE_TRACK_OPTION(LabelsFn, labels, nullptr)
 };
 
 #undef TENSORSCOPE_TRACK_OPTION

@@ -5,6 +5,8 @@
 #include <regex>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "worker/record_frame.h"
 #include "tensorscope/recording/wire_tensor.h"
 #include "tensorscope/plotting/adaptive_histogram.h"
@@ -12,6 +14,7 @@
 #include "tensorscope/plotting/histogram.h"
 #include "tensorscope/plotting/line_plot.h"
 #include "tensorscope/plotting/pca.h"
+#include "tensorscope/plotting/point_classes.h"
 #include "tensorscope/plotting/scatter_plot.h"
 #include "tensorscope/plotting/tsne.h"
 #include "tensorscope/plotting/stats_history.h"
@@ -24,8 +27,21 @@ namespace {
 // fewer anyway); every source row and column contributes.
 constexpr int kHeatmapMaxSide = 256;
 
+// The label of each of `rows` projected rows: the record's labels label its first
+// dimension, so under the first-two-dims layout each label covers rows / labels
+// consecutive rows. Empty when the counts do not fit together.
+std::vector<int64_t> labels_of_rows(const RowLabels& labels, int64_t rows) {
+  const auto count = static_cast<int64_t>(labels.values.size());
+  if (count == 0 || rows % count != 0) return {};
+  const int64_t each = rows / count;
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) out.push_back(labels.values[static_cast<size_t>(r / each)]);
+  return out;
+}
+
 DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
-  return [info = std::move(info), text = std::move(text)](const plotting::FrameStyle& style) {
+  return [info = std::move(info), text = std::move(text)](const plotting::FrameStyle& style, std::string*) {
     return plotting::draw_message_frame(info, text, style);
   };
 }
@@ -73,7 +89,7 @@ plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
 DrawFrame degenerate_frame(const plotting::FrameInfo& info, const std::shared_ptr<tensor::TensorStats>& stats) {
   std::string text = plotting::degenerate_description(*stats);
   if (text.empty()) return nullptr;
-  return [info, stats, text = std::move(text)](const plotting::FrameStyle& style) {
+  return [info, stats, text = std::move(text)](const plotting::FrameStyle& style, std::string*) {
     return plotting::draw_message_frame(info, text, style, stats.get());
   };
 }
@@ -89,7 +105,7 @@ class HistogramRenderer final : public FrameRenderer {
     auto frame = std::make_shared<plotting::HistogramFrame>(histogram_.next(view, info.step));
     auto stats = std::make_shared<tensor::TensorStats>(frame->stats);
     if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
-    return [info = std::move(info), frame](const plotting::FrameStyle& style) {
+    return [info = std::move(info), frame](const plotting::FrameStyle& style, std::string*) {
       return plotting::draw_histogram_frame(info, frame->stats, frame->hist, frame->display, style);
     };
   }
@@ -109,7 +125,7 @@ class LineRenderer final : public FrameRenderer {
     if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     auto series = std::make_shared<plotting::LineSeries>(plotting::reduce_line(view, columns_));
     const plotting::AxisLimits y = y_axis_.update(series->finite_min, series->finite_max);
-    return [info = std::move(info), stats, series, y](const plotting::FrameStyle& style) {
+    return [info = std::move(info), stats, series, y](const plotting::FrameStyle& style, std::string*) {
       return plotting::draw_line_frame(info, *stats, *series, style, &y);
     };
   }
@@ -132,7 +148,7 @@ class HeatmapRenderer final : public FrameRenderer {
     auto heatmap = std::make_shared<plotting::Heatmap>(
         force_square_ ? plotting::force2d(view, kHeatmapMaxSide, reduction_)
                       : plotting::reduce_heatmap(view, kHeatmapMaxSide, kHeatmapMaxSide, reduction_));
-    return [info = std::move(info), stats, heatmap](const plotting::FrameStyle& style) {
+    return [info = std::move(info), stats, heatmap](const plotting::FrameStyle& style, std::string*) {
       return plotting::draw_heatmap_frame(info, *stats, *heatmap, style);
     };
   }
@@ -149,7 +165,7 @@ class StatsRenderer final : public FrameRenderer {
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
-    return [this, info = std::move(info), stats](const plotting::FrameStyle& style) {
+    return [this, info = std::move(info), stats](const plotting::FrameStyle& style, std::string*) {
       history_.add(info.step, *stats);
       return plotting::draw_stats_frame(info, *stats, history_, style);
     };
@@ -175,22 +191,33 @@ class PcaRenderer final : public FrameRenderer {
     if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     auto result = std::make_shared<plotting::PcaResult>(plotting::compute_pca(view, options_));
     plotting::ScatterLimits limits{};
+    std::shared_ptr<const plotting::PointClasses> classes;
     if (result->ok()) {
       plotting::align_signs(&result->projection, previous_);
       previous_ = result->projection;
       const plotting::ScatterLimits e = plotting::point_extent(result->projection);
       limits = {x_axis_.update(e.x.lo, e.x.hi), y_axis_.update(e.y.lo, e.y.hi)};
+      if (record.row_labels) {
+        const std::vector<int64_t> labels = labels_of_rows(*record.row_labels, result->projection.rows());
+        classes = std::make_shared<const plotting::PointClasses>(
+            classes_.classify(result->projection, labels, record.row_labels->names));
+      }
     }
-    return [info = std::move(info), stats, result, limits](const plotting::FrameStyle& style) {
-      return plotting::draw_pca_frame(info, stats.get(), *result, style, &limits);
+    return [info = std::move(info), stats, result, limits, classes](const plotting::FrameStyle& style,
+                                                                    std::string* legend) {
+      plotting::ScatterLegend drawn;
+      cv::Mat image = plotting::draw_pca_frame(info, stats.get(), *result, style, &limits, classes.get(), &drawn);
+      if (legend != nullptr) *legend = legend_json(drawn);
+      return image;
     };
   }
 
  private:
   plotting::PcaOptions options_;
-  // Reader thread: the previous projection (for its signs) and the axes.
+  // Reader thread: the previous projection (for its signs), the axes and the classes.
   Eigen::MatrixXf previous_;
   plotting::SteadyAxis x_axis_, y_axis_;
+  plotting::ClassTracker classes_;
 };
 
 // A 2-D t-SNE embedding of the rows, warm-started from the stream's previous frame. The
@@ -225,11 +252,20 @@ class TsneRenderer final : public FrameRenderer {
     for (int64_t r = 0; r < kept; ++r) {
       std::memcpy(copy->data() + r * row_bytes, base + r * stride * row_bytes, row_bytes);
     }
+    std::shared_ptr<const RowLabels> labels;  // of the kept rows
+    if (record.row_labels) {
+      auto kept_labels = std::make_shared<RowLabels>();
+      kept_labels->names = record.row_labels->names;
+      for (int64_t r = 0; r < kept; ++r) {
+        kept_labels->values.push_back(record.row_labels->values[static_cast<size_t>(r * stride)]);
+      }
+      labels = std::move(kept_labels);
+    }
     std::string note = std::to_string(rows) + " rows x " + std::to_string(features) + " features";
     if (stride > 1)
       note += ", subsampled to " + std::to_string(kept) + " rows (every " + std::to_string(stride) + "th)";
-    return [this, info = std::move(info), stats, copy, kept, features, type = view.type,
-            note](const plotting::FrameStyle& style) {
+    return [this, info = std::move(info), stats, copy, kept, features, type = view.type, note, labels](
+               const plotting::FrameStyle& style, std::string* legend) {
       tensor::TensorView rows_view;
       rows_view.data = copy->data();
       rows_view.type = type;
@@ -238,13 +274,25 @@ class TsneRenderer final : public FrameRenderer {
       if (!result.message.empty() && result.embedding.rows() == 0) {
         return plotting::draw_message_frame(info, result.message, style);
       }
-      plotting::ScatterLabels labels;
-      labels.x_title = "t-SNE 1";
-      labels.y_title = "t-SNE 2";
-      labels.note = note + (result.message.empty() ? "" : "; " + result.message);
+      plotting::ScatterLabels scatter;
+      scatter.x_title = "t-SNE 1";
+      scatter.y_title = "t-SNE 2";
+      scatter.note = note + (result.message.empty() ? "" : "; " + result.message);
       const plotting::ScatterLimits e = plotting::point_extent(result.embedding);
       const plotting::ScatterLimits limits{x_axis_.update(e.x.lo, e.x.hi), y_axis_.update(e.y.lo, e.y.hi)};
-      return plotting::draw_scatter_frame(info, stats.get(), result.embedding, labels, style, &limits);
+      plotting::PointClasses classes;
+      if (labels) {  // the embedding's rows are kept rows (row_index)
+        std::vector<int64_t> of_rows;
+        of_rows.reserve(result.row_index.size());
+        for (const int64_t r : result.row_index) of_rows.push_back(labels->values[static_cast<size_t>(r)]);
+        classes = classes_.classify(result.embedding, of_rows, labels->names);
+        scatter.classes = &classes;
+      }
+      plotting::ScatterLegend drawn;
+      cv::Mat image =
+          plotting::draw_scatter_frame(info, stats.get(), result.embedding, scatter, style, &limits, &drawn);
+      if (legend != nullptr) *legend = legend_json(drawn);
+      return image;
     };
   }
 
@@ -264,9 +312,24 @@ class TsneRenderer final : public FrameRenderer {
   int64_t max_rows_ = 0;
   plotting::TsneEmbedder embedder_;       // render thread
   plotting::SteadyAxis x_axis_, y_axis_;  // render thread
+  plotting::ClassTracker classes_;        // render thread
 };
 
 }  // namespace
+
+std::string legend_json(const plotting::ScatterLegend& legend) {
+  if (legend.entries.empty() || legend.frame.width <= 0 || legend.frame.height <= 0) return {};
+  const double w = legend.frame.width, h = legend.frame.height;
+  const auto box = [&](const cv::Rect& r) {
+    return nlohmann::json::array({r.x / w, r.y / h, (r.x + r.width) / w, (r.y + r.height) / h});
+  };
+  nlohmann::json classes = nlohmann::json::array();
+  for (const plotting::ScatterLegend::Entry& e : legend.entries) {
+    classes.push_back({{"name", e.name}, {"color", {e.color[2], e.color[1], e.color[0]}}, {"box", box(e.box)}});
+  }
+  return nlohmann::json{{"plot", box(legend.plot)}, {"classes", classes}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::unique_ptr<FrameRenderer> make_frame_renderer(RenderMode mode, const RenderConfig& config, int frame_width,
                                                    const std::string& stream) {

@@ -17,12 +17,20 @@
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/frame_painter.h"
+#include "tensorscope/plotting/scatter_plot.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/ring_reader.h"
 
 namespace tensorscope::daemon {
 
-using DrawFrame = std::function<cv::Mat(const plotting::FrameStyle&)>;
+// Draws a frame. `legend`, when the frame colours points by class, receives where its
+// classes are shown (legend_json below), for the live view; left empty otherwise.
+using DrawFrame = std::function<cv::Mat(const plotting::FrameStyle&, std::string* legend)>;
+
+// A frame's class legend for the live view (live_board.h): {"plot": [x0, y0, x1, y1],
+// "classes": [{"name", "color": [r, g, b], "box": [x0, y0, x1, y1]}, ...]}, boxes as
+// fractions of the frame's width and height; "" when it has no entries.
+std::string legend_json(const plotting::ScatterLegend& legend);
 
 class FrameRenderer {
  public:

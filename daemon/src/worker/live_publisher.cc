@@ -98,7 +98,7 @@ LivePublisher::~LivePublisher() {
 }
 
 void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns,
-                          uint64_t frames_total, const cv::Mat& frame, int64_t* last_ns) {
+                          uint64_t frames_total, const cv::Mat& frame, const std::string& legend, int64_t* last_ns) {
   const int64_t now = steady_time_ns();
   if (*last_ns != 0 && now - *last_ns < interval_ns_) return;
   if (!watched()) return;
@@ -127,6 +127,7 @@ void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t
     p.meta.step = step;
     p.meta.push_unix_ns = push_unix_ns;
     p.meta.frames_total = frames_total;
+    p.meta.legend = legend;
     frame.copyTo(p.frame);
   }
   wake_.notify_one();

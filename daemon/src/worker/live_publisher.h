@@ -51,10 +51,11 @@ class LivePublisher {
   // Whether the board exists (tests).
   bool has_board() const;
 
-  // Offers the frame just drawn of stream `key`; `last_ns` is that stream's time of its
-  // last taken frame (steady clock), updated when this one is taken.
+  // Offers the frame just drawn of stream `key` (with its class legend, frame_renderer.h's
+  // legend_json, "" for none); `last_ns` is that stream's time of its last taken frame
+  // (steady clock), updated when this one is taken.
   void offer(const StreamKey& key, const std::string& kind, int64_t step, uint64_t push_unix_ns, uint64_t frames_total,
-             const cv::Mat& frame, int64_t* last_ns);
+             const cv::Mat& frame, const std::string& legend, int64_t* last_ns);
 
   // Waits until every taken frame is on the board (tests).
   void flush();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "tensorscope/recording/file_naming.h"
@@ -35,6 +36,21 @@ bool make_dirs(const std::string& dir, std::string* why) {
   return !ec;
 }
 
+// A tensor's row labels beside its .npy dump (file_naming.h's npy_labels_path).
+Status write_labels(const std::string& path, const RowLabels& labels) {
+  const int64_t rows = static_cast<int64_t>(labels.values.size());
+  Status st = recording::write_npy(path, wire::DType::kInt64, {rows}, labels.values.data(),
+                                   labels.values.size() * sizeof(int64_t));
+  if (!st || labels.names.empty()) return st;
+  std::string names;
+  for (const std::string& name : labels.names) names += name + "\n";
+  const std::string text_path = path.substr(0, path.size() - 4) + ".txt";
+  std::ofstream out(text_path, std::ios::binary | std::ios::trunc);
+  out << names;
+  out.close();
+  return out ? Status::ok() : Status::error(text_path + ": cannot write the label names");
+}
+
 }  // namespace
 
 struct RecordSinks::Job {
@@ -44,6 +60,7 @@ struct RecordSinks::Job {
   bool finish = false;  // finalize the producer's files (no record)
   recording::StatsRowMeta meta;
   std::vector<uint8_t> payload;
+  std::shared_ptr<const RowLabels> row_labels;  // the .npy sink writes them beside the tensor
 };
 
 struct RecordSinks::ProducerFiles {
@@ -115,6 +132,7 @@ void RecordSinks::record(uint64_t producer_id, int64_t pid, const RecordView& vi
   job->meta.dtype = static_cast<wire::DType>(h.dtype);
   job->meta.shape.assign(h.shape, h.shape + h.ndim);
   job->payload.assign(view.payload, view.payload + h.payload_bytes);
+  job->row_labels = view.row_labels;
   queued_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -256,6 +274,12 @@ void RecordSinks::write(Job& job) {
     if (make_dirs(path.substr(0, path.rfind('/')), &why)) {
       Status st = recording::write_npy(path, job.meta.dtype, job.meta.shape, job.payload.data(), job.payload.size());
       if (!st) fail(st.message());
+      if (st && job.row_labels) {
+        st =
+            write_labels(session_dir_ + "/" + recording::npy_labels_path(job.meta.stream, job.meta.step, job.meta.rank),
+                         *job.row_labels);
+        if (!st) fail(st.message());
+      }
     } else {
       fail(why);
     }

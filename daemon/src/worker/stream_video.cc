@@ -123,9 +123,10 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix
     }
     first_step_ = step;
   }
-  const cv::Mat image = draw(style_);
+  std::string legend;
+  const cv::Mat image = draw(style_, &legend);
   if (live_ != nullptr) {
-    live_->offer(key_, kind_, step, push_unix_ns, frames_total() + 1, image, &live_last_ns_);
+    live_->offer(key_, kind_, step, push_unix_ns, frames_total() + 1, image, legend, &live_last_ns_);
   }
   if (!writer_->write(image)) {
     return output_failed(writer_->last_errno(),

@@ -1,16 +1,21 @@
 // The worker's renderers draw what plotting/ draws, with the config's settings: histogram
 // streams through AdaptiveHistogram (bins, margin, re-range interval, per-stream axes),
-// and in every mode but stats a tensor with nothing to plot gets the frame that says so.
+// and in every mode but stats a tensor with nothing to plot gets the frame that says so;
+// pca and tsne frames of labelled rows colour them by class and hand the live view their
+// legend.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 
 #include "tensorscope/plotting/adaptive_histogram.h"
+#include "tensorscope/plotting/point_classes.h"
 #include "worker/frame_renderer.h"
 
 namespace tensorscope::daemon {
@@ -68,7 +73,7 @@ TEST(FrameRenderer, HistogramFramesFollowTheConfiguredAdaptiveHistogram) {
       const std::vector<float> v = wave(5000, step < 6 ? 1.f : 0.01f);  // shrinks 100x at step 6
       const auto r = record(name, v, {50, 100});
       const plotting::FrameInfo info = info_of(name, {50, 100}, step);
-      const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{});
+      const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{}, nullptr);
       const tensor::TensorView view{v.data(), tensor::ElementType::kFloat32, {50, 100}};
       const plotting::HistogramFrame f = want.next(view, step);
       EXPECT_EQ(f.hist.counts.size(), 40u);
@@ -94,7 +99,7 @@ TEST(FrameRenderer, NothingToPlotIsSaidInEveryModeButStats) {
       ASSERT_NE(renderer, nullptr) << wire::render_mode_name(mode);
       const auto r = record("s", *values, {8, 8});
       const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
-      const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{});
+      const cv::Mat got = renderer->prepare(*r, info)(plotting::FrameStyle{}, nullptr);
       const tensor::TensorStats stats =
           tensor::compute_stats(tensor::TensorView{values->data(), tensor::ElementType::kFloat32, {8, 8}});
       const std::string text = plotting::degenerate_description(stats);
@@ -109,8 +114,54 @@ TEST(FrameRenderer, NothingToPlotIsSaidInEveryModeButStats) {
   const plotting::FrameInfo info = info_of("s", {8, 8}, 5);
   const tensor::TensorStats stats =
       tensor::compute_stats(tensor::TensorView{zeros.data(), tensor::ElementType::kFloat32, {8, 8}});
-  EXPECT_FALSE(same(stats_renderer->prepare(*r, info)(plotting::FrameStyle{}),
+  EXPECT_FALSE(same(stats_renderer->prepare(*r, info)(plotting::FrameStyle{}, nullptr),
                     plotting::draw_message_frame(info, "all 64 values are 0", plotting::FrameStyle{}, &stats)));
+}
+
+TEST(FrameRenderer, ProjectionsOfLabelledRowsShowTheirClassesAndHandOverTheLegend) {
+  // Three classes of 40 rows each, far apart in 16 features.
+  std::mt19937 rng(4);
+  std::normal_distribution<float> noise(0, 0.3f);
+  std::vector<float> values(120 * 16);
+  auto labels = std::make_shared<RowLabels>();
+  labels->names = {"ant", "bee", "cow"};
+  for (int row = 0; row < 120; ++row) {
+    const int c = row % 3;
+    labels->values.push_back(c);
+    for (int f = 0; f < 16; ++f) values[static_cast<size_t>(row * 16 + f)] = (f % 3 == c ? 5.f : 0.f) + noise(rng);
+  }
+  RenderConfig config;
+  config.tsne_iterations = 300;
+  for (const RenderMode mode : {RenderMode::kPca, RenderMode::kTsne}) {
+    auto renderer = make_frame_renderer(mode, config, 640, "enc.out");
+    auto r = record("enc.out", values, {120, 16});
+    r->row_labels = labels;
+    std::string legend;
+    const cv::Mat frame = renderer->prepare(*r, info_of("enc.out", {120, 16}, 3))(plotting::FrameStyle{}, &legend);
+    ASSERT_FALSE(frame.empty());
+    const nlohmann::json parsed = nlohmann::json::parse(legend, nullptr, false);
+    ASSERT_TRUE(parsed.is_object()) << wire::render_mode_name(mode) << ": " << legend;
+    ASSERT_EQ(parsed["classes"].size(), 3u);
+    EXPECT_EQ(parsed["classes"][1]["name"], "bee");
+    const auto color = plotting::class_palette()[1];  // BGR
+    EXPECT_EQ(parsed["classes"][1]["color"], nlohmann::json::array({color[2], color[1], color[0]}));
+    const auto& box = parsed["classes"][0]["box"];
+    const auto& plot = parsed["plot"];
+    EXPECT_LT(box[3].get<double>(), plot[1].get<double>() + 1e-9) << "the legend sits above the plot";
+    EXPECT_GT(plot[2].get<double>() - plot[0].get<double>(), 0.5);
+    // The class colours are on the frame.
+    int colored = 0;
+    for (int y = 0; y < frame.rows; ++y) {
+      for (int x = 0; x < frame.cols; ++x) colored += frame.at<cv::Vec3b>(y, x) == color ? 1 : 0;
+    }
+    EXPECT_GT(colored, 30) << wire::render_mode_name(mode);
+
+    std::string none = "untouched";
+    auto plain = make_frame_renderer(mode, config, 640, "enc.out");
+    plain->prepare(*record("enc.out", values, {120, 16}), info_of("enc.out", {120, 16}, 3))(plotting::FrameStyle{},
+                                                                                            &none);
+    EXPECT_EQ(none, "") << "no labels: no legend";
+  }
 }
 
 }  // namespace

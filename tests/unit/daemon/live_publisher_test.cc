@@ -43,8 +43,8 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   StreamKey b{1, 77, "model.fc1.grad", "cpu", 2, "histogram"};
   int64_t last_a = 0, last_b = 0;
   for (int step = 0; step < 10; ++step) {  // well within 500 ms: one frame each
-    publisher->offer(a, "output", step, 1000 + step, step + 1, frame, &last_a);
-    publisher->offer(b, "grad", step, 1000 + step, step + 1, frame, &last_b);
+    publisher->offer(a, "output", step, 1000 + step, step + 1, frame, "", &last_a);
+    publisher->offer(b, "grad", step, 1000 + step, step + 1, frame, "", &last_b);
   }
   publisher->flush();
   EXPECT_TRUE(publisher->has_board());
@@ -67,7 +67,7 @@ TEST(LivePublisherTest, FramesReachTheBoardAtMostMaxFpsPerStream) {
   EXPECT_EQ(decoded.rows, 120);
   EXPECT_NEAR(decoded.at<cv::Vec3b>(60, 80)[1], 200, 8);
   std::this_thread::sleep_for(std::chrono::milliseconds(550));
-  publisher->offer(a, "output", 42, 2000, 11, frame, &last_a);
+  publisher->offer(a, "output", 42, 2000, 11, frame, "", &last_a);
   publisher->flush();
   frames.clear();
   (*reader)->poll(&frames);
@@ -97,7 +97,7 @@ TEST(LivePublisherTest, ABusyEncoderKeepsOnlyTheNewestFrameOfAStream) {
     for (int s = 0; s < 40; ++s) {  // more streams than the pending cap, faster than encoding
       StreamKey key{1, 5, "s" + std::to_string(s), "cpu", 0, "line"};
       last[s] = 0;  // as if each offer came after the stream's interval
-      publisher->offer(key, "output", round, 0, 1, frame, &last[s]);
+      publisher->offer(key, "output", round, 0, 1, frame, "", &last[s]);
       ++offered;
     }
   }
@@ -125,7 +125,7 @@ TEST(LivePublisherTest, NothingIsTakenWhileNoPageWatchesAndFramesAreScaled) {
   const cv::Mat frame(480, 640, CV_8UC3, cv::Scalar(1, 2, 3));
   StreamKey key{1, 5, "s", "cpu", 0, "line"};
   int64_t last = 0;
-  publisher->offer(key, "output", 0, 0, 1, frame, &last);
+  publisher->offer(key, "output", 0, 0, 1, frame, "", &last);
   publisher->flush();
   EXPECT_EQ(publisher->published(), 0u);  // no watch file: nothing taken
   EXPECT_EQ(last, 0);
@@ -136,7 +136,7 @@ TEST(LivePublisherTest, NothingIsTakenWhileNoPageWatchesAndFramesAreScaled) {
   // A page opens; the worker looks again at most a second later.
   ASSERT_TRUE(view::touch_watch_file(dir.path() + "/quiet.live.watched"));
   std::this_thread::sleep_for(std::chrono::milliseconds(1050));
-  publisher->offer(key, "output", 1, 0, 2, frame, &last);
+  publisher->offer(key, "output", 1, 0, 2, frame, "", &last);
   publisher->flush();
   ASSERT_EQ(publisher->published(), 1u);
   auto reader = view::LiveBoardReader::open(dir.path() + "/quiet.live.0");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensorscope/shared/ring_reader.h"
+#include "tensorscope/shared/row_labels_format.h"
 #include "tensorscope/shared/ring_writer.h"
 #include "tensorscope/shared/shared_segment.h"
 #include "temp_dir.h"
@@ -321,6 +322,73 @@ TEST(Ring, GarbageRecordsAreDroppedAndCounted) {
   EXPECT_EQ(h->dropped_invalid.load(), static_cast<uint64_t>(garbage_written));
 }
 
+// A float32 record of `rows` x 2 with a row labels section (`section`, written as is)
+// after its values, `ring_bytes` claimed in all (default: exactly what it needs).
+void write_labelled(RingWriter& writer, int64_t rows, const std::string& section, uint64_t ring_bytes = 0,
+                    uint8_t ndim = 2) {
+  const uint64_t bytes = static_cast<uint64_t>(rows) * 2 * sizeof(float);
+  const uint64_t needed = wire::align_up(bytes, 8) + section.size();
+  RingWriter::Reservation r;
+  ASSERT_EQ(writer.reserve(ring_bytes != 0 ? ring_bytes : needed, &r), RingWriter::ReserveResult::kOk);
+  r.header->dtype = static_cast<uint8_t>(wire::DType::kFloat32);
+  r.header->kind = static_cast<uint8_t>(wire::TensorKind::kActivation);
+  r.header->ndim = ndim;
+  r.header->shape[0] = rows;
+  r.header->shape[1] = 2;
+  std::snprintf(r.header->name, wire::kNameBytes, "emb");
+  std::snprintf(r.header->device, wire::kDeviceBytes, "cpu");
+  r.header->label[0] = '\0';
+  r.header->render_hint = 0;
+  r.header->payload_bytes = ndim == 0 ? sizeof(float) : bytes;
+  r.header->row_labels_bytes = static_cast<uint32_t>(section.size());
+  auto* values = reinterpret_cast<float*>(r.payload);
+  for (int64_t i = 0; i < rows * 2; ++i) values[i] = static_cast<float>(i);
+  if (needed <= (ring_bytes != 0 ? ring_bytes : needed)) {
+    std::memcpy(r.payload + wire::align_up(bytes, 8), section.data(), section.size());
+  }
+  writer.commit(r);
+}
+
+TEST(Ring, RowLabelsArriveWithTheirRecordAndMalformedOnesAreDropped) {
+  TempDir dir("ts-ring");
+  Ring ring = make_ring(dir, 256 << 10, 16);
+  RingWriter writer(ring.producer_side.get());
+  RingReader reader(ring.consumer_side.get(), 1 << 16);
+  const RowLabels labels{{0, 1, 1}, {"cat", "dog"}};
+  const std::string section = *encode_row_labels(labels);
+
+  write_labelled(writer, 3, section);                                       // good
+  write_labelled(writer, 4, section);                                       // 3 labels, 4 rows
+  write_labelled(writer, 3, section.substr(0, section.size() - 4));         // cut short
+  write_labelled(writer, 3, section, 0, /*ndim=*/0);                        // on a 0-d tensor
+  write_labelled(writer, 3, *encode_row_labels(RowLabels{{5, 6, 7}, {}}));  // good, numeric
+  write_labelled(writer, 3, section, wire::align_up(24, 8) + 8);            // past its claimed ring bytes (the last)
+
+  RecordView v;
+  ASSERT_EQ(reader.next(&v), RingReader::Result::kRecord) << reader.last_error();
+  ASSERT_TRUE(v.row_labels);
+  EXPECT_EQ(*v.row_labels, labels);
+  float last;
+  std::memcpy(&last, v.payload + 5 * sizeof(float), sizeof last);
+  EXPECT_EQ(last, 5.0f);  // the values are the tensor's, the section after them
+  reader.release(v);
+  const char* reasons[] = {"3 row labels for a tensor of 4 rows", "size does not match",
+                           "not a tensor of at least one dimension"};
+  for (const char* reason : reasons) {
+    ASSERT_EQ(reader.next(&v), RingReader::Result::kDropped) << reason;
+    EXPECT_NE(reader.last_error().find(reason), std::string::npos) << reader.last_error();
+  }
+  ASSERT_EQ(reader.next(&v), RingReader::Result::kRecord) << reader.last_error();
+  ASSERT_TRUE(v.row_labels);
+  EXPECT_EQ(v.row_labels->values, (std::vector<int64_t>{5, 6, 7}));
+  reader.release(v);
+  ASSERT_EQ(reader.next(&v), RingReader::Result::kDropped);
+  EXPECT_NE(reader.last_error().find("out of bounds"), std::string::npos) << reader.last_error();
+  EXPECT_EQ(reader.next(&v), RingReader::Result::kEmpty);
+  EXPECT_EQ(ring.consumer_side->header()->dropped_invalid.load(), 4u);
+  EXPECT_EQ(ring.consumer_side->header()->received.load(), 2u);
+}
+
 TEST(Ring, CorruptSlotTablePoisonsTheSegment) {
   TempDir dir("ts-ring");
   Ring ring = make_ring(dir, 64 << 10, 8);
@@ -377,6 +445,7 @@ TEST(Ring, RandomHeadersAcceptedOnlyWhenConsistent) {
       h.payload_bytes = static_cast<uint64_t>(h.shape[0]) * wire::dtype_size(static_cast<wire::DType>(h.dtype));
       h.payload_position = (rng() % 1000) * 64;
       h.render_hint = static_cast<uint8_t>(rng() % (wire::kMaxRenderHint + 1));
+      h.row_labels_bytes = 0;
     }
     const uint64_t capacity = 1 << 20;
     const std::string why = validate_record_header(h, capacity, 0, capacity, capacity);

@@ -78,6 +78,30 @@ TEST(LiveBoardTest, FramesArriveWholeWithEveryField) {
   EXPECT_EQ((*reader)->writer_pid(), ::getpid());
 }
 
+TEST(LiveBoardTest, AFramesLegendArrivesWithItAndAnOversizedOneIsLeftOut) {
+  testing::TempDir dir("board");
+  const std::string path = dir.path() + "/s.live.0";
+  auto writer = LiveBoardWriter::create(path, kMinBoardCapacity, 0);
+  ASSERT_TRUE(writer.is_ok()) << writer.message();
+  auto reader = LiveBoardReader::open(path);
+  ASSERT_TRUE(reader.is_ok()) << reader.message();
+  LiveFrame with = meta_for("enc.out", 1);
+  with.legend = R"({"plot":[0.1,0.2,0.9,0.9],"classes":[{"name":"cat","color":[1,2,3],"box":[0,0,0.1,0.05]}]})";
+  LiveFrame huge = meta_for("enc.out", 2);
+  huge.legend = std::string(kMaxLegendBytes + 1, 'x');
+  ASSERT_TRUE((*writer)->append(with, image_for(1, 500)));
+  ASSERT_TRUE((*writer)->append(huge, image_for(2, 501)));
+  ASSERT_TRUE((*writer)->append(meta_for("enc.out", 3), image_for(3, 502)));
+  std::vector<LiveFrame> frames;
+  (*reader)->poll(&frames);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].legend, with.legend);
+  EXPECT_EQ(frames[0].jpeg, image_for(1, 500));
+  EXPECT_EQ(frames[1].legend, "");  // the frame goes, without it
+  EXPECT_EQ(frames[1].jpeg, image_for(2, 501));
+  EXPECT_EQ(frames[2].legend, "");
+}
+
 TEST(LiveBoardTest, ANewReaderStartsAtTheOldestFrameStillThere) {
   testing::TempDir dir("board");
   const std::string path = dir.path() + "/s.live.1";

@@ -46,6 +46,10 @@ std::string video_file_name(const std::string& stream, const std::string& device
 // of `step` and `rank`, relative to a session or run folder:
 // "dumps/step_<step>/<sanitize_stream_name(stream)>_rank<rank>.npy".
 std::string npy_dump_path(const std::string& stream, int64_t step, int rank);
+// Beside it, the row labels the tensor came with (row_labels_format.h): the dump's path
+// with ".labels.npy" for ".npy" (int64, one per row); class names, when the labels had
+// them, one per line (line i names label i) in the same path with ".labels.txt".
+std::string npy_labels_path(const std::string& stream, int64_t step, int rank);
 
 // The hidden name a worker writes `final_name` under until it is finalized:
 // ".tmp-<worker_pid>-<producer_id>-<final_name>", always ending in ".mp4". The producer

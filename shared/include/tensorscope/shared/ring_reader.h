@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "tensorscope/shared/row_labels_format.h"
 #include "tensorscope/shared/shared_segment.h"
 #include "tensorscope/shared/wire_format.h"
 
@@ -27,9 +29,17 @@ struct RecordView {
   uint64_t position = 0;
   uint64_t release_to = 0;  // data position freed when released
   bool owns_slot = false;
+  // The record's row labels (row_labels_format.h), parsed out of shared memory and
+  // checked against the tensor's rows; null when it has none.
+  std::shared_ptr<const RowLabels> row_labels;
 };
 
-// Bytes a record occupies in the data ring: payload_bytes, or 0 for a device payload.
+// The tensor's bytes in the data ring: payload_bytes, or 0 for a device payload.
+uint64_t ring_tensor_bytes(const wire::RecordHeader& header);
+// Where the row labels section starts, from payload_position (row_labels_bytes > 0).
+uint64_t row_labels_offset(const wire::RecordHeader& header);
+// Bytes a record occupies in the data ring: its tensor's ring bytes and, when it has
+// one, its row labels section after them.
 uint64_t ring_payload_bytes(const wire::RecordHeader& header);
 
 // Why a record was refused (for logs); empty when valid.

@@ -18,6 +18,8 @@
 //   slot_table_offset             RecordHeader[slot_count] (kRecordHeaderSize each)
 //   pool_table_offset             DevicePoolEntry[kMaxDevicePools] (CUDA IPC)
 //   data_offset                   payload bytes            (data_capacity bytes)
+//                                 (a record's tensor bytes, then its row labels section
+//                                 when it has one: row_labels_format.h)
 //   segment_size                  end of file
 //
 // Records: a pushed tensor is a RecordHeader in slot `position & (slot_count - 1)` and
@@ -67,7 +69,7 @@ namespace tensorscope::wire {
 
 // The bytes "SCOP_SEG" read as a little-endian integer.
 inline constexpr uint64_t kSegmentMagic = 0x4745535f504f4353ULL;
-inline constexpr uint32_t kAbiVersion = 2;
+inline constexpr uint32_t kAbiVersion = 3;  // 3: RecordHeader::row_labels_bytes
 
 inline constexpr size_t kSegmentHeaderSize = 1024;
 inline constexpr size_t kRecordHeaderSize = 512;
@@ -243,7 +245,12 @@ struct RecordHeader {
   uint32_t pool_index;       // entry in the pool table
   uint32_t pool_generation;  // must equal the entry's generation
   uint32_t pool_event;       // event index, < the entry's event_count
-  uint8_t reserved[kRecordHeaderSize - 420];
+  // --- row labels (row_labels_format.h) -----------------------------------------------
+  // Bytes of the row labels section after the record's ring bytes (0: none); at most
+  // kMaxRowLabelsBytes, only on tensor kinds of at least one dimension. The section's
+  // ring bytes start at payload_position + align_up(ring tensor bytes, 8) (ring_reader.h).
+  uint32_t row_labels_bytes;
+  uint8_t reserved[kRecordHeaderSize - 424];
 };
 
 // One CUDA device's staging pool, as published by the producer (see "Device payloads").
@@ -338,7 +345,8 @@ static_assert(offsetof(RecordHeader, pool_ordinal) == 400);
 static_assert(offsetof(RecordHeader, pool_index) == 408);
 static_assert(offsetof(RecordHeader, pool_generation) == 412);
 static_assert(offsetof(RecordHeader, pool_event) == 416);
-static_assert(offsetof(RecordHeader, reserved) == 420);
+static_assert(offsetof(RecordHeader, row_labels_bytes) == 420);
+static_assert(offsetof(RecordHeader, reserved) == 424);
 
 static_assert(sizeof(DevicePoolEntry) == kDevicePoolEntrySize);
 static_assert(kDevicePoolEntrySize % 64 == 0);

@@ -37,7 +37,7 @@
 namespace tensorscope::view {
 
 inline constexpr uint64_t kBoardMagic = 0x3130445242535454ULL;  // "TTSBRD01" little-endian
-inline constexpr uint32_t kBoardVersion = 1;
+inline constexpr uint32_t kBoardVersion = 2;                    // 2: a frame's class legend
 inline constexpr uint32_t kBoardHeaderBytes = 256;
 inline constexpr uint32_t kRecordMagic = 0x4D415246;  // "FRAM"
 inline constexpr uint32_t kPadMagic = 0x20444150;     // "PAD "
@@ -63,8 +63,9 @@ static_assert(sizeof(BoardHeader) <= kBoardHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(offsetof(BoardHeader, claimed) % 8 == 0);
 
-// One frame. Followed by the stream, kind, device and mode names (not NUL-terminated)
-// and the image, then padding to a multiple of 8.
+// One frame. Followed by the stream, kind, device and mode names (not NUL-terminated),
+// the image and the legend (JSON text, frame_renderer.h's legend_json; often none), then
+// padding to a multiple of 8.
 struct BoardRecord {
   uint32_t magic;           // kRecordMagic or kPadMagic
   uint32_t bytes;           // the whole record, header included, a multiple of 8
@@ -84,8 +85,9 @@ struct BoardRecord {
   uint8_t image_format;  // kImageJpeg
   uint16_t reserved;
   uint32_t image_bytes;
-  uint32_t reserved2;
+  uint32_t legend_bytes;  // at most kMaxLegendBytes
 };
+inline constexpr uint32_t kMaxLegendBytes = 16 * 1024;
 static_assert(sizeof(BoardRecord) == 80);
 static_assert(sizeof(BoardRecord) % 8 == 0);
 
@@ -101,7 +103,8 @@ struct LiveFrame {
   uint64_t render_unix_ns = 0;
   uint64_t frames_total = 0;
   int width = 0, height = 0;
-  std::string jpeg;  // the image bytes
+  std::string jpeg;    // the image bytes
+  std::string legend;  // JSON: where the frame shows its classes (pca / tsne of labelled rows); "" for none
 };
 
 // Workers publish only while a page watches: a view server with a page open touches
