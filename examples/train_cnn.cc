@@ -4,7 +4,7 @@
 // at class-dependent places, with noise) and lets tensorscope send, every K-th step:
 //   cnn.<layer>        the forward output of every layer with parameters  (track_model)
 //   cnn.<layer>.grad   the gradient at that output in backward            (track_layer)
-//   classes.fc1        the penultimate layer's output as a PCA, coloured by class (labels)
+//   probe.fc1          a fixed probe's penultimate features, a t-SNE map coloured by class (push)
 //   loss, accuracy     two scalars pushed by hand                         (push)
 // The model is an ordinary libtorch module: tracking needs no change to it.
 //
@@ -28,6 +28,7 @@ namespace {
 
 constexpr int64_t kTrainImages = 8192;  // one epoch
 constexpr int64_t kTestImages = 1024;
+constexpr int64_t kProbeImages = 500;  // held-out images whose features are drawn as a t-SNE map
 
 using tensorscope_examples::Cnn;
 using tensorscope_examples::kClasses;
@@ -121,6 +122,22 @@ bool parse_flags(int argc, char** argv, Flags* flags) {
   return flags->steps > 0 && flags->every_n > 0 && flags->batch > 0 && flags->batch <= kTrainImages && flags->lr > 0;
 }
 
+// The probe's fc1 features (what the classifier's last layer sees, before its ReLU) with
+// the images' labels. Tracking is off meanwhile (the probe is not a training call) and
+// the model in eval mode (batch norm's running statistics are not updated).
+void push_probe(tensorscope::Client& scope, Cnn& model, const torch::Tensor& images, const torch::Tensor& labels) {
+  scope.set_enabled(false);
+  model->eval();
+  torch::Tensor features;
+  {
+    torch::NoGradGuard no_grad;
+    features = model->fc1->forward(model->features->forward(images).flatten(1));
+  }
+  model->train();
+  scope.set_enabled(true);
+  scope.push("probe.fc1", features, labels);
+}
+
 // Fraction of rows of `logits` whose largest score is at `labels`.
 torch::Tensor accuracy_of(const torch::Tensor& logits, const torch::Tensor& labels) {
   return logits.argmax(1).eq(labels).to(torch::kFloat).mean();
@@ -136,11 +153,11 @@ int main(int argc, char** argv) {
   }
   torch::manual_seed(0);  // same data, same initial weights, same batches on every run
 
-  // -- tensorscope: one client per process. Its every_n applies to push(): each stream
-  //    sends its 1st, (K+1)th, ... call. Nothing here ever throws into or blocks the
-  //    training loop, daemon or not.
-  tensorscope::Client scope(
-      tensorscope::ClientOptions().session(flags.session).every_n(flags.every_n).autostart(flags.autostart));
+  // -- tensorscope: one client per process. The tracks send every K-th step; the pushes
+  //    below are made every K-th step (the client's every_n, default 1, would thin them
+  //    out further). Nothing here ever throws into or blocks the training loop, daemon
+  //    or not.
+  tensorscope::Client scope(tensorscope::ClientOptions().session(flags.session).autostart(flags.autostart));
 
   Cnn model;
   const Dataset train = make_dataset(kTrainImages);
@@ -155,18 +172,16 @@ int main(int argc, char** argv) {
   const auto track = tensorscope::TrackOptions().every_n(flags.every_n);
   tensorscope::TrackHandle outputs = scope.track_model("cnn", model, track);
   tensorscope::TrackHandle gradients = scope.track_layer("cnn", model, track);
-  // The penultimate layer projected on its top two principal components, each image a
-  // point coloured by its class (`labels` gives the batch's labels): the classes pull
-  // apart as training goes on, and the frames say how far (their silhouette).
-  torch::Tensor batch_labels;  // the current step's labels
-  tensorscope::TrackHandle classes = scope.track_model("classes", model,
-                                                       tensorscope::TrackOptions()
-                                                           .include("^fc1$")
-                                                           .every_n(flags.every_n)
-                                                           .render_mode(tensorscope::RenderMode::kPca)
-                                                           .tree_log(false)
-                                                           .labels([&] { return batch_labels; }));
-  for (const tensorscope::TrackHandle* handle : {&outputs, &gradients, &classes}) {
+  // A fixed probe of held-out images: every K-th step their penultimate-layer features
+  // are pushed with their labels and drawn as a t-SNE map, a point per image coloured by
+  // its class. The same images each time, so the map is warm-started and moves only as
+  // the representation does: the classes pull apart as training goes on, and the frames
+  // say how far (their silhouette). (TrackOptions().labels(...) would send the training
+  // batches' labels with every tracked output instead.)
+  const torch::Tensor probe_images = test.images.narrow(0, 0, kProbeImages);
+  const torch::Tensor probe_labels = test.labels.narrow(0, 0, kProbeImages);
+  scope.set_render_mode("probe.fc1", tensorscope::RenderMode::kTsne);
+  for (const tensorscope::TrackHandle* handle : {&outputs, &gradients}) {
     if (!handle->ok()) std::fprintf(stderr, "tensorscope: tracking not set up: %s\n", handle->error().c_str());
   }
 
@@ -204,7 +219,6 @@ int main(int argc, char** argv) {
     const torch::Tensor index = order.narrow(0, batch_index * flags.batch, flags.batch);
     const torch::Tensor images = train.images.index_select(0, index);
     const torch::Tensor labels = train.labels.index_select(0, index);
-    batch_labels = labels;
 
     // An ordinary training step; the tracks see the forward and backward passes.
     optimizer.zero_grad();
@@ -216,8 +230,11 @@ int main(int argc, char** argv) {
     // -- tensorscope: scalars by hand (detached: the client copies values, not graphs),
     //    then the next step, which is stamped on everything sent from now on.
     const torch::Tensor accuracy = accuracy_of(logits.detach(), labels);
-    scope.push("loss", loss.detach());
-    scope.push("accuracy", accuracy);
+    if (step % flags.every_n == 0) {  // the steps the tracks send
+      scope.push("loss", loss.detach());
+      scope.push("accuracy", accuracy);
+      push_probe(scope, model, probe_images, probe_labels);
+    }
     scope.next_step();
 
     loss_sum += loss.item<double>();

@@ -5,7 +5,7 @@ twin of examples/train_cnn.cc).
 Every K-th step tensorscope sends:
   cnn.<layer>        the forward output of every layer with parameters  (track_model)
   cnn.<layer>.grad   the gradient at that output in backward            (track_layer)
-  classes.fc1        the penultimate layer's output as a PCA, coloured by class (labels=)
+  probe.fc1          a fixed probe's penultimate features, a t-SNE map coloured by class (push)
   loss, accuracy     two scalars pushed by hand                         (push)
 
 Start a daemon for the same session first, then this script:
@@ -29,6 +29,7 @@ from cnn_model import Cnn, make_dataset  # noqa: E402
 
 TRAIN_IMAGES = 8192
 TEST_IMAGES = 1024
+PROBE_IMAGES = 500  # held-out images whose features are drawn as a t-SNE map
 
 
 def main():
@@ -45,7 +46,8 @@ def main():
 
     torch.manual_seed(0)  # same data, weights and batches on every run
     # One client per process; nothing it does raises into or blocks the training loop.
-    scope = tensorscope.Client(args.session, every_n=args.every_n, autostart=args.autostart)
+    # (The tracks send every K-th step; the pushes below are made every K-th step.)
+    scope = tensorscope.Client(args.session, autostart=args.autostart)
     model = Cnn()
     train_images, train_labels = make_dataset(TRAIN_IMAGES)
     test_images, test_labels = make_dataset(TEST_IMAGES)
@@ -56,14 +58,16 @@ def main():
     # before they are copied, render_mode= picks how the daemon draws them.
     outputs = scope.track_model("cnn", model, every_n=args.every_n)
     gradients = scope.track_layer("cnn", model, every_n=args.every_n)
-    # The penultimate layer projected on its top two principal components, each image a
-    # point coloured by its class (labels= gives the batch's labels): the classes pull
-    # apart as training goes on, and the frames say how far (their silhouette).
-    classes = scope.track_model("classes", model, include="^fc1$", every_n=args.every_n, render_mode="pca",
-                                tree_log=False, labels=lambda: labels)
+    # A fixed probe of held-out images: every K-th step their penultimate-layer features
+    # are pushed with their labels and drawn as a t-SNE map, a point per image coloured by
+    # its class. The same images each time, so the map is warm-started and moves only as
+    # the representation does: the classes pull apart as training goes on, and the frames
+    # say how far (their silhouette). (track_model(..., labels=lambda: labels) would send
+    # the training batches' labels with every tracked output instead.)
+    probe_images, probe_labels = test_images[:PROBE_IMAGES], test_labels[:PROBE_IMAGES]
+    scope.set_render_mode("probe.fc1", "tsne")
     print(f"train_cnn.py: session {args.session}, {args.steps} steps, batch {args.batch}, "
-          f"{len(outputs.streams) + len(gradients.streams) + len(classes.streams)} tracked streams every "
-          f"{args.every_n} steps, "
+          f"{len(outputs.streams) + len(gradients.streams)} tracked streams every {args.every_n} steps, "
           f"daemon {'connected' if scope.connected else 'not connected'}")
 
     batches_per_epoch = TRAIN_IMAGES // args.batch
@@ -89,8 +93,10 @@ def main():
         optimizer.step()
 
         accuracy = logits.detach().argmax(1).eq(labels).float().mean()
-        scope.push("loss", loss)  # sent detached: values, not graphs
-        scope.push("accuracy", accuracy)
+        if step % args.every_n == 0:  # the steps the tracks send
+            scope.push("loss", loss)  # sent detached: values, not graphs
+            scope.push("accuracy", accuracy)
+            push_probe(scope, model, probe_images, probe_labels)
         scope.next_step()  # stamped on everything sent from now on
 
         loss_sum += loss.item()
@@ -111,6 +117,19 @@ def main():
     print(f"trained {args.steps} steps in {seconds:.1f} s; test accuracy {test_accuracy:.3f}")
     print(scope.stats())
     scope.close()
+
+
+def push_probe(scope, model, images, labels):
+    """The probe's fc1 features (what the classifier's last layer sees, before its ReLU)
+    with the images' labels. Tracking is off meanwhile (the probe is not a training call)
+    and the model in eval mode (batch norm's running statistics are not updated)."""
+    scope.enabled = False
+    model.eval()
+    with torch.no_grad():
+        features = model.fc1(model.features(images).flatten(1))
+    model.train()
+    scope.enabled = True
+    scope.push("probe.fc1", features, labels=labels)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include <Eigen/SVD>
+
 namespace tensorscope::plotting {
 namespace {
 
@@ -77,6 +79,33 @@ double silhouette_score(const Eigen::MatrixXf& points, const std::vector<int64_t
   return total / static_cast<double>(rows.size());
 }
 
+bool ClassTracker::align(Eigen::MatrixXf* points, const std::vector<int64_t>& labels) const {
+  if (points->cols() < 2 || trails_.empty()) return false;
+  const int64_t n = std::min<int64_t>(points->rows(), static_cast<int64_t>(labels.size()));
+  std::map<int64_t, std::pair<Eigen::Vector2d, int64_t>> now;  // label -> (coordinate sum, points)
+  for (int64_t i = 0; i < n; ++i) {
+    if (!finite_point(*points, i)) continue;
+    auto& [sum, count] = now.try_emplace(labels[static_cast<size_t>(i)], Eigen::Vector2d::Zero(), 0).first->second;
+    sum += Eigen::Vector2d((*points)(i, 0), (*points)(i, 1));
+    ++count;
+  }
+  Eigen::Matrix2d cross = Eigen::Matrix2d::Zero();  // sum over classes of current^T * previous
+  int matched = 0;
+  for (const auto& [label, seen] : now) {
+    const auto before = trails_.find(label);
+    if (before == trails_.end() || before->second.empty()) continue;
+    const Eigen::Vector2d current = seen.first / static_cast<double>(seen.second);
+    const Eigen::Vector2d previous(before->second.back().x, before->second.back().y);
+    cross += current * previous.transpose();
+    ++matched;
+  }
+  if (matched < 2 || !cross.allFinite()) return false;
+  const Eigen::JacobiSVD<Eigen::Matrix2d> svd(cross, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  const Eigen::Matrix2f turn = (svd.matrixU() * svd.matrixV().transpose()).cast<float>();
+  points->leftCols<2>() = (points->leftCols<2>() * turn).eval();
+  return true;
+}
+
 PointClasses ClassTracker::classify(const Eigen::MatrixXf& points, const std::vector<int64_t>& labels,
                                     const std::vector<std::string>& names) {
   PointClasses out;
@@ -101,9 +130,12 @@ PointClasses ClassTracker::classify(const Eigen::MatrixXf& points, const std::ve
   for (const auto& [label, s] : seen) {
     if (!color_of_.count(label)) waiting.emplace_back(label, s.points);
   }
-  std::stable_sort(waiting.begin(), waiting.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<bool> taken(kColoredClasses, false);
   for (const auto& [label, color] : color_of_) taken[static_cast<size_t>(color)] = true;
+  const auto free_colors = static_cast<size_t>(std::count(taken.begin(), taken.end(), false));
+  if (waiting.size() > free_colors) {  // (else in label order, as `seen` is sorted)
+    std::stable_sort(waiting.begin(), waiting.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
   for (const auto& [label, count] : waiting) {
     const auto free = std::find(taken.begin(), taken.end(), false);
     if (free == taken.end()) break;

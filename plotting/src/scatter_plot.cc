@@ -152,8 +152,8 @@ void draw_plot(cv::Mat& image, const cv::Rect& area, const Eigen::MatrixXf& poin
   // Bottom: note line, x title, x tick labels.
   const int note_baseline = area.y + area.height - m.pad - font.descent();
   std::string note = printable_ascii(labels.note);
-  const PointClasses* classes = labels.classes;
-  if (classes != nullptr) note += std::string(note.empty() ? "" : "   ") + separation_text(*classes);
+  const PointClasses* classes = labels.classes;  // the separation first: what the frame is about
+  if (classes != nullptr) note = separation_text(*classes) + (note.empty() ? "" : "   " + note);
   if (dropped > 0) {
     note += std::string(note.empty() ? "" : "   ") + format_count(static_cast<uint64_t>(dropped)) +
         (dropped == 1 ? " point" : " points") + " with NaN/Inf not shown";

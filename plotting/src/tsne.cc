@@ -1,6 +1,8 @@
 // tsne.cc — TsneEmbedder: reads rows, builds P, runs Barnes-Hut gradient descent.
 #include "tensorscope/plotting/tsne.h"
 
+#include "tensorscope/plotting/axis_ticks.h"
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -279,7 +281,7 @@ TsneResult TsneEmbedder::embed(const tensor::TensorView& view) {
         internal::perplexity_affinities(n, k, nn_index, nn_distance, std::max(perplexity, 1.0), s.threads);
     if (perplexity < s.perplexity) {
       append(&result.message,
-             "perplexity lowered to " + std::to_string(perplexity) + " for " + std::to_string(n) + " rows");
+             "perplexity lowered to " + format_number(perplexity) + " for " + std::to_string(n) + " rows");
     }
 
     // Start point.

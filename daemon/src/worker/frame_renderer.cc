@@ -193,12 +193,17 @@ class PcaRenderer final : public FrameRenderer {
     plotting::ScatterLimits limits{};
     std::shared_ptr<const plotting::PointClasses> classes;
     if (result->ok()) {
-      plotting::align_signs(&result->projection, previous_);
+      std::vector<int64_t> labels;
+      if (record.row_labels) labels = labels_of_rows(*record.row_labels, result->projection.rows());
+      // Labelled rows (often another batch each frame): turned onto the previous frame's
+      // class centroids; else the signs of the previous frame's scores (the same rows).
+      if (labels.empty() || !classes_.align(&result->projection, labels)) {
+        plotting::align_signs(&result->projection, previous_);
+      }
       previous_ = result->projection;
       const plotting::ScatterLimits e = plotting::point_extent(result->projection);
       limits = {x_axis_.update(e.x.lo, e.x.hi), y_axis_.update(e.y.lo, e.y.hi)};
       if (record.row_labels) {
-        const std::vector<int64_t> labels = labels_of_rows(*record.row_labels, result->projection.rows());
         classes = std::make_shared<const plotting::PointClasses>(
             classes_.classify(result->projection, labels, record.row_labels->names));
       }
@@ -270,27 +275,37 @@ class TsneRenderer final : public FrameRenderer {
       rows_view.data = copy->data();
       rows_view.type = type;
       rows_view.shape = {kept, features};
+      // Rows labelled otherwise than last frame's are other samples (another batch): a warm
+      // start from unrelated points would mix the classes, so the run starts afresh.
+      if (labels && labels->values != previous_labels_) {
+        embedder_.reset();
+        x_axis_ = y_axis_ = plotting::SteadyAxis();  // a fresh run has a scale of its own
+      }
+      if (labels) previous_labels_ = labels->values;
       const plotting::TsneResult result = embedder_.embed(rows_view);
       if (!result.message.empty() && result.embedding.rows() == 0) {
         return plotting::draw_message_frame(info, result.message, style);
+      }
+      Eigen::MatrixXf embedding = result.embedding;
+      std::vector<int64_t> of_rows;  // the embedding's rows are kept rows (row_index)
+      if (labels) {
+        of_rows.reserve(result.row_index.size());
+        for (const int64_t r : result.row_index) of_rows.push_back(labels->values[static_cast<size_t>(r)]);
+        classes_.align(&embedding, of_rows);  // a fresh run (other rows) comes out in any orientation
       }
       plotting::ScatterLabels scatter;
       scatter.x_title = "t-SNE 1";
       scatter.y_title = "t-SNE 2";
       scatter.note = note + (result.message.empty() ? "" : "; " + result.message);
-      const plotting::ScatterLimits e = plotting::point_extent(result.embedding);
+      const plotting::ScatterLimits e = plotting::point_extent(embedding);
       const plotting::ScatterLimits limits{x_axis_.update(e.x.lo, e.x.hi), y_axis_.update(e.y.lo, e.y.hi)};
       plotting::PointClasses classes;
-      if (labels) {  // the embedding's rows are kept rows (row_index)
-        std::vector<int64_t> of_rows;
-        of_rows.reserve(result.row_index.size());
-        for (const int64_t r : result.row_index) of_rows.push_back(labels->values[static_cast<size_t>(r)]);
-        classes = classes_.classify(result.embedding, of_rows, labels->names);
+      if (labels) {
+        classes = classes_.classify(embedding, of_rows, labels->names);
         scatter.classes = &classes;
       }
       plotting::ScatterLegend drawn;
-      cv::Mat image =
-          plotting::draw_scatter_frame(info, stats.get(), result.embedding, scatter, style, &limits, &drawn);
+      cv::Mat image = plotting::draw_scatter_frame(info, stats.get(), embedding, scatter, style, &limits, &drawn);
       if (legend != nullptr) *legend = legend_json(drawn);
       return image;
     };
@@ -313,6 +328,7 @@ class TsneRenderer final : public FrameRenderer {
   plotting::TsneEmbedder embedder_;       // render thread
   plotting::SteadyAxis x_axis_, y_axis_;  // render thread
   plotting::ClassTracker classes_;        // render thread
+  std::vector<int64_t> previous_labels_;  // render thread: the last frame's kept rows' labels
 };
 
 }  // namespace

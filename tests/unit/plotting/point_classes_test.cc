@@ -2,7 +2,7 @@
 // separate clusters and near 0 for shuffled labels; a class keeps its colour from frame
 // to frame; past 19 classes the most frequent get colours and the rest is "other"; each
 // class's centroid trail follows it; and a drawn frame shows each class in its colour,
-// where its points are. Set TENSORSCOPE_SCATTER_PNG_DIR to also write the frames as PNGs.
+// where its points are; a frame turned and mirrored is turned back onto the previous one. Set TENSORSCOPE_SCATTER_PNG_DIR to also write the frames as PNGs.
 #include "tensorscope/plotting/point_classes.h"
 
 #include <gmock/gmock.h>
@@ -130,6 +130,32 @@ TEST(PointClassesTest, TrailsFollowTheCentroidsOverTheLastFrames) {
   for (int i = 0; i < 50; ++i) mean_x += p(i, 0);
   EXPECT_NEAR(trail.back().x, mean_x / 50, 1e-4);
   for (size_t k = 1; k < trail.size(); ++k) EXPECT_NEAR(trail[k].x - trail[k - 1].x, 1.0, 1e-4);
+}
+
+TEST(PointClassesTest, AlignTurnsAFrameOntoThePreviousFramesCentroids) {
+  ClassTracker tracker;
+  std::vector<int64_t> labels;
+  const Eigen::MatrixXf before = blobs(4, 30, 6.0f, &labels);
+  Eigen::MatrixXf first = before;
+  EXPECT_FALSE(tracker.align(&first, labels));  // nothing to turn onto yet
+  const PointClasses reference = tracker.classify(first, labels, {});
+  // The next frame: other points of the same classes, turned by 100 degrees and mirrored,
+  // as a PCA of another batch may come out.
+  std::vector<int64_t> next_labels;
+  const Eigen::MatrixXf other = blobs(4, 30, 6.0f, &next_labels, /*seed=*/8);
+  const float a = 100.0f * 3.14159265f / 180.0f;
+  Eigen::Matrix2f turn;
+  turn << std::cos(a), std::sin(a), std::sin(a), -std::cos(a);  // a reflection
+  Eigen::MatrixXf next = other * turn;
+  ASSERT_TRUE(tracker.align(&next, next_labels));
+  const PointClasses aligned = tracker.classify(next, next_labels, {});
+  ASSERT_EQ(aligned.classes.size(), 4u);
+  for (size_t c = 0; c < 4; ++c) {
+    const cv::Point2d now = aligned.classes[c].trail.back(), then = reference.classes[c].trail.back();
+    EXPECT_LT(std::hypot(now.x - then.x, now.y - then.y), 0.6) << "class " << c;  // the samples' noise
+  }
+  // Turning keeps distances: no scaling.
+  EXPECT_NEAR((next.row(0) - next.row(40)).norm(), (other.row(0) - other.row(40)).norm(), 1e-4);
 }
 
 int pixels_near(const cv::Mat& image, const cv::Rect& where, const cv::Vec3b& color, int tolerance) {

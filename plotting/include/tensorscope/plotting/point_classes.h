@@ -6,10 +6,9 @@
 // Used by the daemon's worker processes (one ClassTracker per stream, on the thread that
 // has the stream's projection); scatter_plot.h draws what classify() returns.
 // Colours: a qualitative palette of kColoredClasses colours readable on the frames' dark
-// background; a class keeps its colour for the stream's life. The first frame with more
-// classes than colours gives them to its most frequent classes (ties: the smaller
-// label); a class seen later takes a free colour, or joins "other" (grey) when none is
-// left. The silhouette (Rousseeuw 1987) is computed on at most kSilhouettePoints points
+// background; a class keeps its colour for the stream's life. New classes take the free
+// colours in label order; when they are more than the colours left, the most frequent of
+// them take them (ties: the smaller label) and the rest join "other" (grey). The silhouette (Rousseeuw 1987) is computed on at most kSilhouettePoints points
 // (an even stride through the rows), in the projection's coordinates: near 1 when the
 // classes form tight, distant clusters, near 0 when they overlap, below 0 when points
 // sit closer to another class than to their own.
@@ -58,6 +57,13 @@ double silhouette_score(const Eigen::MatrixXf& points, const std::vector<int64_t
 
 class ClassTracker {
  public:
+  // Turns (rotates, or mirrors) `points` so that this frame's class centroids lie as near
+  // as they can to the previous frame's (orthogonal Procrustes over the classes in both,
+  // at least two): a projection's orientation is arbitrary (PCA axes of another batch,
+  // a t-SNE run of other rows), so without it a video would spin and flip from frame to
+  // frame; with it, motion means the classes moved relative to each other. No scaling,
+  // no shift. Call before classify(); returns whether the points were turned.
+  bool align(Eigen::MatrixXf* points, const std::vector<int64_t>& labels) const;
   // The classes of this frame's points: `labels` has one label per row of `points`
   // (rows beyond it, or a shorter `labels`, are not classified); `names`, when not empty,
   // names label i (else the number is shown).
