@@ -187,6 +187,8 @@ PointClasses ClassTracker::classify(const Eigen::MatrixXf& points, const std::ve
     const auto it = index_of.find(labels[static_cast<size_t>(i)]);
     out.of_point[static_cast<size_t>(i)] = it != index_of.end() ? it->second : other_index;
   }
+  out.labels = seen.size();
+  for (const auto& [label, s] : seen) out.points += s.points;
   out.separation = silhouette_score(points, labels);
   return out;
 }

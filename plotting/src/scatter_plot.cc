@@ -365,8 +365,7 @@ cv::Mat draw_scatter_frame(const FrameInfo& info, const tensor::TensorStats* sta
 }
 
 std::string separation_text(const PointClasses& classes) {
-  const std::string count =
-      std::to_string(classes.classes.size()) + (classes.classes.size() == 1 ? " class" : " classes");
+  const std::string count = std::to_string(classes.labels) + (classes.labels == 1 ? " class" : " classes");
   if (!std::isfinite(classes.separation)) return count + ", silhouette -";
   char buf[64];
   std::snprintf(buf, sizeof buf, "silhouette %.2f (%s)", classes.separation, count.c_str());

@@ -26,6 +26,7 @@
 #include "tensorscope/shared/status_query.h"
 #include "tensorscope/recording/file_naming.h"
 #include "tensorscope/recording/npy_file.h"
+#include "tensorscope/recording/separation_table.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace {
@@ -748,6 +749,7 @@ PyMODINIT_FUNC PyInit__native() {
   PyModule_AddIntConstant(module, "WITH_CUDA", 0);
 #endif
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
+  PyModule_AddStringConstant(module, "SEPARATION_TABLE_HEADER", tensorscope::recording::kSeparationTableHeader);
   if (!add_vocabularies(module) || !add_call_stacking(module)) {
     Py_DECREF(module);
     return nullptr;

@@ -10,7 +10,8 @@
 The daemon (tensorscoped) renders every stream into videos; see docs/user/python.md.
 Without a daemon: `capture(model)` keeps module tensors (or their statistics) in memory,
 `read_stats(session_dir)` reads a daemon's statistics tables into the same DataFrame,
-`read_summaries(session_dir)` / `read_anomalies(session_dir)` read the per-step summaries
+`read_separation(session_dir)` reads how well the classes of projections separate, frame by
+frame; `read_summaries(session_dir)` / `read_anomalies(session_dir)` read the per-step summaries
 of tracked tensors and what the daemon flagged in them (first NaN/Inf, explosions, dead
 units),
 `init_dumps(folder)` / `dump(tensor, name)` write .npy files as the daemon's .npy sink
@@ -28,6 +29,7 @@ from ._anomalies import read_anomalies, read_summaries
 from ._compare import CompareEntry, CompareResult, compare
 from ._frames import read_stats
 from ._results import RENDER_MODES, PushResult
+from ._separation import read_separation
 from ._stats import ClientStats
 from ._native import VERSION as __version__
 
@@ -80,6 +82,7 @@ __all__ = [
     "dump",
     "init_dumps",
     "read_anomalies",
+    "read_separation",
     "read_stats",
     "read_summaries",
     "tensor_stats",

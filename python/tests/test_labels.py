@@ -1,7 +1,9 @@
 """Row labels: push(..., labels=...) in every accepted form reaches the daemon beside the
 tensor (the .npy sink writes them), wrong labels are refused and counted with their
-reason, a gated push never reads them, and track_model(labels=...) sends the batch's
-labels with the outputs and gradients whose rows are the batch's."""
+reason, a gated push never reads them, track_model(labels=...) sends the batch's labels
+with the outputs and gradients whose rows are the batch's, and the separation table says
+how well the classes of pca and tsne frames separate (high for clustered rows, near 0
+for the same rows with shuffled labels)."""
 
 import os
 
@@ -11,6 +13,7 @@ import torch
 from torch import nn
 
 import tensorscope
+from conftest import Daemon
 from tensorscope import PushResult
 from tensorscope._dumps import labels_dump_path
 
@@ -133,3 +136,41 @@ def test_track_model_refuses_labels_that_are_not_callable():
     with pytest.raises(TypeError, match="labels must be a callable"):
         scope.track_model("m", nn.Linear(2, 2), labels=[0, 1])
     scope.close()
+
+
+def test_the_separation_table_scores_clustered_classes_high_and_shuffled_ones_low(tmp_path):
+    daemon = Daemon(str(tmp_path), "sep-" + os.urandom(4).hex(), video="^emb").start()
+    try:
+        torch.manual_seed(0)
+        labels = torch.arange(240) % 4
+        centres = torch.randn(4, 32) * 8
+        rows = centres[labels] + torch.randn(240, 32)
+        shuffled = labels[torch.randperm(240)]
+        with tensorscope.Client(**daemon.client_options()) as scope:
+            for mode in ("pca", "tsne"):
+                scope.set_render_mode(f"emb.{mode}.clustered", mode)
+                scope.set_render_mode(f"emb.{mode}.shuffled", mode)
+            for step in range(3):
+                for mode in ("pca", "tsne"):
+                    assert scope.push(f"emb.{mode}.clustered", rows, labels=labels) == PushResult.PUSHED
+                    assert scope.push(f"emb.{mode}.shuffled", rows, labels=shuffled) == PushResult.PUSHED
+                scope.next_step()
+        daemon.stop()
+        table = tensorscope.read_separation(daemon.session_dir)
+    finally:
+        daemon.stop()
+    assert list(table.columns) == list(tensorscope._separation.SEPARATION_COLUMNS)
+    assert len(table) == 12
+    for mode in ("pca", "tsne"):
+        clustered = table[table.stream == f"emb.{mode}.clustered"]
+        shuffled_rows = table[table.stream == f"emb.{mode}.shuffled"]
+        assert clustered["step"].tolist() == [0, 1, 2]
+        assert (clustered["mode"] == mode).all() and (clustered["classes"] == 4).all()
+        assert (clustered["points"] == 240).all()
+        assert (clustered["silhouette"] > 0.7).all(), clustered
+        assert (shuffled_rows["silhouette"].abs() < 0.15).all(), shuffled_rows
+
+
+def test_read_separation_without_tables_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no separation tables"):
+        tensorscope.read_separation(tmp_path)

@@ -62,14 +62,29 @@ std::string sanitize_stream_name(const std::string& name) {
   return sanitize_component(name, kMaxStreamComponentLength, false);
 }
 
+namespace {
+
+// "<stream>__<device>__rank<rank>__pid<producer pid>__<mode>" (video_file_name's parts).
+std::string stream_file_stem(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
+                             const std::string& mode) {
+  return sanitize_stream_name(stream) + "__" + sanitize_component(device, kMaxDeviceComponentLength, true) + "__rank" +
+      std::to_string(rank) + "__pid" + std::to_string(producer_pid < 0 || producer_pid > INT32_MAX ? 0 : producer_pid) +
+      "__" + sanitize_component(mode, kMaxModeComponentLength, true);
+}
+
+}  // namespace
+
 std::string video_file_name(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
                             const std::string& mode, int segment) {
   TENSORSCOPE_CHECK(segment >= 0);
   char seg[16];
   std::snprintf(seg, sizeof(seg), "%04d", segment);
-  return sanitize_stream_name(stream) + "__" + sanitize_component(device, kMaxDeviceComponentLength, true) + "__rank" +
-      std::to_string(rank) + "__pid" + std::to_string(producer_pid < 0 || producer_pid > INT32_MAX ? 0 : producer_pid) +
-      "__" + sanitize_component(mode, kMaxModeComponentLength, true) + "__" + seg + kVideoExtension;
+  return stream_file_stem(stream, device, rank, producer_pid, mode) + "__" + seg + kVideoExtension;
+}
+
+std::string separation_table_path(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
+                                  const std::string& mode) {
+  return "separation/" + stream_file_stem(stream, device, rank, producer_pid, mode) + ".csv";
 }
 
 std::string npy_dump_path(const std::string& stream, int64_t step, int rank) {

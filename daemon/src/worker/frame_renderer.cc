@@ -40,8 +40,19 @@ std::vector<int64_t> labels_of_rows(const RowLabels& labels, int64_t rows) {
   return out;
 }
 
+// What a frame coloured by class tells besides its pixels.
+FrameNotes notes_of(const plotting::PointClasses& classes, const plotting::ScatterLegend& drawn) {
+  FrameNotes notes;
+  notes.legend = legend_json(drawn);
+  notes.classes_shown = true;
+  notes.classes = classes.labels;
+  notes.points = classes.points;
+  notes.silhouette = classes.separation;
+  return notes;
+}
+
 DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
-  return [info = std::move(info), text = std::move(text)](const plotting::FrameStyle& style, std::string*) {
+  return [info = std::move(info), text = std::move(text)](const plotting::FrameStyle& style, FrameNotes*) {
     return plotting::draw_message_frame(info, text, style);
   };
 }
@@ -89,7 +100,7 @@ plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config,
 DrawFrame degenerate_frame(const plotting::FrameInfo& info, const std::shared_ptr<tensor::TensorStats>& stats) {
   std::string text = plotting::degenerate_description(*stats);
   if (text.empty()) return nullptr;
-  return [info, stats, text = std::move(text)](const plotting::FrameStyle& style, std::string*) {
+  return [info, stats, text = std::move(text)](const plotting::FrameStyle& style, FrameNotes*) {
     return plotting::draw_message_frame(info, text, style, stats.get());
   };
 }
@@ -105,7 +116,7 @@ class HistogramRenderer final : public FrameRenderer {
     auto frame = std::make_shared<plotting::HistogramFrame>(histogram_.next(view, info.step));
     auto stats = std::make_shared<tensor::TensorStats>(frame->stats);
     if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
-    return [info = std::move(info), frame](const plotting::FrameStyle& style, std::string*) {
+    return [info = std::move(info), frame](const plotting::FrameStyle& style, FrameNotes*) {
       return plotting::draw_histogram_frame(info, frame->stats, frame->hist, frame->display, style);
     };
   }
@@ -125,7 +136,7 @@ class LineRenderer final : public FrameRenderer {
     if (DrawFrame degenerate = degenerate_frame(info, stats)) return degenerate;
     auto series = std::make_shared<plotting::LineSeries>(plotting::reduce_line(view, columns_));
     const plotting::AxisLimits y = y_axis_.update(series->finite_min, series->finite_max);
-    return [info = std::move(info), stats, series, y](const plotting::FrameStyle& style, std::string*) {
+    return [info = std::move(info), stats, series, y](const plotting::FrameStyle& style, FrameNotes*) {
       return plotting::draw_line_frame(info, *stats, *series, style, &y);
     };
   }
@@ -148,7 +159,7 @@ class HeatmapRenderer final : public FrameRenderer {
     auto heatmap = std::make_shared<plotting::Heatmap>(
         force_square_ ? plotting::force2d(view, kHeatmapMaxSide, reduction_)
                       : plotting::reduce_heatmap(view, kHeatmapMaxSide, kHeatmapMaxSide, reduction_));
-    return [info = std::move(info), stats, heatmap](const plotting::FrameStyle& style, std::string*) {
+    return [info = std::move(info), stats, heatmap](const plotting::FrameStyle& style, FrameNotes*) {
       return plotting::draw_heatmap_frame(info, *stats, *heatmap, style);
     };
   }
@@ -165,7 +176,7 @@ class StatsRenderer final : public FrameRenderer {
   DrawFrame prepare(const RecordView& record, plotting::FrameInfo info) override {
     const tensor::TensorView view = recording::tensor_view(record);
     auto stats = std::make_shared<tensor::TensorStats>(tensor::compute_stats(view));
-    return [this, info = std::move(info), stats](const plotting::FrameStyle& style, std::string*) {
+    return [this, info = std::move(info), stats](const plotting::FrameStyle& style, FrameNotes*) {
       history_.add(info.step, *stats);
       return plotting::draw_stats_frame(info, *stats, history_, style);
     };
@@ -208,13 +219,13 @@ class PcaRenderer final : public FrameRenderer {
             classes_.classify(result->projection, labels, record.row_labels->names));
       }
     }
-    return [info = std::move(info), stats, result, limits, classes](const plotting::FrameStyle& style,
-                                                                    std::string* legend) {
-      plotting::ScatterLegend drawn;
-      cv::Mat image = plotting::draw_pca_frame(info, stats.get(), *result, style, &limits, classes.get(), &drawn);
-      if (legend != nullptr) *legend = legend_json(drawn);
-      return image;
-    };
+    return
+        [info = std::move(info), stats, result, limits, classes](const plotting::FrameStyle& style, FrameNotes* notes) {
+          plotting::ScatterLegend drawn;
+          cv::Mat image = plotting::draw_pca_frame(info, stats.get(), *result, style, &limits, classes.get(), &drawn);
+          if (notes != nullptr && classes) *notes = notes_of(*classes, drawn);
+          return image;
+        };
   }
 
  private:
@@ -270,7 +281,7 @@ class TsneRenderer final : public FrameRenderer {
     if (stride > 1)
       note += ", subsampled to " + std::to_string(kept) + " rows (every " + std::to_string(stride) + "th)";
     return [this, info = std::move(info), stats, copy, kept, features, type = view.type, note, labels](
-               const plotting::FrameStyle& style, std::string* legend) {
+               const plotting::FrameStyle& style, FrameNotes* notes) {
       tensor::TensorView rows_view;
       rows_view.data = copy->data();
       rows_view.type = type;
@@ -306,7 +317,7 @@ class TsneRenderer final : public FrameRenderer {
       }
       plotting::ScatterLegend drawn;
       cv::Mat image = plotting::draw_scatter_frame(info, stats.get(), embedding, scatter, style, &limits, &drawn);
-      if (legend != nullptr) *legend = legend_json(drawn);
+      if (notes != nullptr && labels) *notes = notes_of(classes, drawn);
       return image;
     };
   }

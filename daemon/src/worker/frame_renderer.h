@@ -23,9 +23,20 @@
 
 namespace tensorscope::daemon {
 
-// Draws a frame. `legend`, when the frame colours points by class, receives where its
-// classes are shown (legend_json below), for the live view; left empty otherwise.
-using DrawFrame = std::function<cv::Mat(const plotting::FrameStyle&, std::string* legend)>;
+// What a drawn frame tells besides its pixels: for a frame that colours points by class,
+// where its classes are shown (legend_json below, for the live view) and how well they
+// separate (for the separation table, recording/separation_table.h).
+struct FrameNotes {
+  std::string legend;          // "" when there is none
+  bool classes_shown = false;  // the fields below are set
+  uint64_t classes = 0;        // different labels
+  uint64_t points = 0;
+  double silhouette = 0;  // NaN: fewer than two classes
+};
+
+// Draws a frame; `notes` (may be null) receives what it tells besides its pixels, and is
+// left as it is by frames without classes.
+using DrawFrame = std::function<cv::Mat(const plotting::FrameStyle&, FrameNotes* notes)>;
 
 // A frame's class legend for the live view (live_board.h): {"plot": [x0, y0, x1, y1],
 // "classes": [{"name", "color": [r, g, b], "box": [x0, y0, x1, y1]}, ...]}, boxes as

@@ -73,7 +73,7 @@ std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid
     if (!video) continue;
     const std::string span = "last " + std::to_string(config_.overview.window_steps) + " summarised steps";
     jobs.push_back(video->frame_job(
-        [grid = std::move(grid), where, span](const plotting::FrameStyle& style, std::string*) {
+        [grid = std::move(grid), where, span](const plotting::FrameStyle& style, FrameNotes*) {
           return plotting::draw_overview_frame(grid, where, span, style);
         },
         frame_step, push_unix_ns));

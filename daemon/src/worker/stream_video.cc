@@ -108,6 +108,27 @@ void StreamVideo::output_failed(int err, const std::string& what) {
   throw std::runtime_error(what);
 }
 
+void StreamVideo::record_separation(int64_t step, const FrameNotes& notes) {
+  if (separation_failed_) return;
+  if (!separation_) {
+    auto opened = recording::SeparationTableWriter::open(
+        session_dir_ + "/" +
+        recording::separation_table_path(key_.stream, key_.device, key_.rank, key_.producer_pid, key_.mode));
+    if (!opened) {
+      TS_LOG_ERROR("separation table of '{}': {}", key_.stream, opened.message());
+      separation_failed_ = true;
+      return;
+    }
+    separation_.emplace(std::move(*opened));
+  }
+  const recording::SeparationRow row{step,      key_.stream,   key_.device,  key_.rank,       key_.producer_pid,
+                                     key_.mode, notes.classes, notes.points, notes.silhouette};
+  if (Status s = separation_->append(row); !s) {
+    TS_LOG_ERROR("separation table of '{}': {}", key_.stream, s.message());
+    separation_failed_ = true;
+  }
+}
+
 void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix_ns) {
   if (health_ != nullptr && !health_->may_try(steady_time_ms())) {
     health_->skipped(steady_time_ms());  // the output is full or unwritable: tried again soon
@@ -123,11 +144,12 @@ void StreamVideo::render(const DrawFrame& draw, int64_t step, uint64_t push_unix
     }
     first_step_ = step;
   }
-  std::string legend;
-  const cv::Mat image = draw(style_, &legend);
+  FrameNotes notes;
+  const cv::Mat image = draw(style_, &notes);
   if (live_ != nullptr) {
-    live_->offer(key_, kind_, step, push_unix_ns, frames_total() + 1, image, legend, &live_last_ns_);
+    live_->offer(key_, kind_, step, push_unix_ns, frames_total() + 1, image, notes.legend, &live_last_ns_);
   }
+  if (notes.classes_shown) record_separation(step, notes);
   if (!writer_->write(image)) {
     return output_failed(writer_->last_errno(),
                          "video write failed for '" + key_.stream + "': " + writer_->last_error());

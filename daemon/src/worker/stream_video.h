@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "tensorscope/recording/separation_table.h"
 #include "worker/frame_renderer.h"
 #include "worker/live_publisher.h"
 #include "supervisor/index_writer.h"
@@ -79,6 +80,8 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   // (rate-limited log) when it is the file system's doing; otherwise thrown.
   void output_failed(int err, const std::string& what);
   IndexEntry entry_meta() const;  // the key's fields of this stream's index entries
+  // A frame coloured by class: its row of the stream's separation table.
+  void record_separation(int64_t step, const FrameNotes& notes);
 
   const StreamKey key_;
   const std::string kind_;
@@ -103,6 +106,8 @@ class StreamVideo : public std::enable_shared_from_this<StreamVideo> {
   bool open_failed_logged_ = false;
   VideoJournal journal_;  // the open segment's frame steps
   bool journal_failed_logged_ = false;
+  std::optional<recording::SeparationTableWriter> separation_;  // frames coloured by class: their separation
+  bool separation_failed_ = false;                              // logged once; not tried again
   std::atomic<uint64_t> frames_total_{0};
   int64_t live_last_ns_ = 0;  // when the live view last got a frame of this stream
 };

@@ -136,11 +136,15 @@ TEST(FrameRenderer, ProjectionsOfLabelledRowsShowTheirClassesAndHandOverTheLegen
     auto renderer = make_frame_renderer(mode, config, 640, "enc.out");
     auto r = record("enc.out", values, {120, 16});
     r->row_labels = labels;
-    std::string legend;
-    const cv::Mat frame = renderer->prepare(*r, info_of("enc.out", {120, 16}, 3))(plotting::FrameStyle{}, &legend);
+    FrameNotes notes;
+    const cv::Mat frame = renderer->prepare(*r, info_of("enc.out", {120, 16}, 3))(plotting::FrameStyle{}, &notes);
     ASSERT_FALSE(frame.empty());
-    const nlohmann::json parsed = nlohmann::json::parse(legend, nullptr, false);
-    ASSERT_TRUE(parsed.is_object()) << wire::render_mode_name(mode) << ": " << legend;
+    ASSERT_TRUE(notes.classes_shown);
+    EXPECT_EQ(notes.classes, 3u);
+    EXPECT_EQ(notes.points, 120u);
+    EXPECT_GT(notes.silhouette, 0.7) << wire::render_mode_name(mode);  // three clusters far apart
+    const nlohmann::json parsed = nlohmann::json::parse(notes.legend, nullptr, false);
+    ASSERT_TRUE(parsed.is_object()) << wire::render_mode_name(mode) << ": " << notes.legend;
     ASSERT_EQ(parsed["classes"].size(), 3u);
     EXPECT_EQ(parsed["classes"][1]["name"], "bee");
     const auto color = plotting::class_palette()[1];  // BGR
@@ -156,11 +160,12 @@ TEST(FrameRenderer, ProjectionsOfLabelledRowsShowTheirClassesAndHandOverTheLegen
     }
     EXPECT_GT(colored, 30) << wire::render_mode_name(mode);
 
-    std::string none = "untouched";
+    FrameNotes none;
     auto plain = make_frame_renderer(mode, config, 640, "enc.out");
     plain->prepare(*record("enc.out", values, {120, 16}), info_of("enc.out", {120, 16}, 3))(plotting::FrameStyle{},
                                                                                             &none);
-    EXPECT_EQ(none, "") << "no labels: no legend";
+    EXPECT_FALSE(none.classes_shown) << "no labels: no classes";
+    EXPECT_EQ(none.legend, "");
   }
 }
 

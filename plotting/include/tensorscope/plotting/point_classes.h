@@ -42,6 +42,8 @@ struct PointClasses {
   };
   std::vector<Class> classes;  // legend order: by colour, "other" last
   std::vector<int> of_point;   // per row of the points: index into classes (-1: not a finite point)
+  size_t labels = 0;           // different labels among the finite points ("other" counts each of its own)
+  uint64_t points = 0;         // finite points with a label
   double separation = 0;       // silhouette of the labels, [-1, 1]; NaN when fewer than 2 classes
 };
 

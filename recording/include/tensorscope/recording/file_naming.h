@@ -42,6 +42,12 @@ std::string sanitize_stream_name(const std::string& name);
 std::string video_file_name(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
                             const std::string& mode, int segment);
 
+// The separation table of one projected stream (separation_table.h), relative to a
+// session folder: "separation/<stream>__<device>__rank<rank>__pid<pid>__<mode>.csv", its
+// parts as video_file_name spells them.
+std::string separation_table_path(const std::string& stream, const std::string& device, int rank, int64_t producer_pid,
+                                  const std::string& mode);
+
 // Where the .npy sink (and the Python package's dump()) puts stream `stream`'s tensor
 // of `step` and `rank`, relative to a session or run folder:
 // "dumps/step_<step>/<sanitize_stream_name(stream)>_rank<rank>.npy".

@@ -1,0 +1,47 @@
+"""Reading how well the classes of projected streams separate: the daemon's separation
+tables (separation/<stream>__<device>__rank<r>__pid<p>__<mode>.csv,
+recording/separation_table.h), a row per pca or tsne frame of a tensor pushed with row
+labels. Needs neither torch nor a running daemon; read_separation needs pandas.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+from typing import Any, Union
+
+from . import _native
+
+SEPARATION_COLUMNS = tuple(_native.SEPARATION_TABLE_HEADER.split(","))
+_INTEGER_COLUMNS = ("step", "rank", "pid", "classes", "points")
+
+
+def read_separation(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
+    """Every frame of the session's projections of labelled rows as a pandas DataFrame,
+    one row per frame: step, stream, device, rank, pid, mode ("pca", "tsne"), classes
+    (different labels shown), points, silhouette (of the labels on the frame's 2-D points,
+    -1 to 1; NaN with fewer than two classes). Sorted by stream, rank, pid, mode, step:
+    `frame[frame.stream == "probe.fc1"].plot(x="step", y="silhouette")` shows when the
+    classes came apart. Raises FileNotFoundError when the session has no separation
+    table, ValueError for a file that is not one."""
+    import pandas as pd
+
+    session_dir = os.fspath(session_dir)
+    files = sorted(glob.glob(os.path.join(session_dir, "separation", "*.csv")))
+    if not files:
+        raise FileNotFoundError(f"{session_dir}: no separation tables (separation/*.csv; written for pca and tsne "
+                                "frames of tensors pushed with labels)")
+    frames = []
+    for path in files:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), None)
+        if header is None or tuple(header) != SEPARATION_COLUMNS:
+            raise ValueError(f"{path}: not a tensorscope separation table (header {header!r})")
+        frames.append(pd.read_csv(path, dtype={"stream": str, "device": str, "mode": str}, keep_default_na=False,
+                                  na_values={"silhouette": [""]}))
+    out = pd.concat(frames, ignore_index=True)
+    for column in _INTEGER_COLUMNS:
+        out[column] = out[column].astype("int64")
+    out["silhouette"] = out["silhouette"].astype("float64")
+    return out.sort_values(["stream", "rank", "pid", "mode", "step"], kind="stable").reset_index(drop=True)
