@@ -31,6 +31,7 @@ from tensorscope import (
     dump,
     init_dumps,
     read_anomalies,
+    read_separation,
     read_stats,
     read_summaries,
     tensor_stats,
@@ -57,7 +58,11 @@ def main() -> int:
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
     runtime = tempfile.mkdtemp(prefix="tstyping-")
     with Client(session="typing", runtime_dir=runtime, connect_timeout_ms=0) as scope:
-        outputs: TrackHandle = scope.track_model("net", model, every_n=2, kinds=("output", "gradient"), stats_every=1)
+        batch = torch.tensor([0, 1, 1, 0])
+        outputs: TrackHandle = scope.track_model(
+            "net", model, every_n=2, kinds=("output", "gradient"), stats_every=1, labels=lambda: batch
+        )
+        labelled: PushResult = scope.push("emb", torch.randn(4, 8), labels=["cat", "dog", "dog", "cat"])
         grads: TrackHandle = scope.track_layer("net", model, include=r"^0$")
         weight = torch.zeros(3, requires_grad=True)
         tracked: TrackHandle = scope.track_tensor("w", weight, render_mode="line")
@@ -93,6 +98,10 @@ def main() -> int:
     entries: List[CompareEntry] = result.entries
     try:
         read_stats(folder)
+    except (FileNotFoundError, ValueError):
+        pass
+    try:
+        read_separation(folder)
     except (FileNotFoundError, ValueError):
         pass
     try:
