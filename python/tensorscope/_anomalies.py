@@ -6,11 +6,12 @@ torch nor a running daemon; read_summaries needs pandas.
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import os
 from typing import Any, Dict, List, Union
+
+from ._tables import read_csv_tables
 
 SUMMARY_COLUMNS = (
     "step", "rank", "track", "order", "stream", "kind", "numel", "l2", "max_abs", "mean", "std",
@@ -25,24 +26,16 @@ def read_summaries(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
     step; columns SUMMARY_COLUMNS and "pid"), sorted by step, rank and order. Empty cells
     (no finite value, no update ratio) are NaN. Raises FileNotFoundError when the session
     has no summary table, ValueError for a file that is not one."""
-    import pandas as pd
-
     session_dir = os.fspath(session_dir)
     files = sorted(glob.glob(os.path.join(session_dir, "summaries", "rank*_pid*.csv")))
     if not files:
         raise FileNotFoundError(f"{session_dir}: no summary tables (summaries/*.csv; tracks send summaries every "
                                 "stats_every steps)")
-    frames = []
-    for path in files:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), None)
-        if header is None or tuple(header) != SUMMARY_COLUMNS:
-            raise ValueError(f"{path}: not a tensorscope summary table (header {header!r})")
-        frame = pd.read_csv(path, dtype={"track": str, "stream": str, "kind": str}, keep_default_na=False,
-                            na_values={c: [""] for c in SUMMARY_COLUMNS if c not in ("track", "stream", "kind")})
-        frame["pid"] = int(os.path.basename(path).split("_pid")[1].split(".")[0])
-        frames.append(frame)
-    out = pd.concat(frames, ignore_index=True)
+    out = read_csv_tables(
+        files, SUMMARY_COLUMNS, "summary table",
+        extra=lambda path: {"pid": int(os.path.basename(path).split("_pid")[1].split(".")[0])},
+        dtype={"track": str, "stream": str, "kind": str}, keep_default_na=False,
+        na_values={c: [""] for c in SUMMARY_COLUMNS if c not in ("track", "stream", "kind")})
     for column in _INTEGER_COLUMNS:
         out[column] = out[column].astype("int64")
     return out.sort_values(["step", "rank", "pid", "order"], kind="stable").reset_index(drop=True)

@@ -6,12 +6,12 @@ labels. Needs neither torch nor a running daemon; read_separation needs pandas.
 
 from __future__ import annotations
 
-import csv
 import glob
 import os
 from typing import Any, Union
 
 from . import _native
+from ._tables import read_csv_tables
 
 SEPARATION_COLUMNS = tuple(_native.SEPARATION_TABLE_HEADER.split(","))
 _INTEGER_COLUMNS = ("step", "rank", "pid", "classes", "points")
@@ -25,22 +25,13 @@ def read_separation(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
     `frame[frame.stream == "probe.fc1"].plot(x="step", y="silhouette")` shows when the
     classes came apart. Raises FileNotFoundError when the session has no separation
     table, ValueError for a file that is not one."""
-    import pandas as pd
-
     session_dir = os.fspath(session_dir)
     files = sorted(glob.glob(os.path.join(session_dir, "separation", "*.csv")))
     if not files:
         raise FileNotFoundError(f"{session_dir}: no separation tables (separation/*.csv; written for pca and tsne "
                                 "frames of tensors pushed with labels)")
-    frames = []
-    for path in files:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), None)
-        if header is None or tuple(header) != SEPARATION_COLUMNS:
-            raise ValueError(f"{path}: not a tensorscope separation table (header {header!r})")
-        frames.append(pd.read_csv(path, dtype={"stream": str, "device": str, "mode": str}, keep_default_na=False,
-                                  na_values={"silhouette": [""]}))
-    out = pd.concat(frames, ignore_index=True)
+    out = read_csv_tables(files, SEPARATION_COLUMNS, "separation table", dtype={"stream": str, "device": str, "mode": str},
+                          keep_default_na=False, na_values={"silhouette": [""]})
     for column in _INTEGER_COLUMNS:
         out[column] = out[column].astype("int64")
     out["silhouette"] = out["silhouette"].astype("float64")

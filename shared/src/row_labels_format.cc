@@ -4,20 +4,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "byte_fields.h"
+
 namespace tensorscope {
 namespace {
 
-template <typename T>
-void put(std::string& out, size_t at, T value) {
-  std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-template <typename T>
-T get(std::string_view in, size_t at) {
-  T value;
-  std::memcpy(&value, in.data() + at, sizeof(T));
-  return value;
-}
+using internal::get_field;
+using internal::put_field;
 
 std::string name_refusal(std::string_view name) {
   if (name.empty()) return "a label name is empty";
@@ -64,11 +57,11 @@ StatusOr<std::string> encode_row_labels(const RowLabels& labels) {
   }
   const size_t count = labels.values.size();
   std::string out(kRowLabelsHeaderBytes + 8 * count + names_bytes, '\0');
-  put<uint32_t>(out, 0, kRowLabelsMagic);
-  put<uint16_t>(out, 4, kRowLabelsVersion);
-  put<uint32_t>(out, 8, static_cast<uint32_t>(count));
-  put<uint32_t>(out, 12, static_cast<uint32_t>(labels.names.size()));
-  put<uint32_t>(out, 16, static_cast<uint32_t>(names_bytes));
+  put_field<uint32_t>(out, 0, kRowLabelsMagic);
+  put_field<uint16_t>(out, 4, kRowLabelsVersion);
+  put_field<uint32_t>(out, 8, static_cast<uint32_t>(count));
+  put_field<uint32_t>(out, 12, static_cast<uint32_t>(labels.names.size()));
+  put_field<uint32_t>(out, 16, static_cast<uint32_t>(names_bytes));
   if (count > 0) std::memcpy(out.data() + kRowLabelsHeaderBytes, labels.values.data(), 8 * count);
   size_t at = kRowLabelsHeaderBytes + 8 * count;
   for (const std::string& name : labels.names) {
@@ -80,18 +73,18 @@ StatusOr<std::string> encode_row_labels(const RowLabels& labels) {
 
 StatusOr<RowLabels> parse_row_labels(std::string_view in, uint64_t rows) {
   if (in.size() < kRowLabelsHeaderBytes) return Status::error("row labels section shorter than its header");
-  if (get<uint32_t>(in, 0) != kRowLabelsMagic) return Status::error("not a row labels section (wrong magic)");
-  const auto version = get<uint16_t>(in, 4);
+  if (get_field<uint32_t>(in, 0) != kRowLabelsMagic) return Status::error("not a row labels section (wrong magic)");
+  const auto version = get_field<uint16_t>(in, 4);
   if (version != kRowLabelsVersion) {
     return Status::error("row labels of format version " + std::to_string(version) + "; this daemon reads " +
                          std::to_string(kRowLabelsVersion) + " (update tensorscoped to the client's version)");
   }
-  if (get<uint16_t>(in, 6) != 0 || get<uint32_t>(in, 20) != 0) {
+  if (get_field<uint16_t>(in, 6) != 0 || get_field<uint32_t>(in, 20) != 0) {
     return Status::error("row labels section has reserved bits set");
   }
-  const uint32_t count = get<uint32_t>(in, 8);
-  const uint32_t classes = get<uint32_t>(in, 12);
-  const uint32_t names_bytes = get<uint32_t>(in, 16);
+  const uint32_t count = get_field<uint32_t>(in, 8);
+  const uint32_t classes = get_field<uint32_t>(in, 12);
+  const uint32_t names_bytes = get_field<uint32_t>(in, 16);
   if (count != rows) {
     return Status::error(std::to_string(count) + " row labels for a tensor of " + std::to_string(rows) + " rows");
   }

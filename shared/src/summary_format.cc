@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "byte_fields.h"
+
 namespace tensorscope {
 namespace {
 
@@ -14,17 +16,8 @@ constexpr size_t kCountsAt = kKindAt + 8;
 constexpr size_t kValuesAt = kCountsAt + 4 * 8;
 static_assert(kValuesAt + 5 * 8 == kSummaryEntryBytes);
 
-template <typename T>
-void put(std::string& out, size_t at, T value) {
-  std::memcpy(out.data() + at, &value, sizeof(T));
-}
-
-template <typename T>
-T get(std::string_view in, size_t at) {
-  T value;
-  std::memcpy(&value, in.data() + at, sizeof(T));
-  return value;
-}
+using internal::get_field;
+using internal::put_field;
 
 std::string entry_refusal(const TensorSummary& s) {
   if (s.name.empty()) return "an entry has no name";
@@ -50,16 +43,16 @@ std::string entry_refusal(const TensorSummary& s) {
 std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
   const size_t count = std::min<size_t>(summaries.size(), kMaxSummaryEntries);
   std::string out(kSummaryHeaderBytes + count * kSummaryEntryBytes, '\0');
-  put<uint32_t>(out, 0, kSummaryMagic);
-  put<uint16_t>(out, 4, kSummaryVersion);
-  put<uint16_t>(out, 6, static_cast<uint16_t>(kSummaryEntryBytes));
-  put<uint32_t>(out, 8, static_cast<uint32_t>(count));
+  put_field<uint32_t>(out, 0, kSummaryMagic);
+  put_field<uint16_t>(out, 4, kSummaryVersion);
+  put_field<uint16_t>(out, 6, static_cast<uint16_t>(kSummaryEntryBytes));
+  put_field<uint32_t>(out, 8, static_cast<uint32_t>(count));
   for (size_t i = 0; i < count; ++i) {
     const TensorSummary& s = summaries[i];
     const size_t at = kSummaryHeaderBytes + i * kSummaryEntryBytes;
     std::memcpy(out.data() + at, s.name.data(), std::min(s.name.size(), wire::kNameBytes - 1));
-    put<uint8_t>(out, at + kKindAt, static_cast<uint8_t>(s.kind));
-    put<uint8_t>(out, at + kFlagsAt, s.has_update_ratio ? kSummaryHasUpdateRatio : 0);
+    put_field<uint8_t>(out, at + kKindAt, static_cast<uint8_t>(s.kind));
+    put_field<uint8_t>(out, at + kFlagsAt, s.has_update_ratio ? kSummaryHasUpdateRatio : 0);
     const uint64_t counts[] = {s.numel, s.nan_count, s.inf_count, s.zero_count};
     std::memcpy(out.data() + at + kCountsAt, counts, sizeof(counts));
     const double values[] = {s.l2, s.max_abs, s.mean, s.std, s.has_update_ratio ? s.update_ratio : 0.0};
@@ -70,14 +63,14 @@ std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
 
 StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
   if (in.size() < kSummaryHeaderBytes) return Status::error("summary record shorter than its header");
-  if (get<uint32_t>(in, 0) != kSummaryMagic) return Status::error("not a summary record (wrong magic)");
-  const auto version = get<uint16_t>(in, 4);
+  if (get_field<uint32_t>(in, 0) != kSummaryMagic) return Status::error("not a summary record (wrong magic)");
+  const auto version = get_field<uint16_t>(in, 4);
   if (version != kSummaryVersion) {
     return Status::error("summary record of format version " + std::to_string(version) + "; this daemon reads " +
                          std::to_string(kSummaryVersion) + " (update tensorscoped to the client's version)");
   }
-  const size_t entry_size = get<uint16_t>(in, 6);
-  const uint32_t count = get<uint32_t>(in, 8);
+  const size_t entry_size = get_field<uint16_t>(in, 6);
+  const uint32_t count = get_field<uint32_t>(in, 8);
   if (entry_size < kSummaryEntryBytes) return Status::error("summary entries shorter than version 1's");
   if (count > kMaxSummaryEntries) {
     return Status::error("summary record of " + std::to_string(count) + " entries (at most " +
@@ -94,17 +87,17 @@ StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
     if (name_length == wire::kNameBytes) return Status::error("a summary entry's name is not terminated");
     TensorSummary s;
     s.name.assign(e.data(), name_length);
-    s.kind = static_cast<wire::TensorKind>(get<uint8_t>(e, kKindAt));
-    s.has_update_ratio = (get<uint8_t>(e, kFlagsAt) & kSummaryHasUpdateRatio) != 0;
-    s.numel = get<uint64_t>(e, kCountsAt);
-    s.nan_count = get<uint64_t>(e, kCountsAt + 8);
-    s.inf_count = get<uint64_t>(e, kCountsAt + 16);
-    s.zero_count = get<uint64_t>(e, kCountsAt + 24);
-    s.l2 = get<double>(e, kValuesAt);
-    s.max_abs = get<double>(e, kValuesAt + 8);
-    s.mean = get<double>(e, kValuesAt + 16);
-    s.std = get<double>(e, kValuesAt + 24);
-    s.update_ratio = s.has_update_ratio ? get<double>(e, kValuesAt + 32) : 0.0;
+    s.kind = static_cast<wire::TensorKind>(get_field<uint8_t>(e, kKindAt));
+    s.has_update_ratio = (get_field<uint8_t>(e, kFlagsAt) & kSummaryHasUpdateRatio) != 0;
+    s.numel = get_field<uint64_t>(e, kCountsAt);
+    s.nan_count = get_field<uint64_t>(e, kCountsAt + 8);
+    s.inf_count = get_field<uint64_t>(e, kCountsAt + 16);
+    s.zero_count = get_field<uint64_t>(e, kCountsAt + 24);
+    s.l2 = get_field<double>(e, kValuesAt);
+    s.max_abs = get_field<double>(e, kValuesAt + 8);
+    s.mean = get_field<double>(e, kValuesAt + 16);
+    s.std = get_field<double>(e, kValuesAt + 24);
+    s.update_ratio = s.has_update_ratio ? get_field<double>(e, kValuesAt + 32) : 0.0;
     if (std::string why = entry_refusal(s); !why.empty()) return Status::error(why);
     out.push_back(std::move(s));
   }

@@ -10,28 +10,14 @@
 // the artifacts directory. Exit 0 when every check passed, 1 otherwise, 77 when
 // chromium is missing (ctest: skipped).
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { check, finish, launchBrowser, waitFor, expectedStepAtOrBefore, readVideoSteps, startProcess } from './lib/harness.mjs';
+import {
+  check, finish, launchBrowser, waitFor, expectedStepAtOrBefore, readVideoSteps, startProcess, testSetup, workFolder,
+} from './lib/harness.mjs';
 
-const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
-  if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
-  return acc;
-}, []));
-const bin = path.resolve(args.bin || 'build/bin');
-const artifacts = path.resolve(args.artifacts || 'build/browser_artifacts');
-const chromiumPath = args.chromium || '/usr/bin/chromium';
-if (!fs.existsSync(chromiumPath)) {
-  console.log(`SKIP: no chromium at ${chromiumPath}`);
-  process.exit(77);
-}
-fs.mkdirSync(artifacts, { recursive: true });
-
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-browser-'));
-const runtime = path.join(work, 'rt');
-fs.mkdirSync(runtime, { mode: 0o700 });
+const { bin, artifacts, chromiumPath } = testSetup();
+const { work, runtime, output } = workFolder('ts-browser-');
 const session = `browser${process.pid}`;
-const output = path.join(work, 'out');
 const sessionDir = path.join(output, session);
 const env = { ...process.env, TENSORSCOPE_RUNTIME_DIR: runtime };
 fs.writeFileSync(path.join(work, 'config.yaml'),

@@ -11,36 +11,13 @@
 // cursor on that step; the finished session's view shows the same. Saves screenshots.
 // Exit 0 when every check passed, 1 otherwise, 77 when chromium or torch is missing.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { check, finish, launchBrowser, waitFor, startProcess } from './lib/harness.mjs';
+import { check, finish, launchBrowser, waitFor, startProcess, testSetup, workFolder } from './lib/harness.mjs';
 
-const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
-  if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
-  return acc;
-}, []));
-const bin = path.resolve(args.bin || 'build/bin');
-const pythonPath = path.resolve(args['python-path'] || 'build/python');
-const python = args.python || '/usr/bin/python3';
-const artifacts = path.resolve(args.artifacts || 'build/browser_artifacts');
-const chromiumPath = args.chromium || '/usr/bin/chromium';
-if (!fs.existsSync(chromiumPath)) {
-  console.log(`SKIP: no chromium at ${chromiumPath}`);
-  process.exit(77);
-}
-if (spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore' }).status !== 0) {
-  console.log(`SKIP: ${python} has no torch`);
-  process.exit(77);
-}
-fs.mkdirSync(artifacts, { recursive: true });
-
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-overview-'));
-const runtime = path.join(work, 'rt');
-fs.mkdirSync(runtime, { mode: 0o700 });
+const { bin, pythonPath, python, artifacts, chromiumPath } = testSetup({ torch: true });
+const { work, runtime, output } = workFolder('ts-overview-');
 const session = `overview${process.pid}`;
-const output = path.join(work, 'out');
 const sessionDir = path.join(output, session);
 const env = { ...process.env, TENSORSCOPE_RUNTIME_DIR: runtime, PYTHONPATH: pythonPath };
 fs.writeFileSync(path.join(work, 'config.yaml'), 'live:\n  max_fps: 2\nsupervisor:\n  shutdown_timeout_ms: 20000\n');

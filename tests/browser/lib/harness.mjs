@@ -1,9 +1,48 @@
-// What the browser tests share: checks that count failures, waits with deadlines, child
-// processes with their output kept, headless chromium with its pages' errors collected,
-// and the steps of finished videos read from disk.
-import { spawn } from 'node:child_process';
+// What the browser tests share: their command line and work folder, checks that count
+// failures, waits with deadlines, child processes with their output kept, headless
+// chromium with its pages' errors collected, and the steps of finished videos read from
+// disk.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+
+// A browser test's command line (--bin, --artifacts, --chromium, and --python-path,
+// --python for tests with a Python process), with defaults; exits 77 (ctest: skipped)
+// when chromium is missing or, with `torch`, the python cannot import torch. Makes the
+// artifacts folder.
+export function testSetup({ torch = false } = {}) {
+  const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+    if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
+    return acc;
+  }, []));
+  const setup = {
+    bin: path.resolve(args.bin || 'build/bin'),
+    pythonPath: path.resolve(args['python-path'] || 'build/python'),
+    python: args.python || '/usr/bin/python3',
+    artifacts: path.resolve(args.artifacts || 'build/browser_artifacts'),
+    chromiumPath: args.chromium || '/usr/bin/chromium',
+  };
+  if (!fs.existsSync(setup.chromiumPath)) {
+    console.log(`SKIP: no chromium at ${setup.chromiumPath}`);
+    process.exit(77);
+  }
+  if (torch && spawnSync(setup.python, ['-c', 'import torch'], { stdio: 'ignore' }).status !== 0) {
+    console.log(`SKIP: ${setup.python} has no torch`);
+    process.exit(77);
+  }
+  fs.mkdirSync(setup.artifacts, { recursive: true });
+  return setup;
+}
+
+// A work folder for one test (`prefix` names it): { work, runtime (mode 0700, for
+// TENSORSCOPE_RUNTIME_DIR), output (the daemon's --output) }.
+export function workFolder(prefix) {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const runtime = path.join(work, 'rt');
+  fs.mkdirSync(runtime, { mode: 0o700 });
+  return { work, runtime, output: path.join(work, 'out') };
+}
 
 let failed = 0;
 export function check(ok, what) {
