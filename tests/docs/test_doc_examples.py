@@ -22,11 +22,27 @@ DAEMON = os.path.join(BUILD, "bin", "tensorscoped")
 CLI = os.path.join(BUILD, "bin", "tensorscope")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# Runs a page's blocks in order in one namespace. Between two blocks it waits (a minute at
+# most) until the daemon has read every record the session's producers pushed, as a reader
+# of the daemon's tables after a run finds them: a block that reads them follows the one
+# that trained.
 RUNNER = """
-import json, sys
+import json, subprocess, sys, time
 blocks = json.load(open(sys.argv[1]))
+cli = sys.argv[2]
+
+def caught_up():
+    r = subprocess.run([cli, "status", "--session", "exp1", "--json"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        return False
+    return all(p["received"] + p["dropped_invalid"] >= p["pushed"] for p in json.loads(r.stdout)["producers"])
+
 namespace = {"__name__": "__main__"}
-for where, code in blocks:
+for i, (where, code) in enumerate(blocks):
+    if i > 1:
+        deadline = time.monotonic() + 60
+        while not caught_up() and time.monotonic() < deadline:
+            time.sleep(0.05)
     exec(compile(code, where, "exec"), namespace)
 """
 
@@ -76,7 +92,7 @@ def test_python_examples_run(page, tmp_path, daemon):
     (tmp_path / "blocks.json").write_text(json.dumps(code))
     env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=daemon, TENSORSCOPE_DAEMON=DAEMON,
                PYTHONPATH=os.path.join(BUILD, "python"))
-    r = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path / "blocks.json")], cwd=tmp_path, env=env,
+    r = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path / "blocks.json"), CLI], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=540)
     assert r.returncode == 0, f"{os.path.relpath(page, REPO)}'s examples failed:\n{r.stdout}\n{r.stderr}"
 
