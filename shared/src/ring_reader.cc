@@ -129,9 +129,10 @@ RingReader::Result RingReader::next(RecordView* out) {
   out->payload = on_device ? nullptr : ring_bytes;
   out->row_labels.reset();
   if (out->header.row_labels_bytes > 0) {
-    const auto* section = reinterpret_cast<const char*>(ring_bytes + row_labels_offset(out->header));
-    auto labels = parse_row_labels(std::string_view(section, out->header.row_labels_bytes),
-                                   static_cast<uint64_t>(out->header.shape[0]));
+    // Copied out of shared memory first: the producer may scribble on it while it is checked.
+    const std::string section(reinterpret_cast<const char*>(ring_bytes + row_labels_offset(out->header)),
+                              out->header.row_labels_bytes);
+    auto labels = parse_row_labels(section, static_cast<uint64_t>(out->header.shape[0]));
     if (!labels) {
       last_error_ = labels.message();
       header_->dropped_invalid.fetch_add(1, std::memory_order_relaxed);
