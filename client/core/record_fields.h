@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tensorscope/shared/ring_writer.h"
+#include "tensorscope/shared/row_labels_format.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
@@ -32,17 +33,17 @@ inline void copy_record_fields(const wire::RecordHeader& from, wire::RecordHeade
 // Ring bytes of a record whose tensor takes `tensor_ring_bytes` there (0 for a device
 // payload), and its row labels section (encoded) after them when there is one.
 inline uint64_t record_ring_bytes(uint64_t tensor_ring_bytes, const std::string* row_labels) {
-  return row_labels == nullptr ? tensor_ring_bytes : wire::align_up(tensor_ring_bytes, 8) + row_labels->size();
+  return row_labels == nullptr ? tensor_ring_bytes : row_labels_offset(tensor_ring_bytes) + row_labels->size();
 }
 
 // Sets a claimed slot's payload_bytes (the tensor's) and writes the row labels section,
-// when there is one, after the tensor's ring bytes (ring_reader.h's row_labels_offset).
+// when there is one, after the tensor's ring bytes (row_labels_format.h's row_labels_offset).
 inline void put_payload_sizes(const RingWriter::Reservation& r, uint64_t payload_bytes, uint64_t tensor_ring_bytes,
                               const std::string* row_labels) {
   r.header->payload_bytes = payload_bytes;
   r.header->row_labels_bytes = row_labels == nullptr ? 0 : static_cast<uint32_t>(row_labels->size());
   if (row_labels != nullptr) {
-    std::memcpy(r.payload + wire::align_up(tensor_ring_bytes, 8), row_labels->data(), row_labels->size());
+    std::memcpy(r.payload + row_labels_offset(tensor_ring_bytes), row_labels->data(), row_labels->size());
   }
 }
 

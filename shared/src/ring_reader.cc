@@ -27,7 +27,7 @@ uint64_t ring_tensor_bytes(const wire::RecordHeader& h) {
   return (h.flags & wire::kRecordDevicePayload) != 0 ? 0 : h.payload_bytes;
 }
 
-uint64_t row_labels_offset(const wire::RecordHeader& h) { return wire::align_up(ring_tensor_bytes(h), 8); }
+uint64_t row_labels_offset(const wire::RecordHeader& h) { return row_labels_offset(ring_tensor_bytes(h)); }
 
 uint64_t ring_payload_bytes(const wire::RecordHeader& h) {
   return h.row_labels_bytes > 0 ? row_labels_offset(h) + h.row_labels_bytes : ring_tensor_bytes(h);

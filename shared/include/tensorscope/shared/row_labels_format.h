@@ -9,8 +9,8 @@
 // functions over value types.
 //
 // Where: RecordHeader::row_labels_bytes > 0 says a section follows the record's ring
-// bytes: at payload_position + align_up(ring tensor bytes, 8) (ring tensor bytes: the
-// payload, or 0 for a device payload, whose section then starts at payload_position).
+// bytes: at payload_position + row_labels_offset(ring tensor bytes) (ring tensor bytes:
+// the payload, or 0 for a device payload, whose section then starts at payload_position).
 //
 // Layout (little-endian, as the ring): a 24-byte header
 //   uint32 magic (kRowLabelsMagic)  uint16 version  uint16 flags (0)
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tensorscope/base/status.h"
+#include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
 
@@ -42,6 +43,9 @@ inline constexpr uint32_t kMaxRowLabelClasses = 4096;         // names in a sect
 inline constexpr size_t kMaxRowLabelNameBytes = 64;           // a name and its NUL
 inline constexpr uint64_t kMaxRowLabelsBytes =
     kRowLabelsHeaderBytes + uint64_t{8} * kMaxRowLabels + uint64_t{kMaxRowLabelClasses} * kMaxRowLabelNameBytes;
+
+// Where the section starts, from payload_position, after `tensor_ring_bytes` of tensor.
+constexpr uint64_t row_labels_offset(uint64_t tensor_ring_bytes) { return wire::align_up(tensor_ring_bytes, 8); }
 
 // One label per row: values[i] is row i's label; with names, an index into them.
 struct RowLabels {
