@@ -42,7 +42,7 @@ double median(std::vector<double> v) {
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // The step-time ratio of a GPU MLP trained with track_model(every_n) over untracked.
-double step_ratio(tensorscope::Client& client, int every_n, int steps) {
+double step_ratio(tensorscope::Client& client, int every_n, int64_t stats_every, int steps) {
   torch::manual_seed(1);
   torch::nn::Sequential net(torch::nn::Linear(1024, 2048), torch::nn::ReLU(), torch::nn::Linear(2048, 2048),
                             torch::nn::ReLU(), torch::nn::Linear(2048, 10));
@@ -61,7 +61,9 @@ double step_ratio(tensorscope::Client& client, int every_n, int steps) {
   for (int phase = 0; phase < 8; ++phase) {
     const bool on = phase % 2 == 1;
     tensorscope::TrackHandle handle;
-    if (on) handle = client.track_model("mlp", net, tensorscope::TrackOptions().every_n(every_n));
+    if (on) {
+      handle = client.track_model("mlp", net, tensorscope::TrackOptions().every_n(every_n).stats_every(stats_every));
+    }
     for (int s = 0; s < steps; ++s) {
       torch::cuda::synchronize();
       const auto t0 = Clock::now();
@@ -134,9 +136,11 @@ int main(int argc, char** argv) {
           if (r >= 0) push_s.push_back(s);
           break;
         }
-        // The sink still holds the pool (or the ring): wait for it, untimed, for at most
-        // 10 s. Anything else (a tensor larger than the segment: refused) ends the table.
-        if (result != tensorscope::PushResult::kDroppedFull || ++retries > 10000) {
+        // The sink still holds the pool (or the ring), or the client paces the stream to the
+        // sink's draw (gated): wait for it, untimed, for at most 10 s. Anything else (a
+        // tensor larger than the segment: refused) ends the table.
+        const bool wait = result == tensorscope::PushResult::kDroppedFull || result == tensorscope::PushResult::kGated;
+        if (!wait || ++retries > 10000) {
           failed = result;
           break;
         }
@@ -154,8 +158,11 @@ int main(int argc, char** argv) {
   }
   const int steps = quick ? 20 : 100;
   std::printf("step time of a GPU MLP (1024-2048-2048-10, batch 256), tracked / untracked:\n");
-  std::printf("  every_n=100: %.3f\n", step_ratio(client, 100, steps));
-  std::printf("  every_n=1:   %.3f\n", step_ratio(client, 1, steps));
+  std::printf("  every_n=100:                  %.3f\n", step_ratio(client, 100, 1, steps));
+  std::printf("  every_n=1:                    %.3f\n", step_ratio(client, 1, 1, steps));
+  // The same without summaries (stats_every 0): the hooks and the copies alone.
+  std::printf("  every_n=100, no summaries:    %.3f\n", step_ratio(client, 100, 0, steps));
+  std::printf("  every_n=1, no summaries:      %.3f\n", step_ratio(client, 1, 0, steps));
   const tensorscope::ClientStats s = client.stats();
   std::printf("transport %s%s%s; pushed %llu, dropped_full %llu, refused %llu\n", s.cuda_transport.c_str(),
               s.cuda_note.empty() ? "" : ": ", s.cuda_note.c_str(), static_cast<unsigned long long>(s.pushed),
