@@ -1,6 +1,7 @@
 // tensor_summary.cc — see tensor_summary.h.
 #include "tensor_summary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -78,6 +79,49 @@ bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* rat
     *ratio = diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
   } else {
     *ratio = std::sqrt(diff) / std::sqrt(base);
+  }
+  return true;
+}
+
+bool summary_from_device_values(const double* values, size_t count, uint64_t numel, bool scaled, TensorSummary* out,
+                                std::string* why) {
+  constexpr size_t kPlain = kDeviceSummaryFields.size(), kWithRatio = kPlain + kDeviceRatioFields.size();
+  if (count != kPlain && count != kWithRatio) {
+    *why = "a device summary of " + std::to_string(count) + " values (" + std::to_string(kPlain) + " or " +
+        std::to_string(kWithRatio) + " expected)";
+    return false;
+  }
+  const auto counted = [](double v) { return v > 0 ? static_cast<uint64_t>(v) : uint64_t{0}; };
+  const uint64_t nonzero = std::min(counted(values[0]), numel);
+  const uint64_t nonzero_or_nan = std::min(counted(values[1]), nonzero);
+  const uint64_t nonzero_finite = std::min(counted(values[2]), nonzero_or_nan);
+  out->numel = numel;
+  out->nan_count = nonzero_or_nan - nonzero_finite;
+  out->inf_count = nonzero - nonzero_or_nan;
+  out->zero_count = numel - nonzero;
+  const uint64_t non_finite = out->nan_count + out->inf_count;
+  const uint64_t finite = numel - non_finite;
+  const double mean_all = values[3], var_all = std::max(values[4], 0.0), max_abs = values[5];
+  const double divisor = scaled ? std::max(max_abs, std::numeric_limits<double>::min()) : 1.0;
+  const double n = static_cast<double>(numel);
+  const double squares = n * (var_all + mean_all * mean_all);  // sum of kept^2, in units of divisor^2
+  out->max_abs = finite > 0 ? max_abs : 0.0;
+  out->l2 = finite > 0 ? std::sqrt(squares) * divisor : 0.0;
+  out->mean = 0;
+  out->std = 0;
+  if (finite == numel) {
+    out->mean = mean_all * divisor;
+    out->std = std::sqrt(var_all) * divisor;
+  } else if (finite > 0) {
+    const double c = static_cast<double>(finite);
+    const double mean = n * mean_all / c;
+    out->mean = mean * divisor;
+    out->std = std::sqrt(std::max(squares / c - mean * mean, 0.0)) * divisor;
+  }
+  out->has_update_ratio = count == kWithRatio;
+  if (out->has_update_ratio) {
+    const double diff = values[kPlain], base = values[kPlain + 1];
+    out->update_ratio = base > 0 ? diff / base : (diff == 0 ? 0.0 : std::numeric_limits<double>::infinity());
   }
   return true;
 }

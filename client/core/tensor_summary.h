@@ -7,6 +7,9 @@
 // queued on the tensor's stream), never here. Thread safety: pure functions.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tensor_ref.h"
@@ -22,5 +25,32 @@ bool summarize_cpu(const TensorRef& ref, TensorSummary* out, std::string* why);
 // summarised steps); 0 when |before| is 0 and they are equal, +Inf when only `before` is 0.
 // False (and `why`) when they cannot be compared.
 bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* ratio, std::string* why);
+
+// A summary of a tensor on a device (CUDA) is a few reductions queued there, the fewest
+// that give the summary: the host's cost of a training step bound by kernel launches is
+// per operation. The caller (track_summaries.cc for libtorch, tensorscope/_summaries.py
+// for Python) reduces the tensor x, as float64, with kept = x whose NaN and +-Inf are set
+// to 0, to these float64 values in this order, copies them to the host without waiting,
+// and hands them to summary_from_device_values once they have arrived:
+//   nonzero         count of x != 0 (NaN and +-Inf count)
+//   nonzero_or_nan  the same with +-Inf set to 0
+//   nonzero_finite  count of kept != 0
+//   mean, var       of kept / divisor over all its elements (population variance, one
+//                   Welford pass)
+//   max_abs         max |kept|
+// and for a parameter's update ratio two more: diff |now - before| and base |before|.
+// divisor is 1, except for float64 tensors (`scaled`): max(max_abs, DBL_MIN), so that
+// squares cannot overflow.
+inline constexpr std::array<const char*, 6> kDeviceSummaryFields = {
+    "nonzero", "nonzero_or_nan", "nonzero_finite", "mean", "var", "max_abs"};
+inline constexpr std::array<const char*, 2> kDeviceRatioFields = {"diff", "base"};
+
+// Fills the counts and values of `out` (and its update ratio when `count` includes the
+// ratio's two) from `count` device values of a tensor of `numel` elements. mean and std
+// are over the finite values (0 when there are none): with no NaN or Inf the device's
+// own; else from the sums of all elements, the non-finite ones having added nothing.
+// False (and `why`) for a count that is neither of the two layouts.
+bool summary_from_device_values(const double* values, size_t count, uint64_t numel, bool scaled, TensorSummary* out,
+                                std::string* why);
 
 }  // namespace tensorscope

@@ -14,49 +14,30 @@
 #include "tensor_summary.h"
 
 namespace tensorscope {
-namespace {
 
-// A GPU summary's values: numel, nan, inf, zeros, l2, max_abs, mean, std, |now - before|,
-// |before| (the last two -1 without an update ratio), as float64 on the tensor's device.
-at::Tensor device_values(const at::Tensor& tensor, const at::Tensor& before) {
-  at::Tensor x = tensor.detach().reshape({-1});
-  if (x.scalar_type() == at::kBool) x = x.to(at::kByte);
-  x = x.to(at::kDouble);
-  const at::Tensor finite = at::isfinite(x);
-  const at::Tensor nan = at::isnan(x).sum().to(at::kDouble);
-  const at::Tensor count = finite.sum().to(at::kDouble);
-  const at::Tensor kept = at::where(finite, x, at::zeros({}, x.options()));
-  const at::Tensor squares = (kept * kept).sum();
-  const at::Tensor n = count.clamp_min(1);
-  const at::Tensor mean = kept.sum() / n;
-  const at::Tensor std = (squares / n - mean * mean).clamp_min(0).sqrt();
-  const at::Tensor max_abs = x.numel() > 0 ? kept.abs().max() : at::zeros({}, x.options());
-  const double numel = static_cast<double>(x.numel());
-  at::Tensor diff = at::full({}, -1.0, x.options()), base = at::full({}, -1.0, x.options());
+at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, bool* scaled) {
+  const at::Tensor x = tensor.detach().reshape({-1});
+  *scaled = x.scalar_type() == at::kDouble;
+  // Every reduction reads float64 (exact counts, sums without cancellation); the counts are
+  // L0 norms, one kernel each.
+  const at::Tensor wide = x.to(at::kDouble);
+  const at::Tensor kept = at::nan_to_num(wide, 0.0, 0.0, 0.0);
+  const at::Tensor max_abs = at::linalg_vector_norm(kept, std::numeric_limits<double>::infinity());
+  const at::Tensor sums = *scaled ? kept / max_abs.clamp_min(std::numeric_limits<double>::min()) : kept;
+  const auto [var, mean] = at::var_mean(sums, /*unbiased=*/false);
+  std::vector<at::Tensor> values = {at::linalg_vector_norm(wide, 0),
+                                    at::linalg_vector_norm(at::nan_to_num(wide, 1.0, 0.0, 0.0), 0),
+                                    at::linalg_vector_norm(kept, 0),
+                                    mean,
+                                    var,
+                                    max_abs};
   if (before.defined()) {
-    diff = (tensor.detach().to(at::kDouble) - before.to(at::kDouble)).norm();
-    base = before.to(at::kDouble).norm();
+    values.push_back(
+        at::linalg_vector_norm(tensor.detach() - before, 2, at::OptionalIntArrayRef{}, false, at::kDouble));
+    values.push_back(at::linalg_vector_norm(before, 2, at::OptionalIntArrayRef{}, false, at::kDouble));
   }
-  return at::stack({at::full({}, numel, x.options()), nan, at::full({}, numel, x.options()) - count - nan,
-                    (x == 0).sum().to(at::kDouble), squares.sqrt(), max_abs, mean, std, diff, base});
+  return at::stack(values);
 }
-
-void fill(TensorSummary* s, const double* v) {
-  s->numel = static_cast<uint64_t>(v[0]);
-  s->nan_count = static_cast<uint64_t>(v[1]);
-  s->inf_count = static_cast<uint64_t>(v[2]);
-  s->zero_count = static_cast<uint64_t>(v[3]);
-  s->l2 = v[4];
-  s->max_abs = v[5];
-  s->mean = v[6];
-  s->std = v[7];
-  if (v[9] >= 0) {
-    s->has_update_ratio = true;
-    s->update_ratio = v[9] > 0 ? v[8] / v[9] : (v[8] == 0 ? 0.0 : std::numeric_limits<double>::infinity());
-  }
-}
-
-}  // namespace
 
 bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind kind, const at::Tensor& tensor,
                          bool ratio, bool* non_finite, std::string* why) {
@@ -83,8 +64,9 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
     }
     previous_[name] = tensor.detach().clone();
   }
-  if (tensor.is_cuda()) {
-    const at::Tensor values = device_values(tensor, before);
+  if (tensor.is_cuda() && tensor.numel() > 0) {
+    p.numel = static_cast<uint64_t>(tensor.numel());
+    const at::Tensor values = device_summary_values(tensor, before, &p.scaled);
     p.host = at::empty({values.numel()}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
     p.host.copy_(values, /*non_blocking=*/true);
     const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
@@ -130,7 +112,11 @@ std::map<int64_t, std::vector<TensorSummary>> TrackSummaries::take_ready(bool wa
         waiting.push_back(std::move(p));
         continue;
       }
-      fill(&p.summary, p.host.data_ptr<double>());
+      std::string why;
+      if (!summary_from_device_values(p.host.data_ptr<double>(), static_cast<size_t>(p.host.numel()), p.numel, p.scaled,
+                                      &p.summary, &why)) {
+        continue;  // (cannot happen: device_values gives one of the two layouts)
+      }
     }
     ready[p.step].push_back(std::move(p.summary));
   }

@@ -26,6 +26,13 @@
 
 namespace tensorscope {
 
+// The values client/core/tensor_summary.h's summary_from_device_values takes, of a
+// non-empty `tensor` (and its update ratio against `before` when that is defined), as a
+// float64 tensor on the tensor's device, queued on its current stream without waiting:
+// about 16 kernels on a GPU, the float64 copy that the reductions accumulate in included
+// (`scaled`: a float64 tensor, divided by its max |x| first).
+at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, bool* scaled);
+
 class TrackSummaries {
  public:
   static constexpr size_t kMaxPending = 65536;
@@ -49,6 +56,8 @@ class TrackSummaries {
     int64_t step = 0;
     TensorSummary summary;  // name and kind; the values too when on the CPU
     at::Tensor host;        // a GPU summary's pinned values (see track_summaries.cc), else undefined
+    uint64_t numel = 0;     // a GPU summary's tensor's
+    bool scaled = false;    // its sums were divided (summary_from_device_values)
     std::shared_ptr<c10::Event> event;
   };
 

@@ -644,6 +644,9 @@ PyMethodDef module_methods[] = {
      "summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std) of a CPU tensor, or why not"},
     {"update_ratio", tensorscope::python::update_ratio, METH_VARARGS,
      "update_ratio(now, before) -> |now - before| / |before| of two CPU tensors, or why not"},
+    {"summary_from_device_values", tensorscope::python::summary_from_device_values, METH_VARARGS,
+     "summary_from_device_values(values, numel, scaled) -> (numel, nan, inf, zeros, l2, max_abs, mean, std, ratio) "
+     "of a summary reduced on a GPU (DEVICE_SUMMARY_FIELDS), or why not"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -750,7 +753,8 @@ PyMODINIT_FUNC PyInit__native() {
 #endif
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
   PyModule_AddStringConstant(module, "SEPARATION_TABLE_HEADER", tensorscope::recording::kSeparationTableHeader);
-  if (!add_vocabularies(module) || !add_call_stacking(module)) {
+  if (!add_vocabularies(module) || !add_call_stacking(module) ||
+      !tensorscope::python::add_device_summary_fields(module)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -1,7 +1,10 @@
 // summaries.cc — see summaries.h.
 #include "summaries.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "py_args.h"
 #include "tensor_summary.h"
@@ -65,6 +68,58 @@ PyObject* update_ratio(PyObject*, PyObject* args) {
   Py_BEGIN_ALLOW_THREADS ok = update_ratio_cpu(now, before, &ratio, &why);
   Py_END_ALLOW_THREADS if (!ok) return text(why);
   return PyFloat_FromDouble(ratio);
+}
+
+PyObject* summary_from_device_values(PyObject*, PyObject* args) {
+  PyObject* list = nullptr;
+  unsigned long long numel = 0;
+  int scaled = 0;
+  if (!PyArg_ParseTuple(args, "OKp", &list, &numel, &scaled)) return nullptr;
+  if (!PyList_Check(list)) {
+    PyErr_SetString(PyExc_TypeError, "device summary values must be a list of numbers");
+    return nullptr;
+  }
+  std::vector<double> values(static_cast<size_t>(std::min<Py_ssize_t>(PyList_Size(list), 16)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!number(PyList_GetItem(list, static_cast<Py_ssize_t>(i)), "device value", &values[i])) return nullptr;
+  }
+  TensorSummary s;
+  std::string why;
+  if (!tensorscope::summary_from_device_values(values.data(), values.size(), numel, scaled != 0, &s, &why)) {
+    return text(why);
+  }
+  PyObject* ratio = Py_None;
+  if (s.has_update_ratio) {
+    ratio = PyFloat_FromDouble(s.update_ratio);
+    if (ratio == nullptr) return nullptr;
+  } else {
+    Py_INCREF(ratio);
+  }
+  return Py_BuildValue("(KKKKddddN)", static_cast<unsigned long long>(s.numel),
+                       static_cast<unsigned long long>(s.nan_count), static_cast<unsigned long long>(s.inf_count),
+                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std, ratio);
+}
+
+bool add_device_summary_fields(PyObject* module) {
+  const auto names = [](const auto& fields) {
+    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(fields.size()));
+    for (size_t i = 0; tuple != nullptr && i < fields.size(); ++i) {
+      PyObject* name = PyUnicode_FromString(fields[i]);
+      if (name == nullptr || PyTuple_SetItem(tuple, static_cast<Py_ssize_t>(i), name) != 0) {  // steals name
+        Py_DECREF(tuple);
+        return static_cast<PyObject*>(nullptr);
+      }
+    }
+    return tuple;
+  };
+  for (const auto& [attribute, tuple] : {std::pair{"DEVICE_SUMMARY_FIELDS", names(kDeviceSummaryFields)},
+                                         std::pair{"DEVICE_RATIO_FIELDS", names(kDeviceRatioFields)}}) {
+    if (tuple == nullptr || PyModule_AddObject(module, attribute, tuple) != 0) {
+      Py_XDECREF(tuple);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {

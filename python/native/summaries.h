@@ -5,6 +5,11 @@
 //   summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std), or a
 //                                  str saying why it cannot (a CUDA tensor, a bad capsule)
 //   update_ratio(now, before)   -> |now - before| / |before| of two capsules, or a str
+//   summary_from_device_values(values, numel, scaled)
+//                               -> (numel, nan, inf, zeros, l2, max_abs, mean, std,
+//                                  update ratio or None) of a summary queued on a GPU
+//                                  (client/core/tensor_summary.h), or a str
+//   DEVICE_SUMMARY_FIELDS, DEVICE_RATIO_FIELDS: the order of those values' names
 //   an entry: (name, kind, numel, nan, inf, zeros, l2, max_abs, mean, std, update_ratio
 //              or None), kind a wire TensorKind value (activation .. parameter_gradient)
 //
@@ -21,6 +26,9 @@ namespace tensorscope::python {
 
 PyObject* summarize(PyObject* module, PyObject* args);
 PyObject* update_ratio(PyObject* module, PyObject* args);
+PyObject* summary_from_device_values(PyObject* module, PyObject* args);
+// Adds DEVICE_SUMMARY_FIELDS and DEVICE_RATIO_FIELDS (tuples of str); false with an error set.
+bool add_device_summary_fields(PyObject* module);
 
 // Fills `out` from a list of entries; false with TypeError/ValueError set when one is
 // malformed. Entries beyond kMaxSummaryEntries are left out.

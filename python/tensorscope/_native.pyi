@@ -1,7 +1,7 @@
 """Types of the extension module tensorscope._native (python/native/module.cc): the
 client core for DLPack tensors and a few helpers. Private: the package's public API wraps it."""
 
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 VERSION: str
 WITH_CUDA: int
@@ -54,3 +54,7 @@ def run_info(rank: int, versions: Mapping[str, str]) -> str: ...
 def daemon_status(runtime_dir: str, session: str, timeout_ms: int) -> Optional[str]: ...
 def summarize(capsule: Any, as_bool: bool) -> Union[SummaryValues, str]: ...
 def update_ratio(now: Any, before: Any) -> Union[float, str]: ...
+DEVICE_SUMMARY_FIELDS: Tuple[str, ...]
+DEVICE_RATIO_FIELDS: Tuple[str, ...]
+def summary_from_device_values(values: List[float], numel: int, scaled: bool) -> Union[
+    Tuple[int, int, int, int, float, float, float, float, Optional[float]], str]: ...

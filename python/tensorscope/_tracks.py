@@ -30,7 +30,7 @@ from . import _results as R
 from ._call_stacks import CallStacks, stacked_name
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
-from ._summaries import StepSummaries, summarize, update_ratio
+from ._summaries import OnTheWay, StepSummaries, summarize
 from ._tree import TreeLog, owned_tensor_ids
 
 # The kinds a track may send, by name, and their TrackedStream kind.
@@ -623,11 +623,19 @@ class ModuleTrack(_Track):
         its update ratio since the previous summarised step."""
         if client is None or self._stopped or not client.enabled:
             return
-        values = summarize(tensor)
-        if isinstance(values, str):
-            client._refuse(name, f"no summary: {values}")
+        before = None
+        if ratio:
+            b = self._previous.get(name)
+            if b is not None and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype, tensor.device):
+                before = b
+        summary = summarize(tensor, before)
+        if ratio:
+            self._previous[name] = tensor.detach().clone()
+        if isinstance(summary, str):
+            client._refuse(name, f"no summary: {summary}")
             return
-        if isinstance(values, tuple) and len(values) == 8 and (values[1] or values[2]) and client._capture_until is None:
+        if isinstance(summary, tuple) and not isinstance(summary, OnTheWay) and (summary[0][1] or summary[0][2]) \
+                and client._capture_until is None:
             # The first NaN/Inf this client sees (on the CPU, known now): this tensor whole
             # at once, unless the step sends it anyway, and every track whole for the next
             # anomaly_capture_steps steps.
@@ -635,14 +643,8 @@ class ModuleTrack(_Track):
             client._non_finite_seen(at)
             if not self._full_on:
                 self._send(name, tensor, kind, step, (self._paths.get(name, ""), "", "", "", 0))
-        change = None
-        if ratio:
-            before = self._previous.get(name)
-            if before is not None and before.shape == tensor.shape and before.dtype == tensor.dtype:
-                change = update_ratio(tensor, before)
-            self._previous[name] = tensor.detach().clone()
         with self._lock:
-            kept = self._summaries.add(client.step if step is None else step, name, kind, values, change)
+            kept = self._summaries.add(client.step if step is None else step, name, kind, summary)
         if not kept:
             client._refuse(name, "summary not kept: too many waiting for their GPU copies")
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import tensorscope
-from tensorscope import _summaries
+from tensorscope import _native, _summaries
 from conftest import CLI, wait_until
 
 
@@ -253,13 +253,58 @@ def test_malformed_summary_records_are_refused_and_counted(daemon):
     [0.0, -0.0, 3.0, -4.0, float("nan"), float("inf"), 1.0],
     [1000.0 + 0.01 * k for k in range(100)],
     [float("nan")] * 3,
-    [],
+    [float("-inf"), 0.0],
+    [2.5],
 ])
-def test_the_device_path_agrees_with_the_cpu_kernel(values):
-    # The GPU path's arithmetic (reductions on the tensor's device) run on the CPU, against
-    # the native kernel the CPU path uses: the same numbers either way.
-    t = torch.tensor(values, dtype=torch.float32)
-    cpu = _summaries.summarize(t)
-    device = _summaries.device_values(t).tolist()
-    assert [int(v) for v in device[:4]] == list(cpu[:4])
-    assert device[4:] == pytest.approx(list(cpu[4:]), rel=1e-5, abs=1e-6)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_the_device_path_agrees_with_the_cpu_kernel(values, dtype):
+    # The GPU path's reductions (on the tensor's device) run on the CPU, and the native
+    # core's arithmetic on their values, against the native kernel the CPU path uses: the
+    # same numbers either way.
+    t = torch.tensor(values, dtype=dtype)
+    cpu, _ = _summaries.summarize(t)
+    values, scaled = _summaries.device_values(t)
+    device = _native.summary_from_device_values(values.tolist(), t.numel(), scaled)
+    assert device[:4] == cpu[:4]
+    assert device[4:8] == pytest.approx(list(cpu[4:]), rel=1e-6, abs=1e-9)
+    assert device[8] is None
+
+
+def test_the_device_path_of_integers_bools_huge_values_and_ratios():
+    for t in [torch.arange(-5, 20, dtype=torch.int32), torch.tensor([True, False, True]),
+              torch.randn(300, dtype=torch.float64) * 1e300]:
+        cpu, _ = _summaries.summarize(t)
+        values, scaled = _summaries.device_values(t)
+        device = _native.summary_from_device_values(values.tolist(), t.numel(), scaled)
+        assert device[:4] == cpu[:4], t.dtype
+        assert device[4:8] == pytest.approx(list(cpu[4:]), rel=1e-9), t.dtype
+    before = torch.randn(30, 20)
+    now = before + 1e-3 * torch.randn(30, 20)
+    values, scaled = _summaries.device_values(now, before)
+    device = _native.summary_from_device_values(values.tolist(), now.numel(), scaled)
+    assert device[8] == pytest.approx(_summaries.summarize(now, before)[1], rel=1e-6)
+    assert _native.summary_from_device_values([1.0] * 5, 3, False).startswith("a device summary of 5 values")
+
+
+def test_a_device_summary_dispatches_few_operations():
+    # On a GPU each operation is a kernel launch, and a step bound by launches pays for each
+    # (the float64 formula this replaced dispatched 80).
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    t = torch.randn(256, 512)
+    with Count() as plain:
+        _summaries.device_values(t)
+    with Count() as with_ratio:
+        _summaries.device_values(t, t + 1)
+    print(f"operations per device summary: {len(plain.ops)}, with the update ratio {len(with_ratio.ops)}")
+    assert len(plain.ops) <= 14, plain.ops
+    assert len(with_ratio.ops) <= len(plain.ops) + 7, with_ratio.ops

@@ -199,8 +199,9 @@ SummaryStats compute_summary_stats(const TensorView& view) {
   if (s.finite_count > 0) {
     out.mean = s.mean;
     out.std = s.std;
-    // Sum of squares = n (var + mean^2); each term finite for finite data below ~1e154.
-    out.l2 = std::sqrt(static_cast<double>(s.finite_count) * (s.std * s.std + s.mean * s.mean));
+    // Sum of squares = n (var + mean^2), taken as sqrt(n) hypot(std, mean): finite
+    // whenever the norm itself is (float64 values near 1e300 included).
+    out.l2 = std::sqrt(static_cast<double>(s.finite_count)) * std::hypot(s.std, s.mean);
     out.max_abs = std::max(std::fabs(s.min), std::fabs(s.max));
   }
   return out;
