@@ -308,3 +308,41 @@ def test_a_device_summary_dispatches_few_operations():
     print(f"operations per device summary: {len(plain.ops)}, with the update ratio {len(with_ratio.ops)}")
     assert len(plain.ops) <= 14, plain.ops
     assert len(with_ratio.ops) <= len(plain.ops) + 7, with_ratio.ops
+
+
+def test_a_summary_on_its_way_from_a_gpu_waits_for_its_event():
+    # take_ready's GPU branch with the device values of a CPU tensor and a stand-in for
+    # the CUDA event: held while the copy is not complete, then the same entry as the CPU
+    # path gives (the update ratio last).
+    class Event:
+        def __init__(self):
+            self.done = False
+
+        def query(self):
+            return self.done
+
+        def synchronize(self):
+            self.done = True
+
+    before = torch.randn(8, 5)
+    now = before + 0.01 * torch.randn(8, 5)
+    bad = now.clone()
+    bad[0, 0] = float("nan")
+    event = Event()
+    pending = _summaries.StepSummaries()
+    for step, t, b in [(7, bad, None), (7, now, before)]:
+        values, scaled = _summaries.device_values(t, b)
+        assert pending.add(step, "w", 5, _summaries.OnTheWay(values, event, t.numel(), scaled))
+    assert pending.add(8, "b", 5, _summaries.summarize(torch.ones(3)))
+    ready = pending.take_ready()
+    assert list(ready) == [8]  # the CPU one; the GPU ones wait
+    ready = pending.take_ready(wait=True)
+    assert len(ready[7]) == 2
+    for entry, t, b in zip(ready[7], [bad, now], [None, before]):
+        cpu_values, cpu_ratio = _summaries.summarize(t, b)
+        assert entry[:2] == ("w", 5) and entry[2:6] == cpu_values[:4]
+        assert entry[6:10] == pytest.approx(list(cpu_values[4:]), rel=1e-6)
+        assert (entry[10] is None) == (b is None) and (b is None or entry[10] == pytest.approx(cpu_ratio, rel=1e-6))
+    assert ready[7][0][3] == 1  # the NaN
+    assert _summaries.StepSummaries.first_non_finite_step(ready) == 7
+    assert pending.take_ready(wait=True) == {}
