@@ -64,7 +64,9 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
     }
     previous_[name] = tensor.detach().clone();
   }
-  if (tensor.is_cuda() && tensor.numel() > 0) {
+  if (tensor.numel() == 0) {
+    // Nothing to reduce: the summary's zeros (and no copy from a device).
+  } else if (tensor.is_cuda()) {
     p.numel = static_cast<uint64_t>(tensor.numel());
     const at::Tensor values = device_summary_values(tensor, before, &p.scaled);
     p.host = at::empty({values.numel()}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));

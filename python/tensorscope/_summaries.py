@@ -63,7 +63,9 @@ def summarize(tensor, before=None):
     OnTheWay from a GPU; or a str saying why there is none."""
     if not isinstance(tensor, torch.Tensor) or tensor.is_complex() or tensor.layout != torch.strided:
         return "not a dense real tensor"
-    if tensor.is_cuda and tensor.numel() > 0:
+    if tensor.numel() == 0:  # nothing to reduce (and no copy from a device)
+        return (0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None
+    if tensor.is_cuda:
         values, scaled = device_values(tensor, before)
         host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
         host.copy_(values, non_blocking=True)
@@ -72,7 +74,7 @@ def summarize(tensor, before=None):
         return OnTheWay(host, event, tensor.numel(), scaled)
     t = tensor.detach()
     if t.device.type != "cpu":
-        t = t.cpu()  # (an empty CUDA tensor: nothing is copied)
+        t = t.cpu()
     as_bool = t.dtype == torch.bool
     if as_bool:
         t = t.view(torch.uint8)

@@ -284,6 +284,8 @@ def test_the_device_path_of_integers_bools_huge_values_and_ratios():
     device = _native.summary_from_device_values(values.tolist(), now.numel(), scaled)
     assert device[8] == pytest.approx(_summaries.summarize(now, before)[1], rel=1e-6)
     assert _native.summary_from_device_values([1.0] * 5, 3, False).startswith("a device summary of 5 values")
+    # An empty tensor, on any device, is summarised without reductions: as the CPU kernel gives it.
+    assert _summaries.summarize(torch.zeros(0, 3)) == ((0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None)
 
 
 def test_a_device_summary_dispatches_few_operations():
