@@ -10,8 +10,8 @@
 # Builds the client alone (TENSORSCOPE_BUILD_DAEMON=OFF) against PyTorch's libtorch, then
 # runs: the CUDA IPC tests (tests/integration/cuda_ipc_test.cc), cuda_push_bench (CUDA IPC
 # and pinned host), the Python CUDA tests (python/tests/test_cuda.py) with PyTorch's torch,
-# and the client's unit tests against that libtorch. Logs go to OUT_DIR; the last lines
-# printed are a summary.
+# bench/python_cuda_track_bench.py, and the client's unit tests against that libtorch.
+# Logs go to OUT_DIR; the last lines printed are a summary.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-${OUT:-$root/gpu_out}}"
@@ -37,8 +37,8 @@ note() { echo "$*" | tee -a "$summary"; }
   for l in libopencv_core libavcodec libhdf5 libyaml-cpp libspdlog libfmt; do
     printf '%s: %s\n' "$l" "$(ldconfig -p | grep -c "$l")"
   done
-} >"$out/env.txt" 2>&1
-cat "$out/env.txt"
+} >"$summary" 2>&1  # (the machine's description heads the summary)
+cat "$summary"
 
 # -- the Debian packages, unpacked beside the tree ---------------------------------------
 rm -rf "$deps" && mkdir -p "$deps"
@@ -103,6 +103,12 @@ if [ -d "$root/.gpu/python/tensorscope" ] && [ -x "$bin/ipc_sink" ]; then
 fi
 [ -x "$bin/cuda_push_bench" ] && run "cuda_push_bench (CUDA IPC, then pinned host)" "$out/cuda_push_bench.log" 150 \
   bash -c '"$0"; echo; "$0" --pinned' "$bin/cuda_push_bench"
+# The tracked GPU step from Python, with and without summaries, by both transports.
+if [ -d "$root/.gpu/python/tensorscope" ] && [ -x "$bin/ipc_sink" ]; then
+  PYTHONPATH="$root/.gpu/python" TENSORSCOPE_BUILD_DIR="$build" PYTHONDONTWRITEBYTECODE=1 \
+    run "python_cuda_track_bench (CUDA IPC, then pinned host)" "$out/python_cuda_track_bench.log" 150 \
+    bash -c '"$0" "$1" && echo && "$0" "$1" --pinned' "$python" "$root/bench/python_cuda_track_bench.py"
+fi
 # The client's own tests against this libtorch (CPU tensors), in one log.
 for t in client_unit_tests client_track_tests client_core_unit_tests shared_unit_tests; do
   [ -x "$bin/$t" ] || continue
