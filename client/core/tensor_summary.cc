@@ -91,10 +91,13 @@ bool summary_from_device_values(const double* values, size_t count, uint64_t num
         std::to_string(kWithRatio) + " expected)";
     return false;
   }
-  const auto counted = [](double v) { return v > 0 ? static_cast<uint64_t>(v) : uint64_t{0}; };
-  const uint64_t nonzero = std::min(counted(values[0]), numel);
-  const uint64_t nonzero_or_nan = std::min(counted(values[1]), nonzero);
-  const uint64_t nonzero_finite = std::min(counted(values[2]), nonzero_or_nan);
+  // A count within [0, at_most] (clamped in double: NaN, Inf or any value from Python too).
+  const auto counted = [](double v, uint64_t at_most) {
+    return v > 0 ? static_cast<uint64_t>(std::min(v, static_cast<double>(at_most))) : uint64_t{0};
+  };
+  const uint64_t nonzero = counted(values[0], numel);
+  const uint64_t nonzero_or_nan = counted(values[1], nonzero);
+  const uint64_t nonzero_finite = counted(values[2], nonzero_or_nan);
   out->numel = numel;
   out->nan_count = nonzero_or_nan - nonzero_finite;
   out->inf_count = nonzero - nonzero_or_nan;
@@ -113,6 +116,8 @@ bool summary_from_device_values(const double* values, size_t count, uint64_t num
     out->mean = mean_all * divisor;
     out->std = std::sqrt(var_all) * divisor;
   } else if (finite > 0) {
+    // With NaN or Inf present, from the sums of all elements (the non-finite ones added
+    // nothing): this cancels when |mean| >> std, which only the anomaly's steps see.
     const double c = static_cast<double>(finite);
     const double mean = n * mean_all / c;
     out->mean = mean * divisor;

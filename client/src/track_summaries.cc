@@ -16,10 +16,11 @@
 namespace tensorscope {
 
 at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, bool* scaled) {
-  const at::Tensor x = tensor.detach().reshape({-1});
+  // Every reduction is over all elements (no reshape: a strided tensor would be copied)
+  // and reads float64 (exact counts, sums without cancellation); the counts are L0 norms,
+  // one kernel each.
+  const at::Tensor x = tensor.detach();
   *scaled = x.scalar_type() == at::kDouble;
-  // Every reduction reads float64 (exact counts, sums without cancellation); the counts are
-  // L0 norms, one kernel each.
   const at::Tensor wide = x.to(at::kDouble);
   const at::Tensor kept = at::nan_to_num(wide, 0.0, 0.0, 0.0);
   const at::Tensor max_abs = at::linalg_vector_norm(kept, std::numeric_limits<double>::infinity());
@@ -32,9 +33,10 @@ at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& bef
                                     var,
                                     max_abs};
   if (before.defined()) {
-    values.push_back(
-        at::linalg_vector_norm(tensor.detach() - before, 2, at::OptionalIntArrayRef{}, false, at::kDouble));
-    values.push_back(at::linalg_vector_norm(before, 2, at::OptionalIntArrayRef{}, false, at::kDouble));
+    // In float64, as the CPU's ratio: integer and bool tensors too, no half-precision difference.
+    const at::Tensor old = before.to(at::kDouble);
+    values.push_back(at::linalg_vector_norm(wide - old, 2));
+    values.push_back(at::linalg_vector_norm(old, 2));
   }
   return at::stack(values);
 }
@@ -117,7 +119,7 @@ std::map<int64_t, std::vector<TensorSummary>> TrackSummaries::take_ready(bool wa
       std::string why;
       if (!summary_from_device_values(p.host.data_ptr<double>(), static_cast<size_t>(p.host.numel()), p.numel, p.scaled,
                                       &p.summary, &why)) {
-        continue;  // (cannot happen: device_values gives one of the two layouts)
+        continue;  // (cannot happen: device_summary_values gives one of the two layouts)
       }
     }
     ready[p.step].push_back(std::move(p.summary));

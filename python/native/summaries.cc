@@ -112,12 +112,15 @@ bool add_device_summary_fields(PyObject* module) {
     }
     return tuple;
   };
-  for (const auto& [attribute, tuple] : {std::pair{"DEVICE_SUMMARY_FIELDS", names(kDeviceSummaryFields)},
-                                         std::pair{"DEVICE_RATIO_FIELDS", names(kDeviceRatioFields)}}) {
-    if (tuple == nullptr || PyModule_AddObject(module, attribute, tuple) != 0) {
-      Py_XDECREF(tuple);
-      return false;
-    }
+  PyObject* fields = names(kDeviceSummaryFields);
+  if (fields == nullptr || PyModule_AddObject(module, "DEVICE_SUMMARY_FIELDS", fields) != 0) {
+    Py_XDECREF(fields);
+    return false;
+  }
+  PyObject* ratio_fields = names(kDeviceRatioFields);
+  if (ratio_fields == nullptr || PyModule_AddObject(module, "DEVICE_RATIO_FIELDS", ratio_fields) != 0) {
+    Py_XDECREF(ratio_fields);
+    return false;
   }
   return true;
 }

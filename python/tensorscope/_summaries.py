@@ -36,22 +36,24 @@ def device_values(tensor, before=None):
     """(float64 tensor of _native.DEVICE_SUMMARY_FIELDS, then DEVICE_RATIO_FIELDS against
     `before` when given, on the tensor's device; scaled) of a non-empty tensor: the same
     operations as track_summaries.cc's device_summary_values. Nothing waits for them."""
-    x = tensor.detach().reshape(-1)
+    # Every reduction is over all elements (no reshape: a strided tensor would be copied)
+    # and reads float64 (exact counts, sums without cancellation); the counts are L0
+    # norms, one kernel each.
+    x = tensor.detach()
     scaled = x.dtype == torch.float64
-    # Every reduction reads float64 (exact counts, sums without cancellation); the counts
-    # are L0 norms, one kernel each.
     wide = x.to(torch.float64)
     kept = torch.nan_to_num(wide, 0.0, 0.0, 0.0)
     max_abs = torch.linalg.vector_norm(kept, float("inf"))
     sums = kept / max_abs.clamp_min(sys.float_info.min) if scaled else kept  # (float64 squares could overflow)
-    var, mean = torch.var_mean(sums, dim=0, correction=0)
+    var, mean = torch.var_mean(sums, dim=None, correction=0)
     parts = {"nonzero": torch.linalg.vector_norm(wide, 0),
              "nonzero_or_nan": torch.linalg.vector_norm(torch.nan_to_num(wide, 1.0, 0.0, 0.0), 0),
              "nonzero_finite": torch.linalg.vector_norm(kept, 0), "mean": mean, "var": var, "max_abs": max_abs}
     fields = _native.DEVICE_SUMMARY_FIELDS
     if before is not None:
-        parts["diff"] = torch.linalg.vector_norm(tensor.detach() - before, dtype=torch.float64)
-        parts["base"] = torch.linalg.vector_norm(before, dtype=torch.float64)
+        old = before.to(torch.float64)  # as the CPU's ratio: integer and bool tensors too
+        parts["diff"] = torch.linalg.vector_norm(wide - old)
+        parts["base"] = torch.linalg.vector_norm(old)
         fields = fields + _native.DEVICE_RATIO_FIELDS
     return torch.stack([parts[f] for f in fields]), scaled
 
@@ -85,6 +87,8 @@ def summarize(tensor, before=None):
     values = _native.summarize(capsule, as_bool)
     if isinstance(values, str):
         return values
+    if before is not None and as_bool:
+        before = before.view(torch.uint8)
     return values, (update_ratio(t, before) if before is not None else None)
 
 

@@ -283,6 +283,12 @@ def test_the_device_path_of_integers_bools_huge_values_and_ratios():
     values, scaled = _summaries.device_values(now, before)
     device = _native.summary_from_device_values(values.tolist(), now.numel(), scaled)
     assert device[8] == pytest.approx(_summaries.summarize(now, before)[1], rel=1e-6)
+    # Other dtypes in float64 as the CPU does it (BatchNorm's int64 count, a bool mask, half).
+    for a, b in [(now.half(), before.half()), ((now * 100).int(), (before * 100).int()), (now > 0, before > 0)]:
+        values, scaled = _summaries.device_values(a, b)
+        device = _native.summary_from_device_values(values.tolist(), a.numel(), scaled)
+        cpu_ratio = _summaries.summarize(a, b)[1]
+        assert cpu_ratio is not None and device[8] == pytest.approx(cpu_ratio, rel=1e-9), a.dtype
     assert _native.summary_from_device_values([1.0] * 5, 3, False).startswith("a device summary of 5 values")
     # An empty tensor, on any device, is summarised without reductions: as the CPU kernel gives it.
     assert _summaries.summarize(torch.zeros(0, 3)) == ((0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None)
@@ -308,8 +314,8 @@ def test_a_device_summary_dispatches_few_operations():
     with Count() as with_ratio:
         _summaries.device_values(t, t + 1)
     print(f"operations per device summary: {len(plain.ops)}, with the update ratio {len(with_ratio.ops)}")
-    assert len(plain.ops) <= 14, plain.ops
-    assert len(with_ratio.ops) <= len(plain.ops) + 7, with_ratio.ops
+    assert len(plain.ops) <= 12, plain.ops
+    assert len(with_ratio.ops) <= len(plain.ops) + 6, with_ratio.ops
 
 
 def test_a_summary_on_its_way_from_a_gpu_waits_for_its_event():
