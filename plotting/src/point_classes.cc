@@ -168,12 +168,14 @@ PointClasses ClassTracker::classify(const Eigen::MatrixXf& points, const std::ve
     c.color = class_palette()[static_cast<size_t>(color)];
     c.points = s.points;
     std::deque<cv::Point2d>& trail = trails_[label];
+    if (break_trails_) trail.clear();
     trail.emplace_back(s.sx / static_cast<double>(s.points), s.sy / static_cast<double>(s.points));
     while (trail.size() > static_cast<size_t>(kTrailFrames)) trail.pop_front();
     c.trail.assign(trail.begin(), trail.end());
     index_of[label] = static_cast<int>(out.classes.size());
     out.classes.push_back(std::move(c));
   }
+  break_trails_ = false;
   for (auto it = trails_.begin(); it != trails_.end();) {  // a class absent from this frame loses its trail
     it = seen.count(it->first) ? std::next(it) : trails_.erase(it);
   }

@@ -291,6 +291,7 @@ class TsneRenderer final : public FrameRenderer {
       if (labels && labels->values != previous_labels_) {
         embedder_.reset();
         x_axis_ = y_axis_ = plotting::SteadyAxis();  // a fresh run has a scale of its own
+        classes_.break_trails();                     // and a layout of its own
       }
       if (labels) previous_labels_ = labels->values;
       const plotting::TsneResult result = embedder_.embed(rows_view);

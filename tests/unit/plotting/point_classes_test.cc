@@ -132,6 +132,25 @@ TEST(PointClassesTest, TrailsFollowTheCentroidsOverTheLastFrames) {
   for (size_t k = 1; k < trail.size(); ++k) EXPECT_NEAR(trail[k].x - trail[k - 1].x, 1.0, 1e-4);
 }
 
+TEST(PointClassesTest, BrokenTrailsStartAfreshAndGrowAgain) {
+  ClassTracker tracker;
+  std::vector<int64_t> labels;
+  Eigen::MatrixXf p = blobs(2, 50, 5.0f, &labels);
+  for (int frame = 0; frame < 5; ++frame) {
+    p.col(0).array() += 1.0f;
+    tracker.classify(p, labels, {});
+  }
+  tracker.break_trails();  // the next frame is a fresh run of other rows
+  p.col(0).array() += 40.0f;
+  PointClasses classes = tracker.classify(p, labels, {});
+  ASSERT_EQ(classes.classes.size(), 2u);
+  EXPECT_EQ(classes.classes[0].trail.size(), 1u) << "no line from the last run's layout";
+  p.col(0).array() += 1.0f;
+  classes = tracker.classify(p, labels, {});
+  ASSERT_EQ(classes.classes[0].trail.size(), 2u);
+  EXPECT_NEAR(classes.classes[0].trail[1].x - classes.classes[0].trail[0].x, 1.0, 1e-4);
+}
+
 TEST(PointClassesTest, AlignTurnsAFrameOntoThePreviousFramesCentroids) {
   ClassTracker tracker;
   std::vector<int64_t> labels;

@@ -71,10 +71,16 @@ class ClassTracker {
   // names label i (else the number is shown).
   PointClasses classify(const Eigen::MatrixXf& points, const std::vector<int64_t>& labels,
                         const std::vector<std::string>& names);
+  // The next classify() starts every trail afresh: the frame is a projection of other
+  // samples (a fresh t-SNE run of another batch), whose layout cannot be compared with the
+  // last one's, so a trail across them would draw a jump, not a motion. align() still
+  // turns that frame onto the last centroids (a steady orientation).
+  void break_trails() { break_trails_ = true; }
 
  private:
   std::map<int64_t, int> color_of_;  // label -> index into class_palette()
   std::map<int64_t, std::deque<cv::Point2d>> trails_;
+  bool break_trails_ = false;
 };
 
 }  // namespace tensorscope::plotting
