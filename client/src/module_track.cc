@@ -279,17 +279,22 @@ void ModuleTrack::send_stacks(std::vector<CallStacks::Stack> stacks) {
   }
 }
 
-at::Tensor ModuleTrack::labels_for(const at::Tensor& tensor) const {
-  if (!options_.labels() || !tensor.defined() || tensor.dim() == 0) return {};
+at::Tensor ModuleTrack::read_labels() const {
+  if (!options_.labels()) return {};
   try {
+    ObserverPause pause;  // the function's ops (a slice, say) are not the model's
     at::Tensor labels = options_.labels()();
-    if (labels.defined() && labels.dim() == 1 && at::isIntegralType(labels.scalar_type(), /*includeBool=*/false) &&
-        labels.size(0) == tensor.size(0)) {
+    if (labels.defined() && labels.dim() == 1 && at::isIntegralType(labels.scalar_type(), /*includeBool=*/false)) {
       return labels;
     }
   } catch (...) {  // a labels function that throws: sent without labels
   }
   return {};
+}
+
+at::Tensor ModuleTrack::labels_of_rows(const at::Tensor& labels, const at::Tensor& tensor) {
+  if (!labels.defined() || !tensor.defined() || tensor.dim() == 0 || labels.size(0) != tensor.size(0)) return {};
+  return labels;
 }
 
 uint8_t ModuleTrack::hint_for(ClientImpl& client, const std::string& stream) const {
@@ -520,6 +525,7 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
   if (full_on_.load(std::memory_order_relaxed)) {
     if (gate_.admit(call_stream(module, p.call)).admitted) {
       p.admitted = true;
+      p.labels = read_labels();
     } else {
       client->count_gated();
     }
@@ -538,10 +544,11 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
   for (Pending& p : finished) {
     if (!(p.admitted || p.summarise || p.stack || p.summarise_step) || !p.output.defined()) continue;
     const std::string stream = call_stream(p.module, p.call);
+    const at::Tensor labels = p.admitted ? labels_of_rows(p.labels, p.output) : at::Tensor();  // for the gradient too
     if (has_kind(kinds_, TrackKinds::kOutput)) {
       if (p.admitted) {
         client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform(),
-                     labels_for(p.output));
+                     labels);
       }
       if (p.summarise) summarise(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
       if (p.stack)
@@ -556,7 +563,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
       }
       grad_targets_[p.thread][sequence_nr].push_back(
           GradTarget{stream + ".grad", p.output.output_nr(), p.admitted, p.summarise, step,
-                     p.stack ? stacked_stream(p.module, ".grad") : "", p.call});
+                     p.stack ? stacked_stream(p.module, ".grad") : "", p.call, labels});
       grad_keys_.fetch_add(1, std::memory_order_relaxed);
     }
     if (has_kind(kinds_, TrackKinds::kParameter) && p.call == 0) {
@@ -570,6 +577,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
       }
     }
     p.output = at::Tensor();
+    p.labels = at::Tensor();
   }
 }
 
@@ -598,7 +606,7 @@ void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
     if (!grad.isTensor() || !grad.toTensor().defined()) continue;
     if (target.send) {
       client->send(target.stream, grad.toTensor(), wire::TensorKind::kGradient, hint_for(*client, target.stream),
-                   &options_.transform(), labels_for(grad.toTensor()));
+                   &options_.transform(), target.labels);
     }
     if (target.summarise) {
       summarise(*client, target.step, target.stream, wire::TensorKind::kGradient, grad.toTensor(), false);

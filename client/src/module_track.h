@@ -93,6 +93,7 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
     const void* storage = nullptr;  // the output's storage
     uint64_t thread = 0;            // op thread that produced it (autograd's forward thread)
     int tree_index = -1;            // its line in tree_, -1 when not listed
+    at::Tensor labels;              // read_labels() when the call began, if admitted
   };
   struct GradTarget {
     std::string stream;
@@ -102,6 +103,7 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
     int64_t step = 0;   // of the forward call (summaries)
     std::string stack;  // the stacked stream it is a row of ("": none)
     int call = 0;
+    at::Tensor labels;  // the batch's row labels, read in the forward (TrackOptions::labels)
   };
 
   void select(const std::regex* include, const std::regex* exclude);
@@ -116,9 +118,13 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
   // Outside mutex_: sends finished stacks, each one calls x features matrix.
   void send_stacks(std::vector<CallStacks::Stack> stacks);
   uint8_t hint_for(ClientImpl& client, const std::string& stream) const;
-  // The batch's labels (options_.labels()) when `tensor`'s rows are the batch's; else
-  // undefined (sent without labels).
-  at::Tensor labels_for(const at::Tensor& tensor) const;
+  // The batch's labels (options_.labels()), read now: 1-D integers, else undefined (a
+  // function that throws, or none). Read when a sent call begins, so that a later call
+  // of the model on another batch (a siamese pair, a GAN's real and fake batches) cannot
+  // change them for its output or, in backward, its gradient.
+  at::Tensor read_labels() const;
+  // `labels` when they label `tensor`'s rows (one per row); else undefined (sent without).
+  static at::Tensor labels_of_rows(const at::Tensor& labels, const at::Tensor& tensor);
   // Under mutex_: moves every open call of thread `thread` (all threads when null) whose
   // module is not in `keep` into `finished`.
   void close_calls(std::vector<Pending>& open, const std::vector<int>* keep, std::vector<Pending>& finished);

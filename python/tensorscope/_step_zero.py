@@ -50,7 +50,7 @@ class StepZeroWindow:
         self.forwards = 1  # training forwards of the model in the window
         self.updates = 0  # parameter updates seen between them
         self.version = version
-        self.held = []  # (tensor copy, kind, meta without the call, auto target, client target)
+        self.held = []  # (tensor copy, kind, meta without the call, auto target, client target, labels)
         self.bytes = 0
         self.marks = []  # tree log positions where the auto reading began a step, and its gate
 
@@ -72,14 +72,14 @@ class StepZeroWindow:
         self.marks.append((tree.position if tree is not None else 0, self.open))
         self.open = send
 
-    def hold(self, tensor, kind, meta, auto, client):
-        """Keeps a copy of `tensor` for the reading that will be chosen; False when it does
-        not fit (the caller counts it)."""
+    def hold(self, tensor, kind, meta, auto, client, labels=None):
+        """Keeps a copy of `tensor` (and its rows' `labels`) for the reading that will be
+        chosen; False when it does not fit (the caller counts it)."""
         if auto is None and client is None:
             return True
         size = tensor.numel() * tensor.element_size()
         if self.bytes + size > HOLD_BYTES:
             return False
         self.bytes += size
-        self.held.append((tensor.detach().clone(), kind, meta, auto, client))
+        self.held.append((tensor.detach().clone(), kind, meta, auto, client, labels))
         return True

@@ -314,21 +314,21 @@ class ModuleTrack(_Track):
                         trees.append((calls, omitted, auto_step))
         if window is None:
             return
-        for tensor, kind, meta, auto, client_target in window.held:
+        for tensor, kind, meta, auto, client_target, labels in window.held:
             target = auto if reading == "auto" else client_target
             if target is not None:
                 name, at, call = target
-                self._send(name, tensor, kind, step if at is None else at, meta + (call,))
+                self._send(name, tensor, kind, step if at is None else at, meta + (call,), labels)
         for tree in trees:
             self._send_tree(tree)
 
-    def _route(self, auto, client_target, tensor, kind, meta):
+    def _route(self, auto, client_target, tensor, kind, meta, labels=None):
         """A value taken in step 0's window (see _step_zero.py): held while the reading is
         unknown, else sent as the known reading names it. A target: (stream, step, call)."""
         with self._lock:
             window = self._window
             if window is not None:
-                kept = window.hold(tensor, kind, meta, auto, client_target)
+                kept = window.hold(tensor, kind, meta, auto, client_target, labels)
             reading, step = self._reading, self._step_zero
         if window is not None:
             if not kept:
@@ -339,7 +339,7 @@ class ModuleTrack(_Track):
         target = auto if reading == "auto" else client_target
         if target is not None:
             name, at, call = target
-            self._send(name, tensor, kind, step if at is None else at, meta + (call,))
+            self._send(name, tensor, kind, step if at is None else at, meta + (call,), labels)
 
     def _client_refuse(self, stream, why):
         client = self._client()
@@ -499,10 +499,13 @@ class ModuleTrack(_Track):
                 leaves = (("", output),) if isinstance(output, torch.Tensor) else tensor_leaves(output)
                 own = not stacks.may_take(call)  # (else _send decides: a row of a stack, or both)
                 for suffix, tensor in leaves:
+                    # The batch's labels are read here, in the forward that computed this
+                    # output, for its gradient too: by backward another call of the model
+                    # (a siamese pair, a GAN's real and fake batches) may have replaced them.
+                    labels = None if self._labels is None or not full else self._labels_for(tensor)
                     if "output" in kinds:
                         if full:
                             meta = (path, type_name, "output", suffix, call)
-                            labels = None if self._labels is None else self._labels_for(tensor)
                             if own:
                                 client._send_tracked(named + suffix, tensor, R.KIND_ACTIVATION, self._hint,
                                                      self._transform, step, meta, labels)
@@ -512,7 +515,8 @@ class ModuleTrack(_Track):
                             self._summarise(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
                     if "gradient" in kinds and tensor.requires_grad:
                         meta = (path, type_name, "gradient", suffix, call)
-                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full, stats))
+                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full, stats,
+                                                   labels))
             if call == 0 and self._values_kinds:
                 stats = self._stats_on  # (with every call stacked, the first has no summary of its own)
                 for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
@@ -588,10 +592,10 @@ class ModuleTrack(_Track):
             except Exception as e:  # never into the training loop
                 _refuse_quietly(client, stack.name, e)
 
-    def _on_grad(self, stream, step, meta, full, stats, grad):
+    def _on_grad(self, stream, step, meta, full, stats, labels, grad):
+        """The gradient at an output; `labels`: the batch's, read in the forward."""
         try:
             if full:
-                labels = None if self._labels is None else self._labels_for(grad)
                 self._send(stream, grad, R.KIND_GRADIENT, step, meta, labels)
             if stats and self._stacks.alone(meta[4]):
                 self._summarise(self._client(), stream, grad, R.KIND_GRADIENT, step)
@@ -680,13 +684,15 @@ class ModuleTrack(_Track):
         kinds = self._kinds
         if "output" in kinds or "gradient" in kinds:
             for suffix, tensor in tensor_leaves(output):
+                labels = None if self._labels is None else self._labels_for(tensor)  # (as _on_output reads them)
                 if "output" in kinds:
                     auto, client_target = self._targets(window, stream, suffix, call, call0, step)
-                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "output", suffix))
+                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "output", suffix),
+                                labels)
                 if "gradient" in kinds and tensor.requires_grad:
                     auto, client_target = self._targets(window, stream, suffix + ".grad", call, call0, step)
                     meta = (path, type_name, "gradient", suffix)
-                    tensor.register_hook(_Hook(self._on_window_grad, auto, client_target, meta))
+                    tensor.register_hook(_Hook(self._on_window_grad, auto, client_target, meta, labels))
         for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
             if kind in kinds:
                 for vname, value in values.items():
@@ -694,9 +700,9 @@ class ModuleTrack(_Track):
                         auto, client_target = self._targets(window, stream, f".{vname}", call, call0, step, True)
                         self._route(auto, client_target, value, R.KIND_PARAMETER, (path, type_name, kind, vname))
 
-    def _on_window_grad(self, auto, client_target, meta, grad):
+    def _on_window_grad(self, auto, client_target, meta, labels, grad):
         try:
-            self._route(auto, client_target, grad, R.KIND_GRADIENT, meta)
+            self._route(auto, client_target, grad, R.KIND_GRADIENT, meta, labels)
         except Exception as e:
             _refuse_quietly(self._client(), (client_target or auto or (self.name,))[0], e)
 

@@ -131,6 +131,34 @@ def test_track_model_sends_the_batch_labels_with_batch_shaped_tensors(daemon):
     assert daemon.npy("short.2", 2).shape == (5, 3)
 
 
+def test_two_calls_of_the_model_in_a_step_keep_their_own_labels(daemon):
+    # A siamese step: the model runs on two batches of the same size, the labels callable
+    # following the batch, then one backward: each call's output and gradient keep their
+    # own batch's labels (the gradients arrive after both forwards). Step 0 goes through
+    # the window that holds values until the first next_step(), step 1 straight out.
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    xa, xb = torch.randn(4, 8), torch.randn(4, 8)
+    ya, yb = torch.tensor([0, 1, 2, 0]), torch.tensor([2, 2, 1, 1])
+    current = {"y": ya}
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("m", model, kinds=["output", "gradient"], labels=lambda: current["y"])
+        for _ in range(2):
+            current["y"] = ya
+            a = model(xa)
+            current["y"] = yb
+            b = model(xb)
+            (nn.functional.cross_entropy(a, ya) + nn.functional.cross_entropy(b, yb)).backward()
+            scope.next_step()
+        assert scope.stats().refused == 0
+    daemon.stop()
+    for step in (0, 1):
+        for stream, want in [("m.0", ya), ("m.2", ya), ("m.0.grad", ya), ("m.2.grad", ya),
+                             ("m.0#1", yb), ("m.2#1", yb), ("m.0#1.grad", yb), ("m.2#1.grad", yb)]:
+            got, _ = labels_of(daemon, stream, step)
+            assert got is not None and got.tolist() == want.tolist(), (stream, step)
+
+
 def test_track_model_refuses_labels_that_are_not_callable():
     scope = tensorscope.Client("labels-noconn", enabled=False, autostart=False)
     with pytest.raises(TypeError, match="labels must be a callable"):

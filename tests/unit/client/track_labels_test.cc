@@ -89,5 +89,39 @@ TEST(TrackLabels, ModuleTracksSendTheBatchLabelsWithBatchShapedTensors) {
   EXPECT_EQ(scope.stats().refused, 0u);
 }
 
+// A siamese step: the model runs on two batches of the same size, the labels function
+// following the batch, then one backward. Each call's output and gradient keep their own
+// batch's labels (read when the call began: the last module's call of the first batch
+// ends only when the second batch's first op runs, and backward comes after both).
+TEST(TrackLabels, TwoCallsOfTheModelInAStepKeepTheirOwnLabels) {
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  Client& scope = rx.client();
+  torch::manual_seed(1);
+  torch::nn::Sequential model(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 3));
+  const torch::Tensor xa = torch::randn({4, 8}), xb = torch::randn({4, 8});
+  const torch::Tensor ya = torch::tensor({0, 1, 2, 0}, torch::kLong), yb = torch::tensor({2, 2, 1, 1}, torch::kLong);
+  torch::Tensor current = ya;
+  {
+    TrackHandle outputs = scope.track_model("m", model, TrackOptions().labels([&] { return current; }));
+    TrackHandle grads = scope.track_layer("m", model, TrackOptions().labels([&] { return current; }));
+    ASSERT_TRUE(outputs.ok() && grads.ok());
+    const torch::Tensor a = model->forward(xa);
+    current = yb;
+    const torch::Tensor b = model->forward(xb);
+    (torch::nn::functional::cross_entropy(a, ya) + torch::nn::functional::cross_entropy(b, yb)).backward();
+    scope.next_step();
+  }
+  const std::vector<int64_t> first = {0, 1, 2, 0}, second = {2, 2, 1, 1};
+  for (const auto& [stream, want] :
+       {std::pair{"m.0", first}, std::pair{"m.2", first}, std::pair{"m.0.grad", first}, std::pair{"m.2.grad", first},
+        std::pair{"m.0#1", second}, std::pair{"m.2#1", second}, std::pair{"m.0#1.grad", second},
+        std::pair{"m.2#1.grad", second}}) {
+    const auto got = rx.named(stream);
+    ASSERT_EQ(got.size(), 1u) << stream;
+    EXPECT_EQ(values_of(got[0]), want) << stream;
+  }
+}
+
 }  // namespace
 }  // namespace tensorscope
