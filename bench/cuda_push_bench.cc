@@ -148,8 +148,12 @@ int main(int argc, char** argv) {
       }
     }
     if (failed != tensorscope::PushResult::kPushed) {
+      const tensorscope::ClientStats stats = client.stats();
+      const std::string why = retries > 10000 ? "still " + std::string(tensorscope::to_string(failed)) +
+              " after 10 s of retries; segment " + std::to_string(stats.shm_bytes >> 20) + " MiB"
+                                              : stats.shm_note;
       std::printf("%7llu MiB: not measured, push %s (%s)\n", static_cast<unsigned long long>(bytes >> 20),
-                  tensorscope::to_string(failed), client.stats().shm_note.c_str());
+                  tensorscope::to_string(failed), why.c_str());
       break;
     }
     const double c = median(copy_s), p = median(push_s);
