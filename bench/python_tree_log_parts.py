@@ -1,12 +1,12 @@
 """python_tree_log_parts — where the module tree log's time goes on the tiny MLP.
 
 Trains python_track_bench's tiny MLP (fc 32-64-64-10, batch 16, 3 tracked modules) with
-track_model at every_n 1, and takes the tree log's pieces away one at a time by replacing
-them with no-ops for a block: the whole forward pre-hook body (`_on_call`), the log's
-`begin`, its `end` (the output's description), and the step's record (`_send_tree`: the
-native parse, formatting and push). Blocks of 350 timed steps are interleaved over the
-rounds; prints the median step of each variant and its difference to the untracked one.
-The differences between variants are the pieces (e.g. `tree` - `no send` = the record).
+track_model at every_n 1, and takes the tree log's pieces away one at a time for a block:
+everything but the hooks (`nothing logged`: the log's stamp says "not this step", so its
+native pre-hooks run and return), and the step's record (`no send`: formatted natively,
+not pushed). Blocks of 350 timed steps are interleaved over the rounds; prints the median
+step of each variant and its difference to the untracked one. The differences between
+variants are the pieces (e.g. `tree` - `no send` = the record's push).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_tree_log_parts.py [--rounds R]
 
@@ -32,13 +32,11 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import tensorscope  # noqa: E402
-from tensorscope import _tracks, _tree  # noqa: E402
+from tensorscope import _tracks  # noqa: E402
 
-VARIANTS = ["none", "no tree", "tree", "no _on_call", "no begin", "no end", "no send"]
+VARIANTS = ["none", "no tree", "tree", "nothing logged", "no send"]
 PATCHES = {  # variant -> (owner, attribute) made a no-op for its blocks
-    "no _on_call": (_tracks.ModuleTrack, "_on_call"),
-    "no begin": (_tree.TreeLog, "begin"),
-    "no end": (_tree.TreeLog, "end"),
+    "nothing logged": (_tracks.ModuleTrack, "_tree_stamp"),
     "no send": (_tracks.ModuleTrack, "_send_tree"),
 }
 
@@ -86,7 +84,7 @@ def main():
         print(f"python_tree_log_parts: tiny MLP, {args.rounds} rounds x 350 steps per variant, torch {torch.__version__}")
         for variant in VARIANTS:
             m = statistics.median(samples[variant])
-            print(f"  {variant:<12} {m * 1e6:8.1f} us  ratio {m / base:.3f}  {(m - base) * 1e6:+7.1f} us")
+            print(f"  {variant:<15} {m * 1e6:8.1f} us  ratio {m / base:.3f}  {(m - base) * 1e6:+7.1f} us")
         scope.close()
     finally:
         daemon.send_signal(signal.SIGTERM)

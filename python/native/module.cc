@@ -21,6 +21,7 @@
 #include "row_labels_args.h"
 #include "run_info.h"
 #include "summaries.h"
+#include "tree_log.h"
 #include "tensorscope/call_stacking.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
@@ -45,6 +46,14 @@ struct CoreObject {
   PyObject_HEAD
   ClientCore* core;  // null once closed
 };
+
+PyObject* core_type = nullptr;  // made by PyInit__native
+
+// The ClientCore of a Core (null when closed or not a Core), for TreeLog.
+ClientCore* core_of(PyObject* object) {
+  if (core_type == nullptr || !PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(core_type))) return nullptr;
+  return reinterpret_cast<CoreObject*>(object)->core;
+}
 
 ClientCore* live(CoreObject* self) {
   if (self->core == nullptr) PyErr_SetString(PyExc_ValueError, "the tensorscope client is closed");
@@ -193,20 +202,36 @@ PyObject* core_count_gated(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
-// send_module_tree(track, calls, omitted, step): see module_tree_args.h for `calls`.
+// send_module_tree(track, payload, step): a step's record (shared/module_tree_format.h),
+// from TreeLog.take() or format_module_tree(); the daemon checks it as it checks the C++
+// client's.
 PyObject* core_send_module_tree(PyObject* self, PyObject* args) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
-  PyObject *track_object = nullptr, *calls = nullptr;
-  unsigned long long omitted = 0;
+  PyObject *track_object = nullptr, *payload_object = nullptr;
   long long step = 0;
-  if (core == nullptr || !PyArg_ParseTuple(args, "OOKL", &track_object, &calls, &omitted, &step)) return nullptr;
+  if (core == nullptr || !PyArg_ParseTuple(args, "OOL", &track_object, &payload_object, &step)) return nullptr;
   std::string track;
-  tensorscope::ModuleTree tree;
-  if (!utf8(track_object, "track", &track) || !tensorscope::python::module_tree_from_python(calls, omitted, &tree)) {
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (!utf8(track_object, "track", &track)) return nullptr;
+  if (!PyBytes_Check(payload_object) || PyBytes_AsStringAndSize(payload_object, &data, &size) != 0) {
+    PyErr_SetString(PyExc_TypeError, "payload must be bytes");
     return nullptr;
   }
-  const std::string payload = tensorscope::format_module_tree(tree);
+  const std::string payload(data, static_cast<size_t>(size));
   return PyLong_FromLong(static_cast<long>(core->send_module_tree(track, payload, step)));
+}
+
+// format_module_tree(calls, omitted) -> the payload of a step's record: see
+// module_tree_args.h for `calls`.
+PyObject* format_module_tree(PyObject*, PyObject* args) {
+  PyObject* calls = nullptr;
+  unsigned long long omitted = 0;
+  if (!PyArg_ParseTuple(args, "OK", &calls, &omitted)) return nullptr;
+  tensorscope::ModuleTree tree;
+  if (!tensorscope::python::module_tree_from_python(calls, omitted, &tree)) return nullptr;
+  const std::string payload = tensorscope::format_module_tree(tree);
+  return PyBytes_FromStringAndSize(payload.data(), static_cast<Py_ssize_t>(payload.size()));
 }
 
 // send_summaries(track, entries, step): see summaries.h for `entries`.
@@ -470,8 +495,7 @@ PyMethodDef core_methods[] = {
      "send(name, capsule, kind, hint, step, as_bool, cuda_stream[, labels]) -> result code"},
     {"refuse", core_refuse, METH_VARARGS, "refuse(name, why) -> result code (counted, logged once per stream)"},
     {"count_gated", core_count_gated, METH_NOARGS, "counts a push a track's gate did not admit"},
-    {"send_module_tree", core_send_module_tree, METH_VARARGS,
-     "send_module_tree(track, calls, omitted, step) -> result code"},
+    {"send_module_tree", core_send_module_tree, METH_VARARGS, "send_module_tree(track, payload, step) -> result code"},
     {"send_summaries", core_send_summaries, METH_VARARGS, "send_summaries(track, entries, step) -> result code"},
     {"cuda_staging_usable", core_cuda_staging_usable, METH_NOARGS, "whether CUDA tensors can be staged on the GPU"},
     {"count_sync_copy", core_count_sync_copy, METH_O, "counts a CUDA tensor copied to the host by the caller"},
@@ -640,6 +664,8 @@ PyMethodDef module_methods[] = {
     {"run_info", run_info, METH_VARARGS, "run_info(rank, versions) -> JSON text of this process's run_info"},
     {"daemon_status", daemon_status, METH_VARARGS,
      "daemon_status(runtime_dir, session, timeout_ms) -> the daemon's status as JSON text, or None"},
+    {"format_module_tree", format_module_tree, METH_VARARGS,
+     "format_module_tree(calls, omitted) -> the payload of a step's module tree record"},
     {"summarize", tensorscope::python::summarize, METH_VARARGS,
      "summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std) of a CPU tensor, or why not"},
     {"update_ratio", tensorscope::python::update_ratio, METH_VARARGS,
@@ -741,6 +767,7 @@ PyMODINIT_FUNC PyInit__native() {
     Py_DECREF(module);
     return nullptr;
   }
+  core_type = type;                                   // (the module holds it for its life)
   push_gate_type = PyType_FromSpec(&push_gate_spec);  // kept for the module's life
   if (push_gate_type == nullptr) {
     Py_DECREF(module);
@@ -754,7 +781,7 @@ PyMODINIT_FUNC PyInit__native() {
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
   PyModule_AddStringConstant(module, "SEPARATION_TABLE_HEADER", tensorscope::recording::kSeparationTableHeader);
   if (!add_vocabularies(module) || !add_call_stacking(module) ||
-      !tensorscope::python::add_device_summary_fields(module)) {
+      !tensorscope::python::add_device_summary_fields(module) || !tensorscope::python::add_tree_log(module, core_of)) {
     Py_DECREF(module);
     return nullptr;
   }

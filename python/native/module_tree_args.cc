@@ -14,8 +14,9 @@ bool describe(PyObject* item, std::string* out) {
     out->clear();
     return true;
   }
+  if (PyUnicode_Check(item)) return utf8(item, "a tensor description", out);  // (formatted already)
   if (!PyTuple_Check(item) || PyTuple_Size(item) != 3) {
-    PyErr_SetString(PyExc_TypeError, "a tensor description must be a (dtype, shape, device) tuple");
+    PyErr_SetString(PyExc_TypeError, "a tensor description must be a (dtype, shape, device) tuple or its text");
     return false;
   }
   std::string dtype, device;

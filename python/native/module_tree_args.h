@@ -7,7 +7,8 @@
 //            inputs: a list of tensor descriptions; output: one, or None
 //            value: "=", "~", "?" or "" (ModuleTreeCall::value; any call with one makes the
 //            payload version 2)
-//   a tensor description: (dtype, shape, device), e.g. ("float32", (32, 784), "cpu")
+//   a tensor description: (dtype, shape, device), e.g. ("float32", (32, 784), "cpu"), or
+//            its text as TreeLog.take_parts() gives it, e.g. "float32[32,784]@cpu"
 //
 // Used by module.cc (Core.send_module_tree). Thread safety: call with the GIL held.
 #pragma once

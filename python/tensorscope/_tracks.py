@@ -31,7 +31,7 @@ from ._call_stacks import CallStacks, stacked_name
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
 from ._summaries import OnTheWay, StepSummaries, summarize
-from ._tree import TreeLog, owned_tensor_ids
+from ._tree import make_tree_log, record
 
 # The kinds a track may send, by name, and their TrackedStream kind.
 KINDS = {
@@ -234,7 +234,7 @@ class ModuleTrack(_Track):
         self._tree = None
         if tree_log and "output" in kinds:
             values = tree_log_tolerance if tree_log == "values" else None
-            self._tree = TreeLog(owned_tensor_ids(root), values)
+            self._tree = make_tree_log(client._core, root, self._tree_stamp, _inert_hook, values)
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []
@@ -271,7 +271,7 @@ class ModuleTrack(_Track):
                 for path, entry, stream in self._entries:
                     if entry is module:
                         if self._tree is not None:
-                            self._on_call(path, type(module).__name__, module, inputs)
+                            self._tree.begin(path, type(module).__name__, module, inputs)
                         if "input" in self._kinds:
                             self._on_inputs(stream, path, module, inputs, kwargs)
         self._auto_started = True
@@ -311,7 +311,7 @@ class ModuleTrack(_Track):
                 sent = [was_sent for _, was_sent in window.marks] + [window.open]
                 for auto_step, ((calls, omitted), was_sent) in enumerate(zip(self._tree.take_parts(ends), sent)):
                     if was_sent and (calls or omitted):
-                        trees.append((calls, omitted, auto_step))
+                        trees.append(record(calls, omitted, auto_step))
         if window is None:
             return
         for tensor, kind, meta, auto, client_target, labels in window.held:
@@ -398,7 +398,7 @@ class ModuleTrack(_Track):
         hooks = []
         for path, module, stream in self._entries:
             if self._tree is not None:
-                hooks.append(module.register_forward_pre_hook(_Hook(self._on_call, path, type(module).__name__)))
+                hooks.append(module.register_forward_pre_hook(self._tree.hook(path, type(module).__name__)))
             if "input" in self._kinds:
                 hooks.append(_register_pre_hook(module, _Hook(self._on_inputs, stream, path)))
             if self._kinds & {"output", "gradient", "parameter", "buffer"}:
@@ -415,20 +415,15 @@ class ModuleTrack(_Track):
         for h in hooks:
             h.remove()
 
-    def _on_call(self, path, type_name, module, inputs):
-        try:
-            client = self._client()
-            # PyTorch runs the pre-hooks it listed when the call began: the root's, just
-            # removed by a step change that call made, still runs once.
-            if client is None or self._stopped or not self._full_on or not self._hooks or not client.enabled:
-                return  # (disabled: the output hook counts the call as gated; the log follows every_n)
-            tree = self._tree
-            with self._lock:
-                # (the step the log is stamped with matters at the step's first call only)
-                step = None if tree.step is not None else client.step if client._explicit_steps else self._auto_step
-                tree.begin(step, path, type_name, module, inputs)
-        except Exception as e:  # never into the training loop
-            _refuse_quietly(self._client(), self.name, e)
+    def _tree_stamp(self):
+        """The step the tree log of a step is stamped with, asked by the log at the step's
+        first call; None: the step is not logged (the log asks again after the step ends)."""
+        client = self._client()
+        # PyTorch runs the pre-hooks it listed when the call began: the root's, just
+        # removed by a step change that call made, still runs once.
+        if client is None or self._stopped or not self._full_on or not self._hooks:
+            return None
+        return client.step if client._explicit_steps else self._auto_step
 
     def _on_inputs(self, stream, path, module, args, kwargs=None):
         """The tensors a call of `module` receives, before it runs: "<stream>.in[<i>]" for
@@ -436,7 +431,7 @@ class ModuleTrack(_Track):
         with "[j]"/"[key]" further for the tensors inside a tuple, list or dict argument."""
         try:
             client = self._client()
-            # The root's pre-hook may run once after a step change removed it (see _on_call).
+            # The root's pre-hook may run once after a step change removed it (see _tree_stamp).
             if client is None or self._stopped or not self._hooks:
                 return
             call = self._input_calls.get(stream, 0)
@@ -474,8 +469,7 @@ class ModuleTrack(_Track):
             if client is None or self._stopped:
                 return
             if self._tree is not None:
-                with self._lock:
-                    self._tree.end(module, output)
+                self._tree.end(module, output)  # (native, under the GIL: no lock needed)
             calls = self._calls
             call = calls.get(stream, 0)
             calls[stream] = call + 1
@@ -738,18 +732,16 @@ class ModuleTrack(_Track):
     # -- tree log --
 
     def _take_tree(self):
-        """The step's calls, if any (with the lock held)."""
-        if self._tree is None or self._tree.empty:
-            return None
-        return self._tree.take()
+        """The step's record (payload, step), if any calls were logged (with the lock held)."""
+        return None if self._tree is None else self._tree.take()
 
     def _send_tree(self, tree):
         client = self._client()
         if tree is None or client is None or client._core is None:
             return
-        calls, omitted, step = tree
+        payload, step = tree
         try:
-            client._core.send_module_tree(self.name, calls, omitted, step)
+            client._core.send_module_tree(self.name, payload, step)
         except Exception as e:
             _refuse_quietly(client, self.name, e)
 

@@ -1,9 +1,11 @@
 """The module tree log of a track: which tracked module calls one step made, in call
 order, with the shapes, dtypes and devices of their inputs and outputs.
 
-A track collects the calls of each step it sends here and hands them to the native core,
-which formats them exactly as the C++ client does (shared/module_tree_format.h) and sends
-one record per step to a daemon that reads them (the daemon's `record.tree`).
+The calls are kept natively (_native.TreeLog, python/native/tree_log.h): the forward
+pre-hook of each tracked module is a native callable, and the output hook hands the output
+to it, so a logged call costs no Python frame of its own. Each sent step's calls go as one
+record, formatted exactly as the C++ client formats them (shared/module_tree_format.h), to
+a daemon that reads them (the daemon's `record.tree`).
 
 With values on (a track's tree_log="values"), each call's output also gets a fingerprint
 when the output hook sees it: its sum, its L2 norm and FINGERPRINT_SAMPLES evenly spaced
@@ -16,36 +18,31 @@ shape) or the GPU has not finished computing it yet (never waited for). A change
 leaves the sum, the norm and the sampled elements within tolerance is not seen.
 """
 
-from threading import get_ident
-
 import torch
 
+from . import _native
 from ._outputs import tensor_leaves
 
-MAX_CALLS = 4096  # per step; more are counted as omitted
-MAX_INPUTS = 16  # per call
 FINGERPRINT_SAMPLES = 64
-_DTYPE_NAMES = {}  # torch dtype -> "float32", ... (str(dtype) is slow on the hot path)
-
-
-def describe(tensor):
-    """(dtype, shape, device) of `tensor`, as the native core formats it."""
-    dtype = tensor.dtype
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "", 1)
-    if tensor.is_cuda:
-        return (name, tensor.shape, f"cuda{tensor.get_device()}")
-    return (name, tensor.shape, "cpu" if tensor.is_cpu else tensor.device.type)
 
 
 def _leaves(value):
-    """The tensors of a module's arguments or output (fast for the usual cases)."""
-    if isinstance(value, torch.Tensor):
-        return (value,)
-    if isinstance(value, tuple) and all(isinstance(v, torch.Tensor) for v in value):
-        return value
+    """The tensors of a module's arguments or output other than a tensor or a tuple or list
+    of tensors (those the native log reads itself)."""
     return [t for _, t in tensor_leaves(value)]
+
+
+def make_tree_log(core, root, stamp, inert_hook, values=None):
+    """The log of a track of `root`: a _native.TreeLog (tree_log.h: `stamp` gives the step
+    at a step's first call, or None to log nothing until the next take), wrapped in a
+    ValuesLog when `values` is (rtol, atol)."""
+    log = _native.TreeLog(core, torch.Tensor, owned_tensor_ids(root), stamp, _leaves, inert_hook)
+    return log if values is None else ValuesLog(log, values)
+
+
+def record(calls, omitted, step):
+    """(payload, step) of calls a track collected, as TreeLog.take() gives them."""
+    return _native.format_module_tree(calls, omitted), step
 
 
 def fingerprint(tensor):
@@ -73,107 +70,61 @@ def fingerprint(tensor):
     return (fp if fp.device.type == "cpu" else fp.cpu()), None
 
 
-class TreeLog:
-    """The calls of one step. Not thread-safe by itself: the track holds its lock.
-    `values`: None, or (rtol, atol) to fingerprint outputs and compare them step to step."""
+class ValuesLog:
+    """A TreeLog with tree_log="values": each call's output fingerprinted when it ends, and
+    compared with the same call's at the previous logged step when the log is taken (each
+    call then has a seventh item: "=", "~", "?" or "" for no output). Not thread-safe by
+    itself: the track holds its lock."""
 
-    def __init__(self, skip_ids, values=None):
-        self._skip = skip_ids  # ids of the model's parameters and buffers: not inputs
-        self._values = values
-        self._previous = {}  # (thread, call, path) -> (output description, fingerprint) at the last take()
-        self.clear()
+    def __init__(self, log, values):
+        self._log = log
+        self._values = values  # (rtol, atol)
+        self._fingerprints = {}  # position in the log -> fingerprint()
+        self._previous = {}  # (thread, call, path) -> (output description, fingerprint) at the last take
 
-    def clear(self):
-        self._calls = []  # (thread, call, path, type, inputs, output)
-        self._fingerprints = {}  # index in _calls -> fingerprint(), values on
-        self._omitted = 0
-        self._threads = {}  # thread ident -> number, by first call in the step
-        self._open = {}  # thread ident -> [(module id, index)] calls begun, not ended
-        self._numbers = {}  # (thread, path) -> calls so far
-        self.step = None
+    def hook(self, path, type_name):
+        return self._log.hook(path, type_name)
+
+    def begin(self, path, type_name, module, inputs):
+        self._log.begin(path, type_name, module, inputs)
+
+    def end(self, module, output):
+        ended = self._log.end(module, output)
+        if ended is not None:
+            index, tensor = ended
+            self._fingerprints[index] = fingerprint(tensor)
+        return ended
+
+    @property
+    def step(self):
+        return self._log.step
 
     @property
     def empty(self):
-        return not self._calls and not self._omitted
+        return self._log.empty
 
     @property
     def position(self):
-        """How many calls are listed so far (a place to split the log at, see take_parts)."""
-        return len(self._calls)
-
-    def begin(self, step, path, type_name, module, inputs):
-        """A call of `module` begins (its forward pre-hook); `step` counts at the step's
-        first call only."""
-        if self.step is None:
-            self.step = step
-        ident = get_ident()
-        thread = self._threads.get(ident)
-        if thread is None:
-            thread = self._threads[ident] = len(self._threads)
-        key = (thread, path)
-        call = self._numbers.get(key, 0)
-        self._numbers[key] = call + 1
-        index = -1
-        if len(self._calls) < MAX_CALLS:
-            index = len(self._calls)
-            self._calls.append((thread, call, path, type_name, self._describe_inputs(inputs), None))
-        else:
-            self._omitted += 1
-        self._open.setdefault(ident, []).append((id(module), index))
-
-    def end(self, module, output):
-        """The call of `module` that began last on this thread ends (its forward hook)."""
-        stack = self._open.get(get_ident())
-        if not stack or stack[-1][0] != id(module):
-            return  # its begin was not seen (hooks installed during the call)
-        _, index = stack.pop()
-        if index < 0:
-            return
-        for tensor in _leaves(output):
-            if id(tensor) not in self._skip:
-                c = self._calls[index]
-                self._calls[index] = (c[0], c[1], c[2], c[3], c[4], describe(tensor))
-                if self._values is not None:
-                    self._fingerprints[index] = fingerprint(tensor)
-                return
+        return self._log.position
 
     def take(self):
-        """(calls, omitted, step) of the step so far, and a fresh log. With values on,
-        each call has a seventh item: "=", "~", "?" or "" (no output)."""
-        calls = self._calls
-        if self._values is not None:
-            calls = self._compare(calls)
-        out = (calls, self._omitted, self.step if self.step is not None else 0)
-        self.clear()
-        return out
+        """As TreeLog.take(), the calls compared."""
+        step = self._log.step
+        [(calls, omitted)] = self.take_parts([])
+        return record(calls, omitted, step or 0) if calls or omitted else None
 
     def take_parts(self, ends):
-        """Like take(), the log split before each position in `ends` (ascending), each part
-        numbered as a step of its own: [(calls, omitted)], one more than `ends`. (A track
-        that took several steps for one learns it late: see _step_zero.py.)"""
-        calls, fingerprints, omitted = self._calls, self._fingerprints, self._omitted
-        bounds = [0, *ends, len(calls)]
-        parts = []
-        for lo, hi in zip(bounds, bounds[1:]):
-            numbers = {}
-            part, part_fingerprints = [], {}
-            for index in range(lo, hi):
-                c = calls[index]
-                call = numbers.get((c[0], c[2]), 0)
-                numbers[(c[0], c[2])] = call + 1
-                if index in fingerprints:
-                    part_fingerprints[len(part)] = fingerprints[index]
-                part.append((c[0], call) + c[2:])
-            if self._values is not None:
-                part = self._compare(part, part_fingerprints)
-            parts.append((part, 0))
-        parts[-1] = (parts[-1][0], omitted)
-        self.clear()
+        """As TreeLog.take_parts(), each part's calls compared with the part before."""
+        fingerprints, self._fingerprints = self._fingerprints, {}
+        parts, start = [], 0
+        for calls, omitted in self._log.take_parts(ends):
+            part_fingerprints = {i: fingerprints[start + i] for i in range(len(calls)) if start + i in fingerprints}
+            parts.append((self._compare(calls, part_fingerprints), omitted))
+            start += len(calls)
         return parts
 
-    def _compare(self, calls, fingerprints=None):
+    def _compare(self, calls, fingerprints):
         rtol, atol = self._values
-        fingerprints = self._fingerprints if fingerprints is None else fingerprints
         now = {}
         out = []
         for index, c in enumerate(calls):
@@ -193,19 +144,7 @@ class TreeLog:
         self._previous = now
         return out
 
-    def _describe_inputs(self, inputs):
-        if type(inputs) is tuple and len(inputs) == 1 and isinstance(inputs[0], torch.Tensor):  # (most calls)
-            return [] if id(inputs[0]) in self._skip else [describe(inputs[0])]
-        out = []
-        for tensor in _leaves(inputs):
-            if len(out) >= MAX_INPUTS:
-                break
-            if id(tensor) not in self._skip:
-                out.append(describe(tensor))
-        return out
-
 
 def owned_tensor_ids(module):
     """ids of the parameters and buffers of `module` and its submodules."""
     return {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
-

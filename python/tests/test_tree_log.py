@@ -134,19 +134,147 @@ def test_root_with_parameters_on_auto_steps_and_removal(daemon):
 def test_bad_arguments_raise_in_the_native_call(daemon):
     with tensorscope.Client(**daemon.client_options()) as scope:
         core = scope._core
-        good = (0, 0, "fc", "Linear", [("float32", (2, 3), "cpu")], None)
-        assert isinstance(core.send_module_tree("t", [good], 0, 0), int)
+        good = (0, 0, "fc", "Linear", [("float32", (2, 3), "cpu"), "int64[2]@cpu"], None)
+        payload = _native.format_module_tree([good], 0)
+        assert payload == b"tensorscope-module-tree 1 omitted=0\n0\t0\tfc\tLinear\tfloat32[2,3]@cpu int64[2]@cpu\t-\n"
+        assert isinstance(core.send_module_tree("t", payload, 0), int)
         with pytest.raises(TypeError):
-            core.send_module_tree("t", [(0, 0, "fc")], 0, 0)
+            core.send_module_tree("t", "not bytes", 0)
         with pytest.raises(TypeError):
-            core.send_module_tree("t", [(0, 0, "fc", "Linear", [("float32", [2], "cpu")], None)], 0, 0)
+            _native.format_module_tree([(0, 0, "fc")], 0)
+        with pytest.raises(TypeError):
+            _native.format_module_tree([(0, 0, "fc", "Linear", [("float32", [2], "cpu")], None)], 0)
         with pytest.raises(ValueError):
-            core.send_module_tree("t", [(-1, 0, "fc", "Linear", [], None)], 0, 0)
+            _native.format_module_tree([(-1, 0, "fc", "Linear", [], None)], 0)
         with pytest.raises(TypeError):
-            core.send_module_tree("t", "not a list", 0, 0)
+            _native.format_module_tree("not a list", 0)
+        with pytest.raises(TypeError):
+            _native.TreeLog(object(), torch.Tensor, set(), lambda: 0, list, lambda: None)  # not a Core
+        with pytest.raises(TypeError):
+            _native.TreeLog(None, "not a type", set(), lambda: 0, list, lambda: None)
+        with pytest.raises(TypeError):
+            _native.TreeLog(None, torch.Tensor, {"not an id"}, lambda: 0, list, lambda: None)
     with pytest.raises(TypeError):
         tensorscope.Client(**daemon.client_options()).track_model("x", nn.Linear(1, 1), tree_log="yes")
-    assert _native is not None
+
+
+def native_log(root=None, stamp=lambda: 7, core=None):
+    from tensorscope._tracks import _inert_hook
+    from tensorscope._tree import make_tree_log
+
+    return make_tree_log(core, root if root is not None else nn.Identity(), stamp, _inert_hook)
+
+
+def test_native_log_nests_numbers_and_splits_calls():
+    import copy
+    import pickle
+    import threading
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    log = native_log(model)
+    for path, module in [("", model), ("0", model[0]), ("1", model[1])]:
+        module.register_forward_pre_hook(log.hook(path, type(module).__name__))
+    ends = {}
+    for module in model.modules():
+        module.register_forward_hook(lambda m, i, o: ends.setdefault(id(m), []).append(log.end(m, o)))
+    x = torch.randn(2, 4)
+    model(x)
+    model(x)
+    assert log.step == 7 and log.position == 6
+    out = [e for e in ends[id(model)] if e is not None]
+    assert [index for index, _ in out] == [0, 3] and out[0][1].shape == (2, 3)
+    [(first, omitted0), (second, omitted1)] = log.take_parts([3])
+    assert (omitted0, omitted1) == (0, 0)
+    assert first == [(0, 0, "", "Sequential", ["float32[2,4]@cpu"], "float32[2,3]@cpu"),
+                     (0, 0, "0", "Linear", ["float32[2,4]@cpu"], "float32[2,3]@cpu"),  # the weight is not an input
+                     (0, 0, "1", "ReLU", ["float32[2,3]@cpu"], "float32[2,3]@cpu")]
+    assert [c[:3] for c in second] == [(0, 0, ""), (0, 0, "0"), (0, 0, "1")]  # numbered afresh in its part
+    assert log.empty and log.step is None and log.take() is None
+
+    # a second call of the model in the step: "#1"; the record is the C++ client's format
+    model(x)
+    model(x)
+    payload, step = log.take()
+    lines = payload.decode().splitlines()
+    assert step == 7 and lines[0] == "tensorscope-module-tree 1 omitted=0"
+    assert lines[4].split("\t")[:4] == ["0", "1", "", "Sequential"]
+
+    # another thread's calls are numbered as thread 1
+    model(x)
+    worker = threading.Thread(target=model, args=(x,))
+    worker.start()
+    worker.join()
+    [(calls, _)] = log.take_parts([])
+    assert [(c[0], c[1], c[2]) for c in calls] == [(0, 0, ""), (0, 0, "0"), (0, 0, "1"),
+                                                   (1, 0, ""), (1, 0, "0"), (1, 0, "1")]
+
+    # copies of a model are not tracked
+    hooked = nn.Linear(4, 3)
+    hooked.register_forward_pre_hook(log.hook("", "Linear"))
+    for copied in (copy.deepcopy(hooked), pickle.loads(pickle.dumps(hooked))):
+        copied(x)
+    assert log.empty
+    hooked(x)
+    assert log.position == 1
+
+
+def test_native_log_stamps_once_a_step_and_never_raises():
+    asked = []
+
+    def stamp():
+        asked.append(1)
+        return None if len(asked) == 1 else 3
+
+    module = nn.Identity()
+    log = native_log(stamp=stamp)
+    hook = log.hook("m", "Identity")
+    hook(module, (torch.zeros(1),))  # stamp() said no: nothing this step, and not asked again
+    hook(module, (torch.zeros(1),))
+    assert log.empty and len(asked) == 1
+    assert log.take() is None
+    for _ in range(3):
+        hook(module, (torch.zeros(1),))
+    assert len(asked) == 2 and log.step == 3 and log.position == 3
+
+    class Odd(torch.Tensor):  # a tensor whose shape cannot be read: described as "?"
+        @property
+        def shape(self):
+            raise RuntimeError("no shape")
+
+    def bad_leaves(value):
+        raise RuntimeError("leaves failed")
+
+    broken = tensorscope._native.TreeLog(None, torch.Tensor, set(), lambda: 0, bad_leaves, lambda: None)
+    broken.hook("m", "X")(module, ({"a": torch.zeros(1)},))  # leaves() raised: listed without inputs
+    broken.hook("m", "X")(module)  # too few arguments
+    broken.hook("m", "X")(module, (torch.zeros(2), 5))  # a tuple not all tensors: leaves() again
+    assert broken.end(module, object()) is None
+    broken.hook("m", "X")(module, (torch.zeros(2).as_subclass(Odd),))
+    [(calls, _)] = broken.take_parts([])
+    assert [c[4] for c in calls] == [[], [], ["?"]]
+
+    weird = native_log(stamp=lambda: "not a step")
+    weird.hook("m", "X")(module, (torch.zeros(1),))
+    assert weird.empty
+
+    many = native_log()
+    hook = many.hook("m", "Identity")
+    for _ in range(4096 + 5):
+        hook(module, (torch.zeros(1),))
+    [(calls, omitted)] = many.take_parts([])
+    assert len(calls) == 4096 and omitted == 5
+
+
+def test_native_log_follows_the_client_switch(daemon):
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        log = native_log(core=scope._core)
+        hook = log.hook("m", "Identity")
+        scope.enabled = False
+        hook(nn.Identity(), (torch.zeros(1),))
+        assert log.empty
+        scope.enabled = True
+        hook(nn.Identity(), (torch.zeros(1),))
+        assert log.position == 1
 
 
 def headers_and_marked(text, track):
@@ -199,36 +327,38 @@ def test_value_changes_since_the_previous_logged_step(daemon):
 
 
 def test_fingerprints_see_the_value_at_the_call_and_any_sampled_change():
-    from tensorscope._tree import FINGERPRINT_SAMPLES, TreeLog
+    from tensorscope._tracks import _inert_hook
+    from tensorscope._tree import FINGERPRINT_SAMPLES, make_tree_log
 
-    log = TreeLog(set(), values=(1e-5, 1e-8))
     module = nn.Identity()
+    log = make_tree_log(None, module, lambda: 0, _inert_hook, values=(1e-5, 1e-8))
 
-    def one_step(step, out):
-        log.begin(step, "m", "Identity", module, (out,))
+    def one_step(out):
+        log.begin("m", "Identity", module, (out,))
         log.end(module, out)
-        return log.take()[0][0][6]
+        return log.take_parts([])[0][0][0][6]
 
     base = torch.arange(1000, dtype=torch.float32)
-    assert one_step(0, base.clone()) == "?"  # nothing to compare with
+    assert one_step(base.clone()) == "?"  # nothing to compare with
     out = base.clone()
-    log.begin(1, "m", "Identity", module, (out,))
+    log.begin("m", "Identity", module, (out,))
     log.end(module, out)
     out.mul_(2)  # changed in place after the call: the fingerprint has the value at the call
-    assert log.take()[0][0][6] == "="
+    payload, step = log.take()
+    assert payload.startswith(b"tensorscope-module-tree 2 ") and payload.endswith(b"\t=\n") and step == 0
     swapped = base.clone()
     stride = 1000 // FINGERPRINT_SAMPLES
     swapped[[0, stride]] = swapped[[stride, 0]]  # sum and norm stay, a sampled element moves
-    assert one_step(2, swapped) == "~"
-    assert one_step(3, swapped.clone()) == "="
-    assert one_step(4, swapped[:10].clone()) == "?"  # another shape: not compared
-    assert one_step(5, torch.full((10,), float("nan"))) == "~"  # numbers became NaN
-    assert one_step(6, torch.full((10,), float("nan"))) == "="  # NaN equals NaN
-    assert one_step(7, torch.tensor([True, False] * 5)) == "?"  # another dtype: not compared
-    plain = TreeLog(set())
-    plain.begin(0, "m", "Identity", module, (base,))
+    assert one_step(swapped) == "~"
+    assert one_step(swapped.clone()) == "="
+    assert one_step(swapped[:10].clone()) == "?"  # another shape: not compared
+    assert one_step(torch.full((10,), float("nan"))) == "~"  # numbers became NaN
+    assert one_step(torch.full((10,), float("nan"))) == "="  # NaN equals NaN
+    assert one_step(torch.tensor([True, False] * 5)) == "?"  # another dtype: not compared
+    plain = make_tree_log(None, module, lambda: 0, _inert_hook)
+    plain.begin("m", "Identity", module, (base,))
     plain.end(module, base)
-    assert len(plain.take()[0][0]) == 6  # values off: version 1 calls
+    assert len(plain.take_parts([])[0][0][0]) == 6  # values off: version 1 calls
     with pytest.raises(TypeError):
         tensorscope.Client(session="nobody-tl", connect_timeout_ms=0, runtime_dir="/tmp/ts-none").track_model(
             "x", nn.Linear(1, 1), tree_log="value")
