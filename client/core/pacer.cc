@@ -23,12 +23,13 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
     window_offers_ = offers;
     window_read_ = read;
     window_min_backlog_ms_ = backlog_ms;
-    window_min_fill_ = fill;
+    window_min_fill_ = window_max_fill_ = fill;
     window_full_ = full;
     return;
   }
   window_min_backlog_ms_ = std::min(window_min_backlog_ms_, backlog_ms);
   window_min_fill_ = std::min(window_min_fill_, fill);
+  window_max_fill_ = std::max(window_max_fill_, fill);
   window_full_ = window_full_ || full;
   const int64_t length = now_ms - window_start_ms_;
   if (length < kWindowMs && !(full && length >= kFullGapMs)) return;
@@ -42,15 +43,20 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
     const double offered = static_cast<double>(offers - window_offers_);
     const double taken = std::max({1.0, read_now, recent * static_cast<double>(length)});
     const double fits = std::ceil(kOne * kMargin * offered / taken - 1e-9);
-    const uint32_t target = static_cast<uint32_t>(std::min<double>(kMaxStride16, std::max<double>(kOne, fits)));
+    uint32_t target = static_cast<uint32_t>(std::min<double>(kMaxStride16, std::max<double>(kOne, fits)));
+    if (read_now == 0 && recent * static_cast<double>(length) < 1) target = std::min(target, 2 * stride);  // a stall
     if (target > stride) {
       stride16_.store(target, std::memory_order_relaxed);
       last_raise_ms_ = now_ms;
     }
-  } else if (window_min_backlog_ms_ < kLowBacklogMs && stride > kOne && now_ms - last_raise_ms_ >= kHoldMs &&
-             now_ms - last_lower_ms_ >= kLowerGapMs) {
-    stride16_.store(std::max(kOne, stride - std::max<uint32_t>(1, stride / 4)), std::memory_order_relaxed);
-    last_lower_ms_ = now_ms;
+  } else if (stride > kOne && now_ms - last_raise_ms_ >= kHoldMs) {
+    if (window_max_fill_ < kIdleFill) {  // waiting for work all window long
+      stride16_.store(std::max(kOne, stride / 2), std::memory_order_relaxed);
+      last_lower_ms_ = now_ms;
+    } else if (window_min_backlog_ms_ < kLowBacklogMs && now_ms - last_lower_ms_ >= kLowerGapMs) {
+      stride16_.store(std::max(kOne, stride - std::max<uint32_t>(1, stride / 4)), std::memory_order_relaxed);
+      last_lower_ms_ = now_ms;
+    }
   }
   // The next window: its own samples decide (this one's belonged to the last).
   window_start_ms_ = now_ms;
@@ -58,6 +64,7 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
   window_read_ = read;
   window_min_backlog_ms_ = INT64_MAX;
   window_min_fill_ = 2.0;
+  window_max_fill_ = 0;
   window_full_ = false;
 }
 

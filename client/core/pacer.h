@@ -14,14 +14,21 @@
 //     (in one step, not by doubling). What it takes is the larger of what it read in the
 //     window and its recent rate (an average over windows, kRateWeight the newest's): a
 //     daemon that stalls for a moment (finalizing a video of every stream at once) does
-//     not throttle the training for seconds after. A burst the ring can hold, or a daemon
-//     busy for a moment, is not behind: the ring is there to absorb those.
+//     not throttle the training for seconds after. A window in which it read nothing, with
+//     no recent rate either (a daemon that has not read yet, or stalled since it last
+//     read: starting a stream's work, a disk that blocks), says nothing of its rate: the
+//     stride at most doubles. A burst the ring can hold, or a daemon busy for a moment,
+//     is not behind: the ring is there to absorb those.
 //   - nearly caught up (the backlog fell under kLowBacklogMs), kHoldMs after the last raise
 //     and kLowerGapMs after the last change down: the stride shrinks by a quarter (at
 //     least 1/16), to find out whether the daemon now takes more (a daemon slow only
 //     while it opened its videos is back to full use within seconds). Lowering before
 //     the ring is empty keeps work queued for the daemon: it draws as many frames as it
 //     would with every call sent, without the copies a full ring drops.
+//   - waiting for work (the ring under kIdleFill all window long), kHoldMs after the last
+//     raise: the stride halves every window. A daemon that stalled once is back to every
+//     call within seconds, not after a minute of 1-in-1000 (what it cannot take fills
+//     the ring again, and the next window fits the stride to it).
 // A new connection starts over at 1 (no pacing).
 //
 // Used by ClientCore (stage: observe; the gates: offer, stride). Thread safety: all
@@ -46,6 +53,7 @@ class Pacer {
   static constexpr double kRateWeight = 0.3;
   static constexpr int64_t kHoldMs = 1000;
   static constexpr int64_t kLowerGapMs = 500;
+  static constexpr double kIdleFill = 0.05;
   static constexpr double kMargin = 1.05;  // sent at most 1/kMargin of what the daemon read
 
   // One call in stride16() / 16 of each stream is sent (16: every call the gates admit).
@@ -68,7 +76,7 @@ class Pacer {
   int64_t window_start_ms_ = -1;
   uint64_t window_offers_ = 0, window_read_ = 0;
   int64_t window_min_backlog_ms_ = 0;
-  double window_min_fill_ = 0;
+  double window_min_fill_ = 0, window_max_fill_ = 0;
   bool window_full_ = false;
   double read_per_ms_ = -1;  // the daemon's recent rate (records per ms; < 0: none yet)
   int64_t last_raise_ms_ = INT64_MIN / 2;

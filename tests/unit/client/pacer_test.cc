@@ -3,6 +3,7 @@
 // evenly over the streams and the steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -108,12 +109,55 @@ TEST(Pacer, NeverLowersWhileBehindAndIsCapped) {
   Pacer pacer;
   pacer.use_connection(7);
   pacer.observe(900, 1.0, true, 0, 0);
-  for (int i = 0; i < 1'000'000; ++i) pacer.offer();
-  pacer.observe(900, 1.0, true, 0, 100);  // nothing read at all
+  int64_t now = 0;
+  for (int w = 0; w < 13; ++w) {  // nothing read at all: a stall, not a rate of 0
+    for (int i = 0; i < 100'000; ++i) pacer.offer();
+    pacer.observe(900, 1.0, true, 0, now += Pacer::kFullGapMs);
+    EXPECT_EQ(pacer.stride16(), std::min<uint32_t>(Pacer::kOne << (w + 1), Pacer::kMaxStride16)) << "doubles";
+  }
+  pacer.observe(900, 1.0, true, 10, now += Pacer::kWindowMs);  // few offers now: the fit is 1, the stride stays
+  pacer.observe(900, 1.0, true, 20, now += Pacer::kWindowMs);
   EXPECT_EQ(pacer.stride16(), Pacer::kMaxStride16);
-  pacer.observe(900, 1.0, true, 10, 200);  // few offers now: the fit is 1, the stride stays
-  pacer.observe(900, 1.0, true, 20, 300);
-  EXPECT_EQ(pacer.stride16(), Pacer::kMaxStride16);
+}
+
+// The daemon reads nothing for 100 ms when a track starts (the ring, 1024 slots, fills in
+// 20 ms), then drains it and waits for work: the stride doubles while it stalls, and is
+// back to every call within kHoldMs and a window per halving (it used to jump to 1 in
+// 300 and come down by a quarter every half second: a minute of 1-in-1000 when the
+// pushes that would observe it are themselves 1 in 1000).
+TEST(Pacer, AStallDoublesAndADaemonWaitingForWorkHalvesItBack) {
+  Pacer pacer;
+  pacer.use_connection(9);
+  int64_t now = 0;
+  uint64_t read = 0;
+  pacer.observe(0, 0.0, false, read, now);
+  for (int w = 0; w < 5; ++w) {
+    for (int i = 0; i < 300; ++i) pacer.offer();
+    pacer.observe(20, 1.0, true, read, now += Pacer::kFullGapMs);
+  }
+  ASSERT_EQ(pacer.stride16(), 32u * Pacer::kOne) << "5 doublings, not 1.05 x 300 / 1";
+  for (int i = 0; i < 300; ++i) pacer.offer();
+  read += 1024;  // the daemon reads the whole ring
+  pacer.observe(0, 0.01, false, read, now += Pacer::kWindowMs);
+  EXPECT_EQ(pacer.stride16(), 32u * Pacer::kOne) << "held for kHoldMs after the raise";
+  const int64_t raised = now - Pacer::kWindowMs;
+  int windows = 0;
+  while (pacer.stride16() > Pacer::kOne && windows < 100) {
+    for (int i = 0; i < 300; ++i) pacer.offer();
+    read += 10;
+    pacer.observe(0, 0.01, false, read, now += Pacer::kWindowMs);
+    ++windows;
+  }
+  EXPECT_EQ(pacer.stride16(), Pacer::kOne);
+  EXPECT_LE(now - raised, Pacer::kHoldMs + 6 * Pacer::kWindowMs);
+  // Work queued (the ring over kIdleFill), nearly caught up: the quarter steps, as before.
+  pacer.observe(2500, 0.5, false, read, now += Pacer::kWindowMs);
+  for (int i = 0; i < 80; ++i) pacer.offer();
+  read += 20;
+  pacer.observe(2500, 0.5, false, read, now += Pacer::kWindowMs);
+  ASSERT_EQ(pacer.stride16(), 68u);
+  pacer.observe(50, 0.2, false, read, now += Pacer::kHoldMs);
+  EXPECT_EQ(pacer.stride16(), 51u);
 }
 
 TEST(StreamGatePacing, OneCallInStrideOfEachStreamSpreadEvenlyOverTheCalls) {
