@@ -22,12 +22,13 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
     window_start_ms_ = now_ms;
     window_offers_ = offers;
     window_read_ = read;
-    window_min_backlog_ms_ = backlog_ms;
+    window_min_backlog_ms_ = window_max_backlog_ms_ = backlog_ms;
     window_min_fill_ = window_max_fill_ = fill;
     window_full_ = full;
     return;
   }
   window_min_backlog_ms_ = std::min(window_min_backlog_ms_, backlog_ms);
+  window_max_backlog_ms_ = std::max(window_max_backlog_ms_, backlog_ms);
   window_min_fill_ = std::min(window_min_fill_, fill);
   window_max_fill_ = std::max(window_max_fill_, fill);
   window_full_ = window_full_ || full;
@@ -50,7 +51,7 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
       last_raise_ms_ = now_ms;
     }
   } else if (stride > kOne && now_ms - last_raise_ms_ >= kHoldMs) {
-    if (window_max_fill_ < kIdleFill) {  // waiting for work all window long
+    if (window_max_fill_ < kIdleFill && window_max_backlog_ms_ < kIdleBacklogMs) {  // waiting for work
       stride16_.store(std::max(kOne, stride / 2), std::memory_order_relaxed);
       last_lower_ms_ = now_ms;
     } else if (window_min_backlog_ms_ < kLowBacklogMs && now_ms - last_lower_ms_ >= kLowerGapMs) {
@@ -63,6 +64,7 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
   window_offers_ = offers;
   window_read_ = read;
   window_min_backlog_ms_ = INT64_MAX;
+  window_max_backlog_ms_ = 0;
   window_min_fill_ = 2.0;
   window_max_fill_ = 0;
   window_full_ = false;

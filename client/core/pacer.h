@@ -25,8 +25,9 @@
 //     while it opened its videos is back to full use within seconds). Lowering before
 //     the ring is empty keeps work queued for the daemon: it draws as many frames as it
 //     would with every call sent, without the copies a full ring drops.
-//   - waiting for work (the ring under kIdleFill all window long), kHoldMs after the last
-//     raise: the stride halves every window. A daemon that stalled once is back to every
+//   - waiting for work (all window long the ring under kIdleFill and no record older than
+//     kIdleBacklogMs: read as soon as written), kHoldMs after the last raise: the stride
+//     halves every window. A daemon that stalled once is back to every
 //     call within seconds, not after a minute of 1-in-1000 (what it cannot take fills
 //     the ring again, and the next window fits the stride to it).
 // A new connection starts over at 1 (no pacing).
@@ -54,6 +55,7 @@ class Pacer {
   static constexpr int64_t kHoldMs = 1000;
   static constexpr int64_t kLowerGapMs = 500;
   static constexpr double kIdleFill = 0.05;
+  static constexpr int64_t kIdleBacklogMs = 50;
   static constexpr double kMargin = 1.05;  // sent at most 1/kMargin of what the daemon read
 
   // One call in stride16() / 16 of each stream is sent (16: every call the gates admit).
@@ -75,7 +77,7 @@ class Pacer {
   std::mutex mutex_;
   int64_t window_start_ms_ = -1;
   uint64_t window_offers_ = 0, window_read_ = 0;
-  int64_t window_min_backlog_ms_ = 0;
+  int64_t window_min_backlog_ms_ = 0, window_max_backlog_ms_ = 0;
   double window_min_fill_ = 0, window_max_fill_ = 0;
   bool window_full_ = false;
   double read_per_ms_ = -1;  // the daemon's recent rate (records per ms; < 0: none yet)

@@ -158,6 +158,16 @@ TEST(Pacer, AStallDoublesAndADaemonWaitingForWorkHalvesItBack) {
   ASSERT_EQ(pacer.stride16(), 68u);
   pacer.observe(50, 0.2, false, read, now += Pacer::kHoldMs);
   EXPECT_EQ(pacer.stride16(), 51u);
+  // A daemon busy with what it has (records waiting over kIdleBacklogMs), however empty
+  // the ring: not halved.
+  pacer.use_connection(10);
+  now += Pacer::kWindowMs;
+  pacer.observe(0, 0.0, false, read, now);
+  for (int i = 0; i < 300; ++i) pacer.offer();
+  pacer.observe(20, 1.0, true, read, now += Pacer::kFullGapMs);
+  ASSERT_EQ(pacer.stride16(), 2 * Pacer::kOne);
+  pacer.observe(100, 0.01, false, read += 500, now += Pacer::kHoldMs);
+  EXPECT_EQ(pacer.stride16(), 2 * Pacer::kOne - 8) << "a quarter (the backlog under kLowBacklogMs), not a half";
 }
 
 TEST(StreamGatePacing, OneCallInStrideOfEachStreamSpreadEvenlyOverTheCalls) {
