@@ -18,6 +18,8 @@ shape) or the GPU has not finished computing it yet (never waited for). A change
 leaves the sum, the norm and the sampled elements within tolerance is not seen.
 """
 
+import threading
+
 import torch
 
 from . import _native
@@ -73,10 +75,11 @@ def fingerprint(tensor):
 class ValuesLog:
     """A TreeLog with tree_log="values": each call's output fingerprinted when it ends, and
     compared with the same call's at the previous logged step when the log is taken (each
-    call then has a seventh item: "=", "~", "?" or "" for no output). Not thread-safe by
-    itself: the track holds its lock."""
+    call then has a seventh item: "=", "~", "?" or "" for no output). Thread-safe: a
+    fingerprint taken while the log is taken goes with the calls it belongs to."""
 
     def __init__(self, log, values):
+        self._lock = threading.Lock()
         self._log = log
         self._values = values  # (rtol, atol)
         self._fingerprints = {}  # position in the log -> fingerprint()
@@ -89,10 +92,11 @@ class ValuesLog:
         self._log.begin(path, type_name, module, inputs)
 
     def end(self, module, output):
-        ended = self._log.end(module, output)
-        if ended is not None:
-            index, tensor = ended
-            self._fingerprints[index] = fingerprint(tensor)
+        with self._lock:
+            ended = self._log.end(module, output)
+            if ended is not None:
+                index, tensor = ended
+                self._fingerprints[index] = fingerprint(tensor)
         return ended
 
     @property
@@ -115,9 +119,11 @@ class ValuesLog:
 
     def take_parts(self, ends):
         """As TreeLog.take_parts(), each part's calls compared with the part before."""
-        fingerprints, self._fingerprints = self._fingerprints, {}
+        with self._lock:
+            fingerprints, self._fingerprints = self._fingerprints, {}
+            taken = self._log.take_parts(ends)
         parts, start = [], 0
-        for calls, omitted in self._log.take_parts(ends):
+        for calls, omitted in taken:
             part_fingerprints = {i: fingerprints[start + i] for i in range(len(calls)) if start + i in fingerprints}
             parts.append((self._compare(calls, part_fingerprints), omitted))
             start += len(calls)
