@@ -5,8 +5,10 @@ track_model at every_n 1, and takes the tree log's pieces away one at a time for
 everything but the hooks (`nothing logged`: the log's stamp says "not this step", so its
 native pre-hooks run and return), and the step's record (`no send`: formatted natively,
 not pushed). Blocks of 350 timed steps are interleaved over the rounds; prints the median
-step of each variant and its difference to the untracked one. The differences between
-variants are the pieces (e.g. `tree` - `no send` = the record's push).
+step of each variant, its difference to the untracked one, and the records pushed per
+step (a run the client paced pushes fewer than the variant offers: its times mean
+little). The differences between variants are the pieces (e.g. `tree` - `no send` = the
+record's push).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_tree_log_parts.py [--rounds R]
 
@@ -59,6 +61,7 @@ def main():
         x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         samples = {v: [] for v in VARIANTS}
+        pushed = {v: 0 for v in VARIANTS}  # records pushed per variant: a paced run shows here
         for _ in range(args.rounds):
             for variant in VARIANTS:
                 saved = None
@@ -68,6 +71,7 @@ def main():
                     setattr(owner, attr, lambda *a, **k: None)
                 tracks = [] if variant == "none" else [
                     scope.track_model("m", model, every_n=1, tree_log=variant != "no tree", stats_every=0)]
+                before = scope.stats().pushed
                 for i in range(400):
                     t0 = time.perf_counter()
                     opt.zero_grad()
@@ -76,6 +80,7 @@ def main():
                     scope.next_step()
                     if i >= 50:
                         samples[variant].append(time.perf_counter() - t0)
+                pushed[variant] += scope.stats().pushed - before
                 for t in tracks:
                     t.remove()
                 if saved is not None:
@@ -84,7 +89,12 @@ def main():
         print(f"python_tree_log_parts: tiny MLP, {args.rounds} rounds x 350 steps per variant, torch {torch.__version__}")
         for variant in VARIANTS:
             m = statistics.median(samples[variant])
-            print(f"  {variant:<15} {m * 1e6:8.1f} us  ratio {m / base:.3f}  {(m - base) * 1e6:+7.1f} us")
+            per_step = pushed[variant] / (400 * args.rounds)
+            print(f"  {variant:<15} {m * 1e6:8.1f} us  ratio {m / base:.3f}  {(m - base) * 1e6:+7.1f} us  "
+                  f"{per_step:.2f} records/step")
+        stats = scope.stats()
+        if stats.pace_note:
+            print(f"  (paced: {stats.pace_note}; the tracked rows sent less than they offered)")
         scope.close()
     finally:
         daemon.send_signal(signal.SIGTERM)

@@ -49,8 +49,10 @@ struct State {
   std::vector<std::vector<OpenCall>> open;  // by thread number: calls begun, not ended
   std::map<std::pair<uint32_t, std::string>, uint32_t> counts;  // (thread, path) -> calls so far
   std::unordered_set<const void*> skip;                         // the model's parameters and buffers
+  uint64_t generation = 0;  // one more at each clear(): what a call began in is still there
 
   void clear() {
+    ++generation;
     tree.calls.clear();
     tree.omitted = 0;
     step.reset();
@@ -211,7 +213,7 @@ uint32_t thread_number(State& s, unsigned long ident, bool add) {
 // Whether the call now beginning is logged: the core enabled, and the step stamped.
 bool logging(TreeLogObject* self) {
   State& s = *self->state;
-  if (s.off) return false;
+  if (s.off || self->stamp == nullptr) return false;  // (no stamp: cleared by the collector)
   if (self->core != Py_None) {
     ClientCore* core = core_of(self->core);
     if (core == nullptr || !core->enabled()) return false;  // (disabled: the log follows every_n)
@@ -237,9 +239,27 @@ bool logging(TreeLogObject* self) {
   return true;
 }
 
+// The descriptions of the tensors in `value` that are not the model's own, at most `limit`.
+// Python may run here (leaves(), a tensor subclass's attributes), and other threads with
+// it: callers read the state before and change it after, never across this.
+std::vector<std::string> describe_all(TreeLogObject* self, PyObject* value, size_t limit) {
+  std::vector<std::string> out;
+  PyObject* keep = nullptr;
+  for (PyObject* tensor : tensors_of(self, value, &keep)) {
+    if (out.size() >= limit) break;
+    if (self->state->skip.count(tensor) == 0) out.push_back(describe(tensor));
+  }
+  Py_XDECREF(keep);
+  return out;
+}
+
 void begin(TreeLogObject* self, const std::string& path, const std::string& type, PyObject* module, PyObject* args) {
   if (!logging(self)) return;
   State& s = *self->state;
+  const uint64_t generation = s.generation;
+  std::vector<std::string> inputs;
+  if (s.tree.calls.size() < ModuleTree::kMaxCalls) inputs = describe_all(self, args, ModuleTree::kMaxInputs);
+  if (s.generation != generation) return;  // the log was taken meanwhile (a step ended on another thread)
   const uint32_t thread = thread_number(s, PyThread_get_thread_ident(), true);
   const uint32_t call = s.counts[{thread, path}]++;
   int64_t index = -1;
@@ -250,12 +270,7 @@ void begin(TreeLogObject* self, const std::string& path, const std::string& type
     c.call = call;
     c.path = path;
     c.type = type;
-    PyObject* keep = nullptr;
-    for (PyObject* tensor : tensors_of(self, args, &keep)) {
-      if (c.inputs.size() >= ModuleTree::kMaxInputs) break;
-      if (s.skip.count(tensor) == 0) c.inputs.push_back(describe(tensor));
-    }
-    Py_XDECREF(keep);
+    c.inputs = std::move(inputs);
   } else {
     ++s.tree.omitted;
   }
@@ -373,6 +388,7 @@ PyObject* log_end(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<TreeLogObject*>(self_object);
   PyObject *module = nullptr, *output = nullptr;
   if (live(self_object) == nullptr || !PyArg_ParseTuple(args, "OO", &module, &output)) return nullptr;
+  if (self->leaves == nullptr) Py_RETURN_NONE;  // cleared by the collector
   State& s = *self->state;
   const uint32_t thread = thread_number(s, PyThread_get_thread_ident(), false);
   if (thread == UINT32_MAX) Py_RETURN_NONE;
@@ -381,14 +397,21 @@ PyObject* log_end(PyObject* self_object, PyObject* args) {
   const int64_t index = stack.back().index;
   stack.pop_back();
   if (index < 0) Py_RETURN_NONE;
+  const uint64_t generation = s.generation;
   PyObject* keep = nullptr;
-  PyObject* result = nullptr;
-  for (PyObject* tensor : tensors_of(self, output, &keep)) {
-    if (s.skip.count(tensor) == 0) {
-      s.tree.calls[static_cast<size_t>(index)].output = describe(tensor);
-      result = Py_BuildValue("(LO)", static_cast<long long>(index), tensor);
+  PyObject* tensor = nullptr;  // the output described (borrowed from output or keep)
+  std::string text;
+  for (PyObject* t : tensors_of(self, output, &keep)) {
+    if (s.skip.count(t) == 0) {
+      tensor = t;
+      text = describe(t);  // (Python may run: see describe_all)
       break;
     }
+  }
+  PyObject* result = nullptr;
+  if (tensor != nullptr && s.generation == generation && static_cast<size_t>(index) < s.tree.calls.size()) {
+    s.tree.calls[static_cast<size_t>(index)].output = std::move(text);
+    result = Py_BuildValue("(LO)", static_cast<long long>(index), tensor);
   }
   Py_XDECREF(keep);
   if (result == nullptr && !PyErr_Occurred()) Py_RETURN_NONE;
@@ -398,17 +421,14 @@ PyObject* log_end(PyObject* self_object, PyObject* args) {
 PyObject* log_take(PyObject* self_object, PyObject*) {
   State* s = live(self_object);
   if (s == nullptr) return nullptr;
-  PyObject* out = nullptr;
-  if (!s->tree.calls.empty() || s->tree.omitted != 0) {
-    const std::string payload = format_module_tree(s->tree);
-    PyObject* bytes = PyBytes_FromStringAndSize(payload.data(), static_cast<Py_ssize_t>(payload.size()));
-    out = bytes != nullptr ? Py_BuildValue("(OL)", bytes, static_cast<long long>(s->step.value_or(0))) : nullptr;
-    Py_XDECREF(bytes);
-  } else {
-    Py_INCREF(Py_None);
-    out = Py_None;
-  }
-  s->clear();
+  const bool logged = !s->tree.calls.empty() || s->tree.omitted != 0;
+  const std::string payload = logged ? format_module_tree(s->tree) : std::string();
+  const long long step = s->step.value_or(0);
+  s->clear();  // (before any Python object is made: a collection may run Python code)
+  if (!logged) Py_RETURN_NONE;
+  PyObject* bytes = PyBytes_FromStringAndSize(payload.data(), static_cast<Py_ssize_t>(payload.size()));
+  PyObject* out = bytes != nullptr ? Py_BuildValue("(OL)", bytes, step) : nullptr;
+  Py_XDECREF(bytes);
   return out;
 }
 
@@ -458,23 +478,25 @@ PyObject* log_take_parts(PyObject* self_object, PyObject* ends_object) {
   }
   Py_DECREF(ends);
   bounds.push_back(size);
+  const ModuleTree tree = std::move(s->tree);  // (taken before any Python object is made)
+  s->tree = ModuleTree();
+  s->clear();
   PyObject* parts = PyList_New(0);
   for (size_t p = 0; parts != nullptr && p + 1 < bounds.size(); ++p) {
     std::map<std::pair<uint32_t, std::string>, uint32_t> counts;  // calls numbered in the part
     PyObject* calls = PyList_New(0);
     for (size_t i = bounds[p]; calls != nullptr && i < bounds[p + 1]; ++i) {
-      const ModuleTreeCall& c = s->tree.calls[i];
+      const ModuleTreeCall& c = tree.calls[i];
       PyObject* item = call_tuple(c, counts[{c.thread, c.path}]++);
       if (item == nullptr || PyList_Append(calls, item) != 0) Py_CLEAR(calls);
       Py_XDECREF(item);
     }
-    const unsigned long long omitted = p + 2 == bounds.size() ? s->tree.omitted : 0;
+    const unsigned long long omitted = p + 2 == bounds.size() ? tree.omitted : 0;
     PyObject* part = calls != nullptr ? Py_BuildValue("(OK)", calls, omitted) : nullptr;
     Py_XDECREF(calls);
     if (part == nullptr || PyList_Append(parts, part) != 0) Py_CLEAR(parts);
     Py_XDECREF(part);
   }
-  s->clear();
   return parts;
 }
 
@@ -545,14 +567,23 @@ PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject*) {
 
 // A copy of the model (deepcopy, pickle, torch.save) gets what inert_hook() gives: the
 // copy is not tracked.
-PyObject* hook_deepcopy(PyObject* self_object, PyObject*) {
+PyObject* inert_hook_of(PyObject* self_object) {
   auto* log = reinterpret_cast<TreeLogObject*>(reinterpret_cast<HookObject*>(self_object)->log);
-  return PyObject_CallObject(log->inert_hook, nullptr);
+  if (log == nullptr || log->inert_hook == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "a TreeLog hook being collected cannot be copied");
+    return nullptr;
+  }
+  return log->inert_hook;
+}
+
+PyObject* hook_deepcopy(PyObject* self_object, PyObject*) {
+  PyObject* inert_hook = inert_hook_of(self_object);
+  return inert_hook != nullptr ? PyObject_CallObject(inert_hook, nullptr) : nullptr;
 }
 
 PyObject* hook_reduce(PyObject* self_object, PyObject*) {
-  auto* log = reinterpret_cast<TreeLogObject*>(reinterpret_cast<HookObject*>(self_object)->log);
-  return Py_BuildValue("(O())", log->inert_hook);
+  PyObject* inert_hook = inert_hook_of(self_object);
+  return inert_hook != nullptr ? Py_BuildValue("(O())", inert_hook) : nullptr;
 }
 
 int hook_traverse(PyObject* self_object, visitproc visit, void* arg) {

@@ -265,6 +265,32 @@ def test_native_log_stamps_once_a_step_and_never_raises():
     assert len(calls) == 4096 and omitted == 5
 
 
+def test_native_log_taken_while_python_runs_inside_a_hook():
+    """A step may end (another thread's take) while a call runs Python code of ours: the
+    leaves of a dict argument or output. The call is dropped, never written into the
+    fresh log (nor into freed memory)."""
+    module = nn.Identity()
+    logs = []
+
+    def leaves(value):
+        logs[0].take_parts([])  # as another thread ending the step would, mid-call
+        return list(value.values())
+
+    log = tensorscope._native.TreeLog(None, torch.Tensor, set(), lambda: 0, leaves, lambda: None)
+    logs.append(log)
+    hook = log.hook("m", "Identity")
+    hook(module, ({"a": torch.zeros(1)},))  # begin: its inputs read through leaves()
+    assert log.empty and log.step is None
+    hook(module, (torch.zeros(1),))  # (a tuple of tensors: no leaves())
+    assert log.position == 1
+    assert log.end(module, {"out": torch.zeros(2)}) is None  # end: its output read through leaves()
+    assert log.empty
+    hook(module, (torch.zeros(3),))
+    assert log.end(module, torch.zeros(3)) is not None
+    [(calls, _)] = log.take_parts([])
+    assert calls == [(0, 0, "m", "Identity", ["float32[3]@cpu"], "float32[3]@cpu")]
+
+
 def test_native_log_follows_the_client_switch(daemon):
     with tensorscope.Client(**daemon.client_options()) as scope:
         log = native_log(core=scope._core)
