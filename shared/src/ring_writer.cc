@@ -44,12 +44,23 @@ RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservatio
     return ReserveResult::kFull;  // the consumer has not freed this slot (or the headroom) yet
   }
   uint64_t start = header_->data_head.load(std::memory_order_relaxed);
+  const uint64_t tail = unread_from(header_->data_tail.load(std::memory_order_acquire));
   const uint64_t offset = start % capacity;
-  if (offset + padded > capacity) start += capacity - offset;  // skip to the next lap
+  // Skip to the next lap when the payload does not fit before the end, or when the
+  // consumer has freed everything and this lap has gone far enough: the ring then starts
+  // over at its beginning, so a consumer that keeps up sees the same few pages written
+  // again and again (hot in the caches and the TLB) instead of the whole segment in turn.
+  const bool empty = start == tail;
+  const bool skip = offset + padded > capacity || (empty && offset >= capacity / kRestartFraction);
+  if (skip) start += capacity - offset;
   const uint64_t end = start + padded;
-  if (end - header_->data_tail.load(std::memory_order_acquire) + keep_bytes > capacity) {
+  if (end - (skip && empty ? start : tail) + keep_bytes > capacity) {
     unlock();
     return ReserveResult::kFull;
+  }
+  if (skip && empty) {  // the skipped bytes were free: what is unread starts at `start`
+    skipped_from_.store(tail, std::memory_order_relaxed);
+    skipped_to_.store(start, std::memory_order_relaxed);
   }
   header_->slot_head.store(position + 1, std::memory_order_relaxed);
   header_->data_head.store(end, std::memory_order_release);
@@ -63,6 +74,13 @@ RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservatio
   out->payload = segment_->data() + (start % capacity);
   out->position = position;
   return ReserveResult::kOk;
+}
+
+uint64_t RingWriter::unread_from(uint64_t data_tail) const {
+  // The consumer frees skipped bytes with the record after them: until it has, its
+  // data_tail is where the skip began.
+  return data_tail == skipped_from_.load(std::memory_order_relaxed) ? skipped_to_.load(std::memory_order_relaxed)
+                                                                    : data_tail;
 }
 
 void RingWriter::commit(const Reservation& r) {
@@ -83,8 +101,9 @@ uint64_t RingWriter::oldest_unread_unix_ns() const {
 double RingWriter::fill() const {
   const uint64_t slots =
       header_->slot_head.load(std::memory_order_relaxed) - header_->slot_tail.load(std::memory_order_acquire);
-  const uint64_t bytes =
-      header_->data_head.load(std::memory_order_relaxed) - header_->data_tail.load(std::memory_order_acquire);
+  const uint64_t head = header_->data_head.load(std::memory_order_relaxed);
+  const uint64_t tail = unread_from(header_->data_tail.load(std::memory_order_acquire));
+  const uint64_t bytes = head > tail ? head - tail : 0;  // (a skip under way: a moment's 0)
   const double capacity = static_cast<double>(std::max<uint64_t>(1, segment_->data_capacity()));
   return std::max(static_cast<double>(slots) / static_cast<double>(std::max<uint64_t>(1, header_->slot_count)),
                   static_cast<double>(bytes) / capacity);

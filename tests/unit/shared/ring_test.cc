@@ -194,6 +194,73 @@ TEST(Ring, TensorsLeaveHeadroomForSmallRecords) {
   }
 }
 
+// A producer whose consumer keeps up writes the start of the data space again and again
+// (its pages stay hot): an empty ring starts over once a lap has used 1/kRestartFraction.
+TEST(Ring, AnEmptyRingStartsOverAtItsBeginning) {
+  TempDir dir("ts-ring");
+  using C = RingWriter::Claim;
+  Ring ring = make_ring(dir, 1 << 20, 256);
+  RingWriter writer(ring.producer_side.get());
+  RingReader reader(ring.consumer_side.get(), UINT64_MAX);
+  const uint64_t capacity = ring.producer_side->data_capacity();
+  const uint64_t restart = capacity / RingWriter::kRestartFraction;
+  const size_t chunk = 256;  // floats: 1 KiB records
+  RecordView v;
+  auto read_offset = [&](int64_t step) {
+    EXPECT_EQ(reader.next(&v), RingReader::Result::kRecord) << reader.last_error();
+    EXPECT_EQ(v.header.step, step);
+    EXPECT_TRUE(payload_is(v, static_cast<float>(step)));
+    const uint64_t offset = v.header.payload_position % capacity;
+    reader.release(v);
+    return offset;
+  };
+  // Each record read before the next is written: they follow one another until the lap
+  // has used `restart` bytes, then the next starts over at offset 0.
+  int64_t step = 0;
+  uint64_t expected = 0;
+  for (; expected < restart; expected += chunk * sizeof(float), ++step) {
+    ASSERT_EQ(write_record(writer, "s", step, chunk, static_cast<float>(step)), RingWriter::ReserveResult::kOk);
+    ASSERT_EQ(read_offset(step), expected);
+  }
+  ASSERT_EQ(write_record(writer, "s", step, chunk, static_cast<float>(step)), RingWriter::ReserveResult::kOk);
+  EXPECT_EQ(read_offset(step), 0u);
+  ++step;
+  // Not empty: no start-over. A record that ends past the restart point, then one more
+  // written before the first is read.
+  const uint64_t bytes = chunk * sizeof(float);
+  uint64_t at = bytes;
+  for (; at + bytes < restart; at += bytes, ++step) {
+    ASSERT_EQ(write_record(writer, "s", step, chunk, static_cast<float>(step)), RingWriter::ReserveResult::kOk);
+    ASSERT_EQ(read_offset(step), at);
+  }
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(write_record(writer, "s", step + k, chunk, static_cast<float>(step + k)), RingWriter::ReserveResult::kOk);
+  }
+  EXPECT_EQ(read_offset(step), at);
+  EXPECT_EQ(read_offset(step + 1), at + bytes);
+  step += 2;
+  // Right after a start-over, before the consumer has released anything (its data_tail
+  // is still where the skip began): the ring counts as almost empty and takes as many
+  // tensors as a fresh one, which all arrive in order.
+  const int64_t burst = step;
+  const size_t big = 4096;  // floats: 16 KiB records (the slots last longer than the bytes)
+  ASSERT_EQ(write_record(writer, "s", step++, big, static_cast<float>(burst)), RingWriter::ReserveResult::kOk);
+  EXPECT_LT(writer.fill(), 0.05);
+  size_t tensors = 1;
+  while (write_record(writer, "s", step, big, static_cast<float>(step), C::kLeaveHeadroom) ==
+         RingWriter::ReserveResult::kOk) {
+    ++tensors;
+    ++step;
+  }
+  EXPECT_GE((tensors + 1) * big * sizeof(float) + writer.headroom_bytes(), capacity);
+  EXPECT_GT(writer.fill(), 0.9);
+  EXPECT_EQ(read_offset(burst), 0u);
+  for (int64_t s = burst + 1; s < step; ++s) (void)read_offset(s);
+  EXPECT_EQ(reader.next(&v), RingReader::Result::kEmpty);
+  EXPECT_EQ(ring.consumer_side->header()->dropped_invalid.load(), 0u);
+  EXPECT_LT(writer.fill(), 0.01);
+}
+
 TEST(Ring, CancelledRecordsAreSkippedNotCounted) {
   TempDir dir("ts-ring");
   Ring ring = make_ring(dir, 64 << 10, 8);

@@ -6,6 +6,10 @@
 // Tensors leave a sixteenth of the slots and of the data space free (Claim::kLeaveHeadroom)
 // for the small records that must not be lost behind them: the step's summaries and
 // module tree get through a ring that full tensors keep full.
+// An empty ring starts over at the beginning of its data space (the next lap) once
+// 1/kRestartFraction of it has been used since the last start, so a consumer that keeps
+// up finds the producer writing the same few pages, not every page of the segment in
+// turn; positions then grow at most kRestartFraction times faster than the bytes pushed.
 // Thread safety: reserve/commit/cancel may be called from any number of threads of the
 // producer process. Claims are serialized by a process-private spin lock held for a few
 // instructions (never across a copy, never visible to another process); fills run in
@@ -24,6 +28,7 @@ class RingWriter {
  public:
   enum class ReserveResult { kOk, kFull, kTooLarge };
   enum class Claim { kAnySpace, kLeaveHeadroom };
+  static constexpr uint64_t kRestartFraction = 128;
 
   struct Reservation {
     wire::RecordHeader* header = nullptr;  // slot to fill (sequence excluded)
@@ -61,10 +66,15 @@ class RingWriter {
  private:
   void lock();
   void unlock() { lock_.store(false, std::memory_order_release); }
+  // Where the unread data begins, given the consumer's data_tail (see reserve()).
+  uint64_t unread_from(uint64_t data_tail) const;
 
   SharedSegment* segment_;
   wire::SegmentHeader* header_;
   std::atomic<bool> lock_{false};
+  // The last skip made with the ring empty: [from, to) is free, though the consumer's
+  // data_tail stays at `from` until it releases the next record.
+  std::atomic<uint64_t> skipped_from_{0}, skipped_to_{0};
 };
 
 }  // namespace tensorscope

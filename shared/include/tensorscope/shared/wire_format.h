@@ -24,7 +24,8 @@
 //
 // Records: a pushed tensor is a RecordHeader in slot `position & (slot_count - 1)` and
 // its C-contiguous bytes at data offset `position % data_capacity`; positions are
-// absolute 64-bit counters, and a payload never wraps (it skips to the next lap).
+// absolute 64-bit counters, and a payload never wraps (it skips to the next lap; an
+// empty ring skips there too, to start over: ring_writer.h).
 // Device payloads (CUDA IPC): a record flagged kRecordDevicePayload has no ring bytes;
 // its payload is a block of a per-device staging pool described by a DevicePoolEntry.
 //
