@@ -16,6 +16,7 @@ number), which the Client ignores and the Capture records.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import threading
@@ -62,18 +63,12 @@ def _inert(*args):
     return None
 
 
-class _Hook:
-    """A hook registered with PyTorch: calls `fn(*bound, *hook_args)`. Copies and pickles
-    of a model that carries it (an EMA copy, torch.save of the module) get `_inert`."""
+class _Hook(functools.partial):
+    """A hook registered with PyTorch: calls `fn(*bound, *hook_args)` (a partial: no
+    Python frame of its own). Copies and pickles of a model that carries it (an EMA copy,
+    torch.save of the module) get `_inert`."""
 
-    __slots__ = ("fn", "bound")
-
-    def __init__(self, fn, *bound):
-        self.fn = fn
-        self.bound = bound
-
-    def __call__(self, *args):
-        return self.fn(*self.bound, *args)
+    __slots__ = ()
 
     def __deepcopy__(self, memo):
         return _inert
