@@ -45,7 +45,11 @@ void Pacer::observe(int64_t backlog_ms, double fill, bool full, uint64_t read, i
     const double taken = std::max({1.0, read_now, recent * static_cast<double>(length)});
     const double fits = std::ceil(kOne * kMargin * offered / taken - 1e-9);
     uint32_t target = static_cast<uint32_t>(std::min<double>(kMaxStride16, std::max<double>(kOne, fits)));
-    if (read_now == 0 && recent * static_cast<double>(length) < 1) target = std::min(target, 2 * stride);  // a stall
+    if (read_now == 0 && recent * static_cast<double>(length) < 1) {  // a stall: no rate to fit
+      // At most a doubling per kWindowMs, however often a full ring closes a window: a
+      // daemon still starting (600 ms here) must not leave the run at 1 in 256.
+      target = now_ms - last_raise_ms_ >= kWindowMs ? std::min(target, 2 * stride) : stride;
+    }
     if (target > stride) {
       stride16_.store(target, std::memory_order_relaxed);
       last_raise_ms_ = now_ms;

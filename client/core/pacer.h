@@ -17,7 +17,8 @@
 //     not throttle the training for seconds after. A window in which it read nothing, with
 //     no recent rate either (a daemon that has not read yet, or stalled since it last
 //     read: starting a stream's work, a disk that blocks), says nothing of its rate: the
-//     stride at most doubles. A burst the ring can hold, or a daemon busy for a moment,
+//     stride at most doubles, and at most once per kWindowMs (a full ring closes a window
+//     every kFullGapMs). A burst the ring can hold, or a daemon busy for a moment,
 //     is not behind: the ring is there to absorb those.
 //   - nearly caught up (the backlog fell under kLowBacklogMs), kHoldMs after the last raise
 //     and kLowerGapMs after the last change down: the stride shrinks by a quarter (at

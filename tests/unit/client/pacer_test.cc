@@ -112,7 +112,7 @@ TEST(Pacer, NeverLowersWhileBehindAndIsCapped) {
   int64_t now = 0;
   for (int w = 0; w < 13; ++w) {  // nothing read at all: a stall, not a rate of 0
     for (int i = 0; i < 100'000; ++i) pacer.offer();
-    pacer.observe(900, 1.0, true, 0, now += Pacer::kFullGapMs);
+    pacer.observe(900, 1.0, true, 0, now += Pacer::kWindowMs);
     EXPECT_EQ(pacer.stride16(), std::min<uint32_t>(Pacer::kOne << (w + 1), Pacer::kMaxStride16)) << "doubles";
   }
   pacer.observe(900, 1.0, true, 10, now += Pacer::kWindowMs);  // few offers now: the fit is 1, the stride stays
@@ -120,27 +120,31 @@ TEST(Pacer, NeverLowersWhileBehindAndIsCapped) {
   EXPECT_EQ(pacer.stride16(), Pacer::kMaxStride16);
 }
 
-// The daemon reads nothing for 100 ms when a track starts (the ring, 1024 slots, fills in
-// 20 ms), then drains it and waits for work: the stride doubles while it stalls, and is
-// back to every call within kHoldMs and a window per halving (it used to jump to 1 in
-// 300 and come down by a quarter every half second: a minute of 1-in-1000 when the
-// pushes that would observe it are themselves 1 in 1000).
+// A fresh daemon's worker reads nothing for 600 ms (it is still starting) while the ring,
+// 1024 slots, fills in 20 ms; then it drains the ring and waits for work. The stride
+// doubles once per kWindowMs while it stalls (it used to double at every full window,
+// every 20 ms: 1 in 256 and more), and is back to every call within kHoldMs and a window
+// per halving (before that it jumped to 1 in 300 and came down by a quarter every half
+// second: a minute of 1-in-1000 when the pushes that would observe it are themselves
+// 1 in 1000).
 TEST(Pacer, AStallDoublesAndADaemonWaitingForWorkHalvesItBack) {
   Pacer pacer;
   pacer.use_connection(9);
   int64_t now = 0;
   uint64_t read = 0;
   pacer.observe(0, 0.0, false, read, now);
-  for (int w = 0; w < 5; ++w) {
+  int64_t raised = 0;
+  for (int w = 0; w < 30; ++w) {
     for (int i = 0; i < 300; ++i) pacer.offer();
+    const uint32_t before = pacer.stride16();
     pacer.observe(20, 1.0, true, read, now += Pacer::kFullGapMs);
+    if (pacer.stride16() != before) raised = now;
   }
-  ASSERT_EQ(pacer.stride16(), 32u * Pacer::kOne) << "5 doublings, not 1.05 x 300 / 1";
+  ASSERT_EQ(pacer.stride16(), 8u * Pacer::kOne) << "3 doublings in 600 ms: not 1.05 x 300 / 1, nor one per full window";
   for (int i = 0; i < 300; ++i) pacer.offer();
   read += 1024;  // the daemon reads the whole ring
   pacer.observe(0, 0.01, false, read, now += Pacer::kWindowMs);
-  EXPECT_EQ(pacer.stride16(), 32u * Pacer::kOne) << "held for kHoldMs after the raise";
-  const int64_t raised = now - Pacer::kWindowMs;
+  EXPECT_EQ(pacer.stride16(), 8u * Pacer::kOne) << "held for kHoldMs after the raise";
   int windows = 0;
   while (pacer.stride16() > Pacer::kOne && windows < 100) {
     for (int i = 0; i < 300; ++i) pacer.offer();
@@ -150,7 +154,11 @@ TEST(Pacer, AStallDoublesAndADaemonWaitingForWorkHalvesItBack) {
   }
   EXPECT_EQ(pacer.stride16(), Pacer::kOne);
   EXPECT_LE(now - raised, Pacer::kHoldMs + 6 * Pacer::kWindowMs);
-  // Work queued (the ring over kIdleFill), nearly caught up: the quarter steps, as before.
+  // Work queued (the ring over kIdleFill), nearly caught up: the quarter steps, as before
+  // (a fresh connection whose daemon read a steady 20 records per window).
+  pacer.use_connection(11);
+  pacer.observe(0, 0.01, false, read, now += Pacer::kWindowMs);
+  for (int w = 0; w < 3; ++w) pacer.observe(0, 0.01, false, read += 20, now += Pacer::kWindowMs);
   pacer.observe(2500, 0.5, false, read, now += Pacer::kWindowMs);
   for (int i = 0; i < 80; ++i) pacer.offer();
   read += 20;
