@@ -479,7 +479,6 @@ PyObject* log_take_parts(PyObject* self_object, PyObject* ends_object) {
   Py_DECREF(ends);
   bounds.push_back(size);
   const ModuleTree tree = std::move(s->tree);  // (taken before any Python object is made)
-  s->tree = ModuleTree();
   s->clear();
   PyObject* parts = PyList_New(0);
   for (size_t p = 0; parts != nullptr && p + 1 < bounds.size(); ++p) {

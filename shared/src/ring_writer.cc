@@ -53,12 +53,13 @@ RingWriter::ReserveResult RingWriter::reserve(uint64_t payload_bytes, Reservatio
   const bool empty = start == tail;
   const bool skip = offset + padded > capacity || (empty && offset >= capacity / kRestartFraction);
   if (skip) start += capacity - offset;
+  const bool restart = skip && empty;  // the skipped bytes were free: what is unread starts at `start`
   const uint64_t end = start + padded;
-  if (end - (skip && empty ? start : tail) + keep_bytes > capacity) {
+  if (end - (restart ? start : tail) + keep_bytes > capacity) {
     unlock();
     return ReserveResult::kFull;
   }
-  if (skip && empty) {  // the skipped bytes were free: what is unread starts at `start`
+  if (restart) {
     skipped_from_.store(tail, std::memory_order_relaxed);
     skipped_to_.store(start, std::memory_order_relaxed);
   }
