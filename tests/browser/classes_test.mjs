@@ -80,7 +80,7 @@ try {
   }, index);
   const measured = async (index, what) => {
     let m = null;
-    await waitFor(async () => (m = await measure(index)) !== null, 5000, what);
+    await waitFor(async () => (m = await measure(index)) !== null, 30000, what);
     return m;
   };
 
@@ -89,7 +89,7 @@ try {
   check(before.frame.every((n) => n > 50), `every class has points in its colour (${before.frame.join(', ')})`);
   await page.mouse.move(before.pointer.x, before.pointer.y);
   let picked = null;
-  await waitFor(async () => (picked = await measure(1)) !== null && !picked.hidden, 5000,
+  await waitFor(async () => (picked = await measure(1)) !== null && !picked.hidden, 30000,
     'pointing at "bee" in the legend picks it out');
   check(picked.highlight[1] > 0.5 * picked.frame[1], `bee's points keep their colour (${picked.highlight[1]} of ${picked.frame[1]})`);
   check(picked.highlight[0] < 0.1 * picked.frame[0] && picked.highlight[2] < 0.1 * picked.frame[2],
@@ -97,8 +97,23 @@ try {
   const tile = await page.$('figure.tile');
   await tile.screenshot({ path: path.join(artifacts, 'classes_hover.png') });
   await page.mouse.move(5, 5);
-  await waitFor(async () => { const m = await measure(1); return m !== null && m.hidden; }, 5000,
+  await waitFor(async () => { const m = await measure(1); return m !== null && m.hidden; }, 30000,
     'moving away shows the frame as it is');
+
+  // A pointer that comes to rest on an entry while the tile has no legend to match it
+  // against (a frame still loading, the first labelled frame not yet come) picks the
+  // class out once the next frame comes, without moving again.
+  const shown = await page.evaluate(() => {
+    const t = [...window.tensorscopeView.tiles.values()].find((x) => x.stream === 'emb');
+    t.legend = null;
+    return t.shownStep;
+  });
+  await page.mouse.move(before.pointer.x, before.pointer.y);
+  await waitFor(async () => (picked = await measure(1)) !== null && !picked.hidden
+    && await page.evaluate((s) => [...window.tensorscopeView.tiles.values()].find((x) => x.stream === 'emb').shownStep !== s, shown),
+  30000, 'the next frame picks out "bee" under the resting pointer');
+  check(picked.highlight[1] > 0.5 * picked.frame[1] && picked.highlight[0] < 0.1 * picked.frame[0],
+    `the resting pointer picks bee out (bee ${picked.highlight[1]} of ${picked.frame[1]}, ant ${picked.highlight[0]} of ${picked.frame[0]})`);
 } catch (e) {
   check(false, `the classes test ran to its end (${e.message})`);
 }

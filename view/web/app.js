@@ -150,7 +150,7 @@ function tileElement(t) {
     highlight.className = 'highlight';
     highlight.hidden = true;
     fig.addEventListener('mousemove', (e) => pointAtLegend(t, e));
-    fig.addEventListener('mouseleave', () => highlightClass(t, -1));
+    fig.addEventListener('mouseleave', () => { t.pointer = null; highlightClass(t, -1); });
     const cap = document.createElement('figcaption');
     for (const cls of ['name', 'step', 'meta', 'age', 'drops']) {
       const span = document.createElement('span');
@@ -224,7 +224,7 @@ function showImage(t, blob, step, legend) {
   img.title = t.legend ? 'point at a class in the legend to pick out its points' : '';
   img.onload = () => {
     if (old) URL.revokeObjectURL(old);
-    highlightClass(t, t.legend ? t.highlighted : -1);  // the same class in the new frame
+    highlightClass(t, t.pointer ? legendEntryAt(t, t.pointer) : -1);  // where the pointer rests, in the new frame
   };
   img.onerror = () => URL.revokeObjectURL(url);
   img.dataset.url = url;
@@ -253,17 +253,18 @@ function onBinary(buffer) {
 // over its legend entry, the tile shows the frame with every pixel of the plot that is
 // not near the class's colour dimmed.
 const DIM = [28, 30, 34];  // the frames' background
-function legendEntryAt(t, e) {
+function legendEntryAt(t, pointer) {
   const img = t.el && t.el.querySelector('img');
   if (!t.legend || !img || !img.naturalWidth) return -1;
   const r = img.getBoundingClientRect();  // object-fit: contain in the tile's box
   const scale = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight);
   const w = img.naturalWidth * scale, h = img.naturalHeight * scale;
-  const x = (e.clientX - r.left - (r.width - w) / 2) / w, y = (e.clientY - r.top - (r.height - h) / 2) / h;
+  const x = (pointer.clientX - r.left - (r.width - w) / 2) / w, y = (pointer.clientY - r.top - (r.height - h) / 2) / h;
   return t.legend.classes.findIndex((c) => x >= c.box[0] && x <= c.box[2] && y >= c.box[1] && y <= c.box[3]);
 }
 function pointAtLegend(t, e) {
-  const index = legendEntryAt(t, e);
+  t.pointer = { clientX: e.clientX, clientY: e.clientY };  // kept for the frames that follow
+  const index = legendEntryAt(t, t.pointer);
   if (index !== (t.highlighted ?? -1)) highlightClass(t, index);
 }
 function highlightClass(t, index) {
