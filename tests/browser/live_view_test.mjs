@@ -58,7 +58,7 @@ try {
   const tilesFromServer = async () => JSON.parse(await (await fetch(url.replace('/#t=', '/api/tiles?t='))).text()).tiles;
   await waitFor(async () => (await tilesFromServer()).length >= STREAMS, 20000, `${STREAMS} streams reach the server`);
   const serverTiles = await tilesFromServer();
-  await waitFor(async () => (await tileState(page)).length === serverTiles.length, 10000, 'a tile per stream on the page');
+  await waitFor(async () => (await tileState(page)).length === serverTiles.length, 30000, 'a tile per stream on the page');
   const names = new Set((await tileState(page)).map((t) => t.name));
   check(names.has('p.Float') && names.has('p.const'), `the tiles name their streams as text (${[...names].join(', ')})`);
   const headers = await page.$$eval('table.grid thead th', (ths) => ths.map((t) => t.textContent));
@@ -82,13 +82,13 @@ try {
   // ---- filters, kept in the URL ----
   await page.type('#filter-q', 'Float$');
   await waitFor(async () => (await tileState(page)).length === serverTiles.filter((t) => /Float$/.test(t.stream)).length,
-    5000, 'the stream filter leaves the matching tiles');
+    30000, 'the stream filter leaves the matching tiles');
   check(page.url().includes('q=Float%24'), `the filter is in the URL (${page.url().split('#')[1].replace(/t=[0-9a-f]+/, 't=…')})`);
   await page.select('#filter-rank', '1');
   await waitFor(async () => (await tileState(page)).length === serverTiles.filter((t) => /Float$/.test(t.stream) && t.rank === 1).length,
-    5000, 'the rank filter');
+    30000, 'the rank filter');
   await page.evaluate(() => { location.hash = `t=${window.tensorscopeView.token}`; });
-  await waitFor(async () => (await tileState(page)).length === serverTiles.length, 5000, 'clearing the filters shows every tile');
+  await waitFor(async () => (await tileState(page)).length === serverTiles.length, 30000, 'clearing the filters shows every tile');
 
   // ---- the step cursor over finished videos ----
   for (const p of producers) await p.exited(60000);
@@ -114,7 +114,7 @@ try {
 
   // ---- the videos panel ----
   await page.click('#toggle-videos');
-  await waitFor(async () => (await page.$$('#videos-panel tr')).length > 0, 5000, 'the videos panel lists finished videos');
+  await waitFor(async () => (await page.$$('#videos-panel tr')).length > 0, 30000, 'the videos panel lists finished videos');
 
   // ---- a finished session, from its files alone ----
   await page.close();

@@ -98,7 +98,7 @@ try {
   await hoverCell(page, BAD_RANK, BAD_MODULE, cellStep);
   const at = await page.evaluate((r, s, t) => window.tensorscopeView.cellCenter(r, s, t), BAD_RANK, BAD_MODULE, cellStep);
   await page.mouse.click(at.x, at.y);
-  await waitFor(async () => (await overviewState(page)).page === 'tiles', 5000, 'a click opens the tiles');
+  await waitFor(async () => (await overviewState(page)).page === 'tiles', 30000, 'a click opens the tiles');
   const hash = decodeURIComponent(page.url().split('#')[1]);
   check(hash.includes(`step=${cellStep}`) && hash.includes(`rank=${BAD_RANK}`) && hash.includes('q=^net\\.4$'),
     `the URL keeps the module, rank and step (${hash.replace(/t=[0-9a-f]+/, 't=…')})`);
