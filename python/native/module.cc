@@ -17,6 +17,8 @@
 #include "core_options_args.h"
 #include "dlpack_ref.h"
 #include "module_tree_args.h"
+#include "output_hook.h"
+#include "push_calls.h"
 #include "py_args.h"
 #include "row_labels_args.h"
 #include "run_info.h"
@@ -36,8 +38,9 @@ using tensorscope::ClientCore;
 using tensorscope::CoreOptions;
 using tensorscope::PushResult;
 namespace wire = tensorscope::wire;
+using tensorscope::python::admission_code;
 using tensorscope::python::capsule_tensor;
-using tensorscope::python::kReleaseGilBytes;
+using tensorscope::python::send_capsule;
 using tensorscope::python::text;
 using tensorscope::python::utf8;
 using tensorscope::python::Utf8Cache;
@@ -107,16 +110,6 @@ PyObject* core_close(PyObject* self, PyObject*) {
 // The stream names admit() and admit_tracked() saw last (under the GIL).
 Utf8Cache stream_names;
 
-// What admit() and admit_tracked() return: the stream's render hint (>= 0) when a send
-// would go ahead; -1 when the gate said no (counted as gated); -2 - code when the gate
-// admitted it but a send cannot go ahead now (ready(): not connected, disabled, ...;
-// counted). One call decides whether the tensor is exported at all.
-long admission_code(ClientCore* core, const tensorscope::StreamGate::Admission& admission) {
-  if (!admission.admitted) return -1;
-  const PushResult ready = core->ready();
-  return ready == PushResult::kPushed ? admission.render_hint : -2 - static_cast<long>(ready);
-}
-
 // admit(name) -> admission_code: the client's gate (every_n, max_hz), then ready().
 PyObject* core_admit(PyObject* self, PyObject* name_object) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
@@ -165,24 +158,9 @@ PyObject* core_send(PyObject* self, PyObject* args) {
     if (!error.empty()) return PyLong_FromLong(static_cast<long>(core->refuse(name, "labels: " + error)));
   }
   const tensorscope::RowLabels* row_labels = labels_object != Py_None ? &labels : nullptr;
-  const tensorscope::dlpack::DLTensor* tensor = capsule_tensor(capsule, &error);
-  if (tensor == nullptr) {
-    PyErr_Clear();
-    return PyLong_FromLong(static_cast<long>(core->refuse(name, error.empty() ? "bad DLPack capsule" : error)));
-  }
-  tensorscope::TensorRef ref;
-  error = tensorscope::dlpack::to_tensor_ref(*tensor, as_bool != 0, static_cast<uintptr_t>(cuda_stream), &ref);
-  if (!error.empty()) return PyLong_FromLong(static_cast<long>(core->refuse(name, error)));
-  const auto record_kind = static_cast<tensorscope::wire::TensorKind>(kind);
-  PushResult result;
-  const uint64_t bytes = tensorscope::element_count(ref) * tensorscope::wire::dtype_size(ref.dtype);
-  if (bytes >= kReleaseGilBytes && ref.device == tensorscope::DeviceType::kCpu) {
-    Py_BEGIN_ALLOW_THREADS result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step, row_labels);
-    Py_END_ALLOW_THREADS
-  } else {
-    result = core->send(name, ref, record_kind, static_cast<uint8_t>(hint), step, row_labels);
-  }
-  return PyLong_FromLong(static_cast<long>(result));
+  return PyLong_FromLong(static_cast<long>(send_capsule(core, name, capsule, static_cast<wire::TensorKind>(kind),
+                                                        static_cast<uint8_t>(hint), step, as_bool != 0,
+                                                        static_cast<uintptr_t>(cuda_stream), row_labels)));
 }
 
 // refuse(name, why) -> result code (refused), counted and logged once per stream.
@@ -781,7 +759,8 @@ PyMODINIT_FUNC PyInit__native() {
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
   PyModule_AddStringConstant(module, "SEPARATION_TABLE_HEADER", tensorscope::recording::kSeparationTableHeader);
   if (!add_vocabularies(module) || !add_call_stacking(module) ||
-      !tensorscope::python::add_device_summary_fields(module) || !tensorscope::python::add_tree_log(module, core_of)) {
+      !tensorscope::python::add_device_summary_fields(module) || !tensorscope::python::add_tree_log(module, core_of) ||
+      !tensorscope::python::add_output_hooks(module, core_of)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -19,6 +19,7 @@ namespace {
 
 ClientCore* (*core_of)(PyObject*) = nullptr;
 PyObject* hook_type = nullptr;  // made by add_tree_log, kept for the module's life
+PyObject* log_type = nullptr;   // the same
 
 // Attribute names, made once (kept for the module's life).
 struct Names {
@@ -384,10 +385,8 @@ PyObject* log_begin(PyObject* self_object, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-PyObject* log_end(PyObject* self_object, PyObject* args) {
-  auto* self = reinterpret_cast<TreeLogObject*>(self_object);
-  PyObject *module = nullptr, *output = nullptr;
-  if (live(self_object) == nullptr || !PyArg_ParseTuple(args, "OO", &module, &output)) return nullptr;
+// end(): a call of `module` ended with `output` (the log initialised).
+PyObject* end(TreeLogObject* self, PyObject* module, PyObject* output) {
   if (self->leaves == nullptr) Py_RETURN_NONE;  // cleared by the collector
   State& s = *self->state;
   const uint32_t thread = thread_number(s, PyThread_get_thread_ident(), false);
@@ -416,6 +415,12 @@ PyObject* log_end(PyObject* self_object, PyObject* args) {
   Py_XDECREF(keep);
   if (result == nullptr && !PyErr_Occurred()) Py_RETURN_NONE;
   return result;
+}
+
+PyObject* log_end(PyObject* self_object, PyObject* args) {
+  PyObject *module = nullptr, *output = nullptr;
+  if (live(self_object) == nullptr || !PyArg_ParseTuple(args, "OO", &module, &output)) return nullptr;
+  return end(reinterpret_cast<TreeLogObject*>(self_object), module, output);
 }
 
 PyObject* log_take(PyObject* self_object, PyObject*) {
@@ -646,7 +651,20 @@ bool add_tree_log(PyObject* module, ClientCore* (*core_of_object)(PyObject*)) {
     Py_XDECREF(type);
     return false;
   }
+  log_type = type;  // (the module holds it for its life)
   return true;
+}
+
+bool is_tree_log(PyObject* object) {
+  return log_type != nullptr && PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(log_type)) &&
+      reinterpret_cast<TreeLogObject*>(object)->state != nullptr;
+}
+
+void tree_log_end(PyObject* log, PyObject* module, PyObject* output) {
+  if (!is_tree_log(log)) return;
+  PyObject* ended = end(reinterpret_cast<TreeLogObject*>(log), module, output);
+  Py_XDECREF(ended);
+  PyErr_Clear();
 }
 
 }  // namespace tensorscope::python

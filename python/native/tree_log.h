@@ -38,4 +38,11 @@ namespace tensorscope::python {
 // or when the object is not a Core). False with an error set.
 bool add_tree_log(PyObject* module, ClientCore* (*core_of)(PyObject*));
 
+// Whether `object` is an initialised TreeLog.
+bool is_tree_log(PyObject* object);
+
+// TreeLog `log`'s end(module, output), for a native output hook; never raises (nothing
+// when `log` is not an initialised TreeLog).
+void tree_log_end(PyObject* log, PyObject* module, PyObject* output);
+
 }  // namespace tensorscope::python

@@ -8,6 +8,8 @@ here raises for a bad tensor: `export` returns a refusal string instead.
 import torch
 from torch.utils.dlpack import to_dlpack
 
+from . import _native
+
 try:  # numpy is optional for the package (torch does not require it)
     import numpy as _np
 except ImportError:  # pragma: no cover - Debian's python3-torch depends on numpy
@@ -97,6 +99,14 @@ def export_torch(tensor, client):
         client._count_sync_copy(f"tensors on {t.device.type} are copied to the host first")
         t = t.cpu()
     return Exported(to_dlpack(t.detach() if _DETACH else t), as_bool)
+
+
+def output_hooks(inert_hook):
+    """A track's _native.OutputHooks (output_hook.h): forward hooks that export and send a
+    plain CPU tensor output as export_torch does (bool, negative views and the rest go
+    to their Python fallback). `inert_hook()` gives what a hook is in a copy of the model."""
+    return _native.OutputHooks(torch.Tensor, torch.strided, _TORCH_DTYPES - {torch.bool}, to_dlpack, _DETACH,
+                               inert_hook)
 
 
 def export_numpy(array):

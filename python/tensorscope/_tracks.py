@@ -27,11 +27,13 @@ from typing import Any, List, NamedTuple
 import torch
 from torch import nn
 
+from . import _native
 from . import _results as R
 from ._call_stacks import CallStacks, stacked_name
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
 from ._summaries import OnTheWay, StepSummaries, summarize
+from ._tensors import output_hooks
 from ._tree import make_tree_log, record
 
 # The kinds a track may send, by name, and their TrackedStream kind.
@@ -233,6 +235,9 @@ class ModuleTrack(_Track):
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []
+        # The output hooks: a module's first call in a sent step is sent in C when it needs
+        # nothing only _on_output does (_sync_output_hooks says when).
+        self._outputs = output_hooks(_inert_hook)
         self._auto_step = 0  # steps counted from the root's training forwards
         self._auto_started = False
         # Step 0 before the first next_step()/set_step() (see _step_zero.py): the reading
@@ -246,13 +251,17 @@ class ModuleTrack(_Track):
         self._full_on, self._stats_on = self._gates(client)
         if self._full_on or self._stats_on:
             self._install()
+        self._sync_output_hooks(client)
 
     # -- steps --
 
     def _on_root_forward(self, module, inputs, kwargs=None):
         """Without next_step()/set_step(), each training forward of the root is a step."""
         client = self._client()
-        if client is None or client._explicit_steps or not module.training:
+        if client is None:
+            self._outputs.off()  # (they hold the client's core)
+            return
+        if client._explicit_steps or not module.training:
             return
         if not self._auto_started:
             self._first_version = trainable_version(self._trainable)
@@ -276,6 +285,8 @@ class ModuleTrack(_Track):
         steps: the training forwards it saw before (several calls of the model in step 0: a
         GAN's discriminator, micro-batches) were step `step`'s later calls (_step_zero.py)."""
         self._settle("client", step)
+        with self._lock:
+            self._sync_output_hooks(self._client())
 
     def _watch_step_zero(self):
         """A second or later training forward with no next_step() yet: from now on the
@@ -284,6 +295,7 @@ class ModuleTrack(_Track):
         with self._lock:
             if self._window is None:
                 self._window = StepZeroWindow(self._first_version, self._calls, self._input_calls)
+                self._outputs.off()  # (the window holds what the hooks take)
             certain = self._window.forward(version)
         if certain:
             self._settle("auto")
@@ -307,6 +319,7 @@ class ModuleTrack(_Track):
                 for auto_step, ((calls, omitted), was_sent) in enumerate(zip(self._tree.take_parts(ends), sent)):
                     if was_sent and (calls or omitted):
                         trees.append(record(calls, omitted, auto_step))
+            self._sync_output_hooks(self._client())
         if window is None:
             return
         for tensor, kind, meta, auto, client_target, labels in window.held:
@@ -379,6 +392,7 @@ class ModuleTrack(_Track):
                 installed = True
             elif not listen and self._hooks:
                 self._uninstall()
+            self._sync_output_hooks(client)
         self._send_tree(tree)
         self._send_summaries(ready)
         self._send_stacks(self._stacks.take_all())
@@ -386,6 +400,22 @@ class ModuleTrack(_Track):
 
     def _record_step(self, client):
         return None if client._explicit_steps else self._auto_step
+
+    def _sync_output_hooks(self, client):
+        """Turns the output hooks' native path (output_hook.h) on for the step now on when a
+        module's first call needs nothing only _on_output does: no step 0 window, summary,
+        gradient, parameter, labels, transform, stacking or values log, and a client (not a
+        Capture) with a core. Off, every call goes to _on_output."""
+        core = getattr(client, "_core", None)
+        tree = self._tree
+        if (core is None or self._stopped or not self._hooks or self._window is not None or not self._full_on
+                or self._stats_on or "output" not in self._kinds or self._kinds & {"gradient", "parameter", "buffer"}
+                or self._labels is not None or self._transform is not None or client._transform is not None
+                or self._stacks.may_take(0) or not (tree is None or isinstance(tree, _native.TreeLog))):
+            self._outputs.off()
+        else:
+            self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
+                             self._hint or 0)
 
     # -- hooks (installed only on sent steps) --
 
@@ -397,7 +427,7 @@ class ModuleTrack(_Track):
             if "input" in self._kinds:
                 hooks.append(_register_pre_hook(module, _Hook(self._on_inputs, stream, path)))
             if self._kinds & {"output", "gradient", "parameter", "buffer"}:
-                hooks.append(module.register_forward_hook(_Hook(self._on_output, stream)))
+                hooks.append(module.register_forward_hook(self._outputs.hook(stream, _Hook(self._on_output, stream))))
             if "parameter_gradient" in self._kinds:
                 for pname, param in module._parameters.items():
                     if param is not None and param.requires_grad:
@@ -748,6 +778,7 @@ class ModuleTrack(_Track):
             ready = self._summaries.take_ready(wait=True)
             self._stopped = True
             self._uninstall()
+            self._outputs.off()
             self._root_hook.remove()
         self._send_tree(tree)
         self._send_summaries(ready)

@@ -1,0 +1,402 @@
+// output_hook.cc — see output_hook.h.
+#include "output_hook.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "push_calls.h"
+#include "py_args.h"
+#include "tree_log.h"
+
+namespace tensorscope::python {
+namespace {
+
+ClientCore* (*core_of)(PyObject*) = nullptr;
+PyObject* hook_type = nullptr;  // made by add_output_hooks, kept for the module's life
+
+// Attribute names and the int 1, made once (kept for the module's life).
+struct Names {
+  PyObject* dtype;
+  PyObject* layout;
+  PyObject* ndim;
+  PyObject* is_cpu;
+  PyObject* is_neg;
+  PyObject* detach;
+  PyObject* one;
+};
+Names names{};
+
+// The hooks of one track. The first six are set once; `core` is null while off().
+struct HooksObject {
+  PyObject_HEAD
+  PyObject* tensor_type;
+  PyObject* strided;
+  PyObject* dtypes;
+  PyObject* to_dlpack;
+  PyObject* inert_hook;
+  PyObject* core;
+  PyObject* calls;
+  PyObject* tree;  // a TreeLog, or None
+  PyObject* step;  // an int, or None
+  int detach;
+  uint8_t hint;
+};
+
+struct HookObject {
+  PyObject_HEAD
+  PyObject* hooks;   // a HooksObject
+  PyObject* stream;  // str
+  PyObject* fallback;
+  std::string* name;  // the stream's UTF-8 text
+};
+
+int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<HooksObject*>(self_object);
+  Py_VISIT(Py_TYPE(self_object));
+  for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->to_dlpack, self->inert_hook, self->core,
+                      self->calls, self->tree, self->step}) {
+    Py_VISIT(o);
+  }
+  return 0;
+}
+
+int hooks_clear(PyObject* self_object) {
+  auto* self = reinterpret_cast<HooksObject*>(self_object);
+  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->to_dlpack, &self->inert_hook,
+                       &self->core, &self->calls, &self->tree, &self->step}) {
+    Py_CLEAR(*o);
+  }
+  return 0;
+}
+
+void turn_off(HooksObject* self) {
+  Py_CLEAR(self->core);
+  Py_CLEAR(self->calls);
+  Py_CLEAR(self->tree);
+  Py_CLEAR(self->step);
+}
+
+int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<HooksObject*>(self_object);
+  PyObject *tensor_type = nullptr, *strided = nullptr, *dtypes = nullptr, *to_dlpack = nullptr, *inert_hook = nullptr;
+  int detach = 0;
+  if (kwargs != nullptr && PyDict_Size(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "OutputHooks takes no keyword arguments");
+    return -1;
+  }
+  if (!PyArg_ParseTuple(args, "OOOOpO", &tensor_type, &strided, &dtypes, &to_dlpack, &detach, &inert_hook)) return -1;
+  if (!PyType_Check(tensor_type) || !PyAnySet_Check(dtypes) || !PyCallable_Check(to_dlpack) ||
+      !PyCallable_Check(inert_hook)) {
+    PyErr_SetString(PyExc_TypeError, "OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook)");
+    return -1;
+  }
+  hooks_clear(self_object);
+  for (PyObject* o : {tensor_type, strided, dtypes, to_dlpack, inert_hook}) Py_INCREF(o);
+  self->tensor_type = tensor_type;
+  self->strided = strided;
+  self->dtypes = dtypes;
+  self->to_dlpack = to_dlpack;
+  self->inert_hook = inert_hook;
+  self->detach = detach;
+  return 0;
+}
+
+void hooks_dealloc(PyObject* self_object) {
+  PyObject_GC_UnTrack(self_object);
+  hooks_clear(self_object);
+  PyTypeObject* type = Py_TYPE(self_object);
+  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
+  free_fn(self_object);
+  Py_DECREF(type);
+}
+
+bool initialised(HooksObject* self) {
+  if (self->inert_hook != nullptr) return true;
+  PyErr_SetString(PyExc_ValueError, "OutputHooks.__init__ was not called");
+  return false;
+}
+
+PyObject* hooks_hook(PyObject* self_object, PyObject* args) {
+  PyObject *stream = nullptr, *fallback = nullptr;
+  if (!initialised(reinterpret_cast<HooksObject*>(self_object)) || !PyArg_ParseTuple(args, "OO", &stream, &fallback)) {
+    return nullptr;
+  }
+  std::string name;
+  if (!utf8(stream, "stream", &name)) return nullptr;
+  if (!PyCallable_Check(fallback)) {
+    PyErr_SetString(PyExc_TypeError, "hook(stream, fallback): fallback must be callable");
+    return nullptr;
+  }
+  auto* type = reinterpret_cast<PyTypeObject*>(hook_type);
+  auto alloc = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
+  auto* hook = reinterpret_cast<HookObject*>(alloc(type, 0));  // tracked by the collector
+  if (hook == nullptr) return nullptr;
+  for (PyObject* o : {self_object, stream, fallback}) Py_INCREF(o);
+  hook->hooks = self_object;
+  hook->stream = stream;
+  hook->fallback = fallback;
+  hook->name = new std::string(std::move(name));
+  return reinterpret_cast<PyObject*>(hook);
+}
+
+PyObject* hooks_on(PyObject* self_object, PyObject* args) {
+  auto* self = reinterpret_cast<HooksObject*>(self_object);
+  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr;
+  int hint = 0;
+  if (!initialised(self) || !PyArg_ParseTuple(args, "OOOOi", &core, &calls, &tree, &step, &hint)) return nullptr;
+  if (core_of(core) == nullptr || !PyDict_Check(calls) || (tree != Py_None && !is_tree_log(tree)) ||
+      (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint) {
+    PyErr_SetString(PyExc_TypeError,
+                    "on(core, calls, tree, step, hint): an open Core, a dict, a TreeLog or None, an int or None, "
+                    "a render hint");
+    return nullptr;
+  }
+  turn_off(self);
+  for (PyObject* o : {core, calls, tree, step}) Py_INCREF(o);
+  self->core = core;
+  self->calls = calls;
+  self->tree = tree;
+  self->step = step;
+  self->hint = static_cast<uint8_t>(hint);
+  Py_RETURN_NONE;
+}
+
+PyObject* hooks_off(PyObject* self_object, PyObject*) {
+  turn_off(reinterpret_cast<HooksObject*>(self_object));
+  Py_RETURN_NONE;
+}
+
+PyMethodDef hooks_methods[] = {
+    {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
+    {"on", hooks_on, METH_VARARGS, "on(core, calls, tree, step, hint): first calls are sent by the hooks"},
+    {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot hooks_slots[] = {
+    {Py_tp_doc,
+     const_cast<char*>("OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook): "
+                       "a track's output hooks (tensorscope/_tracks.py)")},
+    {Py_tp_init, reinterpret_cast<void*>(hooks_init)},
+    {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
+    {Py_tp_traverse, reinterpret_cast<void*>(hooks_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(hooks_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(hooks_dealloc)},
+    {Py_tp_methods, hooks_methods},
+    {0, nullptr},
+};
+
+PyType_Spec hooks_spec = {"tensorscope._native.OutputHooks", sizeof(HooksObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, hooks_slots};
+
+// ---- the forward hook ----
+
+// 1 when `attribute` of `tensor` is true, 0 when false, -1 with an error set.
+int truth(PyObject* tensor, PyObject* attribute) {
+  PyObject* value = PyObject_GetAttr(tensor, attribute);
+  if (value == nullptr) return -1;
+  const int result = PyObject_IsTrue(value);
+  Py_DECREF(value);
+  return result;
+}
+
+// Whether `output` is sent as it is here: a plain CPU tensor of a dtype sent as it is, not
+// a negative view (the checks of _tensors.export_torch). -1 with an error set.
+int sendable(HooksObject* hooks, PyObject* output) {
+  if (Py_TYPE(output) != reinterpret_cast<PyTypeObject*>(hooks->tensor_type)) return 0;
+  PyObject* dtype = PyObject_GetAttr(output, names.dtype);
+  if (dtype == nullptr) return -1;
+  const int known = PySet_Contains(hooks->dtypes, dtype);
+  Py_DECREF(dtype);
+  if (known != 1) return known;
+  PyObject* layout = PyObject_GetAttr(output, names.layout);
+  if (layout == nullptr) return -1;
+  Py_DECREF(layout);  // (compared by identity: a singleton the module holds)
+  if (layout != hooks->strided) return 0;
+  PyObject* ndim = PyObject_GetAttr(output, names.ndim);
+  if (ndim == nullptr) return -1;
+  const long dims = PyLong_AsLong(ndim);
+  Py_DECREF(ndim);
+  if (dims < 0 || dims > 8) return dims == -1 && PyErr_Occurred() ? -1 : 0;
+  const int cpu = truth(output, names.is_cpu);
+  if (cpu != 1) return cpu;
+  PyObject* negative = PyObject_CallMethodObjArgs(output, names.is_neg, nullptr);
+  if (negative == nullptr) return -1;
+  const int is_negative = PyObject_IsTrue(negative);
+  Py_DECREF(negative);
+  return is_negative < 0 ? -1 : !is_negative;
+}
+
+// A counted refusal of the hook's stream for the Python error set now (cleared), worded
+// as the Python export's.
+void refuse_error(ClientCore* core, const std::string& name) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string why = "could not read the tensor", part;
+  PyObject* type_name = type != nullptr ? PyObject_GetAttrString(type, "__name__") : nullptr;
+  if (type_name != nullptr && utf8(type_name, "type", &part)) why += ": " + part;
+  PyObject* message = value != nullptr ? PyObject_Str(value) : nullptr;
+  if (message != nullptr && utf8(message, "error", &part)) why += ": " + part;
+  Py_XDECREF(message);
+  Py_XDECREF(type_name);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  core->refuse(name, why);
+}
+
+// Sends the first call's output (the checks passed); false when the fallback must take
+// it, with nothing done. Never leaves an error set.
+bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject* output) {
+  PyObject* calls = hooks->calls;
+  PyObject* seen = PyDict_GetItemWithError(calls, self->stream);  // borrowed
+  if (seen != nullptr || PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;  // a later call of the module in this step
+  }
+  const int can = sendable(hooks, output);
+  if (can != 1) {
+    PyErr_Clear();
+    return false;
+  }
+  // From here on the call is this hook's: the fallback must not see it again.
+  PyObject* core_object = hooks->core;
+  PyObject* step_object = hooks->step;
+  Py_INCREF(core_object);  // (on()/off() may run while a large copy releases the GIL)
+  Py_INCREF(step_object);
+  if (hooks->tree != Py_None) tree_log_end(hooks->tree, module, output);
+  ClientCore* core = core_of(core_object);
+  const uint8_t track_hint = hooks->hint;
+  const int detach = hooks->detach;
+  PyObject* to_dlpack = hooks->to_dlpack;
+  Py_INCREF(to_dlpack);
+  if (core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0) {
+    const long code = admission_code(core, core->admit_tracked(*self->name));
+    if (code >= 0) {
+      const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
+      PyObject* values = detach ? PyObject_CallMethodObjArgs(output, names.detach, nullptr) : output;
+      PyObject* capsule = values != nullptr ? PyObject_CallFunctionObjArgs(to_dlpack, values, nullptr) : nullptr;
+      if (detach) Py_XDECREF(values);
+      std::optional<int64_t> step;
+      if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
+      if (capsule == nullptr || PyErr_Occurred()) {
+        refuse_error(core, *self->name);
+      } else {
+        send_capsule(core, *self->name, capsule, wire::TensorKind::kActivation, hint, step, false, 0, nullptr);
+      }
+      Py_XDECREF(capsule);
+    }
+  }
+  PyErr_Clear();
+  Py_DECREF(to_dlpack);
+  Py_DECREF(step_object);
+  Py_DECREF(core_object);
+  return true;
+}
+
+// hook(module, inputs, output) -> None: never raises into the model's forward.
+PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<HookObject*>(self_object);
+  auto* hooks = reinterpret_cast<HooksObject*>(self->hooks);
+  if (hooks != nullptr && hooks->core != nullptr && kwargs == nullptr && PyTuple_Check(args) &&
+      PyTuple_Size(args) == 3 && send_here(self, hooks, PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 2))) {
+    Py_RETURN_NONE;
+  }
+  if (self->fallback == nullptr) Py_RETURN_NONE;  // cleared by the collector
+  return PyObject_Call(self->fallback, args, kwargs);
+}
+
+// A copy of the model (deepcopy, pickle, torch.save) gets what inert_hook() gives: the
+// copy is not tracked.
+PyObject* inert_hook_of(PyObject* self_object) {
+  auto* hooks = reinterpret_cast<HooksObject*>(reinterpret_cast<HookObject*>(self_object)->hooks);
+  if (hooks == nullptr || hooks->inert_hook == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "an output hook being collected cannot be copied");
+    return nullptr;
+  }
+  return hooks->inert_hook;
+}
+
+PyObject* hook_deepcopy(PyObject* self_object, PyObject*) {
+  PyObject* inert_hook = inert_hook_of(self_object);
+  return inert_hook != nullptr ? PyObject_CallObject(inert_hook, nullptr) : nullptr;
+}
+
+PyObject* hook_reduce(PyObject* self_object, PyObject*) {
+  PyObject* inert_hook = inert_hook_of(self_object);
+  return inert_hook != nullptr ? Py_BuildValue("(O())", inert_hook) : nullptr;
+}
+
+int hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<HookObject*>(self_object);
+  Py_VISIT(Py_TYPE(self_object));
+  Py_VISIT(self->hooks);
+  Py_VISIT(self->stream);
+  Py_VISIT(self->fallback);
+  return 0;
+}
+
+int hook_clear(PyObject* self_object) {
+  auto* self = reinterpret_cast<HookObject*>(self_object);
+  Py_CLEAR(self->hooks);
+  Py_CLEAR(self->stream);
+  Py_CLEAR(self->fallback);
+  return 0;
+}
+
+void hook_dealloc(PyObject* self_object) {
+  PyObject_GC_UnTrack(self_object);
+  hook_clear(self_object);
+  delete reinterpret_cast<HookObject*>(self_object)->name;
+  PyTypeObject* type = Py_TYPE(self_object);
+  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
+  free_fn(self_object);
+  Py_DECREF(type);
+}
+
+PyMethodDef hook_methods[] = {
+    {"__deepcopy__", hook_deepcopy, METH_O, "what the hook is in a copy of the model: inert"},
+    {"__reduce__", hook_reduce, METH_NOARGS, "pickled as an inert hook"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot hook_slots[] = {
+    {Py_tp_doc, const_cast<char*>("a track's forward hook on a module's outputs (OutputHooks.hook)")},
+    {Py_tp_call, reinterpret_cast<void*>(hook_call)},
+    {Py_tp_traverse, reinterpret_cast<void*>(hook_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(hook_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(hook_dealloc)},
+    {Py_tp_methods, hook_methods},
+    {0, nullptr},
+};
+
+PyType_Spec hook_spec = {"tensorscope._native.OutputHook", sizeof(HookObject), 0,
+                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, hook_slots};
+
+}  // namespace
+
+bool add_output_hooks(PyObject* module, ClientCore* (*core_of_object)(PyObject*)) {
+  core_of = core_of_object;
+  names = {PyUnicode_InternFromString("dtype"),
+           PyUnicode_InternFromString("layout"),
+           PyUnicode_InternFromString("ndim"),
+           PyUnicode_InternFromString("is_cpu"),
+           PyUnicode_InternFromString("is_neg"),
+           PyUnicode_InternFromString("detach"),
+           PyLong_FromLong(1)};
+  for (PyObject* name : {names.dtype, names.layout, names.ndim, names.is_cpu, names.is_neg, names.detach, names.one}) {
+    if (name == nullptr) return false;
+  }
+  hook_type = PyType_FromSpec(&hook_spec);
+  if (hook_type == nullptr) return false;
+  PyObject* type = PyType_FromSpec(&hooks_spec);
+  if (type == nullptr || PyModule_AddObject(module, "OutputHooks", type) != 0) {
+    Py_XDECREF(type);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tensorscope::python

@@ -1,0 +1,161 @@
+"""The tracks' output hooks in C (python/native/output_hook.h): a module's first call in a
+sent step with a plain CPU tensor output is sent without the Python hook, with the same
+stream, step and values; every other call (a second call in the step, a bool output, a
+negative view, labels, summaries, gradients) goes to the Python hook as before."""
+
+import copy
+import pickle
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import tensorscope
+from tensorscope import _tracks
+
+
+class Probe:
+    """Counts the calls the Python output hook takes (ModuleTrack._on_output)."""
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        original = _tracks.ModuleTrack._on_output
+
+        def counted(track, *args):
+            self.calls += 1
+            return original(track, *args)
+
+        monkeypatch.setattr(_tracks.ModuleTrack, "_on_output", counted)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+
+
+def outputs_of(model, x):
+    """The outputs of model[0] and model[2] for input x, computed without calling the
+    (tracked) modules."""
+    with torch.no_grad():
+        first = F.linear(x, model[0].weight, model[0].bias)
+        return first.numpy(), F.linear(torch.tanh(first), model[2].weight, model[2].bias).numpy()
+
+
+def test_first_calls_go_native_with_the_python_hooks_values(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    model = mlp()
+    a, b = torch.randn(4, 6), torch.randn(5, 6)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("m", model, every_n=1, stats_every=0)
+        for step in range(3):  # a siamese step: the model called twice
+            (model(a).sum() + model(b).sum()).backward()
+            scope.next_step()
+        assert scope.stats().pushed == 3 * (4 + 1) and scope.stats().refused == 0  # (+ the step's tree log)
+    daemon.stop()
+    # Two modules with parameters, two calls a step: the second calls took the Python hook.
+    assert probe.calls == 3 * 2
+    first_a, last_a = outputs_of(model, a)
+    first_b, last_b = outputs_of(model, b)
+    for step in range(3):
+        assert np.array_equal(daemon.npy("m.0", step), first_a)
+        assert np.array_equal(daemon.npy("m.2", step), last_a)
+        assert np.array_equal(daemon.npy("m.0#1", step), first_b)
+        assert np.array_equal(daemon.npy("m.2#1", step), last_b)
+
+
+def test_steps_counted_from_training_forwards_stamp_the_native_sends(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(2, 6)
+    sent = {}
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("m", model, every_n=2, stats_every=0, tree_log=False)
+        for step in range(5):  # no next_step(): each training forward is a step
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            if step % 2 == 0:
+                sent[step] = outputs_of(model, x)[0]
+            optimizer.step()
+        assert scope.stats().pushed == 3 * 2
+    daemon.stop()
+    # Step 0 and the first forward of step 1 were held until the optimizer's step told the
+    # steps apart (_step_zero.py): those took the Python hook; steps 2 and 4 went native.
+    assert probe.calls == 2
+    assert sorted(daemon.frames()) == [("m.0", 0), ("m.2", 0)]
+    for step, values in sent.items():
+        assert np.array_equal(daemon.npy("m.0", step), values)
+
+
+class Mask(nn.Module):
+    def forward(self, x):
+        return x > 0
+
+
+def test_bool_outputs_and_negative_views_take_the_python_hook(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    x = torch.randn(4, 3)
+
+    class Flip(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return torch._neg_view(self.lin(x))
+
+    class Both(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flip = Flip()
+            self.mask = Mask()
+
+        def forward(self, x):
+            return self.flip(x), self.mask(x)
+
+    both = Both()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("m", both, every_n=1, stats_every=0, containers=True, include=r"^(flip|mask)$")
+        both(x)
+        scope.next_step()
+        assert scope.stats().pushed == 2 + 1 and scope.stats().refused == 0  # (+ the step's tree log)
+    daemon.stop()
+    assert probe.calls == 2  # neither was sent in C
+    assert np.array_equal(daemon.npy("m.flip", 0), -both.flip.lin(x).detach().numpy())
+    assert np.array_equal(daemon.npy("m.mask", 0), (x > 0).numpy())
+
+
+def test_what_only_python_does_turns_the_native_path_off(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    model = mlp()
+    x = torch.randn(3, 6)
+    labels = ["a", "b", "c"]
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        tracks = [
+            scope.track_model("lab", model, every_n=1, stats_every=0, labels=lambda: labels),
+            scope.track_model("sum", model, every_n=1, stats_every=1),
+            scope.track_model("grad", model, every_n=1, stats_every=0, kinds=["output", "gradient"]),
+            scope.track_model("tf", model, every_n=1, stats_every=0, transform=lambda name, t: t * 2),
+        ]
+        model(x).sum().backward()
+        scope.next_step()
+        assert scope.stats().refused == 0
+        for t in tracks:
+            t.remove()
+    daemon.stop()
+    assert probe.calls == 4 * 2  # every track, both modules: in Python
+    assert np.array_equal(daemon.npy("tf.0", 0), 2 * model[0](x).detach().numpy())
+
+
+def test_a_copy_or_pickle_of_a_tracked_model_is_not_tracked(daemon):
+    model = mlp()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("m", model, every_n=1, stats_every=0)
+        hooks = list(model[0]._forward_hooks.values())
+        assert any(type(h).__name__ == "OutputHook" for h in hooks)
+        for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            copied(torch.randn(2, 6))
+        assert scope.stats().pushed == 0
+        model(torch.randn(2, 6))
+        assert scope.stats().pushed == 2
