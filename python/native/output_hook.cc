@@ -37,9 +37,11 @@ struct HooksObject {
   PyObject* inert_hook;
   PyObject* core;
   PyObject* calls;
-  PyObject* tree;  // a TreeLog, or None
-  PyObject* step;  // an int, or None
+  PyObject* tree;       // a TreeLog, or None
+  PyObject* step;       // an int, or None
+  PyObject* summarise;  // a callable, or None
   int detach;
+  int send;
   uint8_t hint;
 };
 
@@ -55,7 +57,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
   for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->to_dlpack, self->inert_hook, self->core,
-                      self->calls, self->tree, self->step}) {
+                      self->calls, self->tree, self->step, self->summarise}) {
     Py_VISIT(o);
   }
   return 0;
@@ -64,7 +66,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->to_dlpack, &self->inert_hook,
-                       &self->core, &self->calls, &self->tree, &self->step}) {
+                       &self->core, &self->calls, &self->tree, &self->step, &self->summarise}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -75,6 +77,7 @@ void turn_off(HooksObject* self) {
   Py_CLEAR(self->calls);
   Py_CLEAR(self->tree);
   Py_CLEAR(self->step);
+  Py_CLEAR(self->summarise);
 }
 
 int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
@@ -142,22 +145,27 @@ PyObject* hooks_hook(PyObject* self_object, PyObject* args) {
 
 PyObject* hooks_on(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr;
-  int hint = 0;
-  if (!initialised(self) || !PyArg_ParseTuple(args, "OOOOi", &core, &calls, &tree, &step, &hint)) return nullptr;
+  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarise = nullptr;
+  int hint = 0, send = 0;
+  if (!initialised(self) || !PyArg_ParseTuple(args, "OOOOipO", &core, &calls, &tree, &step, &hint, &send, &summarise)) {
+    return nullptr;
+  }
   if (core_of(core) == nullptr || !PyDict_Check(calls) || (tree != Py_None && !is_tree_log(tree)) ||
-      (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint) {
+      (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint ||
+      (summarise != Py_None && !PyCallable_Check(summarise))) {
     PyErr_SetString(PyExc_TypeError,
-                    "on(core, calls, tree, step, hint): an open Core, a dict, a TreeLog or None, an int or None, "
-                    "a render hint");
+                    "on(core, calls, tree, step, hint, send, summarise): an open Core, a dict, a TreeLog or None, an "
+                    "int or None, a render hint, a bool, a callable or None");
     return nullptr;
   }
   turn_off(self);
-  for (PyObject* o : {core, calls, tree, step}) Py_INCREF(o);
+  for (PyObject* o : {core, calls, tree, step, summarise}) Py_INCREF(o);
   self->core = core;
   self->calls = calls;
   self->tree = tree;
   self->step = step;
+  self->summarise = summarise;
+  self->send = send;
   self->hint = static_cast<uint8_t>(hint);
   Py_RETURN_NONE;
 }
@@ -169,7 +177,8 @@ PyObject* hooks_off(PyObject* self_object, PyObject*) {
 
 PyMethodDef hooks_methods[] = {
     {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
-    {"on", hooks_on, METH_VARARGS, "on(core, calls, tree, step, hint): first calls are sent by the hooks"},
+    {"on", hooks_on, METH_VARARGS,
+     "on(core, calls, tree, step, hint, send, summarise): first calls are sent and summarised by the hooks"},
     {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -264,35 +273,35 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
   // From here on the call is this hook's: the fallback must not see it again.
   PyObject* core_object = hooks->core;
   PyObject* step_object = hooks->step;
-  Py_INCREF(core_object);  // (on()/off() may run while a large copy releases the GIL)
-  Py_INCREF(step_object);
+  PyObject* summarise = hooks->summarise;
+  PyObject* to_dlpack = hooks->to_dlpack;
+  const bool send = hooks->send != 0, detach = hooks->detach != 0;
+  const uint8_t track_hint = hooks->hint;
+  for (PyObject* o : {core_object, step_object, summarise, to_dlpack}) Py_INCREF(o);  // (on()/off() may run meanwhile)
   if (hooks->tree != Py_None) tree_log_end(hooks->tree, module, output);
   ClientCore* core = core_of(core_object);
-  const uint8_t track_hint = hooks->hint;
-  const int detach = hooks->detach;
-  PyObject* to_dlpack = hooks->to_dlpack;
-  Py_INCREF(to_dlpack);
-  if (core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0) {
-    const long code = admission_code(core, core->admit_tracked(*self->name));
-    if (code >= 0) {
-      const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
-      PyObject* values = detach ? PyObject_CallMethodObjArgs(output, names.detach, nullptr) : output;
-      PyObject* capsule = values != nullptr ? PyObject_CallFunctionObjArgs(to_dlpack, values, nullptr) : nullptr;
-      if (detach) Py_XDECREF(values);
-      std::optional<int64_t> step;
-      if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
-      if (capsule == nullptr || PyErr_Occurred()) {
-        refuse_error(core, *self->name);
-      } else {
-        send_capsule(core, *self->name, capsule, wire::TensorKind::kActivation, hint, step, false, 0, nullptr);
-      }
-      Py_XDECREF(capsule);
+  const bool counted = core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0;
+  const long code = counted && send ? admission_code(core, core->admit_tracked(*self->name)) : -1;
+  if (code >= 0) {
+    const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
+    PyObject* values = detach ? PyObject_CallMethodObjArgs(output, names.detach, nullptr) : output;
+    PyObject* capsule = values != nullptr ? PyObject_CallFunctionObjArgs(to_dlpack, values, nullptr) : nullptr;
+    if (detach) Py_XDECREF(values);
+    std::optional<int64_t> step;
+    if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
+    if (capsule == nullptr || PyErr_Occurred()) {
+      refuse_error(core, *self->name);
+    } else {
+      send_capsule(core, *self->name, capsule, wire::TensorKind::kActivation, hint, step, false, 0, nullptr);
     }
+    Py_XDECREF(capsule);
+  }
+  if (counted && summarise != Py_None) {  // (the track's summary of the output: it never raises)
+    PyObject* done = PyObject_CallFunctionObjArgs(summarise, self->stream, output, nullptr);
+    Py_XDECREF(done);
   }
   PyErr_Clear();
-  Py_DECREF(to_dlpack);
-  Py_DECREF(step_object);
-  Py_DECREF(core_object);
+  for (PyObject* o : {core_object, step_object, summarise, to_dlpack}) Py_DECREF(o);
   return true;
 }
 

@@ -1,8 +1,9 @@
 // output_hook.h — tensorscope._native.OutputHooks: the forward hooks a Python track puts
 // on its modules' outputs, in C for the call every sent step makes most: the first call of
 // a module in the step, with one plain CPU tensor as its output, sent as it is. That call
-// costs no Python frame: the module's tree log entry is closed, the call counted, the
-// stream admitted (max_hz), the tensor exported through DLPack and sent, all here. Every
+// costs no Python frame of its own: the module's tree log entry is closed, the call
+// counted, the stream admitted (max_hz), the tensor exported through DLPack and sent, all
+// here (a summary, when the step takes one, is the one call back into the track). Every
 // other call goes to the hook's fallback, the track's Python hook (_tracks.py), unchanged.
 //
 //   OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook)
@@ -15,10 +16,13 @@
 //     inert_hook   inert_hook() -> what a hook becomes in a copy or pickle of the model
 //   hook(stream, fallback) -> a forward hook (module, inputs, output) for stream `stream`;
 //                  fallback(module, inputs, output) takes every call not sent here
-//   on(core, calls, tree, step, hint)   from now on, calls are sent here when they can be:
-//                  core the Core; calls the track's dict stream -> calls in this step (a
-//                  stream in it is not a first call); tree a TreeLog or None; step an
-//                  int or None (the client's step); hint the track's render hint or 0
+//   on(core, calls, tree, step, hint, send, summarise)   from now on, first calls are
+//                  taken here when they can be: core the Core; calls the track's dict
+//                  stream -> calls in this step (a stream in it is not a first call); tree
+//                  a TreeLog or None; step an int or None (the client's step); hint the
+//                  track's render hint or 0; send whether the output is sent whole;
+//                  summarise None or summarise(stream, output), the track's summary
+//                  of it (which must not raise)
 //   off()          every call goes to the fallbacks (the track decides per step)
 //
 // The hooks never raise into the model's forward and always return None (the output as

@@ -403,19 +403,31 @@ class ModuleTrack(_Track):
 
     def _sync_output_hooks(self, client):
         """Turns the output hooks' native path (output_hook.h) on for the step now on when a
-        module's first call needs nothing only _on_output does: no step 0 window, summary,
-        gradient, parameter, labels, transform, stacking or values log, and a client (not a
-        Capture) with a core. Off, every call goes to _on_output."""
+        module's first call needs nothing only _on_output does: no step 0 window, gradient,
+        parameter, labels, transform, stacking or values log, and a client (not a Capture)
+        with a core. Off, every call goes to _on_output."""
         core = getattr(client, "_core", None)
         tree = self._tree
-        if (core is None or self._stopped or not self._hooks or self._window is not None or not self._full_on
-                or self._stats_on or "output" not in self._kinds or self._kinds & {"gradient", "parameter", "buffer"}
+        full, stats = self._full_on, self._stats_on
+        if (core is None or self._stopped or not self._hooks or self._window is not None or not (full or stats)
+                or "output" not in self._kinds or self._kinds & {"gradient", "parameter", "buffer"}
                 or self._labels is not None or self._transform is not None or client._transform is not None
                 or self._stacks.may_take(0) or not (tree is None or isinstance(tree, _native.TreeLog))):
             self._outputs.off()
         else:
-            self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
-                             self._hint or 0)
+            step = None if client._explicit_steps else self._auto_step
+            self._outputs.on(core, self._calls, tree, step, self._hint or 0, full,
+                             self._summarise_output if stats else None)
+
+    def _summarise_output(self, stream, tensor):
+        """The summary of a module's first output in the step (from the native output hook)."""
+        try:
+            client = self._client()
+            if client is not None:
+                step = None if client._explicit_steps else self._auto_step
+                self._summarise(client, stream, tensor, R.KIND_ACTIVATION, step)
+        except Exception as e:  # never into the training loop
+            _refuse_quietly(self._client(), stream, e)
 
     # -- hooks (installed only on sent steps) --
 

@@ -7,6 +7,7 @@ import copy
 import pickle
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -62,6 +63,28 @@ def test_first_calls_go_native_with_the_python_hooks_values(daemon, monkeypatch)
         assert np.array_equal(daemon.npy("m.2", step), last_a)
         assert np.array_equal(daemon.npy("m.0#1", step), first_b)
         assert np.array_equal(daemon.npy("m.2#1", step), last_b)
+
+
+def test_the_default_track_sends_and_summarises_first_calls_natively(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    model = mlp()
+    inputs = [torch.randn(4, 6) for _ in range(3)]
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("m", model)  # every step whole and summarised
+        for x in inputs:
+            model(x).sum().backward()
+            scope.next_step()
+        assert scope.stats().refused == 0
+    daemon.stop()
+    assert probe.calls == 0
+    table = tensorscope.read_summaries(daemon.session_dir)
+    for step, x in enumerate(inputs):
+        first, last = outputs_of(model, x)
+        assert np.array_equal(daemon.npy("m.0", step), first)
+        for stream, values in (("m.0", first), ("m.2", last)):
+            row = table[(table.step == step) & (table.stream == stream)]
+            assert len(row) == 1 and row.iloc[0].numel == values.size
+            assert row.iloc[0].l2 == pytest.approx(float(np.linalg.norm(values.astype(np.float64))), rel=1e-6)
 
 
 def test_steps_counted_from_training_forwards_stamp_the_native_sends(daemon, monkeypatch):
@@ -134,7 +157,6 @@ def test_what_only_python_does_turns_the_native_path_off(daemon, monkeypatch):
     with tensorscope.Client(**daemon.client_options()) as scope:
         tracks = [
             scope.track_model("lab", model, every_n=1, stats_every=0, labels=lambda: labels),
-            scope.track_model("sum", model, every_n=1, stats_every=1),
             scope.track_model("grad", model, every_n=1, stats_every=0, kinds=["output", "gradient"]),
             scope.track_model("tf", model, every_n=1, stats_every=0, transform=lambda name, t: t * 2),
         ]
@@ -144,7 +166,7 @@ def test_what_only_python_does_turns_the_native_path_off(daemon, monkeypatch):
         for t in tracks:
             t.remove()
     daemon.stop()
-    assert probe.calls == 4 * 2  # every track, both modules: in Python
+    assert probe.calls == 3 * 2  # every track, both modules: in Python
     assert np.array_equal(daemon.npy("tf.0", 0), 2 * model[0](x).detach().numpy())
 
 
