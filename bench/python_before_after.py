@@ -15,7 +15,7 @@ paced run pushes fewer: its times mean little).
   cmake -S /tmp/before -B /tmp/before-build -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build /tmp/before-build -j2 --target tensorscope_python tensorscope_python_files
   PYTHONPATH=build/python /usr/bin/python3 bench/python_before_after.py --before /tmp/before-build \\
-      [--model tiny|mlp|cnn] [--rounds R] [--steps S]
+      [--model tiny|mlp|cnn] [--rounds R] [--steps S] [--stats]
 
 The older build needs no daemon of its own: the current build's tensorscoped serves both
 when the older directory has none (the ring's format is checked at registration).
@@ -82,6 +82,8 @@ def main():
     parser.add_argument("--model", choices=["tiny", "mlp", "cnn"], default="tiny")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=300, help="timed steps per block (after 30 untimed)")
+    parser.add_argument("--stats", action="store_true", help="tracks summarise every step too (stats_every 1, "
+                                                             "track_model's default)")
     parser.add_argument("--glibc-malloc", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if any(os.environ.get(k) != v for k, v in bench.MALLOC.items()):
@@ -107,7 +109,7 @@ def main():
             for variant in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:
                 client = None if variant.startswith("none") else before if variant.startswith("before") else after
                 track = None if client is None else client.track_model(
-                    "m", model, every_n=1, tree_log="no tree" not in variant, stats_every=0)
+                    "m", model, every_n=1, tree_log="no tree" not in variant, stats_every=1 if args.stats else 0)
                 start = client.stats().pushed if client is not None else 0
                 for i in range(30 + args.steps):
                     t0 = time.perf_counter()
@@ -122,8 +124,9 @@ def main():
                     pushed[variant] += client.stats().pushed - start
                     track.remove()
         base = statistics.median(samples["none"])
-        print(f"python_before_after: {args.model}, before = {os.path.abspath(args.before)}, {args.rounds} rounds x "
-              f"{args.steps} steps per variant, torch {torch.__version__}")
+        print(f"python_before_after: {args.model}{' with summaries' if args.stats else ''}, before = "
+              f"{os.path.abspath(args.before)}, {args.rounds} rounds x {args.steps} steps per variant, "
+              f"torch {torch.__version__}")
         for variant in VARIANTS:
             m = statistics.median(samples[variant])
             print(f"  {variant:<16} {m * 1e6:9.1f} us  ratio {m / base:.3f}  {(m - base) * 1e6:+8.1f} us  "

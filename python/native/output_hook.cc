@@ -7,6 +7,7 @@
 
 #include "push_calls.h"
 #include "py_args.h"
+#include "summaries.h"
 #include "tree_log.h"
 
 namespace tensorscope::python {
@@ -282,24 +283,32 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
   ClientCore* core = core_of(core_object);
   const bool counted = core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0;
   const long code = counted && send ? admission_code(core, core->admit_tracked(*self->name)) : -1;
-  if (code >= 0) {
-    const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
+  const bool summarised = counted && summarise != Py_None;
+  PyObject* capsule = nullptr;  // the output's values, for the send and the summary
+  if (code >= 0 || summarised) {
     PyObject* values = detach ? PyObject_CallMethodObjArgs(output, names.detach, nullptr) : output;
-    PyObject* capsule = values != nullptr ? PyObject_CallFunctionObjArgs(to_dlpack, values, nullptr) : nullptr;
+    capsule = values != nullptr ? PyObject_CallFunctionObjArgs(to_dlpack, values, nullptr) : nullptr;
     if (detach) Py_XDECREF(values);
+    if (capsule == nullptr) refuse_error(core, *self->name);
+  }
+  if (capsule != nullptr && code >= 0) {
+    const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
     std::optional<int64_t> step;
     if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
-    if (capsule == nullptr || PyErr_Occurred()) {
+    if (PyErr_Occurred()) {
       refuse_error(core, *self->name);
     } else {
       send_capsule(core, *self->name, capsule, wire::TensorKind::kActivation, hint, step, false, 0, nullptr);
     }
-    Py_XDECREF(capsule);
   }
-  if (counted && summarise != Py_None) {  // (the track's summary of the output: it never raises)
-    PyObject* done = PyObject_CallFunctionObjArgs(summarise, self->stream, output, nullptr);
+  if (capsule != nullptr && summarised) {  // the track's bookkeeping of the summary (it never raises)
+    PyObject* summary = summary_of_capsule(capsule, false);
+    PyObject* done =
+        summary != nullptr ? PyObject_CallFunctionObjArgs(summarise, self->stream, output, summary, nullptr) : nullptr;
     Py_XDECREF(done);
+    Py_XDECREF(summary);
   }
+  Py_XDECREF(capsule);
   PyErr_Clear();
   for (PyObject* o : {core_object, step_object, summarise, to_dlpack}) Py_DECREF(o);
   return true;

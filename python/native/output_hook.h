@@ -3,7 +3,8 @@
 // a module in the step, with one plain CPU tensor as its output, sent as it is. That call
 // costs no Python frame of its own: the module's tree log entry is closed, the call
 // counted, the stream admitted (max_hz), the tensor exported through DLPack and sent, all
-// here (a summary, when the step takes one, is the one call back into the track). Every
+// here (a summary, when the step takes one, is computed here too and handed to the track:
+// the one call back into Python). Every
 // other call goes to the hook's fallback, the track's Python hook (_tracks.py), unchanged.
 //
 //   OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook)
@@ -21,8 +22,9 @@
 //                  stream -> calls in this step (a stream in it is not a first call); tree
 //                  a TreeLog or None; step an int or None (the client's step); hint the
 //                  track's render hint or 0; send whether the output is sent whole;
-//                  summarise None or summarise(stream, output), the track's summary
-//                  of it (which must not raise)
+//                  summarise None or summarise(stream, output, summary), the track's
+//                  bookkeeping of the output's summary (summaries.h's summarize() of
+//                  its values), which must not raise
 //   off()          every call goes to the fallbacks (the track decides per step)
 //
 // The hooks never raise into the model's forward and always return None (the output as

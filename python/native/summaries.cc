@@ -40,9 +40,13 @@ PyObject* summarize(PyObject*, PyObject* args) {
   PyObject* capsule = nullptr;
   int as_bool = 0;
   if (!PyArg_ParseTuple(args, "Op", &capsule, &as_bool)) return nullptr;
+  return summary_of_capsule(capsule, as_bool != 0);
+}
+
+PyObject* summary_of_capsule(PyObject* capsule, bool as_bool) {
   TensorRef ref;
   std::string why;
-  if (!cpu_ref(capsule, as_bool != 0, &ref, &why)) return text(why);
+  if (!cpu_ref(capsule, as_bool, &ref, &why)) return text(why);
   TensorSummary s;
   bool ok = false;
   if (bytes_of(ref) >= kReleaseGilBytes) {

@@ -13,7 +13,7 @@
 //   an entry: (name, kind, numel, nan, inf, zeros, l2, max_abs, mean, std, update_ratio
 //              or None), kind a wire TensorKind value (activation .. parameter_gradient)
 //
-// Used by module.cc. Thread safety: call with the GIL held (released around long passes).
+// Used by module.cc and output_hook.cc. Thread safety: call with the GIL held (released around long passes).
 #pragma once
 
 #include <Python.h>
@@ -25,6 +25,8 @@
 namespace tensorscope::python {
 
 PyObject* summarize(PyObject* module, PyObject* args);
+// summarize()'s result for a capsule (kept alive by the caller); null only when out of memory.
+PyObject* summary_of_capsule(PyObject* capsule, bool as_bool);
 PyObject* update_ratio(PyObject* module, PyObject* args);
 PyObject* summary_from_device_values(PyObject* module, PyObject* args);
 // Adds DEVICE_SUMMARY_FIELDS and DEVICE_RATIO_FIELDS (tuples of str); false with an error set.

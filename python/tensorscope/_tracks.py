@@ -419,13 +419,15 @@ class ModuleTrack(_Track):
             self._outputs.on(core, self._calls, tree, step, self._hint or 0, full,
                              self._summarise_output if stats else None)
 
-    def _summarise_output(self, stream, tensor):
-        """The summary of a module's first output in the step (from the native output hook)."""
+    def _summarise_output(self, stream, tensor, values):
+        """The summary of a module's first output in the step, computed by the native output
+        hook (`values`: _native.summarize's)."""
         try:
             client = self._client()
             if client is not None:
                 step = None if client._explicit_steps else self._auto_step
-                self._summarise(client, stream, tensor, R.KIND_ACTIVATION, step)
+                summary = values if isinstance(values, str) else (values, None)
+                self._summarise(client, stream, tensor, R.KIND_ACTIVATION, step, summary=summary)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
@@ -653,9 +655,10 @@ class ModuleTrack(_Track):
 
     # -- summaries (_summaries.py) --
 
-    def _summarise(self, client, name, tensor, kind, step, ratio=False):
+    def _summarise(self, client, name, tensor, kind, step, ratio=False, summary=None):
         """Adds the summary of `tensor` (stream `name`) to the step's; for a parameter, with
-        its update ratio since the previous summarised step."""
+        its update ratio since the previous summarised step. `summary`: summarize()'s
+        result when the caller computed it."""
         if client is None or self._stopped or not client.enabled:
             return
         before = None
@@ -663,7 +666,8 @@ class ModuleTrack(_Track):
             b = self._previous.get(name)
             if b is not None and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype, tensor.device):
                 before = b
-        summary = summarize(tensor, before)
+        if summary is None:
+            summary = summarize(tensor, before)
         if ratio:
             self._previous[name] = tensor.detach().clone()
         if isinstance(summary, str):
