@@ -16,6 +16,8 @@ namespace {
 ClientCore* (*core_of)(PyObject*) = nullptr;
 PyObject* hook_type = nullptr;  // made by add_output_hooks, kept for the module's life
 
+PyObject* grad_hook_type = nullptr;  // the same
+
 // Attribute names and the int 1, made once (kept for the module's life).
 struct Names {
   PyObject* dtype;
@@ -24,11 +26,13 @@ struct Names {
   PyObject* is_cpu;
   PyObject* is_neg;
   PyObject* detach;
+  PyObject* requires_grad;
+  PyObject* register_hook;
   PyObject* one;
 };
 Names names{};
 
-// The hooks of one track. The first six are set once; `core` is null while off().
+// The hooks of one track. The first five are set once; `core` is null while off().
 struct HooksObject {
   PyObject_HEAD
   PyObject* tensor_type;
@@ -38,27 +42,45 @@ struct HooksObject {
   PyObject* inert_hook;
   PyObject* core;
   PyObject* calls;
-  PyObject* tree;       // a TreeLog, or None
-  PyObject* step;       // an int, or None
-  PyObject* summarise;  // a callable, or None
+  PyObject* tree;           // a TreeLog, or None
+  PyObject* step;           // an int, or None
+  PyObject* summarised;     // a callable, or None
+  PyObject* grad_fallback;  // a callable, or None
   int detach;
+  int outputs;    // the outputs themselves are taken
+  int gradients;  // the gradients at the outputs are
   int send;
+  int stopped;  // stop(): gradient hooks still to run do nothing
   uint8_t hint;
 };
 
 struct HookObject {
   PyObject_HEAD
-  PyObject* hooks;   // a HooksObject
-  PyObject* stream;  // str
+  PyObject* hooks;        // a HooksObject
+  PyObject* stream;       // str
+  PyObject* grad_stream;  // str: stream + ".grad"
   PyObject* fallback;
-  std::string* name;  // the stream's UTF-8 text
+  std::string* name;  // the streams' UTF-8 text
+  std::string* grad_name;
+};
+
+// The hook put on an output's gradient (a tensor hook), with what the step was when the
+// output was made.
+struct GradHookObject {
+  PyObject_HEAD
+  PyObject* hook;  // the HookObject of the output
+  PyObject* core;
+  PyObject* step;
+  PyObject* summarised;
+  PyObject* grad_fallback;
+  int send;
 };
 
 int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
   for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->to_dlpack, self->inert_hook, self->core,
-                      self->calls, self->tree, self->step, self->summarise}) {
+                      self->calls, self->tree, self->step, self->summarised, self->grad_fallback}) {
     Py_VISIT(o);
   }
   return 0;
@@ -67,7 +89,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->to_dlpack, &self->inert_hook,
-                       &self->core, &self->calls, &self->tree, &self->step, &self->summarise}) {
+                       &self->core, &self->calls, &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -78,7 +100,8 @@ void turn_off(HooksObject* self) {
   Py_CLEAR(self->calls);
   Py_CLEAR(self->tree);
   Py_CLEAR(self->step);
-  Py_CLEAR(self->summarise);
+  Py_CLEAR(self->summarised);
+  Py_CLEAR(self->grad_fallback);
 }
 
 int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
@@ -132,42 +155,57 @@ PyObject* hooks_hook(PyObject* self_object, PyObject* args) {
     PyErr_SetString(PyExc_TypeError, "hook(stream, fallback): fallback must be callable");
     return nullptr;
   }
+  PyObject* grad_stream = PyUnicode_FromFormat("%U.grad", stream);
+  if (grad_stream == nullptr) return nullptr;
   auto* type = reinterpret_cast<PyTypeObject*>(hook_type);
   auto alloc = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
   auto* hook = reinterpret_cast<HookObject*>(alloc(type, 0));  // tracked by the collector
-  if (hook == nullptr) return nullptr;
+  if (hook == nullptr) {
+    Py_DECREF(grad_stream);
+    return nullptr;
+  }
   for (PyObject* o : {self_object, stream, fallback}) Py_INCREF(o);
   hook->hooks = self_object;
   hook->stream = stream;
+  hook->grad_stream = grad_stream;
   hook->fallback = fallback;
-  hook->name = new std::string(std::move(name));
+  hook->name = new std::string(name);
+  hook->grad_name = new std::string(name + ".grad");
   return reinterpret_cast<PyObject*>(hook);
 }
 
 PyObject* hooks_on(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarise = nullptr;
-  int hint = 0, send = 0;
-  if (!initialised(self) || !PyArg_ParseTuple(args, "OOOOipO", &core, &calls, &tree, &step, &hint, &send, &summarise)) {
+  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarised = nullptr,
+           *grad_fallback = nullptr;
+  int hint = 0, outputs = 0, gradients = 0, send = 0;
+  if (!initialised(self) ||
+      !PyArg_ParseTuple(args, "OOOOipppOO", &core, &calls, &tree, &step, &hint, &outputs, &gradients, &send,
+                        &summarised, &grad_fallback)) {
     return nullptr;
   }
   if (core_of(core) == nullptr || !PyDict_Check(calls) || (tree != Py_None && !is_tree_log(tree)) ||
       (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint ||
-      (summarise != Py_None && !PyCallable_Check(summarise))) {
+      (summarised != Py_None && !PyCallable_Check(summarised)) ||
+      (gradients ? !PyCallable_Check(grad_fallback) : grad_fallback != Py_None)) {
     PyErr_SetString(PyExc_TypeError,
-                    "on(core, calls, tree, step, hint, send, summarise): an open Core, a dict, a TreeLog or None, an "
-                    "int or None, a render hint, a bool, a callable or None");
+                    "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): an open "
+                    "Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, "
+                    "a callable when gradients is true (else None)");
     return nullptr;
   }
   turn_off(self);
-  for (PyObject* o : {core, calls, tree, step, summarise}) Py_INCREF(o);
+  for (PyObject* o : {core, calls, tree, step, summarised, grad_fallback}) Py_INCREF(o);
   self->core = core;
   self->calls = calls;
   self->tree = tree;
   self->step = step;
-  self->summarise = summarise;
-  self->send = send;
+  self->summarised = summarised;
+  self->grad_fallback = grad_fallback;
   self->hint = static_cast<uint8_t>(hint);
+  self->outputs = outputs;
+  self->gradients = gradients;
+  self->send = send;
   Py_RETURN_NONE;
 }
 
@@ -176,11 +214,19 @@ PyObject* hooks_off(PyObject* self_object, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* hooks_stop(PyObject* self_object, PyObject*) {
+  turn_off(reinterpret_cast<HooksObject*>(self_object));
+  reinterpret_cast<HooksObject*>(self_object)->stopped = 1;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef hooks_methods[] = {
     {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
     {"on", hooks_on, METH_VARARGS,
-     "on(core, calls, tree, step, hint, send, summarise): first calls are sent and summarised by the hooks"},
+     "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): first calls are taken "
+     "by the hooks"},
     {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
+    {"stop", hooks_stop, METH_NOARGS, "stop(): off, and the gradient hooks still to run do nothing"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -257,7 +303,65 @@ void refuse_error(ClientCore* core, const std::string& name) {
   core->refuse(name, why);
 }
 
-// Sends the first call's output (the checks passed); false when the fallback must take
+// Sends `tensor` (a plain CPU tensor: sendable()) as stream `name` of kind `kind` when
+// `send` and the stream is admitted, and hands its summary to `summarised` when that is not
+// None: one export for both. Never leaves an error set.
+void take_value(HooksObject* hooks, ClientCore* core, PyObject* stream, const std::string& name, PyObject* tensor,
+                wire::TensorKind kind, PyObject* step_object, bool send, PyObject* summarised, uint8_t track_hint) {
+  const long code = send ? admission_code(core, core->admit_tracked(name)) : -1;
+  const bool summarise = summarised != Py_None;
+  if (code < 0 && !summarise) return;
+  PyObject* values = hooks->detach ? PyObject_CallMethodObjArgs(tensor, names.detach, nullptr) : tensor;
+  PyObject* capsule = values != nullptr ? PyObject_CallFunctionObjArgs(hooks->to_dlpack, values, nullptr) : nullptr;
+  if (hooks->detach) Py_XDECREF(values);
+  if (capsule == nullptr) {
+    refuse_error(core, name);
+    return;
+  }
+  if (code >= 0) {
+    const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
+    std::optional<int64_t> step;
+    if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
+    if (PyErr_Occurred()) {
+      refuse_error(core, name);
+    } else {
+      send_capsule(core, name, capsule, kind, hint, step, false, 0, nullptr);
+    }
+  }
+  if (summarise) {  // the track's bookkeeping of the summary (it never raises)
+    PyObject* summary = summary_of_capsule(capsule, false);
+    PyObject* kind_object = summary != nullptr ? PyLong_FromLong(static_cast<long>(kind)) : nullptr;
+    PyObject* done = kind_object != nullptr
+        ? PyObject_CallFunctionObjArgs(summarised, stream, tensor, summary, kind_object, step_object, nullptr)
+        : nullptr;
+    Py_XDECREF(done);
+    Py_XDECREF(kind_object);
+    Py_XDECREF(summary);
+  }
+  Py_DECREF(capsule);
+  PyErr_Clear();
+}
+
+// Puts a gradient hook on `output` (which requires grad) for the hook's gradient stream.
+void watch_gradient(HookObject* self, PyObject* output, PyObject* core, PyObject* step, int send, PyObject* summarised,
+                    PyObject* grad_fallback) {
+  auto* type = reinterpret_cast<PyTypeObject*>(grad_hook_type);
+  auto alloc = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
+  auto* hook = reinterpret_cast<GradHookObject*>(alloc(type, 0));  // tracked by the collector
+  if (hook == nullptr) return;
+  for (PyObject* o : {reinterpret_cast<PyObject*>(self), core, step, summarised, grad_fallback}) Py_INCREF(o);
+  hook->hook = reinterpret_cast<PyObject*>(self);
+  hook->core = core;
+  hook->step = step;
+  hook->summarised = summarised;
+  hook->grad_fallback = grad_fallback;
+  hook->send = send;
+  PyObject* handle = PyObject_CallMethodObjArgs(output, names.register_hook, hook, nullptr);
+  Py_XDECREF(handle);
+  Py_DECREF(hook);
+}
+
+// Takes the first call's output (the checks passed); false when the fallback must take
 // it, with nothing done. Never leaves an error set.
 bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject* output) {
   PyObject* calls = hooks->calls;
@@ -271,46 +375,27 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
     PyErr_Clear();
     return false;
   }
-  // From here on the call is this hook's: the fallback must not see it again.
-  PyObject* core_object = hooks->core;
-  PyObject* step_object = hooks->step;
-  PyObject* summarise = hooks->summarise;
-  PyObject* to_dlpack = hooks->to_dlpack;
-  const bool send = hooks->send != 0, detach = hooks->detach != 0;
-  const uint8_t track_hint = hooks->hint;
-  for (PyObject* o : {core_object, step_object, summarise, to_dlpack}) Py_INCREF(o);  // (on()/off() may run meanwhile)
+  // From here on the call is this hook's: the fallback must not see it again. What the
+  // step holds is kept (on()/off() may run while a large copy releases the GIL).
+  PyObject* held[] = {hooks->core, hooks->step, hooks->summarised, hooks->grad_fallback,
+                      reinterpret_cast<PyObject*>(hooks)};
+  for (PyObject* o : held) Py_INCREF(o);
+  PyObject *core_object = held[0], *step = held[1], *summarised = held[2], *grad_fallback = held[3];
+  const bool outputs = hooks->outputs != 0, gradients = hooks->gradients != 0, send = hooks->send != 0;
+  const uint8_t hint = hooks->hint;
   if (hooks->tree != Py_None) tree_log_end(hooks->tree, module, output);
   ClientCore* core = core_of(core_object);
-  const bool counted = core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0;
-  const long code = counted && send ? admission_code(core, core->admit_tracked(*self->name)) : -1;
-  const bool summarised = counted && summarise != Py_None;
-  PyObject* capsule = nullptr;  // the output's values, for the send and the summary
-  if (code >= 0 || summarised) {
-    PyObject* values = detach ? PyObject_CallMethodObjArgs(output, names.detach, nullptr) : output;
-    capsule = values != nullptr ? PyObject_CallFunctionObjArgs(to_dlpack, values, nullptr) : nullptr;
-    if (detach) Py_XDECREF(values);
-    if (capsule == nullptr) refuse_error(core, *self->name);
-  }
-  if (capsule != nullptr && code >= 0) {
-    const uint8_t hint = track_hint != 0 ? track_hint : static_cast<uint8_t>(code);
-    std::optional<int64_t> step;
-    if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
-    if (PyErr_Occurred()) {
-      refuse_error(core, *self->name);
-    } else {
-      send_capsule(core, *self->name, capsule, wire::TensorKind::kActivation, hint, step, false, 0, nullptr);
+  if (core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0) {
+    if (outputs) {
+      take_value(hooks, core, self->stream, *self->name, output, wire::TensorKind::kActivation, step, send, summarised,
+                 hint);
+    }
+    if (gradients && truth(output, names.requires_grad) == 1) {
+      watch_gradient(self, output, core_object, step, send, summarised, grad_fallback);
     }
   }
-  if (capsule != nullptr && summarised) {  // the track's bookkeeping of the summary (it never raises)
-    PyObject* summary = summary_of_capsule(capsule, false);
-    PyObject* done =
-        summary != nullptr ? PyObject_CallFunctionObjArgs(summarise, self->stream, output, summary, nullptr) : nullptr;
-    Py_XDECREF(done);
-    Py_XDECREF(summary);
-  }
-  Py_XDECREF(capsule);
   PyErr_Clear();
-  for (PyObject* o : {core_object, step_object, summarise, to_dlpack}) Py_DECREF(o);
+  for (PyObject* o : held) Py_DECREF(o);
   return true;
 }
 
@@ -352,6 +437,7 @@ int hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self_object));
   Py_VISIT(self->hooks);
   Py_VISIT(self->stream);
+  Py_VISIT(self->grad_stream);
   Py_VISIT(self->fallback);
   return 0;
 }
@@ -360,6 +446,7 @@ int hook_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HookObject*>(self_object);
   Py_CLEAR(self->hooks);
   Py_CLEAR(self->stream);
+  Py_CLEAR(self->grad_stream);
   Py_CLEAR(self->fallback);
   return 0;
 }
@@ -368,6 +455,7 @@ void hook_dealloc(PyObject* self_object) {
   PyObject_GC_UnTrack(self_object);
   hook_clear(self_object);
   delete reinterpret_cast<HookObject*>(self_object)->name;
+  delete reinterpret_cast<HookObject*>(self_object)->grad_name;
   PyTypeObject* type = Py_TYPE(self_object);
   auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
   free_fn(self_object);
@@ -393,6 +481,95 @@ PyType_Slot hook_slots[] = {
 PyType_Spec hook_spec = {"tensorscope._native.OutputHook", sizeof(HookObject), 0,
                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, hook_slots};
 
+// ---- the gradient hook ----
+
+// hook(grad) -> None (the gradient as it is): never raises into the backward pass.
+PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<GradHookObject*>(self_object);
+  auto* output_hook = reinterpret_cast<HookObject*>(self->hook);
+  if (output_hook == nullptr || kwargs != nullptr || !PyTuple_Check(args) || PyTuple_Size(args) != 1) Py_RETURN_NONE;
+  auto* hooks = reinterpret_cast<HooksObject*>(output_hook->hooks);
+  if (hooks == nullptr || hooks->stopped || hooks->inert_hook == nullptr || self->grad_fallback == nullptr) {
+    Py_RETURN_NONE;  // (the track was removed, or the collector is clearing these)
+  }
+  PyObject* grad = PyTuple_GetItem(args, 0);
+  Py_INCREF(self_object);  // (what it holds stays while Python runs below)
+  const int can = sendable(hooks, grad);
+  if (can != 1) {  // the track's Python hook takes it
+    PyErr_Clear();
+    PyObject* done = PyObject_CallFunctionObjArgs(self->grad_fallback, output_hook->stream, self->step,
+                                                  self->send ? Py_True : Py_False,
+                                                  self->summarised != Py_None ? Py_True : Py_False, grad, nullptr);
+    Py_XDECREF(done);
+  } else if (ClientCore* core = core_of(self->core); core != nullptr) {
+    take_value(hooks, core, output_hook->grad_stream, *output_hook->grad_name, grad, wire::TensorKind::kGradient,
+               self->step, self->send != 0, self->summarised, hooks->hint);
+  }
+  PyErr_Clear();
+  Py_DECREF(self_object);
+  Py_RETURN_NONE;
+}
+
+// In a copy or pickle (torch.save of an output tensor keeps its hooks): inert.
+PyObject* grad_hook_reduce(PyObject* self_object, PyObject*) {
+  PyObject* output_hook = reinterpret_cast<GradHookObject*>(self_object)->hook;
+  if (output_hook == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "a gradient hook being collected cannot be copied");
+    return nullptr;
+  }
+  return hook_reduce(output_hook, nullptr);
+}
+
+PyObject* grad_hook_deepcopy(PyObject* self_object, PyObject*) {
+  PyObject* output_hook = reinterpret_cast<GradHookObject*>(self_object)->hook;
+  if (output_hook == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "a gradient hook being collected cannot be copied");
+    return nullptr;
+  }
+  return hook_deepcopy(output_hook, nullptr);
+}
+
+int grad_hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<GradHookObject*>(self_object);
+  Py_VISIT(Py_TYPE(self_object));
+  for (PyObject* o : {self->hook, self->core, self->step, self->summarised, self->grad_fallback}) Py_VISIT(o);
+  return 0;
+}
+
+int grad_hook_clear(PyObject* self_object) {
+  auto* self = reinterpret_cast<GradHookObject*>(self_object);
+  for (PyObject** o : {&self->hook, &self->core, &self->step, &self->summarised, &self->grad_fallback}) Py_CLEAR(*o);
+  return 0;
+}
+
+void grad_hook_dealloc(PyObject* self_object) {
+  PyObject_GC_UnTrack(self_object);
+  grad_hook_clear(self_object);
+  PyTypeObject* type = Py_TYPE(self_object);
+  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
+  free_fn(self_object);
+  Py_DECREF(type);
+}
+
+PyMethodDef grad_hook_methods[] = {
+    {"__deepcopy__", grad_hook_deepcopy, METH_O, "what the hook is in a copy: inert"},
+    {"__reduce__", grad_hook_reduce, METH_NOARGS, "pickled as an inert hook"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot grad_hook_slots[] = {
+    {Py_tp_doc, const_cast<char*>("a track's hook on the gradient at a module's output (made by its OutputHook)")},
+    {Py_tp_call, reinterpret_cast<void*>(grad_hook_call)},
+    {Py_tp_traverse, reinterpret_cast<void*>(grad_hook_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(grad_hook_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(grad_hook_dealloc)},
+    {Py_tp_methods, grad_hook_methods},
+    {0, nullptr},
+};
+
+PyType_Spec grad_hook_spec = {"tensorscope._native.GradientHook", sizeof(GradHookObject), 0,
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, grad_hook_slots};
+
 }  // namespace
 
 bool add_output_hooks(PyObject* module, ClientCore* (*core_of_object)(PyObject*)) {
@@ -403,12 +580,16 @@ bool add_output_hooks(PyObject* module, ClientCore* (*core_of_object)(PyObject*)
            PyUnicode_InternFromString("is_cpu"),
            PyUnicode_InternFromString("is_neg"),
            PyUnicode_InternFromString("detach"),
+           PyUnicode_InternFromString("requires_grad"),
+           PyUnicode_InternFromString("register_hook"),
            PyLong_FromLong(1)};
-  for (PyObject* name : {names.dtype, names.layout, names.ndim, names.is_cpu, names.is_neg, names.detach, names.one}) {
+  for (PyObject* name : {names.dtype, names.layout, names.ndim, names.is_cpu, names.is_neg, names.detach,
+                         names.requires_grad, names.register_hook, names.one}) {
     if (name == nullptr) return false;
   }
   hook_type = PyType_FromSpec(&hook_spec);
-  if (hook_type == nullptr) return false;
+  grad_hook_type = PyType_FromSpec(&grad_hook_spec);
+  if (hook_type == nullptr || grad_hook_type == nullptr) return false;
   PyObject* type = PyType_FromSpec(&hooks_spec);
   if (type == nullptr || PyModule_AddObject(module, "OutputHooks", type) != 0) {
     Py_XDECREF(type);

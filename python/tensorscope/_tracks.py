@@ -221,6 +221,7 @@ class ModuleTrack(_Track):
         self._root = root
         self._entries = entries  # [(path, module, stream)]
         self._paths = {stream: path for path, _, stream in entries}
+        self._types = {stream: type(module).__name__ for _, module, stream in entries}
         self._streams_of = {path: stream for path, _, stream in entries}
         self._kinds = kinds
         self._values_kinds = bool(kinds & {"parameter", "buffer"})
@@ -403,33 +404,36 @@ class ModuleTrack(_Track):
 
     def _sync_output_hooks(self, client):
         """Turns the output hooks' native path (output_hook.h) on for the step now on when a
-        module's first call needs nothing only _on_output does: no step 0 window, gradient,
-        parameter, labels, transform, stacking or values log, and a client (not a Capture)
-        with a core. Off, every call goes to _on_output."""
+        module's first call needs nothing only _on_output does: no step 0 window,
+        parameter, buffer, labels, transform, stacking or values log, and a client (not a
+        Capture) with a core. Off, every call goes to _on_output."""
         core = getattr(client, "_core", None)
-        tree = self._tree
+        tree, kinds = self._tree, self._kinds
         full, stats = self._full_on, self._stats_on
         if (core is None or self._stopped or not self._hooks or self._window is not None or not (full or stats)
-                or "output" not in self._kinds or self._kinds & {"gradient", "parameter", "buffer"}
-                or self._labels is not None or self._transform is not None or client._transform is not None
-                or self._stacks.may_take(0) or not (tree is None or isinstance(tree, _native.TreeLog))):
+                or not kinds & {"output", "gradient"} or kinds & {"parameter", "buffer"} or self._labels is not None
+                or self._transform is not None or client._transform is not None or self._stacks.may_take(0)
+                or not (tree is None or isinstance(tree, _native.TreeLog))):
             self._outputs.off()
         else:
-            step = None if client._explicit_steps else self._auto_step
-            self._outputs.on(core, self._calls, tree, step, self._hint or 0, full,
-                             self._summarise_output if stats else None)
+            gradients = "gradient" in kinds
+            self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
+                             self._hint or 0, "output" in kinds, gradients, full,
+                             self._summarise_native if stats else None, self._grad_fallback if gradients else None)
 
-    def _summarise_output(self, stream, tensor, values):
-        """The summary of a module's first output in the step, computed by the native output
-        hook (`values`: _native.summarize's)."""
+    def _summarise_native(self, stream, tensor, values, kind, step):
+        """The summary of a value the native hooks took (`values`: _native.summarize's)."""
         try:
-            client = self._client()
-            if client is not None:
-                step = None if client._explicit_steps else self._auto_step
-                summary = values if isinstance(values, str) else (values, None)
-                self._summarise(client, stream, tensor, R.KIND_ACTIVATION, step, summary=summary)
+            summary = values if isinstance(values, str) else (values, None)
+            self._summarise(self._client(), stream, tensor, kind, step, summary=summary)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
+
+    def _grad_fallback(self, stream, step, full, stats, grad):
+        """A gradient at the output of a call the native hooks took, which they cannot send
+        (not a plain CPU tensor of a dtype sent as it is)."""
+        meta = (self._paths.get(stream, ""), self._types.get(stream, ""), "gradient", "", 0)
+        self._on_grad(f"{stream}.grad", step, meta, full, stats, None, grad)
 
     # -- hooks (installed only on sent steps) --
 
@@ -794,7 +798,7 @@ class ModuleTrack(_Track):
             ready = self._summaries.take_ready(wait=True)
             self._stopped = True
             self._uninstall()
-            self._outputs.off()
+            self._outputs.stop()
             self._root_hook.remove()
         self._send_tree(tree)
         self._send_summaries(ready)

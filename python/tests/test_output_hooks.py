@@ -1,7 +1,8 @@
 """The tracks' output hooks in C (python/native/output_hook.h): a module's first call in a
-sent step with a plain CPU tensor output is sent without the Python hook, with the same
-stream, step and values; every other call (a second call in the step, a bool output, a
-negative view, labels, summaries, gradients) goes to the Python hook as before."""
+sent or summarised step with a plain CPU tensor output is sent and summarised without the
+Python hook, and so is the gradient at it, with the same streams, steps and values; every
+other call (a second call in the step, a bool output, a negative view, labels, a
+transform) and gradient (a negative view) goes to the Python hooks as before."""
 
 import copy
 import pickle
@@ -17,17 +18,23 @@ from tensorscope import _tracks
 
 
 class Probe:
-    """Counts the calls the Python output hook takes (ModuleTrack._on_output)."""
+    """Counts the calls the Python output hook takes (ModuleTrack._on_output), and the
+    gradients the Python gradient hook does (ModuleTrack._on_grad)."""
 
     def __init__(self, monkeypatch):
-        self.calls = 0
-        original = _tracks.ModuleTrack._on_output
+        self.calls = self.grads = 0
+        on_output, on_grad = _tracks.ModuleTrack._on_output, _tracks.ModuleTrack._on_grad
 
-        def counted(track, *args):
+        def counted_output(track, *args):
             self.calls += 1
-            return original(track, *args)
+            return on_output(track, *args)
 
-        monkeypatch.setattr(_tracks.ModuleTrack, "_on_output", counted)
+        def counted_grad(track, *args):
+            self.grads += 1
+            return on_grad(track, *args)
+
+        monkeypatch.setattr(_tracks.ModuleTrack, "_on_output", counted_output)
+        monkeypatch.setattr(_tracks.ModuleTrack, "_on_grad", counted_grad)
 
 
 def mlp():
@@ -157,7 +164,6 @@ def test_what_only_python_does_turns_the_native_path_off(daemon, monkeypatch):
     with tensorscope.Client(**daemon.client_options()) as scope:
         tracks = [
             scope.track_model("lab", model, every_n=1, stats_every=0, labels=lambda: labels),
-            scope.track_model("grad", model, every_n=1, stats_every=0, kinds=["output", "gradient"]),
             scope.track_model("tf", model, every_n=1, stats_every=0, transform=lambda name, t: t * 2),
         ]
         model(x).sum().backward()
@@ -166,7 +172,7 @@ def test_what_only_python_does_turns_the_native_path_off(daemon, monkeypatch):
         for t in tracks:
             t.remove()
     daemon.stop()
-    assert probe.calls == 3 * 2  # every track, both modules: in Python
+    assert probe.calls == 2 * 2  # every track, both modules: in Python
     assert np.array_equal(daemon.npy("tf.0", 0), 2 * model[0](x).detach().numpy())
 
 
@@ -181,3 +187,83 @@ def test_a_copy_or_pickle_of_a_tracked_model_is_not_tracked(daemon):
         assert scope.stats().pushed == 0
         model(torch.randn(2, 6))
         assert scope.stats().pushed == 2
+
+
+def reference_grads(model, x):
+    """d(sum of the output)/d(output of model[0]) and of model[2], computed without the
+    (tracked) modules."""
+    first = F.linear(x, model[0].weight.detach(), model[0].bias.detach()).requires_grad_()
+    last = F.linear(torch.tanh(first), model[2].weight.detach(), model[2].bias.detach())
+    g_first, g_last = torch.autograd.grad(last.sum(), [first, last])
+    return g_first.numpy(), g_last.numpy()
+
+
+def test_gradients_at_first_calls_go_native(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    model = mlp()
+    a, b = torch.randn(4, 6), torch.randn(5, 6)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_layer("m", model)  # gradients, every step whole and summarised
+        for _ in range(2):  # a siamese step: the second calls' gradients take the Python hooks
+            (model(a).sum() + model(b).sum()).backward()
+            scope.next_step()
+        assert scope.stats().refused == 0
+    daemon.stop()
+    # The second calls took the Python output hook; their gradients the Python gradient
+    # hook in step 1 (in step 0 the window of _step_zero.py held them: its own hook).
+    assert (probe.calls, probe.grads) == (2 * 2, 2)
+    table = tensorscope.read_summaries(daemon.session_dir)
+    for step in range(2):
+        for call, x in (("", a), ("#1", b)):
+            g_first, g_last = reference_grads(model, x)
+            assert np.array_equal(daemon.npy(f"m.0{call}.grad", step), g_first)
+            assert np.array_equal(daemon.npy(f"m.2{call}.grad", step), g_last)
+        row = table[(table.step == step) & (table.stream == "m.0.grad")]
+        g_first = reference_grads(model, a)[0]
+        assert len(row) == 1 and row.iloc[0].kind == "gradient"
+        assert row.iloc[0].l2 == pytest.approx(float(np.linalg.norm(g_first.astype(np.float64))), rel=1e-6)
+
+
+class NegativeGrad(torch.autograd.Function):
+    """The identity, whose backward hands on the gradient as a negative view."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch._neg_view(-grad)
+
+
+class Flipped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return NegativeGrad.apply(self.lin(x))
+
+
+def test_a_gradient_the_native_hook_cannot_take_goes_to_python(daemon, monkeypatch):
+    probe = Probe(monkeypatch)
+    model = Flipped()
+    x = torch.randn(2, 3)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_layer("m", model, stats_every=0)
+        (model(x) * torch.arange(3.0)).sum().backward()
+        scope.next_step()
+        assert scope.stats().refused == 0
+    daemon.stop()
+    assert (probe.calls, probe.grads) == (0, 1)
+    assert np.array_equal(daemon.npy("m.lin.grad", 0), np.tile(np.arange(3.0, dtype=np.float32), (2, 1)))
+
+
+def test_a_removed_track_sends_no_gradient_of_a_forward_before(daemon):
+    model = mlp()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        handle = scope.track_layer("m", model, stats_every=0)
+        loss = model(torch.randn(2, 6)).sum()
+        handle.remove()
+        loss.backward()
+        assert scope.stats().pushed == 0
