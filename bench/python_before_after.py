@@ -3,7 +3,8 @@
 The VM's speed changes from minute to minute, so two runs of python_track_bench, one per
 build, often differ by more than the change being measured. This bench imports the
 package of an older build directory as `tensorscope_before` beside the current one and
-trains one model (python_track_bench's tiny MLP, MLP or CNN) with track_model at
+trains one model (python_track_bench's tiny MLP, MLP or CNN) with track_model (and with
+--layer track_layer, with --stats summaries every step) at
 every_n 1 from each in turn: blocks interleaved over the rounds (each round starts with
 a different variant), each package with a tensorscoped of its own (no video), so every
 admitted tensor is copied into shared memory. Prints the median step of each variant,
@@ -15,7 +16,7 @@ paced run pushes fewer: its times mean little).
   cmake -S /tmp/before -B /tmp/before-build -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build /tmp/before-build -j2 --target tensorscope_python tensorscope_python_files
   PYTHONPATH=build/python /usr/bin/python3 bench/python_before_after.py --before /tmp/before-build \\
-      [--model tiny|mlp|cnn] [--rounds R] [--steps S] [--stats]
+      [--model tiny|mlp|cnn] [--rounds R] [--steps S] [--layer] [--stats]
 
 The older build needs no daemon of its own: the current build's tensorscoped serves both
 when the older directory has none (the ring's format is checked at registration).
@@ -82,6 +83,7 @@ def main():
     parser.add_argument("--model", choices=["tiny", "mlp", "cnn"], default="tiny")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=300, help="timed steps per block (after 30 untimed)")
+    parser.add_argument("--layer", action="store_true", help="track_layer too (the gradients at the outputs)")
     parser.add_argument("--stats", action="store_true", help="tracks summarise every step too (stats_every 1, "
                                                              "track_model's default)")
     parser.add_argument("--glibc-malloc", action="store_true", help=argparse.SUPPRESS)
@@ -108,8 +110,11 @@ def main():
         for r in range(args.rounds):
             for variant in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:
                 client = None if variant.startswith("none") else before if variant.startswith("before") else after
-                track = None if client is None else client.track_model(
-                    "m", model, every_n=1, tree_log="no tree" not in variant, stats_every=1 if args.stats else 0)
+                stats_every = 1 if args.stats else 0
+                tracks = [] if client is None else [client.track_model(
+                    "m", model, every_n=1, tree_log="no tree" not in variant, stats_every=stats_every)]
+                if client is not None and args.layer:
+                    tracks.append(client.track_layer("m", model, every_n=1, stats_every=stats_every))
                 start = client.stats().pushed if client is not None else 0
                 for i in range(30 + args.steps):
                     t0 = time.perf_counter()
@@ -122,9 +127,11 @@ def main():
                         samples[variant].append(time.perf_counter() - t0)
                 if client is not None:
                     pushed[variant] += client.stats().pushed - start
-                    track.remove()
+                    for track in tracks:
+                        track.remove()
         base = statistics.median(samples["none"])
-        print(f"python_before_after: {args.model}{' with summaries' if args.stats else ''}, before = "
+        print(f"python_before_after: {args.model}{', model+layer' if args.layer else ''}"
+              f"{' with summaries' if args.stats else ''}, before = "
               f"{os.path.abspath(args.before)}, {args.rounds} rounds x {args.steps} steps per variant, "
               f"torch {torch.__version__}")
         for variant in VARIANTS:
