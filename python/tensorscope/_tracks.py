@@ -260,7 +260,7 @@ class ModuleTrack(_Track):
         """Without next_step()/set_step(), each training forward of the root is a step."""
         client = self._client()
         if client is None:
-            self._outputs.off()  # (they hold the client's core)
+            self._outputs.off()  # (the client is gone)
             return
         if client._explicit_steps or not module.training:
             return
@@ -417,7 +417,7 @@ class ModuleTrack(_Track):
             self._outputs.off()
         else:
             gradients = "gradient" in kinds
-            self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
+            self._outputs.on(self._client, core, self._calls, tree, None if client._explicit_steps else self._auto_step,
                              self._hint or 0, "output" in kinds, gradients, full,
                              self._summarise_native if stats else None, self._grad_fallback if gradients else None)
 
