@@ -19,6 +19,7 @@
 #include "module_tree_args.h"
 #include "output_hook.h"
 #include "push_calls.h"
+#include "heap_types.h"
 #include "py_args.h"
 #include "row_labels_args.h"
 #include "run_info.h"
@@ -40,6 +41,7 @@ using tensorscope::PushResult;
 namespace wire = tensorscope::wire;
 using tensorscope::python::admission_code;
 using tensorscope::python::capsule_tensor;
+using tensorscope::python::free_instance;
 using tensorscope::python::send_capsule;
 using tensorscope::python::text;
 using tensorscope::python::utf8;
@@ -96,10 +98,7 @@ void close_core(CoreObject* self) {
 void core_dealloc(PyObject* self_object) {
   auto* self = reinterpret_cast<CoreObject*>(self_object);
   close_core(self);
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 PyObject* core_close(PyObject* self, PyObject*) {
@@ -419,10 +418,7 @@ int push_gate_clear(PyObject* self_object) {
 void push_gate_dealloc(PyObject* self_object) {
   PyObject_GC_UnTrack(self_object);
   push_gate_clear(self_object);
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 PyType_Slot push_gate_slots[] = {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "push_calls.h"
+#include "heap_types.h"
 #include "py_args.h"
 #include "summaries.h"
 #include "tree_log.h"
@@ -146,10 +147,7 @@ int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
 void hooks_dealloc(PyObject* self_object) {
   PyObject_GC_UnTrack(self_object);
   hooks_clear(self_object);
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 bool initialised(HooksObject* self) {
@@ -264,15 +262,6 @@ PyType_Spec hooks_spec = {"tensorscope._native.OutputHooks", sizeof(HooksObject)
 
 // ---- the forward hook ----
 
-// 1 when `attribute` of `tensor` is true, 0 when false, -1 with an error set.
-int truth(PyObject* tensor, PyObject* attribute) {
-  PyObject* value = PyObject_GetAttr(tensor, attribute);
-  if (value == nullptr) return -1;
-  const int result = PyObject_IsTrue(value);
-  Py_DECREF(value);
-  return result;
-}
-
 // Whether `output` is sent as it is here: a plain CPU tensor of a dtype sent as it is, not
 // a negative view (the checks of _tensors.export_torch). -1 with an error set.
 int sendable(HooksObject* hooks, PyObject* output) {
@@ -291,7 +280,7 @@ int sendable(HooksObject* hooks, PyObject* output) {
   const long dims = PyLong_AsLong(ndim);
   Py_DECREF(ndim);
   if (dims < 0 || dims > 8) return dims == -1 && PyErr_Occurred() ? -1 : 0;
-  const int cpu = truth(output, names.is_cpu);
+  const int cpu = attribute_truth(output, names.is_cpu);
   if (cpu != 1) return cpu;
   PyObject* negative = PyObject_CallMethodObjArgs(output, names.is_neg, nullptr);
   if (negative == nullptr) return -1;
@@ -407,7 +396,7 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
       take_value(hooks, core, self->stream, *self->name, output, wire::TensorKind::kActivation, step, send, summarised,
                  hint);
     }
-    if (gradients && truth(output, names.requires_grad) == 1) {
+    if (gradients && attribute_truth(output, names.requires_grad) == 1) {
       watch_gradient(self, output, client, core_object, step, send, summarised, grad_fallback);
     }
   }
@@ -431,24 +420,14 @@ PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
 
 // A copy of the model (deepcopy, pickle, torch.save) gets what inert_hook() gives: the
 // copy is not tracked.
-PyObject* inert_hook_of(PyObject* self_object) {
-  auto* hooks = reinterpret_cast<HooksObject*>(reinterpret_cast<HookObject*>(self_object)->hooks);
-  if (hooks == nullptr || hooks->inert_hook == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "an output hook being collected cannot be copied");
-    return nullptr;
-  }
-  return hooks->inert_hook;
+PyObject* inert_hook_of(PyObject* output_hook) {
+  auto* hooks = reinterpret_cast<HooksObject*>(reinterpret_cast<HookObject*>(output_hook)->hooks);
+  return hooks != nullptr ? hooks->inert_hook : nullptr;
 }
 
-PyObject* hook_deepcopy(PyObject* self_object, PyObject*) {
-  PyObject* inert_hook = inert_hook_of(self_object);
-  return inert_hook != nullptr ? PyObject_CallObject(inert_hook, nullptr) : nullptr;
-}
+PyObject* hook_deepcopy(PyObject* self_object, PyObject*) { return inert_copy(inert_hook_of(self_object)); }
 
-PyObject* hook_reduce(PyObject* self_object, PyObject*) {
-  PyObject* inert_hook = inert_hook_of(self_object);
-  return inert_hook != nullptr ? Py_BuildValue("(O())", inert_hook) : nullptr;
-}
+PyObject* hook_reduce(PyObject* self_object, PyObject*) { return inert_pickle(inert_hook_of(self_object)); }
 
 int hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HookObject*>(self_object);
@@ -474,10 +453,7 @@ void hook_dealloc(PyObject* self_object) {
   hook_clear(self_object);
   delete reinterpret_cast<HookObject*>(self_object)->name;
   delete reinterpret_cast<HookObject*>(self_object)->grad_name;
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 PyMethodDef hook_methods[] = {
@@ -533,23 +509,14 @@ PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs
 }
 
 // In a copy or pickle (torch.save of an output tensor keeps its hooks): inert.
-PyObject* grad_hook_reduce(PyObject* self_object, PyObject*) {
+PyObject* grad_inert_hook(PyObject* self_object) {
   PyObject* output_hook = reinterpret_cast<GradHookObject*>(self_object)->hook;
-  if (output_hook == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "a gradient hook being collected cannot be copied");
-    return nullptr;
-  }
-  return hook_reduce(output_hook, nullptr);
+  return output_hook != nullptr ? inert_hook_of(output_hook) : nullptr;
 }
 
-PyObject* grad_hook_deepcopy(PyObject* self_object, PyObject*) {
-  PyObject* output_hook = reinterpret_cast<GradHookObject*>(self_object)->hook;
-  if (output_hook == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "a gradient hook being collected cannot be copied");
-    return nullptr;
-  }
-  return hook_deepcopy(output_hook, nullptr);
-}
+PyObject* grad_hook_deepcopy(PyObject* self_object, PyObject*) { return inert_copy(grad_inert_hook(self_object)); }
+
+PyObject* grad_hook_reduce(PyObject* self_object, PyObject*) { return inert_pickle(grad_inert_hook(self_object)); }
 
 int grad_hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<GradHookObject*>(self_object);
@@ -568,10 +535,7 @@ int grad_hook_clear(PyObject* self_object) {
 void grad_hook_dealloc(PyObject* self_object) {
   PyObject_GC_UnTrack(self_object);
   grad_hook_clear(self_object);
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 PyMethodDef grad_hook_methods[] = {

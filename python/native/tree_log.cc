@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "heap_types.h"
 #include "py_args.h"
 #include "tensorscope/shared/module_tree_format.h"
 
@@ -117,23 +118,15 @@ bool read_shape(PyObject* tensor, std::vector<int64_t>* sizes) {
   return ok;
 }
 
-int truth(PyObject* object, PyObject* attribute) {
-  PyObject* value = PyObject_GetAttr(object, attribute);
-  if (value == nullptr) return -1;
-  const int is = PyObject_IsTrue(value);
-  Py_DECREF(value);
-  return is;
-}
-
 // "cpu", "cuda<index>", else the device's type (as the C++ client names them).
 bool read_device(PyObject* tensor, std::string* out) {
-  const int cpu = truth(tensor, names.is_cpu);  // (the usual case first: one attribute)
+  const int cpu = attribute_truth(tensor, names.is_cpu);  // (the usual case first: one attribute)
   if (cpu < 0) return false;
   if (cpu == 1) {
     *out = "cpu";
     return true;
   }
-  const int cuda = truth(tensor, names.is_cuda);
+  const int cuda = attribute_truth(tensor, names.is_cuda);
   if (cuda < 0) return false;
   if (cuda == 1) {
     PyObject* index = PyObject_CallMethodObjArgs(tensor, names.get_device, nullptr);
@@ -348,10 +341,7 @@ void log_dealloc(PyObject* self_object) {
   auto* self = reinterpret_cast<TreeLogObject*>(self_object);
   delete self->state;
   self->state = nullptr;
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 State* live(PyObject* self_object) {
@@ -573,22 +563,12 @@ PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject*) {
 // copy is not tracked.
 PyObject* inert_hook_of(PyObject* self_object) {
   auto* log = reinterpret_cast<TreeLogObject*>(reinterpret_cast<HookObject*>(self_object)->log);
-  if (log == nullptr || log->inert_hook == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "a TreeLog hook being collected cannot be copied");
-    return nullptr;
-  }
-  return log->inert_hook;
+  return log != nullptr ? log->inert_hook : nullptr;
 }
 
-PyObject* hook_deepcopy(PyObject* self_object, PyObject*) {
-  PyObject* inert_hook = inert_hook_of(self_object);
-  return inert_hook != nullptr ? PyObject_CallObject(inert_hook, nullptr) : nullptr;
-}
+PyObject* hook_deepcopy(PyObject* self_object, PyObject*) { return inert_copy(inert_hook_of(self_object)); }
 
-PyObject* hook_reduce(PyObject* self_object, PyObject*) {
-  PyObject* inert_hook = inert_hook_of(self_object);
-  return inert_hook != nullptr ? Py_BuildValue("(O())", inert_hook) : nullptr;
-}
+PyObject* hook_reduce(PyObject* self_object, PyObject*) { return inert_pickle(inert_hook_of(self_object)); }
 
 int hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self_object));
@@ -607,10 +587,7 @@ void hook_dealloc(PyObject* self_object) {
   auto* self = reinterpret_cast<HookObject*>(self_object);
   delete self->path;
   delete self->type;
-  PyTypeObject* type = Py_TYPE(self_object);
-  auto free_fn = reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free));
-  free_fn(self_object);
-  Py_DECREF(type);
+  free_instance(self_object);
 }
 
 PyMethodDef hook_methods[] = {
