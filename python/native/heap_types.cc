@@ -18,6 +18,13 @@ int attribute_truth(PyObject* object, PyObject* name) {
   return is;
 }
 
+PyObject* referent(PyObject* ref) {
+  PyObject* object = PyWeakref_GetObject(ref);
+  if (object != nullptr) return object;
+  PyErr_Clear();
+  return Py_None;
+}
+
 namespace {
 
 bool usable(PyObject* inert_hook) {

@@ -1,6 +1,6 @@
 // heap_types.h — what the extension's types (made with PyType_FromSpec, stable ABI) share:
-// the end of their dealloc, reading a flag attribute, and the inert copy a hook becomes in
-// a copy or pickle of the model.
+// the end of their dealloc, reading a flag attribute, what a weak reference refers to, and
+// the inert copy a hook becomes in a copy or pickle of the model.
 //
 // Used by module.cc, tree_log.cc and output_hook.cc. Thread safety: call with the GIL held.
 #pragma once
@@ -15,6 +15,9 @@ void free_instance(PyObject* self);
 
 // 1 when attribute `name` of `object` is true, 0 when false, -1 with an error set.
 int attribute_truth(PyObject* object, PyObject* name);
+
+// What weak reference `ref` refers to (borrowed), or None once it is gone.
+PyObject* referent(PyObject* ref);
 
 // A hook's __deepcopy__ and __reduce__: `inert_hook()`, and (inert_hook, ()); null with a
 // TypeError when inert_hook is null (the hook is being collected).

@@ -7,6 +7,7 @@
 // argument errors raise here (TypeError/ValueError). Thread safety: a Core may be used
 // from any thread; copies of more than kReleaseGilBytes run without the GIL.
 #include <Python.h>
+#include <structmember.h>
 
 #include <cstdint>
 #include <memory>
@@ -49,7 +50,8 @@ using tensorscope::python::Utf8Cache;
 
 struct CoreObject {
   PyObject_HEAD
-  ClientCore* core;  // null once closed
+  ClientCore* core;    // null once closed
+  PyObject* weakrefs;  // the hooks hold a Core weakly: a Client dropped without close() closes it
 };
 
 PyObject* core_type = nullptr;  // made by PyInit__native
@@ -97,6 +99,7 @@ void close_core(CoreObject* self) {
 
 void core_dealloc(PyObject* self_object) {
   auto* self = reinterpret_cast<CoreObject*>(self_object);
+  if (self->weakrefs != nullptr) PyObject_ClearWeakRefs(self_object);
   close_core(self);
   free_instance(self_object);
 }
@@ -488,12 +491,18 @@ PyMethodDef core_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+PyMemberDef core_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(CoreObject, weakrefs), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
 PyType_Slot core_slots[] = {
     {Py_tp_doc, const_cast<char*>("Core(options: dict): a tensorscope client core (use tensorscope.Client)")},
     {Py_tp_init, reinterpret_cast<void*>(core_init)},
     {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
     {Py_tp_dealloc, reinterpret_cast<void*>(core_dealloc)},
     {Py_tp_methods, core_methods},
+    {Py_tp_members, core_members},
     {0, nullptr},
 };
 

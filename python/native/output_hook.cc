@@ -33,8 +33,8 @@ struct Names {
 };
 Names names{};
 
-// The hooks of one track. The first five are set once; `client` and `core` are null while
-// off(). The Core is not held: a Client dropped without close() closes its Core as before.
+// The hooks of one track. The first five are set once; `core` is null while off(). The Core
+// is held weakly: a Client dropped without close() still frees (and closes) it.
 struct HooksObject {
   PyObject_HEAD
   PyObject* tensor_type;
@@ -42,8 +42,7 @@ struct HooksObject {
   PyObject* dtypes;
   PyObject* to_dlpack;
   PyObject* inert_hook;
-  PyObject* client;  // a weakref to the Client
-  PyObject* core;    // borrowed: the client's Core, alive while the client is
+  PyObject* core;  // a weakref to the Core
   PyObject* calls;
   PyObject* tree;           // a TreeLog, or None
   PyObject* step;           // an int, or None
@@ -71,9 +70,8 @@ struct HookObject {
 // output was made.
 struct GradHookObject {
   PyObject_HEAD
-  PyObject* hook;    // the HookObject of the output
-  PyObject* client;  // a weakref to the Client
-  PyObject* core;    // borrowed, as HooksObject's
+  PyObject* hook;  // the HookObject of the output
+  PyObject* core;  // a weakref to the Core
   PyObject* step;
   PyObject* summarised;
   PyObject* grad_fallback;
@@ -83,7 +81,7 @@ struct GradHookObject {
 int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
-  for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->to_dlpack, self->inert_hook, self->client,
+  for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->to_dlpack, self->inert_hook, self->core,
                       self->calls, self->tree, self->step, self->summarised, self->grad_fallback}) {
     Py_VISIT(o);
   }
@@ -92,26 +90,22 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  for (PyObject** o :
-       {&self->tensor_type, &self->strided, &self->dtypes, &self->to_dlpack, &self->inert_hook, &self->client,
-        &self->calls, &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
+  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->to_dlpack, &self->inert_hook,
+                       &self->core, &self->calls, &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
     Py_CLEAR(*o);
   }
-  self->core = nullptr;
   return 0;
 }
 
-// `core` when the Client `client` (a weakref) refers to is alive (it holds its Core until
-// close(), which stops the tracks first), else null.
-PyObject* live_core(PyObject* client, PyObject* core) {
-  if (client == nullptr || core == nullptr) return nullptr;
-  PyObject* referent = PyWeakref_GetObject(client);  // borrowed
-  return referent != nullptr && referent != Py_None ? core : nullptr;
+// The Core weakref `core` refers to (borrowed), or null once it is gone (or off()).
+PyObject* live_core(PyObject* core) {
+  if (core == nullptr) return nullptr;
+  PyObject* object = referent(core);
+  return object != Py_None ? object : nullptr;
 }
 
 void turn_off(HooksObject* self) {
-  Py_CLEAR(self->client);
-  self->core = nullptr;
+  Py_CLEAR(self->core);
   Py_CLEAR(self->calls);
   Py_CLEAR(self->tree);
   Py_CLEAR(self->step);
@@ -188,29 +182,30 @@ PyObject* hooks_hook(PyObject* self_object, PyObject* args) {
 
 PyObject* hooks_on(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  PyObject *client = nullptr, *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr,
-           *summarised = nullptr, *grad_fallback = nullptr;
+  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarised = nullptr,
+           *grad_fallback = nullptr;
   int hint = 0, outputs = 0, gradients = 0, send = 0;
   if (!initialised(self) ||
-      !PyArg_ParseTuple(args, "OOOOOipppOO", &client, &core, &calls, &tree, &step, &hint, &outputs, &gradients, &send,
+      !PyArg_ParseTuple(args, "OOOOipppOO", &core, &calls, &tree, &step, &hint, &outputs, &gradients, &send,
                         &summarised, &grad_fallback)) {
     return nullptr;
   }
-  if (!PyWeakref_CheckRef(client) || core_of(core) == nullptr || !PyDict_Check(calls) ||
-      (tree != Py_None && !is_tree_log(tree)) || (step != Py_None && !PyLong_Check(step)) || hint < 0 ||
-      hint > wire::kMaxRenderHint || (summarised != Py_None && !PyCallable_Check(summarised)) ||
+  if (core_of(core) == nullptr || !PyDict_Check(calls) || (tree != Py_None && !is_tree_log(tree)) ||
+      (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint ||
+      (summarised != Py_None && !PyCallable_Check(summarised)) ||
       (gradients ? !PyCallable_Check(grad_fallback) : grad_fallback != Py_None)) {
     PyErr_SetString(
         PyExc_TypeError,
-        "on(client, core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): "
-        "a weakref, its client's open Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, "
-        "a callable when gradients is true (else None)");
+        "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): an open "
+        "Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, a "
+        "callable when gradients is true (else None)");
     return nullptr;
   }
   turn_off(self);
-  for (PyObject* o : {client, calls, tree, step, summarised, grad_fallback}) Py_INCREF(o);
-  self->client = client;
-  self->core = core;
+  PyObject* core_ref = PyWeakref_NewRef(core, nullptr);
+  if (core_ref == nullptr) return nullptr;
+  for (PyObject* o : {calls, tree, step, summarised, grad_fallback}) Py_INCREF(o);
+  self->core = core_ref;
   self->calls = calls;
   self->tree = tree;
   self->step = step;
@@ -237,8 +232,8 @@ PyObject* hooks_stop(PyObject* self_object, PyObject*) {
 PyMethodDef hooks_methods[] = {
     {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
     {"on", hooks_on, METH_VARARGS,
-     "on(client, core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): first calls "
-     "are taken by the hooks"},
+     "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): first calls are "
+     "taken by the hooks"},
     {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
     {"stop", hooks_stop, METH_NOARGS, "stop(): off, and the gradient hooks still to run do nothing"},
     {nullptr, nullptr, 0, nullptr},
@@ -348,15 +343,14 @@ void take_value(HooksObject* hooks, ClientCore* core, PyObject* stream, const st
 }
 
 // Puts a gradient hook on `output` (which requires grad) for the hook's gradient stream.
-void watch_gradient(HookObject* self, PyObject* output, PyObject* client, PyObject* core, PyObject* step, int send,
-                    PyObject* summarised, PyObject* grad_fallback) {
+void watch_gradient(HookObject* self, PyObject* output, PyObject* core, PyObject* step, int send, PyObject* summarised,
+                    PyObject* grad_fallback) {
   auto* type = reinterpret_cast<PyTypeObject*>(grad_hook_type);
   auto alloc = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
   auto* hook = reinterpret_cast<GradHookObject*>(alloc(type, 0));  // tracked by the collector
   if (hook == nullptr) return;
-  for (PyObject* o : {reinterpret_cast<PyObject*>(self), client, step, summarised, grad_fallback}) Py_INCREF(o);
+  for (PyObject* o : {reinterpret_cast<PyObject*>(self), core, step, summarised, grad_fallback}) Py_INCREF(o);
   hook->hook = reinterpret_cast<PyObject*>(self);
-  hook->client = client;
   hook->core = core;
   hook->step = step;
   hook->summarised = summarised;
@@ -383,10 +377,12 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
   }
   // From here on the call is this hook's: the fallback must not see it again. What the
   // step holds is kept (on()/off() may run while a large copy releases the GIL).
-  PyObject* held[] = {hooks->core,          hooks->step,   hooks->summarised,
-                      hooks->grad_fallback, hooks->client, reinterpret_cast<PyObject*>(hooks)};
+  PyObject* held[] = {live_core(hooks->core), hooks->core,          hooks->step,
+                      hooks->summarised,      hooks->grad_fallback, reinterpret_cast<PyObject*>(hooks)};
+  if (held[0] == nullptr) return false;  // (the Core is gone: the fallback finds no client)
   for (PyObject* o : held) Py_INCREF(o);
-  PyObject *core_object = held[0], *step = held[1], *summarised = held[2], *grad_fallback = held[3], *client = held[4];
+  PyObject *core_object = held[0], *core_ref = held[1], *step = held[2], *summarised = held[3],
+           *grad_fallback = held[4];
   const bool outputs = hooks->outputs != 0, gradients = hooks->gradients != 0, send = hooks->send != 0;
   const uint8_t hint = hooks->hint;
   if (hooks->tree != Py_None) tree_log_end(hooks->tree, module, output);
@@ -397,7 +393,7 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
                  hint);
     }
     if (gradients && attribute_truth(output, names.requires_grad) == 1) {
-      watch_gradient(self, output, client, core_object, step, send, summarised, grad_fallback);
+      watch_gradient(self, output, core_ref, step, send, summarised, grad_fallback);
     }
   }
   PyErr_Clear();
@@ -409,9 +405,8 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
 PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<HookObject*>(self_object);
   auto* hooks = reinterpret_cast<HooksObject*>(self->hooks);
-  if (hooks != nullptr && live_core(hooks->client, hooks->core) != nullptr && kwargs == nullptr &&
-      PyTuple_Check(args) && PyTuple_Size(args) == 3 &&
-      send_here(self, hooks, PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 2))) {
+  if (hooks != nullptr && hooks->core != nullptr && kwargs == nullptr && PyTuple_Check(args) &&
+      PyTuple_Size(args) == 3 && send_here(self, hooks, PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 2))) {
     Py_RETURN_NONE;
   }
   if (self->fallback == nullptr) Py_RETURN_NONE;  // cleared by the collector
@@ -495,7 +490,7 @@ PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs
                                                   self->send ? Py_True : Py_False,
                                                   self->summarised != Py_None ? Py_True : Py_False, grad, nullptr);
     Py_XDECREF(done);
-  } else if (PyObject* core_object = live_core(self->client, self->core); core_object != nullptr) {
+  } else if (PyObject* core_object = live_core(self->core); core_object != nullptr) {
     Py_INCREF(core_object);  // (for the call: a large copy releases the GIL)
     if (ClientCore* core = core_of(core_object); core != nullptr) {
       take_value(hooks, core, output_hook->grad_stream, *output_hook->grad_name, grad, wire::TensorKind::kGradient,
@@ -521,14 +516,13 @@ PyObject* grad_hook_reduce(PyObject* self_object, PyObject*) { return inert_pick
 int grad_hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<GradHookObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
-  for (PyObject* o : {self->hook, self->client, self->step, self->summarised, self->grad_fallback}) Py_VISIT(o);
+  for (PyObject* o : {self->hook, self->core, self->step, self->summarised, self->grad_fallback}) Py_VISIT(o);
   return 0;
 }
 
 int grad_hook_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<GradHookObject*>(self_object);
-  for (PyObject** o : {&self->hook, &self->client, &self->step, &self->summarised, &self->grad_fallback}) Py_CLEAR(*o);
-  self->core = nullptr;
+  for (PyObject** o : {&self->hook, &self->core, &self->step, &self->summarised, &self->grad_fallback}) Py_CLEAR(*o);
   return 0;
 }
 

@@ -20,13 +20,12 @@
 //   hook(stream, fallback) -> a forward hook (module, inputs, output) for stream `stream`
 //                  (its gradients: stream + ".grad"); fallback(module, inputs, output)
 //                  takes every call not taken here
-//   on(client, core, calls, tree, step, hint, outputs, gradients, send, summarised,
-//      grad_fallback)
-//                  from now on, first calls are taken here when they can be: client a
-//                  weakref to the Client, core its Core (not held: taken only while the
-//                  client lives, as the Python hooks do); calls the track's dict stream ->
-//                  calls in this step (a stream in it is not a first call); tree a TreeLog
-//                  or None; step an int or None
+//   on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback)
+//                  from now on, first calls are taken here when they can be: core the
+//                  Core (held weakly: a Client dropped without close() still frees and
+//                  closes it); calls the track's dict stream -> calls in this step (a
+//                  stream in it is not a first call); tree a TreeLog or None; step an int
+//                  or None
 //                  (the client's step); hint the track's render hint or 0; outputs,
 //                  gradients: whether the outputs, the gradients at them are taken; send:
 //                  whether the step sends whole tensors; summarised None or

@@ -67,7 +67,7 @@ struct State {
 
 struct TreeLogObject {
   PyObject_HEAD
-  PyObject* core;  // a Core, or None
+  PyObject* core;  // a weakref to a Core, or None
   PyObject* tensor_type;
   PyObject* stamp;
   PyObject* leaves;
@@ -209,7 +209,7 @@ bool logging(TreeLogObject* self) {
   State& s = *self->state;
   if (s.off || self->stamp == nullptr) return false;  // (no stamp: cleared by the collector)
   if (self->core != Py_None) {
-    ClientCore* core = core_of(self->core);
+    ClientCore* core = core_of(referent(self->core));
     if (core == nullptr || !core->enabled()) return false;  // (disabled: the log follows every_n)
   }
   if (s.step) return true;
@@ -323,9 +323,12 @@ int log_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   }
   Py_DECREF(iterator);
   if (PyErr_Occurred()) return -1;
+  PyObject* core_ref = core != Py_None ? PyWeakref_NewRef(core, nullptr) : core;  // (held weakly)
+  if (core_ref == nullptr) return -1;
+  if (core_ref == Py_None) Py_INCREF(core_ref);
   log_clear(self_object);
-  for (PyObject* o : {core, tensor_type, stamp, leaves, inert_hook}) Py_INCREF(o);
-  self->core = core;
+  for (PyObject* o : {tensor_type, stamp, leaves, inert_hook}) Py_INCREF(o);
+  self->core = core_ref;
   self->tensor_type = tensor_type;
   self->stamp = stamp;
   self->leaves = leaves;

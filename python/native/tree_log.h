@@ -3,7 +3,9 @@
 // every tracked module and the output's description cost no Python frame.
 //
 //   TreeLog(core, tensor_type, skip_ids, stamp, leaves, inert_hook)
-//     core         the Core whose enabled() gates each call (None: always on)
+//     core         the Core whose enabled() gates each call (None: always on); held
+//                  weakly: once a Client dropped without close() frees it, nothing is
+//                  logged
 //     tensor_type  torch.Tensor
 //     skip_ids     ids of the model's parameters and buffers: never listed
 //     stamp        stamp() -> the step the log is stamped with, asked at a step's first

@@ -102,9 +102,10 @@ def export_torch(tensor, client):
 
 
 def output_hooks(inert_hook):
-    """A track's _native.OutputHooks (output_hook.h): forward hooks that export and send a
-    plain CPU tensor output as export_torch does (bool, negative views and the rest go
-    to their Python fallback). `inert_hook()` gives what a hook is in a copy of the model."""
+    """A track's _native.OutputHooks (output_hook.h): forward hooks, and hooks on the
+    gradients at the outputs, that export plain CPU tensors as export_torch does (bool,
+    negative views and the rest go to the track's Python hooks). `inert_hook()` gives what
+    a hook is in a copy of the model."""
     return _native.OutputHooks(torch.Tensor, torch.strided, _TORCH_DTYPES - {torch.bool}, to_dlpack, _DETACH,
                                inert_hook)
 

@@ -236,8 +236,9 @@ class ModuleTrack(_Track):
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []
-        # The output hooks: a module's first call in a sent step is sent in C when it needs
-        # nothing only _on_output does (_sync_output_hooks says when).
+        # The output hooks: a module's first call in a sent or summarised step, and the
+        # gradient at its output, are taken in C when they need nothing only _on_output and
+        # _on_grad do (_sync_output_hooks says when).
         self._outputs = output_hooks(_inert_hook)
         self._auto_step = 0  # steps counted from the root's training forwards
         self._auto_started = False
@@ -417,7 +418,7 @@ class ModuleTrack(_Track):
             self._outputs.off()
         else:
             gradients = "gradient" in kinds
-            self._outputs.on(self._client, core, self._calls, tree, None if client._explicit_steps else self._auto_step,
+            self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
                              self._hint or 0, "output" in kinds, gradients, full,
                              self._summarise_native if stats else None, self._grad_fallback if gradients else None)
 

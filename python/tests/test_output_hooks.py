@@ -5,7 +5,9 @@ other call (a second call in the step, a bool output, a negative view, labels, a
 transform) and gradient (a negative view) goes to the Python hooks as before."""
 
 import copy
+import gc
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from torch.nn import functional as F
 
 import tensorscope
 from tensorscope import _tracks
+from conftest import wait_until
 
 
 class Probe:
@@ -267,3 +270,23 @@ def test_a_removed_track_sends_no_gradient_of_a_forward_before(daemon):
         handle.remove()
         loss.backward()
         assert scope.stats().pushed == 0
+
+
+def test_a_client_dropped_without_close_disconnects_while_the_model_lives(daemon):
+    """The hooks and the tree log hold the client's Core weakly: dropping the client frees
+    it, and the daemon sees the producer go, though the model keeps the track's hooks."""
+    model = mlp()
+    scope = tensorscope.Client(**daemon.client_options())
+    references = sys.getrefcount(scope._core)
+    scope.track_layer("m", model, kinds=["output", "gradient"])
+    model(torch.randn(2, 6)).sum().backward()
+    scope.next_step()
+    loss = model(torch.randn(2, 6)).sum()  # (gradient hooks waiting on this step's outputs)
+    held = sys.getrefcount(scope._core) - references  # (outside the assert: pytest's rewrite holds one)
+    assert held == 0  # the track holds no reference to the Core
+    assert wait_until(lambda: [p["connected"] for p in daemon.status()["producers"]] == [True], 60)
+    del scope
+    gc.collect()
+    assert wait_until(lambda: not any(p["connected"] for p in daemon.status()["producers"]), 60), daemon.status()
+    loss.backward()  # the hooks find no client: nothing happens
+    model(torch.randn(2, 6))
