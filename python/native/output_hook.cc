@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "push_calls.h"
 #include "heap_types.h"
+#include "push_calls.h"
 #include "py_args.h"
 #include "summaries.h"
 #include "tree_log.h"
@@ -15,8 +15,7 @@ namespace tensorscope::python {
 namespace {
 
 ClientCore* (*core_of)(PyObject*) = nullptr;
-PyObject* hook_type = nullptr;  // made by add_output_hooks, kept for the module's life
-
+PyObject* hook_type = nullptr;       // made by add_output_hooks, kept for the module's life
 PyObject* grad_hook_type = nullptr;  // the same
 
 // Attribute names and the int 1, made once (kept for the module's life).
@@ -257,27 +256,28 @@ PyType_Spec hooks_spec = {"tensorscope._native.OutputHooks", sizeof(HooksObject)
 
 // ---- the forward hook ----
 
-// Whether `output` is sent as it is here: a plain CPU tensor of a dtype sent as it is, not
-// a negative view (the checks of _tensors.export_torch). -1 with an error set.
-int sendable(HooksObject* hooks, PyObject* output) {
-  if (Py_TYPE(output) != reinterpret_cast<PyTypeObject*>(hooks->tensor_type)) return 0;
-  PyObject* dtype = PyObject_GetAttr(output, names.dtype);
+// Whether `value` (an output or a gradient) is taken here: a plain CPU tensor of a dtype
+// sent as it is, not a negative view (the checks of _tensors.export_torch). -1 with an
+// error set.
+int sendable(HooksObject* hooks, PyObject* value) {
+  if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(hooks->tensor_type)) return 0;
+  PyObject* dtype = PyObject_GetAttr(value, names.dtype);
   if (dtype == nullptr) return -1;
   const int known = PySet_Contains(hooks->dtypes, dtype);
   Py_DECREF(dtype);
   if (known != 1) return known;
-  PyObject* layout = PyObject_GetAttr(output, names.layout);
+  PyObject* layout = PyObject_GetAttr(value, names.layout);
   if (layout == nullptr) return -1;
   Py_DECREF(layout);  // (compared by identity: a singleton the module holds)
   if (layout != hooks->strided) return 0;
-  PyObject* ndim = PyObject_GetAttr(output, names.ndim);
+  PyObject* ndim = PyObject_GetAttr(value, names.ndim);
   if (ndim == nullptr) return -1;
   const long dims = PyLong_AsLong(ndim);
   Py_DECREF(ndim);
   if (dims < 0 || dims > 8) return dims == -1 && PyErr_Occurred() ? -1 : 0;
-  const int cpu = attribute_truth(output, names.is_cpu);
+  const int cpu = attribute_truth(value, names.is_cpu);
   if (cpu != 1) return cpu;
-  PyObject* negative = PyObject_CallMethodObjArgs(output, names.is_neg, nullptr);
+  PyObject* negative = PyObject_CallMethodObjArgs(value, names.is_neg, nullptr);
   if (negative == nullptr) return -1;
   const int is_negative = PyObject_IsTrue(negative);
   Py_DECREF(negative);

@@ -260,10 +260,7 @@ class ModuleTrack(_Track):
     def _on_root_forward(self, module, inputs, kwargs=None):
         """Without next_step()/set_step(), each training forward of the root is a step."""
         client = self._client()
-        if client is None:
-            self._outputs.off()  # (the client is gone)
-            return
-        if client._explicit_steps or not module.training:
+        if client is None or client._explicit_steps or not module.training:
             return
         if not self._auto_started:
             self._first_version = trainable_version(self._trainable)
