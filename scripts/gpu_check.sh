@@ -6,10 +6,12 @@
 # on the Debian machine into .gpu/python), unpacked here into .gpu/deps.
 #
 #   scripts/gpu_check.sh [OUT_DIR]     (default: $OUT, else ./gpu_out)
+#   GPU_CHECK_QUICK=1 scripts/gpu_check.sh ...   benches by CUDA IPC only, and shorter
 #
 # Builds the client alone (TENSORSCOPE_BUILD_DAEMON=OFF) against PyTorch's libtorch, then
-# runs: the CUDA IPC tests (tests/integration/cuda_ipc_test.cc), cuda_push_bench (CUDA IPC
-# and pinned host), the Python CUDA tests (python/tests/test_cuda.py) with PyTorch's torch,
+# runs: the CUDA IPC tests (tests/integration/cuda_ipc_test.cc), the Python CUDA tests
+# (python/tests/test_cuda.py) and the rest of the Python suite that needs no daemon, with
+# PyTorch's torch, cuda_push_bench (CUDA IPC and pinned host),
 # bench/python_cuda_track_bench.py, and the client's unit tests against that libtorch.
 # Logs go to OUT_DIR; the last lines printed are a summary.
 set -uo pipefail
@@ -101,13 +103,28 @@ if [ -d "$root/.gpu/python/tensorscope" ] && [ -x "$bin/ipc_sink" ]; then
     run "python test_cuda.py" "$out/python_cuda.log" 120 \
     "$python" -m pytest -q -s -p no:cacheprovider "$root/python/tests/test_cuda.py"
 fi
-[ -x "$bin/cuda_push_bench" ] && run "cuda_push_bench (CUDA IPC, then pinned host)" "$out/cuda_push_bench.log" 150 \
-  bash -c '"$0"; echo; "$0" --pinned' "$bin/cuda_push_bench"
-# The tracked GPU step from Python, with and without summaries, by both transports.
+# The rest of the Python suite with this PyTorch: the tests that need tensorscoped skip
+# (not built here), the others run.
+if [ -d "$root/.gpu/python/tensorscope" ]; then
+  PYTHONPATH="$root/.gpu/python" TENSORSCOPE_BUILD_DIR="$build" PYTHONDONTWRITEBYTECODE=1 \
+    TENSORSCOPE_TESTS_WITHOUT_DAEMON=1 run "python suite without a daemon" "$out/python_suite.log" 240 \
+    "$python" -m pytest -q -rs -p no:cacheprovider "$root/python/tests" --ignore "$root/python/tests/test_cuda.py"
+  tail -3 "$out/python_suite.log" | tee -a "$summary"
+fi
+if [ "${GPU_CHECK_QUICK:-0}" = 1 ]; then
+  push_bench=(bash -c '"$0" --quick' "$bin/cuda_push_bench")
+  track_bench=(bash -c '"$0" "$1" --steps 40' "$python" "$root/bench/python_cuda_track_bench.py")
+  transports="CUDA IPC, quick"
+else
+  push_bench=(bash -c '"$0"; echo; "$0" --pinned' "$bin/cuda_push_bench")
+  track_bench=(bash -c '"$0" "$1" && echo && "$0" "$1" --pinned' "$python" "$root/bench/python_cuda_track_bench.py")
+  transports="CUDA IPC, then pinned host"
+fi
+[ -x "$bin/cuda_push_bench" ] && run "cuda_push_bench ($transports)" "$out/cuda_push_bench.log" 150 "${push_bench[@]}"
+# The tracked GPU step from Python, with and without summaries.
 if [ -d "$root/.gpu/python/tensorscope" ] && [ -x "$bin/ipc_sink" ]; then
   PYTHONPATH="$root/.gpu/python" TENSORSCOPE_BUILD_DIR="$build" PYTHONDONTWRITEBYTECODE=1 \
-    run "python_cuda_track_bench (CUDA IPC, then pinned host)" "$out/python_cuda_track_bench.log" 150 \
-    bash -c '"$0" "$1" && echo && "$0" "$1" --pinned' "$python" "$root/bench/python_cuda_track_bench.py"
+    run "python_cuda_track_bench ($transports)" "$out/python_cuda_track_bench.log" 150 "${track_bench[@]}"
 fi
 # The client's own tests against this libtorch (CPU tensors), in one log.
 for t in client_unit_tests client_track_tests client_core_unit_tests shared_unit_tests; do

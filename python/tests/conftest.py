@@ -33,6 +33,14 @@ record:
 """
 
 
+def built(path):
+    """path, a program of the build; a test that needs it skips where a client-only build
+    (scripts/gpu_check.sh, TENSORSCOPE_TESTS_WITHOUT_DAEMON=1) has not built it."""
+    if os.environ.get("TENSORSCOPE_TESTS_WITHOUT_DAEMON") == "1" and not os.path.exists(path):
+        pytest.skip(f"needs {os.path.basename(path)}, which a client-only build has not")
+    return path
+
+
 def wait_until(predicate, timeout, interval=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -47,6 +55,7 @@ class Daemon:
     of the streams `npy` matches)."""
 
     def __init__(self, root, session, npy=".*", video=""):
+        built(DAEMON)
         self.root = root
         self.session = session
         # Short: the session socket's path must fit in sockaddr_un.

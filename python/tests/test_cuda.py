@@ -225,3 +225,61 @@ def test_tracked_step_never_waits_for_the_gpu(sink):
     s = client.stats()
     assert s.cuda_failed == 0 and s.dropped_full == 0
     client.close()
+
+
+def test_native_hooks_with_this_torch(sink, monkeypatch):
+    """The tracks' output hooks in C (python/native/output_hook.h) with this machine's
+    PyTorch: a CPU model's outputs and gradients go native and arrive byte for byte; a CUDA
+    model's go to the Python hooks and arrive from the GPU."""
+    from tensorscope import _tracks
+    from test_output_hooks import mlp, outputs_of, reference_grads
+
+    client = sink.client()
+    assert wait_until(lambda: client.connected, 10)
+    cpu_model, gpu_model = mlp(), mlp().cuda()
+    python_calls = {cpu_model: [0, 0], gpu_model: [0, 0]}  # model -> [outputs, gradients] the Python hooks took
+    for at, method in enumerate(("_on_output", "_on_grad")):
+        def counted(track, *args, _at=at, _hook=getattr(_tracks.ModuleTrack, method)):
+            python_calls[track._root][_at] += 1
+            return _hook(track, *args)
+        monkeypatch.setattr(_tracks.ModuleTrack, method, counted)
+    for model, name in ((cpu_model, "m"), (gpu_model, "g")):
+        client.track_model(name, model)  # outputs, every step whole and summarised
+        client.track_layer(name, model)  # and their gradients
+    inputs = [torch.randn(4, 6) for _ in range(4)]
+    for step, x in enumerate(inputs):
+        if step == 1:  # step 0 may take the Python hooks (tensorscope/_step_zero.py)
+            python_calls[cpu_model][:] = python_calls[gpu_model][:] = [0, 0]
+        client.set_step(step)
+        cpu_model(x).sum().backward()
+        gpu_model(x.cuda()).sum().backward()
+    torch.cuda.synchronize()
+    assert python_calls[cpu_model] == [0, 0]
+    assert python_calls[gpu_model][0] >= 3 * 2 and python_calls[gpu_model][1] >= 3 * 2
+
+    expected = {}
+    for step, x in enumerate(inputs):
+        first, last = outputs_of(cpu_model, x)
+        g_first, g_last = reference_grads(cpu_model, x)
+        for name, values in (("m.0", first), ("m.2", last), ("m.0.grad", g_first), ("m.2.grad", g_last)):
+            expected[(name, step)] = values.tobytes()
+    tensor_kinds = set(_native.TENSOR_KINDS.values())
+
+    def tensors(prefix):
+        return [r for r in sink.records() if r.kind in tensor_kinds and r.name.startswith(prefix)]
+
+    assert wait_until(lambda: len(tensors("m.")) >= len(expected) and len(tensors("g.")) >= len(expected), 20), \
+        f"{len(tensors('m.'))} CPU and {len(tensors('g.'))} GPU records of {len(expected)} each: " \
+        f"{sorted((r.name, r.step) for r in tensors('m.'))}; {client.stats()}; {sink.errors()}"
+    cpu = {(r.name, r.step): r for r in tensors("m.")}
+    assert sorted(cpu) == sorted(expected)
+    for key, r in cpu.items():
+        assert r.device == "cpu" and r.payload == expected[key], key
+    gpu = tensors("g.")
+    assert sorted((r.name, r.step) for r in gpu) == sorted(("g" + name[1:], step) for name, step in expected)
+    assert all(r.device == "cuda0" and r.by_ipc == sink.ipc for r in gpu)
+    summary = _native.RECORD_KINDS["summary"]
+    assert wait_until(lambda: sum(r.kind == summary for r in sink.records()) >= 2 * len(inputs), 20), sink.errors()
+    s = client.stats()
+    assert s.refused == 0 and s.cuda_failed == 0 and s.dropped_full == 0
+    client.close()

@@ -16,7 +16,7 @@ import torch
 
 import tensorscope
 from tensorscope import _dumps
-from conftest import BUILD, CLI
+from conftest import BUILD, CLI, built
 
 
 def sample(dtype, shape=(3, 5)):
@@ -41,7 +41,7 @@ def npy_files(folder):
 
 
 def cli_compare(a, b, *options):
-    r = subprocess.run([CLI, "compare", str(a), str(b), "--json", *options], capture_output=True, text=True,
+    r = subprocess.run([built(CLI), "compare", str(a), str(b), "--json", *options], capture_output=True, text=True,
                        timeout=120)
     return r.returncode, (json.loads(r.stdout) if r.stdout.strip() else None), r.stderr
 
@@ -244,7 +244,7 @@ def test_compare_agrees_with_the_command(tmp_path, monkeypatch):
         tensorscope.compare(tmp_path / "A", tmp_path / "A", cli=str(tmp_path / "no-such-tool"))
     log = tmp_path / "argv.txt"
     wrapper = tmp_path / "wrapper.sh"
-    wrapper.write_text(f'#!/bin/sh\necho "$@" > {log}\nexec {CLI} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\necho "$@" > {log}\nexec {built(CLI)} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("TENSORSCOPE_CLI", str(wrapper))
     monkeypatch.chdir(tmp_path)
