@@ -12,7 +12,10 @@ Each step is synchronised before and after it (the step's own time on host and d
 The daemon is ipc_sink (built with the CUDA tests), which reads CUDA IPC payloads as a
 worker does; --pinned makes it refuse them (the pinned-host fallback).
 
-  PYTHONPATH=build/python python3 bench/python_cuda_track_bench.py [--pinned] [--steps N]
+  PYTHONPATH=build/python python3 bench/python_cuda_track_bench.py [--pinned] [--steps N] [--profile]
+
+--profile instead prints where a tracked step's host time goes (torch.profiler, every_n=100
+with summaries every step): the operations and CUDA calls by their own host time.
 
 Without a CUDA device or without ipc_sink it says so and exits 0.
 """
@@ -50,10 +53,28 @@ def start_sink(runtime_dir, pinned):
     return sink
 
 
+def profile(client, net, run):
+    """torch.profiler's table of the tracked steps (every_n=100, summaries every step) by
+    their operations' own host time, beside the untracked step's median."""
+    from torch.profiler import ProfilerActivity, profile as profiled
+    untracked, tracked = [], []
+    run(untracked)
+    client.track_model("mlp", net, every_n=100, stats_every=1)
+    client.track_layer("mlp", net, every_n=100, stats_every=1)
+    run([])  # warm-up of the tracked step
+    with profiled(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        run(tracked)
+    print(f"python_cuda_track_bench --profile: {len(tracked)} tracked steps (every_n=100, summaries every step),"
+          f" median {statistics.median(tracked) * 1e3:.3f} ms under the profiler;"
+          f" untracked {statistics.median(untracked) * 1e3:.3f} ms")
+    print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=48))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pinned", action="store_true", help="the pinned-host fallback instead of CUDA IPC")
     parser.add_argument("--steps", type=int, default=100, help="steps per phase (8 phases per configuration)")
+    parser.add_argument("--profile", action="store_true", help="where a tracked step's host time goes, instead")
     args = parser.parse_args()
     if not torch.cuda.is_available() or not os.path.exists(os.path.join(BUILD, "bin", "ipc_sink")):
         print("python_cuda_track_bench: needs a CUDA device and ipc_sink; nothing measured")
@@ -85,6 +106,10 @@ def main():
                 step += 1
 
         run(50, [])  # warm-up
+        if args.profile:
+            profile(client, net, lambda times: run(args.steps, times))
+            client.close()
+            return
         print(f"python_cuda_track_bench ({'pinned host' if args.pinned else 'CUDA IPC'}; torch {torch.__version__},"
               f" {torch.cuda.get_device_name()}): tracked / untracked step, medians")
         for label, every_n, stats_every in CONFIGS:

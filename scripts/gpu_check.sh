@@ -68,6 +68,9 @@ if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDe
   exit 1
 fi
 note "configure: ok"
+# The package built on the Debian machine, where the Python tests' subprocesses look for it
+# ($TENSORSCOPE_BUILD_DIR/python).
+ln -sfn "$root/.gpu/python" "$build/python"
 targets=(ipc_sink cuda_ipc_tests cuda_push_bench client_unit_tests client_track_tests client_core_unit_tests
          shared_unit_tests)
 keep_going=(-k 0)

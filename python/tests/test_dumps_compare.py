@@ -257,6 +257,7 @@ def test_compare_agrees_with_the_command(tmp_path, monkeypatch):
 
 
 def test_compare_tensors_and_arrays(tmp_path):
+    built(CLI)  # tensorscope.compare runs the command
     x = torch.linspace(0, 1, 6).reshape(2, 3)
     same = tensorscope.compare(x, x.clone())
     assert same and same.exit_code == 0 and same.entries[0].verdict == "MATCH"

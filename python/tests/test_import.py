@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+from conftest import CLI, built
+
 
 def run(code, cwd):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
@@ -20,6 +22,7 @@ def test_import_loads_neither_torch_nor_pandas(tmp_path):
 
 
 def test_compare_and_tables_work_without_torch(tmp_path):
+    built(CLI)  # tensorscope.compare runs the command
     np.save(tmp_path / "a.npy", np.arange(6, dtype=np.float32))
     np.save(tmp_path / "b.npy", np.arange(6, dtype=np.float32))
     code = """

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import tensorscope
+from conftest import CLI, built
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "typing", "user_script.py")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(tensorscope.__file__)))
@@ -43,6 +44,7 @@ def test_a_user_script_passes_mypy_strict_and_a_mistake_in_it_does_not(tmp_path)
 
 
 def test_the_user_script_runs():
+    built(CLI)  # the script calls tensorscope.compare, which runs the command
     result = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
