@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "dlpack_ref.h"
 #include "heap_types.h"
 #include "push_calls.h"
 #include "py_args.h"
@@ -22,24 +23,24 @@ PyObject* grad_hook_type = nullptr;  // the same
 struct Names {
   PyObject* dtype;
   PyObject* layout;
-  PyObject* ndim;
+  PyObject* shape;
+  PyObject* stride;
+  PyObject* data_ptr;
   PyObject* is_cpu;
   PyObject* is_neg;
-  PyObject* detach;
   PyObject* requires_grad;
   PyObject* register_hook;
   PyObject* one;
 };
 Names names{};
 
-// The hooks of one track. The first five are set once; `core` is null while off(). The Core
+// The hooks of one track. The first four are set once; `core` is null while off(). The Core
 // is held weakly: a Client dropped without close() still frees (and closes) it.
 struct HooksObject {
   PyObject_HEAD
   PyObject* tensor_type;
   PyObject* strided;
-  PyObject* dtypes;
-  PyObject* to_dlpack;
+  PyObject* dtypes;  // {torch dtype: its wire::DType as an int}
   PyObject* inert_hook;
   PyObject* core;  // a weakref to the Core
   PyObject* calls;
@@ -47,7 +48,6 @@ struct HooksObject {
   PyObject* step;           // an int, or None
   PyObject* summarised;     // a callable, or None
   PyObject* grad_fallback;  // a callable, or None
-  int detach;
   int outputs;    // the outputs themselves are taken
   int gradients;  // the gradients at the outputs are
   int send;
@@ -80,8 +80,8 @@ struct GradHookObject {
 int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
-  for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->to_dlpack, self->inert_hook, self->core,
-                      self->calls, self->tree, self->step, self->summarised, self->grad_fallback}) {
+  for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->inert_hook, self->core, self->calls,
+                      self->tree, self->step, self->summarised, self->grad_fallback}) {
     Py_VISIT(o);
   }
   return 0;
@@ -89,8 +89,8 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->to_dlpack, &self->inert_hook,
-                       &self->core, &self->calls, &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
+  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core,
+                       &self->calls, &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -112,28 +112,50 @@ void turn_off(HooksObject* self) {
   Py_CLEAR(self->grad_fallback);
 }
 
+// {dtype: wire::DType as an int} of {dtype: a DLPack capsule of a CPU tensor of it}: the
+// dtypes' wire names come from the one mapping the capsules' readers use
+// (dlpack_ref.h). Null with an error set.
+PyObject* wire_dtypes(PyObject* samples) {
+  PyObject* out = PyDict_New();
+  PyObject *dtype = nullptr, *capsule = nullptr;
+  Py_ssize_t at = 0;
+  while (out != nullptr && PyDict_Next(samples, &at, &dtype, &capsule)) {
+    std::string error;
+    const dlpack::DLTensor* tensor = capsule_tensor(capsule, &error);
+    TensorRef ref;
+    if (tensor != nullptr) error = dlpack::to_tensor_ref(*tensor, false, 0, &ref);
+    PyObject* code = tensor != nullptr && error.empty() && ref.device == DeviceType::kCpu
+        ? PyLong_FromLong(static_cast<long>(ref.dtype))
+        : nullptr;
+    if (code == nullptr || PyDict_SetItem(out, dtype, code) != 0) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "OutputHooks: a dtype's sample: %s", error.c_str());
+      Py_CLEAR(out);
+    }
+    Py_XDECREF(code);
+  }
+  return out;
+}
+
 int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  PyObject *tensor_type = nullptr, *strided = nullptr, *dtypes = nullptr, *to_dlpack = nullptr, *inert_hook = nullptr;
-  int detach = 0;
+  PyObject *tensor_type = nullptr, *strided = nullptr, *samples = nullptr, *inert_hook = nullptr;
   if (kwargs != nullptr && PyDict_Size(kwargs) != 0) {
     PyErr_SetString(PyExc_TypeError, "OutputHooks takes no keyword arguments");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "OOOOpO", &tensor_type, &strided, &dtypes, &to_dlpack, &detach, &inert_hook)) return -1;
-  if (!PyType_Check(tensor_type) || !PyAnySet_Check(dtypes) || !PyCallable_Check(to_dlpack) ||
-      !PyCallable_Check(inert_hook)) {
-    PyErr_SetString(PyExc_TypeError, "OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook)");
+  if (!PyArg_ParseTuple(args, "OOOO", &tensor_type, &strided, &samples, &inert_hook)) return -1;
+  if (!PyType_Check(tensor_type) || !PyDict_Check(samples) || !PyCallable_Check(inert_hook)) {
+    PyErr_SetString(PyExc_TypeError, "OutputHooks(tensor_type, strided, dtype_samples, inert_hook)");
     return -1;
   }
+  PyObject* dtypes = wire_dtypes(samples);
+  if (dtypes == nullptr) return -1;
   hooks_clear(self_object);
-  for (PyObject* o : {tensor_type, strided, dtypes, to_dlpack, inert_hook}) Py_INCREF(o);
+  for (PyObject* o : {tensor_type, strided, inert_hook}) Py_INCREF(o);
   self->tensor_type = tensor_type;
   self->strided = strided;
   self->dtypes = dtypes;
-  self->to_dlpack = to_dlpack;
   self->inert_hook = inert_hook;
-  self->detach = detach;
   return 0;
 }
 
@@ -240,7 +262,7 @@ PyMethodDef hooks_methods[] = {
 
 PyType_Slot hooks_slots[] = {
     {Py_tp_doc,
-     const_cast<char*>("OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook): "
+     const_cast<char*>("OutputHooks(tensor_type, strided, dtype_samples, inert_hook): "
                        "a track's output hooks (tensorscope/_tracks.py)")},
     {Py_tp_init, reinterpret_cast<void*>(hooks_init)},
     {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
@@ -256,25 +278,38 @@ PyType_Spec hooks_spec = {"tensorscope._native.OutputHooks", sizeof(HooksObject)
 
 // ---- the forward hook ----
 
+// Reads the ints of tuple `sizes` (a torch.Size, or stride()'s tuple) into `out`, which
+// holds `n` of them: false with an error set when one is not an int.
+bool read_ints(PyObject* sizes, int n, int64_t* out) {
+  for (int d = 0; d < n; ++d) {
+    out[d] = PyLong_AsLongLong(PyTuple_GetItem(sizes, d));
+    if (out[d] == -1 && PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
 // Whether `value` (an output or a gradient) is taken here: a plain CPU tensor of a dtype
-// sent as it is, not a negative view (the checks of _tensors.export_torch). -1 with an
-// error set.
-int sendable(HooksObject* hooks, PyObject* value) {
+// sent as it is, not a negative view (the checks of _tensors.export_torch). When it is,
+// `ref` has its dtype and shape (read_memory() completes it). -1 with an error set.
+int sendable(HooksObject* hooks, PyObject* value, TensorRef* ref) {
   if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(hooks->tensor_type)) return 0;
   PyObject* dtype = PyObject_GetAttr(value, names.dtype);
   if (dtype == nullptr) return -1;
-  const int known = PySet_Contains(hooks->dtypes, dtype);
+  PyObject* code = PyDict_GetItemWithError(hooks->dtypes, dtype);  // borrowed
   Py_DECREF(dtype);
-  if (known != 1) return known;
+  if (code == nullptr) return PyErr_Occurred() ? -1 : 0;
+  ref->dtype = static_cast<wire::DType>(PyLong_AsLong(code));
   PyObject* layout = PyObject_GetAttr(value, names.layout);
   if (layout == nullptr) return -1;
   Py_DECREF(layout);  // (compared by identity: a singleton the module holds)
   if (layout != hooks->strided) return 0;
-  PyObject* ndim = PyObject_GetAttr(value, names.ndim);
-  if (ndim == nullptr) return -1;
-  const long dims = PyLong_AsLong(ndim);
-  Py_DECREF(ndim);
-  if (dims < 0 || dims > 8) return dims == -1 && PyErr_Occurred() ? -1 : 0;
+  PyObject* shape = PyObject_GetAttr(value, names.shape);
+  if (shape == nullptr) return -1;
+  const Py_ssize_t dims = PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
+  const bool read = dims >= 0 && dims <= static_cast<Py_ssize_t>(wire::kMaxDims) && read_ints(shape, static_cast<int>(dims), ref->shape);
+  Py_DECREF(shape);
+  if (!read) return PyErr_Occurred() ? -1 : 0;
+  ref->ndim = static_cast<int>(dims);
   const int cpu = attribute_truth(value, names.is_cpu);
   if (cpu != 1) return cpu;
   PyObject* negative = PyObject_CallMethodObjArgs(value, names.is_neg, nullptr);
@@ -303,18 +338,36 @@ void refuse_error(ClientCore* core, const std::string& name) {
   core->refuse(name, why);
 }
 
-// Sends `tensor` (a plain CPU tensor: sendable()) as stream `name` of kind `kind` when
-// `send` and the stream is admitted, and hands its summary to `summarised` when that is not
-// None: one export for both. Never leaves an error set.
-void take_value(HooksObject* hooks, ClientCore* core, PyObject* stream, const std::string& name, PyObject* tensor,
+// Completes `ref` (dtype and shape read by sendable()) with the strides and the address of
+// `tensor`'s first element: the tensor read where it is, with no DLPack export (about
+// 0.9 us a tensor, and a detach() first on PyTorch 2). False with an error set.
+bool read_memory(PyObject* tensor, TensorRef* ref) {
+  PyObject* strides = PyObject_CallMethodObjArgs(tensor, names.stride, nullptr);
+  if (strides == nullptr) return false;
+  const bool read = PyTuple_Check(strides) && PyTuple_Size(strides) == ref->ndim &&
+                    read_ints(strides, ref->ndim, ref->strides);
+  Py_DECREF(strides);
+  if (!read) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stride() does not match the shape");
+    return false;
+  }
+  PyObject* address = PyObject_CallMethodObjArgs(tensor, names.data_ptr, nullptr);
+  if (address == nullptr) return false;
+  ref->data = PyLong_AsVoidPtr(address);
+  Py_DECREF(address);
+  ref->device = DeviceType::kCpu;
+  return !PyErr_Occurred();
+}
+
+// Sends `tensor` (a plain CPU tensor: sendable(), which read `ref`'s dtype and shape) as
+// stream `name` of kind `kind` when `send` and the stream is admitted, and hands its summary
+// to `summarised` when that is not None: one read for both. Never leaves an error set.
+void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyObject* tensor, TensorRef ref,
                 wire::TensorKind kind, PyObject* step_object, bool send, PyObject* summarised, uint8_t track_hint) {
   const long code = send ? admission_code(core, core->admit_tracked(name)) : -1;
   const bool summarise = summarised != Py_None;
   if (code < 0 && !summarise) return;
-  PyObject* values = hooks->detach ? PyObject_CallMethodObjArgs(tensor, names.detach, nullptr) : tensor;
-  PyObject* capsule = values != nullptr ? PyObject_CallFunctionObjArgs(hooks->to_dlpack, values, nullptr) : nullptr;
-  if (hooks->detach) Py_XDECREF(values);
-  if (capsule == nullptr) {
+  if (!read_memory(tensor, &ref)) {
     refuse_error(core, name);
     return;
   }
@@ -324,12 +377,14 @@ void take_value(HooksObject* hooks, ClientCore* core, PyObject* stream, const st
     if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
     if (PyErr_Occurred()) {
       refuse_error(core, name);
+    } else if (const std::string why = tensor_ref_refusal(ref); !why.empty()) {
+      core->refuse(name, why);
     } else {
-      send_capsule(core, name, capsule, kind, hint, step, false, 0, nullptr);
+      send_ref(core, name, ref, kind, hint, step, nullptr);
     }
   }
   if (summarise) {  // the track's bookkeeping of the summary (it never raises)
-    PyObject* summary = summary_of_capsule(capsule, false);
+    PyObject* summary = summary_of_ref(ref);
     PyObject* kind_object = summary != nullptr ? PyLong_FromLong(static_cast<long>(kind)) : nullptr;
     PyObject* done = kind_object != nullptr
         ? PyObject_CallFunctionObjArgs(summarised, stream, tensor, summary, kind_object, step_object, nullptr)
@@ -338,7 +393,6 @@ void take_value(HooksObject* hooks, ClientCore* core, PyObject* stream, const st
     Py_XDECREF(kind_object);
     Py_XDECREF(summary);
   }
-  Py_DECREF(capsule);
   PyErr_Clear();
 }
 
@@ -370,7 +424,8 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
     PyErr_Clear();
     return false;  // a later call of the module in this step
   }
-  const int can = sendable(hooks, output);
+  TensorRef ref;
+  const int can = sendable(hooks, output, &ref);
   if (can != 1) {
     PyErr_Clear();
     return false;
@@ -389,7 +444,7 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
   ClientCore* core = core_of(core_object);
   if (core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0) {
     if (outputs) {
-      take_value(hooks, core, self->stream, *self->name, output, wire::TensorKind::kActivation, step, send, summarised,
+      take_value(core, self->stream, *self->name, output, ref, wire::TensorKind::kActivation, step, send, summarised,
                  hint);
     }
     if (gradients && attribute_truth(output, names.requires_grad) == 1) {
@@ -483,7 +538,8 @@ PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs
   }
   PyObject* grad = PyTuple_GetItem(args, 0);
   Py_INCREF(self_object);  // (what it holds stays while Python runs below)
-  const int can = sendable(hooks, grad);
+  TensorRef ref;
+  const int can = sendable(hooks, grad, &ref);
   if (can != 1) {  // the track's Python hook takes it
     PyErr_Clear();
     PyObject* done = PyObject_CallFunctionObjArgs(self->grad_fallback, output_hook->stream, self->step,
@@ -493,7 +549,7 @@ PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs
   } else if (PyObject* core_object = live_core(self->core); core_object != nullptr) {
     Py_INCREF(core_object);  // (for the call: a large copy releases the GIL)
     if (ClientCore* core = core_of(core_object); core != nullptr) {
-      take_value(hooks, core, output_hook->grad_stream, *output_hook->grad_name, grad, wire::TensorKind::kGradient,
+      take_value(core, output_hook->grad_stream, *output_hook->grad_name, grad, ref, wire::TensorKind::kGradient,
                  self->step, self->send != 0, self->summarised, hooks->hint);
     }
     Py_DECREF(core_object);
@@ -557,15 +613,16 @@ bool add_output_hooks(PyObject* module, ClientCore* (*core_of_object)(PyObject*)
   core_of = core_of_object;
   names = {PyUnicode_InternFromString("dtype"),
            PyUnicode_InternFromString("layout"),
-           PyUnicode_InternFromString("ndim"),
+           PyUnicode_InternFromString("shape"),
+           PyUnicode_InternFromString("stride"),
+           PyUnicode_InternFromString("data_ptr"),
            PyUnicode_InternFromString("is_cpu"),
            PyUnicode_InternFromString("is_neg"),
-           PyUnicode_InternFromString("detach"),
            PyUnicode_InternFromString("requires_grad"),
            PyUnicode_InternFromString("register_hook"),
            PyLong_FromLong(1)};
-  for (PyObject* name : {names.dtype, names.layout, names.ndim, names.is_cpu, names.is_neg, names.detach,
-                         names.requires_grad, names.register_hook, names.one}) {
+  for (PyObject* name : {names.dtype, names.layout, names.shape, names.stride, names.data_ptr, names.is_cpu,
+                         names.is_neg, names.requires_grad, names.register_hook, names.one}) {
     if (name == nullptr) return false;
   }
   hook_type = PyType_FromSpec(&hook_spec);

@@ -2,20 +2,19 @@
 // on its modules' outputs, in C for the call every sent or summarised step makes most: the
 // first call of a module in the step, with one plain CPU tensor as its output. That call
 // costs no Python frame of its own: the module's tree log entry is closed, the call
-// counted, the output admitted (max_hz), exported through DLPack once, sent and
-// summarised, and a gradient hook of the same kind put on it, which takes the gradient the
+// counted, the output admitted (max_hz), read where it is once (its dtype, shape, strides
+// and data_ptr(): no DLPack export, no detach()), sent and summarised, and a gradient hook of the same kind put on it, which takes the gradient the
 // same way in the backward pass. A summary is handed to the track for its bookkeeping (the
 // one call back into Python). Every other call goes to the hook's fallback, the track's
 // Python hook (_tracks.py), unchanged; a gradient the gradient hook cannot take goes to the
 // track's grad_fallback.
 //
-//   OutputHooks(tensor_type, strided, dtypes, to_dlpack, detach, inert_hook)
+//   OutputHooks(tensor_type, strided, dtype_samples, inert_hook)
 //     tensor_type  torch.Tensor: only a value of exactly this type is taken here
 //     strided      torch.strided
-//     dtypes       the dtypes sent as they are (a set; not bool, sent as uint8 by Python)
-//     to_dlpack    torch.utils.dlpack.to_dlpack
-//     detach       whether to_dlpack needs a detached tensor (it refuses one that
-//                  requires grad in some torch versions)
+//     dtype_samples {dtype: a DLPack capsule of a CPU tensor of it} of the dtypes sent as
+//                  they are (not bool, sent as uint8 by Python): the capsule says the
+//                  dtype's wire dtype, as it would for a push
 //     inert_hook   inert_hook() -> what a hook becomes in a copy or pickle
 //   hook(stream, fallback) -> a forward hook (module, inputs, output) for stream `stream`
 //                  (its gradients: stream + ".grad"); fallback(module, inputs, output)

@@ -24,6 +24,11 @@ PushResult send_capsule(ClientCore* core, const std::string& name, PyObject* cap
   TensorRef ref;
   error = dlpack::to_tensor_ref(*tensor, as_bool, cuda_stream, &ref);
   if (!error.empty()) return core->refuse(name, error);
+  return send_ref(core, name, ref, kind, hint, step, labels);
+}
+
+PushResult send_ref(ClientCore* core, const std::string& name, const TensorRef& ref, wire::TensorKind kind,
+                    uint8_t hint, std::optional<int64_t> step, const RowLabels* labels) {
   const uint64_t bytes = element_count(ref) * wire::dtype_size(ref.dtype);
   if (bytes < kReleaseGilBytes || ref.device != DeviceType::kCpu)
     return core->send(name, ref, kind, hint, step, labels);

@@ -1,6 +1,7 @@
 // push_calls.h — the two native steps of every push from Python, shared by Core's
 // methods (module.cc) and the tracks' output hooks (output_hook.cc): the admission
-// (the gate, then whether a send can go ahead now) and the send of a DLPack capsule.
+// (the gate, then whether a send can go ahead now) and the send of a tensor (a DLPack
+// capsule, or a TensorRef the output hooks read from the tensor's attributes).
 //
 // Thread safety: call with the GIL held; send_capsule releases it around large copies.
 #pragma once
@@ -28,5 +29,10 @@ long admission_code(ClientCore* core, const StreamGate::Admission& admission);
 PushResult send_capsule(ClientCore* core, const std::string& name, PyObject* capsule, wire::TensorKind kind,
                         uint8_t hint, std::optional<int64_t> step, bool as_bool, uintptr_t cuda_stream,
                         const RowLabels* labels);
+
+// Sends `ref` (its memory kept alive by the caller) as send_capsule does, the GIL released
+// around large CPU copies.
+PushResult send_ref(ClientCore* core, const std::string& name, const TensorRef& ref, wire::TensorKind kind,
+                    uint8_t hint, std::optional<int64_t> step, const RowLabels* labels);
 
 }  // namespace tensorscope::python

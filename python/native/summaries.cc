@@ -47,6 +47,11 @@ PyObject* summary_of_capsule(PyObject* capsule, bool as_bool) {
   TensorRef ref;
   std::string why;
   if (!cpu_ref(capsule, as_bool, &ref, &why)) return text(why);
+  return summary_of_ref(ref);
+}
+
+PyObject* summary_of_ref(const TensorRef& ref) {
+  std::string why;
   TensorSummary s;
   bool ok = false;
   if (bytes_of(ref) >= kReleaseGilBytes) {

@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include "tensor_ref.h"
 #include "tensorscope/shared/summary_format.h"
 
 namespace tensorscope::python {
@@ -27,6 +28,8 @@ namespace tensorscope::python {
 PyObject* summarize(PyObject* module, PyObject* args);
 // summarize()'s result for a capsule (kept alive by the caller); null only when out of memory.
 PyObject* summary_of_capsule(PyObject* capsule, bool as_bool);
+// The same for a CPU tensor's `ref` (its memory kept alive by the caller).
+PyObject* summary_of_ref(const TensorRef& ref);
 PyObject* update_ratio(PyObject* module, PyObject* args);
 PyObject* summary_from_device_values(PyObject* module, PyObject* args);
 // Adds DEVICE_SUMMARY_FIELDS and DEVICE_RATIO_FIELDS (tuples of str); false with an error set.

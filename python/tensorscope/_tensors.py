@@ -103,11 +103,12 @@ def export_torch(tensor, client):
 
 def output_hooks(inert_hook):
     """A track's _native.OutputHooks (output_hook.h): forward hooks, and hooks on the
-    gradients at the outputs, that export plain CPU tensors as export_torch does (bool,
-    negative views and the rest go to the track's Python hooks). `inert_hook()` gives what
-    a hook is in a copy of the model."""
-    return _native.OutputHooks(torch.Tensor, torch.strided, _TORCH_DTYPES - {torch.bool}, to_dlpack, _DETACH,
-                               inert_hook)
+    gradients at the outputs, that read plain CPU tensors where they are and send them as
+    export_torch's capsules would be (bool, negative views and the rest go to the track's
+    Python hooks). The dtypes they take come with a sample capsule each, which says their
+    wire dtype. `inert_hook()` gives what a hook is in a copy of the model."""
+    samples = {dtype: to_dlpack(torch.zeros(1, dtype=dtype)) for dtype in _TORCH_DTYPES - {torch.bool}}
+    return _native.OutputHooks(torch.Tensor, torch.strided, samples, inert_hook)
 
 
 def export_numpy(array):
