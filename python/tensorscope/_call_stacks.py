@@ -181,6 +181,11 @@ class CallStacks:
                 self._held -= finished.held_bytes
         return done
 
+    def open(self) -> bool:
+        """Whether some stack is open (cheap, without the lock: a stack opened meanwhile is
+        taken at the next step's end)."""
+        return bool(self._open)
+
     def take_all(self) -> List[Stack]:
         """Every stack still open (the step ended, or the track)."""
         with self._lock:

@@ -377,9 +377,8 @@ class Client:
         return every_n, transform, R.render_hint(render_mode)
 
     def _add(self, track):
-        with self._tracks_lock:
-            self._tracks = [t for t in self._tracks if t() is not None and not t()._stopped]
-            self._tracks.append(weakref.ref(track))
+        with self._tracks_lock:  # (a new list: next_step() reads the old one without the lock)
+            self._tracks = [t for t in self._tracks if t() is not None and not t()._stopped] + [weakref.ref(track)]
         return TrackHandle(track)
 
     def _live_tracks(self):
@@ -421,7 +420,10 @@ class Client:
         first = not self._explicit_steps
         self._explicit_steps = True
         step = core.next_step()
-        for track in self._live_tracks():
+        for ref in self._tracks:  # (_live_tracks() without its lock and list: the list is replaced, not changed)
+            track = ref()
+            if track is None or track._stopped:
+                continue
             if first:
                 track.steps_became_explicit(step - 1)
             track.step_changed()

@@ -121,6 +121,8 @@ class StepSummaries:
         """{step: [entry]} of the summaries whose values are known (see summaries.h for an
         entry), in order; those still on a GPU stay for a later call (with `wait`, at the
         track's end, they are waited for)."""
+        if not self._pending:
+            return {}
         ready, waiting = {}, []
         for item in self._pending:
             step, name, kind, summary = item
