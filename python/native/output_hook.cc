@@ -48,8 +48,8 @@ struct HooksObject {
   PyObject* step;           // an int, or None
   PyObject* summarised;     // a callable, or None
   PyObject* grad_fallback;  // a callable, or None
-  int outputs;    // the outputs themselves are taken
-  int gradients;  // the gradients at the outputs are
+  int outputs;              // the outputs themselves are taken
+  int gradients;            // the gradients at the outputs are
   int send;
   int stopped;  // stop(): gradient hooks still to run do nothing
   uint8_t hint;
@@ -89,8 +89,8 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core,
-                       &self->calls, &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
+  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core, &self->calls,
+                       &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -306,7 +306,8 @@ int sendable(HooksObject* hooks, PyObject* value, TensorRef* ref) {
   PyObject* shape = PyObject_GetAttr(value, names.shape);
   if (shape == nullptr) return -1;
   const Py_ssize_t dims = PyTuple_Check(shape) ? PyTuple_Size(shape) : -1;
-  const bool read = dims >= 0 && dims <= static_cast<Py_ssize_t>(wire::kMaxDims) && read_ints(shape, static_cast<int>(dims), ref->shape);
+  const bool read = dims >= 0 && dims <= static_cast<Py_ssize_t>(wire::kMaxDims) &&
+      read_ints(shape, static_cast<int>(dims), ref->shape);
   Py_DECREF(shape);
   if (!read) return PyErr_Occurred() ? -1 : 0;
   ref->ndim = static_cast<int>(dims);
@@ -344,8 +345,8 @@ void refuse_error(ClientCore* core, const std::string& name) {
 bool read_memory(PyObject* tensor, TensorRef* ref) {
   PyObject* strides = PyObject_CallMethodObjArgs(tensor, names.stride, nullptr);
   if (strides == nullptr) return false;
-  const bool read = PyTuple_Check(strides) && PyTuple_Size(strides) == ref->ndim &&
-                    read_ints(strides, ref->ndim, ref->strides);
+  const bool read =
+      PyTuple_Check(strides) && PyTuple_Size(strides) == ref->ndim && read_ints(strides, ref->ndim, ref->strides);
   Py_DECREF(strides);
   if (!read) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "stride() does not match the shape");
@@ -611,16 +612,11 @@ PyType_Spec grad_hook_spec = {"tensorscope._native.GradientHook", sizeof(GradHoo
 
 bool add_output_hooks(PyObject* module, ClientCore* (*core_of_object)(PyObject*)) {
   core_of = core_of_object;
-  names = {PyUnicode_InternFromString("dtype"),
-           PyUnicode_InternFromString("layout"),
-           PyUnicode_InternFromString("shape"),
-           PyUnicode_InternFromString("stride"),
-           PyUnicode_InternFromString("data_ptr"),
-           PyUnicode_InternFromString("is_cpu"),
-           PyUnicode_InternFromString("is_neg"),
-           PyUnicode_InternFromString("requires_grad"),
-           PyUnicode_InternFromString("register_hook"),
-           PyLong_FromLong(1)};
+  names = {PyUnicode_InternFromString("dtype"),         PyUnicode_InternFromString("layout"),
+           PyUnicode_InternFromString("shape"),         PyUnicode_InternFromString("stride"),
+           PyUnicode_InternFromString("data_ptr"),      PyUnicode_InternFromString("is_cpu"),
+           PyUnicode_InternFromString("is_neg"),        PyUnicode_InternFromString("requires_grad"),
+           PyUnicode_InternFromString("register_hook"), PyLong_FromLong(1)};
   for (PyObject* name : {names.dtype, names.layout, names.shape, names.stride, names.data_ptr, names.is_cpu,
                          names.is_neg, names.requires_grad, names.register_hook, names.one}) {
     if (name == nullptr) return false;

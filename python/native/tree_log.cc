@@ -2,6 +2,7 @@
 #include "tree_log.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,6 +39,18 @@ Names names{};
 // its address stays its own. Under the GIL.
 std::vector<std::pair<PyObject*, std::string>> dtype_names;
 
+// The descriptions made last (a module's output is most often described again as the next
+// one's input, or has its shape): the same dtype (one of dtype_names), sizes and device
+// give the same text, with no formatting. Under the GIL.
+struct RecentDescription {
+  PyObject* dtype = nullptr;
+  std::vector<int64_t> sizes;
+  std::string device;
+  std::string text;
+};
+std::array<RecentDescription, 8> recent_descriptions;
+size_t next_recent = 0;
+
 struct OpenCall {
   const void* module;
   int64_t index;  // in tree.calls; -1 when over ModuleTree::kMaxCalls
@@ -52,6 +65,10 @@ struct State {
   std::map<std::pair<uint32_t, std::string>, uint32_t> counts;  // (thread, path) -> calls so far
   std::unordered_set<const void*> skip;                         // the model's parameters and buffers
   uint64_t generation = 0;  // one more at each clear(): what a call began in is still there
+  // The last step's calls taken and their payload: a step that made the same calls (most
+  // do) sends that payload again without formatting it.
+  ModuleTree previous;
+  std::string previous_payload;
 
   void clear() {
     ++generation;
@@ -82,12 +99,10 @@ struct HookObject {
   std::string* type;
 };
 
-bool read_dtype(PyObject* tensor, std::string* out) {
-  PyObject* dtype = PyObject_GetAttr(tensor, names.dtype);
-  if (dtype == nullptr) return false;
+// The name of dtype object `dtype` (borrowed), kept in dtype_names from now on.
+bool dtype_name(PyObject* dtype, std::string* out) {
   for (const auto& [object, name] : dtype_names) {
     if (object == dtype) {
-      Py_DECREF(dtype);
       *out = name;
       return true;
     }
@@ -95,11 +110,9 @@ bool read_dtype(PyObject* tensor, std::string* out) {
   PyObject* str = PyObject_Str(dtype);
   const bool ok = str != nullptr && utf8(str, "dtype", out);
   Py_XDECREF(str);
-  if (!ok) {
-    Py_DECREF(dtype);
-    return false;
-  }
+  if (!ok) return false;
   if (out->rfind("torch.", 0) == 0) out->erase(0, 6);
+  Py_INCREF(dtype);
   dtype_names.emplace_back(dtype, *out);  // keeps the reference
   return true;
 }
@@ -147,13 +160,31 @@ bool read_device(PyObject* tensor, std::string* out) {
 
 // The tensor's description (module_tree_format.h); "?" when it cannot be read.
 std::string describe(PyObject* tensor) {
-  std::string dtype, device;
+  PyObject* dtype = PyObject_GetAttr(tensor, names.dtype);
   std::vector<int64_t> sizes;
-  if (!read_dtype(tensor, &dtype) || !read_shape(tensor, &sizes) || !read_device(tensor, &device)) {
+  std::string device;
+  if (dtype == nullptr || !read_shape(tensor, &sizes) || !read_device(tensor, &device)) {
+    Py_XDECREF(dtype);
     PyErr_Clear();
     return "?";
   }
-  return describe_tensor(dtype, sizes.data(), sizes.size(), device);
+  for (const RecentDescription& r : recent_descriptions) {
+    if (r.dtype == dtype && r.sizes == sizes && r.device == device) {
+      Py_DECREF(dtype);
+      return r.text;
+    }
+  }
+  std::string name;
+  const bool named = dtype_name(dtype, &name);
+  Py_DECREF(dtype);  // (held by dtype_names when named)
+  if (!named) {
+    PyErr_Clear();
+    return "?";
+  }
+  RecentDescription& r = recent_descriptions[next_recent++ % recent_descriptions.size()];
+  r = {dtype, std::move(sizes), std::move(device), std::string()};
+  r.text = describe_tensor(name, r.sizes.data(), r.sizes.size(), r.device);
+  return r.text;
 }
 
 bool is_tensor(TreeLogObject* self, PyObject* object) {
@@ -420,7 +451,11 @@ PyObject* log_take(PyObject* self_object, PyObject*) {
   State* s = live(self_object);
   if (s == nullptr) return nullptr;
   const bool logged = !s->tree.calls.empty() || s->tree.omitted != 0;
-  const std::string payload = logged ? format_module_tree(s->tree) : std::string();
+  if (logged && (s->previous_payload.empty() || !(s->tree == s->previous))) {
+    s->previous_payload = format_module_tree(s->tree);
+    std::swap(s->previous, s->tree);  // (clear() empties what was the previous step's)
+  }
+  const std::string payload = logged ? s->previous_payload : std::string();
   const long long step = s->step.value_or(0);
   s->clear();  // (before any Python object is made: a collection may run Python code)
   if (!logged) Py_RETURN_NONE;

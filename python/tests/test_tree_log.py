@@ -218,6 +218,26 @@ def test_native_log_nests_numbers_and_splits_calls():
     assert log.position == 1
 
 
+def test_native_log_formats_a_step_once_and_describes_shapes_afresh():
+    # A step with the calls of the step before sends that step's payload again (without
+    # formatting it); one call with another shape, dtype or device makes a new one. The
+    # descriptions, remembered by dtype, sizes and device, follow every change.
+    model = nn.Linear(4, 3)
+    log = native_log(model)
+    model.register_forward_pre_hook(log.hook("", "Linear"))
+    model.register_forward_hook(lambda m, i, o: log.end(m, o))
+    payloads = []
+    for x in (torch.randn(2, 4), torch.randn(2, 4), torch.randn(5, 4), torch.randn(2, 4),
+              torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 1, 4, dtype=torch.float64)):
+        model.to(x.dtype)(x)
+        payloads.append(log.take()[0].decode())
+    assert payloads[0] == payloads[1] == payloads[3]
+    assert "float32[5,4]@cpu" in payloads[2] and "float32[5,3]@cpu" in payloads[2] and payloads[2] != payloads[0]
+    assert "float64[2,4]@cpu" in payloads[4] and "float64[2,3]@cpu" in payloads[4]
+    assert "float64[2,1,4]@cpu" in payloads[5] and "float64[2,1,3]@cpu" in payloads[5]
+    assert all("float32" not in p for p in payloads[4:])
+
+
 def test_native_log_stamps_once_a_step_and_never_raises():
     asked = []
 
