@@ -378,10 +378,8 @@ void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyO
     if (step_object != Py_None) step = PyLong_AsLongLong(step_object);
     if (PyErr_Occurred()) {
       refuse_error(core, name);
-    } else if (const std::string why = tensor_ref_refusal(ref); !why.empty()) {
-      core->refuse(name, why);
     } else {
-      send_ref(core, name, ref, kind, hint, step, nullptr);
+      send_ref(core, name, ref, kind, hint, step, nullptr);  // (the core checks the ref)
     }
   }
   if (summarise) {  // the track's bookkeeping of the summary (it never raises)

@@ -1,7 +1,7 @@
 """Types of the extension module tensorscope._native (python/native/module.cc): the
 client core for DLPack tensors and a few helpers. Private: the package's public API wraps it."""
 
-from typing import AbstractSet, Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 VERSION: str
 WITH_CUDA: int
