@@ -181,13 +181,10 @@ class CallStacks:
                 self._held -= finished.held_bytes
         return done
 
-    def open(self) -> bool:
-        """Whether some stack is open (cheap, without the lock: a stack opened meanwhile is
-        taken at the next step's end)."""
-        return bool(self._open)
-
     def take_all(self) -> List[Stack]:
         """Every stack still open (the step ended, or the track)."""
+        if not self._open:  # (the usual step: no lock; a stack opened meanwhile waits for the next end)
+            return []
         with self._lock:
             done, self._open = list(self._open.values()), {}
             self._held = 0

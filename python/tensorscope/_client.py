@@ -377,13 +377,17 @@ class Client:
         return every_n, transform, R.render_hint(render_mode)
 
     def _add(self, track):
-        with self._tracks_lock:  # (a new list: next_step() reads the old one without the lock)
+        with self._tracks_lock:  # (a new list: _live_tracks() reads the old one without the lock)
             self._tracks = [t for t in self._tracks if t() is not None and not t()._stopped] + [weakref.ref(track)]
         return TrackHandle(track)
 
     def _live_tracks(self):
-        with self._tracks_lock:
-            return [t for t in (ref() for ref in self._tracks) if t is not None and not t._stopped]
+        """The live tracks, one after the other (no lock and no list: _add replaces the list
+        of tracks, never changes it, so every step reads it cheaply)."""
+        for ref in self._tracks:
+            track = ref()
+            if track is not None and not track._stopped:
+                yield track
 
     def tracked(self) -> List[TrackedStream]:
         """Every stream the live handles of this client may send."""
@@ -420,10 +424,7 @@ class Client:
         first = not self._explicit_steps
         self._explicit_steps = True
         step = core.next_step()
-        for ref in self._tracks:  # (_live_tracks() without its lock and list: the list is replaced, not changed)
-            track = ref()
-            if track is None or track._stopped:
-                continue
+        for track in self._live_tracks():
             if first:
                 track.steps_became_explicit(step - 1)
             track.step_changed()

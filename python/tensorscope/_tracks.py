@@ -392,12 +392,9 @@ class ModuleTrack(_Track):
             elif not listen and self._hooks:
                 self._uninstall()
             self._sync_output_hooks(client)
-        if tree is not None:  # (the checks here keep the usual step to a few calls)
-            self._send_tree(tree)
-        if ready:
-            self._send_summaries(ready)
-        if self._stacks.open():
-            self._send_stacks(self._stacks.take_all())
+        self._send_tree(tree)
+        self._send_summaries(ready)
+        self._send_stacks(self._stacks.take_all())
         return installed
 
     def _record_step(self, client):

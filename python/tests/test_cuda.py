@@ -231,31 +231,25 @@ def test_native_hooks_with_this_torch(sink, monkeypatch):
     """The tracks' output hooks in C (python/native/output_hook.h) with this machine's
     PyTorch: a CPU model's outputs and gradients go native and arrive byte for byte; a CUDA
     model's go to the Python hooks and arrive from the GPU."""
-    from tensorscope import _tracks
-    from test_output_hooks import mlp, outputs_of, reference_grads
+    from test_output_hooks import Probe, mlp, outputs_of, reference_grads
 
+    probe = Probe(monkeypatch)  # by_root: model -> [outputs, gradients] the Python hooks took
     client = sink.client()
     assert wait_until(lambda: client.connected, 10)
     cpu_model, gpu_model = mlp(), mlp().cuda()
-    python_calls = {cpu_model: [0, 0], gpu_model: [0, 0]}  # model -> [outputs, gradients] the Python hooks took
-    for at, method in enumerate(("_on_output", "_on_grad")):
-        def counted(track, *args, _at=at, _hook=getattr(_tracks.ModuleTrack, method)):
-            python_calls[track._root][_at] += 1
-            return _hook(track, *args)
-        monkeypatch.setattr(_tracks.ModuleTrack, method, counted)
     for model, name in ((cpu_model, "m"), (gpu_model, "g")):
         client.track_model(name, model)  # outputs, every step whole and summarised
         client.track_layer(name, model)  # and their gradients
     inputs = [torch.randn(4, 6) for _ in range(4)]
     for step, x in enumerate(inputs):
         if step == 1:  # step 0 may take the Python hooks (tensorscope/_step_zero.py)
-            python_calls[cpu_model][:] = python_calls[gpu_model][:] = [0, 0]
+            probe.by_root.clear()
         client.set_step(step)
         cpu_model(x).sum().backward()
         gpu_model(x.cuda()).sum().backward()
     torch.cuda.synchronize()
-    assert python_calls[cpu_model] == [0, 0]
-    assert python_calls[gpu_model][0] >= 3 * 2 and python_calls[gpu_model][1] >= 3 * 2
+    assert probe.by_root.get(cpu_model, [0, 0]) == [0, 0]
+    assert probe.by_root[gpu_model][0] >= 3 * 2 and probe.by_root[gpu_model][1] >= 3 * 2
 
     expected = {}
     for step, x in enumerate(inputs):

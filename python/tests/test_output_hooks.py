@@ -22,18 +22,22 @@ from conftest import wait_until
 
 class Probe:
     """Counts the calls the Python output hook takes (ModuleTrack._on_output), and the
-    gradients the Python gradient hook does (ModuleTrack._on_grad)."""
+    gradients the Python gradient hook does (ModuleTrack._on_grad); by_root: the same
+    [calls, gradients] for each tracked model."""
 
     def __init__(self, monkeypatch):
         self.calls = self.grads = 0
+        self.by_root = {}
         on_output, on_grad = _tracks.ModuleTrack._on_output, _tracks.ModuleTrack._on_grad
 
         def counted_output(track, *args):
             self.calls += 1
+            self.by_root.setdefault(track._root, [0, 0])[0] += 1
             return on_output(track, *args)
 
         def counted_grad(track, *args):
             self.grads += 1
+            self.by_root.setdefault(track._root, [0, 0])[1] += 1
             return on_grad(track, *args)
 
         monkeypatch.setattr(_tracks.ModuleTrack, "_on_output", counted_output)
