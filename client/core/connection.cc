@@ -212,7 +212,7 @@ void Connection::run() {
       if (attempt == Attempt::kConnected) {
         first_cv_.notify_all();
         if (autostart_) {
-          autostart_->on_connected();
+          autostart_->on_connected(steady_time_ms());
           refresh_autostart_note();
         }
         // After the registration reply, while pushes already flow: never writes the ring.

@@ -146,8 +146,13 @@ void DaemonAutostart::release_lock() {
   lock_fd_ = -1;
 }
 
-void DaemonAutostart::on_connected() {
+void DaemonAutostart::on_connected(int64_t now_ms) {
   if (waiting_for_other_) state_ = "a daemon started by another process serves the session";
+  // Ours listens, and its launcher is about to exit (0; or 3 if another daemon won the
+  // session lock, which poll() still tells). Say so now: a busy machine can keep the
+  // launcher's exit from being seen for a while after the first push.
+  if (child_ > 0) (void)check_child(now_ms);
+  if (child_ > 0) state_ = started_state();
   waiting_for_other_ = false;
   waiting_since_ms_ = -1;
 }
@@ -281,7 +286,7 @@ bool DaemonAutostart::check_child(int64_t now_ms) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kDaemonExitOk) {
     failures_ = 0;
-    state_ = "started tensorscoped (log " + log_path_ + ")";
+    state_ = started_state();
     return true;
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kDaemonExitAlreadyRunning) {
@@ -293,6 +298,8 @@ bool DaemonAutostart::check_child(int64_t now_ms) {
        WIFEXITED(status) && WEXITSTATUS(status) == kDaemonExitBadUsage, now_ms);
   return false;
 }
+
+std::string DaemonAutostart::started_state() const { return "started tensorscoped (log " + log_path_ + ")"; }
 
 void DaemonAutostart::fail(const std::string& why, bool final, int64_t now_ms) {
   release_lock();

@@ -68,8 +68,9 @@ class DaemonAutostart {
   // final; otherwise checks on the launch in progress. True when a daemon should answer
   // now (ours is up, or another one serves the session): worth connecting at once.
   bool step(int64_t now_ms);
-  // The client registered with a daemon (whoever started it).
-  void on_connected();
+  // The client registered with a daemon (whoever started it); ours, if we launched one
+  // and its launcher has not exited with another outcome yet.
+  void on_connected(int64_t now_ms);
   // Collects the launch's outcome (and frees the autostart lock) while connected.
   void poll(int64_t now_ms) {
     if (child_ > 0) (void)check_child(now_ms);
@@ -88,6 +89,7 @@ class DaemonAutostart {
   bool check_child(int64_t now_ms);
   void fail(const std::string& why, bool final, int64_t now_ms);
   void release_lock();
+  std::string started_state() const;
 
   AutostartConfig config_;  // output_dir made absolute at construction
   DaemonSearch search_;

@@ -33,6 +33,7 @@
 #include "daemon_autostart.h"
 #include "dir_listing.h"
 #include "temp_dir.h"
+#include "tensorscope/shared/daemon_exit_status.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/runtime_paths.h"
 
@@ -226,6 +227,36 @@ TEST(ClientStart, ClientsWhoseAutostartFailsDoNotWaitForEachOtherForever) {
   }
   EXPECT_TRUE(final_state(a)) << a.stats().autostart;
   EXPECT_TRUE(final_state(b)) << b.stats().autostart;
+}
+
+// The launcher connected to the daemon it started before that daemon's launching process
+// was seen to exit (a busy machine): it says it started it, and the launching process's
+// later outcome still refines that (here: another daemon had won the session).
+TEST(DaemonAutostart, ConnectedBeforeTheLauncherExitedSaysItStartedTheDaemon) {
+  testing::TempDir dir("ts-auto");
+  const std::string go = dir.path() + "/go";
+  const std::string fake = dir.path() + "/slow-tensorscoped";
+  std::ofstream(fake) << "#!/bin/sh\nwhile [ ! -e '" << go << "' ]; do sleep 0.02; done\nexit "
+                      << kDaemonExitAlreadyRunning << "\n";
+  ::chmod(fake.c_str(), 0700);
+  DaemonAutostart autostart({fake, "", dir.path() + "/out", "unit", dir.path() + "/run", /*idle_exit_ms=*/1000});
+  int64_t now = 1000;
+  EXPECT_FALSE(autostart.step(now));
+  EXPECT_TRUE(autostart.in_progress());
+  EXPECT_EQ(autostart.state().rfind("starting " + fake, 0), 0u) << autostart.state();
+
+  autostart.on_connected(now += 10);
+  EXPECT_EQ(autostart.state().rfind("started tensorscoped (log ", 0), 0u) << autostart.state();
+  EXPECT_TRUE(autostart.in_progress()) << "its outcome is still to be collected";
+
+  std::ofstream(go) << "";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (autostart.in_progress() && std::chrono::steady_clock::now() < deadline) {
+    autostart.poll(now += 10);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(autostart.in_progress());
+  EXPECT_EQ(autostart.state(), "a daemon started by another process serves the session");
 }
 
 // Two clients of one session in one process (a notebook cell run twice): two segments,
