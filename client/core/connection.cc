@@ -9,6 +9,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -92,6 +93,9 @@ std::string mib(uint64_t bytes) {
 constexpr int kRegisterTimeoutMs = 3000;
 constexpr int kRefusedBackoffMs = 5000;
 constexpr int kAutostartPollMs = 20;  // while a daemon we started comes up
+// The constructor's wait for the segment that pushes wait in, past connect_timeout_ms:
+// local work (a few milliseconds) that a busy machine may stretch.
+constexpr int kSegmentWaitMs = 5000;
 
 }  // namespace
 
@@ -167,8 +171,10 @@ void Connection::wait_for_first_connection(int timeout_ms) {
   if (first_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return first_over_ || connected(); })) {
     return;
   }
-  // Still registering: at least wait for the segment pushes can wait in.
-  first_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return first_over_ || accepting(); });
+  // Still registering (or our daemon still coming up): at least wait for the segment pushes
+  // can wait in, however busy the machine, so that none of the first steps' is lost.
+  first_cv_.wait_for(lock, std::chrono::milliseconds(std::max(timeout_ms, kSegmentWaitMs)),
+                     [this] { return first_over_ || accepting(); });
 }
 
 void Connection::first_attempt_over() {

@@ -146,7 +146,7 @@ def test_every_n_max_hz_enabled_steps(daemon):
         scope.set_render_mode("h", "histogram")
         assert scope.push("h", torch.zeros(2)) == PushResult.PUSHED
         assert scope.stats().gated == 4 + 1
-    with tensorscope.Client(**daemon.client_options(max_hz=1.0)) as scope:
+    with tensorscope.Client(**daemon.client_options(max_hz=0.01)) as scope:
         assert [scope.push("hz", torch.zeros(1)) for _ in range(3)] == [PushResult.PUSHED] + [PushResult.GATED] * 2
     daemon.stop()
     steps = sorted(int(r["step"]) for r in daemon.stats_rows() if r["stream"] == "h")

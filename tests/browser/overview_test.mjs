@@ -45,13 +45,28 @@ const overviewState = (page) => page.evaluate(() => ({
   banner: document.getElementById('banner').hidden ? '' : document.getElementById('banner-text').textContent,
 }));
 
-// Hovers and clicks the cell of (rank, stream, step) on `page`; returns the tooltip.
-async function hoverCell(page, rank, stream, step) {
-  const at = await page.evaluate((r, s, t) => window.tensorscopeView.cellCenter(r, s, t), rank, stream, step);
-  if (!at) return null;
-  await page.mouse.move(at.x, at.y);
-  return page.evaluate(() => (document.getElementById('overview-tip').hidden ? '' : document.getElementById('overview-tip').textContent));
+// Whether tooltip `tip` is that of the cell of (rank, stream) that holds `step`.
+function tipNamesCell(tip, rank, stream, step) {
+  const m = /· steps? (\d+)(?:–(\d+))?/.exec(tip || '');
+  return !!m && tip.startsWith(`${stream}\n`) && tip.includes(`rank ${rank} ·`) &&
+    Number(m[1]) <= step && step <= Number(m[2] ?? m[1]);
 }
+// Hovers the cell of (rank, stream, step) on `page`; returns the tooltip and the point.
+// While training runs the heatmap grows a column per step, so a cell may move between
+// finding it and moving there: tried again until the tooltip names that cell.
+async function hoverCellAt(page, rank, stream, step) {
+  let tip = null, at = null;
+  for (let attempt = 0; attempt < 50; ++attempt) {
+    at = await page.evaluate((r, s, t) => window.tensorscopeView.cellCenter(r, s, t), rank, stream, step);
+    if (!at) return { tip: null, at };
+    await page.mouse.move(at.x, at.y);
+    tip = await page.evaluate(() => (document.getElementById('overview-tip').hidden ? '' : document.getElementById('overview-tip').textContent));
+    if (tipNamesCell(tip, rank, stream, step)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { tip, at };
+}
+const hoverCell = async (page, rank, stream, step) => (await hoverCellAt(page, rank, stream, step)).tip;
 const tileSteps = (page) => page.evaluate(() => [...document.querySelectorAll('figure.tile')].map((f) => ({
   name: f.querySelector('.name').textContent, step: f.querySelector('.step').textContent,
   hasImage: f.querySelector('img').hasAttribute('src'),
@@ -95,8 +110,8 @@ try {
 
   // Click: that module's tile of that rank, the cursor on that step.
   const cellStep = BAD_STEP;
-  await hoverCell(page, BAD_RANK, BAD_MODULE, cellStep);
-  const at = await page.evaluate((r, s, t) => window.tensorscopeView.cellCenter(r, s, t), BAD_RANK, BAD_MODULE, cellStep);
+  const { tip: clickedTip, at } = await hoverCellAt(page, BAD_RANK, BAD_MODULE, cellStep);
+  check(tipNamesCell(clickedTip, BAD_RANK, BAD_MODULE, cellStep), `the cell to click is found (${JSON.stringify(clickedTip)})`);
   await page.mouse.click(at.x, at.y);
   await waitFor(async () => (await overviewState(page)).page === 'tiles', 30000, 'a click opens the tiles');
   const hash = decodeURIComponent(page.url().split('#')[1]);

@@ -194,7 +194,9 @@ TEST_F(ClientStartTest, ARuntimeDirectoryWithNoRoomLeavesTheTrainingRunningAndSa
   if (!tmpfs.mounted()) GTEST_SKIP() << tmpfs.why();
   const std::string name = session("tiny");
   ASSERT_NE(start_ready_daemon(name, tmpfs.path()), nullptr);
-  ChildProcess* p = start_producer(name, tmpfs.path(), 0, {"--count", "200", "--wait-connect-ms", "0"});
+  // The constructor waits until the first attempt is over: its notes are in the last line.
+  ChildProcess* p = start_producer(name, tmpfs.path(), 0,
+                                   {"--count", "200", "--wait-connect-ms", "0", "--connect-timeout-ms", "20000"});
   ASSERT_NE(p, nullptr);
   const json line = final_line(p);
   ASSERT_TRUE(line.is_object());
@@ -221,7 +223,7 @@ TEST_F(ClientStartTest, ProducersStartedAfterTheDaemonLoseNoPush) {
     const json line = final_line(p);
     ASSERT_TRUE(line.is_object());
     EXPECT_EQ(u64(line, "not_connected"), 0u) << line.dump();
-    EXPECT_EQ(u64(line, "pushed") + u64(line, "dropped_full"), 100u) << line.dump();
+    EXPECT_EQ(u64(line, "pushed") + u64(line, "dropped_full") + u64(line, "gated"), 100u) << line.dump();
     release_producer(p);
   }
 }
@@ -350,8 +352,8 @@ TEST_F(ClientStartTest, AutostartWithABadDaemonPathIsAStateAndTheTrainingRuns) {
   const std::string name = session("nodaemon");
   ChildProcess* p =
       start_producer(name, runtime_dir_, 0,
-                     {"--count", "50", "--wait-connect-ms", "0", "--autostart", "--daemon",
-                      tmp_.path() + "/missing/tensorscoped", "--autostart-output", tmp_.path() + "/runs"});
+                     {"--count", "50", "--wait-connect-ms", "0", "--connect-timeout-ms", "20000", "--autostart",
+                      "--daemon", tmp_.path() + "/missing/tensorscoped", "--autostart-output", tmp_.path() + "/runs"});
   ASSERT_NE(p, nullptr);
   const json line = final_line(p);
   ASSERT_TRUE(line.is_object());

@@ -46,12 +46,14 @@ TEST(Client, EveryNPushesTheFirstAndEveryNthCallPerStream) {
 
 TEST(Client, MaxHzLimitsEachStream) {
   testing::TempDir dir("ts-client");
-  Client client(isolated(dir).max_hz(10));  // at most one push per 100 ms per stream
+  // At most one push per second per stream: wide enough that a busy machine does not
+  // let the second call through.
+  Client client(isolated(dir).max_hz(1));
   const torch::Tensor t = torch::ones({1});
   EXPECT_EQ(client.push("x", t), PushResult::kNotConnected);
   EXPECT_EQ(client.push("x", t), PushResult::kGated);
   EXPECT_EQ(client.push("y", t), PushResult::kNotConnected);  // streams are independent
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_EQ(client.push("x", t), PushResult::kNotConnected);
 }
 

@@ -137,7 +137,9 @@ TEST(LiveBoardTest, AReaderLappedLosesFramesButNeverReadsATornOne) {
   std::vector<LiveFrame> frames;
   size_t read = 0;
   int64_t last = -1;
-  while (!done.load()) {
+  // Polls once more after the writer is done: it may finish before the first poll.
+  for (bool finished = false; !finished;) {
+    finished = done.load();
     frames.clear();
     (*reader)->poll(&frames, 7);
     for (const auto& f : frames) {
