@@ -151,7 +151,7 @@ void DaemonAutostart::on_connected(int64_t now_ms) {
   // Ours listens, and its launcher is about to exit (0; or 3 if another daemon won the
   // session lock, which poll() still tells). Say so now: a busy machine can keep the
   // launcher's exit from being seen for a while after the first push.
-  if (child_ > 0) (void)check_child(now_ms);
+  poll(now_ms);
   if (child_ > 0) state_ = started_state();
   waiting_for_other_ = false;
   waiting_since_ms_ = -1;

@@ -72,7 +72,7 @@ constexpr Rank rank_between(int64_t lo, int64_t hi) { return {lo, hi}; }
   X(int, reconnect_interval_ms, 200, between(10, 3600000))                                                          \
   /* How long the constructor waits for the first registration when a daemon's socket exists (or                   \
      autostart is on), so the first steps' pushes are not lost; 0 = never wait (connect in the                     \
-     background). Past it, it still waits for its own segment, where pushes wait for the daemon                   \
+     background). Past it, it still waits for its own segment, where pushes wait for the daemon                    \
      (local work: milliseconds, at most 5 s on a very busy machine). Without a daemon socket it                    \
      does not wait at all. */                                                                                      \
   X(int, connect_timeout_ms, 500, between(0, 600000))                                                               \
