@@ -8,13 +8,21 @@
 
 namespace tensorscope::fuzz {
 
-std::string file_with(const std::string& bytes, const char* suffix) {
+const std::string& private_dir() {
   static const std::string dir = [] {
     char tmpl[] = "/tmp/ts-fuzz-XXXXXX";
     const char* made = ::mkdtemp(tmpl);
     return std::string(made != nullptr ? made : "/tmp");
   }();
-  const std::string path = dir + "/input" + suffix;
+  return dir;
+}
+
+std::string file_with(const std::string& bytes, const char* suffix) {
+  return file_at(std::string("input") + suffix, bytes);
+}
+
+std::string file_at(const std::string& relative, const std::string& bytes) {
+  const std::string path = private_dir() + "/" + relative;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd >= 0) {
     size_t done = 0;

@@ -19,8 +19,13 @@ inline std::string as_string(const uint8_t* data, size_t size) {
   return std::string(reinterpret_cast<const char*>(data), size);
 }
 
+// A private directory (mode 0700) for the target's files; lives as long as the process.
+const std::string& private_dir();
+
 // A private file (mode 0600) holding `bytes`, rewritten by each call; for readers that
 // take a path. The path lives as long as the process.
 std::string file_with(const std::string& bytes, const char* suffix);
+// private_dir()/`relative` holding `bytes` (its directories must exist); its path.
+std::string file_at(const std::string& relative, const std::string& bytes);
 
 }  // namespace tensorscope::fuzz

@@ -207,7 +207,9 @@ OverviewGrid fit_overview_grid(const OverviewGrid& grid, size_t max_rows, size_t
   max_cols = std::max<size_t>(1, max_cols);
   const size_t rows = grid.rows.size(), cols = grid.columns();
   if (rows <= max_rows && cols <= max_cols) return grid;
-  const size_t rb = (rows + max_rows - 1) / max_rows, cb = (cols + max_cols - 1) / max_cols;  // block sides
+  // Block sides, rounded up without overflow (a bound may be SIZE_MAX: no limit).
+  auto blocks = [](size_t n, size_t bound) { return std::max<size_t>(1, n / bound + (n % bound != 0 ? 1 : 0)); };
+  const size_t rb = blocks(rows, max_rows), cb = blocks(cols, max_cols);
   OverviewGrid out;
   out.metric = grid.metric;
   out.summaries_left_out = grid.summaries_left_out;
@@ -244,6 +246,16 @@ bool first_nonfinite_cell(const OverviewGrid& grid, size_t* row, size_t* column)
     }
   }
   return false;
+}
+
+size_t OverviewHistory::memory_bytes() const {
+  size_t bytes = sizeof(*this);
+  for (const auto* columns : {&window_, &run_}) {
+    for (const Column& c : *columns) bytes += sizeof(Column) + c.cells.capacity() * sizeof(Cell);
+  }
+  // A row: its entry, its name twice (the row and the map's key) and the map's node.
+  for (const Row& r : rows_) bytes += sizeof(Row) + 2 * r.name.capacity() + 64;
+  return bytes;
 }
 
 OverviewGrid OverviewHistory::window(size_t metric) const { return grid(metric, window_, 1); }

@@ -1,12 +1,19 @@
 // summary_table.cc — see summary_table.h.
 #include "tensorscope/recording/summary_table.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "tensorscope/base/posix_file.h"
 #include "tensorscope/recording/csv_text.h"
 
 namespace tensorscope::recording {
@@ -100,6 +107,43 @@ bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   s.has_update_ratio = !std::isnan(s.update_ratio);
   if (!s.has_update_ratio) s.update_ratio = 0;
   return true;
+}
+
+uint64_t for_each_summary_table_row(std::string_view text, const std::function<void(const SummaryTableRow&)>& row) {
+  uint64_t skipped = 0;
+  SummaryTableRow r;
+  for (size_t nl = text.find('\n'); nl != std::string_view::npos; nl = text.find('\n')) {
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+    if (line == kSummaryTableHeader) continue;
+    if (parse_summary_table_line(line, &r)) {
+      row(r);
+    } else {
+      ++skipped;
+    }
+  }
+  return skipped;
+}
+
+StatusOr<uint64_t> read_summary_table(const std::string& path, uint64_t max_bytes,
+                                      const std::function<void(const SummaryTableRow&)>& row) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return Status::from_errno("cannot open the summary table " + path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Status::from_errno("cannot stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::error(path + " is not a file");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const uint64_t from = size > max_bytes ? size - max_bytes : 0;
+  std::string text(size - from, '\0');
+  StatusOr<size_t> got = pread_full(fd.get(), text.data(), text.size(), from, path);
+  if (!got) return got.status();
+  text.resize(*got);
+  std::string_view whole(text);
+  if (from > 0) {  // from the first whole line
+    const size_t nl = whole.find('\n');
+    whole.remove_prefix(nl == std::string_view::npos ? whole.size() : nl + 1);
+  }
+  return for_each_summary_table_row(whole, row);
 }
 
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid) {

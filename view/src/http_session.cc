@@ -90,9 +90,11 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
   }
 
   void start() {
-    if (ctx_->connections.load(std::memory_order_relaxed) > static_cast<uint64_t>(ctx_->options.max_connections) &&
-        !let_the_oldest_waiting_go()) {
-      // Every other connection has shown the token: a viewer's, not an intruder's.
+    const uint64_t open = ctx_->connections.load(std::memory_order_relaxed);
+    const auto soft = static_cast<uint64_t>(ctx_->options.max_connections);
+    if (open > soft && !let_the_oldest_waiting_go() && open > 2 * soft + 16) {
+      // Every other connection has shown the token (viewers', not intruders'), and there
+      // are so many that even a viewer's request waits: the hard limit.
       refuse_and_close(http::status::service_unavailable, "too many connections\n");
       return;
     }
@@ -267,20 +269,10 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
               "application/json");
   }
 
-  // The overview of one metric in every session: ?metric=<name>&columns=<16..2000>.
+  // The overview of one metric in every session (parse_overview_query).
   void send_overview(const http::request<http::string_body>& req, const std::map<std::string, std::string>& query) {
-    int metric = 0;
-    if (auto m = query.find("metric"); m != query.end()) metric = recording::overview_metric_index(m->second);
-    if (metric < 0) return refuse(req, http::status::bad_request, "unknown metric\n");
-    size_t columns = 600;
-    if (auto c = query.find("columns"); c != query.end()) {
-      char* end = nullptr;
-      const long v = std::strtol(c->second.c_str(), &end, 10);
-      if (c->second.empty() || *end != '\0' || v < 16 || v > 2000) {
-        return refuse(req, http::status::bad_request, "columns: an integer from 16 to 2000\n");
-      }
-      columns = static_cast<size_t>(v);
-    }
+    const StatusOr<OverviewQuery> q = parse_overview_query(query);
+    if (!q) return refuse(req, http::status::bad_request, q.message() + "\n");
     const int64_t now = steady_time_ms();
     const bool fresh = now - ctx_->summaries_read_ms < 300;  // pages of several viewers share a read
     if (!fresh) ctx_->summaries_read_ms = now;
@@ -289,7 +281,7 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
       metrics.push_back({{"name", m.name}, {"title", m.title}, {"log", m.log_scale}});
     for (size_t i = 0; i < ctx_->summaries.size(); ++i) {
       if (!fresh) ctx_->summaries[i]->refresh();
-      nlohmann::json o = ctx_->summaries[i]->overview(static_cast<size_t>(metric), columns);
+      nlohmann::json o = ctx_->summaries[i]->overview(q->metric, q->columns);
       o["source"] = i;
       sources.push_back(std::move(o));
     }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,27 @@ bool parse_table_name(const std::string& name, int* rank, int64_t* pid) {
 }
 
 }  // namespace
+
+StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::string>& query) {
+  OverviewQuery q;
+  if (auto m = query.find("metric"); m != query.end()) {
+    const int metric = recording::overview_metric_index(m->second);
+    if (metric < 0) return Status::error("unknown metric");
+    q.metric = static_cast<size_t>(metric);
+  }
+  if (auto c = query.find("columns"); c != query.end()) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(c->second.c_str(), &end, 10);
+    if (c->second.empty() || *end != '\0' || errno != 0 || v < static_cast<long>(OverviewQuery::kMinColumns) ||
+        v > static_cast<long>(OverviewQuery::kMaxColumns)) {
+      return Status::error("columns: an integer from " + std::to_string(OverviewQuery::kMinColumns) + " to " +
+                           std::to_string(OverviewQuery::kMaxColumns));
+    }
+    q.columns = static_cast<size_t>(v);
+  }
+  return q;
+}
 
 SummaryTables::SummaryTables(std::string session_dir) : dir_(std::move(session_dir)) {}
 
@@ -74,19 +96,9 @@ bool SummaryTables::read_table(const std::string& name, Table& table, size_t* bu
   }
   *budget -= last + 1;
   table.offset += last + 1;
-  std::string_view rest(text.data(), last + 1);
-  recording::SummaryTableRow row;
-  while (!rest.empty()) {
-    const size_t nl = rest.find('\n');
-    const std::string_view line = rest.substr(0, nl);
-    rest.remove_prefix(nl + 1);
-    if (line == recording::kSummaryTableHeader) continue;
-    if (!recording::parse_summary_table_line(line, &row)) {
-      ++skipped_lines_;
-      continue;
-    }
-    table.history.observe(row.step, {row.summary});
-  }
+  skipped_lines_ += recording::for_each_summary_table_row(
+      std::string_view(text.data(), last + 1),
+      [&table](const recording::SummaryTableRow& row) { table.history.observe(row.step, {row.summary}); });
   return table.offset == size;
 }
 
@@ -130,8 +142,17 @@ void SummaryTables::read_anomalies() {
 bool SummaryTables::refresh(size_t budget) {
   discover();
   bool all = true;
+  size_t memory = 0;
+  for (const auto& entry : tables_) memory += entry.second.history.memory_bytes();
+  tables_left_out_ = 0;
   for (auto& [name, table] : tables_) {
+    if (memory >= kMaxHistoryBytes) {  // what is held stays shown; no table grows further
+      ++tables_left_out_;
+      continue;
+    }
+    const size_t before = table.history.memory_bytes();
     if (!read_table(name, table, &budget)) all = false;
+    memory = memory - before + table.history.memory_bytes();
   }
   read_anomalies();
   complete_ = all;
@@ -144,11 +165,13 @@ nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns) const 
   std::stable_sort(order.begin(), order.end(), [](const Table* a, const Table* b) {
     return a->rank != b->rank ? a->rank < b->rank : a->pid < b->pid;
   });
+  std::erase_if(order, [metric](const Table* t) { return !t->history.has_rows(metric); });
+  max_columns = std::max<size_t>(1, max_columns);
+  // Rows of a table merge when the answer would pass its cells (many ranks, many tensors).
+  const size_t max_rows = std::max<size_t>(1, kMaxAnswerCells / max_columns / std::max<size_t>(1, order.size()));
   nlohmann::json tables = nlohmann::json::array();
   for (const Table* t : order) {
-    if (!t->history.has_rows(metric)) continue;
-    const recording::OverviewGrid g =
-        recording::fit_overview_grid(t->history.whole_run(metric), SIZE_MAX, std::max<size_t>(1, max_columns));
+    const recording::OverviewGrid g = recording::fit_overview_grid(t->history.whole_run(metric), max_rows, max_columns);
     nlohmann::json values = nlohmann::json::array(), nonfinite = nlohmann::json::array();
     for (size_t r = 0; r < g.rows.size(); ++r) {
       nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
@@ -179,6 +202,7 @@ nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns) const 
   return {{"metric", recording::kOverviewMetrics[metric].name},
           {"complete", complete_},
           {"skipped_lines", skipped_lines_},
+          {"tables_left_out", tables_left_out_},
           {"tables", std::move(tables)},
           {"anomalies", anomalies_}};
 }

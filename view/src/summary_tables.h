@@ -6,8 +6,13 @@
 // Used by the view server on its network thread (the /api/overview request). refresh()
 // reads at most `budget` new bytes in all, whole lines only, so a long finished run is
 // taken in over a few requests without holding up the others ("complete": false until
-// then). Lines that are not the table's are skipped and counted. At most kMaxTables
-// tables are followed. Thread safety: none; one thread.
+// then). Lines that are not the table's are skipped and counted.
+//
+// Bounded: at most kMaxTables tables are followed and their histories hold at most
+// kMaxHistoryBytes in all (a table that would pass it is not read further and is
+// counted in "tables_left_out"); an answer holds at most kMaxAnswerCells cells (rows of
+// a table merge when there are more; at least one row per table is kept, so 1,024 tables
+// of 2,000 columns are the most an answer can hold). Thread safety: none; one thread.
 #pragma once
 
 #include <cstddef>
@@ -18,24 +23,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensorscope/base/status.h"
 #include "tensorscope/recording/overview_history.h"
 
 namespace tensorscope::view {
+
+// The query of /api/overview: ?metric=<name of kOverviewMetrics>&columns=<16..2000>.
+struct OverviewQuery {
+  static constexpr size_t kMinColumns = 16, kMaxColumns = 2000;
+  size_t metric = 0;
+  size_t columns = 600;
+};
+StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::string>& query);
 
 class SummaryTables {
  public:
   static constexpr size_t kMaxTables = 1024;
   static constexpr size_t kMaxAnomalyBytes = 4u << 20;
+  static constexpr size_t kMaxHistoryBytes = 256u << 20;
+  static constexpr size_t kMaxAnswerCells = 1u << 20;
 
   explicit SummaryTables(std::string session_dir);
 
   // Reads what the tables and the anomaly file gained; true when all is read.
   bool refresh(size_t budget = 16u << 20);
 
-  // {"metric", "complete", "skipped_lines", "tables": [{"rank", "pid", "rows", "first_steps",
+  // {"metric", "complete", "skipped_lines", "tables_left_out", "tables": [{"rank", "pid", "rows", "first_steps",
   // "last_steps", "steps_per_column", "values" (per row, null: no value), "nonfinite" (per
   // row, 0/1)}], "anomalies": {"count", "first_non_finite", "others" (the first 20)}},
-  // the whole run of each table in at most `max_columns` columns, tables by rank.
+  // the whole run of each table in at most `max_columns` columns (and so many rows that
+  // the answer holds at most kMaxAnswerCells cells), tables by rank.
   nlohmann::json overview(size_t metric, size_t max_columns) const;
 
  private:
@@ -53,6 +70,7 @@ class SummaryTables {
   const std::string dir_;
   std::map<std::string, Table> tables_;  // by file name
   bool complete_ = true;
+  size_t tables_left_out_ = 0;  // not read further: the histories' memory is spent
   uint64_t skipped_lines_ = 0;
   int64_t anomalies_size_ = -1;
   nlohmann::json anomalies_ = {{"count", 0}, {"first_non_finite", nullptr}, {"others", nlohmann::json::array()}};

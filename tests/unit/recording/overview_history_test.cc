@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -119,6 +121,46 @@ TEST(OverviewHistoryTest, RowsBeyondTheLimitAreCounted) {
   const OverviewGrid g = h.window(kActStd);
   EXPECT_EQ(g.rows.size(), 2u);
   EXPECT_EQ(g.summaries_left_out, 4);
+}
+
+// A history of `steps` steps of model_step, merged into at most `run_columns` columns.
+OverviewHistory long_run(int64_t steps, int run_columns) {
+  OverviewHistory h(1, run_columns);
+  for (int64_t s = 0; s < steps; ++s) h.observe(s, model_step(1.0 + static_cast<double>(s % 7)));
+  return h;
+}
+
+TEST(FitOverviewGridTest, NoRowLimitFitsColumnsOnly) {
+  // The live view asks for every row (SIZE_MAX) and fewer columns than the run has: the
+  // block side must not overflow (it once made an endless loop that allocated without end).
+  const OverviewGrid run = long_run(700, 1024).whole_run(kActStd);
+  ASSERT_EQ(run.rows.size(), 3u);
+  ASSERT_GT(run.columns(), 600u);
+  const OverviewGrid fitted = fit_overview_grid(run, SIZE_MAX, 600);
+  EXPECT_EQ(fitted.rows, run.rows);  // rows untouched
+  EXPECT_LE(fitted.columns(), 600u);
+  EXPECT_GE(fitted.columns(), 300u);
+  EXPECT_EQ(fitted.values.size(), fitted.rows.size() * fitted.columns());
+  EXPECT_EQ(fitted.first_steps.front(), 0);
+  EXPECT_EQ(fitted.last_steps.back(), 699);
+  // Merged by max: every cell of a two-step block holds the larger of its steps' values.
+  EXPECT_EQ(fitted.steps_per_column, 2 * run.steps_per_column);
+  EXPECT_FLOAT_EQ(fitted.value(0, 0), std::max(run.value(0, 0), run.value(0, 1)));
+}
+
+TEST(FitOverviewGridTest, EveryBoundFromOneToUnlimited) {
+  const OverviewGrid run = long_run(50, 64).whole_run(kActStd);
+  for (size_t rows : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, SIZE_MAX - 1, SIZE_MAX}) {
+    for (size_t cols : {size_t{0}, size_t{1}, size_t{7}, size_t{49}, size_t{50}, SIZE_MAX}) {
+      const OverviewGrid g = fit_overview_grid(run, rows, cols);
+      EXPECT_LE(g.rows.size(), std::max<size_t>(1, rows)) << rows << " x " << cols;
+      EXPECT_LE(g.columns(), std::max<size_t>(1, cols)) << rows << " x " << cols;
+      EXPECT_GE(g.rows.size(), 1u);
+      EXPECT_GE(g.columns(), 1u);
+      EXPECT_EQ(g.values.size(), g.rows.size() * g.columns());
+      EXPECT_EQ(g.last_steps.back(), 49);
+    }
+  }
 }
 
 }  // namespace

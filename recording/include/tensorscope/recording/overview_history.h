@@ -104,6 +104,9 @@ class OverviewHistory {
   bool has_rows(size_t metric) const;
   int64_t steps_seen() const { return steps_seen_; }
   int64_t newest_step() const { return newest_step_; }
+  // The memory the history holds, in bytes (its cells and row names; an estimate within
+  // the allocator's rounding).
+  size_t memory_bytes() const;
 
  private:
   struct Cell {

@@ -16,10 +16,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tensorscope/base/status.h"
 #include "tensorscope/shared/summary_format.h"
 
 namespace tensorscope::recording {
@@ -40,6 +42,18 @@ struct SummaryTableRow {
 };
 // False for the header and for a line that is not one of the table's.
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row);
+
+// Calls `row` for each whole line of `text` that is one of the table's ('\n'-ended; a
+// last line without its '\n' is left out), the header skipped; returns how many lines
+// were not the table's.
+uint64_t for_each_summary_table_row(std::string_view text, const std::function<void(const SummaryTableRow&)>& row);
+
+// Reads back the table at `path` (a restarted daemon's workers: the steps summarised
+// before the restart), at most its last `max_bytes` (from the first whole line in them).
+// Calls `row` for each line; returns the lines that were not the table's, or why the
+// file could not be read (a missing file is an error too).
+StatusOr<uint64_t> read_summary_table(const std::string& path, uint64_t max_bytes,
+                                      const std::function<void(const SummaryTableRow&)>& row);
 
 // <session_dir>/summaries/rank<r>_pid<p>.csv
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid);
