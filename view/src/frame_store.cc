@@ -35,6 +35,13 @@ uint32_t FrameStore::add(int source, LiveFrame frame) {
   const uint32_t id = tile_id_locked(key, frame.kind, frame.producer_pid);
   Tile& t = tiles_[id - 1];
   const uint64_t cost = frame_cost(frame);
+  if (t.newest && frame.producer_pid != t.newest->producer_pid) {
+    // Another process of the session (a second run, a restarted rank): the newer one,
+    // by push time, is the tile's; its steps may start again from 0.
+    if (frame.push_unix_ns < t.newest->push_unix_ns) return id;  // the older run's, late
+    while (!t.history.empty()) drop_front_locked(t);
+    t.newest = nullptr;
+  }
   auto ptr = std::make_shared<const LiveFrame>(std::move(frame));
   ++sequence_;
   t.info.frames_seen++;

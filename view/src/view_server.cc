@@ -278,6 +278,7 @@ class ViewServer::Impl {
 StatusOr<std::unique_ptr<ViewServer>> ViewServer::start(ViewServerOptions options) {
   if (options.sources.empty()) return Status::error("view: no session to show");
   if (options.max_connections < 1) return Status::error("view: max_connections must be at least 1");
+  if (options.page_timeout_ms < 100) return Status::error("view: page_timeout_ms must be at least 100");
   if (options.board_poll_ms < 1 || options.status_poll_ms < 1)
     return Status::error("view: poll periods must be positive");
   std::string token = options.token;

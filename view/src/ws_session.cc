@@ -32,7 +32,10 @@ class WsSession : public PageSink, public std::enable_shared_from_this<WsSession
 
   void start(http::request<http::string_body> upgrade) {
     beast::get_lowest_layer(ws_).expires_never();
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    auto timeout = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeout.idle_timeout = std::chrono::milliseconds(ctx_->options.page_timeout_ms);
+    timeout.keep_alive_pings = true;  // a page that answers none is closed
+    ws_.set_option(timeout);
     ws_.read_message_max(kMaxMessageBytes);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "tensorscope"); }));

@@ -36,6 +36,32 @@ TEST(FrameStoreTest, TilesGetIdsInOrderOfFirstAppearance) {
   EXPECT_EQ(store.newest(5), nullptr);
 }
 
+// A second run of the session (a new process, its steps from 0 again) takes the tiles
+// over; a late frame of the run before it is not kept.
+TEST(FrameStoreTest, ASecondRunOfTheSessionTakesTheTileOver) {
+  FrameStore store(1 << 20);
+  auto of = [](int64_t pid, int64_t step, uint64_t push_ns) {
+    LiveFrame f = frame("a", step);
+    f.producer_pid = pid;
+    f.push_unix_ns = push_ns;
+    return f;
+  };
+  for (int64_t s = 0; s <= 100; s += 10) store.add(0, of(11, s, 1000 + static_cast<uint64_t>(s)));
+  EXPECT_EQ(store.add(0, of(22, 0, 5000)), 1u) << "the same tile";
+  uint64_t seq = 0;
+  ASSERT_NE(store.newest(1, &seq), nullptr);
+  EXPECT_EQ(store.newest(1)->producer_pid, 22);
+  EXPECT_EQ(store.newest(1)->step, 0);
+  EXPECT_EQ(store.tile(1)->producer_pid, 22);
+  EXPECT_EQ(store.tile(1)->newest_step, 0);
+  EXPECT_EQ(store.at_step(1, 50), store.newest(1)) << "the first run's frames are not mixed in";
+  store.add(0, of(11, 110, 1200));  // the first run's, late
+  EXPECT_EQ(store.newest(1)->producer_pid, 22);
+  store.add(0, of(22, 10, 5100));
+  EXPECT_EQ(store.newest(1)->step, 10);
+  EXPECT_EQ(store.at_step(1, 5)->step, 0);
+}
+
 TEST(FrameStoreTest, NewestAndAtStep) {
   FrameStore store(1 << 20);
   for (int64_t s : {10, 20, 30}) store.add(0, frame("a", s));

@@ -398,9 +398,13 @@ TEST_F(ViewServerTest, SilentConnectionsMakeWayAndOnlyViewersFillTheServer) {
   EXPECT_EQ(status_of(get(port_, "/api/health?t=" + token_)), 200);
   EXPECT_EQ(status_of(get(port_, "/")), 200);
   for (int fd : held) ::close(fd);
-  // Pages with the token fill every slot: then a newcomer waits its turn (503).
+  // Pages with the token fill every slot: a viewer's request, and the page itself, are
+  // still served, up to the hard limit (2 x 8 + 16 connections); past it, 503.
   std::vector<std::unique_ptr<websocket::stream<tcp::socket>>> pages;
   for (int i = 0; i < 8; ++i) pages.push_back(open_ws());
+  EXPECT_EQ(status_of(get(port_, "/api/health?t=" + token_)), 200);
+  EXPECT_EQ(status_of(get(port_, "/")), 200);
+  for (int i = 8; i < 2 * 8 + 16; ++i) pages.push_back(open_ws());
   int status = 0;
   const auto full_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < full_by && (status = status_of(get(port_, "/"))) != 503) {
@@ -434,6 +438,28 @@ TEST_F(ViewServerTest, DribbledHeadersDoNotKeepAViewerOut) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   for (int fd : slow) ::close(fd);
+}
+
+// Pages that neither read nor write (a stopped tab, a dead network), while no frame flows:
+// closed once they answer no ping, and a viewer with the token is served meanwhile.
+TEST_F(ViewServerTest, IdlePagesThatAnswerNoPingAreClosed) {
+  ViewServerOptions o;
+  o.sources.push_back({session_dir_, "sess", runtime_});
+  o.max_connections = 4;
+  o.page_timeout_ms = 1000;
+  auto server = ViewServer::start(o);
+  ASSERT_TRUE(server.is_ok()) << server.message();
+  server_ = std::move(*server);
+  port_ = server_->port();
+  token_ = server_->token();
+  std::vector<std::unique_ptr<websocket::stream<tcp::socket>>> idle;
+  for (int i = 0; i < 10; ++i) idle.push_back(open_ws());  // never read again
+  EXPECT_EQ(status_of(get(port_, "/api/tiles?t=" + token_)), 200) << "a viewer is served past max_connections";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && server_->counters().connections > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(server_->counters().connections, 0u) << "pages that answer no ping still hold their slots";
 }
 
 // A page that never reads holds a slot only until a message has been stuck for 10 s.

@@ -53,7 +53,11 @@ class FrameStore {
   explicit FrameStore(uint64_t history_bytes);
 
   // Adds a frame of `source`; returns its tile id. Frames older than the tile's newest
-  // (by step) join the history in step order but do not become the newest.
+  // (by step) join the history in step order but do not become the newest. A tile shows
+  // one process: a frame of another process (a second run of the session, a restarted
+  // rank: its steps may start again) pushed after the tile's newest takes the tile over,
+  // the older process's kept frames going (they stay in its videos); one pushed before
+  // it is not kept.
   uint32_t add(int source, LiveFrame frame);
   // Declares a tile known only from finished files (index.json), so that it is listed
   // (in the order declared) before any live frame arrives.

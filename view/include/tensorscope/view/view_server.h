@@ -38,7 +38,12 @@ struct ViewServerOptions {
   std::string token;                       // "": a random one
   std::vector<std::string> allowed_hosts;  // extra Host names (e.g. a machine's name)
   uint64_t history_bytes = 64ull << 20;    // frames kept for the step cursor
+  // Connections that have not shown the token make way for newcomers past this many; a
+  // request with the token (and the page itself) is served up to twice as many plus 16.
   int max_connections = 64;
+  // A page that answers no WebSocket ping for this long (it does not read: a stopped
+  // tab, a dead network) is closed; pings go out after half of it without a message.
+  int page_timeout_ms = 30000;
   int board_poll_ms = 50;
   int status_poll_ms = 1000;
 };
