@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core_option_table.h"
 #include "record_fields.h"
@@ -109,6 +110,8 @@ ClientCore::ClientCore(CoreOptions options)
 }
 
 ClientCore::~ClientCore() {
+  // Summaries still held: sent, and read by the daemon, before the segment goes (bounded).
+  if (held_count_.load(std::memory_order_relaxed) > 0 && connection_) wait_until_read(3000);
 #ifdef TENSORSCOPE_WITH_CUDA
   // The daemon may still be copying blocks of our CUDA pools: let it finish (bounded)
   // before the connection goes and the pools are freed.
@@ -172,6 +175,7 @@ PushResult ClientCore::send(const std::string& name, const TensorRef& tensor, wi
     if (early != PushResult::kPushed) return early;
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
+    try_send_held(*guard.operator->());
     return stage(*guard.operator->(), name, tensor, kind, render_hint, step, row_labels);
   } catch (...) {
     refused_.fetch_add(1, std::memory_order_relaxed);
@@ -179,35 +183,113 @@ PushResult ClientCore::send(const std::string& name, const TensorRef& tensor, wi
   }
 }
 
-PushResult ClientCore::send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept {
-  return send_bytes(track, payload, wire::TensorKind::kModuleTree, step);
-}
-
 PushResult ClientCore::send_summaries(const std::string& track, const std::string& payload, int64_t step) noexcept {
-  return send_bytes(track, payload, wire::TensorKind::kSummary, step);
+  try {
+    const PushResult early = precheck();
+    if (early != PushResult::kPushed) return early;
+    Connection::Guard guard = connection_->acquire();
+    std::lock_guard<std::mutex> lock(held_mutex_);
+    if (!guard) {
+      // A daemon that went away (restarted, killed) after one was connected: held for the
+      // next. Before any connection there is nobody to hold them for.
+      if (connection_->connections() == 0) return count(not_connected_, PushResult::kNotConnected);
+      held_.hold(track, step, payload);
+      held_count_.store(held_.size(), std::memory_order_relaxed);
+      summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
+      return PushResult::kPushed;
+    }
+    if (guard->is_attached() && !guard->summaries) return PushResult::kGated;
+    send_held(*guard.operator->());
+    PushResult result = PushResult::kDroppedFull;
+    if (held_.empty()) result = send_bytes(*guard.operator->(), track, payload, wire::TensorKind::kSummary, step);
+    if (result == PushResult::kDroppedFull) {
+      held_.hold(track, step, payload);
+      result = PushResult::kPushed;
+    }
+    held_count_.store(held_.size(), std::memory_order_relaxed);
+    summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
+    return result;
+  } catch (...) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return PushResult::kRefused;
+  }
 }
 
-PushResult ClientCore::send_bytes(const std::string& name, const std::string& payload, wire::TensorKind kind,
-                                  int64_t step) noexcept {
+void ClientCore::send_held(Connection::Active& active) {
+  while (!held_.empty()) {
+    const HeldSummaries::Record& r = held_.oldest();
+    if (send_bytes(active, r.track, r.payload, wire::TensorKind::kSummary, r.step) == PushResult::kDroppedFull) break;
+    held_.pop_oldest();  // sent, or refused and counted
+  }
+  held_count_.store(held_.size(), std::memory_order_relaxed);
+}
+
+void ClientCore::try_send_held(Connection::Active& active) {
+  if (held_count_.load(std::memory_order_relaxed) == 0) return;
+  if (active.is_attached() && !active.summaries) return;
+  std::unique_lock<std::mutex> lock(held_mutex_, std::try_to_lock);
+  if (lock.owns_lock()) send_held(active);
+}
+
+bool ClientCore::wait_until_read(int timeout_ms) noexcept {
+  try {
+    if (!options_error_.empty() || fork_generation() != fork_generation_) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, timeout_ms));
+    uint64_t serial = 0, head = 0;
+    bool target = false;  // head is what to wait for: this segment's records once none is held
+    while (true) {
+      {
+        Connection::Guard guard = connection_->acquire();
+        if (guard && guard->is_attached()) {
+          wire::SegmentHeader* h = guard->segment->header();
+          if (guard->serial != serial) {
+            serial = guard->serial;
+            target = false;
+          }
+          if (held_count_.load(std::memory_order_relaxed) > 0) {
+            std::lock_guard<std::mutex> lock(held_mutex_);
+            send_held(*guard.operator->());
+          }
+          if (!target && held_count_.load(std::memory_order_relaxed) == 0) {
+            head = h->slot_head.load(std::memory_order_acquire);
+            target = true;
+          }
+          if (target && h->slot_tail.load(std::memory_order_acquire) >= head) return true;
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (...) {
+    return false;
+  }
+}
+
+PushResult ClientCore::send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept {
   try {
     const PushResult early = precheck();
     if (early != PushResult::kPushed) return early;
     Connection::Guard guard = connection_->acquire();
     if (!guard) return count(not_connected_, PushResult::kNotConnected);
     // A daemon that would drop it: not sent, not counted (before one attached: sent).
-    const bool read = kind == wire::TensorKind::kModuleTree ? guard->module_tree : guard->summaries;
-    if (guard->is_attached() && !read) return PushResult::kGated;
-    TensorRef bytes;  // copied into the ring before this returns
-    bytes.data = payload.data();
-    bytes.dtype = wire::DType::kUInt8;
-    bytes.ndim = 1;
-    bytes.shape[0] = static_cast<int64_t>(payload.size());
-    bytes.strides[0] = 1;
-    return stage(*guard.operator->(), name, bytes, kind, 0, step, nullptr);
+    if (guard->is_attached() && !guard->module_tree) return PushResult::kGated;
+    try_send_held(*guard.operator->());
+    return send_bytes(*guard.operator->(), track, payload, wire::TensorKind::kModuleTree, step);
   } catch (...) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     return PushResult::kRefused;
   }
+}
+
+PushResult ClientCore::send_bytes(Connection::Active& active, const std::string& name, const std::string& payload,
+                                  wire::TensorKind kind, int64_t step) {
+  TensorRef bytes;  // copied into the ring before this returns
+  bytes.data = payload.data();
+  bytes.dtype = wire::DType::kUInt8;
+  bytes.ndim = 1;
+  bytes.shape[0] = static_cast<int64_t>(payload.size());
+  bytes.strides[0] = 1;
+  return stage(active, name, bytes, kind, 0, step, nullptr);
 }
 
 PushResult ClientCore::refuse(const std::string& name, const std::string& why) noexcept {
@@ -330,6 +412,8 @@ PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::stri
     return refuse(&active, name, "tensor does not fit in the shared-memory ring");
   }
   if (reserved == RingWriter::ReserveResult::kFull) {
+    // A summary record is held by send_summaries, not dropped: not counted here.
+    if (fields.kind == static_cast<uint8_t>(wire::TensorKind::kSummary)) return PushResult::kDroppedFull;
     return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
   }
   copy_record_fields(fields, r.header);
@@ -420,6 +504,8 @@ ClientStats ClientCore::stats() const {
   s.not_connected = not_connected_.load(std::memory_order_relaxed) + lost;
   s.refused = refused_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed) - lost_bytes;
+  s.summaries_held = held_count_.load(std::memory_order_relaxed);
+  s.summaries_lost = summaries_lost_.load(std::memory_order_relaxed);
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;
   if (connection_ && fork_generation() == fork_generation_) {  // a forked child must not take its lock

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "connection.h"
+#include "held_summaries.h"
 #include "pacer.h"
 #include "stream_gate.h"
 #include "tensor_ref.h"
@@ -87,8 +89,17 @@ class ClientCore {
   // A module tree record (module_tree_format.h) of step `step`, named after the track.
   PushResult send_module_tree(const std::string& track, const std::string& payload, int64_t step) noexcept;
   // A summary record (summary_format.h) of step `step`, named after the track; not sent
-  // (kGated, not counted) to a daemon that does not read them.
+  // (kGated, not counted) to a daemon that does not read them. Findings are not dropped
+  // for a full ring: a record the ring cannot take now (or while the daemon is away after
+  // one was connected) is held (held_summaries.h) and sent, oldest first, before anything
+  // newer, when there is room; kPushed then means "sent or held to be sent".
   PushResult send_summaries(const std::string& track, const std::string& payload, int64_t step) noexcept;
+
+  // Waits, at most `timeout_ms`, until the daemon has read every record this client sent
+  // (the held summaries sent first): what the caller pushed before is then in the
+  // daemon's tables and anomaly reports. False on timeout or without a daemon. Blocks the
+  // calling thread (never called from a push).
+  bool wait_until_read(int timeout_ms) noexcept;
 
   // A push refused before it reached send() (a string, a complex tensor, a failed
   // transform): counted, and logged once per stream. Never throws.
@@ -109,7 +120,13 @@ class ClientCore {
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
-  int64_t next_step() { return step_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // The step after this one; stays at INT64_MAX (never wraps to a negative step).
+  int64_t next_step() {
+    int64_t s = step_.load(std::memory_order_relaxed);
+    while (s < std::numeric_limits<int64_t>::max() &&
+           !step_.compare_exchange_weak(s, s + 1, std::memory_order_relaxed)) {}
+    return s < std::numeric_limits<int64_t>::max() ? s + 1 : s;
+  }
 
   ClientStats stats() const;
   bool connected() const;
@@ -118,8 +135,8 @@ class ClientCore {
 
  private:
   // A payload that is not a tensor (a module tree, summaries) as a uint8 record.
-  PushResult send_bytes(const std::string& name, const std::string& payload, wire::TensorKind kind,
-                        int64_t step) noexcept;
+  PushResult send_bytes(Connection::Active& active, const std::string& name, const std::string& payload,
+                        wire::TensorKind kind, int64_t step);
   PushResult stage(Connection::Active& active, const std::string& name, const TensorRef& tensor, wire::TensorKind kind,
                    uint8_t render_hint, std::optional<int64_t> step, const RowLabels* row_labels);
   PushResult stage_in_ring(Connection::Active& active, const std::string& name, const wire::RecordHeader& fields,
@@ -135,6 +152,10 @@ class ClientCore {
   PushResult count(std::atomic<uint64_t>& local, PushResult result, SegmentCounter mirrored = nullptr,
                    Connection::Active* active = nullptr);
   PushResult precheck();
+  // Sends held summaries, oldest first, while the ring takes them; with held_mutex_ held.
+  void send_held(Connection::Active& active);
+  // send_held when summaries are held and nobody else is sending them (never waits).
+  void try_send_held(Connection::Active& active);
 
   const CoreOptions options_;
   const int rank_;
@@ -156,6 +177,13 @@ class ClientCore {
   std::unordered_set<std::string> refused_streams_;
   mutable std::mutex sync_note_mutex_;
   std::string sync_note_;
+
+  // Summary records a full ring (or a daemon away) could not take yet.
+  static constexpr uint64_t kHeldSummaryBytes = 32ull << 20;
+  std::mutex held_mutex_;
+  HeldSummaries held_{kHeldSummaryBytes};
+  std::atomic<size_t> held_count_{0};        // held_.size(), read without the mutex
+  std::atomic<uint64_t> summaries_lost_{0};  // held_.lost()
 
   std::atomic<uint64_t> pushed_{0}, gated_{0}, dropped_full_{0}, not_connected_{0}, refused_{0}, bytes_{0},
       sync_copies_{0}, paced_{0};

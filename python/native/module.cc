@@ -9,6 +9,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -315,6 +316,17 @@ PyObject* core_connected(PyObject* self, PyObject*) {
   return PyBool_FromLong(core->connected() ? 1 : 0);
 }
 
+// wait_until_read(timeout_ms) -> bool: ClientCore::wait_until_read, without the GIL.
+PyObject* core_wait_until_read(PyObject* self, PyObject* timeout_object) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  if (core == nullptr) return nullptr;
+  const long timeout_ms = PyLong_AsLong(timeout_object);
+  if (timeout_ms == -1 && PyErr_Occurred()) return nullptr;
+  bool read = false;
+  Py_BEGIN_ALLOW_THREADS read = core->wait_until_read(static_cast<int>(std::clamp<long>(timeout_ms, 0, 3600000)));
+  Py_END_ALLOW_THREADS return PyBool_FromLong(read ? 1 : 0);
+}
+
 PyObject* core_rank(PyObject* self, PyObject*) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
   if (core == nullptr) return nullptr;
@@ -343,6 +355,8 @@ PyObject* core_stats(PyObject* self, PyObject*) {
       put(d, "paced", PyLong_FromUnsignedLongLong(s.paced)) &&
       put(d, "pace_stride", PyFloat_FromDouble(s.pace_stride)) && put(d, "pace_note", text(s.pace_note)) &&
       put(d, "dropped_by_daemon", PyLong_FromUnsignedLongLong(s.dropped_by_daemon)) &&
+      put(d, "summaries_held", PyLong_FromUnsignedLongLong(s.summaries_held)) &&
+      put(d, "summaries_lost", PyLong_FromUnsignedLongLong(s.summaries_lost)) &&
       put(d, "not_connected", PyLong_FromUnsignedLongLong(s.not_connected)) &&
       put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) &&
       put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&
@@ -485,6 +499,8 @@ PyMethodDef core_methods[] = {
     {"set_step", core_set_step, METH_O, "set_step(int)"},
     {"next_step", core_next_step, METH_NOARGS, "next_step() -> int"},
     {"connected", core_connected, METH_NOARGS, "connected() -> bool"},
+    {"wait_until_read", core_wait_until_read, METH_O,
+     "wait_until_read(timeout_ms) -> bool: whether the daemon read everything sent so far in time"},
     {"rank", core_rank, METH_NOARGS, "rank() -> int"},
     {"stats", core_stats, METH_NOARGS, "stats() -> dict of the client's counters and notes"},
     {"close", core_close, METH_NOARGS, "disconnects; every later call raises ValueError"},

@@ -440,11 +440,21 @@ class Client:
     def _capturing(self, step):
         return self._capture_until is not None and step <= self._capture_until
 
-    def anomalies(self) -> List[Dict[str, Any]]:
+    def anomalies(self, timeout: float = 5.0) -> List[Dict[str, Any]]:
         """What the session's daemon flagged so far in the tracks' per-step summaries (the
         first non-finite value, explosions, dead units; every rank's), as
         tensorscope.read_anomalies gives them: a list of dicts with type, step, rank, pid,
-        track, stream, kind, message and details. [] when no daemon answers."""
+        track, stream, kind, message and details. [] when no daemon answers.
+
+        First waits, at most `timeout` seconds (0: not at all), until the daemon has read
+        everything this client sent, so that what it pushed before the call is in the
+        answer (a step's summaries are sent when the step ends: next_step()). A daemon that
+        is behind costs the wait; the answer is then what it has flagged so far."""
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
+            raise ValueError(f"timeout: seconds >= 0, not {timeout!r}")
+        core = self._core
+        if core is not None and timeout > 0:
+            core.wait_until_read(int(min(timeout, 3600.0) * 1000))
         text = _native.daemon_status(self._options["runtime_dir"], self._options["session"], 2000)
         if text is None:
             return []

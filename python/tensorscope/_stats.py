@@ -17,6 +17,8 @@ class ClientStats:
     refused: int = 0  # bad input: type, dtype, size, name, failed transform or hook
     bytes: int = 0  # payload bytes pushed
     dropped_by_daemon: int = 0  # pushed, received, but not drawn (the daemon's stream limit)
+    summaries_held: int = 0  # summary records waiting in the client for room in the ring (sent in order)
+    summaries_lost: int = 0  # summary records thinned past 32 MiB held (non-finite and largest values kept)
     connected: bool = False  # a daemon holds this client's segment now
     connections: int = 0  # registrations so far (reconnects included)
     connection_note: str = ""  # why not connected, in words
@@ -42,6 +44,10 @@ class ClientStats:
         else:
             state = "not connected" + (f": {self.connection_note}" if self.connection_note else "")
         notes = [n for n in (self.pace_note, self.shm_note, self.autostart) if n]
+        if self.summaries_held:
+            notes.append(f"{self.summaries_held} summary records waiting for the daemon")
+        if self.summaries_lost:
+            notes.append(f"{self.summaries_lost} summary records thinned while the daemon was behind")
         if self.dropped_by_daemon:
             notes.append(f"{self.dropped_by_daemon} not drawn by the daemon (its stream limit)")
         if self.cuda_transport:

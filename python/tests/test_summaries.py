@@ -6,7 +6,9 @@ table's values, and malformed summary records refused and counted."""
 import json
 import math
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 import torch
@@ -69,6 +71,59 @@ def test_a_nan_is_reported_at_its_step_and_module(daemon):
     assert at37.nan_count == 32 and at37.numel == 32
     assert table[(table.step == 36) & (table.nan_count > 0)].empty
     assert "first non-finite value: step 37" in daemon.log()
+
+
+def daemon_processes(pid):
+    """The daemon's supervisor and its workers (its children)."""
+    found = [pid]
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+def test_a_nan_while_the_daemon_stalls_is_reported_at_its_step(daemon):
+    """The daemon reads nothing for 10 s (a worker blocked on a slow disk, a frozen cgroup):
+    the ring fills, the summaries wait in the client, and the NaN that came in the middle
+    of the stall is reported at its own step and module once the daemon reads again."""
+    torch.manual_seed(0)
+    model = six_layers()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with tensorscope.Client(**daemon.client_options(shm_budget=1 << 20, ring_slots=16)) as scope:
+        scope.track_model("net", model, every_n=1, kinds=("output", "gradient"))
+        train(scope, model, 3)
+        assert scope.anomalies() == [] and scope.stats().connected
+        processes = daemon_processes(daemon.process.pid)
+        for p in processes:
+            os.kill(p, signal.SIGSTOP)
+        bad_step = None
+        try:
+            start = time.monotonic()
+            while time.monotonic() - start < 10:
+                if bad_step is None and time.monotonic() - start > 5:
+                    bad_step = scope.step
+                    model[4].shift.fill_(1e6)
+                loss = model(torch.randn(4, 8)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                scope.next_step()
+                time.sleep(0.002)  # the rest of a training step: about 4,000 steps, 10 MB of summaries
+            during = scope.stats()
+        finally:
+            for p in reversed(processes):
+                os.kill(p, signal.SIGCONT)
+        steps = scope.step
+        assert during.summaries_held > 0, during  # the ring was full: they waited
+        assert during.summaries_lost == 0, during
+        reported = scope.anomalies(timeout=120)
+        assert scope.stats().summaries_held == 0
+    first = [a for a in reported if a["type"] == "non_finite"]
+    assert [(a["step"], a["stream"]) for a in first] == [(bad_step, "net.4")], (bad_step, reported, daemon.log())
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    summarised = set(table[table.stream == "net.4"].step)
+    assert summarised == set(range(steps)), sorted(set(range(steps)) - summarised)[:20]
 
 
 def png_size(path):

@@ -46,6 +46,12 @@ struct ClientStats {
   // Pushed records the daemon received but could not draw: its per-worker stream limit
   // (limits.max_streams_per_worker) was reached. Its log says so once.
   uint64_t dropped_by_daemon = 0;
+  // Summary records (the tracks' per-step summaries) are not dropped for a full ring:
+  // they wait in the client, summaries_held of them now, and are sent in order when the
+  // daemon has room. Past 32 MiB held, older ones are thinned (every non-finite and
+  // largest value kept): summaries_lost counts those.
+  uint64_t summaries_held = 0;
+  uint64_t summaries_lost = 0;
   bool connected = false;    // a daemon holds our segment right now
   uint64_t connections = 0;  // successful registrations so far (reconnects included)
   // Why not connected right now, in words ("" while connected): no daemon, a refused
