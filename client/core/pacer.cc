@@ -5,6 +5,38 @@
 
 namespace tensorscope {
 
+std::vector<uint32_t> fair_stride16s(const std::vector<uint64_t>& offered, uint32_t stride16) {
+  stride16 = std::min(stride16, Pacer::kMaxStride16);
+  std::vector<uint32_t> strides(offered.size(), Pacer::kOne);
+  if (stride16 <= Pacer::kOne || offered.empty()) return strides;
+  double total = 0;
+  for (uint64_t o : offered) total += static_cast<double>(o);
+  if (total <= 0) return std::vector<uint32_t>(offered.size(), stride16);  // no calls seen: one stride
+  // Water-filling, least offered first: the level L under which a stream sends every call.
+  std::vector<uint64_t> sorted(offered);
+  std::sort(sorted.begin(), sorted.end());
+  double capacity = total * Pacer::kOne / stride16, above = total;
+  double level = 0;
+  size_t left = sorted.size();
+  for (uint64_t o : sorted) {
+    level = capacity / static_cast<double>(left);
+    if (static_cast<double>(o) > level) break;
+    capacity -= static_cast<double>(o);
+    above -= static_cast<double>(o);
+    --left;
+  }
+  if (left == 0) return strides;  // everyone fits
+  // The streams above the level share what is left at one stride (the pacer's own when
+  // none is below it).
+  const double shared = capacity > 0 ? std::round(Pacer::kOne * above / capacity) : Pacer::kMaxStride16;
+  const auto stride = static_cast<uint32_t>(
+      std::clamp(shared, static_cast<double>(Pacer::kOne), static_cast<double>(Pacer::kMaxStride16)));
+  for (size_t i = 0; i < offered.size(); ++i) {
+    if (static_cast<double>(offered[i]) > level) strides[i] = stride;
+  }
+  return strides;
+}
+
 void Pacer::use_connection(uint64_t serial) {
   if (serial_.load(std::memory_order_relaxed) == serial) return;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -33,6 +33,12 @@
 //     the ring again, and the next window fits the stride to it).
 // A new connection starts over at 1 (no pacing).
 //
+// The stride is shared fairly (fair_stride16s): the daemon's capacity (the calls offered
+// / stride) goes first to the streams called least often, so that a scalar pushed every
+// step does not thin the snapshots of layers sent every 100 steps: streams called less
+// often than their fair share send every call, the others share the rest (the same calls
+// in all as one stride for every stream).
+//
 // Used by ClientCore (stage: observe; the gates: offer, stride). Thread safety: all
 // methods are thread safe; stride() and offer() are single relaxed atomics.
 #pragma once
@@ -40,8 +46,16 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace tensorscope {
+
+// Each stream's stride (in sixteenths) when `offered[i]` calls of stream i came in a
+// while and the daemon takes one in stride16 / 16 of all of them. Water-filling: the
+// streams offering at most the level L (where they and L for each of the others add up to
+// what the daemon takes) send every call; the others share the rest at one stride
+// (stride16 itself when no stream is below L). 16 for every stream when stride16 <= 16.
+std::vector<uint32_t> fair_stride16s(const std::vector<uint64_t>& offered, uint32_t stride16);
 
 class Pacer {
  public:

@@ -1,5 +1,9 @@
 #include "stream_gate.h"
 
+#include <vector>
+
+#include "pacer.h"
+
 namespace tensorscope {
 
 StreamGate::StreamGate(int64_t every_n, double max_hz)
@@ -12,8 +16,37 @@ StreamGate::State& StreamGate::state_of(const std::string& name) {
   if (it == streams_.end()) {
     it = streams_.emplace(name, State{}).first;
     it->second.ordinal = static_cast<uint32_t>(streams_.size() - 1);
+    it->second.stride16 = fitted_for_;  // until the next fit knows its calls
   }
   return it->second;
+}
+
+bool StreamGate::paced_out(State& state, uint32_t stride16) {
+  state.recent += 16;  // in sixteenths: a stream called once a while keeps its count when halved
+  ++recent_;
+  if (stride16 <= 16) {
+    fitted_for_ = 16;
+    if (recent_ >= (uint64_t{1} << 20)) refit(16);  // keeps the counts of recent calls recent
+    ++state.offered;
+    return false;
+  }
+  // Fitted again when the pacer's stride changes, and as the streams' calls come in.
+  if (stride16 != fitted_for_ || recent_ >= 64 + 8 * streams_.size()) refit(stride16);
+  return ((state.offered++ + state.ordinal) * 16) % state.stride16 >= 16;
+}
+
+void StreamGate::refit(uint32_t stride16) {
+  std::vector<uint64_t> offered;
+  offered.reserve(streams_.size());
+  for (const auto& [name, st] : streams_) offered.push_back(st.recent);
+  const std::vector<uint32_t> strides = fair_stride16s(offered, stride16);
+  size_t i = 0;
+  for (auto& [name, st] : streams_) {
+    st.stride16 = strides[i++];
+    st.recent /= 2;  // older calls count half: the demand follows the training's changes
+  }
+  fitted_for_ = stride16;
+  recent_ /= 2;
 }
 
 StreamGate::Admission StreamGate::admit(const std::string& name, uint32_t stride16) {

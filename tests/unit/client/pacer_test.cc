@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "pacer.h"
 #include "stream_gate.h"
@@ -197,15 +198,16 @@ TEST(StreamGatePacing, OneCallInStrideOfEachStreamSpreadEvenlyOverTheCalls) {
   }
   for (int s = 0; s < streams; ++s) EXPECT_EQ(admitted["s" + std::to_string(s)], steps / stride);
   // Tracked calls (pace): the same, and the render hint comes along.
-  gate.set_render_hint("t", 5);
+  StreamGate tracks(1, 0);
+  tracks.set_render_hint("t", 5);
   int tracked = 0;
   for (int i = 0; i < 12; ++i) {
-    const auto a = gate.pace("t", 3 * 16);
+    const auto a = tracks.pace("t", 3 * 16);
     EXPECT_EQ(a.render_hint, 5);
     tracked += a.admitted ? 1 : 0;
   }
   EXPECT_EQ(tracked, 4);
-  EXPECT_TRUE(gate.pace("t", 16).admitted) << "stride 1: no pacing";
+  EXPECT_TRUE(tracks.pace("t", 16).admitted) << "stride 1: no pacing";
 }
 
 TEST(StreamGatePacing, AFractionalStrideSendsItsShareOfEveryStreamAtEveryStep) {
@@ -235,6 +237,46 @@ TEST(StreamGatePacing, EveryNComesFirstAndPacingCountsOnlyTheCallsItSees) {
   }
   EXPECT_EQ(admitted, 4) << "every 10th call: every_n 2, then one in 5";
   EXPECT_EQ(paced, 16);
+}
+
+TEST(FairStrides, StreamsBelowTheLevelSendEveryCallTheOthersShareTheRest) {
+  // The daemon takes one call in 4 of 200: 50 calls. Two rare streams (2 and 8 calls)
+  // send all theirs; the two busy ones (90 and 100) share the other 40 at one stride.
+  const std::vector<uint32_t> s = fair_stride16s({90, 2, 100, 8}, 4 * 16);
+  EXPECT_EQ(s[1], 16u);
+  EXPECT_EQ(s[3], 16u);
+  EXPECT_EQ(s[0], s[2]);
+  EXPECT_NEAR(16.0 * 190 / s[0], 40, 2) << "what the busy streams send: what is left";
+  // Equal streams: the pacer's own stride, exactly (fractions too).
+  EXPECT_EQ(fair_stride16s({30, 30, 30}, 40), (std::vector<uint32_t>{40, 40, 40}));
+  EXPECT_EQ(fair_stride16s({30, 29, 31}, 64), (std::vector<uint32_t>{64, 64, 64}));
+  // No pacing; no calls seen yet.
+  EXPECT_EQ(fair_stride16s({5, 1}, 16), (std::vector<uint32_t>{16, 16}));
+  EXPECT_EQ(fair_stride16s({0, 0}, 48), (std::vector<uint32_t>{48, 48}));
+  EXPECT_TRUE(fair_stride16s({}, 48).empty());
+}
+
+// A scalar pushed every step beside 20 layers sent every 100th step, the daemon taking
+// one call in 3.88: the layers' snapshots all go, the scalar gives way.
+TEST(StreamGatePacing, AScalarEveryStepDoesNotThinRareSnapshots) {
+  StreamGate gate(1, 0);
+  const uint32_t stride16 = 62;  // 3.88
+  int loss = 0, layers = 0, layer_calls = 0, calls = 0;
+  for (int step = 0; step < 10000; ++step) {
+    ++calls;
+    loss += gate.admit("loss", stride16).admitted ? 1 : 0;
+    if (step % 100 != 0) continue;
+    for (int l = 0; l < 20; ++l) {
+      ++calls;
+      ++layer_calls;
+      layers += gate.admit("layer" + std::to_string(l), stride16).admitted ? 1 : 0;
+    }
+  }
+  EXPECT_GE(layers, layer_calls * 97 / 100) << "of " << layer_calls;
+  EXPECT_LT(loss, 10000 / 2) << "the scalar is thinned";
+  // In all, what the daemon takes (within a tenth).
+  const double taken = static_cast<double>(calls) * 16 / stride16;
+  EXPECT_NEAR(loss + layers, taken, taken / 10);
 }
 
 }  // namespace
