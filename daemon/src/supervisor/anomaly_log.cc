@@ -1,7 +1,10 @@
 // anomaly_log.cc — see anomaly_log.h.
 #include "supervisor/anomaly_log.h"
 
+#include <string_view>
+
 #include "tensorscope/base/logging.h"
+#include "tensorscope/base/text_input.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -14,13 +17,19 @@ bool well_formed(const nlohmann::json& a) {
 
 }  // namespace
 
-void AnomalyLog::add(const nlohmann::json& anomaly) {
-  if (!well_formed(anomaly)) {
-    TS_LOG_WARN("a worker sent a malformed anomaly; dropped");
-    return;
-  }
+std::string AnomalyLog::identity(const nlohmann::json& a) {
+  if (!well_formed(a)) return {};
+  const std::string type = a["type"].get<std::string>();
+  std::string id = type + "|" + std::to_string(a["rank"].get<int64_t>()) + "|" +
+      (a.contains("pid") && a["pid"].is_number_integer() ? std::to_string(a["pid"].get<int64_t>()) : std::string());
+  if (type != "non_finite")
+    id += "|" + (a.contains("stream") && a["stream"].is_string() ? a["stream"].get<std::string>() : "");
+  return id;
+}
+
+bool AnomalyLog::note(const nlohmann::json& anomaly) {
+  if (!had_.insert(identity(anomaly)).second) return false;
   ++count_;
-  TS_LOG_WARN("anomaly: {}", anomaly["message"].get<std::string>());
   if (anomaly["type"] == "non_finite") {
     const auto earlier = [&](const nlohmann::json& b) {
       return anomaly["step"].get<int64_t>() < b["step"].get<int64_t>() ||
@@ -29,6 +38,34 @@ void AnomalyLog::add(const nlohmann::json& anomaly) {
     if (first_non_finite_.is_null() || earlier(first_non_finite_)) first_non_finite_ = anomaly;
   }
   if (kept_.size() < kKept) kept_.push_back(anomaly);
+  return true;
+}
+
+size_t AnomalyLog::read_back() {
+  bool missing = false;
+  auto text = read_text_file(path(), kReadBackBytes, "anomaly log", &missing);
+  if (!text) {
+    TS_LOG_WARN("the anomalies of an earlier daemon of this session are not read back: {}", text.message());
+    return 0;
+  }
+  size_t read = 0;
+  std::string_view rest(*text);
+  for (size_t nl = rest.find('\n'); nl != std::string_view::npos; nl = rest.find('\n')) {
+    const nlohmann::json a = nlohmann::json::parse(rest.substr(0, nl), nullptr, false);
+    rest.remove_prefix(nl + 1);
+    if (well_formed(a) && note(a)) ++read;  // the header line is not one
+  }
+  if (read > 0) TS_LOG_INFO("{} anomalies of an earlier daemon of this session read back from {}", read, path());
+  return read;
+}
+
+void AnomalyLog::add(const nlohmann::json& anomaly) {
+  if (!well_formed(anomaly)) {
+    TS_LOG_WARN("a worker sent a malformed anomaly; dropped");
+    return;
+  }
+  if (!note(anomaly)) return;  // had already: a detector that started over
+  TS_LOG_WARN("anomaly: {}", anomaly["message"].get<std::string>());
   if (!file_) {
     auto file = recording::AppendFile::open(path(), kAnomalyLogHeader, "anomaly log");
     if (file) {

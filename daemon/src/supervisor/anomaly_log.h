@@ -6,11 +6,16 @@
 // rank's. The file's first line is kAnomalyLogHeader (a JSON object naming the format);
 // each later line is one anomaly (worker/anomaly_detector.h: type, step, rank, pid,
 // track, stream, kind, message, details), whole lines only (AppendFile).
+// A restarted daemon reads the file back first (read_back, a file of at most
+// kReadBackBytes): status() and the page go on naming the run's first NaN, and an anomaly a
+// producer already had (its first non-finite value; per stream its explosion, its dead
+// units), reported again by a detector that started over, is not added twice.
 // Thread safety: one thread (the supervisor's loop).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,9 +31,16 @@ class AnomalyLog {
  public:
   static constexpr size_t kKept = 1000;  // for status; the file has them all
 
+  static constexpr uint64_t kReadBackBytes = 16ull << 20;
+
   explicit AnomalyLog(std::string session_dir) : session_dir_(std::move(session_dir)) {}
 
-  // One anomaly from a worker; a malformed one is logged and dropped.
+  // The anomalies an earlier daemon of the session wrote; how many were read (none when
+  // there is no file).
+  size_t read_back();
+
+  // One anomaly from a worker; a malformed one is logged and dropped, one already had
+  // (the same type, rank, pid and, but for a first non-finite value, stream) is dropped.
   void add(const nlohmann::json& anomaly);
 
   // {"count", "first_non_finite" (the earliest step's, lowest rank first; null when
@@ -38,7 +50,13 @@ class AnomalyLog {
   std::string path() const { return session_dir_ + "/anomalies.jsonl"; }
 
  private:
+  // What makes an anomaly the same as one already had ("" when it is malformed).
+  static std::string identity(const nlohmann::json& anomaly);
+  // Counts and keeps it; false when it was had already.
+  bool note(const nlohmann::json& anomaly);
+
   const std::string session_dir_;
+  std::set<std::string> had_;
   std::optional<recording::AppendFile> file_;
   bool file_failed_ = false;
   uint64_t count_ = 0;

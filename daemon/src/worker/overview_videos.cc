@@ -10,6 +10,7 @@
 
 #include "tensorscope/base/logging.h"
 #include "tensorscope/plotting/overview.h"
+#include "tensorscope/recording/summary_table.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -53,7 +54,9 @@ std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid
                                                int64_t now_ms) {
   std::vector<RenderJob> jobs;
   if (config_.overview.frame_every <= 0) return jobs;
-  Producer& p = producers_.try_emplace(producer_id, pid, rank, config_.overview).first->second;
+  auto [at, first] = producers_.try_emplace(producer_id, pid, rank, config_.overview);
+  Producer& p = at->second;
+  if (first) read_back(p, step);
   if (!p.history.observe(step, summaries)) return jobs;
   const int64_t seen = p.history.steps_seen();
   if (seen - p.frame_steps < config_.overview.frame_every || seen < 2 ||
@@ -79,6 +82,21 @@ std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid
         frame_step, push_unix_ns));
   }
   return jobs;
+}
+
+void OverviewVideos::read_back(Producer& p, int64_t before_step) {
+  // Its table holds what an earlier daemon (or worker) was sent: a restart or a worker that
+  // took over the producer draws the whole run, not only the steps after it.
+  const std::string path = recording::summary_table_path(session_dir_, p.rank, p.pid);
+  int64_t rows = 0;
+  auto read = recording::read_summary_table(path, kReadBackBytes, [&](const recording::SummaryTableRow& row) {
+    if (row.step >= before_step || row.rank != p.rank) return;
+    p.history.observe(row.step, {row.summary});
+    ++rows;
+  });
+  if (read && rows > 0) {
+    TS_LOG_INFO("rank {} pid {}: the overview starts from {} summaries read back from {}", p.rank, p.pid, rows, path);
+  }
 }
 
 std::function<void()> OverviewVideos::png_job(const Producer& p) const {

@@ -8,7 +8,9 @@
 // of the grids). A frame is due when overview.frame_every more steps were summarised and
 // overview.min_frame_interval_ms passed; it shows the last overview.window_steps steps
 // without the newest, which other tracks may still be filling. A PNG that cannot be
-// written is logged; the videos go on.
+// written is logged; the videos go on. A producer's history starts from its summary table
+// on disk (at most its last kReadBackBytes): after a restart of the daemon, or a worker
+// that took the producer over, the whole run is drawn, not only the steps after it.
 // Thread safety: as above.
 #pragma once
 
@@ -48,6 +50,10 @@ class OverviewVideos {
     int64_t frame_ms = INT64_MIN / 2;
   };
 
+  static constexpr uint64_t kReadBackBytes = 64ull << 20;
+
+  // The steps before `before_step` of the producer's summary table into its history.
+  void read_back(Producer& p, int64_t before_step);
   std::function<void()> png_job(const Producer& p) const;
 
   const DaemonConfig& config_;
