@@ -689,8 +689,14 @@ void Supervisor::shutdown_workers() {
           ::kill(w.pid, SIGKILL);
         }
       }
-      ::usleep(100000);
-      reap_children();
+      // Reaped, so that its open videos are recovered and listed (on_worker_exit): a loaded
+      // machine can take more than a moment to end a killed process.
+      const int64_t reap_deadline = now_ms() + 10000;
+      do {
+        ::usleep(20000);
+        reap_children();
+      } while (now_ms() < reap_deadline &&
+               std::any_of(workers_.begin(), workers_.end(), [](const WorkerSlot& w) { return w.alive; }));
       break;
     }
     ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 100)));

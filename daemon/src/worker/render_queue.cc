@@ -31,14 +31,37 @@ void RenderQueue::push(RenderJob job) {
 void RenderQueue::push(RenderJob job, const std::function<void()>& waiting, int tick_ms) {
   Lane& lane = *lanes_[job.lane % lanes_.size()];
   std::unique_lock<std::mutex> lock(lane.mutex);
-  while (
-      !lane.not_full.wait_for(lock, std::chrono::milliseconds(tick_ms), [&] { return lane.jobs.size() < capacity_; })) {
+  auto room = [&] { return lane.jobs.size() < capacity_ || shedding_.load(std::memory_order_relaxed); };
+  while (!lane.not_full.wait_for(lock, std::chrono::milliseconds(tick_ms), room)) {
     lock.unlock();
     waiting();
     lock.lock();
   }
-  lane.jobs.push_back(std::move(job.run));
+  if (job.frame && shedding_.load(std::memory_order_relaxed)) {
+    shed_frames_.fetch_add(1, std::memory_order_relaxed);
+    return;  // dropped (destroyed after the lock is released: locals go before parameters)
+  }
+  lane.jobs.push_back(std::move(job));
   lane.not_empty.notify_one();
+}
+
+size_t RenderQueue::shed() {
+  shedding_.store(true, std::memory_order_relaxed);
+  size_t dropped = 0;
+  for (auto& lane : lanes_) {
+    std::deque<RenderJob> gone;  // destroyed after the lock is released
+    {
+      std::lock_guard<std::mutex> lock(lane->mutex);
+      std::deque<RenderJob> kept;
+      for (RenderJob& j : lane->jobs) (j.frame ? gone : kept).push_back(std::move(j));
+      lane->jobs = std::move(kept);
+      if (lane->jobs.empty() && !lane->running_job) lane->idle.notify_all();
+    }
+    lane->not_full.notify_all();
+    dropped += gone.size();
+  }
+  shed_frames_.fetch_add(dropped, std::memory_order_relaxed);
+  return dropped;
 }
 
 void RenderQueue::push_after_all(Job job, const std::function<void()>& waiting, int tick_ms) {
@@ -100,7 +123,7 @@ void RenderQueue::run(Lane& lane) {
   for (;;) {
     lane.not_empty.wait(lock, [&] { return lane.stop || !lane.jobs.empty(); });
     if (lane.jobs.empty()) return;  // stop requested and nothing left
-    Job job = std::move(lane.jobs.front());
+    Job job = std::move(lane.jobs.front().run);
     lane.jobs.pop_front();
     lane.running_job = true;
     lane.not_full.notify_one();

@@ -7,7 +7,9 @@
 // into its one file, while the streams of one producer are drawn on every lane at once.
 // push() waits while the job's lane is full (backpressure onto the ring, where the client
 // paces or counts drops instead of waiting). A job that throws is logged and counted; its
-// thread lives on.
+// thread lives on. A shutdown that cannot draw its backlog in time sheds it (shed()):
+// frames queued or pushed later are dropped, counted, while every other job (finishing a
+// video: what was drawn is finalized) still runs.
 // Thread safety: push/push_after_all/drain from one producer thread; jobs run on the
 // lanes' threads; errors() and depth() from any thread.
 #pragma once
@@ -28,6 +30,7 @@ namespace tensorscope::daemon {
 struct RenderJob {
   size_t lane = 0;
   std::function<void()> run;
+  bool frame = false;  // draws one frame: may be shed (RenderQueue::shed)
 
   explicit operator bool() const { return static_cast<bool>(run); }
   void operator()() const { run(); }
@@ -55,6 +58,11 @@ class RenderQueue {
   void drain();
   // Waits at most `timeout_ms` for that; true when every lane is idle.
   bool drain_for(int timeout_ms);
+  // From now on frames are not drawn: the frame jobs queued are dropped, and so are those
+  // pushed later (a push no longer waits for room); the other jobs run. Returns how many
+  // frames it dropped now; shed_frames() counts them all.
+  size_t shed();
+  uint64_t shed_frames() const { return shed_frames_.load(std::memory_order_relaxed); }
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
   size_t depth() const;                    // jobs waiting, all lanes
   std::vector<uint64_t> jobs_run() const;  // per lane, so far
@@ -63,7 +71,7 @@ class RenderQueue {
   struct Lane {
     std::mutex mutex;
     std::condition_variable not_empty, not_full, idle;
-    std::deque<Job> jobs;
+    std::deque<RenderJob> jobs;
     bool running_job = false;
     bool stop = false;
     uint64_t run = 0;  // jobs run
@@ -76,6 +84,8 @@ class RenderQueue {
   const size_t capacity_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<uint64_t> errors_{0};
+  std::atomic<bool> shedding_{false};
+  std::atomic<uint64_t> shed_frames_{0};
 };
 
 }  // namespace tensorscope::daemon

@@ -56,9 +56,11 @@ RenderJob StreamVideo::prepare(const RecordView& record) {
 
 RenderJob StreamVideo::frame_job(DrawFrame draw, int64_t step, uint64_t push_unix_ns) {
   last_step_seen_.store(step, std::memory_order_relaxed);
-  return {lane_, [self = shared_from_this(), draw = std::move(draw), step, push_unix_ns] {
+  return {lane_,
+          [self = shared_from_this(), draw = std::move(draw), step, push_unix_ns] {
             self->render(draw, step, push_unix_ns);
-          }};
+          },
+          /*frame=*/true};
 }
 
 bool StreamVideo::open_segment(std::string* error, int* err) {

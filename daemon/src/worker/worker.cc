@@ -97,6 +97,11 @@ void Worker::send_heartbeat() {
 
 void Worker::keep_in_touch() {
   const int64_t now = now_ms();
+  if (shed_at_ms_ > 0 && now >= shed_at_ms_ && queue_) {
+    shed_at_ms_ = 0;  // once: what is pushed later is shed by the queue itself
+    const size_t dropped = queue_->shed();
+    TS_LOG_WARN("shutdown: the time to draw is up; {} queued frame(s) dropped, the videos are finalized", dropped);
+  }
   if (router_) router_->probe_output(now);  // while the output is down, once a second
   if (configured_ && now >= next_heartbeat_ms_) {
     send_heartbeat();
@@ -259,6 +264,7 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
       std::shared_ptr<SharedSegment> segment = p.segment;
       segment->header()->in_render.fetch_add(1, std::memory_order_relaxed);
       const size_t lane = job.lane;
+      const bool frame = job.frame;
       queue_->push(
           {lane,
            [job = std::move(job.run), segment] {
@@ -267,7 +273,8 @@ int Worker::drain(uint64_t id, Attached& p, int budget) {
                ~Drawn() { segment->header()->in_render.fetch_sub(1, std::memory_order_relaxed); }
              } drawn{segment.get()};
              job();
-           }},
+           },
+           frame},
           [this] { keep_in_touch(); }, kKeepInTouchTickMs);
     }
     keep_in_touch();
@@ -326,13 +333,17 @@ void Worker::detach(uint64_t id) {
 
 void Worker::shutdown() {
   if (!configured_) return;
-  // Render what is in each ring now, within half the shutdown timeout and at most one
-  // lap (a producer that keeps pushing must not keep us from exiting); then finalize
-  // every video. Records left unread are logged.
-  const int64_t deadline = now_ms() + config_.supervisor.shutdown_timeout.count() / 2;
+  // The supervisor kills a worker still running shutdown_timeout after it asked. Within
+  // the first half: read what is in each ring (at most one lap: a producer that keeps
+  // pushing must not keep us from exiting) and draw it; then what is left is not drawn
+  // (frames queued are shed, records unread stay unread: both counted, said) so that every
+  // video is finalized, with every frame drawn, in the half left.
+  const int64_t start = now_ms(), timeout = config_.supervisor.shutdown_timeout.count();
+  const int64_t read_until = start + timeout / 2;
+  shed_at_ms_ = read_until;  // keep_in_touch sheds from then on, a push waiting for room too
   for (auto& [id, p] : producers_) {
     int budget = static_cast<int>(p.segment->slot_count());
-    while (budget > 0 && now_ms() < deadline) {
+    while (budget > 0 && now_ms() < read_until) {
       const int consumed = drain(id, p, std::min(budget, kDrainBudget));
       if (consumed == 0) break;
       budget -= consumed;
@@ -346,6 +357,12 @@ void Worker::shutdown() {
   render_later({0, overview_->finish_all()});
   while (!queue_->drain_for(50)) keep_in_touch();  // report files as they are finalized
   sinks_.reset();                                  // writes what is queued, finalizes the recording files
+  if (const uint64_t shed = queue_->shed_frames(); shed > 0) {
+    TS_LOG_WARN(
+        "shutdown: {} frame(s) not drawn within half of supervisor.shutdown_timeout_ms ({} ms; the backlog "
+        "of a daemon behind); every frame drawn is in a finalized, listed video",
+        shed, timeout / 2);
+  }
   flush_outbox();
 }
 

@@ -93,6 +93,7 @@ class Worker {
   std::mutex outbox_mutex_;
   std::vector<nlohmann::json> outbox_;
   int64_t next_heartbeat_ms_ = 0;
+  int64_t shed_at_ms_ = 0;  // shutdown: from then on frames are shed (0: not shutting down)
   uint64_t records_ = 0;
   uint64_t invalid_ = 0;
 };

@@ -15,8 +15,8 @@ namespace tensorscope::daemon {
 namespace {
 
 nlohmann::json anomaly(const std::string& type, int64_t step, int rank, int64_t pid, const std::string& stream) {
-  return {{"type", type}, {"step", step}, {"rank", rank}, {"pid", pid}, {"track", "net"},
-          {"stream", stream}, {"kind", "activation"}, {"message", type + " in " + stream}};
+  return {{"type", type},   {"step", step},     {"rank", rank},         {"pid", pid},
+          {"track", "net"}, {"stream", stream}, {"kind", "activation"}, {"message", type + " in " + stream}};
 }
 
 size_t lines_of(const std::string& path) {

@@ -113,5 +113,31 @@ TEST(RenderQueue, AFullLaneMakesPushWaitAndCallsWaiting) {
   queue.drain();
 }
 
+// A shutdown with a backlog: the frames queued are dropped and counted, so are frames
+// pushed later (no waiting for room), and the jobs that finish videos still run, in order.
+TEST(RenderQueue, SheddingDropsFramesAndRunsEveryOtherJob) {
+  RenderQueue queue(1, 4);
+  std::atomic<bool> release{false};
+  std::atomic<int> frames{0}, finished{0};
+  queue.push({0, [&] {
+                while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              }});  // a slow frame being drawn
+  ASSERT_TRUE(wait_until([&] { return queue.depth() == 0; }));
+  for (int i = 0; i < 3; ++i) queue.push({0, [&] { ++frames; }, /*frame=*/true});
+  queue.push({0, [&] { finished = frames.load() + 100; }});  // finishes the video
+  EXPECT_EQ(queue.depth(), 4u);
+  EXPECT_EQ(queue.shed(), 3u);
+  EXPECT_EQ(queue.depth(), 1u);
+  // The lane is busy and would be full, yet a frame pushed now is dropped at once and a
+  // finishing job is queued past the capacity.
+  for (int i = 0; i < 10; ++i) queue.push({0, [&] { ++frames; }, /*frame=*/true});
+  for (int i = 0; i < 5; ++i) queue.push({0, [&] { ++finished; }});
+  EXPECT_EQ(queue.shed_frames(), 13u);
+  release = true;
+  queue.drain();
+  EXPECT_EQ(frames, 0);
+  EXPECT_EQ(finished, 105);
+}
+
 }  // namespace
 }  // namespace tensorscope::daemon
