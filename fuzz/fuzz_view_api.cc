@@ -42,8 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::file_at("session/summaries/rank0_pid1.csv", table);
   fuzz::file_at("session/anomalies.jsonl", anomalies);
   view::SummaryTables tables(session);
-  for (int i = 0; i < 64 && !tables.refresh(); ++i) {
-  }
+  for (int i = 0; i < 64 && !tables.refresh(); ++i) {}
   const nlohmann::json answer = tables.overview(query.metric, query.columns);
   // One table: at most the columns asked for and kMaxAnswerCells cells.
   size_t cells = 0;

@@ -51,8 +51,8 @@ class HeldSummaries {
   // The extremes of one tensor among the held records.
   struct Extremes {
     double max_abs = -1;
-    uint64_t max_abs_record = 0;     // 0: none held
-    uint64_t first_nonfinite = 0;    // 0: none held
+    uint64_t max_abs_record = 0;   // 0: none held
+    uint64_t first_nonfinite = 0;  // 0: none held
   };
 
   void note_extremes(const Record& r);
@@ -68,7 +68,7 @@ class HeldSummaries {
   uint64_t bytes_ = 0;
   uint64_t lost_ = 0;
   uint64_t next_id_ = 1;
-  uint64_t stride_ = 1;  // records that may go are kept when id % stride_ == 0
+  uint64_t stride_ = 1;                                 // records that may go are kept when id % stride_ == 0
   std::unordered_map<std::string, Extremes> extremes_;  // by stream name
   bool extremes_stale_ = false;                         // a record they name was sent
 };
