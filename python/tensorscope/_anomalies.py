@@ -15,24 +15,29 @@ from ._tables import read_csv_tables
 
 SUMMARY_COLUMNS = (
     "step", "rank", "track", "order", "stream", "kind", "numel", "l2", "max_abs", "mean", "std",
-    "nan_count", "inf_count", "zero_fraction", "update_ratio",
+    "nan_count", "inf_count", "zero_fraction", "update_ratio", "steps",
 )
-_INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count")
+_INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count", "steps")
 _ANOMALY_HEADER = {"tensorscope": "anomalies", "version": 1}
 
 
 def read_summaries(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
     """Every summarised tensor of a session as a pandas DataFrame (one row per tensor and
     step; columns SUMMARY_COLUMNS and "pid"), sorted by step, rank and order. Empty cells
-    (no finite value, no update ratio) are NaN. Raises FileNotFoundError when the session
-    has no summary table, ValueError for a file that is not one."""
+    (no finite value, no update ratio) are NaN. "steps" is 1 but in the older part of a
+    long run's table that the daemon compacted (record.summary_table_max_bytes): there a
+    row stands for `steps` summarised steps from `step` on (the largest l2, max_abs, std,
+    zero_fraction and update_ratio, the mean of the means, the sums of the NaN/Inf
+    counts); each tensor's first NaN/Inf and every step with an anomaly stay a row of
+    their own. Raises FileNotFoundError when the session has no summary table, ValueError
+    for a file that is not one."""
     session_dir = os.fspath(session_dir)
     files = sorted(glob.glob(os.path.join(session_dir, "summaries", "rank*_pid*.csv")))
     if not files:
         raise FileNotFoundError(f"{session_dir}: no summary tables (summaries/*.csv; tracks send summaries every "
                                 "stats_every steps)")
     out = read_csv_tables(
-        files, SUMMARY_COLUMNS, "summary table",
+        files, SUMMARY_COLUMNS, "summary table", added={"steps": 1},
         extra=lambda path: {"pid": int(os.path.basename(path).split("_pid")[1].split(".")[0])},
         dtype={"track": str, "stream": str, "kind": str}, keep_default_na=False,
         na_values={c: [""] for c in SUMMARY_COLUMNS if c not in ("track", "stream", "kind")})

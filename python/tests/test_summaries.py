@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import tensorscope
-from tensorscope import _native, _summaries
+from tensorscope import _anomalies, _native, _summaries
 from conftest import CLI, wait_until
 
 
@@ -280,6 +280,24 @@ def test_summary_table_values_match_the_tensors(daemon):
         assert row.max_abs == pytest.approx(t.abs().max().item(), rel=1e-6)
         assert row.mean == pytest.approx(t.mean().item(), abs=1e-6)
         assert row.std == pytest.approx(t.std(unbiased=False).item(), rel=1e-5)
+
+
+def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
+    """A long run's table whose older lines the daemon compacted (a line standing for
+    several steps) and a table written before the steps column, read as one."""
+    (tmp_path / "summaries").mkdir()
+    v1 = ",".join(_anomalies.SUMMARY_COLUMNS[:-1])
+    v2 = ",".join(_anomalies.SUMMARY_COLUMNS)
+    (tmp_path / "summaries" / "rank0_pid5.csv").write_text(
+        v2 + "\n0,0,net,0,x,activation,10,3.5,2,0.1,1,0,0,0.5,,8\n8,0,net,0,x,activation,10,1,1,0,1,0,0,0,,1\n")
+    (tmp_path / "summaries" / "rank1_pid6.csv").write_text(v1 + "\n3,1,net,0,x,activation,10,1,1,0,1,0,0,0,\n")
+    table = tensorscope.read_summaries(tmp_path)
+    assert list(table.step) == [0, 3, 8]
+    assert list(table.steps) == [8, 1, 1] and str(table.steps.dtype) == "int64"
+    assert list(table.pid) == [5, 6, 5]
+    (tmp_path / "summaries" / "rank2_pid7.csv").write_text("step,rank,steps\n")
+    with pytest.raises(ValueError):
+        tensorscope.read_summaries(tmp_path)
 
 
 def test_malformed_summary_records_are_refused_and_counted(daemon):

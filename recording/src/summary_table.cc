@@ -18,21 +18,35 @@
 
 namespace tensorscope::recording {
 
+namespace {
+
+// A line's cells from `step` to `update_ratio`, then `steps`.
+void append_line(std::string* out, int64_t step, int rank, const std::string& track_cell, int64_t order,
+                 const TensorSummary& s, int64_t steps) {
+  *out += std::to_string(step) + "," + std::to_string(rank) + "," + track_cell + "," + std::to_string(order) + "," +
+      csv_field(s.name) + "," + wire::tensor_kind_name(s.kind) + "," + std::to_string(s.numel);
+  for (const double v : {s.l2, s.max_abs, s.mean, s.std}) *out += "," + csv_number(v);
+  *out += "," + std::to_string(s.nan_count) + "," + std::to_string(s.inf_count) + "," +
+      csv_number(s.numel > 0 ? s.zero_fraction() : std::numeric_limits<double>::quiet_NaN()) + "," +
+      (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "," + std::to_string(steps) + "\n";
+}
+
+}  // namespace
+
 std::string summary_table_lines(int64_t step, int rank, const std::string& track,
                                 const std::vector<TensorSummary>& summaries) {
   std::string out;
   out.reserve(summaries.size() * 160);
-  const std::string prefix = std::to_string(step) + "," + std::to_string(rank) + "," + csv_field(track) + ",";
+  const std::string track_cell = csv_field(track);
   for (size_t i = 0; i < summaries.size(); ++i) {
-    const TensorSummary& s = summaries[i];
-    out += prefix;
-    out += std::to_string(i) + "," + csv_field(s.name) + "," + wire::tensor_kind_name(s.kind) + "," +
-        std::to_string(s.numel);
-    for (const double v : {s.l2, s.max_abs, s.mean, s.std}) out += "," + csv_number(v);
-    out += "," + std::to_string(s.nan_count) + "," + std::to_string(s.inf_count) + "," +
-        csv_number(s.numel > 0 ? s.zero_fraction() : std::numeric_limits<double>::quiet_NaN()) + "," +
-        (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "\n";
+    append_line(&out, step, rank, track_cell, static_cast<int64_t>(i), summaries[i], 1);
   }
+  return out;
+}
+
+std::string summary_table_line(const SummaryTableRow& row) {
+  std::string out;
+  append_line(&out, row.step, row.rank, csv_field(row.track), row.order, row.summary, row.steps);
   return out;
 }
 
@@ -87,11 +101,12 @@ bool read_number(const std::string& text, T* out) {
 
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   std::vector<std::string> c;
-  if (!split_csv(line, &c) || c.size() != 15) return false;
+  if (!split_csv(line, &c) || (c.size() != 15 && c.size() != 16)) return false;
   TensorSummary& s = row->summary;
-  int64_t order = 0;
   double zero_fraction = 0;
-  if (!read_number(c[0], &row->step) || !read_number(c[1], &row->rank) || !read_number(c[3], &order) ||
+  row->steps = 1;
+  if (c.size() == 16 && (!read_number(c[15], &row->steps) || row->steps < 1)) return false;
+  if (!read_number(c[0], &row->step) || !read_number(c[1], &row->rank) || !read_number(c[3], &row->order) ||
       !read_number(c[6], &s.numel) || !read_number(c[7], &s.l2) || !read_number(c[8], &s.max_abs) ||
       !read_number(c[9], &s.mean) || !read_number(c[10], &s.std) || !read_number(c[11], &s.nan_count) ||
       !read_number(c[12], &s.inf_count) || !read_number(c[13], &zero_fraction) ||
@@ -115,7 +130,7 @@ uint64_t for_each_summary_table_row(std::string_view text, const std::function<v
   for (size_t nl = text.find('\n'); nl != std::string_view::npos; nl = text.find('\n')) {
     const std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl + 1);
-    if (line == kSummaryTableHeader) continue;
+    if (line == kSummaryTableHeader || line == kSummaryTableHeaderV1) continue;
     if (parse_summary_table_line(line, &r)) {
       row(r);
     } else {

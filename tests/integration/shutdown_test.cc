@@ -51,7 +51,8 @@ TEST_F(IntegrationTest, ShutdownWithABacklogFinalizesEveryFrameDrawn) {
   const double seconds = terminate_daemon(daemon, std::chrono::seconds(120));
   release_producer(producer);
   const std::string log = daemon->log();
-  EXPECT_THAT(log, ::testing::Not(HasSubstr("did not finish in time"))) << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("did not finish in time")))
+      << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
   EXPECT_LT(seconds, 4.0 + 30.0) << "the deadline is the shutdown timeout, with room for a loaded machine";
   const std::vector<json> files = index_or_fail(daemon->session_dir());
   verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);

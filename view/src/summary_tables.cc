@@ -75,8 +75,9 @@ bool SummaryTables::read_table(const std::string& name, Table& table, size_t* bu
   struct stat st {};
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return true;
   const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < table.offset) {  // replaced: read it again
+  if (size < table.offset || static_cast<uint64_t>(st.st_ino) != table.inode) {  // replaced (compacted): read again
     table.offset = 0;
+    table.inode = static_cast<uint64_t>(st.st_ino);
     table.history = recording::OverviewHistory(1);
   }
   const uint64_t want = std::min<uint64_t>(size - table.offset, *budget);

@@ -60,6 +60,7 @@ class SummaryTables {
     int rank = 0;
     int64_t pid = 0;
     uint64_t offset = 0;                    // bytes read (whole lines)
+    uint64_t inode = 0;                     // of the file read (a compaction replaces it)
     recording::OverviewHistory history{1};  // only whole_run() is shown: no window kept
   };
 

@@ -78,6 +78,7 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("record.hdf5_rotate_seconds", r.hdf5_rotate_interval, between(1, 86400));
   v.integer("record.hdf5_flush_seconds", r.hdf5_flush_interval, between(0, 3600));
   v.integer("record.hdf5_change_detection_bytes", r.hdf5_change_detection_bytes, at_least(0));
+  v.integer("record.summary_table_max_bytes", r.summary_table_max_bytes, at_least(1048576));
   v.integer("record.queue_bytes", r.queue_bytes, at_least(1048576));
 
   v.integer("limits.max_record_bytes", c.limits.max_record_bytes, at_least(1));

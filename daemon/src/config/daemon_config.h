@@ -174,6 +174,8 @@ struct RecordConfig {
   int64_t hdf5_change_detection_bytes = 268435456;  // >= 0: cap on the copies change
                                                     // detection keeps, per worker (0: none;
                                                     // values without one are stored)
+  int64_t summary_table_max_bytes = 1073741824;     // >= 1048576: a process's summary table past
+                                                    // this is compacted (summary_compaction.h)
   int64_t queue_bytes = 268435456;                  // >= 1048576: payloads waiting to be written;
                                                     // beyond, records are dropped from the
                                                     // sinks (counted; videos are unaffected)

@@ -57,7 +57,7 @@ Status Worker::configure(const nlohmann::json& message) {
   auto list_file = [this](const IndexEntry& e) { post({{control::kType, control::kFile}, {"entry", to_json(e)}}); };
   router_ = std::make_unique<StreamRouter>(config_, session_dir_, list_file, live_.get(), queue_->lanes());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
-  summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies);
+  summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies, config_.record.summary_table_max_bytes);
   overview_ = std::make_unique<OverviewVideos>(config_, session_dir_, router_.get(), list_file);
   configured_ = true;
   return Status::ok();

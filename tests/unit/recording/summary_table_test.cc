@@ -60,7 +60,14 @@ TEST(SummaryTableTest, OtherLinesAreRefused) {
   EXPECT_FALSE(parse_summary_table_line("1,0,net,0,x,nonsense,10,1,1,0,1,0,0,0,", &row));
   EXPECT_FALSE(parse_summary_table_line("1,0,net,0,\"x,activation,10,1,1,0,1,0,0,0,", &row));
   EXPECT_FALSE(parse_summary_table_line("1,0,net,0,x,activation,ten,1,1,0,1,0,0,0,", &row));
-  EXPECT_TRUE(parse_summary_table_line("1,0,net,0,x,activation,10,1,1,0,1,0,0,0,", &row));
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,0,x,activation,10,1,1,0,1,0,0,0,", &row));  // before steps
+  EXPECT_EQ(row.steps, 1);
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8", &row));
+  EXPECT_EQ(row.steps, 8);
+  EXPECT_EQ(row.order, 3);
+  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8\n");
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,0,x,activation,10,1,1,0,1,0,0,0,,0", &row));
+  EXPECT_FALSE(parse_summary_table_line(kSummaryTableHeaderV1, &row));
 }
 
 }  // namespace

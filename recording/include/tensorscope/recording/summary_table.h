@@ -8,7 +8,12 @@
 //   step, rank, track, order (the tensor's place in its record: forward outputs in call
 //   order, then gradients), stream, kind, numel, l2, max_abs, mean, std, nan_count,
 //   inf_count, zero_fraction, update_ratio (empty unless the tensor is a parameter with
-//   an earlier summarised step).
+//   an earlier summarised step), steps (how many summarised steps the line stands for: 1
+//   as written; more once a long run's table was compacted, summary_compaction.h: the
+//   line then begins at `step`, holds the largest l2, max |x|, std, zero fraction and
+//   update ratio, the mean of the means and the sums of the NaN/Inf counts).
+// Tables written before the steps column (kSummaryTableHeaderV1) are read too, a step a
+// line.
 // A record's lines go to the file in one write() (AppendFile): a killed worker loses at
 // most the record it was writing. parse_summary_table_line reads a line back (the live
 // view's overview follows the files as they grow).
@@ -27,6 +32,9 @@
 namespace tensorscope::recording {
 
 inline constexpr char kSummaryTableHeader[] =
+    "step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio,"
+    "steps";
+inline constexpr char kSummaryTableHeaderV1[] =
     "step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio";
 
 // The lines (each ending in '\n') of one record's summaries.
@@ -38,10 +46,14 @@ struct SummaryTableRow {
   int64_t step = 0;
   int rank = 0;
   std::string track;
+  int64_t order = 0;
   TensorSummary summary;  // zero_count from the zero fraction (rounded)
+  int64_t steps = 1;      // summarised steps the line stands for (>= 1)
 };
-// False for the header and for a line that is not one of the table's.
+// False for the headers and for a line that is not one of the table's.
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row);
+// The line (with its '\n') of `row`.
+std::string summary_table_line(const SummaryTableRow& row);
 
 // Calls `row` for each whole line of `text` that is one of the table's ('\n'-ended; a
 // last line without its '\n' is left out), the header skipped; returns how many lines
