@@ -34,11 +34,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const double v = std::atof(argv[i + 1]);
-    if (a == "--tensors") tensors = static_cast<int64_t>(v);
-    else if (a == "--steps-per-second") steps_per_second = v;
-    else if (a == "--days") days = static_cast<int64_t>(v);
-    else if (a == "--limit-mb") limit_mb = static_cast<int64_t>(v);
-    else if (a == "--scale") scale = static_cast<int64_t>(v);
+    if (a == "--tensors")
+      tensors = static_cast<int64_t>(v);
+    else if (a == "--steps-per-second")
+      steps_per_second = v;
+    else if (a == "--days")
+      days = static_cast<int64_t>(v);
+    else if (a == "--limit-mb")
+      limit_mb = static_cast<int64_t>(v);
+    else if (a == "--scale")
+      scale = static_cast<int64_t>(v);
   }
   const int64_t week_steps = static_cast<int64_t>(steps_per_second * 86400.0 * static_cast<double>(days));
   const int64_t steps = week_steps / scale, limit = (limit_mb << 20) / scale;
@@ -102,8 +107,8 @@ int main(int argc, char** argv) {
     if (r.steps > 1) last_merged = std::max(last_merged, r.step + r.steps);
   });
   newest_full_from = last_merged < 0 ? 0 : last_merged;
-  const double full_days = static_cast<double>(steps - newest_full_from) * static_cast<double>(scale) /
-      steps_per_second / 86400.0;
+  const double full_days =
+      static_cast<double>(steps - newest_full_from) * static_cast<double>(scale) / steps_per_second / 86400.0;
   std::printf("simulated: %lld days at %.0f steps/s, %lld tensors (1/%lld: %lld steps, limit %.1f MiB)\n",
               static_cast<long long>(days), steps_per_second, static_cast<long long>(tensors),
               static_cast<long long>(scale), static_cast<long long>(steps), static_cast<double>(limit) / 1048576.0);

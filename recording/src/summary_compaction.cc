@@ -29,8 +29,8 @@ SummaryTableRow merged(const SummaryTableRow& a, const SummaryTableRow& b) {
   if (std::isnan(x.mean) || std::isnan(y.mean)) {
     s.mean = std::isnan(x.mean) ? y.mean : x.mean;
   } else {
-    s.mean = (x.mean * static_cast<double>(a.steps) + y.mean * static_cast<double>(b.steps)) /
-        static_cast<double>(r.steps);
+    s.mean =
+        (x.mean * static_cast<double>(a.steps) + y.mean * static_cast<double>(b.steps)) / static_cast<double>(r.steps);
   }
   s.nan_count = x.nan_count + y.nan_count;
   s.inf_count = x.inf_count + y.inf_count;
@@ -38,15 +38,15 @@ SummaryTableRow merged(const SummaryTableRow& a, const SummaryTableRow& b) {
   s.zero_count = static_cast<uint64_t>(std::llround(zeros * static_cast<double>(s.numel)));
   s.has_update_ratio = x.has_update_ratio || y.has_update_ratio;
   s.update_ratio = !x.has_update_ratio ? y.update_ratio
-                   : !y.has_update_ratio ? x.update_ratio
-                                         : larger(x.update_ratio, y.update_ratio);
+      : !y.has_update_ratio            ? x.update_ratio
+                                       : larger(x.update_ratio, y.update_ratio);
   return r;
 }
 
 }  // namespace
 
-CompactedTable compact_summary_table(std::string_view text, const std::set<int64_t>& keep_steps,
-                                     uint64_t target_bytes, const std::function<void(std::string_view)>& sink) {
+CompactedTable compact_summary_table(std::string_view text, const std::set<int64_t>& keep_steps, uint64_t target_bytes,
+                                     const std::function<void(std::string_view)>& sink) {
   CompactedTable out;
   // Calls `each(line, row)` for every line of the table, in order (row: null when the
   // line does not parse).
@@ -107,9 +107,9 @@ CompactedTable compact_summary_table(std::string_view text, const std::set<int64
   const double line_bytes = out.lines_in > 0 ? static_cast<double>(text.size()) / static_cast<double>(out.lines_in) : 1;
   const double span = last_step >= first_step ? static_cast<double>(last_step - first_step + 1) : 0;
   const double older_lines = static_cast<double>(cut - findings);
-  const double room = std::max(static_cast<double>(target_bytes) / line_bytes -
-                                   static_cast<double>(out.lines_in - cut + findings),
-                               older_lines / 4);
+  const double room =
+      std::max(static_cast<double>(target_bytes) / line_bytes - static_cast<double>(out.lines_in - cut + findings),
+               older_lines / 4);
   int64_t block = 2;
   while (block < widest) block *= 2;
   while (block < (int64_t{1} << 40) &&

@@ -35,8 +35,8 @@ TensorSummary tensor(const std::string& name, double l2, uint64_t nans = 0) {
 std::string table(int64_t steps, int64_t bad_step) {
   std::string text = std::string(kSummaryTableHeader) + "\n";
   for (int64_t s = 0; s < steps; ++s) {
-    text += summary_table_lines(s, 0, "net", {tensor("a", 1 + static_cast<double>(s % 10)),
-                                              tensor("b", 2, s >= bad_step ? 5 : 0)});
+    text += summary_table_lines(s, 0, "net",
+                                {tensor("a", 1 + static_cast<double>(s % 10)), tensor("b", 2, s >= bad_step ? 5 : 0)});
   }
   return text;
 }

@@ -32,16 +32,16 @@
 namespace tensorscope::recording {
 
 struct CompactedTable {
-  uint64_t bytes_out = 0;   // what the sink was given
-  uint64_t lines_in = 0;    // table lines read (the header not counted)
-  uint64_t lines_out = 0;   // table lines written
-  uint64_t kept = 0;        // findings kept as they were in the older half
-  uint64_t skipped = 0;     // lines that were not the table's (dropped)
+  uint64_t bytes_out = 0;     // what the sink was given
+  uint64_t lines_in = 0;      // table lines read (the header not counted)
+  uint64_t lines_out = 0;     // table lines written
+  uint64_t kept = 0;          // findings kept as they were in the older half
+  uint64_t skipped = 0;       // lines that were not the table's (dropped)
   int64_t merged_before = 0;  // the older part: the steps before this one (0: none merged)
   int64_t block_steps = 0;    // the block the older part was merged by
 };
 
-CompactedTable compact_summary_table(std::string_view text, const std::set<int64_t>& keep_steps,
-                                     uint64_t target_bytes, const std::function<void(std::string_view)>& sink);
+CompactedTable compact_summary_table(std::string_view text, const std::set<int64_t>& keep_steps, uint64_t target_bytes,
+                                     const std::function<void(std::string_view)>& sink);
 
 }  // namespace tensorscope::recording
