@@ -33,6 +33,20 @@ void print_table(const nlohmann::json& s) {
     std::printf("output ok again; %llu frames were not written while it was full or unwritable\n",
                 output.value("not_written", 0ULL));
   }
+  const nlohmann::json disk = output.value("disk", nlohmann::json::object());
+  if (disk.is_object() && disk.value("bytes", 0ULL) > 0) {
+    const auto mb = [](unsigned long long b) { return static_cast<double>(b) / 1048576.0; };
+    const unsigned long long budget = disk.value("budget", 0ULL);
+    std::printf("disk: %.1f MB%s (videos %.1f MB, summary tables %.1f MB, recordings %.1f MB)",
+                mb(disk.value("bytes", 0ULL)),
+                budget > 0 ? (" of a " + std::to_string(budget >> 20) + " MB budget").c_str() : "",
+                mb(disk.value("videos", 0ULL)), mb(disk.value("summaries", 0ULL)), mb(disk.value("recordings", 0ULL)));
+    if (disk.value("rotated_files", 0ULL) > 0) {
+      std::printf("; %llu old videos deleted for it (%.1f MB)", disk.value("rotated_files", 0ULL),
+                  mb(disk.value("rotated_bytes", 0ULL)));
+    }
+    std::printf("\n");
+  }
   const long long idle_exit_ms = s.value("idle_exit_ms", 0LL);
   if (s.value("autostarted", false)) {
     std::printf("autostarted by a client; exits after %.1f s without producers\n", idle_exit_ms / 1000.0);

@@ -1,8 +1,11 @@
 // output_test.cc — end-to-end: a full output (a small tmpfs) is reported and outlived,
-// a deleted session directory is made again; no broken video is ever listed.
+// a deleted session directory is made again, a session past its disk budget loses its
+// oldest videos; no broken video is ever listed.
 //
 // Each test starts its own daemon(s) in a private temporary directory (runtime dir,
 // session, output) and runs test_producer processes against them (integration_fixture.h).
+#include <set>
+
 #include "integration_fixture.h"
 #include "small_tmpfs.h"
 
@@ -162,6 +165,36 @@ TEST_F(IntegrationTest, PrivateOutputsAreTheUsersOnly) {
     }
     EXPECT_GE(files, 3u);  // videos, their steps, index.json
   }
+}
+
+// A session past output_budget_mb: its oldest videos are deleted and unlisted, the
+// newest of each stream stay, and what is listed plays.
+TEST_F(IntegrationTest, ASessionPastItsBudgetDeletesItsOldestVideos) {
+  const std::string name = session("budget");
+  DaemonProcess* daemon =
+      start_ready_daemon(name, output_dir("budget"), 1, write_config(5, 45000, 320, 240, "output_budget_mb: 1\n"));
+  ASSERT_NE(daemon, nullptr);
+  ChildProcess* producer = start_producer(
+      name, 0, {"--count", "0", "--stdin-control", "--sleep-us", "3000", "--streams", "4", "--report-ms", "100"});
+  ASSERT_NE(producer, nullptr);
+  json last;
+  ASSERT_TRUE(daemon->wait_status([](const json& s) { return s["output"]["disk"].value("rotated_files", 0ULL) >= 8; },
+                                  std::chrono::seconds(180), &last))
+      << last.dump(2);
+  const json disk = last["output"]["disk"];
+  EXPECT_EQ(disk.value("budget", 0ULL), 1ULL << 20);
+  EXPECT_GT(disk.value("rotated_bytes", 0ULL), 0ULL);
+  EXPECT_LT(disk.value("bytes", 0ULL), 2ULL << 20) << disk.dump();
+  ASSERT_TRUE(producer->write_stdin("stop\n"));
+  ASSERT_TRUE(final_line(producer).is_object());
+  release_producer(producer);
+  terminate_daemon(daemon);
+  EXPECT_THAT(daemon->log(), HasSubstr("oldest videos deleted"));
+  const std::vector<json> files = index_or_fail(daemon->session_dir());
+  verify_session_dir(daemon->session_dir(), files, /*every_video_listed=*/true);
+  std::set<std::string> streams;
+  for (const auto& f : files) streams.insert(f.value("stream", ""));
+  EXPECT_GE(streams.size(), 4u) << "each stream keeps its newest video";
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.text("session", c.session, StringRule::kSessionName);
   v.text("output_dir", c.output_dir, StringRule::kNonEmpty);
   v.choice("output_private", c.output_private);
+  v.integer("output_budget_mb", c.output_budget_mb, at_least(0));
   v.text("runtime_dir", c.runtime_dir, StringRule::kAny);
   v.integer("workers", c.workers, between(1, 64));
   v.integer("render_threads", c.render_threads, between(0, 64));

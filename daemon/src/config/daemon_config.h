@@ -253,6 +253,7 @@ struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
   std::string output_dir = "tensorscope_out";  // non-empty
   bool output_private = false;                 // outputs 0600 in 0700
+  int64_t output_budget_mb = 20480;            // >= 0: the session's disk budget (0: none)
   std::string runtime_dir;                     // "" = automatic ($TENSORSCOPE_RUNTIME_DIR,
                                                // else /dev/shm/tensorscope-<uid>)
   int workers = 2;                             // 1..64

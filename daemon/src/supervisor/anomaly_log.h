@@ -46,6 +46,8 @@ class AnomalyLog {
   // {"count", "first_non_finite" (the earliest step's, lowest rank first; null when
   // none), "recent" (the last 20)}.
   nlohmann::json status() const;
+  // The first kKept anomalies (each had once), for what the output budget keeps.
+  const std::vector<nlohmann::json>& kept() const { return kept_; }
 
   std::string path() const { return session_dir_ + "/anomalies.jsonl"; }
 

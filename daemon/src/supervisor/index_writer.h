@@ -54,6 +54,8 @@ class IndexWriter {
   int last_errno() const { return last_errno_; }
   // Drops the entries whose file is gone (the output directory was deleted); how many.
   size_t forget_missing_files();
+  // Drops the entry of `path` in memory (a later write() publishes it); false when none.
+  bool remove(const std::string& path) { return entries_.erase(path) > 0; }
 
   // Entries sorted by path.
   std::vector<IndexEntry> entries() const;

@@ -7,6 +7,7 @@
 #include "supervisor/registration.h"
 #include "supervisor/run_info_writer.h"
 #include "supervisor/video_recovery.h"
+#include "tensorscope/recording/video_steps.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -647,8 +648,67 @@ void Supervisor::keep_session_dir() {
   index_dirty_ = true;
 }
 
+void Supervisor::keep_within_budget() {
+  const int64_t ms = now_ms();
+  if (ms < next_budget_check_ms_) return;
+  usage_ = measure_session(session_dir_);
+  // A session of very many files (a .npy dump per step) is measured less often: the walk
+  // takes at most a hundredth of the supervisor's time.
+  next_budget_check_ms_ = now_ms() + std::max<int64_t>(kBudgetIntervalMs, 100 * (now_ms() - ms));
+  const uint64_t budget = static_cast<uint64_t>(config_.output_budget_mb) << 20;
+  if (budget == 0 || usage_.total <= budget) {
+    over_budget_logged_ = false;
+    return;
+  }
+  std::vector<BudgetVideo> videos;
+  for (const IndexEntry& e : index_->entries()) {
+    if (e.path.size() < 4 || e.path.compare(e.path.size() - 4, 4, ".mp4") != 0) continue;  // PNGs stay
+    uint64_t bytes = 0;
+    for (const std::string& path : {session_dir_ + "/" + e.path, recording::kept_steps_path(session_dir_, e.path)}) {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+    }
+    videos.push_back({e, bytes});
+  }
+  std::vector<AnomalyMark> marks;
+  if (anomalies_) {
+    for (const nlohmann::json& a : anomalies_->kept()) {
+      marks.push_back({a.value("rank", 0), a.value("pid", int64_t{0}), a.value("step", int64_t{0})});
+    }
+  }
+  const BudgetPlan plan = plan_output_budget(std::move(videos), usage_.total, budget, marks, kEvidenceSteps);
+  for (const std::string& path : plan.remove) {
+    ::unlink((session_dir_ + "/" + path).c_str());
+    ::unlink(recording::kept_steps_path(session_dir_, path).c_str());
+    index_->remove(path);
+  }
+  if (!plan.remove.empty()) {
+    index_dirty_ = true;
+    rotated_files_ += plan.remove.size();
+    rotated_bytes_ += plan.freed;
+    TS_LOG_INFO(
+        "output_budget_mb {}: the session held {} MB; its {} oldest videos deleted ({} MB; kept: each "
+        "stream's newest and the videos around anomalies)",
+        config_.output_budget_mb, usage_.total >> 20, plan.remove.size(), plan.freed >> 20);
+    usage_.total -= std::min(usage_.total, plan.freed);
+    usage_.videos -= std::min(usage_.videos, plan.freed);
+  }
+  if (plan.still_over && !over_budget_logged_) {
+    over_budget_logged_ = true;
+    TS_LOG_WARN(
+        "output_budget_mb {}: the session holds {} MB and nothing more may go (videos {} MB: each stream's newest "
+        "and the anomalies' evidence; summary tables {} MB; recordings {} MB; other {} MB)",
+        config_.output_budget_mb, usage_.total >> 20, usage_.videos >> 20, usage_.summaries >> 20,
+        usage_.recordings >> 20, usage_.other >> 20);
+  }
+}
+
 nlohmann::json Supervisor::output_status() const {
   nlohmann::json out = {{"state", "ok"}, {"not_written", 0}, {"index", index_health_.summary()}};
+  out["disk"] = {{"bytes", usage_.total},           {"budget", static_cast<uint64_t>(config_.output_budget_mb) << 20},
+                 {"videos", usage_.videos},         {"summaries", usage_.summaries},
+                 {"recordings", usage_.recordings}, {"other", usage_.other},
+                 {"rotated_files", rotated_files_}, {"rotated_bytes", rotated_bytes_}};
   auto consider = [&](const nlohmann::json& h, bool frames) {
     if (!h.is_object()) return;
     if (frames) out["not_written"] = out["not_written"].get<uint64_t>() + h.value("not_written", uint64_t{0});
@@ -777,6 +837,7 @@ int Supervisor::run() {
     if (fds[1].revents != 0) accept_connections();
     check_workers(now);
     keep_session_dir();
+    keep_within_budget();
     flush_index();
     if (!producers_.empty() || !pending_.empty()) last_producer_ms_ = now;
     const int64_t idle_exit_ms = config_.supervisor.idle_exit.count();

@@ -31,6 +31,7 @@
 
 #include "supervisor/anomaly_log.h"
 #include "supervisor/index_writer.h"
+#include "supervisor/output_budget.h"
 #include "output_health.h"
 #include "supervisor/worker_launcher.h"
 #include "supervisor/worker_restart_policy.h"
@@ -115,7 +116,11 @@ class Supervisor {
   // The session directory was deleted while running: made again (every second at most),
   // index.json keeping only the files still there.
   void keep_session_dir();
-  // The state of the output: index.json's and the workers' (OutputHealth summaries).
+  // The session within output_budget_mb (output_budget.h): measured every
+  // kBudgetIntervalMs, its oldest videos deleted (and unlisted) past it.
+  void keep_within_budget();
+  // The state of the output: index.json's and the workers' (OutputHealth summaries), and
+  // the disk the session takes.
   nlohmann::json output_status() const;
   void producer_gone(Producer& producer);
   void forget_producer(uint64_t id);
@@ -144,6 +149,13 @@ class Supervisor {
   std::unique_ptr<IndexWriter> index_;
   OutputHealth index_health_{"index.json"};  // whether index.json could be written
   int64_t session_dir_checked_ms_ = 0;
+  static constexpr int64_t kBudgetIntervalMs = 10000;
+  static constexpr int64_t kEvidenceSteps = 16;  // videos this near an anomaly's step stay
+  int64_t next_budget_check_ms_ = 0;
+  SessionUsage usage_;          // the last measure
+  uint64_t rotated_files_ = 0;  // videos deleted for the budget, and their bytes
+  uint64_t rotated_bytes_ = 0;
+  bool over_budget_logged_ = false;  // said once until the session is under it again
   int64_t started_ms_ = 0;
   uint64_t registrations_refused_ = 0;
   std::unique_ptr<AnomalyLog> anomalies_;  // made with the session directory
