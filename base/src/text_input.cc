@@ -1,5 +1,7 @@
 #include "tensorscope/base/text_input.h"
 
+#include "tensorscope/base/posix_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,6 +47,34 @@ StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes, 
     }
   }
   ::close(fd);
+  return text;
+}
+
+StatusOr<std::string> read_text_tail(const std::string& path, size_t max_bytes, const std::string& what,
+                                     bool* missing) {
+  if (missing != nullptr) *missing = false;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ENOENT && missing != nullptr) {
+      *missing = true;
+      return std::string();
+    }
+    return Status::from_errno(path + ": cannot open " + what, err);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Status::from_errno(path + ": cannot stat " + what, errno);
+  if (!S_ISREG(st.st_mode)) return Status::error(path + ": not a file, not a " + what);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const uint64_t from = size > max_bytes ? size - max_bytes : 0;
+  std::string text(size - from, '\0');
+  StatusOr<size_t> got = pread_full(fd.get(), text.data(), text.size(), from, path);
+  if (!got) return got.status();
+  text.resize(*got);
+  if (from > 0) {  // from the first line that begins in it
+    const size_t nl = text.find('\n');
+    text.erase(0, nl == std::string::npos ? text.size() : nl + 1);
+  }
   return text;
 }
 

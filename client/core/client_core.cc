@@ -198,8 +198,8 @@ PushResult ClientCore::send_summaries(const std::string& track, const std::strin
       summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
       return PushResult::kPushed;
     }
+    send_held(*guard.operator->());  // (drops them for a daemon that does not read summaries)
     if (guard->is_attached() && !guard->summaries) return PushResult::kGated;
-    send_held(*guard.operator->());
     PushResult result = PushResult::kDroppedFull;
     if (held_.empty()) result = send_bytes(*guard.operator->(), track, payload, wire::TensorKind::kSummary, step);
     if (result == PushResult::kDroppedFull) {
@@ -216,17 +216,19 @@ PushResult ClientCore::send_summaries(const std::string& track, const std::strin
 }
 
 void ClientCore::send_held(Connection::Active& active) {
+  // A daemon that does not read summaries (an older one) will not take them: they go.
+  if (active.is_attached() && !active.summaries) held_.drop_all();
   while (!held_.empty()) {
     const HeldSummaries::Record& r = held_.oldest();
     if (send_bytes(active, r.track, r.payload, wire::TensorKind::kSummary, r.step) == PushResult::kDroppedFull) break;
     held_.pop_oldest();  // sent, or refused and counted
   }
   held_count_.store(held_.size(), std::memory_order_relaxed);
+  summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
 }
 
 void ClientCore::try_send_held(Connection::Active& active) {
   if (held_count_.load(std::memory_order_relaxed) == 0) return;
-  if (active.is_attached() && !active.summaries) return;
   std::unique_lock<std::mutex> lock(held_mutex_, std::try_to_lock);
   if (lock.owns_lock()) send_held(active);
 }

@@ -32,6 +32,15 @@ void HeldSummaries::pop_oldest() {
   }
 }
 
+void HeldSummaries::drop_all() {
+  lost_ += records_.size();
+  records_.clear();
+  bytes_ = 0;
+  extremes_.clear();
+  extremes_stale_ = false;
+  stride_ = 1;
+}
+
 void HeldSummaries::note_extremes(const Record& r) {
   const StatusOr<std::vector<TensorSummary>> entries = parse_summaries(r.payload);
   if (!entries) return;

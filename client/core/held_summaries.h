@@ -46,6 +46,8 @@ class HeldSummaries {
   const Record& oldest() const { return records_.front(); }
   // The oldest record was sent.
   void pop_oldest();
+  // Every record goes, counted in lost() (a daemon that does not read summaries).
+  void drop_all();
 
  private:
   // The extremes of one tensor among the held records.

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "client_core.h"
 #include "core_options_args.h"
@@ -53,6 +54,10 @@ struct CoreObject {
   PyObject_HEAD
   ClientCore* core;    // null once closed
   PyObject* weakrefs;  // the hooks hold a Core weakly: a Client dropped without close() closes it
+  // Calls running without the GIL on `core` (wait_until_read, stats): a close() meanwhile
+  // (another thread) leaves the core in `closing`, deleted by the last of them.
+  int busy;
+  ClientCore* closing;
 };
 
 PyObject* core_type = nullptr;  // made by PyInit__native
@@ -89,14 +94,36 @@ int core_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   return 0;
 }
 
-void close_core(CoreObject* self) {
-  ClientCore* core = self->core;
-  self->core = nullptr;
-  if (core == nullptr) return;
+void delete_core(ClientCore* core) {
   Py_BEGIN_ALLOW_THREADS  // the connection's shutdown joins its thread
       delete core;
   Py_END_ALLOW_THREADS
 }
+
+void close_core(CoreObject* self) {
+  ClientCore* core = self->core;
+  self->core = nullptr;
+  if (core == nullptr) return;
+  if (self->busy > 0) {
+    self->closing = core;  // deleted by the last call still using it
+    return;
+  }
+  delete_core(core);
+}
+
+// Marks a call that uses the core without the GIL; under the GIL on both ends.
+class BusyCore {
+ public:
+  explicit BusyCore(CoreObject* self) : self_(self) { ++self_->busy; }
+  ~BusyCore() {
+    if (--self_->busy == 0 && self_->closing != nullptr) delete_core(std::exchange(self_->closing, nullptr));
+  }
+  BusyCore(const BusyCore&) = delete;
+  BusyCore& operator=(const BusyCore&) = delete;
+
+ private:
+  CoreObject* self_;
+};
 
 void core_dealloc(PyObject* self_object) {
   auto* self = reinterpret_cast<CoreObject*>(self_object);
@@ -323,8 +350,12 @@ PyObject* core_wait_until_read(PyObject* self, PyObject* timeout_object) {
   const long timeout_ms = PyLong_AsLong(timeout_object);
   if (timeout_ms == -1 && PyErr_Occurred()) return nullptr;
   bool read = false;
-  Py_BEGIN_ALLOW_THREADS read = core->wait_until_read(static_cast<int>(std::clamp<long>(timeout_ms, 0, 3600000)));
-  Py_END_ALLOW_THREADS return PyBool_FromLong(read ? 1 : 0);
+  {
+    BusyCore busy(reinterpret_cast<CoreObject*>(self));
+    Py_BEGIN_ALLOW_THREADS read = core->wait_until_read(static_cast<int>(std::clamp<long>(timeout_ms, 0, 3600000)));
+    Py_END_ALLOW_THREADS
+  }
+  return PyBool_FromLong(read ? 1 : 0);
 }
 
 PyObject* core_rank(PyObject* self, PyObject*) {
@@ -345,9 +376,13 @@ PyObject* core_stats(PyObject* self, PyObject*) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
   if (core == nullptr) return nullptr;
   tensorscope::ClientStats s;
-  Py_BEGIN_ALLOW_THREADS  // takes the connection's notes lock
-      s = core->stats();
-  Py_END_ALLOW_THREADS PyObject* d = PyDict_New();
+  {
+    BusyCore busy(reinterpret_cast<CoreObject*>(self));
+    Py_BEGIN_ALLOW_THREADS  // takes the connection's notes lock
+        s = core->stats();
+    Py_END_ALLOW_THREADS
+  }
+  PyObject* d = PyDict_New();
   if (d == nullptr) return nullptr;
   const bool ok = put(d, "pushed", PyLong_FromUnsignedLongLong(s.pushed)) &&
       put(d, "gated", PyLong_FromUnsignedLongLong(s.gated)) &&

@@ -440,7 +440,7 @@ class Client:
     def _capturing(self, step):
         return self._capture_until is not None and step <= self._capture_until
 
-    def anomalies(self, timeout: float = 5.0) -> List[Dict[str, Any]]:
+    def anomalies(self, timeout: float = 2.0) -> List[Dict[str, Any]]:
         """What the session's daemon flagged so far in the tracks' per-step summaries (the
         first non-finite value, explosions, dead units; every rank's), as
         tensorscope.read_anomalies gives them: a list of dicts with type, step, rank, pid,
@@ -448,8 +448,10 @@ class Client:
 
         First waits, at most `timeout` seconds (0: not at all), until the daemon has read
         everything this client sent, so that what it pushed before the call is in the
-        answer (a step's summaries are sent when the step ends: next_step()). A daemon that
-        is behind costs the wait; the answer is then what it has flagged so far."""
+        answer (a step's summaries are sent when the step ends: next_step()). Milliseconds
+        while the daemon keeps up; a daemon that is behind costs the whole wait (a loop that
+        asks every few steps passes timeout=0), and the answer is then what it has flagged
+        so far."""
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
             raise ValueError(f"timeout: seconds >= 0, not {timeout!r}")
         core = self._core

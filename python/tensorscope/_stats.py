@@ -18,7 +18,7 @@ class ClientStats:
     bytes: int = 0  # payload bytes pushed
     dropped_by_daemon: int = 0  # pushed, received, but not drawn (the daemon's stream limit)
     summaries_held: int = 0  # summary records waiting in the client for room in the ring (sent in order)
-    summaries_lost: int = 0  # summary records thinned past 32 MiB held (non-finite and largest values kept)
+    summaries_lost: int = 0  # summary records thinned past 32 MiB held (each tensor's first NaN and largest value kept)
     connected: bool = False  # a daemon holds this client's segment now
     connections: int = 0  # registrations so far (reconnects included)
     connection_note: str = ""  # why not connected, in words

@@ -92,23 +92,29 @@ OverviewHistory::Column* OverviewHistory::window_column(int64_t step, bool* open
   return &*at;
 }
 
-OverviewHistory::Column* OverviewHistory::run_column(int64_t step) {
+void OverviewHistory::halve_run() {
+  std::deque<Column> halved;
+  for (size_t i = 0; i < run_.size(); i += 2) {
+    halved.push_back(std::move(run_[i]));
+    if (i + 1 < run_.size()) merge(halved.back(), run_[i + 1]);
+  }
+  run_ = std::move(halved);
+  run_stride_ *= 2;
+}
+
+OverviewHistory::Column* OverviewHistory::run_column(int64_t step, int64_t steps) {
+  const int64_t last = step + steps - 1;
+  // A line standing for many steps (a compacted table's): the whole run's columns widen
+  // to hold it, so that every column covers about as many steps.
+  while (run_stride_ < steps && run_stride_ < (int64_t{1} << 40)) halve_run();
   if (run_.empty() || step > run_.back().last_step) {
-    if (!run_.empty() && run_.back().steps < run_stride_) {
-      run_.back().last_step = step;
-      ++run_.back().steps;
+    if (!run_.empty() && run_.back().steps + steps <= run_stride_) {
+      run_.back().last_step = last;
+      run_.back().steps += steps;
       return &run_.back();
     }
-    run_.push_back(Column{step, step, 1, {}});
-    if (run_.size() > max_run_columns_) {  // halve: neighbours merge, a column covers twice the steps
-      std::deque<Column> halved;
-      for (size_t i = 0; i < run_.size(); i += 2) {
-        halved.push_back(std::move(run_[i]));
-        if (i + 1 < run_.size()) merge(halved.back(), run_[i + 1]);
-      }
-      run_ = std::move(halved);
-      run_stride_ *= 2;
-    }
+    run_.push_back(Column{step, last, steps, {}});
+    if (run_.size() > max_run_columns_) halve_run();  // neighbours merge, a column covers twice the steps
     return &run_.back();
   }
   // An earlier step (another track's, late): the column that covers it.
@@ -116,14 +122,15 @@ OverviewHistory::Column* OverviewHistory::run_column(int64_t step) {
       std::upper_bound(run_.begin(), run_.end(), step, [](int64_t s, const Column& c) { return s < c.first_step; });
   Column& c = after == run_.begin() ? run_.front() : *(after - 1);
   c.first_step = std::min(c.first_step, step);
-  c.last_step = std::max(c.last_step, step);
+  c.last_step = std::max(c.last_step, last);
   return &c;
 }
 
-bool OverviewHistory::observe(int64_t step, const std::vector<TensorSummary>& summaries) {
+bool OverviewHistory::observe(int64_t step, const std::vector<TensorSummary>& summaries, int64_t steps) {
+  steps = std::max<int64_t>(1, steps);
   bool opened = false;
   Column* w = window_column(step, &opened);
-  Column* r = run_column(step);
+  Column* r = run_column(step, steps);
   if (opened) {
     ++steps_seen_;
     newest_step_ = step;

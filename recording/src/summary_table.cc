@@ -1,19 +1,13 @@
 // summary_table.cc — see summary_table.h.
 #include "tensorscope/recording/summary_table.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
-#include "tensorscope/base/posix_file.h"
+#include "tensorscope/base/text_input.h"
 #include "tensorscope/recording/csv_text.h"
 
 namespace tensorscope::recording {
@@ -142,23 +136,9 @@ uint64_t for_each_summary_table_row(std::string_view text, const std::function<v
 
 StatusOr<uint64_t> read_summary_table(const std::string& path, uint64_t max_bytes,
                                       const std::function<void(const SummaryTableRow&)>& row) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return Status::from_errno("cannot open the summary table " + path, errno);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Status::from_errno("cannot stat " + path, errno);
-  if (!S_ISREG(st.st_mode)) return Status::error(path + " is not a file");
-  const auto size = static_cast<uint64_t>(st.st_size);
-  const uint64_t from = size > max_bytes ? size - max_bytes : 0;
-  std::string text(size - from, '\0');
-  StatusOr<size_t> got = pread_full(fd.get(), text.data(), text.size(), from, path);
-  if (!got) return got.status();
-  text.resize(*got);
-  std::string_view whole(text);
-  if (from > 0) {  // from the first whole line
-    const size_t nl = whole.find('\n');
-    whole.remove_prefix(nl == std::string_view::npos ? whole.size() : nl + 1);
-  }
-  return for_each_summary_table_row(whole, row);
+  StatusOr<std::string> text = read_text_tail(path, static_cast<size_t>(max_bytes), "summary table");
+  if (!text) return text.status();
+  return for_each_summary_table_row(*text, row);
 }
 
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid) {

@@ -99,7 +99,7 @@ bool SummaryTables::read_table(const std::string& name, Table& table, size_t* bu
   table.offset += last + 1;
   skipped_lines_ += recording::for_each_summary_table_row(
       std::string_view(text.data(), last + 1),
-      [&table](const recording::SummaryTableRow& row) { table.history.observe(row.step, {row.summary}); });
+      [&table](const recording::SummaryTableRow& row) { table.history.observe(row.step, {row.summary}, row.steps); });
   return table.offset == size;
 }
 

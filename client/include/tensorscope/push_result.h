@@ -48,8 +48,8 @@ struct ClientStats {
   uint64_t dropped_by_daemon = 0;
   // Summary records (the tracks' per-step summaries) are not dropped for a full ring:
   // they wait in the client, summaries_held of them now, and are sent in order when the
-  // daemon has room. Past 32 MiB held, older ones are thinned (every non-finite and
-  // largest value kept): summaries_lost counts those.
+  // daemon has room. Past 32 MiB held, older ones are thinned (each tensor's first
+  // non-finite value and largest max |x| kept): summaries_lost counts those.
   uint64_t summaries_held = 0;
   uint64_t summaries_lost = 0;
   bool connected = false;    // a daemon holds our segment right now

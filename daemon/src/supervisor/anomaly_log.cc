@@ -43,7 +43,7 @@ bool AnomalyLog::note(const nlohmann::json& anomaly) {
 
 size_t AnomalyLog::read_back() {
   bool missing = false;
-  auto text = read_text_file(path(), kReadBackBytes, "anomaly log", &missing);
+  auto text = read_text_tail(path(), kReadBackBytes, "anomaly log", &missing);
   if (!text) {
     TS_LOG_WARN("the anomalies of an earlier daemon of this session are not read back: {}", text.message());
     return 0;

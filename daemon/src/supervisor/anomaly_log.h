@@ -6,7 +6,7 @@
 // rank's. The file's first line is kAnomalyLogHeader (a JSON object naming the format);
 // each later line is one anomaly (worker/anomaly_detector.h: type, step, rank, pid,
 // track, stream, kind, message, details), whole lines only (AppendFile).
-// A restarted daemon reads the file back first (read_back, a file of at most
+// A restarted daemon reads the file back first (read_back, at most its last
 // kReadBackBytes): status() and the page go on naming the run's first NaN, and an anomaly a
 // producer already had (its first non-finite value; per stream its explosion, its dead
 // units), reported again by a detector that started over, is not added twice.

@@ -91,7 +91,7 @@ void OverviewVideos::read_back(Producer& p, int64_t before_step) {
   int64_t rows = 0;
   auto read = recording::read_summary_table(path, kReadBackBytes, [&](const recording::SummaryTableRow& row) {
     if (row.step >= before_step || row.rank != p.rank) return;
-    p.history.observe(row.step, {row.summary});
+    p.history.observe(row.step, {row.summary}, row.steps);
     ++rows;
   });
   if (read && rows > 0) {

@@ -5,17 +5,18 @@
 // A table that passes record.summary_table_max_bytes is compacted
 // (recording/summary_compaction.h) on a thread of its own while lines go on being
 // appended: the thread writes the compacted copy of what the table held when it started
-// beside it (<table>.compacting), pass after pass until it is at most three fifths of the
-// limit; the next record (or the producer's end) appends what came meanwhile to the copy
-// and renames it over the table. Readers see the table replaced by a shorter one. Steps
-// the producer's anomalies were reported at are kept whole. Records that come faster than
-// compactions run (never at a training's pace: a compaction reads tens of MB a second)
-// wait for one past twice the limit; when the producer ends, its table is left within it.
+// beside it (<table>.compacting-<pid>-<n>), aiming at three fifths of the limit; the next record
+// appends what came meanwhile to the copy and renames it over the table. Readers see the
+// table replaced by a shorter one. Steps at which anomalies of the producer's process
+// were reported (this daemon's, and an earlier one's, read from anomalies.jsonl) are kept
+// whole. Records that come faster than compactions run (never at a training's pace: a
+// compaction reads tens of MB a second) wait for one past twice the limit. When a
+// producer ends, a compaction under way, or one that leaves its table within the limit,
+// goes on in the background and is finished by a later record or the intake's end.
+// A table replaced by someone else (a second producer of the same process, on another
+// worker) is opened again before the next append; a compaction of the replaced one is
+// given up.
 //
-// Used by a worker's reader thread. A record that does not parse is refused (the caller
-// counts it with the invalid records); a table that cannot be written is logged once per
-// file and the anomalies are still looked for. Thread safety: one thread (compactions
-// run on threads of their own, joined by this one).
 #pragma once
 
 #include <atomic>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "config/daemon_config.h"
+#include "tensorscope/base/posix_file.h"
 #include "tensorscope/recording/append_file.h"
 #include "tensorscope/recording/summary_compaction.h"
 #include "tensorscope/shared/ring_reader.h"
@@ -51,7 +53,10 @@ class SummaryIntake {
 
  private:
   struct Compaction {
-    uint64_t upto = 0;  // the table's bytes it compacts
+    std::string path;  // the table
+    UniqueFd fd;       // the table as the compaction found it
+    uint64_t ino = 0;
+    uint64_t upto = 0;  // its bytes the compaction reads
     std::string temp;   // where it writes them
     std::thread thread;
     std::atomic<bool> done{false};
@@ -63,19 +68,29 @@ class SummaryIntake {
     AnomalyDetector detector;
     std::optional<recording::AppendFile> table;
     bool table_failed = false;  // a failure was logged (once per producer)
-    uint64_t table_bytes = 0;   // the table's size (at open, then what was appended)
+    uint64_t table_ino = 0;     // the file `table` appends to
+    uint64_t table_bytes = 0;   // its size (at open, then what was appended)
     uint64_t next_compaction_bytes = 0;
     std::set<int64_t> anomaly_steps;  // kept whole by compactions
     std::unique_ptr<Compaction> compaction;
   };
 
+  // The table of `p` open for appending (opened again when the file was replaced).
+  void open_table(uint64_t id, Producer& p, const std::string& path);
   void maybe_compact(uint64_t id, Producer& p, bool wait);
+  std::unique_ptr<Compaction> start_compaction(const std::string& path, const std::set<int64_t>& keep);
+  // Joins `c`, appends what came meanwhile, renames: the table's new size; none when the
+  // table was replaced meanwhile (the copy is given up); or why it failed.
+  StatusOr<std::optional<uint64_t>> finish(Compaction& c);
   void finish_compaction(uint64_t id, Producer& p);
+  // Compactions of producers that ended, finished once done (all of them: `wait`).
+  void finish_ended(bool wait);
 
   const std::string session_dir_;
   const AnomaliesConfig config_;
   const int64_t table_max_bytes_;
   std::map<uint64_t, Producer> producers_;
+  std::vector<std::unique_ptr<Compaction>> ended_;  // of producers that ended
 };
 
 }  // namespace tensorscope::daemon

@@ -287,7 +287,13 @@ bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
   std::vector<TensorSummary> summaries;
   std::string why;
   const int64_t pid = p.segment->header()->producer_pid;
-  if (!summaries_->take(id, pid, view, &summaries, &anomalies, &why)) {
+  bool taken = false;
+  try {
+    taken = summaries_->take(id, pid, view, &summaries, &anomalies, &why);
+  } catch (const std::exception& e) {  // out of memory: the record is dropped, the worker lives on
+    why = e.what();
+  }
+  if (!taken) {
     if (p.invalid_logged++ < 10) TS_LOG_WARN("producer {}: refused a summary record: {}", id, why);
     return false;
   }

@@ -43,6 +43,20 @@ TEST(TextInput, MissingFilesAndDirectories) {
   EXPECT_THAT(directory.message(), HasSubstr("is a directory, not a config file"));
 }
 
+TEST(TextInput, TheTailOfALongFileFromItsFirstWholeLine) {
+  testing::TempDir dir("text");
+  const std::string path = dir.path() + "/log";
+  std::ofstream(path) << "first line\nsecond\nthird\n";
+  EXPECT_EQ(*read_text_tail(path, 100, "log"), "first line\nsecond\nthird\n") << "short: whole";
+  EXPECT_EQ(*read_text_tail(path, 10, "log"), "third\n") << "the last 10 bytes, from the line that begins in them";
+  EXPECT_EQ(*read_text_tail(path, 3, "log"), "") << "no line begins in the last 3 bytes";
+  bool missing = false;
+  EXPECT_EQ(*read_text_tail(dir.path() + "/none", 10, "log", &missing), "");
+  EXPECT_TRUE(missing);
+  EXPECT_FALSE(read_text_tail(dir.path() + "/none", 10, "log").is_ok());
+  EXPECT_FALSE(read_text_tail(dir.path(), 10, "log").is_ok()) << "a directory";
+}
+
 TEST(TextInput, QuotesUntrustedTextForMessages) {
   EXPECT_EQ(quote_for_message("model.fc1"), "\"model.fc1\"");
   EXPECT_EQ(quote_for_message("a\"b\\c"), "\"a\\\"b\\\\c\"");

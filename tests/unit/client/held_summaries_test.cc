@@ -101,6 +101,15 @@ TEST(HeldSummaries, FindingsAlonePastTwiceTheBudgetKeepTheFirstNaN) {
   EXPECT_EQ(h.lost() + steps.size(), 20u);
 }
 
+TEST(HeldSummaries, DroppingAllCountsThem) {
+  HeldSummaries h(1 << 20);
+  for (int64_t s = 0; s < 5; ++s) h.hold("net", s, record(1));
+  h.drop_all();
+  EXPECT_TRUE(h.empty());
+  EXPECT_EQ(h.bytes(), 0u);
+  EXPECT_EQ(h.lost(), 5u);
+}
+
 TEST(HeldSummaries, ARecordThatDoesNotParseIsHeldAndMayGo) {
   HeldSummaries h(8);
   h.hold("net", 0, "junk");

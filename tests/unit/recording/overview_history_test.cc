@@ -163,5 +163,22 @@ TEST(FitOverviewGridTest, EveryBoundFromOneToUnlimited) {
   }
 }
 
+// A compacted table's lines (64 steps each) then whole steps: the whole run's columns
+// cover about the same number of steps each, the old ones not squeezed into a few.
+TEST(OverviewHistoryTest, LinesStandingForManyStepsWidenTheRunsColumns) {
+  OverviewHistory h(10, 1024);
+  for (int64_t s = 0; s < 6400; s += 64) h.observe(s, model_step(1), 64);
+  for (int64_t s = 6400; s < 6528; ++s) h.observe(s, model_step(2));
+  const OverviewGrid g = h.whole_run(kActStd);
+  EXPECT_GE(g.steps_per_column, 64);
+  EXPECT_EQ(g.first_steps.front(), 0);
+  EXPECT_EQ(g.last_steps.back(), 6527);
+  for (size_t c = 0; c + 1 < g.columns(); ++c) {
+    EXPECT_LE(g.last_steps[c] - g.first_steps[c] + 1, g.steps_per_column) << "column " << c;
+  }
+  EXPECT_LE(g.columns(), 6528u / 64 + 2);
+  EXPECT_FLOAT_EQ(g.value(0, g.columns() - 1), 2) << "the newest steps' values";
+}
+
 }  // namespace
 }  // namespace tensorscope::recording

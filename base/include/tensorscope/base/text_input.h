@@ -20,6 +20,13 @@ namespace tensorscope {
 StatusOr<std::string> read_text_file(const std::string& path, size_t max_bytes, const std::string& what,
                                      bool* missing = nullptr);
 
+// The last lines of a file that may be long (a log a restarted daemon reads back): the
+// whole file when it holds at most `max_bytes`, else its last `max_bytes` from the first
+// line that begins in them. A file that does not exist: "" with *missing set (when
+// `missing` is non-null; else an error).
+StatusOr<std::string> read_text_tail(const std::string& path, size_t max_bytes, const std::string& what,
+                                     bool* missing = nullptr);
+
 // `text` as it may appear in a message or a log line: printable ASCII kept, backslashes
 // (and `quote`, unless '\0') escaped with a backslash, other bytes as \xNN, cut with "..."
 // after `max_shown` bytes.

@@ -94,9 +94,10 @@ class OverviewHistory {
  public:
   explicit OverviewHistory(int window_columns = 200, int max_run_columns = 1024, int max_rows = 2048);
 
-  // The summaries of one track at `step` (several tracks may report the same step).
-  // True when `step` opened a new newest column.
-  bool observe(int64_t step, const std::vector<TensorSummary>& summaries);
+  // The summaries of one track at `step` (several tracks may report the same step), or
+  // of `steps` steps from `step` on (a line of a compacted summary table: the whole run's
+  // columns widen to hold it). True when `step` opened a new newest column.
+  bool observe(int64_t step, const std::vector<TensorSummary>& summaries, int64_t steps = 1);
 
   OverviewGrid window(size_t metric) const;
   OverviewGrid whole_run(size_t metric) const;
@@ -128,7 +129,8 @@ class OverviewHistory {
   static void put(Column& column, size_t row, const Cell& cell);
   static void merge(Column& into, const Column& from);
   Column* window_column(int64_t step, bool* opened);
-  Column* run_column(int64_t step);
+  Column* run_column(int64_t step, int64_t steps);
+  void halve_run();
   std::vector<size_t> rows_of(size_t metric) const;  // row ids in display order
   OverviewGrid grid(size_t metric, const std::deque<Column>& columns, int64_t steps_per_column) const;
 

@@ -15,8 +15,10 @@
 // (as the overview merges its columns), the mean of the means weighted by steps, the
 // sums of the NaN and Inf counts. Lines that are findings stay as they were: each
 // tensor's first line with a NaN or Inf, and every line of a step in `keep_steps` (the
-// steps the daemon reported anomalies at). Applied again as the table grows, the older
-// steps are merged in ever larger blocks while the newest stay whole. Lines that do not
+// steps the daemon reported anomalies at). Applied again as the table grows (and to its
+// own output, when one pass falls short of the target: then only the newest quarter of
+// that pass's input stays whole), the older steps are merged in ever larger blocks while
+// the newest stay whole. Lines that do not
 // parse are dropped and counted. Memory: a line per tensor, besides the text.
 //
 // Used by a worker's summary intake (in a thread of its own). Thread safety: a pure
