@@ -73,6 +73,37 @@ def test_a_nan_is_reported_at_its_step_and_module(daemon):
     assert "first non-finite value: step 37" in daemon.log()
 
 
+def test_a_restarted_daemon_goes_on_from_the_sessions_files(daemon):
+    """The daemon killed (kill -9) mid-run and started again on the session: the NaN the
+    first one reported stays the first and is not reported again, the summaries of the
+    steps while it was away reach the new one, and the overview starts from the table the
+    first one wrote."""
+    torch.manual_seed(0)
+    model = six_layers()
+    with tensorscope.Client(**daemon.client_options(reconnect_interval_ms=50)) as scope:
+        scope.track_model("net", model, every_n=100, kinds=("output", "gradient"))
+        train(scope, model, 20, bad_step=10)
+        first = [a for a in scope.anomalies(timeout=60) if a["type"] == "non_finite"]
+        assert [(a["step"], a["stream"]) for a in first] == [(10, "net.4")], daemon.log()
+        daemon.kill()
+        assert wait_until(lambda: not scope.connected, 30)
+        train(scope, model, 5)  # steps 20..24 while no daemon runs: their summaries wait
+        assert scope.stats().summaries_held > 0
+        daemon.start()
+        assert wait_until(lambda: scope.connected, 60)
+        train(scope, model, 20)  # still NaN: a detector that started over sees it again
+        scope.anomalies(timeout=60)
+        assert scope.stats().summaries_held == 0
+    daemon.stop()
+    firsts = [a for a in tensorscope.read_anomalies(daemon.session_dir) if a["type"] == "non_finite"]
+    assert [(a["step"], a["stream"]) for a in firsts] == [(10, "net.4")], firsts
+    log = daemon.log()
+    assert "anomalies of an earlier daemon of this session read back" in log, log
+    assert "summaries read back from" in log, log
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert set(table[table.stream == "net.0"].step) == set(range(45)), "every step, the ones while away too"
+
+
 def daemon_processes(pid):
     """The daemon's supervisor and its workers (its children)."""
     found = [pid]

@@ -36,9 +36,13 @@ uint32_t FrameStore::add(int source, LiveFrame frame) {
   Tile& t = tiles_[id - 1];
   const uint64_t cost = frame_cost(frame);
   if (t.newest && frame.producer_pid != t.newest->producer_pid) {
-    // Another process of the session (a second run, a restarted rank): the newer one,
-    // by push time, is the tile's; its steps may start again from 0.
-    if (frame.push_unix_ns < t.newest->push_unix_ns) return id;  // the older run's, late
+    // Another process of the session: a second run, or a restarted rank, takes the tile
+    // over when its steps start again below the tile's or the tile's process has been
+    // quiet for kTakeOverNs; otherwise (two processes alive at once) its frame is not
+    // kept, so the tile does not flip between them.
+    const bool restarted = frame.step < t.newest->step;
+    const bool quiet = frame.push_unix_ns > t.newest->push_unix_ns + kTakeOverNs;
+    if (!restarted && !quiet) return id;
     while (!t.history.empty()) drop_front_locked(t);
     t.newest = nullptr;
   }

@@ -60,6 +60,14 @@ TEST(FrameStoreTest, ASecondRunOfTheSessionTakesTheTileOver) {
   store.add(0, of(22, 10, 5100));
   EXPECT_EQ(store.newest(1)->step, 10);
   EXPECT_EQ(store.at_step(1, 5)->step, 0);
+  // A third process alive beside it, ahead in steps: not kept, the tile stays with 22...
+  store.add(0, of(33, 500, 5200));
+  EXPECT_EQ(store.newest(1)->producer_pid, 22);
+  store.add(0, of(22, 20, 5300));
+  EXPECT_EQ(store.newest(1)->step, 20);
+  // ... until 22 has been quiet for kTakeOverNs.
+  store.add(0, of(33, 600, 5300 + FrameStore::kTakeOverNs + 1));
+  EXPECT_EQ(store.newest(1)->producer_pid, 33);
 }
 
 TEST(FrameStoreTest, NewestAndAtStep) {

@@ -54,10 +54,12 @@ class FrameStore {
 
   // Adds a frame of `source`; returns its tile id. Frames older than the tile's newest
   // (by step) join the history in step order but do not become the newest. A tile shows
-  // one process: a frame of another process (a second run of the session, a restarted
-  // rank: its steps may start again) pushed after the tile's newest takes the tile over,
-  // the older process's kept frames going (they stay in its videos); one pushed before
-  // it is not kept.
+  // one process: a frame of another process takes the tile over (the older process's
+  // kept frames going; they stay in its videos) when its step is below the tile's newest
+  // (a second run of the session, a restarted rank: steps start again) or it was pushed
+  // kTakeOverNs after the tile's newest (the first process went quiet); otherwise it is
+  // not kept (two processes alive at once: the tile does not flip between them).
+  static constexpr uint64_t kTakeOverNs = 5'000'000'000;
   uint32_t add(int source, LiveFrame frame);
   // Declares a tile known only from finished files (index.json), so that it is listed
   // (in the order declared) before any live frame arrives.
