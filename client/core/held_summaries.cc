@@ -15,6 +15,7 @@ void HeldSummaries::hold(std::string track, int64_t step, std::string payload) {
   bytes_ += r.payload.size();
   records_.push_back(std::move(r));
   note_extremes(records_.back());
+  ++holds_since_recompute_;
   thin();
 }
 
@@ -28,8 +29,8 @@ void HeldSummaries::pop_oldest() {
   if (records_.empty()) {
     extremes_.clear();
     extremes_stale_ = false;
-    stride_ = 1;
   }
+  if (bytes_ <= budget_ / 2) stride_ = 1;  // room again: what comes next is kept whole
 }
 
 void HeldSummaries::drop_all() {
@@ -58,6 +59,7 @@ void HeldSummaries::recompute_extremes() {
   extremes_.clear();
   for (const Record& r : records_) note_extremes(r);
   extremes_stale_ = false;
+  holds_since_recompute_ = 0;
 }
 
 template <class Drop>
@@ -76,7 +78,9 @@ void HeldSummaries::drop_if(uint64_t limit, Drop drop) {
 
 void HeldSummaries::thin() {
   if (bytes_ <= budget_) return;
-  if (extremes_stale_) recompute_extremes();
+  // Refreshed at most every kRecomputeEvery records: it parses every record held, on the
+  // training thread.
+  if (extremes_stale_ && holds_since_recompute_ >= kRecomputeEvery) recompute_extremes();
   std::unordered_set<uint64_t> nonfinite, largest;
   for (const auto& [name, e] : extremes_) {
     if (e.first_nonfinite != 0) nonfinite.insert(e.first_nonfinite);

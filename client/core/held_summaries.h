@@ -12,7 +12,10 @@
 // of explosions. Should those alone pass twice the budget, records that are only a
 // largest max |x| go, oldest first, then first non-finite ones, newest first (the run's
 // first NaN goes last). Every record that goes is counted in lost(). A record that does
-// not parse (not the client's own) is held without extremes.
+// not parse (not the client's own) is held without extremes. Once records were sent, the
+// extremes of what is left are worked out again at most every kRecomputeEvery records
+// held (it reads every record, on the caller's thread); the stride starts again at 1
+// once at most half the budget is held.
 //
 // Thread safety: none; ClientCore calls it under its mutex.
 #pragma once
@@ -73,6 +76,8 @@ class HeldSummaries {
   uint64_t stride_ = 1;                                 // records that may go are kept when id % stride_ == 0
   std::unordered_map<std::string, Extremes> extremes_;  // by stream name
   bool extremes_stale_ = false;                         // a record they name was sent
+  static constexpr uint64_t kRecomputeEvery = 64;
+  uint64_t holds_since_recompute_ = kRecomputeEvery;
 };
 
 }  // namespace tensorscope

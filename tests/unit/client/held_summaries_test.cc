@@ -89,6 +89,20 @@ TEST(HeldSummaries, ARecordSentIsNoLongerAFindingTheNextThinningKnows) {
   EXPECT_LE(h.bytes(), 10 * bytes);
 }
 
+TEST(HeldSummaries, AfterTheDaemonCaughtUpNewRecordsAreThinnedFromScratch) {
+  const size_t bytes = record(1).size();
+  HeldSummaries h(100 * bytes);
+  for (int64_t s = 0; s < 2000; ++s) h.hold("net", s, record(1));  // a long stall: a coarse stride
+  while (h.bytes() > 40 * bytes) h.pop_oldest();                   // the daemon reads again
+  for (int64_t s = 2000; s < 2070; ++s) h.hold("net", s, record(1));
+  std::vector<int64_t> fresh;
+  for (int64_t step : held_steps(h)) {
+    if (step >= 2000) fresh.push_back(step);
+  }
+  ASSERT_GE(fresh.size(), 30u) << "the new records are not thinned at the old stride";
+  for (size_t i = 1; i < fresh.size(); ++i) EXPECT_LE(fresh[i] - fresh[i - 1], 2);
+}
+
 TEST(HeldSummaries, FindingsAlonePastTwiceTheBudgetKeepTheFirstNaN) {
   const size_t bytes = record(1).size();
   HeldSummaries h(4 * bytes);
