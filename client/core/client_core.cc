@@ -149,6 +149,12 @@ StreamGate::Admission ClientCore::admit(const std::string& name) {
 }
 
 StreamGate::Admission ClientCore::pace(const std::string& name) {
+  if (is_evidence(step())) {  // the evidence of the first anomaly is not paced away
+    StreamGate::Admission admission;
+    admission.admitted = true;
+    admission.render_hint = gate_.render_hint(name);
+    return admission;
+  }
   pacer_.offer();
   StreamGate::Admission admission = gate_.pace(name, stride16());
   if (!admission.admitted) {
@@ -194,7 +200,7 @@ PushResult ClientCore::send_summaries(const std::string& track, const std::strin
       // next. Before any connection there is nobody to hold them for.
       if (connection_->connections() == 0) return count(not_connected_, PushResult::kNotConnected);
       held_.hold(track, step, payload);
-      held_count_.store(held_.size(), std::memory_order_relaxed);
+      held_count_.store(held_.size() + held_tensors_.size(), std::memory_order_relaxed);
       summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
       return PushResult::kPushed;
     }
@@ -206,7 +212,7 @@ PushResult ClientCore::send_summaries(const std::string& track, const std::strin
       held_.hold(track, step, payload);
       result = PushResult::kPushed;
     }
-    held_count_.store(held_.size(), std::memory_order_relaxed);
+    held_count_.store(held_.size() + held_tensors_.size(), std::memory_order_relaxed);
     summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
     return result;
   } catch (...) {
@@ -223,7 +229,26 @@ void ClientCore::send_held(Connection::Active& active) {
     if (send_bytes(active, r.track, r.payload, wire::TensorKind::kSummary, r.step) == PushResult::kDroppedFull) break;
     held_.pop_oldest();  // sent, or refused and counted
   }
-  held_count_.store(held_.size(), std::memory_order_relaxed);
+  while (held_.empty() && !held_tensors_.empty()) {
+    HeldTensor& t = held_tensors_.front();
+    const uint64_t bytes = t.payload.size();
+    if (bytes > active.writer->max_payload_bytes()) {  // a smaller segment than it was held for
+      dropped_full_.fetch_add(1, std::memory_order_relaxed);
+      evidence_lost_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      RingWriter::Reservation r;
+      if (active.writer->reserve(bytes, &r, RingWriter::Claim::kAnySpace) != RingWriter::ReserveResult::kOk) break;
+      copy_record_fields(*t.fields, r.header);
+      put_payload_sizes(r, bytes, bytes, nullptr);
+      if (bytes > 0) std::memcpy(r.payload, t.payload.data(), bytes);
+      active.writer->commit(r);
+      counted(active, std::string(), PushResult::kPushed, {}, bytes);
+    }
+    held_tensor_bytes_ -= bytes;
+    held_tensors_.pop_front();
+  }
+  held_count_.store(held_.size() + held_tensors_.size(), std::memory_order_relaxed);
+  evidence_held_.store(held_tensors_.size(), std::memory_order_relaxed);
   summaries_lost_.store(held_.lost(), std::memory_order_relaxed);
 }
 
@@ -231,6 +256,34 @@ void ClientCore::try_send_held(Connection::Active& active) {
   if (held_count_.load(std::memory_order_relaxed) == 0) return;
   std::unique_lock<std::mutex> lock(held_mutex_, std::try_to_lock);
   if (lock.owns_lock()) send_held(active);
+}
+
+void ClientCore::hold_evidence(int64_t from_step, int64_t until_step) {
+  int64_t none = std::numeric_limits<int64_t>::max();
+  if (evidence_from_.compare_exchange_strong(none, from_step, std::memory_order_relaxed)) {
+    evidence_until_.store(until_step, std::memory_order_relaxed);
+  }
+}
+
+bool ClientCore::hold_tensor(const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes) {
+  if (bytes > kHeldEvidenceBytes) return false;
+  HeldTensor t;
+  t.fields = std::make_unique<wire::RecordHeader>();
+  copy_record_fields(fields, t.fields.get());
+  t.payload.resize(bytes);
+  if (bytes > 0) copy_strided(tensor, t.payload.data(), bytes);
+  std::lock_guard<std::mutex> lock(held_mutex_);
+  while (held_tensor_bytes_ + bytes > kHeldEvidenceBytes && !held_tensors_.empty()) {
+    held_tensor_bytes_ -= held_tensors_.front().payload.size();
+    held_tensors_.pop_front();
+    dropped_full_.fetch_add(1, std::memory_order_relaxed);
+    evidence_lost_.fetch_add(1, std::memory_order_relaxed);
+  }
+  held_tensor_bytes_ += bytes;
+  held_tensors_.push_back(std::move(t));
+  held_count_.store(held_.size() + held_tensors_.size(), std::memory_order_relaxed);
+  evidence_held_.store(held_tensors_.size(), std::memory_order_relaxed);
+  return true;
 }
 
 bool ClientCore::wait_until_read(int timeout_ms) noexcept {
@@ -416,6 +469,11 @@ PushResult ClientCore::stage_in_ring(Connection::Active& active, const std::stri
   if (reserved == RingWriter::ReserveResult::kFull) {
     // A summary record is held by send_summaries, not dropped: not counted here.
     if (fields.kind == static_cast<uint8_t>(wire::TensorKind::kSummary)) return PushResult::kDroppedFull;
+    // Evidence of the first anomaly: held, sent when there is room.
+    if (wire::is_tensor_kind(fields.kind) && row_labels == nullptr && tensor.device == DeviceType::kCpu &&
+        is_evidence(fields.step) && hold_tensor(fields, tensor, bytes)) {
+      return PushResult::kPushed;
+    }
     return count(dropped_full_, PushResult::kDroppedFull, &wire::SegmentHeader::dropped_full, &active);
   }
   copy_record_fields(fields, r.header);
@@ -506,7 +564,10 @@ ClientStats ClientCore::stats() const {
   s.not_connected = not_connected_.load(std::memory_order_relaxed) + lost;
   s.refused = refused_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed) - lost_bytes;
-  s.summaries_held = held_count_.load(std::memory_order_relaxed);
+  s.evidence_held = evidence_held_.load(std::memory_order_relaxed);
+  s.evidence_lost = evidence_lost_.load(std::memory_order_relaxed);
+  s.summaries_held = held_count_.load(std::memory_order_relaxed) -
+      std::min<uint64_t>(s.evidence_held, held_count_.load(std::memory_order_relaxed));
   s.summaries_lost = summaries_lost_.load(std::memory_order_relaxed);
   s.connected = connected();
   s.connections = connection_ ? connection_->connections() : 0;

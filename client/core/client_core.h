@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -70,7 +71,8 @@ class ClientCore {
   // gated (and paced). Also returns the stream's render hint.
   StreamGate::Admission admit_tracked(const std::string& name);
   // Pacing alone, for a tensor whose track already applied its own gates (the libtorch
-  // client's tracks); counted as admit_tracked counts.
+  // client's tracks); counted as admit_tracked counts. The steps of hold_evidence are not
+  // paced.
   StreamGate::Admission pace(const std::string& name);
 
   // Whether a send now would go ahead: kPushed when enabled and connected, else the
@@ -94,6 +96,13 @@ class ClientCore {
   // one was connected) is held (held_summaries.h) and sent, oldest first, before anything
   // newer, when there is room; kPushed then means "sent or held to be sent".
   PushResult send_summaries(const std::string& track, const std::string& payload, int64_t step) noexcept;
+
+  // The steps whose whole tensors are the evidence of the client's first anomaly (its
+  // capture window after the first NaN: `from_step` through `until_step`). A CPU tensor of
+  // those steps that a full ring refuses is held (at most kHeldEvidenceBytes in all; past
+  // it the oldest goes, counted in evidence_lost) and sent after the held summaries, in
+  // order, when there is room; push returns kPushed for it. Later calls change nothing.
+  void hold_evidence(int64_t from_step, int64_t until_step);
 
   // Waits, at most `timeout_ms`, until the daemon has read every record this client sent
   // (the held summaries sent first): what the caller pushed before is then in the
@@ -152,8 +161,16 @@ class ClientCore {
   PushResult count(std::atomic<uint64_t>& local, PushResult result, SegmentCounter mirrored = nullptr,
                    Connection::Active* active = nullptr);
   PushResult precheck();
-  // Sends held summaries, oldest first, while the ring takes them; with held_mutex_ held.
+  // Sends held summaries, then held evidence, oldest first, while the ring takes them;
+  // with held_mutex_ held.
   void send_held(Connection::Active& active);
+  // Whether a tensor record of `step` is evidence (hold_evidence).
+  bool is_evidence(int64_t step) const {
+    return step >= evidence_from_.load(std::memory_order_relaxed) &&
+        step <= evidence_until_.load(std::memory_order_relaxed);
+  }
+  // Holds a copy of a CPU tensor record the ring refused; false when it cannot be held.
+  bool hold_tensor(const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
   // send_held when summaries are held and nobody else is sending them (never waits).
   void try_send_held(Connection::Active& active);
 
@@ -182,7 +199,18 @@ class ClientCore {
   static constexpr uint64_t kHeldSummaryBytes = 32ull << 20;
   std::mutex held_mutex_;
   HeldSummaries held_{kHeldSummaryBytes};
-  std::atomic<size_t> held_count_{0};        // held_.size(), read without the mutex
+  // Evidence tensors a full ring refused (hold_evidence), oldest first, under held_mutex_.
+  struct HeldTensor {
+    std::unique_ptr<wire::RecordHeader> fields;  // (not copyable: its sequence is atomic)
+    std::string payload;                         // the tensor's bytes, contiguous
+  };
+  static constexpr uint64_t kHeldEvidenceBytes = 256ull << 20;
+  std::deque<HeldTensor> held_tensors_;
+  uint64_t held_tensor_bytes_ = 0;
+  std::atomic<int64_t> evidence_from_{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> evidence_until_{std::numeric_limits<int64_t>::min()};
+  std::atomic<uint64_t> evidence_held_{0}, evidence_lost_{0};
+  std::atomic<size_t> held_count_{0};        // held_.size() + held_tensors_.size(), read without the mutex
   std::atomic<uint64_t> summaries_lost_{0};  // held_.lost()
 
   std::atomic<uint64_t> pushed_{0}, gated_{0}, dropped_full_{0}, not_connected_{0}, refused_{0}, bytes_{0},

@@ -50,7 +50,8 @@ class ClientImpl : public std::enable_shared_from_this<ClientImpl> {
   // step + anomaly_capture_steps. Later calls change nothing.
   void non_finite_seen(int64_t step) {
     int64_t none = kNoCapture;
-    capture_until_.compare_exchange_strong(none, step + std::max<int64_t>(0, options_.anomaly_capture_steps()));
+    const int64_t until = step + std::max<int64_t>(0, options_.anomaly_capture_steps());
+    if (capture_until_.compare_exchange_strong(none, until)) core_.hold_evidence(step, until);  // held, not dropped
   }
   bool capture_started() const { return capture_until_.load(std::memory_order_relaxed) != kNoCapture; }
   bool capturing(int64_t step) const {

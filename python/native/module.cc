@@ -343,6 +343,15 @@ PyObject* core_connected(PyObject* self, PyObject*) {
   return PyBool_FromLong(core->connected() ? 1 : 0);
 }
 
+// hold_evidence(from_step, until_step): ClientCore::hold_evidence.
+PyObject* core_hold_evidence(PyObject* self, PyObject* args) {
+  ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
+  long long from = 0, until = 0;
+  if (core == nullptr || !PyArg_ParseTuple(args, "LL", &from, &until)) return nullptr;
+  core->hold_evidence(from, until);
+  Py_RETURN_NONE;
+}
+
 // wait_until_read(timeout_ms) -> bool: ClientCore::wait_until_read, without the GIL.
 PyObject* core_wait_until_read(PyObject* self, PyObject* timeout_object) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
@@ -392,6 +401,8 @@ PyObject* core_stats(PyObject* self, PyObject*) {
       put(d, "dropped_by_daemon", PyLong_FromUnsignedLongLong(s.dropped_by_daemon)) &&
       put(d, "summaries_held", PyLong_FromUnsignedLongLong(s.summaries_held)) &&
       put(d, "summaries_lost", PyLong_FromUnsignedLongLong(s.summaries_lost)) &&
+      put(d, "evidence_held", PyLong_FromUnsignedLongLong(s.evidence_held)) &&
+      put(d, "evidence_lost", PyLong_FromUnsignedLongLong(s.evidence_lost)) &&
       put(d, "not_connected", PyLong_FromUnsignedLongLong(s.not_connected)) &&
       put(d, "refused", PyLong_FromUnsignedLongLong(s.refused)) &&
       put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) &&
@@ -534,6 +545,8 @@ PyMethodDef core_methods[] = {
     {"set_step", core_set_step, METH_O, "set_step(int)"},
     {"next_step", core_next_step, METH_NOARGS, "next_step() -> int"},
     {"connected", core_connected, METH_NOARGS, "connected() -> bool"},
+    {"hold_evidence", core_hold_evidence, METH_VARARGS,
+     "hold_evidence(from_step, until_step): whole tensors of those steps are held, not dropped, by a full ring"},
     {"wait_until_read", core_wait_until_read, METH_O,
      "wait_until_read(timeout_ms) -> bool: whether the daemon read everything sent so far in time"},
     {"rank", core_rank, METH_NOARGS, "rank() -> int"},

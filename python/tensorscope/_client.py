@@ -436,6 +436,8 @@ class Client:
         the steps around it."""
         if self._capture_until is None:
             self._capture_until = step + self._anomaly_capture_steps
+            if self._core is not None:  # the evidence: held, not dropped, by a full ring
+                self._core.hold_evidence(step, self._capture_until)
 
     def _capturing(self, step):
         return self._capture_until is not None and step <= self._capture_until

@@ -18,6 +18,8 @@ class ClientStats:
     bytes: int = 0  # payload bytes pushed
     dropped_by_daemon: int = 0  # pushed, received, but not drawn (the daemon's stream limit)
     summaries_held: int = 0  # summary records waiting in the client for room in the ring (sent in order)
+    evidence_held: int = 0  # whole tensors after the first NaN waiting for room in the ring (sent in order)
+    evidence_lost: int = 0  # of those, the oldest past 256 MiB held (also in dropped_full)
     summaries_lost: int = 0  # summary records thinned past 32 MiB held (each tensor's first NaN and largest value kept)
     connected: bool = False  # a daemon holds this client's segment now
     connections: int = 0  # registrations so far (reconnects included)

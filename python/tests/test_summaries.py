@@ -121,7 +121,7 @@ def test_a_nan_while_the_daemon_stalls_is_reported_at_its_step(daemon):
     model = six_layers()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     with tensorscope.Client(**daemon.client_options(shm_budget=1 << 20, ring_slots=16)) as scope:
-        scope.track_model("net", model, every_n=1, kinds=("output", "gradient"))
+        scope.track_model("net", model, every_n=100, kinds=("output", "gradient"))
         train(scope, model, 3)
         assert scope.anomalies() == [] and scope.stats().connected
         processes = daemon_processes(daemon.process.pid)
@@ -147,6 +147,7 @@ def test_a_nan_while_the_daemon_stalls_is_reported_at_its_step(daemon):
         steps = scope.step
         assert during.summaries_held > 0, during  # the ring was full: they waited
         assert during.summaries_lost == 0, during
+        assert during.evidence_held > 0, during
         reported = scope.anomalies(timeout=120)
         assert scope.stats().summaries_held == 0
     first = [a for a in reported if a["type"] == "non_finite"]
@@ -155,6 +156,10 @@ def test_a_nan_while_the_daemon_stalls_is_reported_at_its_step(daemon):
     table = tensorscope.read_summaries(daemon.session_dir)
     summarised = set(table[table.stream == "net.4"].step)
     assert summarised == set(range(steps)), sorted(set(range(steps)) - summarised)[:20]
+    # The evidence: net.4's whole output at the NaN's step and the two after it arrived,
+    # though the ring was full (dropped otherwise).
+    received = {int(r["step"]) for r in daemon.stats_rows() if r["stream"] == "net.4"}
+    assert {bad_step, bad_step + 1, bad_step + 2} <= received, (bad_step, sorted(received)[-20:])
 
 
 def png_size(path):

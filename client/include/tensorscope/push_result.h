@@ -52,6 +52,11 @@ struct ClientStats {
   // non-finite value and largest max |x| kept): summaries_lost counts those.
   uint64_t summaries_held = 0;
   uint64_t summaries_lost = 0;
+  // The whole tensors sent after the first NaN (anomaly_capture_steps: the evidence) are
+  // held too when the ring is full (CPU tensors, at most 256 MiB; past it the oldest go:
+  // evidence_lost, also counted in dropped_full).
+  uint64_t evidence_held = 0;
+  uint64_t evidence_lost = 0;
   bool connected = false;    // a daemon holds our segment right now
   uint64_t connections = 0;  // successful registrations so far (reconnects included)
   // Why not connected right now, in words ("" while connected): no daemon, a refused

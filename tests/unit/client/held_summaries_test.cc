@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -133,15 +134,21 @@ TEST(HeldSummaries, ARecordThatDoesNotParseIsHeldAndMayGo) {
 }
 
 // A daemon that stops reading for a while, as a worker stalled on a slow disk does: the
-// ring fills with tensors, and the summaries of every step still arrive, in order.
+// ring fills with tensors, and the summaries of every step still arrive, in order, and so
+// do the whole tensors of the steps after a NaN (the evidence).
 TEST(ClientCoreHeldSummaries, AStalledDaemonGetsEveryStepsSummaryInOrder) {
   testing::TempDir dir("ts-held");
   std::atomic<bool> stalled{true};
   std::mutex mutex;
   std::vector<int64_t> summary_steps;
+  std::map<int64_t, int> tensors_at;  // step -> tensor records received
   int64_t nan_step = -1;
   testing::FakeDaemon sink(dir.path() + "/run", "held", [&](const RecordView& v) {
     while (stalled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (v.header.kind == static_cast<uint8_t>(wire::TensorKind::kTensor)) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++tensors_at[v.header.step];
+    }
     if (v.header.kind != static_cast<uint8_t>(wire::TensorKind::kSummary)) return;
     auto entries = parse_summaries(std::string_view(reinterpret_cast<const char*>(v.payload), v.header.payload_bytes));
     ASSERT_TRUE(entries.is_ok()) << entries.message();
@@ -169,6 +176,7 @@ TEST(ClientCoreHeldSummaries, AStalledDaemonGetsEveryStepsSummaryInOrder) {
   t.shape[0] = static_cast<int64_t>(values.size());
   t.strides[0] = 1;
   const int64_t steps = 200;
+  core.hold_evidence(150, 152);  // the tracks' capture window after a NaN at step 150
   for (int64_t s = 0; s < steps; ++s) {
     core.set_step(s);
     for (int k = 0; k < 4; ++k) (void)core.send("t" + std::to_string(k), t, wire::TensorKind::kTensor, 0);
@@ -178,6 +186,7 @@ TEST(ClientCoreHeldSummaries, AStalledDaemonGetsEveryStepsSummaryInOrder) {
   EXPECT_GT(during.dropped_full, 0u) << "the ring was full: tensors were dropped";
   EXPECT_GT(during.summaries_held, 100u) << "the summaries waited instead";
   EXPECT_EQ(during.summaries_lost, 0u);
+  EXPECT_EQ(during.evidence_held, 12u) << "steps 150..152, four tensors each";
 
   stalled = false;
   ASSERT_TRUE(core.wait_until_read(60000));
@@ -186,6 +195,9 @@ TEST(ClientCoreHeldSummaries, AStalledDaemonGetsEveryStepsSummaryInOrder) {
   ASSERT_EQ(summary_steps.size(), static_cast<size_t>(steps));
   for (int64_t s = 0; s < steps; ++s) EXPECT_EQ(summary_steps[static_cast<size_t>(s)], s);
   EXPECT_EQ(nan_step, 150);
+  for (int64_t s = 150; s <= 152; ++s) EXPECT_EQ(tensors_at[s], 4) << "the evidence of step " << s;
+  EXPECT_EQ(core.stats().evidence_held, 0u);
+  EXPECT_EQ(core.stats().evidence_lost, 0u);
 }
 
 TEST(ClientCoreHeldSummaries, WithoutADaemonNothingIsHeldAndWaitingReturns) {
