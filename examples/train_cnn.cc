@@ -123,10 +123,10 @@ bool parse_flags(int argc, char** argv, Flags* flags) {
 }
 
 // The probe's fc1 features (what the classifier's last layer sees, before its ReLU) with
-// the images' labels. Tracking is off meanwhile (the probe is not a training call) and
-// the model in eval mode (batch norm's running statistics are not updated).
+// the images' labels. Computed without gradients, so the tracks leave it out (it is no
+// training call), with the model in eval mode (batch norm's running statistics are not
+// updated).
 void push_probe(tensorscope::Client& scope, Cnn& model, const torch::Tensor& images, const torch::Tensor& labels) {
-  scope.set_enabled(false);
   model->eval();
   torch::Tensor features;
   {
@@ -134,7 +134,6 @@ void push_probe(tensorscope::Client& scope, Cnn& model, const torch::Tensor& ima
     features = model->fc1->forward(model->features->forward(images).flatten(1));
   }
   model->train();
-  scope.set_enabled(true);
   scope.push("probe.fc1", features, labels);
 }
 
@@ -250,9 +249,8 @@ int main(int argc, char** argv) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  // Evaluation on held-out images. Tracking is switched off around it, or the tracked
-  // layers would send the evaluation's outputs too, as if they were training's.
-  scope.set_enabled(false);
+  // Evaluation on held-out images. Its forwards run without gradients, so the tracks
+  // leave them out (TrackOptions::evaluation): they take no training step's calls.
   {
     torch::NoGradGuard no_grad;
     model->eval();
@@ -260,7 +258,6 @@ int main(int argc, char** argv) {
     std::printf("train_cnn: %.1f s, %.1f ms/step; test accuracy %.3f on %lld held-out images\n", seconds,
                 1e3 * seconds / flags.steps, test_accuracy, static_cast<long long>(kTestImages));
   }
-  scope.set_enabled(true);
 
   // -- tensorscope: what was sent, and every stream the tracks may send.
   const tensorscope::ClientStats s = scope.stats();

@@ -4,10 +4,13 @@
 // for producers, streams, frames, drops and worker restarts, and prints a table or the
 // JSON document. Exit 0 when a daemon answered, 1 when none runs for the session (or it
 // did not answer), 2 on bad usage.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "commands.h"
+#include "tensorscope/recording/anomaly_firsts.h"
 #include "tensorscope/shared/status_query.h"
 #include "tensorscope/shared/session_name.h"
 
@@ -58,10 +61,17 @@ void print_table(const nlohmann::json& s) {
   if (anomalies.is_object() && anomalies.value("count", 0ULL) > 0) {
     std::printf("\n%llu anomal%s (anomalies.jsonl)\n", anomalies.value("count", 0ULL),
                 anomalies.value("count", 0ULL) == 1 ? "y" : "ies");
-    const nlohmann::json first = anomalies.value("first_non_finite", nlohmann::json());
-    if (first.is_object()) std::printf("  FIRST %s\n", first.value("message", std::string()).c_str());
+    // The first of each type (the earliest step, lowest rank), then the latest others.
+    const nlohmann::json firsts = anomalies.value("first", nlohmann::json::object());
+    std::vector<nlohmann::json> named;
+    for (const char* type : recording::kAnomalyTypes) {
+      if (firsts.is_object() && firsts.contains(type) && firsts[type].is_object()) named.push_back(firsts[type]);
+    }
+    for (const auto& a : named) std::printf("  FIRST %s\n", a.value("message", std::string()).c_str());
     for (const auto& a : anomalies.value("recent", nlohmann::json::array())) {
-      if (a != first) std::printf("  %s\n", a.value("message", std::string()).c_str());
+      if (std::find(named.begin(), named.end(), a) == named.end()) {
+        std::printf("  %s\n", a.value("message", std::string()).c_str());
+      }
     }
   }
   std::printf("\nworkers\n  %-5s %-8s %-6s %-9s %-10s %-8s %-8s %-8s %s\n", "index", "pid", "alive", "restarts",

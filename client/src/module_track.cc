@@ -1,5 +1,6 @@
 #include "module_track.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
@@ -380,6 +381,8 @@ uint64_t ModuleTrack::on_op_start(const char* op_name, c10::ArrayRef<const c10::
   // An in-place op that reads a parameter into another tensor (an EMA of the weights,
   // a target network's copy_) or writes a weight (optimizer, renorm) is no forward.
   if (inplace) return kNoToken;
+  // An evaluation forward (gradients off): no call of the step (TrackOptions::evaluation).
+  if (options_.evaluation() == EvaluationCalls::kSkip && !at::GradMode::is_enabled()) return kNoToken;
   if (others.size == 0) return kNoToken;  // parameters only: not a forward of the module
   for (size_t i = 0; i < touched.size; ++i) {
     const at::Tensor& param = map->tensors[touched.items[i]];

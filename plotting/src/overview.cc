@@ -96,8 +96,19 @@ std::string steps_text(const OverviewGrid& g) {
   return s;
 }
 
+// The column of `grid` that holds `step`; false when none does.
+bool column_of(const OverviewGrid& grid, int64_t step, size_t* column) {
+  for (size_t c = 0; c < grid.first_steps.size(); ++c) {
+    if (grid.first_steps[c] <= step && step <= grid.last_steps[c]) {
+      *column = c;
+      return true;
+    }
+  }
+  return false;
+}
+
 void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& where, const std::string& span,
-                   const FrameStyle& style) {
+                   const FrameStyle& style, const std::vector<OverviewMark>& marks) {
   internal::fill_background(image, style.background);
   const PlotMetrics m = internal::plot_metrics(image);
   const cv::Scalar dim = internal::dim_color(style), alert = internal::alert_color(style);
@@ -182,27 +193,40 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
   const cv::Rect bar(plot.x + plot.width + 2 * m.gap, plot.y, bar_w, plot.height);
   if (scale.valid && bar.x + bar.width < image.cols) draw_colorbar(image, bar, scale, style, m);
 
-  // Legend, and the first non-finite cell framed and named.
+  // Legend, and the first non-finite cell and the other anomalies framed and named.
   int x = m.pad;
   x = legend_item(image, m.small, x, legend_base, kNonFinite, "NaN/Inf", style);
   x = legend_item(image, m.small, x, legend_base, none, "no value", style);
   if (scale.log) legend_item(image, m.small, x, legend_base, kBelow, "0 / below scale", style);
-  size_t fr = 0, fc = 0;
-  if (first_nonfinite_cell(full, &fr, &fc)) {
-    size_t gr = 0, gc = 0;
-    first_nonfinite_cell(g, &gr, &gc);
+  const auto frame_cell = [&](size_t gr, size_t gc) {
     const int side = std::max(6, m.gap * 2);
     const int cx = plot.x + static_cast<int>((static_cast<double>(gc) + 0.5) * col_w);
     const int cy = plot.y + static_cast<int>((static_cast<double>(gr) + 0.5) * row_h);
     const int hw = std::max(side, static_cast<int>(col_w / 2) + 2),
               hh = std::max(side, static_cast<int>(row_h / 2) + 2);
     cv::rectangle(image, cv::Rect(cx - hw, cy - hh, 2 * hw, 2 * hh), style.foreground, std::max(1, m.line + 1));
-    const std::string what = "first NaN/Inf: step " + std::to_string(full.first_steps[fc]) +
+  };
+  std::string named;
+  size_t fr = 0, fc = 0;
+  if (first_nonfinite_cell(full, &fr, &fc)) {
+    size_t gr = 0, gc = 0;
+    first_nonfinite_cell(g, &gr, &gc);
+    frame_cell(gr, gc);
+    named = "first NaN/Inf: step " + std::to_string(full.first_steps[fc]) +
         (full.steps_per_column > 1 ? "-" + std::to_string(full.last_steps[fc]) : "") + ", " +
         internal::printable_ascii(full.rows[fr]);
-    m.small.draw(image, m.small.elide_middle(what, right - m.pad), m.pad, footer_base, alert);
+  }
+  for (const OverviewMark& mark : marks) {
+    const auto row = std::find(g.rows.begin(), g.rows.end(), mark.row);
+    size_t gc = 0;
+    if (row != g.rows.end() && column_of(g, mark.step, &gc)) frame_cell(static_cast<size_t>(row - g.rows.begin()), gc);
+    named += (named.empty() ? "" : " | ") + mark.what + ": step " + std::to_string(mark.step) + ", " +
+        internal::printable_ascii(mark.row);
+  }
+  if (!named.empty()) {
+    m.small.draw(image, m.small.elide_end(named, right - m.pad), m.pad, footer_base, alert);
   } else {
-    m.small.draw(image, "no NaN/Inf", m.pad, footer_base, dim);
+    m.small.draw(image, "no NaN/Inf, no anomaly", m.pad, footer_base, dim);
   }
 }
 
@@ -246,10 +270,10 @@ OverviewScale overview_scale(const OverviewGrid& grid) {
 }
 
 cv::Mat draw_overview_frame(const OverviewGrid& grid, const std::string& where, const std::string& span,
-                            const FrameStyle& style) {
+                            const FrameStyle& style, const std::vector<OverviewMark>& marks) {
   cv::Mat image(internal::frame_size(style), CV_8UC3);
   try {
-    draw_overview(image, grid, where, span, style);
+    draw_overview(image, grid, where, span, style, marks);
   } catch (...) {
     internal::fill_background(image, style.background);
   }

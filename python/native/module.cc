@@ -29,6 +29,7 @@
 #include "summaries.h"
 #include "tree_log.h"
 #include "tensorscope/call_stacking.h"
+#include "tensorscope/evaluation_calls.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
 #include "tensorscope/recording/file_naming.h"
@@ -738,8 +739,26 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
 // (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors,
 // RECORD_KINDS {name: value} of every record (tensors, module trees, summaries),
 // CLIENT_OPTIONS {name: default} (core_option_table.h: what Core(options) takes),
-// CALL_STACKING {mode: calls of a step with a stream of their own, -1 all} and
-// STACKED_CALLS {suffix, row_length, max_rows, hold_bytes} (tensorscope/call_stacking.h).
+// CALL_STACKING {mode: calls of a step with a stream of their own, -1 all},
+// STACKED_CALLS {suffix, row_length, max_rows, hold_bytes} (tensorscope/call_stacking.h)
+// and EVALUATION_CALLS (the names of tensorscope/evaluation_calls.h, by value).
+bool add_evaluation_calls(PyObject* module) {
+  PyObject* names = PyTuple_New(static_cast<Py_ssize_t>(tensorscope::kEvaluationCallsNames.size()));
+  if (names == nullptr) return false;
+  for (size_t m = 0; m < tensorscope::kEvaluationCallsNames.size(); ++m) {
+    PyObject* name = PyUnicode_FromString(tensorscope::kEvaluationCallsNames[m]);
+    if (name == nullptr || PyTuple_SetItem(names, static_cast<Py_ssize_t>(m), name) != 0) {  // (steals name)
+      Py_DECREF(names);
+      return false;
+    }
+  }
+  if (PyModule_AddObject(module, "EVALUATION_CALLS", names) != 0) {
+    Py_DECREF(names);
+    return false;
+  }
+  return true;
+}
+
 bool add_call_stacking(PyObject* module) {
   PyObject* modes = PyDict_New();
   PyObject* stacked = PyDict_New();
@@ -827,7 +846,7 @@ PyMODINIT_FUNC PyInit__native() {
 #endif
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
   PyModule_AddStringConstant(module, "SEPARATION_TABLE_HEADER", tensorscope::recording::kSeparationTableHeader);
-  if (!add_vocabularies(module) || !add_call_stacking(module) ||
+  if (!add_vocabularies(module) || !add_call_stacking(module) || !add_evaluation_calls(module) ||
       !tensorscope::python::add_device_summary_fields(module) || !tensorscope::python::add_tree_log(module, core_of) ||
       !tensorscope::python::add_output_hooks(module, core_of)) {
     Py_DECREF(module);

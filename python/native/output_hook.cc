@@ -48,6 +48,7 @@ struct HooksObject {
   PyObject* step;           // an int, or None
   PyObject* summarised;     // a callable, or None
   PyObject* grad_fallback;  // a callable, or None
+  PyObject* training;       // a callable, or None: whether a call now is a training one
   int outputs;              // the outputs themselves are taken
   int gradients;            // the gradients at the outputs are
   int send;
@@ -81,7 +82,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
   for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->inert_hook, self->core, self->calls,
-                      self->tree, self->step, self->summarised, self->grad_fallback}) {
+                      self->tree, self->step, self->summarised, self->grad_fallback, self->training}) {
     Py_VISIT(o);
   }
   return 0;
@@ -90,7 +91,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core, &self->calls,
-                       &self->tree, &self->step, &self->summarised, &self->grad_fallback}) {
+                       &self->tree, &self->step, &self->summarised, &self->grad_fallback, &self->training}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -110,6 +111,7 @@ void turn_off(HooksObject* self) {
   Py_CLEAR(self->step);
   Py_CLEAR(self->summarised);
   Py_CLEAR(self->grad_fallback);
+  Py_CLEAR(self->training);
 }
 
 // {dtype: wire::DType as an int} of {dtype: a DLPack capsule of a CPU tensor of it}: the
@@ -204,34 +206,36 @@ PyObject* hooks_hook(PyObject* self_object, PyObject* args) {
 PyObject* hooks_on(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarised = nullptr,
-           *grad_fallback = nullptr;
+           *grad_fallback = nullptr, *training = Py_None;
   int hint = 0, outputs = 0, gradients = 0, send = 0;
   if (!initialised(self) ||
-      !PyArg_ParseTuple(args, "OOOOipppOO", &core, &calls, &tree, &step, &hint, &outputs, &gradients, &send,
-                        &summarised, &grad_fallback)) {
+      !PyArg_ParseTuple(args, "OOOOipppOO|O", &core, &calls, &tree, &step, &hint, &outputs, &gradients, &send,
+                        &summarised, &grad_fallback, &training)) {
     return nullptr;
   }
   if (core_of(core) == nullptr || !PyDict_Check(calls) || (tree != Py_None && !is_tree_log(tree)) ||
       (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint ||
       (summarised != Py_None && !PyCallable_Check(summarised)) ||
-      (gradients ? !PyCallable_Check(grad_fallback) : grad_fallback != Py_None)) {
+      (gradients ? !PyCallable_Check(grad_fallback) : grad_fallback != Py_None) ||
+      (training != Py_None && !PyCallable_Check(training))) {
     PyErr_SetString(
         PyExc_TypeError,
-        "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): an open "
-        "Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, a "
-        "callable when gradients is true (else None)");
+        "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback[, training]): an "
+        "open Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, a "
+        "callable when gradients is true (else None), a callable or None");
     return nullptr;
   }
   turn_off(self);
   PyObject* core_ref = PyWeakref_NewRef(core, nullptr);
   if (core_ref == nullptr) return nullptr;
-  for (PyObject* o : {calls, tree, step, summarised, grad_fallback}) Py_INCREF(o);
+  for (PyObject* o : {calls, tree, step, summarised, grad_fallback, training}) Py_INCREF(o);
   self->core = core_ref;
   self->calls = calls;
   self->tree = tree;
   self->step = step;
   self->summarised = summarised;
   self->grad_fallback = grad_fallback;
+  self->training = training;
   self->hint = static_cast<uint8_t>(hint);
   self->outputs = outputs;
   self->gradients = gradients;
@@ -459,6 +463,8 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
 PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<HookObject*>(self_object);
   auto* hooks = reinterpret_cast<HooksObject*>(self->hooks);
+  // An evaluation forward the track leaves out (on()'s training says so): nothing at all.
+  if (hooks != nullptr && hooks->core != nullptr && says_no(hooks->training)) Py_RETURN_NONE;
   if (hooks != nullptr && hooks->core != nullptr && kwargs == nullptr && PyTuple_Check(args) &&
       PyTuple_Size(args) == 3 && send_here(self, hooks, PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 2))) {
     Py_RETURN_NONE;

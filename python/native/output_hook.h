@@ -19,7 +19,7 @@
 //   hook(stream, fallback) -> a forward hook (module, inputs, output) for stream `stream`
 //                  (its gradients: stream + ".grad"); fallback(module, inputs, output)
 //                  takes every call not taken here
-//   on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback)
+//   on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback[, training])
 //                  from now on, first calls are taken here when they can be: core the
 //                  Core (held weakly: a Client dropped without close() still frees and
 //                  closes it); calls the track's dict stream -> calls in this step (a
@@ -31,7 +31,10 @@
 //                  summarised(stream, tensor, summary, kind, step), the track's
 //                  bookkeeping of a value's summary (summaries.h's summarize() of it);
 //                  grad_fallback(stream, step, send, summarise, grad) for a gradient not
-//                  taken here (None when gradients is false). Neither callable may raise.
+//                  taken here (None when gradients is false); training None or
+//                  training() -> whether a call now is a training one: a call it says
+//                  is not (an evaluation forward) is left out, the fallback not called.
+//                  None of the callables may raise.
 //   off()          every call goes to the fallbacks (the track decides per step)
 //   stop()         off(), and the gradient hooks still to run do nothing (a removed track)
 //

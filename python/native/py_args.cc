@@ -41,6 +41,17 @@ PyObject* text(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }
 
+bool says_no(PyObject* predicate) {
+  if (predicate == nullptr || predicate == Py_None) return false;
+  Py_INCREF(predicate);  // (calling it may drop the caller's reference)
+  PyObject* answer = PyObject_CallObject(predicate, nullptr);
+  Py_DECREF(predicate);
+  const int truth = answer != nullptr ? PyObject_IsTrue(answer) : -1;
+  Py_XDECREF(answer);
+  PyErr_Clear();
+  return truth == 0;
+}
+
 bool non_negative(PyObject* object, const char* what, int64_t* out) {
   if (!PyLong_Check(object)) {
     PyErr_Format(PyExc_TypeError, "%s must be an int", what);

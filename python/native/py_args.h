@@ -40,6 +40,11 @@ class Utf8Cache {
   size_t next_ = 0;
 };
 
+// Whether `predicate` (a callable, or None/null: no predicate) returns a false value when
+// called with no arguments. A predicate that raises counts as true; never leaves an
+// error set.
+bool says_no(PyObject* predicate);
+
 // A non-negative int that fits in int64; TypeError/ValueError naming `what` otherwise.
 bool non_negative(PyObject* object, const char* what, int64_t* out);
 

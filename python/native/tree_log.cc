@@ -89,6 +89,7 @@ struct TreeLogObject {
   PyObject* stamp;
   PyObject* leaves;
   PyObject* inert_hook;
+  PyObject* training;  // None, or training() -> whether a call now is a training one
   State* state;
 };
 
@@ -235,7 +236,8 @@ uint32_t thread_number(State& s, unsigned long ident, bool add) {
   return static_cast<uint32_t>(s.threads.size() - 1);
 }
 
-// Whether the call now beginning is logged: the core enabled, and the step stamped.
+// Whether the call now beginning is logged: the core enabled, a training call, and the
+// step stamped.
 bool logging(TreeLogObject* self) {
   State& s = *self->state;
   if (s.off || self->stamp == nullptr) return false;  // (no stamp: cleared by the collector)
@@ -243,6 +245,7 @@ bool logging(TreeLogObject* self) {
     ClientCore* core = core_of(referent(self->core));
     if (core == nullptr || !core->enabled()) return false;  // (disabled: the log follows every_n)
   }
+  if (says_no(self->training)) return false;
   if (s.step) return true;
   PyObject* step = PyObject_CallObject(self->stamp, nullptr);
   if (step == nullptr) {
@@ -312,6 +315,7 @@ int log_traverse(PyObject* self_object, visitproc visit, void* arg) {
   Py_VISIT(self->stamp);
   Py_VISIT(self->leaves);
   Py_VISIT(self->inert_hook);
+  Py_VISIT(self->training);
   return 0;
 }
 
@@ -322,25 +326,28 @@ int log_clear(PyObject* self_object) {
   Py_CLEAR(self->stamp);
   Py_CLEAR(self->leaves);
   Py_CLEAR(self->inert_hook);
+  Py_CLEAR(self->training);
   return 0;
 }
 
 int log_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<TreeLogObject*>(self_object);
   PyObject *core = nullptr, *tensor_type = nullptr, *skip = nullptr, *stamp = nullptr, *leaves = nullptr,
-           *inert_hook = nullptr;
+           *inert_hook = nullptr, *training = Py_None;
   if (kwargs != nullptr && PyDict_Size(kwargs) != 0) {
     PyErr_SetString(PyExc_TypeError, "TreeLog takes no keyword arguments");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "OOOOOO", &core, &tensor_type, &skip, &stamp, &leaves, &inert_hook)) return -1;
+  if (!PyArg_ParseTuple(args, "OOOOOO|O", &core, &tensor_type, &skip, &stamp, &leaves, &inert_hook, &training)) {
+    return -1;
+  }
   if (core != Py_None && core_of(core) == nullptr) {
     PyErr_SetString(PyExc_TypeError, "TreeLog: core must be an open Core or None");
     return -1;
   }
   if (!PyType_Check(tensor_type) || !PyCallable_Check(stamp) || !PyCallable_Check(leaves) ||
-      !PyCallable_Check(inert_hook)) {
-    PyErr_SetString(PyExc_TypeError, "TreeLog(core, tensor_type, skip_ids, stamp, leaves, inert_hook)");
+      !PyCallable_Check(inert_hook) || (training != Py_None && !PyCallable_Check(training))) {
+    PyErr_SetString(PyExc_TypeError, "TreeLog(core, tensor_type, skip_ids, stamp, leaves, inert_hook[, training])");
     return -1;
   }
   auto state = std::make_unique<State>();
@@ -358,12 +365,13 @@ int log_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   if (core_ref == nullptr) return -1;
   if (core_ref == Py_None) Py_INCREF(core_ref);
   log_clear(self_object);
-  for (PyObject* o : {tensor_type, stamp, leaves, inert_hook}) Py_INCREF(o);
+  for (PyObject* o : {tensor_type, stamp, leaves, inert_hook, training}) Py_INCREF(o);
   self->core = core_ref;
   self->tensor_type = tensor_type;
   self->stamp = stamp;
   self->leaves = leaves;
   self->inert_hook = inert_hook;
+  self->training = training;
   delete self->state;
   self->state = state.release();
   return 0;

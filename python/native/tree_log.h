@@ -2,7 +2,7 @@
 // (tensorscope/_tree.py says what it lists), kept in C so that the forward pre-hook of
 // every tracked module and the output's description cost no Python frame.
 //
-//   TreeLog(core, tensor_type, skip_ids, stamp, leaves, inert_hook)
+//   TreeLog(core, tensor_type, skip_ids, stamp, leaves, inert_hook[, training])
 //     core         the Core whose enabled() gates each call (None: always on); held
 //                  weakly: once a Client dropped without close() frees it, nothing is
 //                  logged
@@ -13,6 +13,9 @@
 //     leaves       leaves(value) -> the tensors of an argument or output that is neither
 //                  a tensor nor a tuple or list of tensors
 //     inert_hook   inert_hook() -> what a hook becomes in a copy or pickle of the model
+//     training     None, or training() -> whether a call now is a training one: a call
+//                  it says is not (an evaluation forward the track leaves out) is not
+//                  listed
 //   hook(path, type_name) -> a forward pre-hook (module, args) that calls begin()
 //   begin(path, type_name, module, args)   a call of `module` begins
 //   end(module, output) -> (index, tensor): the call ended, and the output tensor it was

@@ -255,8 +255,9 @@ class Capture:
         )
         self._track = None
         if entries:
+            # Every forward in the block is captured, those under torch.no_grad() too.
             self._track = ModuleTrack(self, name, root, entries, frozenset(chosen), every_n, None, 0, False,
-                                      calls="separate")
+                                      calls="separate", evaluation="track")
 
     # ---- what the track calls (the owner interface Client also has) ----
 

@@ -24,7 +24,17 @@ from ._anomalies import read_anomalies
 from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
 from ._tensors import export, export_torch, row_labels
-from ._tracks import ModuleTrack, TensorTrack, TrackedStream, TrackHandle, compile_pattern, parse_kinds, select_modules, unwrap
+from ._tracks import (
+    EVALUATION_MODES,
+    ModuleTrack,
+    TensorTrack,
+    TrackedStream,
+    TrackHandle,
+    compile_pattern,
+    parse_kinds,
+    select_modules,
+    unwrap,
+)
 
 _GATED = R.PushResult.GATED  # a gated push returns it without another call
 
@@ -254,6 +264,7 @@ class Client:
         stats_every: int = 1,
         calls: str = "auto",
         labels: Optional[Callable[[], Any]] = None,
+        evaluation: str = "skip",
     ) -> TrackHandle:
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
@@ -282,10 +293,16 @@ class Client:
         `labels=lambda: y`; what push() takes as labels); each tracked tensor whose first
         dimension is the batch's size is sent with them, so pca and tsne frames colour
         its rows by class. Called once per tensor sent; an error in it sends the tensor
-        without labels."""
+        without labels.
+        `evaluation`: what becomes of an evaluation forward, one run under
+        torch.no_grad()/torch.inference_mode() or with `module` in eval() mode (validation
+        between steps, a metric): "skip" (default) leaves it out, so it takes none of the
+        step's call numbers and the next training forward keeps the step's first call,
+        its summaries and gradients; "track" tracks it as a call of the step in progress
+        (a model that is only ever evaluated: an inference script)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
-            tree_log_tolerance, stats_every, calls, labels,
+            tree_log_tolerance, stats_every, calls, labels, evaluation,
         )
 
     def track_layer(
@@ -305,13 +322,14 @@ class Client:
         stats_every: int = 1,
         calls: str = "auto",
         labels: Optional[Callable[[], Any]] = None,
+        evaluation: str = "skip",
     ) -> TrackHandle:
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
-            tree_log_tolerance, stats_every, calls, labels,
+            tree_log_tolerance, stats_every, calls, labels, evaluation,
         )
 
     def track_tensor(self, name: str, tensor: torch.Tensor, *, every_n: Optional[int] = None,
@@ -328,13 +346,15 @@ class Client:
 
     def _track_module(
         self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
-        tree_log_tolerance, stats_every, calls, labels=None,
+        tree_log_tolerance, stats_every, calls, labels=None, evaluation="skip",
     ):
         self._check_track_name(name)
         if labels is not None and not callable(labels):
             raise TypeError(f"labels must be a callable returning the batch's labels, not {type(labels).__name__}")
         if not isinstance(calls, str) or calls not in CALL_MODES:
             raise ValueError(f"calls must be one of {', '.join(map(repr, CALL_MODES))}, not {calls!r}")
+        if not isinstance(evaluation, str) or evaluation not in EVALUATION_MODES:
+            raise ValueError(f"evaluation must be one of {', '.join(map(repr, EVALUATION_MODES))}, not {evaluation!r}")
         if not isinstance(module, nn.Module):
             raise TypeError(f"expected a torch.nn.Module, not {type(module).__name__}")
         if not isinstance(tree_log, bool) and tree_log != "values":
@@ -354,7 +374,7 @@ class Client:
             return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
         return self._add(
             ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance, stats_every,
-                        calls, labels)
+                        calls, labels, evaluation=evaluation)
         )
 
     def _check_track_name(self, name):

@@ -11,6 +11,7 @@ TENSOR_KINDS: dict[str, int]
 RECORD_KINDS: dict[str, int]
 CLIENT_OPTIONS: dict[str, Any]  # name -> default of every option Core(options) takes
 CALL_STACKING: dict[str, int]
+EVALUATION_CALLS: tuple[str, ...]
 STACKED_CALLS: dict[str, Any]
 
 SummaryValues = Tuple[int, int, int, int, float, float, float, float]

@@ -46,6 +46,9 @@ KINDS = {
     "input": "input",
 }
 MAX_CALLS_PER_STEP = 1024  # separate calls of one module beyond this in one step are refused
+# What a track does with an evaluation forward (tensorscope/evaluation_calls.h): "skip"
+# (default) or "track".
+EVALUATION_MODES = tuple(_native.EVALUATION_CALLS)
 # What follows a module's stream for one call's value, by kind name (_call_stacks.py).
 _STACKED_WHAT = {"output": lambda leaf: leaf, "gradient": lambda leaf: leaf + ".grad", "input": lambda leaf: ".in" + leaf}
 # PyTorch 2 gives forward pre-hooks the keyword arguments too (with_kwargs=True); before
@@ -57,6 +60,12 @@ def _register_pre_hook(module, hook):
     if PRE_HOOK_KWARGS:
         return module.register_forward_pre_hook(hook, with_kwargs=True)
     return module.register_forward_pre_hook(hook)
+
+
+def _training_call(root):
+    """Whether a call now is part of training: gradients on and the tracked model in
+    train() mode. Any other is an evaluation forward (validation, inference, a metric)."""
+    return root.training and torch.is_grad_enabled()
 
 
 def _inert(*args):
@@ -207,8 +216,12 @@ class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
     def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
-                 tree_log_tolerance=None, stats_every=0, calls="auto", labels=None):
+                 tree_log_tolerance=None, stats_every=0, calls="auto", labels=None, evaluation="skip"):
         super().__init__(client, name, every_n, transform, render_mode)
+        # Evaluation forwards (see _training_call): left out unless tracked as training's.
+        # The native hooks (output hooks, tree log) ask `_training`; the Python ones
+        # _evaluating().
+        self._training = functools.partial(_training_call, root) if evaluation == "skip" else None
         self._labels = labels  # () -> the batch's labels, or None
         # Modules called many times a step: their calls stacked into one picture.
         self._stacks = CallStacks(calls)
@@ -232,7 +245,7 @@ class ModuleTrack(_Track):
         self._tree = None
         if tree_log and "output" in kinds:
             values = tree_log_tolerance if tree_log == "values" else None
-            self._tree = make_tree_log(client._core, root, self._tree_stamp, _inert_hook, values)
+            self._tree = make_tree_log(client._core, root, self._tree_stamp, _inert_hook, values, self._training)
         self._lock = threading.Lock()
         self._calls = {}  # stream -> calls in this step
         self._hooks = []
@@ -260,7 +273,7 @@ class ModuleTrack(_Track):
     def _on_root_forward(self, module, inputs, kwargs=None):
         """Without next_step()/set_step(), each training forward of the root is a step."""
         client = self._client()
-        if client is None or client._explicit_steps or not module.training:
+        if client is None or client._explicit_steps or not module.training or not torch.is_grad_enabled():
             return
         if not self._auto_started:
             self._first_version = trainable_version(self._trainable)
@@ -417,7 +430,8 @@ class ModuleTrack(_Track):
             gradients = "gradient" in kinds
             self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
                              self._hint or 0, "output" in kinds, gradients, full,
-                             self._summarise_native if stats else None, self._grad_fallback if gradients else None)
+                             self._summarise_native if stats else None, self._grad_fallback if gradients else None,
+                             self._training)
 
     def _summarise_native(self, stream, tensor, values, kind, step):
         """The summary of a value the native hooks took (`values`: _native.summarize's)."""
@@ -473,7 +487,7 @@ class ModuleTrack(_Track):
         try:
             client = self._client()
             # The root's pre-hook may run once after a step change removed it (see _tree_stamp).
-            if client is None or self._stopped or not self._hooks:
+            if client is None or self._stopped or not self._hooks or self._evaluating():
                 return
             call = self._input_calls.get(stream, 0)
             self._input_calls[stream] = call + 1
@@ -507,7 +521,7 @@ class ModuleTrack(_Track):
         # lookups each call needs (python_track_bench, "Where a hook's time goes").
         try:
             client = self._client()
-            if client is None or self._stopped:
+            if client is None or self._stopped or self._evaluating():
                 return
             if self._tree is not None:
                 self._tree.end(module, output)  # (native, under the GIL: no lock needed)
@@ -566,6 +580,11 @@ class ModuleTrack(_Track):
                             self._summarise(client, f"{stream}.{vname}", value, R.KIND_PARAMETER, step, ratio=True)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
+
+    def _evaluating(self):
+        """Whether the call now is an evaluation forward this track leaves out."""
+        training = self._training
+        return training is not None and not training()
 
     def _over_calls(self, call, call0, window):
         """Whether a call is past what is tracked: MAX_CALLS_PER_STEP separate calls (the

@@ -173,7 +173,7 @@ def test_a_cell_called_a_thousand_times_a_step_gives_a_handful_of_videos(tmp_pat
     assert len(streams) >= 16  # 4 calls + the stack, x (h, c), x (output, gradient) - 4
 
 
-def test_gradient_accumulation_with_an_eval_call_stacks_the_fifth_call(daemon):
+def test_gradient_accumulation_stacks_the_fifth_micro_batch_not_the_evaluation(daemon):
     torch.manual_seed(1)
     net = nn.Sequential(nn.Linear(3, 2))
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -183,21 +183,21 @@ def test_gradient_accumulation_with_an_eval_call_stacks_the_fifth_call(daemon):
         for _ in range(5):
             opt.zero_grad()
             step = []
-            for _ in range(4):
+            for _ in range(5):
                 y = net(torch.randn(2, 3))
                 step.append(y.detach().clone())
                 y.sum().backward()
             opt.step()
             net.eval()
             with torch.no_grad():
-                step.append(net(torch.randn(2, 3)))  # the step's fifth call
+                net(torch.randn(2, 3))  # an evaluation: no call of the step, no row
             net.train()
             outputs.append(step)
             scope.next_step()
     daemon.stop()
     got = streams_and_steps(daemon)
-    assert set(got) == {"net.0", "net.0#1", "net.0#2", "net.0#3", "net.0#calls",
-                        "net.0.grad", "net.0#1.grad", "net.0#2.grad", "net.0#3.grad"}, sorted(got)
+    assert set(got) == {"net.0", "net.0#1", "net.0#2", "net.0#3", "net.0#calls", "net.0.grad", "net.0#1.grad",
+                        "net.0#2.grad", "net.0#3.grad", "net.0#calls.grad"}, sorted(got)
     assert got["net.0#calls"] == {0, 2, 4}
     np.testing.assert_allclose(daemon.npy("net.0#calls", 0), outputs[0][4].mean(0, keepdim=True).numpy(), rtol=1e-6)
     for step in (2, 4):

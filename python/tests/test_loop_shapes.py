@@ -73,17 +73,82 @@ def test_gradient_accumulation_with_an_eval_forward_each_step(daemon):
             opt.step()
             net.eval()
             with torch.no_grad():
-                net(torch.randn(2, 3))  # the step's fifth call
+                net(torch.randn(2, 3))  # an evaluation forward: no call of the step
             net.train()
             scope.next_step()
     daemon.stop()
     steps = steps_by_stream(daemon)
-    for name in ("net.0", "net.0#1", "net.0#2", "net.0#3", "net.0#4"):
+    for name in ("net.0", "net.0#1", "net.0#2", "net.0#3"):
         assert steps[name] == [0, 2, 4], name
     for name in ("net.0.grad", "net.0#1.grad", "net.0#2.grad", "net.0#3.grad"):
         assert steps[name] == [0, 2, 4], name
-    assert set(steps) == {"net.0", "net.0#1", "net.0#2", "net.0#3", "net.0#4",
+    assert set(steps) == {"net.0", "net.0#1", "net.0#2", "net.0#3",
                           "net.0.grad", "net.0#1.grad", "net.0#2.grad", "net.0#3.grad"}
+
+
+class WordLanguageModel(nn.Module):
+    """pytorch/examples word_language_model's RNNModel, small."""
+
+    def __init__(self, tokens=50, width=16):
+        super().__init__()
+        self.drop = nn.Dropout(0.2)
+        self.encoder = nn.Embedding(tokens, width)
+        self.rnn = nn.LSTM(width, width)
+        self.decoder = nn.Linear(width, tokens)
+
+    def forward(self, x, hidden):
+        output, hidden = self.rnn(self.drop(self.encoder(x)), hidden)
+        return self.decoder(self.drop(output)), hidden
+
+
+def test_an_evaluation_after_an_epochs_last_step_leaves_the_next_step_whole(daemon):
+    # The example's loop: evaluate() runs after the epoch's last next_step(), under
+    # no_grad and eval(); a NaN put into the decoder at the next (training) step is
+    # reported at that step, every training step has its summaries and gradients, and the
+    # evaluation's calls are no rows of their own.
+    torch.manual_seed(4)
+    model = WordLanguageModel()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    tokens = torch.randint(0, 50, (401, 4))
+    epochs, batches, bad_step = 3, 7, 14  # step 14: the first step of the third epoch
+
+    def hidden():
+        return torch.zeros(1, 4, 16), torch.zeros(1, 4, 16)
+
+    def evaluate():
+        model.eval()
+        with torch.no_grad():
+            for i in range(5):
+                out, _ = model(tokens[i * 10:i * 10 + 10], hidden())
+        model.train()
+
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("lm", model, every_n=1000, kinds=("output", "gradient"))
+        step = 0
+        for _ in range(epochs):
+            for b in range(batches):
+                if step == bad_step:
+                    with torch.no_grad():
+                        model.decoder.bias.fill_(float("nan"))
+                x, y = tokens[b * 20:b * 20 + 20], tokens[b * 20 + 1:b * 20 + 21]
+                out, _ = model(x, hidden())
+                loss = nn.functional.cross_entropy(out.reshape(-1, 50), y.reshape(-1))
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+                opt.step()
+                scope.next_step()
+                step += 1
+            evaluate()
+        reported = scope.anomalies(timeout=60)
+    daemon.stop()
+    first = [(a["step"], a["stream"]) for a in reported if a["type"] == "non_finite"]
+    assert first == [(bad_step, "lm.decoder")], (reported, daemon.log())
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert set(table.stream) == {"lm.encoder", "lm.rnn[0]", "lm.rnn[1][0]", "lm.rnn[1][1]", "lm.decoder",
+                                 "lm.encoder.grad", "lm.rnn[0].grad", "lm.decoder.grad"}, sorted(set(table.stream))
+    for stream in ("lm.decoder", "lm.decoder.grad", "lm.encoder"):
+        assert sorted(table[table.stream == stream].step) == list(range(epochs * batches)), stream
 
 
 def test_next_step_only_from_the_second_step_on(daemon):

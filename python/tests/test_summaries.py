@@ -181,7 +181,8 @@ def test_the_overview_is_drawn_per_metric_and_listed(daemon):
     overview = [e for e in files if e["stream"] == "overview"]
     pngs = {e["mode"]: e for e in overview if e["path"].endswith(".png")}
     videos = {e["mode"]: e for e in overview if e["path"].endswith(".mp4")}
-    metrics = {"grad_norm", "act_std", "zero_fraction", "update_ratio"}
+    # No tracked output is ever exactly zero (no ReLU): no fraction of zeros to show.
+    metrics = {"grad_norm", "act_std", "update_ratio"}
     assert set(pngs) == metrics and set(videos) == metrics, overview
     for metric, e in pngs.items():
         assert e["path"] == f"overview__rank0__pid{os.getpid()}__{metric}.png"
@@ -290,6 +291,9 @@ def test_a_dead_relu_layer_is_reported_and_a_healthy_model_is_not(daemon):
     daemon.stop()
     reported = tensorscope.read_anomalies(daemon.session_dir)
     assert [(a["type"], a["stream"], a["step"]) for a in reported] == [("dead_units", "dead.1", 49)], reported
+    with open(f"{daemon.session_dir}/index.json") as f:
+        overview = [e["mode"] for e in json.load(f)["files"] if e["stream"] == "overview" and e["path"].endswith(".png")]
+    assert "zero_fraction" in overview, overview  # the dead block's zeros
     table = tensorscope.read_summaries(daemon.session_dir)
     weights = table[(table.stream == "healthy.0.weight") & (table.step > 0)]
     assert len(weights) == 499 and (weights.update_ratio > 0).all() and (weights.update_ratio < 0.1).all()

@@ -71,9 +71,10 @@ def test_inplace_relu_gradient_and_shared_module_calls(daemon):
 
 
 def test_no_grad_eval_and_inference_mode_forwards(daemon):
+    # An inference script asks for its evaluation forwards (left out by default).
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
     with tensorscope.Client(**daemon.client_options()) as scope:
-        scope.track_model("net", model, kinds=("output", "gradient"))
+        scope.track_model("net", model, kinds=("output", "gradient"), evaluation="track")
         model.eval()
         with torch.no_grad():
             model(torch.randn(2, 3))
@@ -83,6 +84,40 @@ def test_no_grad_eval_and_inference_mode_forwards(daemon):
         s = scope.stats()
         # and the tree and summary records of step 0 (step 1's are open)
         assert s.pushed == 4 + 1 + 1 and s.refused == 0
+
+
+@pytest.mark.parametrize("how", ["no_grad", "inference_mode", "eval"])
+def test_evaluation_forwards_are_left_out_by_default(daemon, how):
+    # Outputs, their summaries, the tree log, the calls' numbers: nothing of an evaluation
+    # forward, whichever way it is run; the training forward after it is the step's first
+    # call.
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    probe = torch.full((2, 3), 1e4)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, kinds=("output", "gradient"))
+        for _ in range(3):
+            if how == "eval":
+                model.eval()
+                model(probe)
+                model.train()
+            else:
+                with getattr(torch, how)():
+                    model(probe)
+            model(torch.randn(2, 3)).sum().backward()
+            scope.next_step()
+        assert scope.stats().refused == 0
+    daemon.stop()
+    steps = {}
+    for r in daemon.stats_rows():
+        steps.setdefault(r["stream"], []).append(int(r["step"]))
+    assert {name: sorted(s) for name, s in steps.items()} == {
+        name: [0, 1, 2] for name in ("net.0", "net.1", "net.0.grad", "net.1.grad")}
+    for step in range(3):
+        assert abs(daemon.npy("net.0", step)).max() < 1e3
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert set(table.stream) == {"net.0", "net.1", "net.0.grad", "net.1.grad"}
+    assert (table.groupby("stream").size() == 3).all()
 
 
 def test_parameters_buffers_and_parameter_gradients(daemon):
@@ -168,10 +203,10 @@ def test_every_n_without_next_step_counts_training_forwards(daemon):
         for _ in range(7):
             model(torch.randn(1, 2)).sum().backward()
         model.eval()
-        model(torch.randn(1, 2))  # an eval forward is not a step: step 6 is sent, so this is its #1
+        model(torch.randn(1, 2))  # an eval forward is no step, and no call of step 6 either
     daemon.stop()
     rows = [(r["stream"], int(r["step"])) for r in daemon.stats_rows()]
-    assert sorted(rows) == [("net.0", 0), ("net.0", 3), ("net.0", 6), ("net.0#1", 6)]
+    assert sorted(rows) == [("net.0", 0), ("net.0", 3), ("net.0", 6)]
 
 
 def test_disabled_transform_removal_and_late_modules(daemon):

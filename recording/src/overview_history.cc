@@ -145,6 +145,7 @@ bool OverviewHistory::observe(int64_t step, const std::vector<TensorSummary>& su
       it = row_ids_.emplace(s.name, rows_.size()).first;
       rows_.push_back(Row{s.name, s.kind, rows_.size()});
     }
+    zeros_seen_ = zeros_seen_ || (is_activation(s.kind) && s.zero_count > 0);
     Cell cell{{kNone, kNone}, static_cast<uint8_t>(s.finite() ? 0 : 1)};
     for (size_t m = 0; m < kOverviewMetrics.size(); ++m) {
       const double v = overview_value(m, s);
@@ -157,6 +158,7 @@ bool OverviewHistory::observe(int64_t step, const std::vector<TensorSummary>& su
 }
 
 bool OverviewHistory::has_rows(size_t metric) const {
+  if (metric == static_cast<size_t>(OverviewMetricId::kZeroFraction) && !zeros_seen_) return false;
   return std::any_of(rows_.begin(), rows_.end(),
                      [metric](const Row& r) { return overview_metric_applies(metric, r.kind); });
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "tensorscope/base/posix_file.h"
+#include "tensorscope/recording/anomaly_firsts.h"
 #include "tensorscope/recording/summary_table.h"
 
 namespace tensorscope::view {
@@ -114,7 +115,8 @@ void SummaryTables::read_anomalies() {
   const ssize_t got = ::pread(fd.get(), text.data(), text.size(), 0);
   if (got <= 0) return;
   text.resize(static_cast<size_t>(got));
-  nlohmann::json first = nullptr, others = nlohmann::json::array();
+  recording::AnomalyFirsts firsts;
+  nlohmann::json others = nlohmann::json::array();
   int64_t count = 0;
   size_t start = 0;
   while (start < text.size()) {
@@ -123,21 +125,13 @@ void SummaryTables::read_anomalies() {
     const nlohmann::json a = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(start),
                                                    text.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
     start = nl + 1;
-    if (!a.is_object() || !a.contains("type") || !a["type"].is_string() || !a.contains("step") ||
-        !a["step"].is_number_integer() || !a.contains("rank") || !a["rank"].is_number_integer()) {
-      continue;  // the header line, or not an anomaly
-    }
+    if (!recording::is_anomaly_report(a)) continue;  // the header line, or not an anomaly
     ++count;
-    if (a["type"] == "non_finite") {
-      if (first.is_null() || a["step"].get<int64_t>() < first["step"].get<int64_t>() ||
-          (a["step"] == first["step"] && a["rank"].get<int64_t>() < first["rank"].get<int64_t>())) {
-        first = a;
-      }
-    } else if (others.size() < 20) {
-      others.push_back(a);
-    }
+    firsts.note(a);
+    if (a["type"] != "non_finite" && others.size() < 20) others.push_back(a);
   }
-  anomalies_ = {{"count", count}, {"first_non_finite", first}, {"others", others}};
+  anomalies_ = {
+      {"count", count}, {"first_non_finite", firsts.of("non_finite")}, {"first", firsts.all()}, {"others", others}};
 }
 
 bool SummaryTables::refresh(size_t budget) {

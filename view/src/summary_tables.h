@@ -50,7 +50,8 @@ class SummaryTables {
 
   // {"metric", "complete", "skipped_lines", "tables_left_out", "tables": [{"rank", "pid", "rows", "first_steps",
   // "last_steps", "steps_per_column", "values" (per row, null: no value), "nonfinite" (per
-  // row, 0/1)}], "anomalies": {"count", "first_non_finite", "others" (the first 20)}},
+  // row, 0/1)}], "anomalies": {"count", "first_non_finite", "first" ({type: the earliest
+  // of that type}), "others" (the first 20 but non-finite ones)}},
   // the whole run of each table in at most `max_columns` columns (and so many rows that
   // the answer holds at most kMaxAnswerCells cells), tables by rank.
   nlohmann::json overview(size_t metric, size_t max_columns) const;

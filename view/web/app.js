@@ -700,24 +700,34 @@ function renderOverview() {
   renderBanner(data);
 }
 
-// The first non-finite value of every session, and how many other anomalies.
+// What the banner calls the first anomaly of each type, in the order it names them.
+const FIRST_OF_TYPE = [['non_finite', 'First NaN/Inf'], ['explosion', 'First explosion'], ['dead_units', 'Dead units']];
+
+// The first anomaly of each type over every session (the earliest step, lowest rank
+// first), and how many others.
 function renderBanner(data) {
-  let first = null, others = [], count = 0;
+  const firsts = {}, others = [];
+  let count = 0;
   for (const s of data.sources) {
     const a = s.anomalies || {};
     count += a.count || 0;
-    others = others.concat(a.others || []);
-    const f = a.first_non_finite;
-    if (f && (!first || f.step < first.step || (f.step === first.step && f.rank < first.rank))) first = f;
+    others.push(...(a.others || []));
+    for (const [type, f] of Object.entries(a.first || {})) {
+      const g = firsts[type];
+      if (!g || f.step < g.step || (f.step === g.step && f.rank < g.rank)) firsts[type] = f;
+    }
   }
   const banner = $('banner');
   banner.hidden = count === 0;
   if (!count) return;
-  const lead = first || others[0];
-  const more = count - 1;
-  $('banner-text').textContent = (first ? `First NaN/Inf: step ${first.step}, rank ${first.rank}, ${first.stream} (${first.kind})`
-    : lead.message) + (more ? ` · ${more} more anomal${more === 1 ? 'y' : 'ies'}` : '');
-  banner.title = [first, ...others].filter(Boolean).map((a) => a.message).join('\n');
+  const named = FIRST_OF_TYPE.filter(([type]) => firsts[type]).map(([type, title]) => [firsts[type], title]);
+  const lead = named.length ? named[0][0] : others[0];
+  const more = count - named.length;
+  const text = named.map(([a, title]) => `${title}: step ${a.step}, rank ${a.rank}, ${a.stream} (${a.kind})`).join(' · ');
+  $('banner-text').textContent = (text || lead.message) + (more ? ` · ${more} more anomal${more === 1 ? 'y' : 'ies'}` : '');
+  const same = (a, b) => a.type === b.type && a.step === b.step && a.rank === b.rank && a.stream === b.stream;
+  banner.title = [...named.map(([a]) => a), ...others.filter((a) => !named.some(([n]) => same(n, a)))]
+    .map((a) => a.message).join('\n');
   $('banner-show').onclick = () => openTile(lead.rank, lead.stream, lead.step);
 }
 

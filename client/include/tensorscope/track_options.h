@@ -10,6 +10,7 @@
 
 #include "tensorscope/call_stacking.h"
 #include "tensorscope/client_options.h"
+#include "tensorscope/evaluation_calls.h"
 #include "tensorscope/option_setter.h"
 #include "tensorscope/render_mode.h"
 
@@ -72,6 +73,11 @@ class TrackOptions {
   // their own and stacks the step's calls into one calls x features matrix
   // ("<stream>#calls"; tensorscope/call_stacking.h).
   TENSORSCOPE_TRACK_OPTION(CallStacking, calls, CallStacking::kAuto)
+  // module tracks: forwards run with gradients off (NoGradGuard, InferenceMode: an
+  // evaluation between steps) are not tracked (kSkip), so they never take a training
+  // forward's place in the step; kTrack tracks them as calls of the step
+  // (tensorscope/evaluation_calls.h).
+  TENSORSCOPE_TRACK_OPTION(EvaluationCalls, evaluation, EvaluationCalls::kSkip)
   // module tracks: returns the current batch's class labels (e.g. `[&] { return target; }`);
   // each output or output gradient whose first dimension is the batch's size is sent with
   // them (Client::push with labels), so pca and tsne frames colour its rows by class.

@@ -113,6 +113,7 @@ void visit_fields(V& v, DaemonConfig& c) {
   AnomaliesConfig& a = c.anomalies;
   v.number("anomalies.explosion_factor", a.explosion_factor, NumberRule{1, false, 1e12, true});
   v.integer("anomalies.explosion_window", a.explosion_window, between(4, 100000));
+  v.number("anomalies.explosion_min_rms", a.explosion_min_rms, NumberRule{0, true, 1e12, true});
   v.number("anomalies.dead_fraction", a.dead_fraction, NumberRule{0, false, 1, true});
   v.integer("anomalies.dead_steps", a.dead_steps, between(1, 1000000));
   OverviewConfig& o = c.overview;

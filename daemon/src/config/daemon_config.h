@@ -227,12 +227,14 @@ struct LiveConfig {
 
 // What the workers flag in the per-step summaries (anomalies.jsonl, the log, status):
 // the first non-finite value always; an explosion when a tensor's L2 norm exceeds
-// explosion_factor times the median of its last explosion_window summarised steps; dead
-// units when an activation's fraction of exact zeros stays >= dead_fraction for
+// explosion_factor times the median of its last explosion_window summarised steps (once
+// half of them are known) and its RMS (L2 / sqrt(numel)) is at least explosion_min_rms;
+// dead units when an activation's fraction of exact zeros stays >= dead_fraction for
 // dead_steps summarised steps in a row.
 struct AnomaliesConfig {
   double explosion_factor = 50;  // > 1
-  int explosion_window = 50;     // 4..100000 steps (the median needs a quarter of them)
+  int explosion_window = 100;    // 4..100000 steps (the median needs half of them)
+  double explosion_min_rms = 1;  // >= 0: tiny values that grow (a gradient near 0) are no explosion
   double dead_fraction = 0.99;   // 0 < x <= 1
   int dead_steps = 50;           // 1..1000000
   bool operator==(const AnomaliesConfig&) const = default;

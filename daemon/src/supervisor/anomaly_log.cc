@@ -10,9 +10,7 @@ namespace tensorscope::daemon {
 namespace {
 
 bool well_formed(const nlohmann::json& a) {
-  return a.is_object() && a.contains("type") && a["type"].is_string() && a.contains("step") &&
-      a["step"].is_number_integer() && a.contains("rank") && a["rank"].is_number_integer() && a.contains("message") &&
-      a["message"].is_string();
+  return recording::is_anomaly_report(a) && a.contains("message") && a["message"].is_string();
 }
 
 }  // namespace
@@ -30,13 +28,7 @@ std::string AnomalyLog::identity(const nlohmann::json& a) {
 bool AnomalyLog::note(const nlohmann::json& anomaly) {
   if (!had_.insert(identity(anomaly)).second) return false;
   ++count_;
-  if (anomaly["type"] == "non_finite") {
-    const auto earlier = [&](const nlohmann::json& b) {
-      return anomaly["step"].get<int64_t>() < b["step"].get<int64_t>() ||
-          (anomaly["step"] == b["step"] && anomaly["rank"].get<int64_t>() < b["rank"].get<int64_t>());
-    };
-    if (first_non_finite_.is_null() || earlier(first_non_finite_)) first_non_finite_ = anomaly;
-  }
+  firsts_.note(anomaly);
   if (kept_.size() < kKept) kept_.push_back(anomaly);
   return true;
 }
@@ -88,7 +80,8 @@ nlohmann::json AnomalyLog::status() const {
   nlohmann::json recent = nlohmann::json::array();
   const size_t from = kept_.size() > 20 ? kept_.size() - 20 : 0;
   for (size_t i = from; i < kept_.size(); ++i) recent.push_back(kept_[i]);
-  return {{"count", count_}, {"first_non_finite", first_non_finite_}, {"recent", recent}};
+  return {
+      {"count", count_}, {"first_non_finite", firsts_.of("non_finite")}, {"first", firsts_.all()}, {"recent", recent}};
 }
 
 }  // namespace tensorscope::daemon

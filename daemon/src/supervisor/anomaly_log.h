@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensorscope/recording/anomaly_firsts.h"
 #include "tensorscope/recording/append_file.h"
 
 namespace tensorscope::daemon {
@@ -44,7 +45,7 @@ class AnomalyLog {
   void add(const nlohmann::json& anomaly);
 
   // {"count", "first_non_finite" (the earliest step's, lowest rank first; null when
-  // none), "recent" (the last 20)}.
+  // none), "first" ({type: the earliest of that type}), "recent" (the last 20)}.
   nlohmann::json status() const;
   // The first kKept anomalies (each had once), for what the output budget keeps.
   const std::vector<nlohmann::json>& kept() const { return kept_; }
@@ -63,7 +64,7 @@ class AnomalyLog {
   bool file_failed_ = false;
   uint64_t count_ = 0;
   std::vector<nlohmann::json> kept_;
-  nlohmann::json first_non_finite_;  // null until one
+  recording::AnomalyFirsts firsts_;
 };
 
 }  // namespace tensorscope::daemon

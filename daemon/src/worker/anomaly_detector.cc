@@ -74,15 +74,18 @@ std::vector<Anomaly> AnomalyDetector::observe(const std::string& track, int64_t 
 void AnomalyDetector::check_explosion(Stream& st, const TensorSummary& s, Anomaly proto, std::vector<Anomaly>* out) {
   if (!std::isfinite(s.l2)) return;
   const auto window = static_cast<size_t>(config_.explosion_window);
-  if (!st.exploded && st.norms.size() >= std::max<size_t>(2, window / 4)) {
+  const double rms = s.numel > 0 ? s.l2 / std::sqrt(static_cast<double>(s.numel)) : 0;
+  if (!st.exploded && st.norms.size() >= std::max<size_t>(2, window / 2) && rms >= config_.explosion_min_rms) {
     const double typical = median(std::vector<double>(st.norms.begin(), st.norms.end()));
     if (typical > 0 && s.l2 > config_.explosion_factor * typical) {
       st.exploded = true;
       proto.type = "explosion";
       proto.message = "explosion: step " + std::to_string(proto.step) + ", rank " + std::to_string(proto.rank) + ", " +
           s.name + " (" + proto.kind + ") has L2 norm " + number(s.l2) + ", " + number(s.l2 / typical) +
-          "x the median " + number(typical) + " of its last " + std::to_string(st.norms.size()) + " summarised steps";
-      proto.details = {{"l2", s.l2}, {"median", typical}, {"ratio", s.l2 / typical}, {"window", st.norms.size()}};
+          "x the median " + number(typical) + " of its last " + std::to_string(st.norms.size()) +
+          " summarised steps (RMS " + number(rms) + ")";
+      proto.details = {
+          {"l2", s.l2}, {"median", typical}, {"ratio", s.l2 / typical}, {"window", st.norms.size()}, {"rms", rms}};
       out->push_back(std::move(proto));
     }
   }

@@ -6,7 +6,8 @@
 // each anomaly once: the first non-finite value of the producer (the earliest summarised
 // step with a NaN or Inf, naming the first tensor in the order the track saw them:
 // forward outputs, then gradients), and per stream its first explosion (L2 norm above
-// explosion_factor x the median of its last explosion_window norms) and its dead units
+// explosion_factor x the median of its last explosion_window norms, once half of them
+// are known, with an RMS of at least explosion_min_rms) and its dead units
 // (an activation with a fraction of zeros >= dead_fraction for dead_steps steps in a row).
 // Memory is bounded: at most kMaxStreams streams are followed.
 // Thread safety: one thread.

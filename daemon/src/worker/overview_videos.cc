@@ -51,12 +51,16 @@ OverviewVideos::OverviewVideos(const DaemonConfig& config, std::string session_d
 
 std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid, int rank, int64_t step,
                                                uint64_t push_unix_ns, const std::vector<TensorSummary>& summaries,
-                                               int64_t now_ms) {
+                                               const std::vector<Anomaly>& anomalies, int64_t now_ms) {
   std::vector<RenderJob> jobs;
   if (config_.overview.frame_every <= 0) return jobs;
   auto [at, first] = producers_.try_emplace(producer_id, pid, rank, config_.overview);
   Producer& p = at->second;
   if (first) read_back(p, step);
+  for (const Anomaly& a : anomalies) {
+    if (a.type == "non_finite" || p.marks.size() >= kMaxMarks) continue;  // (the grid shows the first NaN/Inf)
+    p.marks.push_back({a.type == "dead_units" ? "dead units" : a.type, a.stream, a.step});
+  }
   if (!p.history.observe(step, summaries)) return jobs;
   const int64_t seen = p.history.steps_seen();
   if (seen - p.frame_steps < config_.overview.frame_every || seen < 2 ||
@@ -76,8 +80,8 @@ std::vector<RenderJob> OverviewVideos::observe(uint64_t producer_id, int64_t pid
     if (!video) continue;
     const std::string span = "last " + std::to_string(config_.overview.window_steps) + " summarised steps";
     jobs.push_back(video->frame_job(
-        [grid = std::move(grid), where, span](const plotting::FrameStyle& style, FrameNotes*) {
-          return plotting::draw_overview_frame(grid, where, span, style);
+        [grid = std::move(grid), where, span, marks = p.marks](const plotting::FrameStyle& style, FrameNotes*) {
+          return plotting::draw_overview_frame(grid, where, span, style, marks);
         },
         frame_step, push_unix_ns));
   }
@@ -112,11 +116,11 @@ std::function<void()> OverviewVideos::png_job(const Producer& p) const {
   plotting::FrameStyle style = frame_style(config_);
   style.width = std::max(style.width, 1280);
   return [pngs = std::move(pngs), style, dir = session_dir_, where = where_text(p.rank, p.pid), rank = p.rank,
-          pid = p.pid, on_finished = on_finished_]() mutable {
+          pid = p.pid, marks = p.marks, on_finished = on_finished_]() mutable {
     for (const Png& png : pngs) {
       // Tall enough for a readable label per row, up to 4096 pixels.
       style.height = std::clamp(static_cast<int>(png.grid.rows.size()) * 16 + 260, 720, 4096);
-      const cv::Mat image = plotting::draw_overview_frame(png.grid, where, "whole run", style);
+      const cv::Mat image = plotting::draw_overview_frame(png.grid, where, "whole run", style, marks);
       const std::string path = dir + "/" + png.name;
       const std::string temp = dir + "/.png-tmp-" + std::to_string(::getpid()) + "-" + png.name;
       std::vector<uchar> bytes;

@@ -10,7 +10,9 @@
 // without the newest, which other tracks may still be filling. A PNG that cannot be
 // written is logged; the videos go on. A producer's history starts from its summary table
 // on disk (at most its last kReadBackBytes): after a restart of the daemon, or a worker
-// that took the producer over, the whole run is drawn, not only the steps after it.
+// that took the producer over, the whole run is drawn, not only the steps after it. The
+// explosions and dead units the producer's summaries showed are framed and named on its
+// frames and PNGs (the first NaN/Inf is found in the grid itself).
 // Thread safety: as above.
 #pragma once
 
@@ -22,7 +24,9 @@
 #include <vector>
 
 #include "config/daemon_config.h"
+#include "tensorscope/plotting/overview.h"
 #include "tensorscope/recording/overview_history.h"
+#include "worker/anomaly_detector.h"
 #include "worker/stream_router.h"
 
 namespace tensorscope::daemon {
@@ -32,9 +36,11 @@ class OverviewVideos {
   // `router` makes and finishes the videos; `on_finished` lists the PNGs.
   OverviewVideos(const DaemonConfig& config, std::string session_dir, StreamRouter* router, FileFinished on_finished);
 
-  // The summaries of one record; the render jobs of the frames now due (often none).
+  // The summaries of one record and the anomalies found in them; the render jobs of the
+  // frames now due (often none).
   std::vector<RenderJob> observe(uint64_t producer_id, int64_t pid, int rank, int64_t step, uint64_t push_unix_ns,
-                                 const std::vector<TensorSummary>& summaries, int64_t now_ms);
+                                 const std::vector<TensorSummary>& summaries, const std::vector<Anomaly>& anomalies,
+                                 int64_t now_ms);
   // A job that writes the producer's PNGs (its videos end with StreamRouter::finish_producer);
   // empty when it summarised nothing.
   std::function<void()> finish_producer(uint64_t producer_id);
@@ -48,7 +54,10 @@ class OverviewVideos {
     recording::OverviewHistory history;
     int64_t frame_steps = 0;  // history.steps_seen() at the last frame
     int64_t frame_ms = INT64_MIN / 2;
+    std::vector<plotting::OverviewMark> marks;  // the first kMaxMarks explosions and dead units
   };
+
+  static constexpr size_t kMaxMarks = 8;
 
   static constexpr uint64_t kReadBackBytes = 64ull << 20;
 

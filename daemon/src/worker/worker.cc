@@ -299,7 +299,7 @@ bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
   }
   for (const Anomaly& a : anomalies) post({{control::kType, control::kAnomaly}, {"anomaly", a.to_json()}});
   for (auto& job : overview_->observe(id, pid, view.header.rank, view.header.step, view.header.timestamp_unix_ns,
-                                      summaries, now_ms())) {
+                                      summaries, anomalies, now_ms())) {
     render_later(std::move(job));
   }
   return true;

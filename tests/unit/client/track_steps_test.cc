@@ -73,17 +73,60 @@ TEST_F(TrackSteps, GradientAccumulationAndAnEvalForwardBetweenSteps) {
     opt.step();
     {
       torch::NoGradGuard eval;
-      net(torch::randn({2, 3}));  // an eval forward: the step's fifth call
+      net(torch::randn({2, 3}));  // an eval forward: not a call of the step
     }
     rx.client().next_step();
   }
-  for (const char* name : {"net", "net#1", "net#2", "net#3", "net#4"}) {
+  for (const char* name : {"net", "net#1", "net#2", "net#3"}) {
     EXPECT_EQ(steps_of(rx, name), (Steps{0, 2, 4})) << name;
   }
   for (const char* name : {"net.grad", "net#1.grad", "net#2.grad", "net#3.grad"}) {
     EXPECT_EQ(steps_of(rx, name), (Steps{0, 2, 4})) << name;
   }
-  EXPECT_TRUE(steps_of(rx, "net#4.grad").empty());  // no backward through the eval forward
+  EXPECT_TRUE(steps_of(rx, "net#4").empty());
+}
+
+// The shape of pytorch/examples' word_language_model: the evaluation runs after the
+// epoch's last next_step(), before the next step's training forward. That forward keeps
+// the step's first call (its output, its gradient); the evaluation's values are nowhere.
+TEST_F(TrackSteps, AnEvaluationAfterTheLastStepOfAnEpochTakesNoTrainingCall) {
+  torch::nn::Linear net(3, 2);
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle h = rx.client().track_model(
+      "net", net,
+      TrackOptions().kinds(TrackKinds::kOutput | TrackKinds::kOutputGradient).calls(CallStacking::kSeparate));
+  const torch::Tensor evaluation_batch = torch::full({2, 3}, 1e4);  // outputs far from training's
+  for (int step = 0; step < 4; ++step) {
+    if (step % 2 == 0) {
+      torch::NoGradGuard eval;
+      net(evaluation_batch);
+    } else {
+      c10::InferenceMode inference;
+      net(evaluation_batch);
+    }
+    net(torch::randn({2, 3})).sum().backward();
+    rx.client().next_step();
+  }
+  h.reset();
+  EXPECT_EQ(steps_of(rx, "net"), (Steps{0, 1, 2, 3}));
+  EXPECT_EQ(steps_of(rx, "net.grad"), (Steps{0, 1, 2, 3}));
+  EXPECT_TRUE(steps_of(rx, "net#1").empty());
+  for (const auto& r : rx.named("net")) EXPECT_LT(r.tensor().abs().max().item<float>(), 100.f) << r.step;
+  // Asked for, evaluation forwards are calls of the step again (an inference program).
+  RecordReceiver rx2;
+  ASSERT_TRUE(rx2.ready());
+  TrackHandle h2 = rx2.client().track_model(
+      "net", net, TrackOptions().kinds(TrackKinds::kOutput).evaluation(EvaluationCalls::kTrack));
+  {
+    torch::NoGradGuard eval;
+    net(evaluation_batch);
+  }
+  net(torch::randn({2, 3}));
+  rx2.client().next_step();
+  h2.reset();
+  EXPECT_EQ(steps_of(rx2, "net"), (Steps{0}));
+  EXPECT_EQ(steps_of(rx2, "net#1"), (Steps{0}));
 }
 
 TEST_F(TrackSteps, SeveralModelsAndATrackMadeLateSendTheSameSteps) {

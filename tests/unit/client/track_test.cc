@@ -395,6 +395,7 @@ TEST_F(Track, RecurrentEmbeddingAttentionAndNormOutputsAreCaptured) {
   expect_equal(rx.named("s.group").at(0), p.group);
 }
 
+// An inference program: its forwards run without gradients, tracked when asked for.
 TEST_F(Track, WorksUnderNoGradInferenceModeAndEval) {
   Net net;
   const torch::Tensor x = input();
@@ -402,7 +403,7 @@ TEST_F(Track, WorksUnderNoGradInferenceModeAndEval) {
   const NetImpl::Parts p = net->parts(x);
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
-  TrackHandle handle = rx.client().track_model("net", net);
+  TrackHandle handle = rx.client().track_model("net", net, TrackOptions().evaluation(EvaluationCalls::kTrack));
   {
     torch::NoGradGuard no_grad;
     net->forward(x);
@@ -507,8 +508,8 @@ TEST_F(Track, ThreadsAreTrackedSeparately) {
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
   // A stream per call (by default, calls past the 4th are stacked: track_calls_test.cc).
-  TrackHandle handle =
-      rx.client().track_model("net", net, TrackOptions().include("fc2").calls(CallStacking::kSeparate));
+  TrackHandle handle = rx.client().track_model(
+      "net", net, TrackOptions().include("fc2").calls(CallStacking::kSeparate).evaluation(EvaluationCalls::kTrack));
   constexpr int kCalls = 20;
   auto run = [&](const torch::Tensor& x) {
     torch::NoGradGuard no_grad;
@@ -793,7 +794,7 @@ TEST_F(Track, OneModuleTreePerStepWhileAnotherThreadRunsForward) {
   Net net;
   RecordReceiver rx;
   ASSERT_TRUE(rx.ready());
-  TrackHandle handle = rx.client().track_model("net", net);
+  TrackHandle handle = rx.client().track_model("net", net, TrackOptions().evaluation(EvaluationCalls::kTrack));
   std::atomic<bool> done{false};
   std::atomic<int> forwards{0};
   std::thread other([&] {

@@ -1,6 +1,7 @@
 // What a worker flags in a producer's summaries: the first non-finite value once (the
-// first tensor in the record's order), explosions against the running median, dead units
-// after dead_steps steps in a row, and nothing for healthy data.
+// first tensor in the record's order), explosions against the running median (not of
+// values too small to matter), dead units after dead_steps steps in a row, and nothing
+// for healthy data.
 #include "worker/anomaly_detector.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@ AnomaliesConfig config() {
   AnomaliesConfig c;
   c.explosion_factor = 10;
   c.explosion_window = 8;
+  c.explosion_min_rms = 0;
   c.dead_fraction = 0.99;
   c.dead_steps = 5;
   return c;
@@ -63,10 +65,26 @@ TEST(AnomalyDetector, AnExplosionAgainstTheRunningMedianOncePerStream) {
   EXPECT_TRUE(d.observe("net", 10, 0, 1, {entry("a", 500), entry("b", 2)}).empty()) << "once per stream";
 }
 
-TEST(AnomalyDetector, NoExplosionBeforeAQuarterOfTheWindow) {
+TEST(AnomalyDetector, NoExplosionBeforeHalfTheWindow) {
   AnomalyDetector d(config());
-  EXPECT_TRUE(d.observe("net", 0, 0, 1, {entry("a", 1)}).empty());
-  EXPECT_TRUE(d.observe("net", 1, 0, 1, {entry("a", 1000)}).empty()) << "one step is no history";
+  for (int step = 0; step < 3; ++step) EXPECT_TRUE(d.observe("net", step, 0, 1, {entry("a", 1)}).empty());
+  EXPECT_TRUE(d.observe("net", 3, 0, 1, {entry("a", 1000)}).empty()) << "3 steps of 8 are no baseline";
+  EXPECT_EQ(d.observe("net", 4, 0, 1, {entry("a", 1000)}).size(), 1u) << "4 of 8 are";
+}
+
+// A healthy run's gradient near zero (the loss of easy batches) grows 160x on a harder
+// batch: no explosion while its RMS stays under explosion_min_rms; a real one above it.
+TEST(AnomalyDetector, SmallValuesThatGrowAreNoExplosion) {
+  AnomaliesConfig c = config();
+  c.explosion_min_rms = 1;
+  AnomalyDetector d(c);
+  for (int step = 0; step < 8; ++step) {
+    EXPECT_TRUE(d.observe("net", step, 0, 1, {entry("g", 2.5e-4, wire::TensorKind::kGradient)}).empty());
+  }
+  EXPECT_TRUE(d.observe("net", 8, 0, 1, {entry("g", 0.04, wire::TensorKind::kGradient)}).empty()) << "RMS 0.004";
+  const auto found = d.observe("net", 9, 0, 1, {entry("g", 25, wire::TensorKind::kGradient)});  // RMS 2.5
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NEAR(found[0].details["rms"].get<double>(), 2.5, 1e-12);
 }
 
 TEST(AnomalyDetector, DeadUnitsAfterDeadStepsInARowOfActivationsOnly) {

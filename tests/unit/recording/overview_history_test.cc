@@ -60,6 +60,22 @@ TEST(OverviewHistoryTest, RowsInForwardOrderGradientsInModuleOrder) {
   EXPECT_TRUE(h.window(kUpdate).rows.empty());
 }
 
+// Outputs that are never exactly zero (a convolution's, its ReLU untracked) can show no
+// dead units: the metric has no rows until an activation with zeros comes.
+TEST(OverviewHistoryTest, TheFractionOfZerosHasRowsOnceAnActivationHadZeros) {
+  OverviewHistory h;
+  std::vector<TensorSummary> step = model_step(1);
+  for (TensorSummary& s : step) s.zero_count = 0;
+  step[3].zero_count = 50;  // a gradient's zeros are no dead units
+  h.observe(0, step);
+  EXPECT_TRUE(h.has_rows(kActStd));
+  EXPECT_FALSE(h.has_rows(kZeros));
+  step[1].zero_count = 1;
+  h.observe(1, step);
+  EXPECT_TRUE(h.has_rows(kZeros));
+  EXPECT_EQ(h.whole_run(kZeros).rows, (std::vector<std::string>{"net.a", "net.b", "net.c"}));
+}
+
 TEST(OverviewHistoryTest, WindowKeepsTheLastColumnsWholeRunMergesByMax) {
   OverviewHistory h(/*window_columns=*/10, /*max_run_columns=*/8);
   for (int64_t step = 0; step < 40; ++step) {

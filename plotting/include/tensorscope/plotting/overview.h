@@ -2,7 +2,8 @@
 // tracked tensor of one rank over the steps, as a heatmap read in a second: module names
 // down the left in forward order, steps along the bottom, the metric in colour (on a log
 // scale where the metric spans decades), non-finite cells in one unmistakable colour with
-// the first of them framed and named in the footer.
+// the first of them framed and named in the footer, and the other anomalies reported
+// (an explosion, dead units) framed and named beside it.
 //
 // Used by the daemon's worker processes (the overview videos while training, a PNG of the
 // whole run at the end). Frames are CV_8UC3 of style.width x style.height; no exception
@@ -11,7 +12,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -35,10 +38,18 @@ struct OverviewScale {
 };
 OverviewScale overview_scale(const recording::OverviewGrid& grid);
 
+// An anomaly named in the footer beside the first NaN/Inf, its cell framed where the grid
+// has its row and step (daemon/src/worker/anomaly_detector.h reports them).
+struct OverviewMark {
+  std::string what;  // "explosion", "dead units"
+  std::string row;   // its stream
+  int64_t step = 0;
+};
+
 // `where` names the rank and process ("rank 0 · pid 4242"); `span` says what the columns
 // are ("last 200 summarised steps" / "whole run").
 cv::Mat draw_overview_frame(const recording::OverviewGrid& grid, const std::string& where, const std::string& span,
-                            const FrameStyle& style);
+                            const FrameStyle& style, const std::vector<OverviewMark>& marks = {});
 
 // The colour of an overview cell that holds a NaN or Inf (BGR), for tests and legends.
 cv::Vec3b overview_nonfinite_color();

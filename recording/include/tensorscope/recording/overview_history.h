@@ -101,7 +101,9 @@ class OverviewHistory {
 
   OverviewGrid window(size_t metric) const;
   OverviewGrid whole_run(size_t metric) const;
-  // Whether any row belongs to `metric` (else its grid has no rows).
+  // Whether any row belongs to `metric` (else its grid has no rows). The fraction of
+  // zeros has rows once an activation with exact zeros was summarised: tracked outputs
+  // that are never zero (a convolution's, not its ReLU's) show no dead units.
   bool has_rows(size_t metric) const;
   int64_t steps_seen() const { return steps_seen_; }
   int64_t newest_step() const { return newest_step_; }
@@ -141,6 +143,7 @@ class OverviewHistory {
   std::deque<Column> run_;
   int64_t run_stride_ = 1;  // distinct steps per run column
   int64_t summaries_left_out_ = 0;
+  bool zeros_seen_ = false;  // an activation with exact zeros was summarised
   int64_t steps_seen_ = 0;
   int64_t newest_step_ = -1;
 };
