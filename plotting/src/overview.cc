@@ -216,13 +216,22 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
         (full.steps_per_column > 1 ? "-" + std::to_string(full.last_steps[fc]) : "") + ", " +
         internal::printable_ascii(full.rows[fr]);
   }
+  // Every mark framed; the first of each kind named, the others counted.
+  std::vector<std::string> kinds_named;
+  size_t unnamed = 0;
   for (const OverviewMark& mark : marks) {
     const auto row = std::find(g.rows.begin(), g.rows.end(), mark.row);
     size_t gc = 0;
     if (row != g.rows.end() && column_of(g, mark.step, &gc)) frame_cell(static_cast<size_t>(row - g.rows.begin()), gc);
-    named += (named.empty() ? "" : " | ") + mark.what + ": step " + std::to_string(mark.step) + ", " +
+    if (std::find(kinds_named.begin(), kinds_named.end(), mark.what) != kinds_named.end()) {
+      ++unnamed;
+      continue;
+    }
+    kinds_named.push_back(mark.what);
+    named += (named.empty() ? "" : " | ") + ("first " + mark.what) + ": step " + std::to_string(mark.step) + ", " +
         internal::printable_ascii(mark.row);
   }
+  if (unnamed > 0) named += " | " + std::to_string(unnamed) + " more";
   if (!named.empty()) {
     m.small.draw(image, m.small.elide_end(named, right - m.pad), m.pad, footer_base, alert);
   } else {

@@ -121,6 +121,39 @@ TEST(OverviewFrameTest, WholeRunFitsAndKeepsTheNaN) {
   EXPECT_GT(count_color(png, overview_nonfinite_color(), &box), 0);
 }
 
+// An explosion reported at layer 2, step 150 of 4 layers without a NaN: its cell framed
+// where its row and step are, and named in the footer.
+TEST(OverviewFrameTest, AReportedAnomalyIsFramedAtItsCellAndNamed) {
+  const OverviewGrid g = history(4, 300).window(kGradNorm);
+  FrameStyle style;
+  const cv::Mat plain = draw_overview_frame(g, "rank 0 | pid 1", "x", style);
+  const OverviewMark mark{"explosion", "model.layers.2.mlp.grad", 150};
+  const cv::Mat marked = draw_overview_frame(g, "rank 0 | pid 1", "x", style, {mark});
+  cv::imwrite((std::filesystem::temp_directory_path() / "overview_marked.actual.png").string(), marked);
+  cv::Mat diff;
+  cv::absdiff(plain, marked, diff);
+  cv::Mat changed;
+  cv::cvtColor(diff, changed, cv::COLOR_BGR2GRAY);
+  const int footer = marked.rows - marked.rows / 12;
+  cv::Rect in_plot = cv::boundingRect(changed(cv::Rect(0, 0, marked.cols, footer)));
+  ASSERT_GT(in_plot.area(), 0);
+  // Rows top to bottom in forward order, layer 0 first: layer 2 is the third of four;
+  // the window's steps 100-299: step 150 a quarter from the left.
+  const double row_mid = in_plot.y + in_plot.height / 2.0;
+  EXPECT_GT(row_mid, marked.rows * 0.35);
+  EXPECT_LT(row_mid, marked.rows * 0.75);
+  const double col_mid = in_plot.x + in_plot.width / 2.0;
+  EXPECT_GT(col_mid, marked.cols * 0.2);
+  EXPECT_LT(col_mid, marked.cols * 0.45);
+  EXPECT_GT(cv::countNonZero(changed(cv::Rect(0, footer, marked.cols, marked.rows - footer))), 0) << "named";
+  // A mark whose row the grid does not have is named, not framed.
+  const cv::Mat elsewhere = draw_overview_frame(g, "rank 0 | pid 1", "x", style, {{"dead units", "other.relu", 150}});
+  cv::absdiff(plain, elsewhere, diff);
+  cv::cvtColor(diff, changed, cv::COLOR_BGR2GRAY);
+  EXPECT_EQ(cv::countNonZero(changed(cv::Rect(0, 0, marked.cols, footer))), 0);
+  EXPECT_GT(cv::countNonZero(changed), 0);
+}
+
 TEST(OverviewFrameTest, EmptyAndTinyGridsDoNotCrash) {
   FrameStyle style;
   OverviewGrid empty;
