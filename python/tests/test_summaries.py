@@ -252,11 +252,18 @@ def test_an_exploding_learning_rate_is_reported_within_a_few_steps(daemon):
             loss.backward()
             opt.step()
             scope.next_step()
+        reported = scope.anomalies(timeout=60)
+        status = subprocess.run([CLI, "status", "--session", daemon.session, "--runtime-dir", daemon.runtime_dir],
+                                capture_output=True, text=True, timeout=60).stdout
     daemon.stop()
     explosions = [a for a in tensorscope.read_anomalies(daemon.session_dir) if a["type"] == "explosion"]
     assert explosions, daemon.log()
     assert 60 <= min(a["step"] for a in explosions) <= 64, explosions
-    assert all(a["details"]["ratio"] > 50 for a in explosions)
+    assert all(a["details"]["ratio"] > 50 and a["details"]["rms"] >= 1 for a in explosions)
+    # The first of each type is named first in status.
+    first = min(explosions, key=lambda a: a["step"])
+    assert "FIRST explosion: step %d" % first["step"] in status, status
+    assert any(a["type"] == "explosion" for a in reported)
 
 
 class DeadBlock(nn.Module):
