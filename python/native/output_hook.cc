@@ -48,7 +48,7 @@ struct HooksObject {
   PyObject* step;           // an int, or None
   PyObject* summarised;     // a callable, or None
   PyObject* grad_fallback;  // a callable, or None
-  PyObject* training;       // a callable, or None: whether a call now is a training one
+  PyObject* training;       // (module, is_grad_enabled) or None: py_args.h evaluation_call()
   int outputs;              // the outputs themselves are taken
   int gradients;            // the gradients at the outputs are
   int send;
@@ -217,12 +217,12 @@ PyObject* hooks_on(PyObject* self_object, PyObject* args) {
       (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint ||
       (summarised != Py_None && !PyCallable_Check(summarised)) ||
       (gradients ? !PyCallable_Check(grad_fallback) : grad_fallback != Py_None) ||
-      (training != Py_None && !PyCallable_Check(training))) {
+      (training != Py_None && !(PyTuple_Check(training) && PyTuple_Size(training) == 2))) {
     PyErr_SetString(
         PyExc_TypeError,
         "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback[, training]): an "
         "open Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, a "
-        "callable when gradients is true (else None), a callable or None");
+        "callable when gradients is true (else None), a (module, is_grad_enabled) pair or None");
     return nullptr;
   }
   turn_off(self);
@@ -464,7 +464,7 @@ PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<HookObject*>(self_object);
   auto* hooks = reinterpret_cast<HooksObject*>(self->hooks);
   // An evaluation forward the track leaves out (on()'s training says so): nothing at all.
-  if (hooks != nullptr && hooks->core != nullptr && says_no(hooks->training)) Py_RETURN_NONE;
+  if (hooks != nullptr && hooks->core != nullptr && evaluation_call(hooks->training)) Py_RETURN_NONE;
   if (hooks != nullptr && hooks->core != nullptr && kwargs == nullptr && PyTuple_Check(args) &&
       PyTuple_Size(args) == 3 && send_here(self, hooks, PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 2))) {
     Py_RETURN_NONE;

@@ -32,9 +32,9 @@
 //                  bookkeeping of a value's summary (summaries.h's summarize() of it);
 //                  grad_fallback(stream, step, send, summarise, grad) for a gradient not
 //                  taken here (None when gradients is false); training None or
-//                  training() -> whether a call now is a training one: a call it says
-//                  is not (an evaluation forward) is left out, the fallback not called.
-//                  None of the callables may raise.
+//                  (model, torch.is_grad_enabled): a call with model.training false or
+//                  gradients off (an evaluation forward, py_args.h) is left out, the
+//                  fallback not called. None of the callables may raise.
 //   off()          every call goes to the fallbacks (the track decides per step)
 //   stop()         off(), and the gradient hooks still to run do nothing (a removed track)
 //

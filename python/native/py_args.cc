@@ -41,13 +41,16 @@ PyObject* text(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }
 
-bool says_no(PyObject* predicate) {
-  if (predicate == nullptr || predicate == Py_None) return false;
-  Py_INCREF(predicate);  // (calling it may drop the caller's reference)
-  PyObject* answer = PyObject_CallObject(predicate, nullptr);
-  Py_DECREF(predicate);
-  const int truth = answer != nullptr ? PyObject_IsTrue(answer) : -1;
-  Py_XDECREF(answer);
+bool evaluation_call(PyObject* training) {
+  if (training == nullptr || !PyTuple_Check(training) || PyTuple_Size(training) != 2) return false;
+  PyObject* flag = PyObject_GetAttrString(PyTuple_GetItem(training, 0), "training");
+  int truth = flag != nullptr ? PyObject_IsTrue(flag) : -1;
+  Py_XDECREF(flag);
+  if (truth == 1) {
+    PyObject* enabled = PyObject_CallObject(PyTuple_GetItem(training, 1), nullptr);
+    truth = enabled != nullptr ? PyObject_IsTrue(enabled) : -1;
+    Py_XDECREF(enabled);
+  }
   PyErr_Clear();
   return truth == 0;
 }

@@ -40,10 +40,11 @@ class Utf8Cache {
   size_t next_ = 0;
 };
 
-// Whether `predicate` (a callable, or None/null: no predicate) returns a false value when
-// called with no arguments. A predicate that raises counts as true; never leaves an
-// error set.
-bool says_no(PyObject* predicate);
+// Whether a module call now is an evaluation forward a track leaves out: `training` is
+// None (or null: nothing is left out) or (module, is_grad_enabled), torch.is_grad_enabled
+// and the tracked model, and the call is one when module.training is false or
+// is_grad_enabled() is. What cannot be read counts as training; never leaves an error set.
+bool evaluation_call(PyObject* training);
 
 // A non-negative int that fits in int64; TypeError/ValueError naming `what` otherwise.
 bool non_negative(PyObject* object, const char* what, int64_t* out);

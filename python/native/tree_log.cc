@@ -89,7 +89,7 @@ struct TreeLogObject {
   PyObject* stamp;
   PyObject* leaves;
   PyObject* inert_hook;
-  PyObject* training;  // None, or training() -> whether a call now is a training one
+  PyObject* training;  // None, or (model, is_grad_enabled): py_args.h evaluation_call()
   State* state;
 };
 
@@ -245,7 +245,7 @@ bool logging(TreeLogObject* self) {
     ClientCore* core = core_of(referent(self->core));
     if (core == nullptr || !core->enabled()) return false;  // (disabled: the log follows every_n)
   }
-  if (says_no(self->training)) return false;
+  if (evaluation_call(self->training)) return false;
   if (s.step) return true;
   PyObject* step = PyObject_CallObject(self->stamp, nullptr);
   if (step == nullptr) {
@@ -346,7 +346,8 @@ int log_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
     return -1;
   }
   if (!PyType_Check(tensor_type) || !PyCallable_Check(stamp) || !PyCallable_Check(leaves) ||
-      !PyCallable_Check(inert_hook) || (training != Py_None && !PyCallable_Check(training))) {
+      !PyCallable_Check(inert_hook) ||
+      (training != Py_None && !(PyTuple_Check(training) && PyTuple_Size(training) == 2))) {
     PyErr_SetString(PyExc_TypeError, "TreeLog(core, tensor_type, skip_ids, stamp, leaves, inert_hook[, training])");
     return -1;
   }

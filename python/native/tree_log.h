@@ -13,9 +13,9 @@
 //     leaves       leaves(value) -> the tensors of an argument or output that is neither
 //                  a tensor nor a tuple or list of tensors
 //     inert_hook   inert_hook() -> what a hook becomes in a copy or pickle of the model
-//     training     None, or training() -> whether a call now is a training one: a call
-//                  it says is not (an evaluation forward the track leaves out) is not
-//                  listed
+//     training     None, or (model, torch.is_grad_enabled): a call with model.training
+//                  false or gradients off (an evaluation forward the track leaves out,
+//                  py_args.h) is not listed
 //   hook(path, type_name) -> a forward pre-hook (module, args) that calls begin()
 //   begin(path, type_name, module, args)   a call of `module` begins
 //   end(module, output) -> (index, tensor): the call ended, and the output tensor it was

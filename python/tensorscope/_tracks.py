@@ -62,12 +62,6 @@ def _register_pre_hook(module, hook):
     return module.register_forward_pre_hook(hook)
 
 
-def _training_call(root):
-    """Whether a call now is part of training: gradients on and the tracked model in
-    train() mode. Any other is an evaluation forward (validation, inference, a metric)."""
-    return root.training and torch.is_grad_enabled()
-
-
 def _inert(*args):
     """What a hook of ours becomes in a copy of the model (deepcopy, pickle, torch.save):
     the copy is not tracked."""
@@ -218,10 +212,10 @@ class ModuleTrack(_Track):
     def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
                  tree_log_tolerance=None, stats_every=0, calls="auto", labels=None, evaluation="skip"):
         super().__init__(client, name, every_n, transform, render_mode)
-        # Evaluation forwards (see _training_call): left out unless tracked as training's.
-        # The native hooks (output hooks, tree log) ask `_training`; the Python ones
-        # _evaluating().
-        self._training = functools.partial(_training_call, root) if evaluation == "skip" else None
+        # Evaluation forwards — gradients off, or the model in eval() mode — are left out
+        # unless tracked as training's. The native hooks (output hooks, tree log) read
+        # `_training` (py_args.h evaluation_call); the Python ones ask _evaluating().
+        self._training = (root, torch.is_grad_enabled) if evaluation == "skip" else None
         self._labels = labels  # () -> the batch's labels, or None
         # Modules called many times a step: their calls stacked into one picture.
         self._stacks = CallStacks(calls)
@@ -584,7 +578,7 @@ class ModuleTrack(_Track):
     def _evaluating(self):
         """Whether the call now is an evaluation forward this track leaves out."""
         training = self._training
-        return training is not None and not training()
+        return training is not None and not (training[0].training and torch.is_grad_enabled())
 
     def _over_calls(self, call, call0, window):
         """Whether a call is past what is tracked: MAX_CALLS_PER_STEP separate calls (the

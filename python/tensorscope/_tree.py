@@ -37,7 +37,8 @@ def _leaves(value):
 def make_tree_log(core, root, stamp, inert_hook, values=None, training=None):
     """The log of a track of `root`: a _native.TreeLog (tree_log.h: `stamp` gives the step
     at a step's first call, or None to log nothing until the next take; `training`, when
-    not None, says whether a call is a training one, the others not listed), wrapped in a
+    not None, is (model, torch.is_grad_enabled): the calls of evaluation forwards are not
+    listed), wrapped in a
     ValuesLog when `values` is (rtol, atol)."""
     log = _native.TreeLog(core, torch.Tensor, owned_tensor_ids(root), stamp, _leaves, inert_hook, training)
     return log if values is None else ValuesLog(log, values)
