@@ -9,7 +9,7 @@
 // The model is an ordinary libtorch module: tracking needs no change to it.
 //
 // Start a daemon for the same session first, then this program:
-//   tensorscoped --config configs/default.yaml --output runs --session demo &
+//   tensorscoped --config configs/default.yaml --session demo &
 //   train_cnn --session demo --steps 1000 --every-n 10 --batch 64
 // Without a daemon the program trains all the same; pushes are counted as not connected.
 #include <chrono>

@@ -9,7 +9,7 @@ Every K-th step tensorscope sends:
   loss, accuracy     two scalars pushed by hand                         (push)
 
 Start a daemon for the same session first, then this script:
-  build/bin/tensorscoped --config configs/default.yaml --output runs --session demo &
+  build/bin/tensorscoped --config configs/default.yaml --session demo &
   PYTHONPATH=build/python /usr/bin/python3 examples/train_cnn.py --session demo
 or let the client start one (--autostart). Without a daemon it trains all the same.
 """

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BIN=${BUILD_DIR:-build}/bin
-OUT=${DEMO_OUTPUT:-demo_out}
+OUT=${DEMO_OUTPUT:-tensorscope_runs}
 SESSION=demo
 RUNTIME_DIR=$(mktemp -d /tmp/tensorscope-demo-XXXXXX)
 export TENSORSCOPE_RUNTIME_DIR=$RUNTIME_DIR

@@ -2,7 +2,9 @@
 // (tensorscope/view/view_server.h) until SIGINT or SIGTERM.
 //
 // The session directory comes from the session's running daemon (its status names it),
-// else from --output (default tensorscope_out) and --session; --dir names session
+// else from --output (default tensorscope_runs, shared/output_dir.h) and --session; with
+// neither --session nor --dir, the session written last under --output (after a run:
+// the run's), else a running daemon of session "default". --dir names session
 // directories directly (several: per-node daemons writing to shared storage). Prints the
 // page's address, with its token, as the first line on stdout.
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "tensorscope/shared/output_dir.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
 #include "tensorscope/view/view_server.h"
@@ -31,8 +34,9 @@ void view_usage(FILE* out) {
                "its finished videos afterwards). Prints its address, with the token every\n"
                "request needs; open it in a browser (through `ssh -L PORT:127.0.0.1:PORT` from\n"
                "another machine). Runs until interrupted.\n"
-               "  --session NAME      the session (default: default); its directory comes from its\n"
-               "                      running daemon, else from --output (default tensorscope_out)\n"
+               "  --session NAME      the session; its directory comes from its running daemon, else\n"
+               "                      from --output (default %s). Without --session or --dir:\n"
+               "                      the session written last under --output\n"
                "  --dir SESSION_DIR   show this session directory (repeat for several nodes'\n"
                "                      sessions side by side); its name is the directory's name\n"
                "  --address ADDR      listen there (default 127.0.0.1; another address needs\n"
@@ -40,7 +44,8 @@ void view_usage(FILE* out) {
                "  --port N            TCP port (default: a free one)\n"
                "  --allow-host NAME   also answer to Host: NAME (a machine name, behind a proxy)\n"
                "  --history-mb N      frames kept for the step cursor (default 64)\n"
-               "Exit status: 0 interrupted, 1 cannot serve, 2 bad usage.\n");
+               "Exit status: 0 interrupted, 1 cannot serve, 2 bad usage.\n",
+               kDefaultOutputDir);
 }
 
 bool parse_number(const char* text, long lo, long hi, long* out) {
@@ -66,7 +71,7 @@ bool is_directory(const std::string& path) {
 }  // namespace
 
 int run_view_command(int argc, char** argv) {
-  std::string session, output = "tensorscope_out", runtime_dir;
+  std::string session, output = kDefaultOutputDir, runtime_dir;
   std::vector<std::string> dirs;
   view::ViewServerOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -119,8 +124,25 @@ int run_view_command(int argc, char** argv) {
     }
     options.sources.push_back({d, named ? name : "", runtime_dir});
   }
+  if (dirs.empty() && session.empty()) {
+    // After a run: the session it wrote (the latest), else a daemon of session "default".
+    const std::string latest = latest_session_dir(output);
+    if (!latest.empty()) {
+      session = base_name(latest);
+      std::fprintf(stderr, "tensorscope view: the latest session under %s: %s (--session or --dir for another)\n",
+                   output.c_str(), session.c_str());
+    } else if (query_daemon_status(runtime_dir, "default", 3000)) {
+      session = "default";
+    } else {
+      std::fprintf(stderr,
+                   "tensorscope view: no session under %s (a directory per session, as a daemon or a client's "
+                   "autostart writes them) and no daemon runs for session 'default'; give --session, "
+                   "--output or --dir\n",
+                   output.c_str());
+      return 1;
+    }
+  }
   if (dirs.empty()) {
-    if (session.empty()) session = "default";
     if (Status valid = validate_session_name(session); !valid) {
       std::fprintf(stderr, "tensorscope view: %s\n", valid.message().c_str());
       return 2;

@@ -23,6 +23,8 @@ class CudaStaging {};  // never made: ClientCore::cuda_ stays null
 #endif
 #include "tensorscope/base/logging.h"
 #include "tensorscope/shared/runtime_paths.h"
+#include "tensorscope/shared/status_query.h"
+#include "tensorscope/base/posix_path.h"
 #include "tensorscope/base/text_input.h"
 
 namespace tensorscope {
@@ -112,6 +114,9 @@ ClientCore::ClientCore(CoreOptions options)
 ClientCore::~ClientCore() {
   // Summaries still held: sent, and read by the daemon, before the segment goes (bounded).
   if (held_count_.load(std::memory_order_relaxed) > 0 && connection_) wait_until_read(3000);
+  // Where the outputs are, once, by the process that made the client (not a forked
+  // DataLoader worker: it is not connected) and rank 0 only (the ranks share the folder).
+  if (rank_ == 0 && connected()) say_where_outputs_are();
 #ifdef TENSORSCOPE_WITH_CUDA
   // The daemon may still be copying blocks of our CUDA pools: let it finish (bounded)
   // before the connection goes and the pools are freed.
@@ -594,6 +599,13 @@ ClientStats ClientCore::stats() const {
     s.cuda_note = sync_note_;
   }
   return s;
+}
+
+void ClientCore::say_where_outputs_are() const {
+  auto status = query_daemon_status(default_runtime_dir(options_.runtime_dir), options_.session, 1000);
+  if (!status || !status->contains("output_dir") || !(*status)["output_dir"].is_string()) return;
+  const std::string dir = (*status)["output_dir"].get<std::string>();
+  TS_LOG_INFO("tensorscope: outputs in {}; view them with: tensorscope view --dir {}", dir, shell_word(dir));
 }
 
 bool ClientCore::connected() const {

@@ -173,6 +173,8 @@ class ClientCore {
   bool hold_tensor(const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
   // send_held when summaries are held and nobody else is sending them (never waits).
   void try_send_held(Connection::Active& active);
+  // Logs the session's folder (its daemon's status says it) and the command that views it.
+  void say_where_outputs_are() const;
 
   const CoreOptions options_;
   const int rank_;

@@ -20,6 +20,7 @@
 #include "tensorscope/base/logging.h"
 #include "tensorscope/base/posix_path.h"
 #include "tensorscope/shared/message_channel.h"
+#include "tensorscope/shared/output_dir.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/base/text_input.h"
 #include "tensorscope/base/posix_file.h"
@@ -126,7 +127,7 @@ DaemonAutostart::DaemonAutostart(AutostartConfig config)
     : config_(std::move(config)), search_(DaemonSearch::from_environment(config_.executable)) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment_.emplace_back(*e);
   // Relative to the working directory the program has now.
-  if (config_.output_dir.empty()) config_.output_dir = "tensorscope_runs";
+  if (config_.output_dir.empty()) config_.output_dir = kDefaultOutputDir;
   config_.output_dir = absolute_path(config_.output_dir);
   if (!config_.config_path.empty()) config_.config_path = absolute_path(config_.config_path);
 }

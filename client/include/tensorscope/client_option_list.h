@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 
+#include "tensorscope/shared/output_dir.h"
+
 namespace tensorscope::option_rules {
 
 enum class TextKind { kSession, kPath };
@@ -84,7 +86,7 @@ constexpr Rank rank_between(int64_t lo, int64_t hi) { return {lo, hi}; }
   /* Config file for an autostarted daemon; "" = the daemon's defaults (configs/default.yaml). */                  \
   X(std::string, autostart_config, "", text(kPath))                                                                 \
   /* Output directory of an autostarted daemon (relative to the working directory). */                             \
-  X(std::string, autostart_output, "tensorscope_runs", text(kPath))                                                 \
+  X(std::string, autostart_output, kDefaultOutputDir, text(kPath))                                                 \
   /* An autostarted daemon exits after this long without producers (milliseconds). */                              \
   X(int, autostart_idle_exit_ms, 30000, between(1000, int64_t{1} << 31))                                            \
   /* Path of tensorscoped; "" = $TENSORSCOPE_DAEMON, beside the program or library, the install                    \

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tensorscope/base/status.h"
+#include "tensorscope/shared/output_dir.h"
 #include "tensorscope/shared/render_modes.h"
 
 namespace tensorscope {
@@ -253,7 +254,7 @@ struct OverviewConfig {
 
 struct DaemonConfig {
   std::string session = "default";             // see validate_session_name()
-  std::string output_dir = "tensorscope_out";  // non-empty
+  std::string output_dir = kDefaultOutputDir;  // non-empty
   bool output_private = false;                 // outputs 0600 in 0700
   int64_t output_budget_mb = 20480;            // >= 0: the session's disk budget (0: none)
   std::string runtime_dir;                     // "" = automatic ($TENSORSCOPE_RUNTIME_DIR,

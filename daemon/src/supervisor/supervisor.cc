@@ -34,6 +34,7 @@
 #include "tensorscope/base/text_input.h"
 #include "tensorscope/shared/wire_format.h"
 #include "tensorscope/base/posix_file.h"
+#include "tensorscope/base/posix_path.h"
 
 namespace tensorscope::daemon {
 namespace {
@@ -602,7 +603,7 @@ nlohmann::json Supervisor::status_json() const {
           {"autostarted", mode_.autostarted},
           {"idle_exit_ms", config_.supervisor.idle_exit.count()},
           {"uptime_ms", now_ms() - started_ms_},
-          {"output_dir", session_dir_},
+          {"output_dir", absolute_path(session_dir_)},  // (a client or viewer elsewhere finds it)
           {"registrations_refused", registrations_refused_},
           {"anomalies", anomalies_ ? anomalies_->status() : nlohmann::json(nullptr)},
           {"workers", workers},

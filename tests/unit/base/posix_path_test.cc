@@ -63,5 +63,12 @@ TEST(PosixPath, AbsoluteResolvedAndParent) {
   EXPECT_EQ(parent_path("/"), "/");
 }
 
+TEST(PosixPath, ShellWordsPasteIntoAShell) {
+  EXPECT_EQ(shell_word("/home/me/tensorscope_runs/exp-1.2"), "/home/me/tensorscope_runs/exp-1.2");
+  EXPECT_EQ(shell_word("/data/my runs/exp1"), "'/data/my runs/exp1'");
+  EXPECT_EQ(shell_word("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_word("$HOME;rm"), "'$HOME;rm'");
+  EXPECT_EQ(shell_word(""), "''");
+}
 }  // namespace
 }  // namespace tensorscope

@@ -62,7 +62,7 @@ class TempDir {
 TEST(DaemonConfigTest, DefaultsMatchTheDocumentedValues) {
   const DaemonConfig c = DaemonConfig::defaults();
   EXPECT_EQ(c.session, "default");
-  EXPECT_EQ(c.output_dir, "tensorscope_out");
+  EXPECT_EQ(c.output_dir, "tensorscope_runs");
   EXPECT_EQ(c.runtime_dir, "");
   EXPECT_EQ(c.workers, 2);
   EXPECT_EQ(c.log_level, LogLevel::kInfo);

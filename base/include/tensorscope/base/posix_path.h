@@ -33,4 +33,9 @@ std::string resolved_path(const std::string& path);
 // The directory part of `path` ("/a/b" -> "/a", "b" -> ".", "/b" -> "/").
 std::string parent_path(const std::string& path);
 
+// `path` as one word of a POSIX shell command line: as it is when it is made only of
+// letters, digits and "_./-+,:@%=" (and is not empty), else in single quotes ("it's" ->
+// 'it'\''s').
+std::string shell_word(const std::string& path);
+
 }  // namespace tensorscope
