@@ -75,19 +75,23 @@ void AnomalyDetector::check_explosion(Stream& st, const TensorSummary& s, Anomal
   if (!std::isfinite(s.l2)) return;
   const auto window = static_cast<size_t>(config_.explosion_window);
   const double rms = s.numel > 0 ? s.l2 / std::sqrt(static_cast<double>(s.numel)) : 0;
-  if (!st.exploded && st.norms.size() >= std::max<size_t>(2, window / 2) && rms >= config_.explosion_min_rms) {
-    const double typical = median(std::vector<double>(st.norms.begin(), st.norms.end()));
-    if (typical > 0 && s.l2 > config_.explosion_factor * typical) {
-      st.exploded = true;
-      proto.type = "explosion";
-      proto.message = "explosion: step " + std::to_string(proto.step) + ", rank " + std::to_string(proto.rank) + ", " +
-          s.name + " (" + proto.kind + ") has L2 norm " + number(s.l2) + ", " + number(s.l2 / typical) +
-          "x the median " + number(typical) + " of its last " + std::to_string(st.norms.size()) +
-          " summarised steps (RMS " + number(rms) + ")";
-      proto.details = {
-          {"l2", s.l2}, {"median", typical}, {"ratio", s.l2 / typical}, {"window", st.norms.size()}, {"rms", rms}};
-      out->push_back(std::move(proto));
-    }
+  const bool baseline = st.norms.size() >= std::max<size_t>(2, window / 2);
+  const double typical =
+      !st.exploded && st.norms.size() >= 2 ? median(std::vector<double>(st.norms.begin(), st.norms.end())) : 0;
+  const bool above = typical > 0 && s.l2 > config_.explosion_factor * typical;
+  // A level reached while the baseline was still short is not reported once it is long
+  // enough (at a step that is not the one it rose at); a fall under the limit ends it.
+  st.early_high = baseline ? st.early_high && above : above;
+  if (!st.exploded && baseline && above && !st.early_high && rms >= config_.explosion_min_rms) {
+    st.exploded = true;
+    proto.type = "explosion";
+    proto.message = "explosion: step " + std::to_string(proto.step) + ", rank " + std::to_string(proto.rank) + ", " +
+        s.name + " (" + proto.kind + ") has L2 norm " + number(s.l2) + ", " + number(s.l2 / typical) + "x the median " +
+        number(typical) + " of its last " + std::to_string(st.norms.size()) + " summarised steps (RMS " + number(rms) +
+        ")";
+    proto.details = {
+        {"l2", s.l2}, {"median", typical}, {"ratio", s.l2 / typical}, {"window", st.norms.size()}, {"rms", rms}};
+    out->push_back(std::move(proto));
   }
   st.norms.push_back(s.l2);
   if (st.norms.size() > window) st.norms.pop_front();

@@ -7,7 +7,8 @@
 // step with a NaN or Inf, naming the first tensor in the order the track saw them:
 // forward outputs, then gradients), and per stream its first explosion (L2 norm above
 // explosion_factor x the median of its last explosion_window norms, once half of them
-// are known, with an RMS of at least explosion_min_rms) and its dead units
+// are known, with an RMS of at least explosion_min_rms, and not a level it had already
+// while the baseline was shorter) and its dead units
 // (an activation with a fraction of zeros >= dead_fraction for dead_steps steps in a row).
 // Memory is bounded: at most kMaxStreams streams are followed.
 // Thread safety: one thread.
@@ -55,6 +56,7 @@ class AnomalyDetector {
     std::deque<double> norms;  // the last explosion_window finite norms
     int64_t dead_run = 0;      // summarised steps in a row with zeros >= dead_fraction
     bool exploded = false;     // reported
+    bool early_high = false;   // above the limit since before the baseline was long enough
     bool dead = false;         // reported
   };
 

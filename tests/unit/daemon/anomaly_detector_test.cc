@@ -69,7 +69,18 @@ TEST(AnomalyDetector, NoExplosionBeforeHalfTheWindow) {
   AnomalyDetector d(config());
   for (int step = 0; step < 3; ++step) EXPECT_TRUE(d.observe("net", step, 0, 1, {entry("a", 1)}).empty());
   EXPECT_TRUE(d.observe("net", 3, 0, 1, {entry("a", 1000)}).empty()) << "3 steps of 8 are no baseline";
-  EXPECT_EQ(d.observe("net", 4, 0, 1, {entry("a", 1000)}).size(), 1u) << "4 of 8 are";
+  EXPECT_TRUE(d.observe("net", 4, 0, 1, {entry("a", 1)}).empty());
+  EXPECT_EQ(d.observe("net", 5, 0, 1, {entry("a", 1000)}).size(), 1u) << "5 of 8 are";
+}
+
+// Norms that rose before the baseline was long enough are not reported when it is (at
+// a step that is not the one they rose at).
+TEST(AnomalyDetector, NoExplosionDatedLate) {
+  AnomalyDetector d(config());
+  for (int step = 0; step < 3; ++step) EXPECT_TRUE(d.observe("net", step, 0, 1, {entry("a", 1)}).empty());
+  for (int step = 3; step < 12; ++step) {
+    EXPECT_TRUE(d.observe("net", step, 0, 1, {entry("a", 1000)}).empty()) << step;
+  }
 }
 
 // A healthy run's gradient near zero (the loss of easy batches) grows 160x on a harder
