@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -277,13 +278,22 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     const bool fresh = now - ctx_->summaries_read_ms < 300;  // pages of several viewers share a read
     if (!fresh) ctx_->summaries_read_ms = now;
     nlohmann::json metrics = nlohmann::json::array(), sources = nlohmann::json::array();
-    for (const auto& m : recording::kOverviewMetrics)
-      metrics.push_back({{"name", m.name}, {"title", m.title}, {"log", m.log_scale}});
     for (size_t i = 0; i < ctx_->summaries.size(); ++i) {
       if (!fresh) ctx_->summaries[i]->refresh();
       nlohmann::json o = ctx_->summaries[i]->overview(q->metric, q->columns);
       o["source"] = i;
       sources.push_back(std::move(o));
+    }
+    // The metrics some session has rows of (every one while none has any).
+    const auto shown = [this](size_t m) {
+      return std::any_of(ctx_->summaries.begin(), ctx_->summaries.end(), [m](const auto& s) { return s->has_rows(m); });
+    };
+    bool any = false;
+    for (size_t m = 0; m < recording::kOverviewMetrics.size(); ++m) any = any || shown(m);
+    for (size_t m = 0; m < recording::kOverviewMetrics.size(); ++m) {
+      const auto& metric = recording::kOverviewMetrics[m];
+      if (!any || shown(m))
+        metrics.push_back({{"name", metric.name}, {"title", metric.title}, {"log", metric.log_scale}});
     }
     send_text(req,
               std::make_shared<const std::string>(

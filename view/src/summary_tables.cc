@@ -134,6 +134,11 @@ void SummaryTables::read_anomalies() {
       {"count", count}, {"first_non_finite", firsts.of("non_finite")}, {"first", firsts.all()}, {"others", others}};
 }
 
+bool SummaryTables::has_rows(size_t metric) const {
+  return std::any_of(tables_.begin(), tables_.end(),
+                     [metric](const auto& entry) { return entry.second.history.has_rows(metric); });
+}
+
 bool SummaryTables::refresh(size_t budget) {
   discover();
   bool all = true;

@@ -55,6 +55,9 @@ class SummaryTables {
   // the whole run of each table in at most `max_columns` columns (and so many rows that
   // the answer holds at most kMaxAnswerCells cells), tables by rank.
   nlohmann::json overview(size_t metric, size_t max_columns) const;
+  // Whether some table has rows of `metric` (recording::OverviewHistory::has_rows: the
+  // fraction of zeros once an activation had zeros).
+  bool has_rows(size_t metric) const;
 
  private:
   struct Table {
