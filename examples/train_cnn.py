@@ -109,8 +109,8 @@ def main():
             reported = 0
     seconds = time.monotonic() - start
 
-    # Evaluation: tracking off, or the tracked layers would send its outputs as training's.
-    scope.enabled = False
+    # Evaluation: under no_grad() and eval(), the tracks leave its forwards out (they take
+    # no training step's calls).
     model.eval()
     with torch.no_grad():
         test_accuracy = model(test_images).argmax(1).eq(test_labels).float().mean().item()
@@ -121,14 +121,12 @@ def main():
 
 def push_probe(scope, model, images, labels):
     """The probe's fc1 features (what the classifier's last layer sees, before its ReLU)
-    with the images' labels. Tracking is off meanwhile (the probe is not a training call)
-    and the model in eval mode (batch norm's running statistics are not updated)."""
-    scope.enabled = False
+    with the images' labels, computed in eval mode (batch norm's running statistics are
+    not updated) without gradients: the tracks leave it out (it is no training call)."""
     model.eval()
     with torch.no_grad():
         features = model.fc1(model.features(images).flatten(1))
     model.train()
-    scope.enabled = True
     scope.push("probe.fc1", features, labels=labels)
 
 
