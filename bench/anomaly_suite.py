@@ -9,9 +9,9 @@ zero, a hard one's 100x larger: the healthy run that once gave false "explosions
 LSTM language model shaped like pytorch/examples' word_language_model (dropout, gradient
 clipping, lr 20), a GAN (a generator and a discriminator called three times a step) and a
 small transformer language model. Each trains healthy, and the CNN and the LSTM with a
-fault put in at step FAULT_STEP in a known module: a NaN, an Inf (a forward hook that
-writes one into the module's output), a weight x1e30, the learning rate x1e6, a dead
-layer (a bias that keeps its ReLU at zero).
+fault put in at step FAULT_STEP in a known module: a NaN, an Inf (a forward pre-hook
+writes one into the module's input: its output is the first tensor that holds it), a
+weight x1e30, the learning rate x1e6, a dead layer (a bias that keeps its ReLU at zero).
 
 What counts: a fault is found (recall) when the first report at or after its step is of
 an expected type, at its module (the lr fault: any module) and within its steps. A false
@@ -180,13 +180,13 @@ class Fault(NamedTuple):
     apply: Callable  # (model, optimizers) -> None, called once before step FAULT_STEP
 
 
-def write_into_input(value):
-    """The module's first input gets `value` in its last dimension's first column (a
-    pre-hook: the module's own output is the first that holds it)."""
-    def apply(module):
+def poison(value):
+    """From now on the module's first input has `value` in its last dimension's first
+    column (a pre-hook: the module's own output is the first tensor that holds it)."""
+    def how(model, optimizers, module):
         module.register_forward_pre_hook(
             lambda m, args: (args[0].index_fill(-1, torch.tensor([0]), value),) + tuple(args[1:]))
-    return apply
+    return how
 
 
 def fault(name, model_module, types, within, how):
@@ -216,15 +216,15 @@ def kill_units(model, optimizers, module):
 
 FAULTS = {
     "cnn": [
-        fault("nan", "2", ("non_finite",), 0, lambda m, o, mod: write_into_input(float("nan"))(mod)),
-        fault("inf", "2", ("non_finite",), 0, lambda m, o, mod: write_into_input(float("inf"))(mod)),
+        fault("nan", "2", ("non_finite",), 0, poison(float("nan"))),
+        fault("inf", "2", ("non_finite",), 0, poison(float("inf"))),
         fault("weight_x1e30", "6", ("explosion", "non_finite"), 0, scale_weight),
         fault("lr_x1e6", None, ("explosion", "non_finite"), 2, raise_lr),
         fault("dead_layer", "0", ("dead_units", "explosion"), 60, kill_units),
     ],
     "lstm": [
-        fault("nan", "rnn", ("non_finite",), 0, lambda m, o, mod: write_into_input(float("nan"))(mod)),
-        fault("inf", "decoder", ("non_finite",), 0, lambda m, o, mod: write_into_input(float("inf"))(mod)),
+        fault("nan", "rnn", ("non_finite",), 0, poison(float("nan"))),
+        fault("inf", "decoder", ("non_finite",), 0, poison(float("inf"))),
         fault("weight_x1e30", "decoder", ("explosion", "non_finite"), 0, scale_weight),
         fault("lr_x1e6", None, ("explosion", "non_finite"), 2, raise_lr),
     ],
@@ -246,11 +246,9 @@ class Outcome(NamedTuple):
 
 def stream_module(stream, track):
     """The module path of a stream "<track>.<path>[...]" ("" for the root)."""
-    rest = stream[len(track):]
-    rest = rest.split("#")[0]
-    for suffix in (".grad",):
-        if rest.endswith(suffix):
-            rest = rest[: -len(suffix)]
+    rest = stream[len(track):].split("#")[0]
+    if rest.endswith(".grad"):
+        rest = rest[: -len(".grad")]
     rest = rest.split("[")[0]
     return rest[1:] if rest.startswith(".") else rest
 
