@@ -1,16 +1,18 @@
-"""Builds the tensorscope wheel by driving the project's CMake build: only the targets
-the package needs (the extension tensorscope._native, tensorscoped and the tensorscope
-command), then puts the extension in the package and both executables in
-tensorscope/bin/ (all three stripped), with a _build_info.py that points there.
+"""Builds the tensorscope wheel by driving the project's CMake build: only what the
+package needs (the target tensorscope_wheel: the extension tensorscope._native,
+tensorscoped and the tensorscope command; no tests, benches, fuzzers or examples), then
+puts the extension in the package and both executables in tensorscope/bin/ (all three
+stripped), with a _build_info.py that points there.
 
 The wheel is for the platform it was built on: the executables link the system's
 shared libraries (python/README.md, "Requirements"), which must be installed where the
 wheel is used. The extension uses the stable ABI (CPython >= 3.9).
 
 It says what it does: a line per stage, then CMake's own output (its configuration, and
-make's "[ 37%] Building ..." lines). pip shows a build's output only with -v (`pip
-install -v ./python`), as the README's command does; without it, pip shows a spinner for
-the whole build (about 20 minutes on 2 cores, most of it compiling the daemon).
+make's "[ 37%] Building ..." lines, counting the wheel's steps from 0 to 100% once). pip
+shows a build's output only with -v (`pip install -v ./python`), as the README's command
+does; without it, pip shows a spinner for the whole build (about 20 minutes on 2 cores,
+most of it compiling the daemon).
 
 Environment:
   TENSORSCOPE_CMAKE_BUILD_DIR  an already configured build tree of this project to build
@@ -33,7 +35,7 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-TARGETS = ["tensorscope_python", "tensorscoped", "tensorscope_cli"]
+TARGET = "tensorscope_wheel"  # python/CMakeLists.txt: tensorscope_python, tensorscoped, tensorscope_cli
 
 
 def say(what):
@@ -71,15 +73,16 @@ class CMakeBuild(build_ext):
             if given:
                 raise RuntimeError(f"TENSORSCOPE_CMAKE_BUILD_DIR={given} is not a configured build tree")
             build_dir.mkdir(parents=True, exist_ok=True)
-            say(f"configuring the CMake build in {build_dir}")
+            say(f"configuring the CMake build in {build_dir} (Release; tests, benches and examples off)")
             subprocess.check_call([
                 "cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                 f"-DPython_EXECUTABLE={sys.executable}", "-DTENSORSCOPE_BUILD_TESTS=OFF",
                 "-DTENSORSCOPE_BUILD_BENCH=OFF", "-DTENSORSCOPE_BUILD_EXAMPLES=OFF",
             ])
         jobs = os.environ.get("TENSORSCOPE_BUILD_JOBS") or str(os.cpu_count() or 2)
-        say(f"building {', '.join(TARGETS)} with {jobs} jobs (about 20 minutes on 2 cores; CMake counts the steps)")
-        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", *TARGETS, "-j", jobs])
+        say(f"building {TARGET} (the extension, tensorscoped, tensorscope) with {jobs} jobs "
+            "(about 20 minutes on 2 cores; CMake counts the steps)")
+        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", TARGET, "-j", jobs])
         say("built; putting the extension and the executables into the package")
 
         built_package = build_dir / "python" / "tensorscope"

@@ -3,8 +3,8 @@
 //
 // The session directory comes from the session's running daemon (its status names it),
 // else from --output (default tensorscope_runs, shared/output_dir.h) and --session; with
-// neither --session nor --dir, the session written last under --output (after a run:
-// the run's), else a running daemon of session "default". --dir names session
+// neither --session nor --dir, the running daemon of session "default", else the session
+// written last under --output (after a run: the run's). --dir names session
 // directories directly (several: per-node daemons writing to shared storage). Prints the
 // page's address, with its token, as the first line on stdout.
 #include <signal.h>
@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "tensorscope/base/posix_path.h"
 #include "tensorscope/shared/output_dir.h"
+#include "tensorscope/shared/runtime_paths.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
 #include "tensorscope/view/view_server.h"
@@ -36,7 +38,8 @@ void view_usage(FILE* out) {
                "another machine). Runs until interrupted.\n"
                "  --session NAME      the session; its directory comes from its running daemon, else\n"
                "                      from --output (default %s). Without --session or --dir:\n"
-               "                      the session written last under --output\n"
+               "                      a running daemon of session 'default', else the session\n"
+               "                      written last under --output\n"
                "  --dir SESSION_DIR   show this session directory (repeat for several nodes'\n"
                "                      sessions side by side); its name is the directory's name\n"
                "  --address ADDR      listen there (default 127.0.0.1; another address needs\n"
@@ -125,20 +128,24 @@ int run_view_command(int argc, char** argv) {
     options.sources.push_back({d, named ? name : "", runtime_dir});
   }
   if (dirs.empty() && session.empty()) {
-    // After a run: the session it wrote (the latest), else a daemon of session "default".
-    const std::string latest = latest_session_dir(output);
-    if (!latest.empty()) {
+    // The running daemon of session "default" (what no argument meant before), else the
+    // session written last under --output (after a run: the run's).
+    if (query_daemon_status(runtime_dir, "default", 3000)) {
+      session = "default";
+      std::fprintf(stderr,
+                   "tensorscope view: the running daemon of session 'default' (--session or --dir for "
+                   "another)\n");
+    } else if (const std::string latest = latest_session_dir(output); !latest.empty()) {
       session = base_name(latest);
       std::fprintf(stderr, "tensorscope view: the latest session under %s: %s (--session or --dir for another)\n",
                    output.c_str(), session.c_str());
-    } else if (query_daemon_status(runtime_dir, "default", 3000)) {
-      session = "default";
     } else {
       std::fprintf(stderr,
-                   "tensorscope view: no session under %s (a directory per session, as a daemon or a client's "
-                   "autostart writes them) and no daemon runs for session 'default'; give --session, "
-                   "--output or --dir\n",
-                   output.c_str());
+                   "tensorscope view: nothing to show: no daemon runs for session 'default' (runtime directory "
+                   "%s) and no session directory is under %s (a daemon or a client's autostart writes "
+                   "<output>/<session>/ in its working directory); give --session NAME, --output DIR or "
+                   "--dir SESSION_DIR\n",
+                   default_runtime_dir(runtime_dir).c_str(), absolute_path(output).c_str());
       return 1;
     }
   }

@@ -101,7 +101,7 @@ class Client:
         connect_timeout_ms: int = 500,
         autostart: bool = False,
         autostart_config: str = "",
-        autostart_output: str = "tensorscope_runs",
+        autostart_output: str = _native.CLIENT_OPTIONS["autostart_output"],  # shared/output_dir.h
         autostart_idle_exit_ms: int = 30000,
         daemon_executable: str = "",
         enabled: bool = True,
@@ -539,7 +539,9 @@ class Client:
 
     def close(self) -> None:
         """Removes every track's hooks and disconnects (finished records stay with the
-        daemon). Later pushes return NOT_CONNECTED."""
+        daemon). Later pushes return NOT_CONNECTED. A connected client of rank 0 (not a
+        forked child) says once, on stderr, where the session's outputs are and the command
+        that views them."""
         for track in self._live_tracks():
             track.stop()
         core, self._core = self._core, None

@@ -1,14 +1,15 @@
 """A new user's first run, as the README gives it: autostart writes under
 ./tensorscope_runs/<session>, close() says once where the outputs are and the command
 that views them (not a forked child, not the other ranks), and `tensorscope view` with no
-argument afterwards opens that session."""
+argument afterwards opens that session (a running daemon of session "default" first)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
-from conftest import BUILD, CLI, DAEMON, wait_until
+from conftest import BUILD, CLI, DAEMON, Daemon, wait_until
 
 SCRIPT = r"""
 import os, sys
@@ -42,11 +43,24 @@ def daemon_gone(runtime, session):
                                              capture_output=True).returncode != 0, 120, interval=2)
 
 
-def run(cwd, runtime, session, rank=0):
+def run(cwd, runtime, session, rank=0, script=SCRIPT):
     env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=runtime, TENSORSCOPE_DAEMON=DAEMON,
                PYTHONPATH=os.path.join(BUILD, "python"))
-    return subprocess.run([sys.executable, "-c", SCRIPT, session, str(rank)], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-c", script, session, str(rank)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
+
+
+def view_without_arguments(cwd, runtime):
+    """`tensorscope view` run in `cwd`: (its first line on stdout, its stderr), stopped
+    once it serves."""
+    viewer = subprocess.Popen([CLI, "view"], cwd=cwd, env=dict(os.environ, TENSORSCOPE_RUNTIME_DIR=runtime),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        address = viewer.stdout.readline()
+    finally:
+        viewer.terminate()
+        _, err = viewer.communicate(timeout=60)
+    return address, err
 
 
 def test_close_says_where_the_outputs_are_and_view_opens_the_latest(tmp_path):
@@ -65,20 +79,49 @@ def test_close_says_where_the_outputs_are_and_view_opens_the_latest(tmp_path):
     second = run(tmp_path, runtime, "exp2")
     assert second.returncode == 0, second.stderr
     assert daemon_gone(runtime, "exp2")
-    env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=tempfile.mkdtemp(prefix="tsfirst-", dir="/tmp"))
-    viewer = subprocess.Popen([CLI, "view"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
-    try:
-        address = viewer.stdout.readline()
-        assert address.startswith("http://127.0.0.1:"), (address, viewer.stderr.read() if viewer.poll() else "")
-    finally:
-        viewer.terminate()
-        _, err = viewer.communicate(timeout=60)
+    address, err = view_without_arguments(tmp_path, tempfile.mkdtemp(prefix="tsfirst-", dir="/tmp"))
+    assert address.startswith("http://127.0.0.1:"), (address, err)
     assert "the latest session under tensorscope_runs: exp2" in err, err
+    assert "showing tensorscope_runs/exp2\n" in err, err
+
+
+# A client of a daemon it did not start: the session's folder from the daemon's status.
+CONNECT = r"""
+import os, sys
+import torch
+import tensorscope
+
+scope = tensorscope.Client(session=sys.argv[1], connect_timeout_ms=5000)
+assert scope.connected
+scope.push("x", torch.ones(3))
+scope.close()
+"""
+
+
+def test_a_running_default_daemon_comes_first_and_its_clients_say_where(tmp_path):
+    daemon = Daemon(str(tmp_path), "default").start()
+    try:
+        client = run(tmp_path, daemon.runtime_dir, "default", script=CONNECT)
+        assert client.returncode == 0, client.stderr
+        said = [line for line in client.stderr.splitlines() if "outputs in" in line]
+        assert len(said) == 1 and said[0].endswith(
+            f"outputs in {daemon.session_dir}; view them with: tensorscope view --dir {daemon.session_dir}"), said
+        # An older run in the working directory: the running daemon is shown, not it.
+        os.makedirs(os.path.join(tmp_path, "tensorscope_runs", "exp1"))
+        address, err = view_without_arguments(tmp_path, daemon.runtime_dir)
+        assert address.startswith("http://127.0.0.1:"), (address, err)
+        assert "the running daemon of session 'default'" in err and f"showing {daemon.session_dir}" in err, err
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.runtime_dir, ignore_errors=True)
 
 
 def test_view_without_a_session_says_what_it_looked_for(tmp_path):
-    env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=tempfile.mkdtemp(prefix="tsfirst-", dir="/tmp"))
+    runtime = tempfile.mkdtemp(prefix="tsfirst-", dir="/tmp")
+    env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=runtime)
     r = subprocess.run([CLI, "view"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "no session under tensorscope_runs" in r.stderr, r.stderr
+    assert r.returncode == 1, r.stderr
+    looked_in = os.path.join(os.path.realpath(tmp_path), "tensorscope_runs")
+    assert f"no daemon runs for session 'default' (runtime directory {runtime})" in r.stderr, r.stderr
+    assert f"no session directory is under {looked_in}" in r.stderr, r.stderr
     assert "--dir" in r.stderr

@@ -46,7 +46,8 @@ PY
 "$work/venv/bin/pip" show tensorscope > "$work/show.txt" || fail "pip show"
 grep -q "^Version: $version" "$work/show.txt" || fail "pip show: no version $version: $(cat "$work/show.txt")"
 
-# 3. Training from another directory, no PYTHONPATH: autostart runs the bundled daemon.
+# 3. Training from another directory, no PYTHONPATH: autostart runs the bundled daemon,
+#    which writes where the docs say (./tensorscope_runs/<session>).
 mkdir -p "$work/run" "$work/rt"
 chmod 700 "$work/rt"
 session="wheel$$"
@@ -61,8 +62,7 @@ assert os.path.realpath(tensorscope.__file__).startswith(os.path.realpath(sys.pr
 assert os.path.realpath(_build_info.DAEMON).startswith(os.path.realpath(sys.prefix)), _build_info.DAEMON
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-with tensorscope.Client(session=sys.argv[1], autostart=True, autostart_output="runs",
-                        autostart_idle_exit_ms=60000) as scope:
+with tensorscope.Client(session=sys.argv[1], autostart=True, autostart_idle_exit_ms=60000) as scope:
     scope.track_model("net", model, every_n=1)
     for step in range(20):
         loss = model(torch.randn(4, 8)).pow(2).mean()
@@ -73,7 +73,7 @@ with tensorscope.Client(session=sys.argv[1], autostart=True, autostart_output="r
     stats = scope.stats()
 print(json.dumps({"pushed": stats.pushed, "dropped": stats.dropped_full + stats.refused + stats.not_connected}))
 PY
-"$python" - "$work/train.json" "$work/run/runs/$session" <<'PY' || fail "the videos"
+"$python" - "$work/train.json" "$work/run/tensorscope_runs/$session" <<'PY' || fail "the videos"
 import json, os, struct, sys, time
 result = json.load(open(sys.argv[1]))
 assert result["pushed"] > 0 and result["dropped"] == 0, result
