@@ -16,8 +16,20 @@ MAX_DEPTH = 8  # deeper nesting is not searched
 MAX_LEAVES = 256  # leaves of one output beyond this are not sent
 
 
+class Leaves:
+    """The tensor leaves of a call already named, [(suffix, tensor)]: what a compiled graph
+    hands a track's hook for a call's inputs or output (_compiled.py)."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs):
+        self.pairs = list(pairs)
+
+
 def tensor_leaves(output):
     """[(suffix, tensor)] for every tensor leaf of `output`, in order."""
+    if isinstance(output, Leaves):
+        return list(output.pairs)
     leaves = []
     _collect(output, "", 0, leaves)
     return leaves
@@ -46,6 +58,8 @@ def input_leaves(args, kwargs=None):
     """[(suffix, tensor)] for the tensors a module call receives: "[<i>]" for positional
     argument i, "[<name>]" for keyword argument `name`, and further "[j]"/"[key]" for the
     tensors inside a tuple, list, dict or dataclass argument."""
+    if isinstance(args, Leaves):
+        return list(args.pairs)
     leaves = []
     for index, value in enumerate(args):
         _collect(value, f"[{index}]", 1, leaves)

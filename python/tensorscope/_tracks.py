@@ -29,6 +29,7 @@ from torch import nn
 
 from . import _native
 from . import _results as R
+from . import _compiled
 from ._call_stacks import CallStacks, stacked_name
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
@@ -130,10 +131,40 @@ def compile_pattern(pattern, what):
 
 
 def unwrap(module):
-    """The module a DataParallel / DistributedDataParallel wrapper runs."""
-    while isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
-        module = module.module
-    return module
+    """The module a DataParallel / DistributedDataParallel wrapper or torch.compile's
+    OptimizedModule runs."""
+    while True:
+        if isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+            module = module.module
+        elif _is_compiled_wrapper(module):
+            module = module._orig_mod
+        else:
+            return module
+
+
+def _warn_reset(name):
+    """A track made after torch.compile traced something: Dynamo does not guard on module
+    hooks, so a graph traced before would never call this track's; its caches were reset
+    (the next call of each compiled function traces again, with the hooks)."""
+    warnings.warn(
+        f"tensorscope: track {name!r} was made after torch.compile traced a graph; the compiled graphs were reset "
+        "(torch.compiler.reset()) so that the next calls compile again with the track's hooks",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def _is_compiled_wrapper(module):
+    """Whether `module` is torch.compile's OptimizedModule (its `_orig_mod` is the model)."""
+    return type(module).__name__ == "OptimizedModule" and isinstance(getattr(module, "_orig_mod", None), nn.Module)
+
+
+def _uncompiled_path(path):
+    """A module's path with the OptimizedModule wrappers of blocks compiled one by one left
+    out ("blocks.0._orig_mod.attn" -> "blocks.0.attn"): the stream names of eager mode."""
+    if "_orig_mod" not in path:
+        return path
+    return ".".join(part for part in path.split(".") if part != "_orig_mod")
 
 
 class TrackHandle:
@@ -256,7 +287,16 @@ class ModuleTrack(_Track):
         self._step_zero = 0  # the client's step the window was in
         self._trainable = [p for p in root.parameters() if p.requires_grad]
         self._first_version = 0
-        self._root_hook = _register_pre_hook(root, _Hook(self._on_root_forward))
+        # Module hooks torch.compile can trace (_compiled.py): registered once, for the life
+        # of the track, and turned on for the steps it listens to; [(module, kind, key) ->
+        # CompilableHook] and their handles.
+        self._compilable = {}
+        self._compilable_handles = []
+        if _compiled.SUPPORTED and _compiled.reset_if_compiled():
+            _warn_reset(name)
+        self._root_hook = self._module_hook(root, "pre", "root", _Hook(self._on_root_forward))
+        if isinstance(self._root_hook, _compiled.Activation):
+            self._root_hook.hook.active = True
         self._full_on, self._stats_on = self._gates(client)
         if self._full_on or self._stats_on:
             self._install()
@@ -379,6 +419,8 @@ class ModuleTrack(_Track):
                 return False
             self._calls.clear()
             self._input_calls.clear()
+            for compilable in self._compilable.values():
+                compilable.forget_pending()
             ready = self._summaries.take_ready() if self._window is None else {}
             if ready and client is not None and client._capture_until is None:
                 # A GPU summary is read a step late: its NaN starts the capture from here.
@@ -447,11 +489,12 @@ class ModuleTrack(_Track):
         hooks = []
         for path, module, stream in self._entries:
             if self._tree is not None:
-                hooks.append(module.register_forward_pre_hook(self._tree.hook(path, type(module).__name__)))
+                hooks.append(self._module_hook(module, "pre", "tree", self._tree.hook(path, type(module).__name__)))
             if "input" in self._kinds:
-                hooks.append(_register_pre_hook(module, _Hook(self._on_inputs, stream, path)))
+                hooks.append(self._module_hook(module, "pre", "input", _Hook(self._on_inputs, stream, path)))
             if self._kinds & {"output", "gradient", "parameter", "buffer"}:
-                hooks.append(module.register_forward_hook(self._outputs.hook(stream, _Hook(self._on_output, stream))))
+                fallback = _Hook(self._on_output, stream)
+                hooks.append(self._module_hook(module, "output", "output", self._outputs.hook(stream, fallback), fallback))
             if "parameter_gradient" in self._kinds:
                 for pname, param in module._parameters.items():
                     if param is not None and param.requires_grad:
@@ -463,6 +506,26 @@ class ModuleTrack(_Track):
         hooks, self._hooks = self._hooks, []
         for h in hooks:
             h.remove()
+
+    def _module_hook(self, module, kind, key, hook, runtime=None):
+        """Registers a forward pre-hook (kind "pre") or forward hook ("output") on
+        `module`, and returns what removes it. Where torch.compile exists, a
+        CompilableHook registered once and turned on now (its Activation turns it off)."""
+        if not _compiled.SUPPORTED:
+            if kind == "pre":
+                return _register_pre_hook(module, hook)
+            return module.register_forward_hook(hook)
+        compilable = self._compilable.get((id(module), key))
+        if compilable is None:
+            compilable = _compiled.CompilableHook(kind, module, hook, runtime or hook, _inert_hook)
+            self._compilable[(id(module), key)] = compilable
+            if kind == "pre":
+                self._compilable_handles.append(_register_pre_hook(module, compilable))
+            else:
+                self._compilable_handles.append(module.register_forward_hook(compilable))
+        else:
+            compilable.eager, compilable.runtime = hook, runtime or hook
+        return _compiled.Activation(compilable)
 
     def _tree_stamp(self):
         """The step the tree log of a step is stamped with, asked by the log at the step's
@@ -556,10 +619,10 @@ class ModuleTrack(_Track):
                                 self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, meta, labels)
                         if stats:
                             self._summarise(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
-                    if "gradient" in kinds and tensor.requires_grad:
+                    if "gradient" in kinds and _compiled.wants_gradient(tensor):
                         meta = (path, type_name, "gradient", suffix, call)
-                        tensor.register_hook(_Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full, stats,
-                                                   labels))
+                        _compiled.gradient_hook(tensor, _Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full,
+                                                              stats, labels))
             if call == 0 and self._values_kinds:
                 stats = self._stats_on  # (with every call stacked, the first has no summary of its own)
                 for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
@@ -739,10 +802,10 @@ class ModuleTrack(_Track):
                     auto, client_target = self._targets(window, stream, suffix, call, call0, step)
                     self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "output", suffix),
                                 labels)
-                if "gradient" in kinds and tensor.requires_grad:
+                if "gradient" in kinds and _compiled.wants_gradient(tensor):
                     auto, client_target = self._targets(window, stream, suffix + ".grad", call, call0, step)
                     meta = (path, type_name, "gradient", suffix)
-                    tensor.register_hook(_Hook(self._on_window_grad, auto, client_target, meta, labels))
+                    _compiled.gradient_hook(tensor, _Hook(self._on_window_grad, auto, client_target, meta, labels))
         for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
             if kind in kinds:
                 for vname, value in values.items():
@@ -811,6 +874,11 @@ class ModuleTrack(_Track):
             self._uninstall()
             self._outputs.stop()
             self._root_hook.remove()
+            for handle in self._compilable_handles:
+                handle.remove()
+            for compilable in self._compilable.values():
+                compilable.release()
+            self._compilable_handles, self._compilable = [], {}
         self._send_tree(tree)
         self._send_summaries(ready)
 
@@ -862,6 +930,9 @@ def select_modules(name, root, include, exclude, containers=False):
     for path, module in root.named_modules():
         if any(path == p or path.startswith(p + ".") for p in skip_prefixes):
             continue
+        if _is_compiled_wrapper(module):
+            continue  # its _orig_mod is listed next, under the wrapper's path
+        path = _uncompiled_path(path)
         if isinstance(module, torch.jit.ScriptModule):
             scripted.append(path or "<root>")
             skip_prefixes.append(path)

@@ -153,7 +153,8 @@ def test_every_n_with_next_step_installs_hooks_only_on_sent_steps(daemon):
     with tensorscope.Client(**daemon.client_options()) as scope:
         scope.track_model("net", model, every_n=2, stats_every=0)
         for step in range(5):
-            sent_steps_hooks.append(len(model[0]._forward_hooks))
+            # Where torch.compile exists the hooks stay registered, turned off (_compiled.py).
+            sent_steps_hooks.append(sum(getattr(h, "active", True) for h in model[0]._forward_hooks.values()))
             model(torch.randn(1, 2))
             scope.next_step()
     daemon.stop()

@@ -1,0 +1,196 @@
+"""Tracks on compiled models (torch.compile, PyTorch 2): torch.compile(model) (default and
+fullgraph=True), blocks compiled one by one, and model.compile() give every tracked output,
+gradient and summary at exact steps, the values of eager mode, with no graph break; a NaN is
+reported at its step and module; a track made after the model was compiled works; an
+evaluation forward of a compiled model is left out. Skipped where torch has no
+torch.compile with custom ops (PyTorch 1.13)."""
+
+import os
+import shutil
+import uuid
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import tensorscope
+from tensorscope import _compiled
+from conftest import Daemon
+
+pytestmark = pytest.mark.skipif(not _compiled.SUPPORTED, reason="torch.compile with custom ops needs PyTorch >= 2.4")
+
+STEPS = 8
+EVERY_N = 4
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+        self.act = nn.ReLU(inplace=True)  # in place on the output of a tracked module
+
+    def forward(self, x):
+        return x + self.act(self.norm(self.fc(x)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def compiled(model, how):
+    """The model to call, compiled as `how` says (the track always gets the model itself,
+    but for "wrapper", which hands track_model the OptimizedModule)."""
+    if how == "eager":
+        return model
+    if how in ("compile", "wrapper"):
+        return torch.compile(model)
+    if how == "fullgraph":
+        return torch.compile(model, fullgraph=True)
+    if how == "blocks":
+        for i, block in enumerate(model.blocks):
+            model.blocks[i] = torch.compile(block)
+        return model
+    if how == "method":
+        model.compile()
+        return model
+    raise ValueError(how)
+
+
+def graph_breaks():
+    from torch._dynamo.utils import counters
+
+    return sum(counters["graph_break"].values())
+
+
+def train(root, how, bad_step=None, track_after=None):
+    """Trains Net for STEPS steps, tracked (outputs, gradients, summaries every step, whole
+    tensors every EVERY_N-th as .npy); returns (daemon, graph breaks, anomalies, warnings)."""
+    torch.manual_seed(0)
+    model = Net()
+    data = [(torch.randn(4, 8), torch.randn(4, 4)) for _ in range(STEPS)]
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    daemon = Daemon(root, "cmp-" + uuid.uuid4().hex[:8]).start()
+    try:
+        run = compiled(model, how)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        with warnings.catch_warnings(record=True) as caught, \
+                tensorscope.Client(**daemon.client_options(every_n=EVERY_N)) as scope:
+            warnings.simplefilter("always")
+
+            def track():
+                handle = scope.track_model("net", run if how == "wrapper" else model, kinds=("output", "gradient"))
+                assert handle.ok, handle.error
+
+            if track_after is None:
+                track()
+            for step, (x, y) in enumerate(data):
+                if step == track_after:
+                    track()
+                if step == bad_step:
+                    with torch.no_grad():
+                        model.blocks[1].fc.weight[0, 0] = float("nan")
+                loss = (run(x) - y).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                scope.next_step()
+            anomalies = scope.anomalies(timeout=60) if bad_step is not None else []
+            assert scope.stats().refused == 0, scope.stats()
+        breaks = graph_breaks()
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.runtime_dir, ignore_errors=True)
+    return daemon, breaks, anomalies, [str(w.message) for w in caught]
+
+
+STREAMS = sorted(f"net.{m}{g}" for m in ("inp", "blocks.0.fc", "blocks.0.norm", "blocks.1.fc", "blocks.1.norm", "head")
+                 for g in ("", ".grad"))
+
+
+@pytest.fixture(scope="module")
+def eager(tmp_path_factory):
+    daemon, breaks, _, _ = train(str(tmp_path_factory.mktemp("eager")), "eager")
+    assert breaks == 0
+    return daemon
+
+
+@pytest.mark.parametrize("how", ["compile", "fullgraph", "blocks", "method", "wrapper"])
+def test_a_compiled_model_gives_what_eager_mode_gives_with_no_graph_break(tmp_path, eager, how):
+    daemon, breaks, _, caught = train(str(tmp_path), how)
+    assert breaks == 0, how
+    assert not [w for w in caught if "tensorscope" in w], caught
+    table = tensorscope.read_summaries(daemon.session_dir)
+    reference = tensorscope.read_summaries(eager.session_dir)
+    for step in range(STEPS):
+        assert sorted(table[table.step == step].stream) == STREAMS, (how, step)
+    merged = table.merge(reference, on=["step", "stream"], suffixes=("", "_eager"))
+    assert len(merged) == STEPS * len(STREAMS)
+    for column in ("l2", "max_abs", "mean", "std", "zero_fraction"):
+        np.testing.assert_allclose(merged[column], merged[column + "_eager"], rtol=1e-4, atol=1e-6, err_msg=column)
+    assert (merged.numel == merged.numel_eager).all()
+    # Whole tensors every EVERY_N-th step, as eager mode sent them.
+    for step in range(0, STEPS, EVERY_N):
+        for stream in ("net.blocks.0.fc", "net.blocks.0.fc.grad", "net.head.grad"):
+            np.testing.assert_allclose(daemon.npy(stream, step), eager.npy(stream, step), rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{stream} at step {step}")
+    assert not os.path.exists(os.path.join(daemon.session_dir, "anomalies.jsonl")) or not \
+        tensorscope.read_anomalies(daemon.session_dir)
+
+
+def test_a_nan_in_a_compiled_model_is_reported_at_its_step_and_module(tmp_path):
+    _, breaks, anomalies, _ = train(str(tmp_path), "compile", bad_step=5)
+    assert breaks == 0
+    first = [a for a in anomalies if a["type"] == "non_finite"]
+    assert [(a["step"], a["stream"], a["kind"]) for a in first] == [(5, "net.blocks.1.fc", "activation")], anomalies
+
+
+def test_a_track_made_after_the_model_was_compiled_and_run_is_not_empty(tmp_path, eager):
+    daemon, breaks, _, caught = train(str(tmp_path), "compile", track_after=3)
+    assert breaks == 0
+    assert any("made after torch.compile traced a graph" in w for w in caught), caught
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert sorted(set(table.step)) == list(range(3, STEPS))
+    for step in range(3, STEPS):
+        assert sorted(table[table.step == step].stream) == STREAMS, step
+
+
+def test_an_evaluation_forward_of_a_compiled_model_is_left_out(tmp_path):
+    torch.manual_seed(0)
+    model = Net()
+    run = torch.compile(model)
+    daemon = Daemon(str(tmp_path), "cmp-" + uuid.uuid4().hex[:8]).start()
+    try:
+        with tensorscope.Client(**daemon.client_options(every_n=1)) as scope:
+            scope.track_model("net", model)
+            opt = torch.optim.SGD(model.parameters(), lr=0.05)
+            for step in range(4):
+                loss = run(torch.randn(4, 8)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    run(torch.full((4, 8), 1e6))  # huge: its summaries would stand out
+                scope.next_step()
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.runtime_dir, ignore_errors=True)
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert sorted(set(table.step)) == [0, 1, 2, 3]
+    assert not any("#1" in s for s in table.stream), sorted(set(table.stream))
+    assert table.max_abs.max() < 1e3, table[table.max_abs >= 1e3]
