@@ -39,6 +39,7 @@ SUPPORTED = hasattr(torch, "library") and hasattr(torch.library, "custom_op") an
 
 _SEPARATOR = "\x1f"  # between the leaf names of one call, in the op's one str argument
 _FORWARD = -1  # the op's `leaf` for a forward call (>= 0: the gradient of that leaf)
+MAX_PENDING_CALLS = 4096  # compiled calls of one hook whose gradients are awaited
 _ids = itertools.count(1)
 _hooks = {}  # id -> CompilableHook: the op's target while its track lives
 _local = threading.local()  # .sink: the gradient hooks of the call the op runs now
@@ -169,7 +170,9 @@ class CompilableHook:
         finally:
             _local.sink = None
         if sink.hooks:
-            if len(self.pending) >= 1024:  # forwards whose backward never came
+            # Kept across steps (auto steps change between a forward and its backward);
+            # the oldest go first when forwards whose backward never came pile up.
+            if len(self.pending) >= MAX_PENDING_CALLS:
                 del self.pending[0]
             self.pending.append(sink.hooks)
 
@@ -184,10 +187,6 @@ class CompilableHook:
                 for hook in hooks:
                     hook(grad)
                 return
-
-    def forget_pending(self):
-        """A step began: gradients of the steps before that never came are not waited for."""
-        self.pending.clear()
 
     def release(self):
         """The track stopped: a graph that still calls this hook's op does nothing."""

@@ -295,8 +295,6 @@ class ModuleTrack(_Track):
         if _compiled.SUPPORTED and _compiled.reset_if_compiled():
             _warn_reset(name)
         self._root_hook = self._module_hook(root, "pre", "root", _Hook(self._on_root_forward))
-        if isinstance(self._root_hook, _compiled.Activation):
-            self._root_hook.hook.active = True
         self._full_on, self._stats_on = self._gates(client)
         if self._full_on or self._stats_on:
             self._install()
@@ -315,14 +313,15 @@ class ModuleTrack(_Track):
             self._watch_step_zero()
         if self._auto_started:
             self._auto_step += 1
+            listed = set(self._compilable)  # (registered before, turned on now: they run)
             if self.step_changed():
                 # PyTorch already listed this call's pre-hooks: the root's own tree and
-                # input hooks, installed just now, would miss the call they are in.
+                # input hooks, registered just now, would miss the call they are in.
                 for path, entry, stream in self._entries:
                     if entry is module:
-                        if self._tree is not None:
+                        if self._tree is not None and (id(module), "tree") not in listed:
                             self._tree.begin(path, type(module).__name__, module, inputs)
-                        if "input" in self._kinds:
+                        if "input" in self._kinds and (id(module), "input") not in listed:
                             self._on_inputs(stream, path, module, inputs, kwargs)
         self._auto_started = True
 
@@ -419,8 +418,6 @@ class ModuleTrack(_Track):
                 return False
             self._calls.clear()
             self._input_calls.clear()
-            for compilable in self._compilable.values():
-                compilable.forget_pending()
             ready = self._summaries.take_ready() if self._window is None else {}
             if ready and client is not None and client._capture_until is None:
                 # A GPU summary is read a step late: its NaN starts the capture from here.

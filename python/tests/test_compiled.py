@@ -194,3 +194,79 @@ def test_an_evaluation_forward_of_a_compiled_model_is_left_out(tmp_path):
     assert sorted(set(table.step)) == [0, 1, 2, 3]
     assert not any("#1" in s for s in table.stream), sorted(set(table.stream))
     assert table.max_abs.max() < 1e3, table[table.max_abs >= 1e3]
+
+
+def test_compiled_siamese_calls_gradient_accumulation_and_counted_steps(tmp_path):
+    """A compiled model called twice a step (a siamese pair: its second call is "#1"), two
+    micro-batches per optimizer step, and steps counted from the forwards (no next_step):
+    the streams, call numbers and steps of eager mode."""
+
+    def run(how, root):
+        torch.manual_seed(0)
+        model = Net()
+        run_model = compiled(model, how)
+        os.makedirs(root)
+        daemon = Daemon(root, "cmp-" + uuid.uuid4().hex[:8]).start()
+        try:
+            with tensorscope.Client(**daemon.client_options(every_n=1)) as scope:
+                scope.track_model("pair", model, kinds=("output", "gradient"))
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                torch.manual_seed(1)
+                for step in range(3):
+                    a, b = torch.randn(4, 8), torch.randn(4, 8)
+                    (run_model(a) - run_model(b)).pow(2).mean().backward()
+                    opt.step()
+                    opt.zero_grad()
+                    scope.next_step()
+            with tensorscope.Client(**daemon.client_options(every_n=1, rank=1)) as scope:
+                scope.track_model("acc", model, kinds=("output", "gradient"))
+                for step in range(4):  # no next_step(): the track counts the training forwards
+                    for micro in range(2):
+                        run_model(torch.randn(4, 8)).pow(2).mean().backward()
+                    opt.step()
+                    opt.zero_grad()
+        finally:
+            daemon.stop()
+            shutil.rmtree(daemon.runtime_dir, ignore_errors=True)
+        table = tensorscope.read_summaries(daemon.session_dir)
+        return {(int(r.rank), int(r.step), r.stream): r.l2 for r in table.itertuples()}
+
+    eager = run("eager", str(tmp_path / "eager"))
+    compiled_ = run("compile", str(tmp_path / "compiled"))
+    assert sorted(compiled_) == sorted(eager), (sorted(set(eager) - set(compiled_)), sorted(set(compiled_) - set(eager)))
+    assert (0, 2, "pair.blocks.1.fc#1.grad") in compiled_ and (1, 7, "acc.head.grad") in compiled_, sorted(compiled_)
+    for key, l2 in eager.items():
+        assert compiled_[key] == pytest.approx(l2, rel=1e-4), key
+
+
+def test_the_gradients_of_compiled_calls_go_to_their_calls_latest_first():
+    """CompilableHook's bookkeeping alone: each compiled call's gradient hooks wait for the
+    backward graph, which reaches the later calls first; inactive or released hooks do
+    nothing."""
+    module = nn.Linear(2, 2)
+    got = []
+
+    def runtime(module, args, output):
+        call = tag[0]
+        _compiled.gradient_hook(output, lambda grad: got.append((call, grad.item())))
+
+    tag = ["first"]
+    hook = _compiled.CompilableHook("output", module, None, runtime, lambda: None)
+    forward = lambda: _compiled._observe([torch.zeros(())], hook.id, "", True, -1)  # noqa: E731
+    backward = lambda g: _compiled._observe([torch.tensor(g)], hook.id, "", True, 0)  # noqa: E731
+    hook.active = True
+    forward()
+    tag[0] = "second"
+    forward()
+    backward(2.0)
+    backward(1.0)
+    backward(9.0)  # no call waits for it
+    assert got == [("second", 2.0), ("first", 1.0)]
+    hook.active = False
+    forward()
+    assert hook.pending == []
+    hook.active = True
+    hook.release()
+    forward()  # a stale graph's call: nothing
+    assert hook.pending == []
+    assert got == [("second", 2.0), ("first", 1.0)]

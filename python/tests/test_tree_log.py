@@ -113,10 +113,11 @@ def test_off_without_outputs_or_when_asked(daemon):
     assert "== step" not in tree_log(daemon)
 
 
-def test_root_with_parameters_on_auto_steps_and_removal(daemon):
+@pytest.mark.parametrize("stats_every", [1, 0])  # 0: no hook of the track listens on odd steps
+def test_root_with_parameters_on_auto_steps_and_removal(daemon, stats_every):
     model = nn.Linear(4, 2)
     with tensorscope.Client(**daemon.client_options()) as scope:
-        handle = scope.track_model("one", model, every_n=2)
+        handle = scope.track_model("one", model, every_n=2, stats_every=stats_every)
         for _ in range(5):  # auto-steps 0..4: the hooks of steps 2 and 4 go in during the root's call
             model(torch.randn(1, 4))
         handle.remove()  # step 4 is still open: its list leaves with the track
