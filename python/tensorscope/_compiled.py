@@ -30,7 +30,7 @@ import weakref
 
 import torch
 
-from ._outputs import Leaves
+from ._outputs import Leaves, input_leaves, tensor_leaves
 
 OP = "tensorscope::observe"
 # The op and the hooks need torch.library.custom_op and torch.compiler.is_compiling.
@@ -60,17 +60,25 @@ def _observe(tensors, hook, names, grad_enabled, leaf):
         pass
 
 
-if SUPPORTED:
-    @torch.library.custom_op(OP, mutates_args=())
-    def _observe_op(tensors: list[torch.Tensor], hook: int, names: str, grad_enabled: bool, leaf: int) -> None:
-        _observe(tensors, hook, names, grad_enabled, leaf)
+def _define_op():
+    """Defines tensorscope::observe; False where it cannot be (then the hooks stay eager)."""
+    try:
+        @torch.library.custom_op(OP, mutates_args=())
+        def _observe_op(tensors: list[torch.Tensor], hook: int, names: str, grad_enabled: bool, leaf: int) -> None:
+            _observe(tensors, hook, names, grad_enabled, leaf)
 
-    @_observe_op.register_fake
-    def _observe_fake(tensors, hook, names, grad_enabled, leaf):
-        return None
+        @_observe_op.register_fake
+        def _observe_fake(tensors, hook, names, grad_enabled, leaf):
+            return None
 
-    # Kept by every dead-code elimination (FX, AOTAutograd, Inductor): it returns nothing.
-    torch.fx.node.has_side_effect(torch.ops.tensorscope.observe.default)
+        # Kept by every dead-code elimination (FX, AOTAutograd, Inductor): it returns nothing.
+        torch.fx.node.has_side_effect(torch.ops.tensorscope.observe.default)
+        return True
+    except Exception:  # (another copy of the package defined it first, a PyTorch without the API)
+        return False
+
+
+SUPPORTED = SUPPORTED and _define_op()
 
 
 def _observed_gradient(hook, leaf, grad):
@@ -138,8 +146,6 @@ class CompilableHook:
         return None
 
     def _traced(self, args):
-        from ._outputs import input_leaves, tensor_leaves
-
         if self.kind == "pre":
             leaves = input_leaves(args[0], args[1] if len(args) > 1 else None)
         else:

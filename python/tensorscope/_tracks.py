@@ -288,8 +288,8 @@ class ModuleTrack(_Track):
         self._trainable = [p for p in root.parameters() if p.requires_grad]
         self._first_version = 0
         # Module hooks torch.compile can trace (_compiled.py): registered once, for the life
-        # of the track, and turned on for the steps it listens to; [(module, kind, key) ->
-        # CompilableHook] and their handles.
+        # of the track, and turned on for the steps it listens to: {(id(module), role):
+        # CompilableHook}, role "root", "tree", "input" or "output", and their handles.
         self._compilable = {}
         self._compilable_handles = []
         if _compiled.SUPPORTED and _compiled.reset_if_compiled():
@@ -506,8 +506,9 @@ class ModuleTrack(_Track):
 
     def _module_hook(self, module, kind, key, hook, runtime=None):
         """Registers a forward pre-hook (kind "pre") or forward hook ("output") on
-        `module`, and returns what removes it. Where torch.compile exists, a
-        CompilableHook registered once and turned on now (its Activation turns it off)."""
+        `module` for role `key`, and returns what removes it. Where torch.compile exists, a
+        CompilableHook registered once and turned on now (its Activation turns it off);
+        `runtime` is what it runs in a compiled graph (default `hook`)."""
         if not _compiled.SUPPORTED:
             if kind == "pre":
                 return _register_pre_hook(module, hook)
@@ -925,11 +926,11 @@ def select_modules(name, root, include, exclude, containers=False):
     entries, scripted = [], []
     skip_prefixes = []
     for path, module in root.named_modules():
-        if any(path == p or path.startswith(p + ".") for p in skip_prefixes):
-            continue
         if _is_compiled_wrapper(module):
             continue  # its _orig_mod is listed next, under the wrapper's path
         path = _uncompiled_path(path)
+        if any(path == p or path.startswith(p + ".") for p in skip_prefixes):
+            continue
         if isinstance(module, torch.jit.ScriptModule):
             scripted.append(path or "<root>")
             skip_prefixes.append(path)
