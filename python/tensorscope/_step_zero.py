@@ -11,7 +11,8 @@ forward of its model from a new step. Two readings exist:
 
 From the model's second training forward on, the track keeps what its hooks would send,
 under both readings, in a StepZeroWindow (copies, at most HOLD_BYTES; what does not fit is
-refused and counted), until it knows which reading is right:
+refused and counted), and the summaries of what they would summarise (taken at once, so a
+NaN in step 0's second call is reported at step 0), until it knows which reading is right:
 
 - the first next_step()/set_step(): the client reading (see ModuleTrack.steps_became_explicit);
 - a second update of the model's trainable parameters seen without it (a script that calls
@@ -24,6 +25,7 @@ for the other reading leaks into later steps.
 
 HOLD_BYTES = 64 << 20
 HOLD_FORWARDS = 1024  # as many calls as a step may have (MAX_CALLS_PER_STEP)
+HOLD_SUMMARIES = 1 << 16  # summaries kept while the reading is unknown
 
 
 def trainable_version(params):
@@ -43,14 +45,16 @@ class StepZeroWindow:
     call) or None (not sent under that reading); the client reading's step is None (the
     step the window was in, known when it closes). The track's lock guards it."""
 
-    def __init__(self, version, calls, input_calls):
+    def __init__(self, version, calls, input_calls, summarised):
         self.calls = dict(calls)  # stream -> output calls in step 0 under the client reading
         self.input_calls = dict(input_calls)  # stream -> input calls, the same
         self.open = True  # the auto reading sends the current forward's step
+        self.summarised = summarised  # the auto reading summarises the current forward's step
         self.forwards = 1  # training forwards of the model in the window
         self.updates = 0  # parameter updates seen between them
         self.version = version
         self.held = []  # (tensor copy, kind, meta without the call, auto target, client target, labels)
+        self.summaries = []  # (summary, kind, auto target, client target)
         self.bytes = 0
         self.marks = []  # tree log positions where the auto reading began a step, and its gate
 
@@ -67,10 +71,12 @@ class StepZeroWindow:
             self.updates += 1
         return self.updates >= 2 or self.forwards >= HOLD_FORWARDS
 
-    def auto_step_began(self, send, tree):
-        """The auto reading began a step (sent or not): mark where its calls start."""
+    def auto_step_began(self, send, summarise, tree):
+        """The auto reading began a step (sent or not, summarised or not): mark where its
+        calls start."""
         self.marks.append((tree.position if tree is not None else 0, self.open))
         self.open = send
+        self.summarised = summarise
 
     def hold(self, tensor, kind, meta, auto, client, labels=None):
         """Keeps a copy of `tensor` (and its rows' `labels`) for the reading that will be
@@ -82,4 +88,14 @@ class StepZeroWindow:
             return False
         self.bytes += size
         self.held.append((tensor.detach().clone(), kind, meta, auto, client, labels))
+        return True
+
+    def hold_summary(self, summary, kind, auto, client):
+        """Keeps a value's summary (summarize()'s result) for the reading that will be
+        chosen; False when HOLD_SUMMARIES are kept already (the caller counts it)."""
+        if auto is None and client is None:
+            return True
+        if len(self.summaries) >= HOLD_SUMMARIES:
+            return False
+        self.summaries.append((summary, kind, auto, client))
         return True

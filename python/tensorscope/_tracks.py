@@ -339,7 +339,7 @@ class ModuleTrack(_Track):
         version = trainable_version(self._trainable)
         with self._lock:
             if self._window is None:
-                self._window = StepZeroWindow(self._first_version, self._calls, self._input_calls)
+                self._window = StepZeroWindow(self._first_version, self._calls, self._input_calls, self._stats_on)
                 self._outputs.off()  # (the window holds what the hooks take)
             certain = self._window.forward(version)
         if certain:
@@ -372,12 +372,20 @@ class ModuleTrack(_Track):
             if target is not None:
                 name, at, call = target
                 self._send(name, tensor, kind, step if at is None else at, meta + (call,), labels)
+        client = self._client()
+        for summary, kind, auto, client_target in window.summaries:
+            target = auto if reading == "auto" else client_target
+            if target is not None:
+                name, at, _ = target
+                self._summarise(client, name, None, kind, step if at is None else at, summary=summary)
         for tree in trees:
             self._send_tree(tree)
 
-    def _route(self, auto, client_target, tensor, kind, meta, labels=None):
+    def _route(self, auto, client_target, tensor, kind, meta, labels=None, summaries=(None, None)):
         """A value taken in step 0's window (see _step_zero.py): held while the reading is
-        unknown, else sent as the known reading names it. A target: (stream, step, call)."""
+        unknown, else sent as the known reading names it. A target: (stream, step, call).
+        `summaries`: the (auto, client) targets of its summary, taken now."""
+        self._route_summary(*summaries, tensor, kind)
         with self._lock:
             window = self._window
             if window is not None:
@@ -393,6 +401,28 @@ class ModuleTrack(_Track):
         if target is not None:
             name, at, call = target
             self._send(name, tensor, kind, step if at is None else at, meta + (call,), labels)
+
+    def _route_summary(self, auto, client_target, tensor, kind):
+        """The summary of a value taken in step 0's window: held with its targets while the
+        reading is unknown (summaries are small: only their count is bounded), else added
+        to the step the known reading names."""
+        if auto is None and client_target is None:
+            return
+        summary = summarize(tensor)
+        with self._lock:
+            window = self._window
+            if window is not None:
+                kept = window.hold_summary(summary, kind, auto, client_target)
+            reading, step = self._reading, self._step_zero
+        if window is not None:
+            if not kept:
+                self._client_refuse((client_target or auto)[0], "summary taken before the first next_step(), and over "
+                                                                "the summaries kept until the step is known")
+            return
+        target = auto if reading == "auto" else client_target
+        if target is not None:
+            name, at, _ = target
+            self._summarise(self._client(), name, tensor, kind, step if at is None else at, summary=summary)
 
     def _client_refuse(self, stream, why):
         client = self._client()
@@ -427,7 +457,7 @@ class ModuleTrack(_Track):
             send, summarise = self._gates(client)
             if self._window is not None:
                 # The auto reading's step: the hooks stay for the client reading's step 0.
-                self._window.auto_step_began(send, self._tree)
+                self._window.auto_step_began(send, summarise, self._tree)
                 return False
             tree = self._take_tree()
             self._full_on, self._stats_on = send, summarise
@@ -559,7 +589,9 @@ class ModuleTrack(_Track):
             if window is not None:
                 for leaf, tensor in leaves:
                     auto, client_target = self._targets(window, stream, f".in{leaf}", call, call0, step)
-                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "input", leaf))
+                    summaries = self._targets(window, stream, f".in{leaf}", call, call0, step, summaries=True)
+                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "input", leaf),
+                                None, summaries)
                 return
             named = call_name(stream, call)
             full, stats = self._full_on, self._stats_on and self._stacks.alone(call)
@@ -756,7 +788,7 @@ class ModuleTrack(_Track):
             # anomaly_capture_steps steps.
             at = client.step if step is None else step
             client._non_finite_seen(at)
-            if not self._full_on:
+            if not self._full_on and tensor is not None:
                 self._send(name, tensor, kind, step, (self._paths.get(name, ""), "", "", "", 0))
         with self._lock:
             kept = self._summaries.add(client.step if step is None else step, name, kind, summary)
@@ -782,12 +814,16 @@ class ModuleTrack(_Track):
             window = self._window
             return window.count(getattr(window, counts), stream) if window is not None else 0
 
-    def _targets(self, window, stream, suffix, call, call0, step, first_only=False):
-        """Where a value of a call goes under each reading: (auto, client) targets."""
+    def _targets(self, window, stream, suffix, call, call0, step, first_only=False, summaries=False):
+        """Where a value of a call goes under each reading: (auto, client) targets; with
+        `summaries`, where its summary goes (the client reading's step 0 is summarised
+        whenever the track summarises)."""
         auto = client_target = None
-        if window.open and call < MAX_CALLS_PER_STEP and (call == 0 or not first_only):
+        auto_open = window.summarised if summaries else window.open
+        if auto_open and call < MAX_CALLS_PER_STEP and (call == 0 or not first_only):
             auto = (call_name(stream, 0 if first_only else call) + suffix, step, call)
-        if call0 < MAX_CALLS_PER_STEP and (call0 == 0 or not first_only):
+        client_open = self._stats_every > 0 if summaries else True
+        if client_open and call0 < MAX_CALLS_PER_STEP and (call0 == 0 or not first_only):
             client_target = (call_name(stream, 0 if first_only else call0) + suffix, None, call0)
         return auto, client_target
 
@@ -798,22 +834,27 @@ class ModuleTrack(_Track):
                 labels = None if self._labels is None else self._labels_for(tensor)  # (as _on_output reads them)
                 if "output" in kinds:
                     auto, client_target = self._targets(window, stream, suffix, call, call0, step)
+                    summaries = self._targets(window, stream, suffix, call, call0, step, summaries=True)
                     self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "output", suffix),
-                                labels)
+                                labels, summaries)
                 if "gradient" in kinds and _compiled.wants_gradient(tensor):
                     auto, client_target = self._targets(window, stream, suffix + ".grad", call, call0, step)
+                    summaries = self._targets(window, stream, suffix + ".grad", call, call0, step, summaries=True)
                     meta = (path, type_name, "gradient", suffix)
-                    _compiled.gradient_hook(tensor, _Hook(self._on_window_grad, auto, client_target, meta, labels))
+                    _compiled.gradient_hook(tensor, _Hook(self._on_window_grad, auto, client_target, meta, labels,
+                                                          summaries))
         for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
             if kind in kinds:
                 for vname, value in values.items():
                     if value is not None:
                         auto, client_target = self._targets(window, stream, f".{vname}", call, call0, step, True)
-                        self._route(auto, client_target, value, R.KIND_PARAMETER, (path, type_name, kind, vname))
+                        summaries = self._targets(window, stream, f".{vname}", call, call0, step, True, True)
+                        self._route(auto, client_target, value, R.KIND_PARAMETER, (path, type_name, kind, vname),
+                                    None, summaries)
 
-    def _on_window_grad(self, auto, client_target, meta, labels, grad):
+    def _on_window_grad(self, auto, client_target, meta, labels, summaries, grad):
         try:
-            self._route(auto, client_target, grad, R.KIND_GRADIENT, meta, labels)
+            self._route(auto, client_target, grad, R.KIND_GRADIENT, meta, labels, summaries)
         except Exception as e:
             _refuse_quietly(self._client(), (client_target or auto or (self.name,))[0], e)
 

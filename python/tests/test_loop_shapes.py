@@ -59,6 +59,53 @@ def test_gan_every_second_step_sends_each_call_once_at_its_step(daemon):
             np.testing.assert_array_equal(daemon.npy(name, step).reshape(-1), seen[step][call].numpy().reshape(-1))
 
 
+def summary_steps(daemon):
+    """{stream: [steps]} of the session's summary table."""
+    table = tensorscope.read_summaries(daemon.session_dir)
+    return {name: sorted(int(s) for s in group.step) for name, group in table.groupby("stream")}
+
+
+def test_step_zeros_later_calls_are_summarised_and_their_nan_reported_at_step_zero(daemon):
+    # The discriminator's second and third calls of step 0 are taken while the track cannot
+    # yet tell them from new steps (_step_zero.py): their summaries are held with them.
+    gen, disc, opt_g, opt_d = gan()
+    with tensorscope.Client(**daemon.client_options(every_n=1000)) as scope:
+        scope.track_model("G", gen, kinds=("output", "gradient"))
+        scope.track_model("D", disc, kinds=("output", "gradient"))
+        fake = gen(torch.randn(8, 4))
+        d_fake, d_real = disc(fake.detach()), disc(torch.full((8, 4), float("nan")))  # NaN in call #1
+        (d_fake.mean() - d_real.mean()).backward()
+        d_gen = disc(fake)
+        (-d_gen.mean()).backward()
+        scope.next_step()
+        for _ in range(2):
+            gan_step(gen, disc, opt_g, opt_d)
+            scope.next_step()
+        first = [a for a in scope.anomalies(timeout=60) if a["type"] == "non_finite"]
+    daemon.stop()
+    steps = summary_steps(daemon)
+    for name in ("G.0", "G.0.grad", "D.0", "D.0#1", "D.0#2", "D.0.grad", "D.0#1.grad", "D.0#2.grad"):
+        assert steps[name] == [0, 1, 2], name
+    assert [(a["step"], a["stream"]) for a in first] == [(0, "D.0#1")], first
+
+
+def test_without_next_step_gradient_accumulation_summarises_every_counted_step(daemon):
+    # Two micro-batches per update and never next_step(): each training forward is a step,
+    # its summaries included, those taken before the track knew it (the second update).
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", net, every_n=1000, kinds=("output", "gradient"))
+        for _ in range(4):
+            for _ in range(2):
+                net(torch.randn(2, 3)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    daemon.stop()
+    assert summary_steps(daemon) == {"net.0": list(range(8)), "net.0.grad": list(range(8))}
+
+
 def test_gradient_accumulation_with_an_eval_forward_each_step(daemon):
     torch.manual_seed(1)
     net = nn.Sequential(nn.Linear(3, 2))

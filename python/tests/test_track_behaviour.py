@@ -224,9 +224,9 @@ def test_disabled_transform_removal_and_late_modules(daemon):
             assert scope.stats().pushed == 0
             assert handle.ok and len(handle.streams) == 1
         assert hooks_of(model) == 0 and not handle.ok
-        assert scope.stats().pushed == 2  # that output, and the module tree record of its step
+        assert scope.stats().pushed == 3  # that output, and the module tree and summary records of its step
         model(torch.randn(3, 4))
-        assert scope.stats().pushed == 2
+        assert scope.stats().pushed == 3
     assert out.shape == (3, 4)
     daemon.stop()
     # No next_step(): each training forward is a step; the sent one was the second.
