@@ -96,10 +96,12 @@ def fragments(path):  # fragmented MP4: one moof box per frame
         at += size
     return count
 
-deadline = time.monotonic() + 120
+def frames(stream):
+    return sum(f["frames"] for f in listed() if f["stream"] == stream and f["path"].endswith(".mp4"))
+
+deadline = time.monotonic() + 120  # (index.json lists each stream's frames as its worker draws them)
 while time.monotonic() < deadline:
-    videos = [f for f in listed() if f["stream"] == "net.0" and f["path"].endswith(".mp4")]
-    if sum(f["frames"] for f in videos) >= 20:
+    if frames("net.0") >= 20 and frames("net.2") >= 20:
         break
     time.sleep(0.2)
 videos = [f for f in listed() if f["stream"] in ("net.0", "net.2") and f["path"].endswith(".mp4")]
