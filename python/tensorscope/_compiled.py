@@ -38,6 +38,8 @@ SUPPORTED = hasattr(torch, "library") and hasattr(torch.library, "custom_op") an
     torch, "compiler") and hasattr(torch.compiler, "is_compiling")
 
 _SEPARATOR = "\x1f"  # between the leaf names of one call, in the op's one str argument
+# Before each name: whether the backward graph hands that leaf's gradient to the op.
+_TAPPED, _UNTAPPED = "g", "-"
 _FORWARD = -1  # the op's `leaf` for a forward call (>= 0: the gradient of that leaf)
 MAX_PENDING_CALLS = 4096  # compiled calls of one hook whose gradients are awaited
 _ids = itertools.count(1)
@@ -92,8 +94,8 @@ class _GradientSink:
 
     __slots__ = ("index", "hooks")
 
-    def __init__(self, tensors):
-        self.index = {id(t): i for i, t in enumerate(tensors)}
+    def __init__(self, tensors, tapped):
+        self.index = {id(t): i for i, (t, g) in enumerate(zip(tensors, tapped)) if g}
         self.hooks = {}
 
     def add(self, tensor, hook):
@@ -152,25 +154,27 @@ class CompilableHook:
             output = args[1]
             leaves = [("", output)] if isinstance(output, torch.Tensor) else tensor_leaves(output)
         tensors = [t for _, t in leaves]
-        names = _SEPARATOR.join(name for name, _ in leaves)
         grad_enabled = torch.is_grad_enabled()
+        tapped = [self.kind == "output" and grad_enabled and t.requires_grad for t in tensors]
+        names = _SEPARATOR.join((_TAPPED if g else _UNTAPPED) + name for (name, _), g in zip(leaves, tapped))
         torch.ops.tensorscope.observe(tensors, self.id, names, grad_enabled, _FORWARD)
-        if self.kind == "output" and grad_enabled:
-            for leaf, tensor in enumerate(tensors):
-                if tensor.requires_grad:
-                    tensor.register_hook(functools.partial(_observed_gradient, self.id, leaf))
+        for leaf, tensor in enumerate(tensors):
+            if tapped[leaf]:
+                tensor.register_hook(functools.partial(_observed_gradient, self.id, leaf))
         return None
 
-    def run(self, tensors, names):
-        """The compiled graph ran this hook's call."""
+    def run(self, tensors, marked):
+        """The compiled graph ran this hook's call: `marked`, the leaves' names, each after
+        _TAPPED or _UNTAPPED."""
         module = self.module()
         if module is None:
             return
+        names = [m[1:] for m in marked]
         if self.kind == "pre":
             self.runtime(module, Leaves(zip(names, tensors)))
             return
         output = tensors[0] if names == [""] else Leaves(zip(names, tensors))
-        _local.sink = sink = _GradientSink(tensors)
+        _local.sink = sink = _GradientSink(tensors, [m[:1] == _TAPPED for m in marked])
         try:
             self.runtime(module, (), output)
         finally:

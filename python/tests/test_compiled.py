@@ -252,7 +252,7 @@ def test_the_gradients_of_compiled_calls_go_to_their_calls_latest_first():
 
     tag = ["first"]
     hook = _compiled.CompilableHook("output", module, None, runtime, lambda: None)
-    forward = lambda: _compiled._observe([torch.zeros(())], hook.id, "", True, -1)  # noqa: E731
+    forward = lambda: _compiled._observe([torch.zeros(())], hook.id, _compiled._TAPPED, True, -1)  # noqa: E731
     backward = lambda g: _compiled._observe([torch.tensor(g)], hook.id, "", True, 0)  # noqa: E731
     hook.active = True
     forward()
@@ -261,7 +261,9 @@ def test_the_gradients_of_compiled_calls_go_to_their_calls_latest_first():
     backward(2.0)
     backward(1.0)
     backward(9.0)  # no call waits for it
-    assert got == [("second", 2.0), ("first", 1.0)]
+    assert got == [("second", 2.0), ("first", 1.0)] and hook.pending == []
+    _compiled._observe([torch.zeros(())], hook.id, _compiled._UNTAPPED, True, -1)  # no gradient comes
+    assert hook.pending == []
     hook.active = False
     forward()
     assert hook.pending == []
