@@ -1,5 +1,5 @@
 """Mixed precision: outputs under bf16 autocast, bf16 and fp16 weights and their gradients
-are sent and dumped bit for bit, summarised with wide accumulation (2^20 ones: fp16's own
+are sent, decoded by the daemon's workers, dumped bit for bit, summarised with wide accumulation (2^20 ones: fp16's own
 sum overflows to inf, the summary's mean is 1 and its L2 norm 1024), and compared by
 tensorscope.compare."""
 
@@ -64,6 +64,11 @@ def test_half_precision_weights_outputs_and_gradients_are_dumped_bit_for_bit(dae
         assert np.array_equal(bits(daemon.npy(f"h.{index}.grad", 0)), tensor_bits(recorder.grads[index]))
         assert np.array_equal(bits(daemon.npy(f"h.{index}.weight", 0)), tensor_bits(layer.weight))
         assert np.array_equal(bits(daemon.npy(f"h.{index}.weight.grad", 0)), tensor_bits(layer.weight.grad))
+    # The daemon's workers decoded each half-precision frame (their statistics table).
+    rows = {r["stream"]: r for r in daemon.stats_rows()}
+    for index in ("0", "2"):
+        assert float(rows[f"h.{index}"]["mean"]) == pytest.approx(recorder.outputs[index].double().mean().item(),
+                                                                rel=1e-6, abs=1e-9)
     table = tensorscope.read_summaries(daemon.session_dir)
     out = table[table.stream == "h.2"].iloc[0]
     reference = recorder.outputs["2"].double()
