@@ -150,7 +150,7 @@ def _warn_reset(name):
         f"tensorscope: track {name!r} was made after torch.compile traced a graph; the compiled graphs were reset "
         "(torch.compiler.reset()) so that the next calls compile again with the track's hooks",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=5,  # the script's track_model/track_layer call
     )
 
 
