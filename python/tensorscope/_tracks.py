@@ -142,6 +142,16 @@ def unwrap(module):
             return module
 
 
+def _chosen(reading, step, auto, client_target):
+    """The target (stream, step, call) a value of step 0's window has under the known
+    `reading`, its step filled in (the client reading's: `step`); None: not sent."""
+    target = auto if reading == "auto" else client_target
+    if target is None:
+        return None
+    name, at, call = target
+    return name, step if at is None else at, call
+
+
 def _warn_reset(name):
     """A track made after torch.compile traced something: Dynamo does not guard on module
     hooks, so a graph traced before would never call this track's; its caches were reset
@@ -368,16 +378,16 @@ class ModuleTrack(_Track):
         if window is None:
             return
         for tensor, kind, meta, auto, client_target, labels in window.held:
-            target = auto if reading == "auto" else client_target
+            target = _chosen(reading, step, auto, client_target)
             if target is not None:
                 name, at, call = target
-                self._send(name, tensor, kind, step if at is None else at, meta + (call,), labels)
+                self._send(name, tensor, kind, at, meta + (call,), labels)
         client = self._client()
         for summary, kind, auto, client_target in window.summaries:
-            target = auto if reading == "auto" else client_target
+            target = _chosen(reading, step, auto, client_target)
             if target is not None:
                 name, at, _ = target
-                self._summarise(client, name, None, kind, step if at is None else at, summary=summary)
+                self._summarise(client, name, None, kind, at, summary=summary)
         for tree in trees:
             self._send_tree(tree)
 
@@ -397,10 +407,10 @@ class ModuleTrack(_Track):
                 self._client_refuse(name, f"taken before the first next_step(), and over the {HOLD_BYTES >> 20} MiB "
                                           "kept until the step is known")
             return
-        target = auto if reading == "auto" else client_target
+        target = _chosen(reading, step, auto, client_target)
         if target is not None:
             name, at, call = target
-            self._send(name, tensor, kind, step if at is None else at, meta + (call,), labels)
+            self._send(name, tensor, kind, at, meta + (call,), labels)
 
     def _route_summary(self, auto, client_target, tensor, kind):
         """The summary of a value taken in step 0's window: held with its targets while the
@@ -419,10 +429,10 @@ class ModuleTrack(_Track):
                 self._client_refuse((client_target or auto)[0], "summary taken before the first next_step(), and over "
                                                                 "the summaries kept until the step is known")
             return
-        target = auto if reading == "auto" else client_target
+        target = _chosen(reading, step, auto, client_target)
         if target is not None:
             name, at, _ = target
-            self._summarise(self._client(), name, tensor, kind, step if at is None else at, summary=summary)
+            self._summarise(self._client(), name, tensor, kind, at, summary=summary)
 
     def _client_refuse(self, stream, why):
         client = self._client()
