@@ -37,11 +37,18 @@ bool contiguous_view(const TensorRef& ref, std::vector<uint8_t>* copy, tensor::T
 
 }  // namespace
 
-bool summarize_cpu(const TensorRef& ref, TensorSummary* out, std::string* why) {
+bool summarize_cpu(const TensorRef& ref, CastFormat cast, TensorSummary* out, std::string* why) {
   std::vector<uint8_t> copy;
   tensor::TensorView view;
   if (!contiguous_view(ref, &copy, &view, why)) return false;
-  const tensor::SummaryStats s = tensor::compute_summary_stats(view);
+  const CastFormatInfo* info = cast_format_info(cast);
+  if (info == nullptr && cast != CastFormat::kNone) {
+    *why = "cast format " + std::to_string(static_cast<int>(cast)) + " is not one of tensorscope's";
+    return false;
+  }
+  const tensor::CastLimits limits{info != nullptr ? info->underflow_at_most : 0.0,
+                                  info != nullptr ? info->overflow_from : 0.0};
+  const tensor::SummaryStats s = tensor::compute_summary_stats(view, info != nullptr ? &limits : nullptr);
   out->numel = s.count;
   out->nan_count = s.nan_count;
   out->inf_count = s.inf_count;
@@ -50,6 +57,10 @@ bool summarize_cpu(const TensorRef& ref, TensorSummary* out, std::string* why) {
   out->max_abs = s.max_abs;
   out->mean = s.mean;
   out->std = s.std;
+  out->cast_format = info != nullptr ? cast : CastFormat::kNone;
+  out->underflow_count = s.underflow_count;
+  out->overflow_count = s.overflow_count;
+  out->min_abs_nonzero = s.min_abs_nonzero;
   return true;
 }
 
@@ -83,14 +94,19 @@ bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* rat
   return true;
 }
 
-bool summary_from_device_values(const double* values, size_t count, uint64_t numel, bool scaled, TensorSummary* out,
-                                std::string* why) {
-  constexpr size_t kPlain = kDeviceSummaryFields.size(), kWithRatio = kPlain + kDeviceRatioFields.size();
-  if (count != kPlain && count != kWithRatio) {
-    *why = "a device summary of " + std::to_string(count) + " values (" + std::to_string(kPlain) + " or " +
-        std::to_string(kWithRatio) + " expected)";
+bool summary_from_device_values(const double* values, size_t count, uint64_t numel, const DeviceSummaryLayout& layout,
+                                TensorSummary* out, std::string* why) {
+  constexpr size_t kPlain = kDeviceSummaryFields.size();
+  if (count != layout.count()) {
+    *why = "a device summary of " + std::to_string(count) + " values (" + std::to_string(layout.count()) + " expected)";
     return false;
   }
+  if (layout.cast != CastFormat::kNone && cast_format_info(layout.cast) == nullptr) {
+    *why = "a device summary against cast format " + std::to_string(static_cast<int>(layout.cast)) +
+        ", which is not one of tensorscope's";
+    return false;
+  }
+  const bool scaled = layout.scaled;
   // A count within [0, at_most] (clamped in double: NaN, Inf or any value from Python too).
   const auto counted = [](double v, uint64_t at_most) {
     return v > 0 ? static_cast<uint64_t>(std::min(v, static_cast<double>(at_most))) : uint64_t{0};
@@ -123,10 +139,19 @@ bool summary_from_device_values(const double* values, size_t count, uint64_t num
     out->mean = mean * divisor;
     out->std = std::sqrt(std::max(squares / c - mean * mean, 0.0)) * divisor;
   }
-  out->has_update_ratio = count == kWithRatio;
+  out->has_update_ratio = layout.ratio;
   if (out->has_update_ratio) {
     const double diff = values[kPlain], base = values[kPlain + 1];
     out->update_ratio = base > 0 ? diff / base : (diff == 0 ? 0.0 : std::numeric_limits<double>::infinity());
+  }
+  out->cast_format = layout.cast;
+  out->underflow_count = out->overflow_count = 0;
+  out->min_abs_nonzero = 0;
+  if (layout.cast != CastFormat::kNone) {
+    const double* numerics = values + kPlain + (layout.ratio ? kDeviceRatioFields.size() : 0);
+    out->min_abs_nonzero = std::isfinite(numerics[0]) && numerics[0] > 0 ? numerics[0] : 0.0;
+    out->underflow_count = nonzero_finite - counted(numerics[1], nonzero_finite);
+    out->overflow_count = counted(numerics[2], nonzero_finite - out->underflow_count);
   }
   return true;
 }

@@ -1,6 +1,7 @@
 // tensor_summary.h — the summary of a CPU tensor a track sends each summarised step
-// (numel, NaN/Inf/zero counts, L2 norm, max |x|, mean, std: shared/summary_format.h),
-// computed in one pass where the tensor lives, and the update ratio of a parameter.
+// (numel, NaN/Inf/zero counts, L2 norm, max |x|, mean, std and, against a cast format,
+// the low-precision numerics: shared/summary_format.h), computed where the tensor lives,
+// and the update ratio of a parameter.
 //
 // Used inside the training process by the libtorch client and the Python package (both
 // hand a TensorRef). CUDA tensors are summarised on the device by the caller (reductions
@@ -17,9 +18,10 @@
 
 namespace tensorscope {
 
-// Fills the counts and values of `out` (not its name or kind) from the CPU tensor `ref`.
-// False (and `why`) for a tensor that cannot be read: a CUDA tensor, an unknown dtype.
-bool summarize_cpu(const TensorRef& ref, TensorSummary* out, std::string* why);
+// Fills the counts and values of `out` (not its name or kind) from the CPU tensor `ref`,
+// and its numerics against `cast` unless that is kNone. False (and `why`) for a tensor
+// that cannot be read: a CUDA tensor, an unknown dtype.
+bool summarize_cpu(const TensorRef& ref, CastFormat cast, TensorSummary* out, std::string* why);
 
 // |now - before| / |before| of two CPU tensors of one shape and dtype (a parameter at two
 // summarised steps); 0 when |before| is 0 and they are equal, +Inf when only `before` is 0.
@@ -38,19 +40,38 @@ bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* rat
 //   mean, var       of kept / divisor over all its elements (population variance, one
 //                   Welford pass)
 //   max_abs         max |kept|
-// and for a parameter's update ratio two more: diff |now - before| and base |before|.
+// then for a parameter's update ratio two more: diff |now - before| and base |before|;
+// then against a cast format (its CastFormatInfo limits) three more: min_abs_nonzero (the
+// smallest |kept| that is not 0, +Inf when none), above_underflow (count of |kept| >
+// underflow_at_most: the host takes the underflows as nonzero_finite less these) and
+// overflow (count of |kept| >= overflow_from). Both counts are L0 norms of a threshold()
+// of |kept| (which keeps the values above its threshold: the overflow's is the largest
+// double below overflow_from): 2 kernels each; the minimum is one of a threshold() that
+// turns the zeros to +Inf.
 // divisor is 1, except for float64 tensors (`scaled`): max(max_abs, DBL_MIN), so that
 // squares cannot overflow.
 inline constexpr std::array<const char*, 6> kDeviceSummaryFields = {
     "nonzero", "nonzero_or_nan", "nonzero_finite", "mean", "var", "max_abs"};
 inline constexpr std::array<const char*, 2> kDeviceRatioFields = {"diff", "base"};
+inline constexpr std::array<const char*, 3> kDeviceNumericsFields = {"min_abs_nonzero", "above_underflow", "overflow"};
 
-// Fills the counts and values of `out` (and its update ratio when `count` includes the
-// ratio's two) from `count` device values of a tensor of `numel` elements. mean and std
-// are over the finite values (0 when there are none): with no NaN or Inf the device's
-// own; else from the sums of all elements, the non-finite ones having added nothing.
-// False (and `why`) for a count that is neither of the two layouts.
-bool summary_from_device_values(const double* values, size_t count, uint64_t numel, bool scaled, TensorSummary* out,
-                                std::string* why);
+// Which values a device summary holds (the caller knows: it queued them).
+struct DeviceSummaryLayout {
+  bool scaled = false;                  // a float64 tensor's sums, divided by its max |x|
+  bool ratio = false;                   // the update ratio's two values follow the summary's
+  CastFormat cast = CastFormat::kNone;  // the numerics' three values come last
+  size_t count() const {
+    return kDeviceSummaryFields.size() + (ratio ? kDeviceRatioFields.size() : 0) +
+        (cast != CastFormat::kNone ? kDeviceNumericsFields.size() : 0);
+  }
+};
+
+// Fills the counts and values of `out` (its update ratio and numerics as `layout` says)
+// from `count` device values of a tensor of `numel` elements. mean and std are over the
+// finite values (0 when there are none): with no NaN or Inf the device's own; else from
+// the sums of all elements, the non-finite ones having added nothing. False (and `why`)
+// for a count that is not the layout's or a cast format no table has.
+bool summary_from_device_values(const double* values, size_t count, uint64_t numel, const DeviceSummaryLayout& layout,
+                                TensorSummary* out, std::string* why);
 
 }  // namespace tensorscope

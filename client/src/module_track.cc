@@ -105,6 +105,7 @@ ModuleTrack::ModuleTrack(std::weak_ptr<ClientImpl> client, std::string name, std
       every_n_(track_every_n(client_, options_)),
       stats_every_(std::max<int64_t>(0, options_.stats_every())),
       tree_log_(options_.tree_log() && has_kind(kinds_, TrackKinds::kOutput)),
+      summaries_(options_.cast_format()),
       stacks_(options_.calls()) {
   modules_.reserve(modules.size());
   for (auto& entry : modules) {

@@ -15,16 +15,19 @@
 
 namespace tensorscope {
 
-at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, bool* scaled) {
+at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, CastFormat cast,
+                                 DeviceSummaryLayout* layout) {
   // Every reduction is over all elements (no reshape: a strided tensor would be copied)
   // and reads float64 (exact counts, sums without cancellation); the counts are L0 norms,
   // one kernel each.
   const at::Tensor x = tensor.detach();
-  *scaled = x.scalar_type() == at::kDouble;
+  const bool scaled = x.scalar_type() == at::kDouble;
+  const CastFormatInfo* info = cast_format_info(cast);
+  *layout = DeviceSummaryLayout{scaled, before.defined(), info != nullptr ? cast : CastFormat::kNone};
   const at::Tensor wide = x.to(at::kDouble);
   const at::Tensor kept = at::nan_to_num(wide, 0.0, 0.0, 0.0);
   const at::Tensor max_abs = at::linalg_vector_norm(kept, std::numeric_limits<double>::infinity());
-  const at::Tensor sums = *scaled ? kept / max_abs.clamp_min(std::numeric_limits<double>::min()) : kept;
+  const at::Tensor sums = scaled ? kept / max_abs.clamp_min(std::numeric_limits<double>::min()) : kept;
   const auto [var, mean] = at::var_mean(sums, /*unbiased=*/false);
   std::vector<at::Tensor> values = {at::linalg_vector_norm(wide, 0),
                                     at::linalg_vector_norm(at::nan_to_num(wide, 1.0, 0.0, 0.0), 0),
@@ -37,6 +40,13 @@ at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& bef
     const at::Tensor old = before.to(at::kDouble);
     values.push_back(at::linalg_vector_norm(wide - old, 2));
     values.push_back(at::linalg_vector_norm(old, 2));
+  }
+  if (info != nullptr) {
+    const at::Tensor magnitude = kept.abs();
+    values.push_back(at::threshold(magnitude, 0.0, std::numeric_limits<double>::infinity()).amin());
+    values.push_back(at::linalg_vector_norm(at::threshold(magnitude, info->underflow_at_most, 0.0), 0));
+    values.push_back(
+        at::linalg_vector_norm(at::threshold(magnitude, std::nextafter(info->overflow_from, 0.0), 0.0), 0));
   }
   return at::stack(values);
 }
@@ -68,9 +78,10 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
   }
   if (tensor.numel() == 0) {
     // Nothing to reduce: the summary's zeros (and no copy from a device).
+    p.summary.cast_format = cast_format_info(cast_) != nullptr ? cast_ : CastFormat::kNone;
   } else if (tensor.is_cuda()) {
     p.numel = static_cast<uint64_t>(tensor.numel());
-    const at::Tensor values = device_summary_values(tensor, before, &p.scaled);
+    const at::Tensor values = device_summary_values(tensor, before, cast_, &p.layout);
     p.host = at::empty({values.numel()}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
     p.host.copy_(values, /*non_blocking=*/true);
     const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
@@ -78,7 +89,7 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
     p.event->record(impl->getStream(tensor.device()));
   } else {
     const StagedTensor staged(tensor.device().is_cpu() ? tensor : tensor.cpu());
-    if (!summarize_cpu(staged.ref(), &p.summary, why)) return false;
+    if (!summarize_cpu(staged.ref(), cast_, &p.summary, why)) return false;
     *non_finite = !p.summary.finite();
     if (before.defined()) {
       const StagedTensor old(before);
@@ -117,9 +128,9 @@ std::map<int64_t, std::vector<TensorSummary>> TrackSummaries::take_ready(bool wa
         continue;
       }
       std::string why;
-      if (!summary_from_device_values(p.host.data_ptr<double>(), static_cast<size_t>(p.host.numel()), p.numel, p.scaled,
+      if (!summary_from_device_values(p.host.data_ptr<double>(), static_cast<size_t>(p.host.numel()), p.numel, p.layout,
                                       &p.summary, &why)) {
-        continue;  // (cannot happen: device_summary_values gives one of the two layouts)
+        continue;  // (cannot happen: device_summary_values gives its layout)
       }
     }
     ready[p.step].push_back(std::move(p.summary));

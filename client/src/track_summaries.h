@@ -22,21 +22,27 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Event.h>
 
+#include "tensor_summary.h"
 #include "tensorscope/shared/summary_format.h"
 
 namespace tensorscope {
 
 // The values client/core/tensor_summary.h's summary_from_device_values takes, of a
-// non-empty `tensor` (and its update ratio against `before` when that is defined), as a
-// float64 tensor on the tensor's device, queued on its current stream without waiting:
-// 9 kernels on a GPU for a float32 tensor (the float64 copy that the reductions read
-// included), 10 for float64 (`scaled`: divided by its max |x| first), 4 more with the
-// update ratio.
-at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, bool* scaled);
+// non-empty `tensor` (and its update ratio against `before` when that is defined, its
+// numerics against `cast` unless kNone), as a float64 tensor on the tensor's device,
+// queued on its current stream without waiting, and their `layout`: 9 kernels on a GPU
+// for a float32 tensor (the float64 copy that the reductions read included), 10 for
+// float64 (divided by its max |x| first), 4 more with the update ratio, about 8 more
+// with a cast format.
+at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, CastFormat cast,
+                                 DeviceSummaryLayout* layout);
 
 class TrackSummaries {
  public:
   static constexpr size_t kMaxPending = 65536;
+
+  // Summaries with numerics against `cast` (kNone: without).
+  explicit TrackSummaries(CastFormat cast = CastFormat::kNone) : cast_(cast) {}
 
   // Summarises `tensor` (stream `name`) for `step`; with `ratio`, against the copy kept
   // from the previous call for `name`. `non_finite`: whether a CPU tensor's summary shows
@@ -55,13 +61,14 @@ class TrackSummaries {
  private:
   struct Pending {
     int64_t step = 0;
-    TensorSummary summary;  // name and kind; the values too when on the CPU
-    at::Tensor host;        // a GPU summary's pinned values (see track_summaries.cc), else undefined
-    uint64_t numel = 0;     // a GPU summary's tensor's
-    bool scaled = false;    // its sums were divided (summary_from_device_values)
+    TensorSummary summary;       // name and kind; the values too when on the CPU
+    at::Tensor host;             // a GPU summary's pinned values (see track_summaries.cc), else undefined
+    uint64_t numel = 0;          // a GPU summary's tensor's
+    DeviceSummaryLayout layout;  // a GPU summary's values (summary_from_device_values)
     std::shared_ptr<c10::Event> event;
   };
 
+  const CastFormat cast_;
   std::vector<Pending> pending_;
   std::unordered_map<std::string, at::Tensor> previous_;  // parameter stream -> its last value
 };

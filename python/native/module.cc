@@ -35,6 +35,7 @@
 #include "tensorscope/recording/file_naming.h"
 #include "tensorscope/recording/npy_file.h"
 #include "tensorscope/recording/separation_table.h"
+#include "tensorscope/recording/summary_table.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace {
@@ -715,12 +716,13 @@ PyMethodDef module_methods[] = {
     {"format_module_tree", format_module_tree, METH_VARARGS,
      "format_module_tree(calls, omitted) -> the payload of a step's module tree record"},
     {"summarize", tensorscope::python::summarize, METH_VARARGS,
-     "summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std) of a CPU tensor, or why not"},
+     "summarize(capsule, as_bool[, cast]) -> (numel, nan, inf, zeros, l2, max_abs, mean, std, numerics) of a CPU "
+     "tensor, or why not"},
     {"update_ratio", tensorscope::python::update_ratio, METH_VARARGS,
      "update_ratio(now, before) -> |now - before| / |before| of two CPU tensors, or why not"},
     {"summary_from_device_values", tensorscope::python::summary_from_device_values, METH_VARARGS,
-     "summary_from_device_values(values, numel, scaled) -> (numel, nan, inf, zeros, l2, max_abs, mean, std, ratio) "
-     "of a summary reduced on a GPU (DEVICE_SUMMARY_FIELDS), or why not"},
+     "summary_from_device_values(values, numel, scaled[, ratio, cast]) -> (numel, nan, inf, zeros, l2, max_abs, "
+     "mean, std, ratio, numerics) of a summary reduced on a GPU (DEVICE_SUMMARY_FIELDS ...), or why not"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -846,6 +848,7 @@ PyMODINIT_FUNC PyInit__native() {
 #endif
   PyModule_AddStringConstant(module, "VERSION", TENSORSCOPE_VERSION);
   PyModule_AddStringConstant(module, "SEPARATION_TABLE_HEADER", tensorscope::recording::kSeparationTableHeader);
+  PyModule_AddStringConstant(module, "SUMMARY_TABLE_HEADER", tensorscope::recording::kSummaryTableHeader);
   if (!add_vocabularies(module) || !add_call_stacking(module) || !add_evaluation_calls(module) ||
       !tensorscope::python::add_device_summary_fields(module) || !tensorscope::python::add_tree_log(module, core_of) ||
       !tensorscope::python::add_output_hooks(module, core_of)) {

@@ -54,6 +54,7 @@ struct HooksObject {
   int send;
   int stopped;  // stop(): gradient hooks still to run do nothing
   uint8_t hint;
+  uint8_t cast;  // the summaries' CastFormat (set once)
 };
 
 struct HookObject {
@@ -141,13 +142,15 @@ PyObject* wire_dtypes(PyObject* samples) {
 int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   PyObject *tensor_type = nullptr, *strided = nullptr, *samples = nullptr, *inert_hook = nullptr;
+  unsigned char cast = 0;
   if (kwargs != nullptr && PyDict_Size(kwargs) != 0) {
     PyErr_SetString(PyExc_TypeError, "OutputHooks takes no keyword arguments");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "OOOO", &tensor_type, &strided, &samples, &inert_hook)) return -1;
-  if (!PyType_Check(tensor_type) || !PyDict_Check(samples) || !PyCallable_Check(inert_hook)) {
-    PyErr_SetString(PyExc_TypeError, "OutputHooks(tensor_type, strided, dtype_samples, inert_hook)");
+  if (!PyArg_ParseTuple(args, "OOOO|b", &tensor_type, &strided, &samples, &inert_hook, &cast)) return -1;
+  if (!PyType_Check(tensor_type) || !PyDict_Check(samples) || !PyCallable_Check(inert_hook) ||
+      (cast != 0 && cast_format_info(static_cast<CastFormat>(cast)) == nullptr)) {
+    PyErr_SetString(PyExc_TypeError, "OutputHooks(tensor_type, strided, dtype_samples, inert_hook[, cast_format])");
     return -1;
   }
   PyObject* dtypes = wire_dtypes(samples);
@@ -158,6 +161,7 @@ int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   self->strided = strided;
   self->dtypes = dtypes;
   self->inert_hook = inert_hook;
+  self->cast = cast;
   return 0;
 }
 
@@ -368,7 +372,9 @@ bool read_memory(PyObject* tensor, TensorRef* ref) {
 // stream `name` of kind `kind` when `send` and the stream is admitted, and hands its summary
 // to `summarised` when that is not None: one read for both. Never leaves an error set.
 void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyObject* tensor, TensorRef ref,
-                wire::TensorKind kind, PyObject* step_object, bool send, PyObject* summarised, uint8_t track_hint) {
+                wire::TensorKind kind, PyObject* step_object, bool send, PyObject* summarised,
+                const HooksObject& hooks) {
+  const uint8_t track_hint = hooks.hint;
   const long code = send ? admission_code(core, core->admit_tracked(name)) : -1;
   const bool summarise = summarised != Py_None;
   if (code < 0 && !summarise) return;
@@ -387,7 +393,7 @@ void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyO
     }
   }
   if (summarise) {  // the track's bookkeeping of the summary (it never raises)
-    PyObject* summary = summary_of_ref(ref);
+    PyObject* summary = summary_of_ref(ref, static_cast<CastFormat>(hooks.cast));
     PyObject* kind_object = summary != nullptr ? PyLong_FromLong(static_cast<long>(kind)) : nullptr;
     PyObject* done = kind_object != nullptr
         ? PyObject_CallFunctionObjArgs(summarised, stream, tensor, summary, kind_object, step_object, nullptr)
@@ -442,13 +448,12 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
   PyObject *core_object = held[0], *core_ref = held[1], *step = held[2], *summarised = held[3],
            *grad_fallback = held[4];
   const bool outputs = hooks->outputs != 0, gradients = hooks->gradients != 0, send = hooks->send != 0;
-  const uint8_t hint = hooks->hint;
   if (hooks->tree != Py_None) tree_log_end(hooks->tree, module, output);
   ClientCore* core = core_of(core_object);
   if (core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0) {
     if (outputs) {
       take_value(core, self->stream, *self->name, output, ref, wire::TensorKind::kActivation, step, send, summarised,
-                 hint);
+                 *hooks);
     }
     if (gradients && attribute_truth(output, names.requires_grad) == 1) {
       watch_gradient(self, output, core_ref, step, send, summarised, grad_fallback);
@@ -555,7 +560,7 @@ PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs
     Py_INCREF(core_object);  // (for the call: a large copy releases the GIL)
     if (ClientCore* core = core_of(core_object); core != nullptr) {
       take_value(core, output_hook->grad_stream, *output_hook->grad_name, grad, ref, wire::TensorKind::kGradient,
-                 self->step, self->send != 0, self->summarised, hooks->hint);
+                 self->step, self->send != 0, self->summarised, *hooks);
     }
     Py_DECREF(core_object);
   }

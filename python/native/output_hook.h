@@ -9,13 +9,14 @@
 // Python hook (_tracks.py), unchanged; a gradient the gradient hook cannot take goes to the
 // track's grad_fallback.
 //
-//   OutputHooks(tensor_type, strided, dtype_samples, inert_hook)
+//   OutputHooks(tensor_type, strided, dtype_samples, inert_hook[, cast_format])
 //     tensor_type  torch.Tensor: only a value of exactly this type is taken here
 //     strided      torch.strided
 //     dtype_samples {dtype: a DLPack capsule of a CPU tensor of it} of the dtypes sent as
 //                  they are (not bool, sent as uint8 by Python): the capsule says the
 //                  dtype's wire dtype, as it would for a push
 //     inert_hook   inert_hook() -> what a hook becomes in a copy or pickle
+//     cast_format  the summaries' cast format (shared/cast_formats.h's value; 0: none)
 //   hook(stream, fallback) -> a forward hook (module, inputs, output) for stream `stream`
 //                  (its gradients: stream + ".grad"); fallback(module, inputs, output)
 //                  takes every call not taken here

@@ -34,36 +34,54 @@ bool number(PyObject* item, const char* what, double* out) {
   return true;
 }
 
+// The cast format of a Python int, or false with ValueError set.
+bool cast_format(int value, CastFormat* out) {
+  *out = static_cast<CastFormat>(value);
+  if (value == 0 || (value > 0 && value <= kMaxCastFormat)) return true;
+  PyErr_Format(PyExc_ValueError, "cast format %d is not one of CAST_FORMATS' values", value);
+  return false;
+}
+
+// (cast, underflow, overflow, min_abs_nonzero) of `s`, or None without numerics; a new
+// reference (null when out of memory).
+PyObject* numerics_of(const TensorSummary& s) {
+  if (!s.has_numerics()) Py_RETURN_NONE;
+  return Py_BuildValue("(iKKd)", static_cast<int>(s.cast_format), static_cast<unsigned long long>(s.underflow_count),
+                       static_cast<unsigned long long>(s.overflow_count), s.min_abs_nonzero);
+}
+
 }  // namespace
 
 PyObject* summarize(PyObject*, PyObject* args) {
   PyObject* capsule = nullptr;
-  int as_bool = 0;
-  if (!PyArg_ParseTuple(args, "Op", &capsule, &as_bool)) return nullptr;
-  return summary_of_capsule(capsule, as_bool != 0);
+  int as_bool = 0, cast = 0;
+  if (!PyArg_ParseTuple(args, "Op|i", &capsule, &as_bool, &cast)) return nullptr;
+  CastFormat format;
+  if (!cast_format(cast, &format)) return nullptr;
+  return summary_of_capsule(capsule, as_bool != 0, format);
 }
 
-PyObject* summary_of_capsule(PyObject* capsule, bool as_bool) {
+PyObject* summary_of_capsule(PyObject* capsule, bool as_bool, CastFormat cast) {
   TensorRef ref;
   std::string why;
   if (!cpu_ref(capsule, as_bool, &ref, &why)) return text(why);
-  return summary_of_ref(ref);
+  return summary_of_ref(ref, cast);
 }
 
-PyObject* summary_of_ref(const TensorRef& ref) {
+PyObject* summary_of_ref(const TensorRef& ref, CastFormat cast) {
   std::string why;
   TensorSummary s;
   bool ok = false;
   if (bytes_of(ref) >= kReleaseGilBytes) {
-    Py_BEGIN_ALLOW_THREADS ok = summarize_cpu(ref, &s, &why);
+    Py_BEGIN_ALLOW_THREADS ok = summarize_cpu(ref, cast, &s, &why);
     Py_END_ALLOW_THREADS
   } else {
-    ok = summarize_cpu(ref, &s, &why);
+    ok = summarize_cpu(ref, cast, &s, &why);
   }
   if (!ok) return text(why);
-  return Py_BuildValue("(KKKKdddd)", static_cast<unsigned long long>(s.numel),
+  return Py_BuildValue("(KKKKddddN)", static_cast<unsigned long long>(s.numel),
                        static_cast<unsigned long long>(s.nan_count), static_cast<unsigned long long>(s.inf_count),
-                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std);
+                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std, numerics_of(s));
 }
 
 PyObject* update_ratio(PyObject*, PyObject* args) {
@@ -82,31 +100,34 @@ PyObject* update_ratio(PyObject*, PyObject* args) {
 PyObject* summary_from_device_values(PyObject*, PyObject* args) {
   PyObject* list = nullptr;
   unsigned long long numel = 0;
-  int scaled = 0;
-  if (!PyArg_ParseTuple(args, "OKp", &list, &numel, &scaled)) return nullptr;
+  int scaled = 0, ratio = 0, cast = 0;
+  if (!PyArg_ParseTuple(args, "OKp|pi", &list, &numel, &scaled, &ratio, &cast)) return nullptr;
+  DeviceSummaryLayout layout{scaled != 0, ratio != 0, CastFormat::kNone};
+  if (!cast_format(cast, &layout.cast)) return nullptr;
   if (!PyList_Check(list)) {
     PyErr_SetString(PyExc_TypeError, "device summary values must be a list of numbers");
     return nullptr;
   }
-  std::vector<double> values(static_cast<size_t>(std::min<Py_ssize_t>(PyList_Size(list), 16)));
+  std::vector<double> values(static_cast<size_t>(std::min<Py_ssize_t>(PyList_Size(list), 32)));
   for (size_t i = 0; i < values.size(); ++i) {
     if (!number(PyList_GetItem(list, static_cast<Py_ssize_t>(i)), "device value", &values[i])) return nullptr;
   }
   TensorSummary s;
   std::string why;
-  if (!tensorscope::summary_from_device_values(values.data(), values.size(), numel, scaled != 0, &s, &why)) {
+  if (!tensorscope::summary_from_device_values(values.data(), values.size(), numel, layout, &s, &why)) {
     return text(why);
   }
-  PyObject* ratio = Py_None;
+  PyObject* update = Py_None;
   if (s.has_update_ratio) {
-    ratio = PyFloat_FromDouble(s.update_ratio);
-    if (ratio == nullptr) return nullptr;
+    update = PyFloat_FromDouble(s.update_ratio);
+    if (update == nullptr) return nullptr;
   } else {
-    Py_INCREF(ratio);
+    Py_INCREF(update);
   }
-  return Py_BuildValue("(KKKKddddN)", static_cast<unsigned long long>(s.numel),
+  return Py_BuildValue("(KKKKddddNN)", static_cast<unsigned long long>(s.numel),
                        static_cast<unsigned long long>(s.nan_count), static_cast<unsigned long long>(s.inf_count),
-                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std, ratio);
+                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std, update,
+                       numerics_of(s));
 }
 
 bool add_device_summary_fields(PyObject* module) {
@@ -131,6 +152,28 @@ bool add_device_summary_fields(PyObject* module) {
     Py_XDECREF(ratio_fields);
     return false;
   }
+  PyObject* numerics_fields = names(kDeviceNumericsFields);
+  if (numerics_fields == nullptr || PyModule_AddObject(module, "DEVICE_NUMERICS_FIELDS", numerics_fields) != 0) {
+    Py_XDECREF(numerics_fields);
+    return false;
+  }
+  // CAST_FORMATS: {name: (value, underflow_at_most, overflow_from)}, shared/cast_formats.h.
+  PyObject* formats = PyDict_New();
+  for (const CastFormatInfo& f : kCastFormats) {
+    PyObject* item = formats != nullptr
+        ? Py_BuildValue("(idd)", static_cast<int>(f.format), f.underflow_at_most, f.overflow_from)
+        : nullptr;
+    const bool added = item != nullptr && PyDict_SetItemString(formats, std::string(f.name).c_str(), item) == 0;
+    Py_XDECREF(item);
+    if (!added) {
+      Py_XDECREF(formats);
+      return false;
+    }
+  }
+  if (formats == nullptr || PyModule_AddObject(module, "CAST_FORMATS", formats) != 0) {
+    Py_XDECREF(formats);
+    return false;
+  }
   return true;
 }
 
@@ -143,8 +186,8 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
   out->reserve(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* e = PyList_GetItem(entries, i);  // borrowed
-    if (!PyTuple_Check(e) || PyTuple_Size(e) != 11) {
-      PyErr_SetString(PyExc_TypeError, "a summary must be a tuple of 11 items");
+    if (!PyTuple_Check(e) || PyTuple_Size(e) != 12) {
+      PyErr_SetString(PyExc_TypeError, "a summary must be a tuple of 12 items");
       return false;
     }
     TensorSummary s;
@@ -168,6 +211,7 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
       if (!number(ratio, "update_ratio", &s.update_ratio)) return false;
       s.has_update_ratio = true;
     }
+    if (!numerics_from_python(PyTuple_GetItem(e, 11), &s)) return false;
     s.kind = static_cast<wire::TensorKind>(kind);
     s.numel = static_cast<uint64_t>(numel);
     s.nan_count = static_cast<uint64_t>(nan);
@@ -175,6 +219,30 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
     s.zero_count = static_cast<uint64_t>(zeros);
     out->push_back(std::move(s));
   }
+  return true;
+}
+
+bool numerics_from_python(PyObject* item, TensorSummary* s) {
+  if (item == Py_None) return true;
+  int64_t cast = 0, under = 0, over = 0;
+  if (!PyTuple_Check(item) || PyTuple_Size(item) != 4) {
+    PyErr_SetString(PyExc_TypeError,
+                    "a summary's numerics must be None or (cast, underflow, overflow, min_abs_nonzero)");
+    return false;
+  }
+  if (!non_negative(PyTuple_GetItem(item, 0), "a summary's cast format", &cast) ||
+      !non_negative(PyTuple_GetItem(item, 1), "a summary's underflow count", &under) ||
+      !non_negative(PyTuple_GetItem(item, 2), "a summary's overflow count", &over) ||
+      !number(PyTuple_GetItem(item, 3), "min_abs_nonzero", &s->min_abs_nonzero)) {
+    return false;
+  }
+  if (cast < 1 || cast > kMaxCastFormat) {
+    PyErr_SetString(PyExc_ValueError, "a summary's cast format must be one of CAST_FORMATS' values");
+    return false;
+  }
+  s->cast_format = static_cast<CastFormat>(cast);
+  s->underflow_count = static_cast<uint64_t>(under);
+  s->overflow_count = static_cast<uint64_t>(over);
   return true;
 }
 

@@ -2,16 +2,24 @@
 // by the client core (client/core/tensor_summary.h) from a DLPack capsule of a CPU tensor,
 // and the entries a track collected, read back for Core.send_summaries.
 //
-//   summarize(capsule, as_bool) -> (numel, nan, inf, zeros, l2, max_abs, mean, std), or a
-//                                  str saying why it cannot (a CUDA tensor, a bad capsule)
-//   update_ratio(now, before)   -> |now - before| / |before| of two capsules, or a str
-//   summary_from_device_values(values, numel, scaled)
+//   summarize(capsule, as_bool[, cast])
 //                               -> (numel, nan, inf, zeros, l2, max_abs, mean, std,
-//                                  update ratio or None) of a summary queued on a GPU
-//                                  (client/core/tensor_summary.h), or a str
-//   DEVICE_SUMMARY_FIELDS, DEVICE_RATIO_FIELDS: the order of those values' names
+//                                  numerics), or a str saying why it cannot (a CUDA
+//                                  tensor, a bad capsule); cast a CAST_FORMATS value (0:
+//                                  none)
+//   update_ratio(now, before)   -> |now - before| / |before| of two capsules, or a str
+//   summary_from_device_values(values, numel, scaled[, ratio, cast])
+//                               -> (numel, nan, inf, zeros, l2, max_abs, mean, std,
+//                                  update ratio or None, numerics) of a summary queued
+//                                  on a GPU (client/core/tensor_summary.h: `values` in
+//                                  the layout `ratio` and `cast` say), or a str
+//   numerics: None, or (cast, underflow, overflow, min_abs_nonzero) with a cast format
+//   DEVICE_SUMMARY_FIELDS, DEVICE_RATIO_FIELDS, DEVICE_NUMERICS_FIELDS: the order of
+//   those values' names; CAST_FORMATS: {name: (value, underflow_at_most, overflow_from)}
+//   (shared/cast_formats.h)
 //   an entry: (name, kind, numel, nan, inf, zeros, l2, max_abs, mean, std, update_ratio
-//              or None), kind a wire TensorKind value (activation .. parameter_gradient)
+//              or None, numerics), kind a wire TensorKind value (activation ..
+//              parameter_gradient)
 //
 // Used by module.cc and output_hook.cc. Thread safety: call with the GIL held (released around long passes).
 #pragma once
@@ -27,16 +35,19 @@ namespace tensorscope::python {
 
 PyObject* summarize(PyObject* module, PyObject* args);
 // summarize()'s result for a capsule (kept alive by the caller); null only when out of memory.
-PyObject* summary_of_capsule(PyObject* capsule, bool as_bool);
+PyObject* summary_of_capsule(PyObject* capsule, bool as_bool, CastFormat cast);
 // The same for a CPU tensor's `ref` (its memory kept alive by the caller).
-PyObject* summary_of_ref(const TensorRef& ref);
+PyObject* summary_of_ref(const TensorRef& ref, CastFormat cast);
 PyObject* update_ratio(PyObject* module, PyObject* args);
 PyObject* summary_from_device_values(PyObject* module, PyObject* args);
-// Adds DEVICE_SUMMARY_FIELDS and DEVICE_RATIO_FIELDS (tuples of str); false with an error set.
+// Adds DEVICE_SUMMARY_FIELDS, DEVICE_RATIO_FIELDS, DEVICE_NUMERICS_FIELDS (tuples of str)
+// and CAST_FORMATS; false with an error set.
 bool add_device_summary_fields(PyObject* module);
 
 // Fills `out` from a list of entries; false with TypeError/ValueError set when one is
 // malformed. Entries beyond kMaxSummaryEntries are left out.
 bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out);
+// An entry's numerics (None or a 4-tuple) into `s`; false with an error set.
+bool numerics_from_python(PyObject* item, TensorSummary* s);
 
 }  // namespace tensorscope::python

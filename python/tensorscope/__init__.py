@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ._anomalies import read_anomalies, read_summaries
 from ._compare import CompareEntry, CompareResult, compare
 from ._frames import read_stats
-from ._results import RENDER_MODES, PushResult
+from ._results import CAST_FORMATS, RENDER_MODES, PushResult
 from ._separation import read_separation
 from ._stats import ClientStats
 from ._native import VERSION as __version__
@@ -63,6 +63,7 @@ def __dir__() -> list:  # type: ignore[type-arg]
 
 
 __all__ = [
+    "CAST_FORMATS",
     "Capture",
     "Client",
     "ClientStats",

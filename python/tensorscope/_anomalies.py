@@ -11,13 +11,16 @@ import json
 import os
 from typing import Any, Dict, List, Union
 
+from . import _native
 from ._tables import read_csv_tables
 
-SUMMARY_COLUMNS = (
-    "step", "rank", "track", "order", "stream", "kind", "numel", "l2", "max_abs", "mean", "std",
-    "nan_count", "inf_count", "zero_fraction", "update_ratio", "steps",
-)
+# The summary table's columns (recording/summary_table.h).
+SUMMARY_COLUMNS = tuple(_native.SUMMARY_TABLE_HEADER.split(","))
+_TEXT_COLUMNS = ("track", "stream", "kind", "cast_format")
 _INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count", "steps")
+# What a table written before a column was added holds in it.
+_ADDED = {"steps": 1, "cast_format": "", "dynamic_range": float("nan"), "underflow_fraction": float("nan"),
+          "overflow_fraction": float("nan")}
 _ANOMALY_HEADER = {"tensorscope": "anomalies", "version": 1}
 
 
@@ -29,18 +32,23 @@ def read_summaries(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
     row stands for `steps` summarised steps from `step` on (the largest l2, max_abs, std,
     zero_fraction and update_ratio, the mean of the means, the sums of the NaN/Inf
     counts); each tensor's first NaN/Inf and every step with an anomaly stay a row of
-    their own. Raises FileNotFoundError when the session has no summary table, ValueError
-    for a file that is not one."""
+    their own. The low-precision numerics (a track's cast_format) fill cast_format (the
+    format's name), dynamic_range (log2 of max |x| over the smallest non-zero |x|),
+    underflow_fraction and overflow_fraction (of all elements: the values a cast to the
+    format would make 0, or Inf/NaN); "" and NaN for tracks without one (a compacted row:
+    the dynamic range of its steps together, the largest fractions). Raises
+    FileNotFoundError when the session has no summary table, ValueError for a file that is
+    not one."""
     session_dir = os.fspath(session_dir)
     files = sorted(glob.glob(os.path.join(session_dir, "summaries", "rank*_pid*.csv")))
     if not files:
         raise FileNotFoundError(f"{session_dir}: no summary tables (summaries/*.csv; tracks send summaries every "
                                 "stats_every steps)")
     out = read_csv_tables(
-        files, SUMMARY_COLUMNS, "summary table", added={"steps": 1},
+        files, SUMMARY_COLUMNS, "summary table", added=_ADDED,
         extra=lambda path: {"pid": int(os.path.basename(path).split("_pid")[1].split(".")[0])},
-        dtype={"track": str, "stream": str, "kind": str}, keep_default_na=False,
-        na_values={c: [""] for c in SUMMARY_COLUMNS if c not in ("track", "stream", "kind")})
+        dtype={c: str for c in _TEXT_COLUMNS}, keep_default_na=False,
+        na_values={c: [""] for c in SUMMARY_COLUMNS if c not in _TEXT_COLUMNS})
     for column in _INTEGER_COLUMNS:
         out[column] = out[column].astype("int64")
     return out.sort_values(["step", "rank", "pid", "order"], kind="stable").reset_index(drop=True)

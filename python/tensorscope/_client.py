@@ -23,6 +23,7 @@ from . import _results as R
 from ._anomalies import read_anomalies
 from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
+from ._summaries import cast_format_value
 from ._tensors import export, export_torch, row_labels
 from ._tracks import (
     EVALUATION_MODES,
@@ -265,6 +266,7 @@ class Client:
         calls: str = "auto",
         labels: Optional[Callable[[], Any]] = None,
         evaluation: str = "skip",
+        cast_format: Optional[str] = None,
     ) -> TrackHandle:
         """Tracks the forward output of every submodule of `module` that registers
         parameters or buffers itself, as stream "<name>.<qualified path>" ("<name>" for the
@@ -284,6 +286,11 @@ class Client:
         also summarised where it lives (numel, L2 norm, max |x|, mean, std, NaN/Inf counts,
         fraction of zeros; for parameters the update ratio), one record per step, for the
         daemon's summary table and anomaly reports (scope.anomalies()).
+        `cast_format`: a name from tensorscope.CAST_FORMATS (e.g. "bf16", "fp8_e4m3") adds
+        the low-precision numerics to every summary: the dynamic range (log2 of max |x|
+        over the smallest non-zero |x|) and the fractions of values a cast to that format
+        would turn to zero (underflow) or to Inf/NaN (overflow). None (default): none (on a
+        GPU they cost a few more reductions per tensor).
         `calls`: for a module called many times a step (an RNN cell over timesteps):
         "auto" (default) keeps the first 4 calls of a step as streams of their own and
         stacks every call of the step, one row each (batch mean), into one calls x
@@ -302,7 +309,7 @@ class Client:
         (a model that is only ever evaluated: an inference script)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
-            tree_log_tolerance, stats_every, calls, labels, evaluation,
+            tree_log_tolerance, stats_every, calls, labels, evaluation, cast_format,
         )
 
     def track_layer(
@@ -323,13 +330,14 @@ class Client:
         calls: str = "auto",
         labels: Optional[Callable[[], Any]] = None,
         evaluation: str = "skip",
+        cast_format: Optional[str] = None,
     ) -> TrackHandle:
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
         return self._track_module(
             name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
-            tree_log_tolerance, stats_every, calls, labels, evaluation,
+            tree_log_tolerance, stats_every, calls, labels, evaluation, cast_format,
         )
 
     def track_tensor(self, name: str, tensor: torch.Tensor, *, every_n: Optional[int] = None,
@@ -346,7 +354,7 @@ class Client:
 
     def _track_module(
         self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
-        tree_log_tolerance, stats_every, calls, labels=None, evaluation="skip",
+        tree_log_tolerance, stats_every, calls, labels=None, evaluation="skip", cast_format=None,
     ):
         self._check_track_name(name)
         if labels is not None and not callable(labels):
@@ -361,6 +369,7 @@ class Client:
             raise TypeError(f'tree_log must be a bool or "values", not {tree_log!r}')
         tolerance = _check_tolerance(tree_log_tolerance)
         _check_int("stats_every", stats_every, 0)
+        cast = cast_format_value(cast_format)
         if not isinstance(containers, bool):
             raise TypeError(f"containers must be a bool, not {type(containers).__name__}")
         chosen = parse_kinds(kinds, default_kind)
@@ -374,7 +383,7 @@ class Client:
             return TrackHandle(error=f"track {name!r}: {what} matches include/exclude")
         return self._add(
             ModuleTrack(self, name, root, entries, chosen, every_n, transform, hint, tree_log, tolerance, stats_every,
-                        calls, labels, evaluation=evaluation)
+                        calls, labels, evaluation=evaluation, cast=cast)
         )
 
     def _check_track_name(self, name):

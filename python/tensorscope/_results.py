@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from . import _native
 
@@ -33,6 +33,10 @@ def not_admitted(code: int) -> PushResult:
 
 # Render mode names -> wire values, as the C++ side defines them (RenderMode, wire::RenderHint).
 RENDER_MODES: Dict[str, int] = dict(_native.RENDER_MODES)
+
+# The cast formats a track's summaries can measure against (cast_format=), in the C++
+# side's order (shared/cast_formats.h).
+CAST_FORMATS: Tuple[str, ...] = tuple(_native.CAST_FORMATS)
 
 # wire::TensorKind values of tensors.
 KIND_TENSOR = _native.TENSOR_KINDS["tensor"]

@@ -1,6 +1,8 @@
 """Per-step summaries of the tensors a track sees (its stats_every): numel, NaN/Inf
 counts, exact zeros, and over the finite values the L2 norm, max |x|, mean and std; for
-parameters, the update ratio |w_t - w_prev| / |w_prev| since the previous summarised step.
+parameters, the update ratio |w_t - w_prev| / |w_prev| since the previous summarised step;
+for a track with a cast_format, the low-precision numerics (the smallest non-zero |x|, the
+values a cast to the format would make 0 or Inf: shared/cast_formats.h).
 
 A summary is computed where the tensor lives. On the CPU the native core reads the tensor
 once (client/core/tensor_summary.h), in the hook. On a GPU a few reductions (the fewest
@@ -13,6 +15,7 @@ ends; one whose GPU copy is not complete yet waits for a later step's flush (kee
 own step).
 """
 
+import math
 import sys
 from typing import NamedTuple
 
@@ -21,21 +24,48 @@ import torch
 from . import _native
 
 
+class Layout(NamedTuple):
+    """Which values a GPU summary holds (client/core/tensor_summary.h's DeviceSummaryLayout):
+    _native.DEVICE_SUMMARY_FIELDS, then DEVICE_RATIO_FIELDS with `ratio`, then
+    DEVICE_NUMERICS_FIELDS with a `cast` format (its CAST_FORMATS value; 0: none)."""
+
+    scaled: bool  # a float64 tensor's sums, divided by its max |x|
+    ratio: bool
+    cast: int
+
+
 class OnTheWay(NamedTuple):
-    """A summary reduced on a GPU: its values (_native.DEVICE_SUMMARY_FIELDS, then
-    DEVICE_RATIO_FIELDS with an update ratio) in pinned host memory once `event` has
-    completed."""
+    """A summary reduced on a GPU: its values (in `layout`) in pinned host memory once
+    `event` has completed."""
 
     host: torch.Tensor
     event: "torch.cuda.Event"
     numel: int
-    scaled: bool  # a float64 tensor's sums, divided by its max |x|
+    layout: Layout
 
 
-def device_values(tensor, before=None):
-    """(float64 tensor of _native.DEVICE_SUMMARY_FIELDS, then DEVICE_RATIO_FIELDS against
-    `before` when given, on the tensor's device; scaled) of a non-empty tensor: the same
-    operations as track_summaries.cc's device_summary_values. Nothing waits for them."""
+def cast_format_value(name):
+    """The CAST_FORMATS value of a track's cast_format option (None: 0, no numerics);
+    ValueError for any other value."""
+    if name is None:
+        return 0
+    entry = _native.CAST_FORMATS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise ValueError(f"cast_format must be None or one of {', '.join(map(repr, _native.CAST_FORMATS))} "
+                         f"(tensorscope.CAST_FORMATS), not {name!r}")
+    return entry[0]
+
+
+def _limits(cast):
+    """(underflow_at_most, overflow_from) of the cast format whose value is `cast`."""
+    return next((under, over) for value, under, over in _native.CAST_FORMATS.values() if value == cast)
+
+
+def device_values(tensor, before=None, cast=0):
+    """(float64 tensor of the values `layout` says, on the tensor's device; layout) of a
+    non-empty tensor: with `before`, its update ratio against it; with a `cast` format,
+    the numerics. The same operations as track_summaries.cc's device_summary_values.
+    Nothing waits for them."""
     # Every reduction is over all elements (no reshape: a strided tensor would be copied)
     # and reads float64 (exact counts, sums without cancellation); the counts are L0
     # norms, one kernel each.
@@ -55,25 +85,34 @@ def device_values(tensor, before=None):
         parts["diff"] = torch.linalg.vector_norm(wide - old)
         parts["base"] = torch.linalg.vector_norm(old)
         fields = fields + _native.DEVICE_RATIO_FIELDS
-    return torch.stack([parts[f] for f in fields]), scaled
+    if cast:
+        under, over = _limits(cast)
+        magnitude = kept.abs()
+        parts["min_abs_nonzero"] = torch.threshold(magnitude, 0.0, float("inf")).amin()  # zeros: +Inf
+        parts["above_underflow"] = torch.linalg.vector_norm(torch.threshold(magnitude, under, 0.0), 0)
+        parts["overflow"] = torch.linalg.vector_norm(torch.threshold(magnitude, math.nextafter(over, 0.0), 0.0), 0)
+        fields = fields + _native.DEVICE_NUMERICS_FIELDS
+    return torch.stack([parts[f] for f in fields]), Layout(scaled, before is not None, cast)
 
 
-def summarize(tensor, before=None):
+def summarize(tensor, before=None, cast=0):
     """The summary of `tensor` and, with `before` (the same parameter at its previous
-    summarised step), its update ratio |tensor - before| / |before|: (values, ratio) with
-    values (numel, nan, inf, zeros, l2, max_abs, mean, std) and ratio a float or None; an
-    OnTheWay from a GPU; or a str saying why there is none."""
+    summarised step), its update ratio |tensor - before| / |before|; with a `cast` format
+    (a CAST_FORMATS value), its numerics: (values, ratio, numerics) with values (numel,
+    nan, inf, zeros, l2, max_abs, mean, std), ratio a float or None, numerics None or
+    (cast, underflow, overflow, min_abs_nonzero); an OnTheWay from a GPU; or a str saying
+    why there is none."""
     if not isinstance(tensor, torch.Tensor) or tensor.is_complex() or tensor.layout != torch.strided:
         return "not a dense real tensor"
     if tensor.numel() == 0:  # nothing to reduce (and no copy from a device)
-        return (0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None
+        return (0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None, ((cast, 0, 0, 0.0) if cast else None)
     if tensor.is_cuda:
-        values, scaled = device_values(tensor, before)
+        values, layout = device_values(tensor, before, cast)
         host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
         host.copy_(values, non_blocking=True)
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(values.device))
-        return OnTheWay(host, event, tensor.numel(), scaled)
+        return OnTheWay(host, event, tensor.numel(), layout)
     t = tensor.detach()
     if t.device.type != "cpu":
         t = t.cpu()
@@ -84,12 +123,17 @@ def summarize(tensor, before=None):
         capsule = t.__dlpack__()
     except Exception as e:  # an unsupported dtype (complex32, quantized, ...)
         return f"{type(e).__name__}: {e}"
-    values = _native.summarize(capsule, as_bool)
+    values = _native.summarize(capsule, as_bool, cast)
     if isinstance(values, str):
         return values
     if before is not None and as_bool:
         before = before.view(torch.uint8)
-    return values, (update_ratio(t, before) if before is not None else None)
+    return from_native(values, update_ratio(t, before) if before is not None else None)
+
+
+def from_native(values, ratio=None):
+    """summarize()'s result from _native.summarize's (its 8 values, then the numerics)."""
+    return tuple(values[:8]), ratio, values[8]
 
 
 def update_ratio(now, before):
@@ -103,8 +147,8 @@ def update_ratio(now, before):
 
 class StepSummaries:
     """A track's summaries not sent yet: [(step, name, kind, summary)], in the order the
-    track saw the tensors, a summary being summarize()'s (values, ratio) or an OnTheWay.
-    Not thread-safe by itself: the track holds its lock."""
+    track saw the tensors, a summary being summarize()'s (values, ratio, numerics) or an
+    OnTheWay. Not thread-safe by itself: the track holds its lock."""
 
     MAX_PENDING = 65536  # beyond, new summaries are dropped (and counted by the caller)
 
@@ -132,12 +176,12 @@ class StepSummaries:
                 if not summary.event.query():
                     waiting.append(item)
                     continue
-                entry = _native.summary_from_device_values(summary.host.tolist(), summary.numel, summary.scaled)
-                if isinstance(entry, str):  # (cannot happen: device_values gives one of the layouts)
+                entry = _native.summary_from_device_values(summary.host.tolist(), summary.numel, *summary.layout)
+                if isinstance(entry, str):  # (cannot happen: device_values gives its layout)
                     continue
             else:
-                values, ratio = summary
-                entry = tuple(values) + (ratio,)
+                values, ratio, numerics = summary
+                entry = tuple(values) + (ratio, numerics)
             ready.setdefault(step, []).append((name, kind) + tuple(entry))
         self._pending = waiting
         return ready

@@ -101,14 +101,15 @@ def export_torch(tensor, client):
     return Exported(to_dlpack(t.detach() if _DETACH else t), as_bool)
 
 
-def output_hooks(inert_hook):
+def output_hooks(inert_hook, cast=0):
     """A track's _native.OutputHooks (output_hook.h): forward hooks, and hooks on the
     gradients at the outputs, that read plain CPU tensors where they are and send them as
     export_torch's capsules would be (bool, negative views and the rest go to the track's
     Python hooks). The dtypes they take come with a sample capsule each, which says their
-    wire dtype. `inert_hook()` gives what a hook is in a copy of the model."""
+    wire dtype. `inert_hook()` gives what a hook is in a copy of the model; `cast` is the
+    summaries' cast format (a CAST_FORMATS value, 0: none)."""
     samples = {dtype: to_dlpack(torch.zeros(1, dtype=dtype)) for dtype in _TORCH_DTYPES - {torch.bool}}
-    return _native.OutputHooks(torch.Tensor, torch.strided, samples, inert_hook)
+    return _native.OutputHooks(torch.Tensor, torch.strided, samples, inert_hook, cast)
 
 
 def export_numpy(array):

@@ -33,7 +33,7 @@ from . import _compiled
 from ._call_stacks import CallStacks, stacked_name
 from ._outputs import input_leaves, tensor_leaves
 from ._step_zero import HOLD_BYTES, StepZeroWindow, call_name, trainable_version
-from ._summaries import OnTheWay, StepSummaries, summarize
+from ._summaries import OnTheWay, StepSummaries, from_native, summarize
 from ._tensors import output_hooks
 from ._tree import make_tree_log, record
 
@@ -251,7 +251,7 @@ class ModuleTrack(_Track):
     """track_model / track_layer: the selected modules of one model."""
 
     def __init__(self, client, name, root, entries, kinds, every_n, transform, render_mode, tree_log,
-                 tree_log_tolerance=None, stats_every=0, calls="auto", labels=None, evaluation="skip"):
+                 tree_log_tolerance=None, stats_every=0, calls="auto", labels=None, evaluation="skip", cast=0):
         super().__init__(client, name, every_n, transform, render_mode)
         # Evaluation forwards — gradients off, or the model in eval() mode — are left out
         # unless tracked as training's. The native hooks (output hooks, tree log) read
@@ -263,6 +263,7 @@ class ModuleTrack(_Track):
         # Summaries (_summaries.py) every stats_every steps (0: none), beside full tensors
         # every every_n steps; whether the step in progress has each.
         self._stats_every = stats_every
+        self._cast = cast  # the numerics' cast format (_native.CAST_FORMATS value; 0: none)
         self._summaries = StepSummaries()
         self._previous = {}  # parameter stream -> its value at the last summarised step
         self._full_on = self._stats_on = False
@@ -287,7 +288,7 @@ class ModuleTrack(_Track):
         # The output hooks: a module's first call in a sent or summarised step, and the
         # gradient at its output, are taken in C when they need nothing only _on_output and
         # _on_grad do (_sync_output_hooks says when).
-        self._outputs = output_hooks(_inert_hook)
+        self._outputs = output_hooks(_inert_hook, cast)
         self._auto_step = 0  # steps counted from the root's training forwards
         self._auto_started = False
         # Step 0 before the first next_step()/set_step() (see _step_zero.py): the reading
@@ -418,7 +419,7 @@ class ModuleTrack(_Track):
         to the step the known reading names."""
         if auto is None and client_target is None:
             return
-        summary = summarize(tensor)
+        summary = summarize(tensor, cast=self._cast)
         with self._lock:
             window = self._window
             if window is not None:
@@ -509,7 +510,7 @@ class ModuleTrack(_Track):
     def _summarise_native(self, stream, tensor, values, kind, step):
         """The summary of a value the native hooks took (`values`: _native.summarize's)."""
         try:
-            summary = values if isinstance(values, str) else (values, None)
+            summary = values if isinstance(values, str) else from_native(values)
             self._summarise(self._client(), stream, tensor, kind, step, summary=summary)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
@@ -785,7 +786,7 @@ class ModuleTrack(_Track):
             if b is not None and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype, tensor.device):
                 before = b
         if summary is None:
-            summary = summarize(tensor, before)
+            summary = summarize(tensor, before, self._cast)
         if ratio:
             self._previous[name] = tensor.detach().clone()
         if isinstance(summary, str):

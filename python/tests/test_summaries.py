@@ -331,17 +331,24 @@ def test_summary_table_values_match_the_tensors(daemon):
 
 def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
     """A long run's table whose older lines the daemon compacted (a line standing for
-    several steps) and a table written before the steps column, read as one."""
+    several steps), a table written before the steps column and one written before the
+    numerics columns, read as one."""
     (tmp_path / "summaries").mkdir()
-    v1 = ",".join(_anomalies.SUMMARY_COLUMNS[:-1])
-    v2 = ",".join(_anomalies.SUMMARY_COLUMNS)
+    columns = _anomalies.SUMMARY_COLUMNS
+    assert columns[15:] == ("steps", "cast_format", "dynamic_range", "underflow_fraction", "overflow_fraction")
+    v1, v2, v3 = ",".join(columns[:15]), ",".join(columns[:16]), ",".join(columns)
     (tmp_path / "summaries" / "rank0_pid5.csv").write_text(
         v2 + "\n0,0,net,0,x,activation,10,3.5,2,0.1,1,0,0,0.5,,8\n8,0,net,0,x,activation,10,1,1,0,1,0,0,0,,1\n")
     (tmp_path / "summaries" / "rank1_pid6.csv").write_text(v1 + "\n3,1,net,0,x,activation,10,1,1,0,1,0,0,0,\n")
+    (tmp_path / "summaries" / "rank1_pid9.csv").write_text(
+        v3 + "\n4,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,fp16,12.5,0.2,0\n5,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,,,,\n")
     table = tensorscope.read_summaries(tmp_path)
-    assert list(table.step) == [0, 3, 8]
-    assert list(table.steps) == [8, 1, 1] and str(table.steps.dtype) == "int64"
-    assert list(table.pid) == [5, 6, 5]
+    assert list(table.step) == [0, 3, 4, 5, 8]
+    assert list(table.steps) == [8, 1, 1, 1, 1] and str(table.steps.dtype) == "int64"
+    assert list(table.pid) == [5, 6, 9, 9, 5]
+    assert list(table.cast_format) == ["", "", "fp16", "", ""]
+    assert table.dynamic_range[2] == 12.5 and table.underflow_fraction[2] == 0.2 and table.overflow_fraction[2] == 0
+    assert table.drop(index=2)[["dynamic_range", "underflow_fraction", "overflow_fraction"]].isna().all().all()
     (tmp_path / "summaries" / "rank2_pid7.csv").write_text("step,rank,steps\n")
     with pytest.raises(ValueError):
         tensorscope.read_summaries(tmp_path)
@@ -350,18 +357,24 @@ def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
 def test_malformed_summary_records_are_refused_and_counted(daemon):
     with tensorscope.Client(**daemon.client_options()) as scope:
         core = scope._core
-        # more NaN than elements, a negative norm: refused by the daemon, counted invalid
-        core.send_summaries("bad", [("x", 2, 4, 9, 0, 0, 1.0, 1.0, 0.0, 0.0, None)], 0)
-        core.send_summaries("bad", [("y", 2, 4, 0, 0, 0, -1.0, 1.0, 0.0, 0.0, None)], 1)
+        # more NaN than elements, a negative norm, more underflows than elements: refused by
+        # the daemon, counted invalid
+        core.send_summaries("bad", [("x", 2, 4, 9, 0, 0, 1.0, 1.0, 0.0, 0.0, None, None)], 0)
+        core.send_summaries("bad", [("y", 2, 4, 0, 0, 0, -1.0, 1.0, 0.0, 0.0, None, None)], 1)
+        core.send_summaries("bad", [("w", 2, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, (1, 5, 0, 0.5))], 1)
         with pytest.raises(TypeError):
             core.send_summaries("bad", [("z", 2)], 2)
         with pytest.raises(ValueError):
-            core.send_summaries("bad", [("z", 6, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None)], 2)  # not a tensor kind
+            core.send_summaries("bad", [("z", 6, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, None)], 2)  # not a tensor kind
+        with pytest.raises(ValueError, match="cast format"):
+            core.send_summaries("bad", [("z", 2, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, (77, 0, 0, 0.0))], 2)
+        with pytest.raises(TypeError, match="numerics"):
+            core.send_summaries("bad", [("z", 2, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, (1, 0))], 2)
 
         def refused():
             s = daemon.status()
             producers = s["producers"] if s else []
-            return producers and producers[0]["dropped_invalid"] == 2
+            return producers and producers[0]["dropped_invalid"] == 3
 
         assert wait_until(refused, 60), daemon.status()
     daemon.stop()
@@ -382,36 +395,40 @@ def test_the_device_path_agrees_with_the_cpu_kernel(values, dtype):
     # core's arithmetic on their values, against the native kernel the CPU path uses: the
     # same numbers either way.
     t = torch.tensor(values, dtype=dtype)
-    cpu, _ = _summaries.summarize(t)
-    values, scaled = _summaries.device_values(t)
-    device = _native.summary_from_device_values(values.tolist(), t.numel(), scaled)
+    cpu, _, _ = _summaries.summarize(t)
+    values, layout = _summaries.device_values(t)
+    device = _native.summary_from_device_values(values.tolist(), t.numel(), *layout)
     assert device[:4] == cpu[:4]
     assert device[4:8] == pytest.approx(list(cpu[4:]), rel=1e-6, abs=1e-9)
-    assert device[8] is None
+    assert device[8] is None and device[9] is None
 
 
 def test_the_device_path_of_integers_bools_huge_values_and_ratios():
     for t in [torch.arange(-5, 20, dtype=torch.int32), torch.tensor([True, False, True]),
               torch.randn(300, dtype=torch.float64) * 1e300]:
-        cpu, _ = _summaries.summarize(t)
-        values, scaled = _summaries.device_values(t)
-        device = _native.summary_from_device_values(values.tolist(), t.numel(), scaled)
+        cpu, _, _ = _summaries.summarize(t)
+        values, layout = _summaries.device_values(t)
+        device = _native.summary_from_device_values(values.tolist(), t.numel(), *layout)
         assert device[:4] == cpu[:4], t.dtype
         assert device[4:8] == pytest.approx(list(cpu[4:]), rel=1e-9), t.dtype
     before = torch.randn(30, 20)
     now = before + 1e-3 * torch.randn(30, 20)
-    values, scaled = _summaries.device_values(now, before)
-    device = _native.summary_from_device_values(values.tolist(), now.numel(), scaled)
+    values, layout = _summaries.device_values(now, before)
+    device = _native.summary_from_device_values(values.tolist(), now.numel(), *layout)
     assert device[8] == pytest.approx(_summaries.summarize(now, before)[1], rel=1e-6)
     # Other dtypes in float64 as the CPU does it (BatchNorm's int64 count, a bool mask, half).
     for a, b in [(now.half(), before.half()), ((now * 100).int(), (before * 100).int()), (now > 0, before > 0)]:
-        values, scaled = _summaries.device_values(a, b)
-        device = _native.summary_from_device_values(values.tolist(), a.numel(), scaled)
+        values, layout = _summaries.device_values(a, b)
+        device = _native.summary_from_device_values(values.tolist(), a.numel(), *layout)
         cpu_ratio = _summaries.summarize(a, b)[1]
         assert cpu_ratio is not None and device[8] == pytest.approx(cpu_ratio, rel=1e-9), a.dtype
     assert _native.summary_from_device_values([1.0] * 5, 3, False).startswith("a device summary of 5 values")
+    assert _native.summary_from_device_values([1.0] * 8, 3, False).startswith("a device summary of 8 values")
+    with pytest.raises(ValueError, match="cast format 99"):
+        _native.summary_from_device_values([1.0] * 9, 3, False, False, 99)
     # An empty tensor, on any device, is summarised without reductions: as the CPU kernel gives it.
-    assert _summaries.summarize(torch.zeros(0, 3)) == ((0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None)
+    assert _summaries.summarize(torch.zeros(0, 3)) == ((0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0), None, None)
+    assert _summaries.summarize(torch.zeros(0, 3), cast=2)[2] == (2, 0, 0, 0.0)
 
 
 def test_a_device_summary_dispatches_few_operations():
@@ -433,9 +450,13 @@ def test_a_device_summary_dispatches_few_operations():
         _summaries.device_values(t)
     with Count() as with_ratio:
         _summaries.device_values(t, t + 1)
-    print(f"operations per device summary: {len(plain.ops)}, with the update ratio {len(with_ratio.ops)}")
+    with Count() as with_numerics:
+        _summaries.device_values(t, None, _native.CAST_FORMATS["fp8_e4m3"][0])
+    print(f"operations per device summary: {len(plain.ops)}, with the update ratio {len(with_ratio.ops)}, "
+          f"with numerics {len(with_numerics.ops)}")
     assert len(plain.ops) <= 12, plain.ops
     assert len(with_ratio.ops) <= len(plain.ops) + 6, with_ratio.ops
+    assert len(with_numerics.ops) <= len(plain.ops) + 7, with_numerics.ops
 
 
 def test_a_summary_on_its_way_from_a_gpu_waits_for_its_event():
@@ -458,17 +479,19 @@ def test_a_summary_on_its_way_from_a_gpu_waits_for_its_event():
     bad[0, 0] = float("nan")
     event = Event()
     pending = _summaries.StepSummaries()
+    bf16 = _native.CAST_FORMATS["bf16"][0]
     for step, t, b in [(7, bad, None), (7, now, before)]:
-        values, scaled = _summaries.device_values(t, b)
-        assert pending.add(step, "w", 5, _summaries.OnTheWay(values, event, t.numel(), scaled))
+        values, layout = _summaries.device_values(t, b, bf16)
+        assert pending.add(step, "w", 5, _summaries.OnTheWay(values, event, t.numel(), layout))
     assert pending.add(8, "b", 5, _summaries.summarize(torch.ones(3)))
     ready = pending.take_ready()
     assert list(ready) == [8]  # the CPU one; the GPU ones wait
     ready = pending.take_ready(wait=True)
     assert len(ready[7]) == 2
     for entry, t, b in zip(ready[7], [bad, now], [None, before]):
-        cpu_values, cpu_ratio = _summaries.summarize(t, b)
+        cpu_values, cpu_ratio, cpu_numerics = _summaries.summarize(t, b, bf16)
         assert entry[:2] == ("w", 5) and entry[2:6] == cpu_values[:4]
+        assert entry[11] == cpu_numerics and cpu_numerics[0] == bf16
         # (abs: the mean is near 0, where float32 and float64 sums differ by more than rel
         # 1e-6; the values are of order 1)
         assert entry[6:10] == pytest.approx(list(cpu_values[4:]), rel=1e-6, abs=1e-6)

@@ -19,8 +19,15 @@ bool is_activation(wire::TensorKind kind) {
   return kind == wire::TensorKind::kActivation || kind == wire::TensorKind::kTensor;
 }
 
-// The cell slot a metric reads: [1] for the zero fraction, [0] for the row's own metric.
-size_t slot_of(size_t m) { return m == static_cast<size_t>(OverviewMetricId::kZeroFraction) ? 1 : 0; }
+constexpr size_t kFirstNumerics = static_cast<size_t>(OverviewMetricId::kDynamicRange);
+bool is_numerics(size_t m) { return m >= kFirstNumerics && m < kOverviewMetrics.size(); }
+
+// The cell slot a metric reads: [1] for the zero fraction, [0] for the row's own metric;
+// a numerics metric's index into Numerics.
+size_t slot_of(size_t m) {
+  if (is_numerics(m)) return m - kFirstNumerics;
+  return m == static_cast<size_t>(OverviewMetricId::kZeroFraction) ? 1 : 0;
+}
 
 }  // namespace
 
@@ -42,6 +49,9 @@ bool overview_metric_applies(size_t m, wire::TensorKind kind) {
     case OverviewMetricId::kActStd:
     case OverviewMetricId::kZeroFraction: return is_activation(kind);
     case OverviewMetricId::kUpdateRatio: return kind == wire::TensorKind::kParameter;
+    case OverviewMetricId::kDynamicRange:
+    case OverviewMetricId::kUnderflow:
+    case OverviewMetricId::kOverflow: return true;
   }
   return false;
 }
@@ -54,6 +64,11 @@ double overview_value(size_t m, const TensorSummary& s) {
     case OverviewMetricId::kZeroFraction: return s.zero_fraction();
     case OverviewMetricId::kUpdateRatio:
       return s.has_update_ratio ? s.update_ratio : std::numeric_limits<double>::quiet_NaN();
+    case OverviewMetricId::kDynamicRange: return s.dynamic_range();  // NaN without numerics
+    case OverviewMetricId::kUnderflow:
+      return s.has_numerics() ? s.underflow_fraction() : std::numeric_limits<double>::quiet_NaN();
+    case OverviewMetricId::kOverflow:
+      return s.has_numerics() ? s.overflow_fraction() : std::numeric_limits<double>::quiet_NaN();
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -63,15 +78,22 @@ OverviewHistory::OverviewHistory(int window_columns, int max_run_columns, int ma
       max_run_columns_(static_cast<size_t>(std::max(2, max_run_columns))),
       max_rows_(static_cast<size_t>(std::max(1, max_rows))) {}
 
-void OverviewHistory::put(Column& column, size_t row, const Cell& cell) {
+void OverviewHistory::put(Column& column, size_t row, const Cell& cell, const Numerics* numerics) {
   if (column.cells.size() <= row) column.cells.resize(row + 1, Cell{{kNone, kNone}, 0});
   Cell& c = column.cells[row];
   for (size_t i = 0; i < 2; ++i) c.value[i] = std::fmax(c.value[i], cell.value[i]);  // NaN: the other
   c.nonfinite |= cell.nonfinite;
+  if (numerics == nullptr) return;
+  if (column.numerics.size() <= row) column.numerics.resize(row + 1, Numerics{kNone, kNone, kNone});
+  for (size_t i = 0; i < numerics->size(); ++i) {
+    column.numerics[row][i] = std::fmax(column.numerics[row][i], (*numerics)[i]);
+  }
 }
 
 void OverviewHistory::merge(Column& into, const Column& from) {
-  for (size_t row = 0; row < from.cells.size(); ++row) put(into, row, from.cells[row]);
+  for (size_t row = 0; row < from.cells.size(); ++row) {
+    put(into, row, from.cells[row], row < from.numerics.size() ? &from.numerics[row] : nullptr);
+  }
   into.first_step = std::min(into.first_step, from.first_step);
   into.last_step = std::max(into.last_step, from.last_step);
   into.steps += from.steps;
@@ -146,19 +168,24 @@ bool OverviewHistory::observe(int64_t step, const std::vector<TensorSummary>& su
       rows_.push_back(Row{s.name, s.kind, rows_.size()});
     }
     zeros_seen_ = zeros_seen_ || (is_activation(s.kind) && s.zero_count > 0);
+    numerics_seen_ = numerics_seen_ || s.has_numerics();
     Cell cell{{kNone, kNone}, static_cast<uint8_t>(s.finite() ? 0 : 1)};
+    Numerics numerics{kNone, kNone, kNone};
     for (size_t m = 0; m < kOverviewMetrics.size(); ++m) {
       const double v = overview_value(m, s);
-      if (!std::isnan(v)) cell.value[slot_of(m)] = static_cast<float>(v);
+      if (std::isnan(v)) continue;
+      (is_numerics(m) ? numerics[slot_of(m)] : cell.value[slot_of(m)]) = static_cast<float>(v);
     }
-    if (w != nullptr) put(*w, it->second, cell);
-    put(*r, it->second, cell);
+    const Numerics* with = s.has_numerics() ? &numerics : nullptr;
+    if (w != nullptr) put(*w, it->second, cell, with);
+    put(*r, it->second, cell, with);
   }
   return opened;
 }
 
 bool OverviewHistory::has_rows(size_t metric) const {
   if (metric == static_cast<size_t>(OverviewMetricId::kZeroFraction) && !zeros_seen_) return false;
+  if (is_numerics(metric) && !numerics_seen_) return false;
   return std::any_of(rows_.begin(), rows_.end(),
                      [metric](const Row& r) { return overview_metric_applies(metric, r.kind); });
 }
@@ -200,11 +227,16 @@ OverviewGrid OverviewHistory::grid(size_t metric, const std::deque<Column>& colu
   const size_t cols = columns.size(), slot = slot_of(metric);
   g.values.assign(ids.size() * cols, kNone);
   g.nonfinite.assign(ids.size() * cols, 0);
+  const bool numerics = is_numerics(metric);
   for (size_t c = 0; c < cols; ++c) {
     const std::vector<Cell>& cells = columns[c].cells;
     for (size_t r = 0; r < ids.size(); ++r) {
       if (ids[r] >= cells.size()) continue;
-      g.values[r * cols + c] = cells[ids[r]].value[slot];
+      if (!numerics) {
+        g.values[r * cols + c] = cells[ids[r]].value[slot];
+      } else if (ids[r] < columns[c].numerics.size()) {
+        g.values[r * cols + c] = columns[c].numerics[ids[r]][slot];
+      }
       g.nonfinite[r * cols + c] = cells[ids[r]].nonfinite;
     }
   }
@@ -260,7 +292,9 @@ bool first_nonfinite_cell(const OverviewGrid& grid, size_t* row, size_t* column)
 size_t OverviewHistory::memory_bytes() const {
   size_t bytes = sizeof(*this);
   for (const auto* columns : {&window_, &run_}) {
-    for (const Column& c : *columns) bytes += sizeof(Column) + c.cells.capacity() * sizeof(Cell);
+    for (const Column& c : *columns) {
+      bytes += sizeof(Column) + c.cells.capacity() * sizeof(Cell) + c.numerics.capacity() * sizeof(Numerics);
+    }
   }
   // A row: its entry, its name twice (the row and the map's key) and the map's node.
   for (const Row& r : rows_) bytes += sizeof(Row) + 2 * r.name.capacity() + 64;

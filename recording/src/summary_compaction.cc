@@ -40,6 +40,18 @@ SummaryTableRow merged(const SummaryTableRow& a, const SummaryTableRow& b) {
   s.update_ratio = !x.has_update_ratio ? y.update_ratio
       : !y.has_update_ratio            ? x.update_ratio
                                        : larger(x.update_ratio, y.update_ratio);
+  // The numerics: the magnitudes of the steps together (their dynamic range), the largest
+  // fractions lost.
+  if (x.has_numerics() || y.has_numerics()) {
+    s.cast_format = x.has_numerics() ? x.cast_format : y.cast_format;
+    const auto smallest = [](double a, double b) { return a > 0 && (a < b || !(b > 0)) ? a : b; };
+    s.min_abs_nonzero = smallest(x.has_numerics() ? x.min_abs_nonzero : 0, y.has_numerics() ? y.min_abs_nonzero : 0);
+    const auto count = [&s](double fraction) {
+      return static_cast<uint64_t>(std::llround(fraction * static_cast<double>(s.numel)));
+    };
+    s.underflow_count = count(std::max(x.underflow_fraction(), y.underflow_fraction()));
+    s.overflow_count = count(std::max(x.overflow_fraction(), y.overflow_fraction()));
+  }
   return r;
 }
 
@@ -56,7 +68,7 @@ CompactedTable compact_summary_table(std::string_view text, const std::set<int64
     for (size_t nl = rest.find('\n'); nl != std::string_view::npos; nl = rest.find('\n')) {
       const std::string_view bare = rest.substr(0, nl);
       rest.remove_prefix(nl + 1);
-      if (bare == kSummaryTableHeader || bare == kSummaryTableHeaderV1) continue;
+      if (is_summary_table_header(bare)) continue;
       each(parse_summary_table_line(bare, &row) ? &row : nullptr);
     }
   };

@@ -1,9 +1,11 @@
 // summary_table.cc — see summary_table.h.
 #include "tensorscope/recording/summary_table.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -14,15 +16,30 @@ namespace tensorscope::recording {
 
 namespace {
 
-// A line's cells from `step` to `update_ratio`, then `steps`.
+// The header's cells, and how many a line of each version has.
+constexpr size_t kCellsV1 = 15, kCellsV2 = 16, kCells = 20;
+
+// A line's cells from `step` to `update_ratio`, then `steps`, then the numerics.
 void append_line(std::string* out, int64_t step, int rank, const std::string& track_cell, int64_t order,
                  const TensorSummary& s, int64_t steps) {
+  const double none = std::numeric_limits<double>::quiet_NaN();
   *out += std::to_string(step) + "," + std::to_string(rank) + "," + track_cell + "," + std::to_string(order) + "," +
       csv_field(s.name) + "," + wire::tensor_kind_name(s.kind) + "," + std::to_string(s.numel);
   for (const double v : {s.l2, s.max_abs, s.mean, s.std}) *out += "," + csv_number(v);
   *out += "," + std::to_string(s.nan_count) + "," + std::to_string(s.inf_count) + "," +
       csv_number(s.numel > 0 ? s.zero_fraction() : std::numeric_limits<double>::quiet_NaN()) + "," +
-      (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "," + std::to_string(steps) + "\n";
+      (s.has_update_ratio ? csv_number(s.update_ratio) : std::string()) + "," + std::to_string(steps) + ",";
+  if (s.has_numerics()) {
+    *out += std::string(cast_format_name(s.cast_format)) + "," + csv_number(s.dynamic_range()) + "," +
+        csv_number(s.numel > 0 ? s.underflow_fraction() : none) + "," +
+        csv_number(s.numel > 0 ? s.overflow_fraction() : none) + "\n";
+  } else {
+    *out += ",,,\n";
+  }
+}
+
+uint64_t count_of(double fraction, uint64_t numel) {
+  return std::isnan(fraction) ? 0 : static_cast<uint64_t>(std::llround(fraction * static_cast<double>(numel)));
 }
 
 }  // namespace
@@ -93,13 +110,32 @@ bool read_number(const std::string& text, T* out) {
 
 }  // namespace
 
+bool is_summary_table_header(std::string_view line) {
+  const std::string_view header = kSummaryTableHeader;
+  if (line == header) return true;
+  if (line.size() >= header.size() || header.substr(0, line.size()) != line || header[line.size()] != ',') return false;
+  const auto cells = static_cast<size_t>(std::count(line.begin(), line.end(), ',')) + 1;
+  return cells == kCellsV1 || cells == kCellsV2;
+}
+
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   std::vector<std::string> c;
-  if (!split_csv(line, &c) || (c.size() != 15 && c.size() != 16)) return false;
+  if (!split_csv(line, &c) || (c.size() != kCellsV1 && c.size() != kCellsV2 && c.size() != kCells)) return false;
   TensorSummary& s = row->summary;
   double zero_fraction = 0;
   row->steps = 1;
-  if (c.size() == 16 && (!read_number(c[15], &row->steps) || row->steps < 1)) return false;
+  if (c.size() >= kCellsV2 && (!read_number(c[15], &row->steps) || row->steps < 1)) return false;
+  s.cast_format = CastFormat::kNone;
+  s.underflow_count = s.overflow_count = 0;
+  s.min_abs_nonzero = 0;
+  double range = 0, under = 0, over = 0;
+  if (c.size() == kCells && !c[16].empty()) {
+    const std::optional<CastFormat> cast = cast_format_from_name(c[16]);
+    if (!cast || !read_number(c[17], &range) || !read_number(c[18], &under) || !read_number(c[19], &over)) {
+      return false;
+    }
+    s.cast_format = *cast;
+  }
   if (!read_number(c[0], &row->step) || !read_number(c[1], &row->rank) || !read_number(c[3], &row->order) ||
       !read_number(c[6], &s.numel) || !read_number(c[7], &s.l2) || !read_number(c[8], &s.max_abs) ||
       !read_number(c[9], &s.mean) || !read_number(c[10], &s.std) || !read_number(c[11], &s.nan_count) ||
@@ -111,10 +147,14 @@ bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   if (s.kind == wire::TensorKind::kInvalid || c[4].empty()) return false;
   row->track = std::move(c[2]);
   s.name = std::move(c[4]);
-  s.zero_count =
-      std::isnan(zero_fraction) ? 0 : static_cast<uint64_t>(std::llround(zero_fraction * static_cast<double>(s.numel)));
+  s.zero_count = count_of(zero_fraction, s.numel);
   s.has_update_ratio = !std::isnan(s.update_ratio);
   if (!s.has_update_ratio) s.update_ratio = 0;
+  if (s.has_numerics()) {
+    s.underflow_count = count_of(under, s.numel);
+    s.overflow_count = count_of(over, s.numel);
+    s.min_abs_nonzero = std::isnan(range) || !(s.max_abs > 0) ? 0.0 : std::exp2(std::log2(s.max_abs) - range);
+  }
   return true;
 }
 
@@ -124,7 +164,7 @@ uint64_t for_each_summary_table_row(std::string_view text, const std::function<v
   for (size_t nl = text.find('\n'); nl != std::string_view::npos; nl = text.find('\n')) {
     const std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl + 1);
-    if (line == kSummaryTableHeader || line == kSummaryTableHeaderV1) continue;
+    if (is_summary_table_header(line)) continue;
     if (parse_summary_table_line(line, &r)) {
       row(r);
     } else {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "byte_fields.h"
 
@@ -12,9 +13,12 @@ namespace {
 // Offsets in an entry (summary_format.h).
 constexpr size_t kKindAt = wire::kNameBytes;
 constexpr size_t kFlagsAt = kKindAt + 1;
+constexpr size_t kCastAt = kKindAt + 2;
 constexpr size_t kCountsAt = kKindAt + 8;
 constexpr size_t kValuesAt = kCountsAt + 4 * 8;
-static_assert(kValuesAt + 5 * 8 == kSummaryEntryBytes);
+constexpr size_t kNumericsAt = kValuesAt + 5 * 8;
+static_assert(kNumericsAt == kSummaryEntryBytesV1);
+static_assert(kNumericsAt + 3 * 8 == kSummaryEntryBytes);
 
 using internal::get_field;
 using internal::put_field;
@@ -32,13 +36,27 @@ std::string entry_refusal(const TensorSummary& s) {
   if (s.nan_count > s.numel || s.inf_count > s.numel - s.nan_count || s.zero_count > s.numel) {
     return "entry '" + s.name + "' counts more NaN, Inf or zero elements than it has";
   }
-  for (const double v : {s.l2, s.max_abs, s.std, s.update_ratio}) {
+  for (const double v : {s.l2, s.max_abs, s.std, s.update_ratio, s.min_abs_nonzero}) {
     if (v < 0) return "entry '" + s.name + "' has a negative norm";
+  }
+  if (s.has_numerics() && cast_format_info(s.cast_format) == nullptr) {
+    return "entry '" + s.name + "' names cast format " + std::to_string(static_cast<int>(s.cast_format)) +
+        ", which this daemon does not know (update tensorscoped to the client's version)";
+  }
+  if (s.underflow_count > s.numel || s.overflow_count > s.numel - s.underflow_count) {
+    return "entry '" + s.name + "' counts more underflowing or overflowing elements than it has";
   }
   return {};
 }
 
 }  // namespace
+
+double TensorSummary::dynamic_range() const {
+  if (!has_numerics() || !(min_abs_nonzero > 0) || !(max_abs >= min_abs_nonzero)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::log2(max_abs) - std::log2(min_abs_nonzero);  // (the quotient of float64 extremes overflows)
+}
 
 std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
   const size_t count = std::min<size_t>(summaries.size(), kMaxSummaryEntries);
@@ -53,10 +71,16 @@ std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
     std::memcpy(out.data() + at, s.name.data(), std::min(s.name.size(), wire::kNameBytes - 1));
     put_field<uint8_t>(out, at + kKindAt, static_cast<uint8_t>(s.kind));
     put_field<uint8_t>(out, at + kFlagsAt, s.has_update_ratio ? kSummaryHasUpdateRatio : 0);
+    put_field<uint8_t>(out, at + kCastAt, static_cast<uint8_t>(s.cast_format));
     const uint64_t counts[] = {s.numel, s.nan_count, s.inf_count, s.zero_count};
     std::memcpy(out.data() + at + kCountsAt, counts, sizeof(counts));
     const double values[] = {s.l2, s.max_abs, s.mean, s.std, s.has_update_ratio ? s.update_ratio : 0.0};
     std::memcpy(out.data() + at + kValuesAt, values, sizeof(values));
+    if (s.has_numerics()) {
+      put_field<uint64_t>(out, at + kNumericsAt, s.underflow_count);
+      put_field<uint64_t>(out, at + kNumericsAt + 8, s.overflow_count);
+      put_field<double>(out, at + kNumericsAt + 16, s.min_abs_nonzero);
+    }
   }
   return out;
 }
@@ -71,7 +95,7 @@ StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
   }
   const size_t entry_size = get_field<uint16_t>(in, 6);
   const uint32_t count = get_field<uint32_t>(in, 8);
-  if (entry_size < kSummaryEntryBytes) return Status::error("summary entries shorter than version 1's");
+  if (entry_size < kSummaryEntryBytesV1) return Status::error("summary entries shorter than version 1's");
   if (count > kMaxSummaryEntries) {
     return Status::error("summary record of " + std::to_string(count) + " entries (at most " +
                          std::to_string(kMaxSummaryEntries) + ")");
@@ -98,6 +122,14 @@ StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
     s.mean = get_field<double>(e, kValuesAt + 16);
     s.std = get_field<double>(e, kValuesAt + 24);
     s.update_ratio = s.has_update_ratio ? get_field<double>(e, kValuesAt + 32) : 0.0;
+    if (entry_size >= kSummaryEntryBytes) {
+      s.cast_format = static_cast<CastFormat>(get_field<uint8_t>(e, kCastAt));
+      if (s.has_numerics()) {
+        s.underflow_count = get_field<uint64_t>(e, kNumericsAt);
+        s.overflow_count = get_field<uint64_t>(e, kNumericsAt + 8);
+        s.min_abs_nonzero = get_field<double>(e, kNumericsAt + 16);
+      }
+    }
     if (std::string why = entry_refusal(s); !why.empty()) return Status::error(why);
     out.push_back(std::move(s));
   }

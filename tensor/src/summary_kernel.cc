@@ -61,6 +61,26 @@ Float32Block float32_block_loops(const float* p, size_t n, float shift) {
   return out;
 }
 
+// Integer compares only: the compiler vectorises it as it is.
+Float32CastBlock float32_cast_block(const float* p, size_t n, int32_t underflow_bits, int32_t overflow_bits) {
+  int32_t smallest = kMagnitude, under = 0, over = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int32_t bits;
+    std::memcpy(&bits, p + i, sizeof(bits));
+    const int32_t magnitude = bits & kMagnitude;
+    const bool finite = magnitude <= kLargestFinite;
+    const int32_t candidate = magnitude != 0 && finite ? magnitude : kMagnitude;
+    smallest = candidate < smallest ? candidate : smallest;
+    under += magnitude != 0 && magnitude <= underflow_bits ? 1 : 0;
+    over += magnitude >= overflow_bits && finite ? 1 : 0;
+  }
+  Float32CastBlock out;
+  out.min_nonzero = smallest;
+  out.underflow = static_cast<uint32_t>(under);
+  out.overflow = static_cast<uint32_t>(over);
+  return out;
+}
+
 #ifdef TENSORSCOPE_SUMMARY_AVX2
 namespace {
 

@@ -21,6 +21,15 @@ struct Float32Block {
   uint32_t finite = 0;
 };
 
+// What a cast would lose of a block (tensor_stats.h's CastLimits, as the magnitudes' bits:
+// a float32 |x| orders as its bits do).
+struct Float32CastBlock {
+  int32_t min_nonzero = 0x7fffffff;  // the bits of the smallest non-zero finite |x|
+  uint32_t underflow = 0;            // 0 < |x| <= underflow_bits
+  uint32_t overflow = 0;             // overflow_bits <= |x| <= the largest finite float
+};
+Float32CastBlock float32_cast_block(const float* p, size_t n, int32_t underflow_bits, int32_t overflow_bits);
+
 // The sums of `n` (at most 2^20) values at `p`.
 Float32Block float32_block(const float* p, size_t n, float shift);
 // The same without AVX2 (every machine; what float32_block uses where AVX2 is missing).

@@ -173,21 +173,66 @@ SummaryStats float32_summary(const float* data, size_t n) {
   return out;
 }
 
+int32_t float_bits(float f) {
+  int32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+// `cast` on float32 values, in blocks of detail::float32_cast_block: the limits as the
+// bits of the largest float at most the underflow limit and of the smallest float at
+// least the overflow limit (+Inf's bits when none: nothing overflows).
+void float32_cast_counts(const float* data, size_t n, const CastLimits& cast, SummaryStats* out) {
+  float under = static_cast<float>(cast.underflow_at_most);
+  if (static_cast<double>(under) > cast.underflow_at_most) under = std::nextafter(under, 0.0f);
+  float over = static_cast<float>(cast.overflow_from);
+  if (static_cast<double>(over) < cast.overflow_from)
+    over = std::nextafter(over, std::numeric_limits<float>::infinity());
+  const int32_t under_bits = under > 0 ? float_bits(under) : 0;
+  const int32_t over_bits = float_bits(std::fabs(over));
+  int32_t smallest = std::numeric_limits<int32_t>::max();
+  constexpr size_t kBlock = 1 << 20;
+  for (size_t at = 0; at < n; at += kBlock) {
+    const detail::Float32CastBlock b =
+        detail::float32_cast_block(data + at, std::min(kBlock, n - at), under_bits, over_bits);
+    smallest = std::min(smallest, b.min_nonzero);
+    out->underflow_count += b.underflow;
+    out->overflow_count += b.overflow;
+  }
+  if (smallest != std::numeric_limits<int32_t>::max()) {
+    float f;
+    std::memcpy(&f, &smallest, sizeof(f));
+    out->min_abs_nonzero = f;
+  }
+}
+
 }  // namespace
 
-SummaryStats compute_summary_stats(const TensorView& view) {
+SummaryStats compute_summary_stats(const TensorView& view, const CastLimits* cast) {
   if (view.valid() && view.type == ElementType::kFloat32) {
     // Shared memory or a tensor of the training process: aligned float32 as allocators give it.
-    return float32_summary(static_cast<const float*>(view.data), static_cast<size_t>(view.numel()));
+    const auto* data = static_cast<const float*>(view.data);
+    const auto n = static_cast<size_t>(view.numel());
+    SummaryStats out = float32_summary(data, n);
+    if (cast != nullptr) float32_cast_counts(data, n, *cast, &out);
+    return out;
   }
   NonFiniteCounts nf;
   StatsAccumulator acc;
-  uint64_t zeros = 0;
+  uint64_t zeros = 0, under = 0, over = 0;
+  double smallest = std::numeric_limits<double>::infinity();
   for_each_finite_block(view, &nf, [&](const double* v, size_t n) {
     acc.add_block(v, n);
     uint64_t block_zeros = 0;
     for (size_t i = 0; i < n; ++i) block_zeros += v[i] == 0.0 ? 1 : 0;
     zeros += block_zeros;
+    if (cast == nullptr) return;
+    for (size_t i = 0; i < n; ++i) {
+      const double a = std::fabs(v[i]);
+      if (a != 0 && a < smallest) smallest = a;
+      under += a != 0 && a <= cast->underflow_at_most ? 1 : 0;
+      over += a >= cast->overflow_from ? 1 : 0;
+    }
   });
   const TensorStats s = acc.finish(view.valid() ? static_cast<uint64_t>(view.numel()) : 0, nf);
   SummaryStats out;
@@ -196,6 +241,9 @@ SummaryStats compute_summary_stats(const TensorView& view) {
   out.nan_count = s.nan_count;
   out.inf_count = s.pos_inf_count + s.neg_inf_count;
   out.zero_count = zeros;
+  out.underflow_count = under;
+  out.overflow_count = over;
+  out.min_abs_nonzero = std::isfinite(smallest) ? smallest : 0.0;
   if (s.finite_count > 0) {
     out.mean = s.mean;
     out.std = s.std;

@@ -1,8 +1,8 @@
 """docs.examples: the user documentation stays true. Its Python examples run (a page's
 blocks in order, after prelude.py, beside a real tensorscoped of session exp1), its YAML
 configs load (tensorscoped --check-config), the options its shell lines give exist
-(--help of the command), and the tables name every render mode and client option the
-code defines. A block is skipped only with a reason (doc_blocks.NOT_RUN)."""
+(--help of the command), and the tables name every render mode, cast format and client
+option the code defines. A block is skipped only with a reason (doc_blocks.NOT_RUN)."""
 
 import json
 import os
@@ -151,6 +151,14 @@ def test_every_render_mode_has_its_row():
     for mode in _native.RENDER_MODES:
         if mode != "default":
             assert f"| `{mode}` |" in table, f"render mode {mode} has no row in docs/user/render_modes.md"
+
+
+def test_every_cast_format_has_its_row():
+    from tensorscope import _native
+
+    table = open(os.path.join(REPO, "docs", "user", "summaries.md")).read()
+    for name in _native.CAST_FORMATS:
+        assert f"| `{name}` |" in table, f"cast format {name} has no row in docs/user/summaries.md"
 
 
 def test_every_client_option_is_documented():

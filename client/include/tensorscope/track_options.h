@@ -13,6 +13,7 @@
 #include "tensorscope/evaluation_calls.h"
 #include "tensorscope/option_setter.h"
 #include "tensorscope/render_mode.h"
+#include "tensorscope/shared/cast_formats.h"
 
 namespace tensorscope {
 
@@ -56,6 +57,12 @@ class TrackOptions {
   // their update ratio), one small record per step, for the daemon's summary table and
   // anomaly reports. On a GPU without a host synchronisation.
   TENSORSCOPE_TRACK_OPTION(int64_t, stats_every, 1)
+  // module tracks: each summary also measures the low-precision numerics against this
+  // format (tensorscope/shared/cast_formats.h: kBf16, kFp16, kFp8E4m3, kFp8E5m2): the
+  // dynamic range (log2 of max |x| over the smallest non-zero |x|) and how many values a
+  // cast to the format would turn to zero (underflow) or to Inf/NaN (overflow). kNone
+  // (the default) measures none: on a GPU they cost a few more reductions per tensor.
+  TENSORSCOPE_TRACK_OPTION(CastFormat, cast_format, CastFormat::kNone)
   // Applied to each tensor before it is copied (e.g. reduce to per-channel std); replaces
   // the client's transform for this track. Empty = the client's transform.
   TENSORSCOPE_TRACK_OPTION(TransformFn, transform, nullptr)

@@ -20,23 +20,23 @@
 namespace tensorscope {
 namespace {
 
-TensorSummary on_the_device(const at::Tensor& t, const at::Tensor& before = {}) {
-  bool scaled = false;
-  const at::Tensor values = device_summary_values(t, before, &scaled).contiguous();
+TensorSummary on_the_device(const at::Tensor& t, const at::Tensor& before = {}, CastFormat cast = CastFormat::kNone) {
+  DeviceSummaryLayout layout;
+  const at::Tensor values = device_summary_values(t, before, cast, &layout).contiguous();
   EXPECT_EQ(values.scalar_type(), at::kDouble);
   TensorSummary s;
   std::string why;
   EXPECT_TRUE(summary_from_device_values(values.data_ptr<double>(), static_cast<size_t>(values.numel()),
-                                         static_cast<uint64_t>(t.numel()), scaled, &s, &why))
+                                         static_cast<uint64_t>(t.numel()), layout, &s, &why))
       << why;
   return s;
 }
 
-TensorSummary in_one_pass(const at::Tensor& t) {
+TensorSummary in_one_pass(const at::Tensor& t, CastFormat cast = CastFormat::kNone) {
   const StagedTensor staged(t);
   TensorSummary s;
   std::string why;
-  EXPECT_TRUE(summarize_cpu(staged.ref(), &s, &why)) << why;
+  EXPECT_TRUE(summarize_cpu(staged.ref(), cast, &s, &why)) << why;
   return s;
 }
 
@@ -131,12 +131,60 @@ TEST(DeviceSummary, UpdateRatioAsTheCpuGivesIt) {
   EXPECT_EQ(on_the_device(torch::zeros({3}), torch::zeros({3})).update_ratio, 0.0);
 }
 
-TEST(DeviceSummary, RefusesAnUnknownLayout) {
+// The numerics against each cast format: on the device as in the CPU pass, for float32,
+// float64 (its sums scaled), bf16 and float16 tensors, with an update ratio before them,
+// NaN and Inf left out; values at and beside the formats' limits.
+TEST(DeviceSummary, NumericsAgreeWithTheCpuPassForEveryFormat) {
+  at::manual_seed(3);
+  std::vector<float> special = {0.0f,
+                                1e-30f,
+                                std::ldexp(1.0f, -25),
+                                std::ldexp(1.0f, -17),
+                                70000.0f,
+                                464.0f,
+                                465.0f,
+                                61440.0f,
+                                3e38f,
+                                std::nanf(""),
+                                -std::numeric_limits<float>::infinity()};
+  const at::Tensor edges = torch::tensor(special);
+  const at::Tensor spread = torch::randn({4000}) * torch::exp2(torch::randint(-40, 20, {4000}).to(at::kFloat));
+  for (const at::Tensor& base : {at::cat({edges, spread}), spread.view({40, 100}).t()}) {
+    for (const CastFormatInfo& f : kCastFormats) {
+      for (const at::ScalarType type : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
+        const at::Tensor t = base.to(type);
+        const std::string label = std::string(f.name) + " of " + std::string(c10::toString(type));
+        const TensorSummary d = on_the_device(t, t * 2, f.format), c = in_one_pass(t, f.format);
+        EXPECT_EQ(d.cast_format, f.format) << label;
+        EXPECT_EQ(c.cast_format, f.format) << label;
+        EXPECT_EQ(d.underflow_count, c.underflow_count) << label;
+        EXPECT_EQ(d.overflow_count, c.overflow_count) << label;
+        EXPECT_EQ(d.min_abs_nonzero, c.min_abs_nonzero) << label;
+        EXPECT_TRUE(d.has_update_ratio) << label;
+        expect_close(d.l2, c.l2, 1e-7, "l2", label);
+      }
+    }
+  }
+  const TensorSummary e = in_one_pass(edges, CastFormat::kFp16);
+  EXPECT_EQ(e.underflow_count, 2u) << "1e-30 and 2^-25 become 0 in fp16";
+  EXPECT_EQ(e.overflow_count, 2u) << "70000 and 3e38 (61440 is an fp16 value)";
+  EXPECT_EQ(e.min_abs_nonzero, static_cast<double>(1e-30f));
+  EXPECT_FALSE(on_the_device(edges).has_numerics());
+  EXPECT_EQ(on_the_device(torch::zeros({4}), {}, CastFormat::kBf16).min_abs_nonzero, 0.0) << "no non-zero value";
+}
+
+TEST(DeviceSummary, RefusesAValueCountNotItsLayouts) {
   const double values[5] = {1, 1, 0, 1, 1};
   TensorSummary s;
   std::string why;
-  EXPECT_FALSE(summary_from_device_values(values, 5, 3, false, &s, &why));
+  EXPECT_FALSE(summary_from_device_values(values, 5, 3, DeviceSummaryLayout{}, &s, &why));
   EXPECT_NE(why.find("5 values"), std::string::npos) << why;
+  const double eleven[11] = {};
+  EXPECT_FALSE(summary_from_device_values(eleven, 11, 3, DeviceSummaryLayout{}, &s, &why)) << "6 expected";
+  EXPECT_TRUE(summary_from_device_values(eleven, 11, 3, DeviceSummaryLayout{false, true, CastFormat::kFp16}, &s, &why))
+      << why;
+  EXPECT_FALSE(summary_from_device_values(eleven, 9, 3, DeviceSummaryLayout{false, false, static_cast<CastFormat>(99)},
+                                          &s, &why));
 }
 
 // Counts the ATen operations on this thread that do work: on a device, each is a kernel
@@ -168,11 +216,11 @@ void op_ended(const at::RecordFunction&, at::ObserverContext*) {
   if (!open_ops.empty()) open_ops.pop_back();
 }
 
-int kernels_of(const at::Tensor& t, const at::Tensor& before = {}) {
+int kernels_of(const at::Tensor& t, const at::Tensor& before = {}, CastFormat cast = CastFormat::kNone) {
   const at::CallbackHandle handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&op_started, &op_ended));
   kernels = 0;
-  bool scaled = false;
-  (void)device_summary_values(t, before, &scaled);
+  DeviceSummaryLayout layout;
+  (void)device_summary_values(t, before, cast, &layout);
   const int n = kernels;
   at::removeCallback(handle);
   return n;
@@ -181,12 +229,15 @@ int kernels_of(const at::Tensor& t, const at::Tensor& before = {}) {
 TEST(DeviceSummary, LaunchesFewKernels) {
   const at::Tensor t = torch::randn({256, 512});
   const int plain = kernels_of(t), with_ratio = kernels_of(t, t + 1), f64 = kernels_of(t.to(at::kDouble));
+  const int numerics = kernels_of(t, {}, CastFormat::kBf16);
   EXPECT_EQ(kernels_of(t.t()), plain) << "a strided tensor is read where it is, not copied first";
-  std::printf("kernels per summary: float32 %d, with the update ratio %d, float64 %d\n", plain, with_ratio, f64);
+  std::printf("kernels per summary: float32 %d, with the update ratio %d, float64 %d, with numerics %d\n", plain,
+              with_ratio, f64, numerics);
   // The float64 formula this replaced launched 52 (58 with the ratio).
   EXPECT_LE(plain, 10);
   EXPECT_LE(with_ratio, plain + 4);
   EXPECT_LE(f64, plain + 2);
+  EXPECT_LE(numerics, plain + 8);
   EXPECT_GT(plain, 0) << "the counter saw nothing: RecordFunction is off";
 }
 

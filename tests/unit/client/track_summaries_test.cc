@@ -149,6 +149,53 @@ TEST(TrackSummaries, OneRecordEveryStatsEveryStepsWithTheStepsValues) {
   EXPECT_EQ(rx.named("fc").size(), 1u) << "full tensors only at step 0 (every_n 100)";
 }
 
+// TrackOptions::cast_format: every summary of the track measures the numerics against it
+// (the output's dynamic range and what fp16 loses of it: values scaled to overflow and
+// underflow); a track without one sends none.
+TEST(TrackSummaries, ACastFormatAddsTheNumericsToEverySummary) {
+  torch::manual_seed(4);
+  Scaled net;
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle with = rx.client().track_model("net", net,
+                                             TrackOptions()
+                                                 .include("^fc$")
+                                                 .cast_format(CastFormat::kFp16)
+                                                 .kinds(TrackKinds::kOutput | TrackKinds::kParameter));
+  TrackHandle without = rx.client().track_model("plain", net, TrackOptions().include("^fc$"));
+  {
+    torch::NoGradGuard no_grad;
+    net->fc->bias.zero_();
+  }
+  const torch::Tensor x = torch::randn({50, 6});
+  x[0][0] = 1e6;       // -> outputs beyond fp16's range
+  x[1] = x[1] * 1e-9;  // -> outputs below half fp16's smallest subnormal
+  const torch::Tensor out = net->fc(x).detach();
+  net(x);
+  rx.client().next_step();
+  with.reset();
+  without.reset();
+  const auto by_step = summaries_of(rx);
+  ASSERT_EQ(by_step.count(0), 1u);
+  std::map<std::string, TensorSummary> named;
+  for (const TensorSummary& s : by_step.at(0)) named[s.name] = s;
+  ASSERT_EQ(named.count("net.fc"), 1u);
+  ASSERT_EQ(named.count("net.fc.weight"), 1u);
+  ASSERT_EQ(named.count("plain.fc"), 1u);
+  const TensorSummary& s = named["net.fc"];
+  EXPECT_EQ(s.cast_format, CastFormat::kFp16);
+  const torch::Tensor a = out.abs();
+  EXPECT_EQ(s.overflow_count, (a >= 65520).sum().item<int64_t>());
+  EXPECT_EQ(s.underflow_count, ((a > 0) & (a <= std::ldexp(1.0, -25))).sum().item<int64_t>());
+  EXPECT_GT(s.overflow_count, 0u);
+  EXPECT_GT(s.underflow_count, 0u);
+  EXPECT_EQ(s.min_abs_nonzero, a.masked_fill(a == 0, INFINITY).min().item<double>());
+  EXPECT_NEAR(s.dynamic_range(), std::log2(a.max().item<double>() / s.min_abs_nonzero), 1e-9);
+  EXPECT_TRUE(named["net.fc.weight"].has_numerics()) << "parameters too";
+  EXPECT_FALSE(named["plain.fc"].has_numerics());
+  EXPECT_EQ(named["plain.fc"].l2, s.l2);
+}
+
 TEST(TrackSummaries, StatsEveryZeroSendsNone) {
   torch::nn::Linear fc(2, 2);
   RecordReceiver rx;

@@ -76,6 +76,48 @@ TEST(OverviewHistoryTest, TheFractionOfZerosHasRowsOnceAnActivationHadZeros) {
   EXPECT_EQ(h.whole_run(kZeros).rows, (std::vector<std::string>{"net.a", "net.b", "net.c"}));
 }
 
+// The numerics' metrics: rows for every kind once a summary with numerics came (a track
+// with a cast format beside one without: the other's rows show no value), merged by max.
+TEST(OverviewHistoryTest, NumericsMetricsHaveRowsOnceASummaryHadThem) {
+  constexpr size_t kRange = static_cast<size_t>(OverviewMetricId::kDynamicRange);
+  constexpr size_t kUnder = static_cast<size_t>(OverviewMetricId::kUnderflow);
+  constexpr size_t kOver = static_cast<size_t>(OverviewMetricId::kOverflow);
+  OverviewHistory h(/*window_columns=*/10, /*max_run_columns=*/2);
+  h.observe(0, model_step(1));
+  for (size_t m : {kRange, kUnder, kOver}) EXPECT_FALSE(h.has_rows(m)) << kOverviewMetrics[m].name;
+  const size_t memory = h.memory_bytes();
+  for (int64_t step = 1; step <= 4; ++step) {
+    std::vector<TensorSummary> with = model_step(1);
+    for (size_t i = 0; i + 1 < with.size(); ++i) {  // net.a.grad: a track without numerics
+      with[i].cast_format = CastFormat::kBf16;
+      with[i].max_abs = 8;
+      with[i].min_abs_nonzero = std::ldexp(1.0, -static_cast<int>(step));
+      with[i].underflow_count = static_cast<uint64_t>(step);
+      with[i].overflow_count = step == 2 ? 10 : 0;
+    }
+    h.observe(step, with);
+  }
+  EXPECT_GT(h.memory_bytes(), memory);
+  for (size_t m : {kRange, kUnder, kOver}) {
+    ASSERT_TRUE(h.has_rows(m));
+    EXPECT_EQ(h.window(m).rows,
+              (std::vector<std::string>{"net.a", "net.b", "net.c", "net.a.grad", "net.b.grad", "net.c.grad"}));
+  }
+  const OverviewGrid range = h.window(kRange);
+  EXPECT_TRUE(std::isnan(range.value(0, 0))) << "step 0 had no numerics";
+  EXPECT_FLOAT_EQ(range.value(0, 1), 4);  // log2(8 / 2^-1)
+  EXPECT_FLOAT_EQ(range.value(2, 4), 7);
+  EXPECT_TRUE(std::isnan(range.value(3, 4))) << "net.a.grad: no numerics";
+  EXPECT_FLOAT_EQ(h.window(kUnder).value(1, 3), 0.03f);
+  EXPECT_FLOAT_EQ(h.window(kOver).value(1, 2), 0.1f);
+  // The whole run in two columns (steps 0-3 and 4): the largest of each.
+  const OverviewGrid run = h.whole_run(kOver);
+  ASSERT_EQ(run.columns(), 2u);
+  EXPECT_FLOAT_EQ(run.value(0, 0), 0.1f);
+  EXPECT_FLOAT_EQ(run.value(0, 1), 0.0f);
+  EXPECT_FLOAT_EQ(h.whole_run(kRange).value(0, 0), 6);
+}
+
 TEST(OverviewHistoryTest, WindowKeepsTheLastColumnsWholeRunMergesByMax) {
   OverviewHistory h(/*window_columns=*/10, /*max_run_columns=*/8);
   for (int64_t step = 0; step < 40; ++step) {

@@ -136,8 +136,39 @@ TEST(SummaryCompaction, AsTheTableGrowsOlderStepsShareOneResolutionAndTheNewestS
   EXPECT_GT(widths.rbegin()->second, 8) << "most older lines at the coarsest resolution: " << seen << "of " << a.size();
 }
 
+// Numerics merge into the magnitudes of the steps together (the dynamic range of their
+// union) and the largest fractions lost.
+TEST(SummaryCompaction, NumericsKeepTheWidestRangeAndTheLargestLosses) {
+  std::string text = std::string(kSummaryTableHeader) + "\n";
+  for (int64_t s = 0; s < 64; ++s) {
+    TensorSummary t = tensor("a", 8);  // max |x| 4
+    t.cast_format = CastFormat::kFp16;
+    t.min_abs_nonzero = std::ldexp(1.0, -static_cast<int>(s % 16));  // range 2 + s % 16 binades
+    t.underflow_count = static_cast<uint64_t>(s % 8);
+    t.overflow_count = s == 5 ? 3 : 0;
+    text += summary_table_lines(s, 0, "net", {t});
+  }
+  CompactedTable result;
+  const std::string out = compacted(text, {}, text.size() / 4, &result);
+  ASSERT_GE(result.block_steps, 8);
+  int merged = 0;
+  for (const auto& r : rows_of(out)) {
+    ASSERT_TRUE(r.summary.has_numerics());
+    EXPECT_EQ(r.summary.cast_format, CastFormat::kFp16);
+    if (r.steps < 8) continue;
+    ++merged;
+    const int64_t last = r.step + r.steps - 1;
+    const double widest = 2.0 + static_cast<double>(std::min<int64_t>(15, last - r.step + r.step % 16));
+    EXPECT_NEAR(r.summary.dynamic_range(), widest, 1e-9) << "steps " << r.step << ".." << last;
+    EXPECT_EQ(r.summary.underflow_count, 7u);
+    EXPECT_EQ(r.summary.overflow_count, r.step <= 5 && 5 <= last ? 3u : 0u);
+  }
+  EXPECT_GT(merged, 0);
+}
+
 TEST(SummaryCompaction, ATableWithoutTheStepsColumnAndBadLinesIsRead) {
-  std::string text = std::string(kSummaryTableHeaderV1) + "\n";
+  const std::string header = kSummaryTableHeader;
+  std::string text = header.substr(0, header.find(",steps")) + "\n";
   for (int s = 0; s < 10; ++s) text += std::to_string(s) + ",0,net,0,x,activation,10,1,1,0,1,0,0,0,\n";
   text += "not a line\n";
   CompactedTable result;

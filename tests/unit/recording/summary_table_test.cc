@@ -40,8 +40,24 @@ TEST(SummaryTableTest, LinesReadBackAsWritten) {
   w.l2 = 3;
   w.has_update_ratio = true;
   w.update_ratio = 1.5e-4;
-  const auto lines = lines_of(summary_table_lines(41, 2, "net", {a, w}));
-  ASSERT_EQ(lines.size(), 2u);
+  TensorSummary g;  // with numerics: counts from fractions, min |x| from the dynamic range
+  g.name = "net.fc.grad";
+  g.kind = wire::TensorKind::kGradient;
+  g.numel = 400;
+  g.max_abs = 0x1p-3;
+  g.cast_format = CastFormat::kFp8E5m2;
+  g.underflow_count = 37;
+  g.overflow_count = 2;
+  g.min_abs_nonzero = 0x1p-30;
+  TensorSummary zeros = g;  // numerics of a tensor without a non-zero value
+  zeros.name = "net.zeros";
+  zeros.max_abs = 0;
+  zeros.min_abs_nonzero = 0;
+  zeros.underflow_count = zeros.overflow_count = 0;
+  const auto lines = lines_of(summary_table_lines(41, 2, "net", {a, w, g, zeros}));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[2].find(",fp8_e5m2,27,0.0925,0.005"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[0].find(",1,,,,"), std::string::npos) << "no numerics: empty cells";
   SummaryTableRow row;
   ASSERT_TRUE(parse_summary_table_line(lines[0], &row));
   EXPECT_EQ(row.step, 41);
@@ -50,6 +66,10 @@ TEST(SummaryTableTest, LinesReadBackAsWritten) {
   EXPECT_EQ(row.summary, a);
   ASSERT_TRUE(parse_summary_table_line(lines[1], &row));
   EXPECT_EQ(row.summary, w);
+  ASSERT_TRUE(parse_summary_table_line(lines[2], &row));
+  EXPECT_EQ(row.summary, g);
+  ASSERT_TRUE(parse_summary_table_line(lines[3], &row));
+  EXPECT_EQ(row.summary, zeros);
 }
 
 TEST(SummaryTableTest, OtherLinesAreRefused) {
@@ -65,9 +85,34 @@ TEST(SummaryTableTest, OtherLinesAreRefused) {
   EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8", &row));
   EXPECT_EQ(row.steps, 8);
   EXPECT_EQ(row.order, 3);
-  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8\n");
+  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,,,,\n") << "written as this version";
   EXPECT_FALSE(parse_summary_table_line("1,0,net,0,x,activation,10,1,1,0,1,0,0,0,,0", &row));
-  EXPECT_FALSE(parse_summary_table_line(kSummaryTableHeaderV1, &row));
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,bf16,3,0.1,0", &row));
+  EXPECT_EQ(row.summary.cast_format, CastFormat::kBf16);
+  EXPECT_EQ(row.summary.underflow_count, 1u);
+  EXPECT_EQ(row.summary.min_abs_nonzero, 0.125);
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,bf17,3,0.1,0", &row));
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,bf16,3,0.1", &row));
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,bf16,x,0.1,0", &row));
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,,,,", &row));
+  EXPECT_FALSE(row.summary.has_numerics());
+}
+
+// The headers of this and the earlier versions are the table's; a line or a prefix cut
+// inside a column name is not.
+TEST(SummaryTableTest, HeadersOfEveryVersion) {
+  const std::string header = kSummaryTableHeader;
+  EXPECT_TRUE(is_summary_table_header(header));
+  const size_t v2 = header.find(",cast_format"), v1 = header.find(",steps");
+  EXPECT_TRUE(is_summary_table_header(header.substr(0, v2)));
+  EXPECT_TRUE(is_summary_table_header(header.substr(0, v1)));
+  EXPECT_FALSE(is_summary_table_header(header.substr(0, v1 - 3)));
+  EXPECT_FALSE(is_summary_table_header(header.substr(0, header.find(",dynamic_range"))));
+  EXPECT_FALSE(is_summary_table_header(""));
+  SummaryTableRow row;
+  for (const std::string& h : {header, header.substr(0, v2), header.substr(0, v1)}) {
+    EXPECT_FALSE(parse_summary_table_line(h, &row)) << h;
+  }
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ TEST(SummaryFormat, RoundTripsEveryField) {
   in[2].has_update_ratio = true;
   in[2].update_ratio = 1e-3;
   in[1].l2 = std::numeric_limits<double>::infinity();  // an overflowing norm is kept
+  in[0].cast_format = CastFormat::kFp8E4m3;
+  in[0].underflow_count = 7;
+  in[0].overflow_count = 3;
+  in[0].min_abs_nonzero = 0x1p-20;
   const std::string payload = encode_summaries(in);
   EXPECT_EQ(payload.size(), kSummaryHeaderBytes + 3 * kSummaryEntryBytes);
   auto out = parse_summaries(payload);
@@ -88,6 +92,47 @@ TEST(SummaryFormat, RefusesWhatItCannotTrust) {
   EXPECT_NE(with([](TensorSummary& s) { s.name = "a\nb"; }), "");
   EXPECT_NE(with([](TensorSummary& s) { s.kind = wire::TensorKind::kModuleTree; }), "");
   EXPECT_EQ(with([](TensorSummary& s) { s.mean = std::nan(""); }), "") << "NaN statistics are data";
+  auto numerics = [](TensorSummary& s) {
+    s.cast_format = CastFormat::kBf16;
+    s.underflow_count = 10;
+    s.overflow_count = 5;
+    s.min_abs_nonzero = 0.5;
+  };
+  EXPECT_EQ(with(numerics), "");
+  EXPECT_NE(with([&](TensorSummary& s) { numerics(s), s.underflow_count = 101; }), "");
+  EXPECT_NE(with([&](TensorSummary& s) { numerics(s), s.overflow_count = 91; }), "") << "underflow + overflow > numel";
+  EXPECT_NE(with([&](TensorSummary& s) { numerics(s), s.min_abs_nonzero = -1; }), "");
+  EXPECT_NE(with([&](TensorSummary& s) {
+              numerics(s), s.cast_format = static_cast<CastFormat>(kMaxCastFormat + 1);
+            }).find("cast format"),
+            std::string::npos);
+}
+
+// Entries written before the cast formats (208 bytes): read, without numerics.
+TEST(SummaryFormat, EntriesWithoutTheNumericsFieldsAreRead) {
+  TensorSummary s = sample("net.0", wire::TensorKind::kActivation);
+  const std::string payload = encode_summaries({s});
+  std::string old = payload.substr(0, kSummaryHeaderBytes + kSummaryEntryBytesV1);
+  const uint16_t v1 = kSummaryEntryBytesV1;
+  std::memcpy(old.data() + 6, &v1, 2);
+  auto out = parse_summaries(old);
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ((*out)[0], s);
+  EXPECT_FALSE((*out)[0].has_numerics());
+  EXPECT_TRUE(std::isnan((*out)[0].dynamic_range()));
+}
+
+TEST(SummaryFormat, DynamicRangeIsTheBinadesBetweenTheSmallestAndLargestMagnitude) {
+  TensorSummary s = sample("net.0", wire::TensorKind::kActivation);
+  s.cast_format = CastFormat::kFp16;
+  s.max_abs = 8;
+  s.min_abs_nonzero = 0x1p-10;
+  EXPECT_EQ(s.dynamic_range(), 13.0);
+  s.max_abs = std::numeric_limits<double>::max();
+  s.min_abs_nonzero = std::numeric_limits<double>::denorm_min();
+  EXPECT_NEAR(s.dynamic_range(), 1024 + 1074, 1e-9) << "no overflow of the quotient";
+  s.min_abs_nonzero = 0;  // no non-zero value
+  EXPECT_TRUE(std::isnan(s.dynamic_range()));
 }
 
 TEST(SummaryFormat, ALaterVersionsLongerEntriesAreReadForTheFieldsKnown) {

@@ -308,5 +308,72 @@ TEST(SummaryStats, NothingFiniteGivesZeroNormAndMaxAbs) {
   EXPECT_EQ(s.zero_count, 0u);
 }
 
+// Cast limits (fp16's: a non-zero |x| <= 2^-25 becomes 0, |x| >= 65520 becomes Inf):
+// the values at and beside each limit, NaN and Inf left out, the same from the float32
+// fast path and from float64 values through the blocks.
+TEST(SummaryStats, CastLimitsCountWhatACastLosesAtTheLimitsExactly) {
+  const CastLimits fp16{std::ldexp(1.0, -25), 65520.0};
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float tiny = std::ldexp(1.0f, -25);
+  const std::vector<float> f = {0.0f,
+                                -0.0f,
+                                tiny,
+                                -std::nextafter(tiny, 1.0f),
+                                std::nextafter(tiny, 0.0f),
+                                1.0f,
+                                -3.0f,
+                                65520.0f,
+                                -std::nextafter(65520.0f, 0.0f),
+                                1e30f,
+                                nan,
+                                inf,
+                                std::numeric_limits<float>::denorm_min()};
+  // Underflow: tiny, the float below it, the smallest subnormal; overflow: 65520, 1e30.
+  std::vector<double> d(f.begin(), f.end());
+  for (const SummaryStats& s :
+       {compute_summary_stats(TensorView{f.data(), ElementType::kFloat32, {static_cast<int64_t>(f.size())}}, &fp16),
+        compute_summary_stats(TensorView{d.data(), ElementType::kFloat64, {static_cast<int64_t>(d.size())}}, &fp16)}) {
+    EXPECT_EQ(s.underflow_count, 3u);
+    EXPECT_EQ(s.overflow_count, 2u) << "Inf is not a finite value that overflows";
+    EXPECT_EQ(s.min_abs_nonzero, static_cast<double>(std::numeric_limits<float>::denorm_min()));
+    EXPECT_EQ(s.max_abs, 1e30f);
+  }
+  const SummaryStats without = compute_summary_stats(TensorView{f.data(), ElementType::kFloat32, {13}});
+  EXPECT_EQ(without.underflow_count + without.overflow_count, 0u) << "no limits, nothing counted";
+  EXPECT_EQ(without.min_abs_nonzero, 0.0);
+}
+
+// A limit between two floats (e4m3's 464 + 2^-44: |x| > 464 overflows) is read for
+// float32 values as the next float up; a limit below the smallest float underflows none.
+TEST(SummaryStats, CastLimitsBetweenFloatsAndOnLargeRandomData) {
+  const CastLimits e4m3{std::ldexp(1.0, -160), 464.0 + std::ldexp(1.0, -44)};
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<double> exponent(-40.0, 12.0);
+  std::vector<float> f(3 * 4096 + 5);
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = static_cast<float>((i % 2 == 0 ? 1 : -1) * std::exp2(exponent(rng)));
+    if (i % 97 == 0) f[i] = 0;
+  }
+  f[7] = 464.0f;
+  f[8] = std::nextafter(464.0f, 1000.0f);
+  uint64_t over = 0;
+  double smallest = 1e300;
+  for (float x : f) {
+    over += std::fabs(x) > 464.0f ? 1 : 0;
+    if (x != 0) smallest = std::min(smallest, static_cast<double>(std::fabs(x)));
+  }
+  std::vector<double> d(f.begin(), f.end());
+  const auto n = static_cast<int64_t>(f.size());
+  const SummaryStats a = compute_summary_stats(TensorView{f.data(), ElementType::kFloat32, {n}}, &e4m3);
+  const SummaryStats b = compute_summary_stats(TensorView{d.data(), ElementType::kFloat64, {n}}, &e4m3);
+  EXPECT_GT(over, 100u);
+  EXPECT_EQ(a.overflow_count, over);
+  EXPECT_EQ(b.overflow_count, over);
+  EXPECT_EQ(a.underflow_count, 0u);
+  EXPECT_EQ(b.underflow_count, 0u);
+  EXPECT_EQ(a.min_abs_nonzero, smallest);
+  EXPECT_EQ(b.min_abs_nonzero, smallest);
+}
+
 }  // namespace
 }  // namespace tensorscope::tensor

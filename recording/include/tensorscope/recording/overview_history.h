@@ -14,8 +14,9 @@
 //  - whole_run(): every step since the start in at most `max_run_columns` columns; when
 //    full, neighbouring columns merge (each cell keeps the larger value, and a
 //    non-finite value anywhere in the block), so a column covers 2^k steps.
-// Memory: rows x (window_columns + max_run_columns) cells of 12 bytes; tensors beyond
-// max_rows rows are left out (their summaries counted in summaries_left_out).
+// Memory: rows x (window_columns + max_run_columns) cells of 12 bytes, 12 more once a
+// summary with numerics was seen; tensors beyond max_rows rows are left out (their
+// summaries counted in summaries_left_out).
 //
 // Used by a worker's reader thread (one history per producer) and the view server's
 // network thread (one per summary table it follows). Thread safety: none; one thread.
@@ -40,14 +41,28 @@ struct OverviewMetric {
 };
 
 // Index into kOverviewMetrics.
-enum class OverviewMetricId : uint8_t { kGradNorm = 0, kActStd, kZeroFraction, kUpdateRatio };
+enum class OverviewMetricId : uint8_t {
+  kGradNorm = 0,
+  kActStd,
+  kZeroFraction,
+  kUpdateRatio,
+  kDynamicRange,
+  kUnderflow,
+  kOverflow
+};
 
-inline constexpr std::array<OverviewMetric, 4> kOverviewMetrics = {{
+// The last three are the low-precision numerics (tracks with a cast format): a row for
+// every tracked tensor, once a summary with numerics was seen.
+inline constexpr std::array<OverviewMetric, 7> kOverviewMetrics = {{
     {"grad_norm", "gradient L2 norm", true},
     {"act_std", "activation std", true},
     {"zero_fraction", "fraction of exact zeros (dead units)", false},
     {"update_ratio", "update ratio |w_t - w_prev| / |w_prev|", true},
+    {"dynamic_range", "dynamic range, log2(max |x| / min non-zero |x|)", false},
+    {"underflow", "fraction a cast to the track's format makes 0 (underflow)", true},
+    {"overflow", "fraction a cast to the track's format makes Inf (overflow)", true},
 }};
+static_assert(static_cast<size_t>(OverviewMetricId::kOverflow) + 1 == kOverviewMetrics.size());
 
 // How the overview is listed in index.json and named on disk: stream "overview", device
 // "all", kind "summary", mode = the metric's name; the videos are named like every
@@ -103,7 +118,8 @@ class OverviewHistory {
   OverviewGrid whole_run(size_t metric) const;
   // Whether any row belongs to `metric` (else its grid has no rows). The fraction of
   // zeros has rows once an activation with exact zeros was summarised: tracked outputs
-  // that are never zero (a convolution's, not its ReLU's) show no dead units.
+  // that are never zero (a convolution's, not its ReLU's) show no dead units. The
+  // numerics' metrics have rows once a summary with numerics was seen.
   bool has_rows(size_t metric) const;
   int64_t steps_seen() const { return steps_seen_; }
   int64_t newest_step() const { return newest_step_; }
@@ -116,11 +132,13 @@ class OverviewHistory {
     float value[2];     // [0]: the row's own metric, [1]: zero fraction; NaN: none
     uint8_t nonfinite;  // 1: the tensor had a NaN or an Inf
   };
+  using Numerics = std::array<float, 3>;  // dynamic range, underflow, overflow; NaN: none
   struct Column {
     int64_t first_step = 0;
     int64_t last_step = 0;
-    int64_t steps = 1;        // distinct steps merged into it
-    std::vector<Cell> cells;  // by row id (grows as rows appear)
+    int64_t steps = 1;               // distinct steps merged into it
+    std::vector<Cell> cells;         // by row id (grows as rows appear)
+    std::vector<Numerics> numerics;  // by row id, once a summary with numerics came
   };
   struct Row {
     std::string name;
@@ -128,7 +146,7 @@ class OverviewHistory {
     size_t seen;  // order of first appearance
   };
 
-  static void put(Column& column, size_t row, const Cell& cell);
+  static void put(Column& column, size_t row, const Cell& cell, const Numerics* numerics);
   static void merge(Column& into, const Column& from);
   Column* window_column(int64_t step, bool* opened);
   Column* run_column(int64_t step, int64_t steps);
@@ -143,7 +161,8 @@ class OverviewHistory {
   std::deque<Column> run_;
   int64_t run_stride_ = 1;  // distinct steps per run column
   int64_t summaries_left_out_ = 0;
-  bool zeros_seen_ = false;  // an activation with exact zeros was summarised
+  bool zeros_seen_ = false;     // an activation with exact zeros was summarised
+  bool numerics_seen_ = false;  // a summary with numerics was
   int64_t steps_seen_ = 0;
   int64_t newest_step_ = -1;
 };

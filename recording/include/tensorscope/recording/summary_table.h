@@ -33,9 +33,9 @@ namespace tensorscope::recording {
 
 inline constexpr char kSummaryTableHeader[] =
     "step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio,"
-    "steps";
-inline constexpr char kSummaryTableHeaderV1[] =
-    "step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio";
+    "steps,cast_format,dynamic_range,underflow_fraction,overflow_fraction";
+// Whether `line` is the header of a table of this or an earlier version.
+bool is_summary_table_header(std::string_view line);
 
 // The lines (each ending in '\n') of one record's summaries.
 std::string summary_table_lines(int64_t step, int rank, const std::string& track,
@@ -47,7 +47,8 @@ struct SummaryTableRow {
   int rank = 0;
   std::string track;
   int64_t order = 0;
-  TensorSummary summary;  // zero_count from the zero fraction (rounded)
+  TensorSummary summary;  // zero, underflow and overflow counts from their fractions (rounded),
+                          // min_abs_nonzero from the dynamic range
   int64_t steps = 1;      // summarised steps the line stands for (>= 1)
 };
 // False for the headers and for a line that is not one of the table's.

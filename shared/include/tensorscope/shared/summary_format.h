@@ -1,6 +1,7 @@
 // summary_format.h — the payload of a kSummary record: a small summary of every tensor a
-// track saw in one step (numel, L2 norm, max |x|, mean, std, NaN/Inf counts, zeros and,
-// for parameters, the update ratio), many tensors in one record. The client writes it
+// track saw in one step (numel, L2 norm, max |x|, mean, std, NaN/Inf counts, zeros, for
+// parameters the update ratio and, for a track with a cast format, the low-precision
+// numerics), many tensors in one record. The client writes it
 // (encode_summaries), the daemon reads it (parse_summaries) and never trusts it.
 //
 // Used by the training process (client) and the daemon's workers. Thread safety: free
@@ -13,13 +14,19 @@
 //   char name[128]   the stream the tensor would have, NUL-terminated
 //   uint8 kind       wire::TensorKind (activation .. parameter_gradient)
 //   uint8 flags      kSummaryHasUpdateRatio
-//   uint8 pad[6]
+//   uint8 cast       CastFormat (shared/cast_formats.h); kNone: no numerics fields
+//   uint8 pad[5]
 //   uint64 numel, nan_count, inf_count, zero_count
 //   float64 l2, max_abs, mean, std    over the finite elements (0 when there are none)
 //   float64 update_ratio              |w_t - w_prev| / |w_prev| (flag set), else 0
-// Version 1 entries are kSummaryEntryBytes long; a later version may append fields to an
-// entry (entry_size larger) and a version 1 reader reads the fields it knows. A reader
-// refuses another version with a message that names both.
+// (208 bytes: kSummaryEntryBytesV1) then, written since the cast formats:
+//   uint64 underflow_count            finite non-zero values a cast to `cast` makes 0
+//   uint64 overflow_count             finite values it makes Inf (or NaN)
+//   float64 min_abs_nonzero           the smallest finite non-zero |x| (0: none)
+// (0 when `cast` is kNone). Fields are only ever appended, the version stays 1: a reader
+// takes the fields its entry_size holds (a 208-byte entry has no numerics) and skips
+// those it does not know. A reader refuses another version with a message that names
+// both.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include "tensorscope/base/status.h"
+#include "tensorscope/shared/cast_formats.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
@@ -35,7 +43,8 @@ namespace tensorscope {
 inline constexpr uint32_t kSummaryMagic = 0x4d535354;  // "TSSM"
 inline constexpr uint16_t kSummaryVersion = 1;
 inline constexpr size_t kSummaryHeaderBytes = 16;
-inline constexpr size_t kSummaryEntryBytes = 208;
+inline constexpr size_t kSummaryEntryBytesV1 = 208;
+inline constexpr size_t kSummaryEntryBytes = 232;
 inline constexpr uint32_t kMaxSummaryEntries = 8192;
 inline constexpr uint8_t kSummaryHasUpdateRatio = 1;
 
@@ -52,10 +61,26 @@ struct TensorSummary {
   double std = 0;
   bool has_update_ratio = false;
   double update_ratio = 0;
+  // Low-precision numerics, against `cast_format` (kNone: not measured, all 0).
+  CastFormat cast_format = CastFormat::kNone;
+  uint64_t underflow_count = 0;
+  uint64_t overflow_count = 0;
+  double min_abs_nonzero = 0;
 
   bool operator==(const TensorSummary&) const = default;
   bool finite() const { return nan_count == 0 && inf_count == 0; }
-  double zero_fraction() const { return numel > 0 ? static_cast<double>(zero_count) / static_cast<double>(numel) : 0; }
+  bool has_numerics() const { return cast_format != CastFormat::kNone; }
+  double zero_fraction() const { return fraction(zero_count); }
+  double underflow_fraction() const { return fraction(underflow_count); }
+  double overflow_fraction() const { return fraction(overflow_count); }
+  // log2(max |x| / smallest non-zero |x|) over the finite values: the binades the tensor
+  // spans (0 for a constant magnitude); NaN without numerics or without a non-zero value.
+  double dynamic_range() const;
+
+ private:
+  double fraction(uint64_t count) const {
+    return numel > 0 ? static_cast<double>(count) / static_cast<double>(numel) : 0;
+  }
 };
 
 // The payload for `summaries` (at most kMaxSummaryEntries; names longer than 127 bytes

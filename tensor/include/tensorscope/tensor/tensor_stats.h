@@ -37,12 +37,22 @@ struct TensorStats {
 // gives count == 0 and NaN mean/std/min/max.
 TensorStats compute_stats(const TensorView& view);
 
+// What a cast to a narrower format loses (shared/cast_formats.h gives the formats' values):
+// a non-zero finite |x| <= underflow_at_most becomes zero, a finite |x| >= overflow_from
+// becomes Inf or NaN.
+struct CastLimits {
+  double underflow_at_most = 0;
+  double overflow_from = std::numeric_limits<double>::infinity();
+};
+
 // What a client summarises of a tracked tensor each step (shared/summary_format.h): the
 // counts, and over the finite values the mean, population std, L2 norm and largest |x|
 // (all 0 when there are none). In the training process, on every step: float32 (the
 // common case) takes one vectorised pass with double accumulators per lane, the variance
 // taken around the first finite value (so |mean| >> std loses nothing); other types go
-// through compute_stats' blocks.
+// through compute_stats' blocks. With `cast`, also the smallest non-zero finite |x| (0
+// when there is none) and the values a cast would lose (float32: a second vectorised
+// pass, on the bits).
 struct SummaryStats {
   uint64_t count = 0;
   uint64_t finite_count = 0;
@@ -53,8 +63,11 @@ struct SummaryStats {
   double std = 0;
   double l2 = 0;
   double max_abs = 0;
+  double min_abs_nonzero = 0;  // with `cast` only
+  uint64_t underflow_count = 0;
+  uint64_t overflow_count = 0;
 };
-SummaryStats compute_summary_stats(const TensorView& view);
+SummaryStats compute_summary_stats(const TensorView& view, const CastLimits* cast = nullptr);
 
 // Combines blocks of finite doubles (for_each_finite_block) into TensorStats.
 class StatsAccumulator {
