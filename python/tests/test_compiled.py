@@ -75,9 +75,10 @@ def graph_breaks():
     return sum(counters["graph_break"].values())
 
 
-def train(root, how, bad_step=None, track_after=None):
-    """Trains Net for STEPS steps, tracked (outputs, gradients, summaries every step, whole
-    tensors every EVERY_N-th as .npy); returns (daemon, graph breaks, anomalies, warnings)."""
+def train(root, how, bad_step=None, track_after=None, cast_format=None):
+    """Trains Net for STEPS steps, tracked (outputs, gradients, summaries every step, with
+    numerics against `cast_format`, whole tensors every EVERY_N-th as .npy); returns
+    (daemon, graph breaks, anomalies, warnings)."""
     torch.manual_seed(0)
     model = Net()
     data = [(torch.randn(4, 8), torch.randn(4, 4)) for _ in range(STEPS)]
@@ -94,7 +95,8 @@ def train(root, how, bad_step=None, track_after=None):
             warnings.simplefilter("always")
 
             def track():
-                handle = scope.track_model("net", run if how == "wrapper" else model, kinds=("output", "gradient"))
+                handle = scope.track_model("net", run if how == "wrapper" else model, kinds=("output", "gradient"),
+                                           cast_format=cast_format)
                 assert handle.ok, handle.error
 
             if track_after is None:
@@ -158,6 +160,22 @@ def test_a_nan_in_a_compiled_model_is_reported_at_its_step_and_module(tmp_path):
     assert breaks == 0
     first = [a for a in anomalies if a["type"] == "non_finite"]
     assert [(a["step"], a["stream"], a["kind"]) for a in first] == [(5, "net.blocks.1.fc", "activation")], anomalies
+
+
+def test_the_numerics_of_a_compiled_model_are_eager_modes(tmp_path):
+    (tmp_path / "eager").mkdir()
+    (tmp_path / "compiled").mkdir()
+    eager_run, _, _, _ = train(str(tmp_path / "eager"), "eager", cast_format="fp8_e4m3")
+    daemon, breaks, _, _ = train(str(tmp_path / "compiled"), "compile", cast_format="fp8_e4m3")
+    assert breaks == 0
+    table = tensorscope.read_summaries(daemon.session_dir)
+    merged = table.merge(tensorscope.read_summaries(eager_run.session_dir), on=["step", "stream"],
+                         suffixes=("", "_eager"))
+    assert len(merged) == STEPS * len(STREAMS) and set(merged.cast_format) == {"fp8_e4m3"}
+    # Gradients of a mean over 16 outputs: many below e4m3's smallest subnormal.
+    assert (merged.underflow_fraction > 0).any()
+    for column in ("dynamic_range", "underflow_fraction", "overflow_fraction"):
+        np.testing.assert_allclose(merged[column], merged[column + "_eager"], rtol=1e-3, atol=0.02, err_msg=column)
 
 
 def test_a_track_made_after_the_model_was_compiled_and_run_is_not_empty(tmp_path, eager):

@@ -35,9 +35,9 @@ struct Layout {
 
 TEST(CastFormats, LimitsAreTheRoundingMidpointsOfEachFormat) {
   const std::pair<CastFormat, Layout> layouts[] = {{CastFormat::kBf16, {8, 7, false}},
-                                                    {CastFormat::kFp16, {5, 10, false}},
-                                                    {CastFormat::kFp8E4m3, {4, 3, true}},
-                                                    {CastFormat::kFp8E5m2, {5, 2, false}}};
+                                                   {CastFormat::kFp16, {5, 10, false}},
+                                                   {CastFormat::kFp8E4m3, {4, 3, true}},
+                                                   {CastFormat::kFp8E5m2, {5, 2, false}}};
   for (const auto& [format, l] : layouts) {
     const CastFormatInfo* info = cast_format_info(format);
     ASSERT_NE(info, nullptr);

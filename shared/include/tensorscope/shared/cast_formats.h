@@ -26,10 +26,10 @@
 namespace tensorscope {
 
 // X(enumerator, name, underflow_at_most, overflow_from)
-#define TENSORSCOPE_CAST_FORMATS(X)                                                                      \
-  X(kBf16, "bf16", 0x1p-134, 0x1.ffp127) /* 8-bit exponent, 7-bit mantissa; max (2-2^-7) 2^127 */        \
-  X(kFp16, "fp16", 0x1p-25, 65520.0)     /* IEEE half; max 65504 */                                      \
-  X(kFp8E4m3, "fp8_e4m3", 0x1p-10, 464.0 + 0x1p-44) /* e4m3fn; max 448, no Inf: > 464 overflows */       \
+#define TENSORSCOPE_CAST_FORMATS(X)                                                                          \
+  X(kBf16, "bf16", 0x1p-134, 0x1.ffp127)            /* 8-bit exponent, 7-bit mantissa; max (2-2^-7) 2^127 */ \
+  X(kFp16, "fp16", 0x1p-25, 65520.0)                /* IEEE half; max 65504 */                               \
+  X(kFp8E4m3, "fp8_e4m3", 0x1p-10, 464.0 + 0x1p-44) /* e4m3fn; max 448, no Inf: > 464 overflows */           \
   X(kFp8E5m2, "fp8_e5m2", 0x1p-17, 61440.0)         /* max 57344 */
 
 // The wire value (summary entries) of a summary's cast format; kNone: the track measured
