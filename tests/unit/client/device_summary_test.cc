@@ -237,7 +237,9 @@ TEST(DeviceSummary, LaunchesFewKernels) {
   EXPECT_LE(plain, 10);
   EXPECT_LE(with_ratio, plain + 4);
   EXPECT_LE(f64, plain + 2);
-  EXPECT_LE(numerics, plain + 8);
+  // 7 operations at the dispatcher (test_summaries.py counts them); this counter sees 8
+  // (libtorch 1.13) or 9 (2.13) of their wrappers.
+  EXPECT_LE(numerics, plain + 9);
   EXPECT_GT(plain, 0) << "the counter saw nothing: RecordFunction is off";
 }
 
