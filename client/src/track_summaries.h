@@ -32,8 +32,8 @@ namespace tensorscope {
 // numerics against `cast` unless kNone), as a float64 tensor on the tensor's device,
 // queued on its current stream without waiting, and their `layout`: 9 kernels on a GPU
 // for a float32 tensor (the float64 copy that the reductions read included), 10 for
-// float64 (divided by its max |x| first), 4 more with the update ratio, about 8 more
-// with a cast format.
+// float64 (divided by its max |x| first), 4 more with the update ratio, 7 more with a
+// cast format.
 at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& before, CastFormat cast,
                                  DeviceSummaryLayout* layout);
 
