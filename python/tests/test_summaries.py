@@ -341,7 +341,8 @@ def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
         v2 + "\n0,0,net,0,x,activation,10,3.5,2,0.1,1,0,0,0.5,,8\n8,0,net,0,x,activation,10,1,1,0,1,0,0,0,,1\n")
     (tmp_path / "summaries" / "rank1_pid6.csv").write_text(v1 + "\n3,1,net,0,x,activation,10,1,1,0,1,0,0,0,\n")
     (tmp_path / "summaries" / "rank1_pid9.csv").write_text(
-        v3 + "\n4,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,fp16,12.5,0.2,0\n5,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,,,,\n")
+        v3 + "\n4,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,fp16,12.5,0.2,0\n"
+        "5,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,,,,\n")
     table = tensorscope.read_summaries(tmp_path)
     assert list(table.step) == [0, 3, 4, 5, 8]
     assert list(table.steps) == [8, 1, 1, 1, 1] and str(table.steps.dtype) == "int64"

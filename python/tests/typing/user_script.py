@@ -5,7 +5,7 @@ user program through. It is also run (without a daemon), so it must work."""
 import os
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -13,6 +13,7 @@ from torch import nn
 
 import tensorscope
 from tensorscope import (
+    CAST_FORMATS,
     RENDER_MODES,
     Capture,
     Client,
@@ -55,6 +56,7 @@ def train(scope: Client, model: nn.Module, steps: int) -> List[PushResult]:
 def main() -> int:
     version: str = tensorscope.__version__
     modes: Dict[str, int] = RENDER_MODES
+    formats: Tuple[str, ...] = CAST_FORMATS
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
     runtime = tempfile.mkdtemp(prefix="tstyping-")
     with Client(session="typing", runtime_dir=runtime, connect_timeout_ms=0) as scope:
@@ -63,7 +65,7 @@ def main() -> int:
             "net", model, every_n=2, kinds=("output", "gradient"), stats_every=1, labels=lambda: batch
         )
         labelled: PushResult = scope.push("emb", torch.randn(4, 8), labels=["cat", "dog", "dog", "cat"])
-        grads: TrackHandle = scope.track_layer("net", model, include=r"^0$")
+        grads: TrackHandle = scope.track_layer("net", model, include=r"^0$", cast_format=CAST_FORMATS[0])
         weight = torch.zeros(3, requires_grad=True)
         tracked: TrackHandle = scope.track_tensor("w", weight, render_mode="line")
         results = train(scope, model, 3)
@@ -109,7 +111,7 @@ def main() -> int:
     except (FileNotFoundError, ValueError):
         pass
     listed: List[Dict[str, Any]] = read_anomalies(folder)
-    print(version, len(modes), names[:1], ok, stats.pushed, len(anomalies), connected, rank, len(options),
+    print(version, len(modes), len(formats), names[:1], ok, stats.pushed, len(anomalies), connected, rank, len(options),
           first.stream, mean >= 0, count, bool(written), bool(also), path is not None, bool(result), len(entries),
           listed, file=sys.stderr)
     return 0 if bool(written) and bool(result) and os.path.isdir(folder) else 1
