@@ -63,7 +63,7 @@ std::string stream_name_refusal(const std::string& name) {
 
 const char* to_string(PushResult result) {
   const auto value = static_cast<size_t>(result);
-  return value < kPushResultNames.size() ? kPushResultNames[value] : "unknown";
+  return value < kPushResultNames.size() ? kPushResultNames[value].data() : "unknown";  // (literals: NUL-terminated)
 }
 
 int rank_from_environment() {

@@ -802,7 +802,7 @@ bool add_vocabularies(PyObject* module) {
       put(modes, wire::kRenderModeNames[h].data(), h);
     }
     for (size_t r = 0; r < tensorscope::kPushResultNames.size(); ++r) {
-      PyObject* name = PyUnicode_FromString(tensorscope::kPushResultNames[r]);
+      PyObject* name = PyUnicode_FromString(tensorscope::kPushResultNames[r].data());
       ok = ok && name != nullptr && PyTuple_SetItem(results, static_cast<Py_ssize_t>(r), name) == 0;  // steals name
     }
     for (uint8_t k = 1; k <= wire::kMaxTensorKind; ++k) {

@@ -111,19 +111,14 @@ class Client:
         anomaly_capture_steps: int = 2,
         pacing: bool = True,
     ) -> None:
+        # Every keyword but the transform, as the signature has them (test_push.py checks
+        # that the signature is the table), checked (types, bounds) and completed by the
+        # one table of client options the C++ client uses too (client/core/
+        # core_option_table.h): the same option, the same error.
+        given = {name: value for name, value in locals().items() if name in _native.CLIENT_OPTIONS}
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable (name, tensor) -> tensor, not {type(transform).__name__}")
-        # Checked (types, bounds) and completed by the one table of client options the C++
-        # client uses too (client/core/core_option_table.h): the same option, the same error.
-        options = _native.resolve_options({
-            "session": session, "every_n": every_n, "max_hz": max_hz, "rank": rank, "shm_budget": shm_budget,
-            "ring_slots": ring_slots, "max_tensor_bytes": max_tensor_bytes, "runtime_dir": runtime_dir,
-            "reconnect_interval_ms": reconnect_interval_ms, "connect_timeout_ms": connect_timeout_ms,
-            "autostart": autostart, "autostart_config": autostart_config, "autostart_output": autostart_output,
-            "autostart_idle_exit_ms": autostart_idle_exit_ms, "daemon_executable": daemon_executable,
-            "enabled": enabled, "cuda_staging_bytes": cuda_staging_bytes, "cuda_ipc": cuda_ipc, "pacing": pacing,
-            "anomaly_capture_steps": anomaly_capture_steps,
-        })
+        options = _native.resolve_options(given)
         if not options["daemon_executable"] and not os.environ.get("TENSORSCOPE_DAEMON"):
             if _DEFAULT_DAEMON and os.access(_DEFAULT_DAEMON, os.X_OK):
                 options["daemon_executable"] = _DEFAULT_DAEMON
@@ -517,8 +512,9 @@ class Client:
         self.enabled = value
 
     def set_render_mode(self, stream: str, mode: Optional[str]) -> None:
-        """How the daemon should draw `stream` from its next push on ("default", "auto",
-        "line", "histogram", "heatmap", "force2d", "pca", "tsne", "stats")."""
+        """How the daemon should draw `stream` from its next push on: a name in
+        tensorscope.RENDER_MODES ("default": the daemon's choice; docs/user/render_modes.md
+        shows each)."""
         if not isinstance(stream, str):
             raise TypeError(f"a stream name must be a str, not {type(stream).__name__}")
         hint = R.render_hint(mode, "mode")

@@ -220,6 +220,29 @@ def test_the_signature_is_the_table_of_options():
     assert list(keywords)[0] == "session"
 
 
+def test_every_keyword_reaches_the_native_options(tmp_path):
+    """Each keyword given a value other than its default arrives in the resolved options
+    (scope.options, what the native core was given): none keeps its default unseen."""
+    import inspect
+
+    defaults = tensorscope._native.CLIENT_OPTIONS
+    other = {bool: lambda v: not v, int: lambda v: v + 1, float: lambda v: v + 0.5,
+             str: lambda v: str(tmp_path / "x") if v == "" or "/" in v else v + "x"}
+    given = {name: other[type(value)](value) for name, value in defaults.items() if value is not None}
+    given["rank"] = 3  # its default is None: the environment's
+    given["session"] = "keywords"
+    given["enabled"] = False  # (no segment, no daemon)
+    given["autostart"] = False
+    assert set(given) == set(defaults)
+    assert set(inspect.signature(tensorscope.Client.__init__).parameters) - {"self", "transform"} == set(given)
+    scope = tensorscope.Client(**given)
+    try:
+        for name, value in given.items():
+            assert scope.options[name] == value, name
+    finally:
+        scope.close()
+
+
 def test_paths_may_be_path_objects(tmp_path):
     with tensorscope.Client(session="paths", runtime_dir=tmp_path, connect_timeout_ms=0) as scope:
         assert scope.options["runtime_dir"] == str(tmp_path)

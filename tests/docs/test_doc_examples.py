@@ -1,8 +1,8 @@
 """docs.examples: the user documentation stays true. Its Python examples run (a page's
 blocks in order, after prelude.py, beside a real tensorscoped of session exp1), its YAML
 configs load (tensorscoped --check-config), the options its shell lines give exist
-(--help of the command), and the tables name every render mode, cast format and client
-option the code defines. A block is skipped only with a reason (doc_blocks.NOT_RUN)."""
+(--help of the command), the tables name every render mode, cast format and client
+option the code defines, and docs/architecture.md's link graph is the build's. A block is skipped only with a reason (doc_blocks.NOT_RUN)."""
 
 import json
 import os
@@ -151,6 +151,22 @@ def test_every_render_mode_has_its_row():
     for mode in _native.RENDER_MODES:
         if mode != "default":
             assert f"| `{mode}` |" in table, f"render mode {mode} has no row in docs/user/render_modes.md"
+
+
+def test_the_architectures_link_graph_is_the_builds():
+    """docs/architecture.md's table of the parts' links against the one the build wrote
+    (cmake/link_graph.cmake)."""
+    import re
+
+    with open(os.path.join(BUILD, "link_graph.txt")) as f:
+        built = {part: set(links.split()) for part, links in (line.split(":") for line in f.read().splitlines())}
+    text = open(os.path.join(REPO, "docs", "architecture.md")).read()
+    documented = {}
+    for row in re.findall(r"^\| `([a-z_]+)` \|([^\n]*)\|$", text, re.M):
+        documented[row[0]] = set(re.findall(r"`([a-z_]+)`", row[1]))
+    differences = {part: {"documented": documented.get(part), "built": built.get(part)}
+                   for part in set(documented) | set(built) if documented.get(part) != built.get(part)}
+    assert not differences, differences
 
 
 def test_every_cast_format_has_its_row():

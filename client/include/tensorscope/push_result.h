@@ -7,22 +7,21 @@
 #include <cstdint>
 #include <string>
 
+#include "tensorscope/base/named_enum.h"
+
 namespace tensorscope {
 
-enum class PushResult : uint8_t {
-  kPushed,        // copied into shared memory; the daemon will receive it
-  kGated,         // skipped by every_n / max_hz, or tracking is disabled
-  kDroppedFull,   // the ring had no room (daemon slow); nothing was waited for
-  kNotConnected,  // no daemon for this session right now
-  kRefused,       // bad input: complex or unknown dtype, too large, bad name, transform failed
-};
+// What happened to one push: X(value, name). The names: to_string, and the Python
+// package's PushResult (through the extension's PUSH_RESULTS).
+#define TENSORSCOPE_PUSH_RESULTS(X)                                                                  \
+  X(kPushed, "pushed")              /* copied into shared memory; the daemon will receive it */      \
+  X(kGated, "gated")                /* skipped by every_n / max_hz, or tracking is disabled */       \
+  X(kDroppedFull, "dropped_full")   /* the ring had no room (daemon slow); nothing was waited for */ \
+  X(kNotConnected, "not_connected") /* no daemon for this session right now */                       \
+  X(kRefused, "refused")            /* bad input: complex or unknown dtype, too large, bad name, transform failed */
 
-// Each result's name, in value order: to_string, and the Python package's PushResult
-// (through the extension's PUSH_RESULTS).
-inline constexpr std::array<const char*, 5> kPushResultNames = {"pushed", "gated", "dropped_full", "not_connected",
-                                                                "refused"};
-static_assert(static_cast<size_t>(PushResult::kRefused) + 1 == kPushResultNames.size(),
-              "every push result has a name in kPushResultNames, in value order");
+TENSORSCOPE_NAMED_ENUM(PushResult, uint8_t, kPushResultNames, TENSORSCOPE_PUSH_RESULTS);
+static_assert(named_and_distinct(kPushResultNames));
 
 // Its name in kPushResultNames; "unknown" for a value no result has.
 const char* to_string(PushResult result);

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorscope/base/named_enum.h"
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/output_dir.h"
 #include "tensorscope/shared/render_modes.h"
@@ -27,37 +28,35 @@
 namespace tensorscope {
 
 // The enumerated keys, each an enum and its YAML/JSON spelling (lower case), indexed by
-// value: the one definition the readers, the writer and the messages ("expected one of
-// ...") derive from. choice_names() finds a type's spelling; "" marks a value no config
-// may name. A new value: a member here, its name beside it (checked below), and the
-// switches over the enum (the build fails on one that misses it).
-enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
-inline constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
-enum class VideoCodec : uint8_t { kAuto, kAvc1, kMp4v };  // auto: avc1 when this FFmpeg has libx264
-inline constexpr std::array<std::string_view, 3> kVideoCodecs = {"auto", "avc1", "mp4v"};
+// value, from one X-macro list (base/named_enum.h: a value without its spelling cannot be
+// written): the one definition the readers, the writer and the messages ("expected one
+// of ...") derive from. choice_names() finds a type's spelling; "" marks a value no config
+// may name. A new value: one line in its list, and the switches over the enum (the build
+// fails on one that misses it).
+#define TENSORSCOPE_LOG_LEVELS(X) \
+  X(kTrace, "trace") X(kDebug, "debug") X(kInfo, "info") X(kWarn, "warn") X(kError, "error") X(kOff, "off")
+TENSORSCOPE_NAMED_ENUM(LogLevel, uint8_t, kLogLevels, TENSORSCOPE_LOG_LEVELS);
+// auto: avc1 when this FFmpeg has libx264
+#define TENSORSCOPE_VIDEO_CODECS(X) X(kAuto, "auto") X(kAvc1, "avc1") X(kMp4v, "mp4v")
+TENSORSCOPE_NAMED_ENUM(VideoCodec, uint8_t, kVideoCodecs, TENSORSCOPE_VIDEO_CODECS);
 // A render mode is the wire's (tensorscope/shared/render_modes.h, kRenderModeNames).
 using RenderMode = wire::RenderHint;
 // Histogram value axis (auto: symlog when the body spans orders of magnitude) and count
 // axis (auto: log when most bars would be too small to see).
-enum class ValueAxis : uint8_t { kAuto, kLinear, kSymlog };
-inline constexpr std::array<std::string_view, 3> kValueAxes = {"auto", "linear", "symlog"};
-enum class CountScale : uint8_t { kAuto, kLinear, kLog };
-inline constexpr std::array<std::string_view, 3> kCountScales = {"auto", "linear", "log"};
-enum class HeatmapReduction : uint8_t { kMean, kMaxAbs };
-inline constexpr std::array<std::string_view, 2> kHeatmapReductions = {"mean", "max_abs"};
-enum class PcaLayout : uint8_t { kFirstDim, kFirstTwoDims };
-inline constexpr std::array<std::string_view, 2> kPcaLayouts = {"first_dim", "first_two_dims"};
-enum class Hdf5Dtype : uint8_t { kKeep, kFloat32, kFloat16, kFloat64 };
-inline constexpr std::array<std::string_view, 4> kHdf5Dtypes = {"keep", "float32", "float16", "float64"};
+#define TENSORSCOPE_VALUE_AXES(X) X(kAuto, "auto") X(kLinear, "linear") X(kSymlog, "symlog")
+TENSORSCOPE_NAMED_ENUM(ValueAxis, uint8_t, kValueAxes, TENSORSCOPE_VALUE_AXES);
+#define TENSORSCOPE_COUNT_SCALES(X) X(kAuto, "auto") X(kLinear, "linear") X(kLog, "log")
+TENSORSCOPE_NAMED_ENUM(CountScale, uint8_t, kCountScales, TENSORSCOPE_COUNT_SCALES);
+#define TENSORSCOPE_HEATMAP_REDUCTIONS(X) X(kMean, "mean") X(kMaxAbs, "max_abs")
+TENSORSCOPE_NAMED_ENUM(HeatmapReduction, uint8_t, kHeatmapReductions, TENSORSCOPE_HEATMAP_REDUCTIONS);
+#define TENSORSCOPE_PCA_LAYOUTS(X) X(kFirstDim, "first_dim") X(kFirstTwoDims, "first_two_dims")
+TENSORSCOPE_NAMED_ENUM(PcaLayout, uint8_t, kPcaLayouts, TENSORSCOPE_PCA_LAYOUTS);
+#define TENSORSCOPE_HDF5_DTYPES(X) X(kKeep, "keep") X(kFloat32, "float32") X(kFloat16, "float16") X(kFloat64, "float64")
+TENSORSCOPE_NAMED_ENUM(Hdf5Dtype, uint8_t, kHdf5Dtypes, TENSORSCOPE_HDF5_DTYPES);
 inline constexpr std::array<std::string_view, 2> kBooleans = {"false", "true"};  // a bool's spelling
-// Every value has its name: the last value's index is the last name's.
-static_assert(kLogLevels.size() == static_cast<size_t>(LogLevel::kOff) + 1);
-static_assert(kVideoCodecs.size() == static_cast<size_t>(VideoCodec::kMp4v) + 1);
-static_assert(kValueAxes.size() == static_cast<size_t>(ValueAxis::kSymlog) + 1);
-static_assert(kCountScales.size() == static_cast<size_t>(CountScale::kLog) + 1);
-static_assert(kHeatmapReductions.size() == static_cast<size_t>(HeatmapReduction::kMaxAbs) + 1);
-static_assert(kPcaLayouts.size() == static_cast<size_t>(PcaLayout::kFirstTwoDims) + 1);
-static_assert(kHdf5Dtypes.size() == static_cast<size_t>(Hdf5Dtype::kFloat64) + 1);
+static_assert(named_and_distinct(kLogLevels) && named_and_distinct(kVideoCodecs) && named_and_distinct(kValueAxes) &&
+              named_and_distinct(kCountScales) && named_and_distinct(kHeatmapReductions) &&
+              named_and_distinct(kPcaLayouts) && named_and_distinct(kHdf5Dtypes));
 
 constexpr std::span<const std::string_view> choice_names(LogLevel) { return kLogLevels; }
 constexpr std::span<const std::string_view> choice_names(VideoCodec) { return kVideoCodecs; }

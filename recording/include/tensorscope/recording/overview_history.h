@@ -40,29 +40,30 @@ struct OverviewMetric {
   bool log_scale;     // colour on log10 (values <= 0 shown below the scale)
 };
 
-// Index into kOverviewMetrics.
+// X(id, name, title, log_scale); the last three are the low-precision numerics (tracks
+// with a cast format): a row for every tracked tensor, once a summary with numerics was
+// seen.
+#define TENSORSCOPE_OVERVIEW_METRICS(X)                                                         \
+  X(kGradNorm, "grad_norm", "gradient L2 norm", true)                                           \
+  X(kActStd, "act_std", "activation std", true)                                                 \
+  X(kZeroFraction, "zero_fraction", "fraction of exact zeros (dead units)", false)              \
+  X(kUpdateRatio, "update_ratio", "update ratio |w_t - w_prev| / |w_prev|", true)               \
+  X(kDynamicRange, "dynamic_range", "dynamic range, log2(max |x| / min non-zero |x|)", false)   \
+  X(kUnderflow, "underflow", "fraction a cast to the track's format makes 0 (underflow)", true) \
+  X(kOverflow, "overflow", "fraction a cast to the track's format makes Inf (overflow)", true)
+
+// Index into kOverviewMetrics (an id and its entry come from the same line).
 enum class OverviewMetricId : uint8_t {
-  kGradNorm = 0,
-  kActStd,
-  kZeroFraction,
-  kUpdateRatio,
-  kDynamicRange,
-  kUnderflow,
-  kOverflow
+#define TENSORSCOPE_OVERVIEW_METRIC_ID(id, name, title, log) id,
+  TENSORSCOPE_OVERVIEW_METRICS(TENSORSCOPE_OVERVIEW_METRIC_ID)
+#undef TENSORSCOPE_OVERVIEW_METRIC_ID
 };
 
-// The last three are the low-precision numerics (tracks with a cast format): a row for
-// every tracked tensor, once a summary with numerics was seen.
-inline constexpr std::array<OverviewMetric, 7> kOverviewMetrics = {{
-    {"grad_norm", "gradient L2 norm", true},
-    {"act_std", "activation std", true},
-    {"zero_fraction", "fraction of exact zeros (dead units)", false},
-    {"update_ratio", "update ratio |w_t - w_prev| / |w_prev|", true},
-    {"dynamic_range", "dynamic range, log2(max |x| / min non-zero |x|)", false},
-    {"underflow", "fraction a cast to the track's format makes 0 (underflow)", true},
-    {"overflow", "fraction a cast to the track's format makes Inf (overflow)", true},
-}};
-static_assert(static_cast<size_t>(OverviewMetricId::kOverflow) + 1 == kOverviewMetrics.size());
+inline constexpr std::array kOverviewMetrics = {
+#define TENSORSCOPE_OVERVIEW_METRIC_ENTRY(id, name, title, log) OverviewMetric{name, title, log},
+    TENSORSCOPE_OVERVIEW_METRICS(TENSORSCOPE_OVERVIEW_METRIC_ENTRY)
+#undef TENSORSCOPE_OVERVIEW_METRIC_ENTRY
+};
 
 // How the overview is listed in index.json and named on disk: stream "overview", device
 // "all", kind "summary", mode = the metric's name; the videos are named like every

@@ -3,10 +3,10 @@
 // Used by the client (RenderMode, its to_string), the wire format (RecordHeader::
 // render_hint), the daemon (the config's accepted modes, the mode selector, one renderer
 // per mode) and the Python package (RENDER_MODES, built by the extension from this list).
-// To add a mode: a value below and its name in kRenderModeNames (the two are checked
-// against each other here), then its renderer in the daemon (make_frame_renderer: the
-// build fails on a mode without one) and its row in docs/user/render_modes.md (a test checks
-// it); docs/changing.md lists it all. Thread safety: constants only.
+// To add a mode: one line in TENSORSCOPE_RENDER_MODES (its value and name cannot be given
+// apart: base/named_enum.h), then its renderer in the daemon (make_frame_renderer: the
+// build fails on a mode without one) and its row in docs/user/render_modes.md (a test
+// checks it); docs/changing.md lists it all. Thread safety: constants only.
 #pragma once
 
 #include <array>
@@ -14,29 +14,30 @@
 #include <optional>
 #include <string_view>
 
+#include "tensorscope/base/named_enum.h"
+
 namespace tensorscope::wire {
 
-// How the daemon draws a stream, as the training program asks for it. Values are part of
-// the ABI. The daemon's per-stream config rules take precedence over the client's wish,
-// which takes precedence over the daemon's render.mode.
-enum class RenderHint : uint8_t {
-  kDefault = 0,    // no wish: the daemon's render.mode
-  kAuto = 1,       // by shape: 1-D line, 2-D heatmap, 3-D and up histogram, scalars stats
-  kLine = 2,       // 1-D values
-  kHistogram = 3,  // value distribution, bins fixed per stream
-  kHeatmap = 4,    // 2-D with colorbar
-  kForce2d = 5,    // any shape, flattened and zero-padded to a square heatmap
-  kPca = 6,        // rows projected on the top two principal components
-  kTsne = 7,       // 2-D t-SNE embedding of rows, warm-started frame to frame
-  kStats = 8,      // mean/std/min/max over steps
-};
+// How the daemon draws a stream, as the training program asks for it: X(value, name),
+// values numbered from 0 in this order (part of the ABI). The daemon's per-stream config
+// rules take precedence over the client's wish, which takes precedence over the daemon's
+// render.mode.
+#define TENSORSCOPE_RENDER_MODES(X)                                                         \
+  X(kDefault, "")            /* no wish: the daemon's render.mode (no name: never named) */ \
+  X(kAuto, "auto")           /* by shape: 1-D line, 2-D heatmap, 3-D and up histogram */    \
+  X(kLine, "line")           /* 1-D values */                                               \
+  X(kHistogram, "histogram") /* value distribution, bins fixed per stream */                \
+  X(kHeatmap, "heatmap")     /* 2-D with colorbar */                                        \
+  X(kForce2d, "force2d")     /* any shape, flattened and zero-padded to a square heatmap */ \
+  X(kPca, "pca")             /* rows projected on the top two principal components */       \
+  X(kTsne, "tsne")           /* 2-D t-SNE embedding of rows, warm-started frame to frame */ \
+  X(kStats, "stats")         /* mean/std/min/max over steps */
 
-// Each mode's name, indexed by its value; kDefault has none ("").
-inline constexpr std::array<std::string_view, 9> kRenderModeNames = {"",        "auto", "line", "histogram", "heatmap",
-                                                                     "force2d", "pca",  "tsne", "stats"};
+// RenderHint and kRenderModeNames, each mode's name indexed by its value.
+TENSORSCOPE_NAMED_ENUM(RenderHint, uint8_t, kRenderModeNames, TENSORSCOPE_RENDER_MODES);
+static_assert(static_cast<uint8_t>(RenderHint::kStats) == 8, "render hints are part of the ABI: append new modes");
+static_assert(named_and_distinct(kRenderModeNames, 1), "every mode but kDefault has a name of its own");
 inline constexpr uint8_t kMaxRenderHint = static_cast<uint8_t>(kRenderModeNames.size() - 1);
-static_assert(static_cast<uint8_t>(RenderHint::kStats) == kMaxRenderHint,
-              "every render mode has a name in kRenderModeNames, in value order");
 
 // The named modes ("auto" .. the last): what a config or a Python caller may name.
 inline constexpr std::array<std::string_view, kMaxRenderHint> kNamedRenderModes = [] {

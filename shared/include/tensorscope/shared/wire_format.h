@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "tensorscope/base/named_enum.h"
 #include "tensorscope/shared/render_modes.h"
 
 namespace tensorscope::wire {
@@ -104,28 +105,30 @@ enum class DType : uint8_t {
 inline constexpr uint8_t kMaxDType = 10;
 
 // What a tensor is. Values are part of the ABI.
-enum class TensorKind : uint8_t {
-  kInvalid = 0,
-  kTensor = 1,             // pushed by hand with Client::push
-  kActivation = 2,         // a module's forward output
-  kGradient = 3,           // a gradient at a module output or of a tracked tensor
-  kParameter = 4,          // a module parameter's value
-  kParameterGradient = 5,  // a module parameter's gradient
-  kModuleTree = 6,         // not a tensor: the module calls of one step of a track, as
-                           // text (module_tree_format.h); dtype uint8, ndim 1, in the
-                           // data ring, at most kMaxModuleTreeBytes; named after the track
-  kSummary = 7,            // not a tensor: summaries of the tensors of one step of a track
-                           // (summary_format.h); dtype uint8, ndim 1, in the data ring, at
-                           // most kMaxSummaryBytes; named after the track. Sent only to a
-                           // daemon that says it reads them ("summaries" in its reply).
-};
-// Each kind's name, indexed by its value: tensor_kind_name, the daemon's files and
-// messages, the Python package's TENSOR_KINDS / RECORD_KINDS (through the extension).
-inline constexpr std::array<std::string_view, 8> kTensorKindNames = {
-    "invalid", "tensor", "activation", "gradient", "parameter", "parameter_gradient", "module_tree", "summary"};
+// What a record holds: X(value, name), numbered from 0 in this order (part of the ABI).
+// The names: tensor_kind_name, the daemon's files and messages, the Python package's
+// TENSOR_KINDS / RECORD_KINDS (through the extension).
+//   kModuleTree: not a tensor: the module calls of one step of a track, as text
+//     (module_tree_format.h); dtype uint8, ndim 1, in the data ring, at most
+//     kMaxModuleTreeBytes; named after the track.
+//   kSummary: not a tensor: summaries of the tensors of one step of a track
+//     (summary_format.h); dtype uint8, ndim 1, in the data ring, at most kMaxSummaryBytes;
+//     named after the track. Sent only to a daemon that says it reads them ("summaries"
+//     in its reply).
+#define TENSORSCOPE_TENSOR_KINDS(X)                                                           \
+  X(kInvalid, "invalid")                      /* no record has it */                          \
+  X(kTensor, "tensor")                        /* pushed by hand with Client::push */          \
+  X(kActivation, "activation")                /* a module's forward output */                 \
+  X(kGradient, "gradient")                    /* at a module output or of a tracked tensor */ \
+  X(kParameter, "parameter")                  /* a module parameter's value */                \
+  X(kParameterGradient, "parameter_gradient") /* a module parameter's gradient */             \
+  X(kModuleTree, "module_tree")                                                               \
+  X(kSummary, "summary")
+
+TENSORSCOPE_NAMED_ENUM(TensorKind, uint8_t, kTensorKindNames, TENSORSCOPE_TENSOR_KINDS);
 inline constexpr uint8_t kMaxTensorKind = static_cast<uint8_t>(kTensorKindNames.size() - 1);
-static_assert(static_cast<uint8_t>(TensorKind::kSummary) == kMaxTensorKind,
-              "every tensor kind has a name in kTensorKindNames, in value order");
+static_assert(static_cast<uint8_t>(TensorKind::kSummary) == 7, "tensor kinds are part of the ABI: append new kinds");
+static_assert(named_and_distinct(kTensorKindNames));
 inline constexpr uint64_t kMaxModuleTreeBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxSummaryBytes = uint64_t{2} << 20;
 // A kind whose records carry a tensor (not a module tree or summaries).
