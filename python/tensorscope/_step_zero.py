@@ -45,15 +45,15 @@ class StepZeroWindow:
     call) or None (not sent under that reading); the client reading's step is None (the
     step the window was in, known when it closes). The track's lock guards it."""
 
-    def __init__(self, version, calls, input_calls, summarised):
+    def __init__(self, version, calls, input_calls, summarizing):
         self.calls = dict(calls)  # stream -> output calls in step 0 under the client reading
         self.input_calls = dict(input_calls)  # stream -> input calls, the same
         self.open = True  # the auto reading sends the current forward's step
-        self.summarised = summarised  # the auto reading summarises the current forward's step
+        self.summarizing = summarizing  # the auto reading summarises the current forward's step
         self.forwards = 1  # training forwards of the model in the window
         self.updates = 0  # parameter updates seen between them
         self.version = version
-        self.held = []  # (tensor copy, kind, meta without the call, auto target, client target, labels)
+        self.held = []  # (tensor copy, kind, ValueMeta (its call set when sent), auto target, client target, labels)
         self.summaries = []  # (summary, kind, auto target, client target)
         self.bytes = 0
         self.marks = []  # tree log positions where the auto reading began a step, and its gate
@@ -71,12 +71,12 @@ class StepZeroWindow:
             self.updates += 1
         return self.updates >= 2 or self.forwards >= HOLD_FORWARDS
 
-    def auto_step_began(self, send, summarise, tree):
+    def auto_step_began(self, send, stats, tree):
         """The auto reading began a step (sent or not, summarised or not): mark where its
         calls start."""
         self.marks.append((tree.position if tree is not None else 0, self.open))
         self.open = send
-        self.summarised = summarise
+        self.summarizing = stats
 
     def hold(self, tensor, kind, meta, auto, client, labels=None):
         """Keeps a copy of `tensor` (and its rows' `labels`) for the reading that will be

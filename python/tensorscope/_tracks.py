@@ -87,6 +87,19 @@ def _inert_hook():
     return _inert
 
 
+class ValueMeta(NamedTuple):
+    """What a value a track sends is (a Capture's Stash keeps it; the stacked calls of a
+    module are told apart by it): the module's path and type, what of the module it is
+    ("output", "gradient", "input", "parameter", "buffer", "parameter_gradient"), its leaf
+    (the "[0]" of a tuple output, a parameter's name) and the module's call in the step."""
+
+    path: str
+    module_type: str
+    what: str
+    leaf: str
+    call: int = 0
+
+
 class TrackedStream(NamedTuple):
     """One stream a handle may send."""
 
@@ -230,7 +243,7 @@ class _Track:
         self._stopped = False
 
     def _send(self, stream, tensor, kind, step=None, meta=None, labels=None):
-        """meta: (module path, module type, kind name, leaf, call) of the value."""
+        """meta: the ValueMeta of the value."""
         client = self._client()
         if client is None or self._stopped:
             return
@@ -382,13 +395,13 @@ class ModuleTrack(_Track):
             target = _chosen(reading, step, auto, client_target)
             if target is not None:
                 name, at, call = target
-                self._send(name, tensor, kind, at, meta + (call,), labels)
+                self._send(name, tensor, kind, at, meta._replace(call=call), labels)
         client = self._client()
         for summary, kind, auto, client_target in window.summaries:
             target = _chosen(reading, step, auto, client_target)
             if target is not None:
                 name, at, _ = target
-                self._summarise(client, name, None, kind, at, summary=summary)
+                self._summarize(client, name, None, kind, at, summary=summary)
         for tree in trees:
             self._send_tree(tree)
 
@@ -411,7 +424,7 @@ class ModuleTrack(_Track):
         target = _chosen(reading, step, auto, client_target)
         if target is not None:
             name, at, call = target
-            self._send(name, tensor, kind, at, meta + (call,), labels)
+            self._send(name, tensor, kind, at, meta._replace(call=call), labels)
 
     def _route_summary(self, auto, client_target, tensor, kind):
         """The summary of a value taken in step 0's window: held with its targets while the
@@ -433,7 +446,7 @@ class ModuleTrack(_Track):
         target = _chosen(reading, step, auto, client_target)
         if target is not None:
             name, at, _ = target
-            self._summarise(self._client(), name, tensor, kind, at, summary=summary)
+            self._summarize(self._client(), name, tensor, kind, at, summary=summary)
 
     def _client_refuse(self, stream, why):
         client = self._client()
@@ -465,14 +478,14 @@ class ModuleTrack(_Track):
                 bad = StepSummaries.first_non_finite_step(ready)
                 if bad is not None:
                     client._non_finite_seen(max(bad, client.step - 1))
-            send, summarise = self._gates(client)
+            send, stats = self._gates(client)
             if self._window is not None:
                 # The auto reading's step: the hooks stay for the client reading's step 0.
-                self._window.auto_step_began(send, summarise, self._tree)
+                self._window.auto_step_began(send, stats, self._tree)
                 return False
             tree = self._take_tree()
-            self._full_on, self._stats_on = send, summarise
-            listen = send or summarise
+            self._full_on, self._stats_on = send, stats
+            listen = send or stats
             if listen and not self._hooks:
                 self._install()
                 installed = True
@@ -504,21 +517,21 @@ class ModuleTrack(_Track):
             gradients = "gradient" in kinds
             self._outputs.on(core, self._calls, tree, None if client._explicit_steps else self._auto_step,
                              self._hint or 0, "output" in kinds, gradients, full,
-                             self._summarise_native if stats else None, self._grad_fallback if gradients else None,
+                             self._summarize_native if stats else None, self._grad_fallback if gradients else None,
                              self._training)
 
-    def _summarise_native(self, stream, tensor, values, kind, step):
+    def _summarize_native(self, stream, tensor, values, kind, step):
         """The summary of a value the native hooks took (`values`: _native.summarize's)."""
         try:
             summary = values if isinstance(values, str) else from_native(values)
-            self._summarise(self._client(), stream, tensor, kind, step, summary=summary)
+            self._summarize(self._client(), stream, tensor, kind, step, summary=summary)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
     def _grad_fallback(self, stream, step, full, stats, grad):
         """A gradient at the output of a call the native hooks took, which they cannot send
         (not a plain CPU tensor of a dtype sent as it is)."""
-        meta = (self._paths.get(stream, ""), self._types.get(stream, ""), "gradient", "", 0)
+        meta = ValueMeta(self._paths.get(stream, ""), self._types.get(stream, ""), "gradient", "")
         self._on_grad(f"{stream}.grad", step, meta, full, stats, None, grad)
 
     # -- hooks (installed only on sent steps) --
@@ -536,7 +549,7 @@ class ModuleTrack(_Track):
             if "parameter_gradient" in self._kinds:
                 for pname, param in module._parameters.items():
                     if param is not None and param.requires_grad:
-                        meta = (path, type(module).__name__, "parameter_gradient", pname, 0)
+                        meta = ValueMeta(path, type(module).__name__, "parameter_gradient", pname)
                         hooks.append(param.register_hook(_Hook(self._on_param_grad, f"{stream}.{pname}.grad", meta)))
         self._hooks = hooks
 
@@ -601,16 +614,17 @@ class ModuleTrack(_Track):
                 for leaf, tensor in leaves:
                     auto, client_target = self._targets(window, stream, f".in{leaf}", call, call0, step)
                     summaries = self._targets(window, stream, f".in{leaf}", call, call0, step, summaries=True)
-                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "input", leaf),
-                                None, summaries)
+                    meta = ValueMeta(path, type_name, "input", leaf)
+                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, meta, None, summaries)
                 return
             named = call_name(stream, call)
             full, stats = self._full_on, self._stats_on and self._stacks.alone(call)
             for leaf, tensor in leaves:
                 if full:
-                    self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, (path, type_name, "input", leaf, call))
+                    meta = ValueMeta(path, type_name, "input", leaf, call)
+                    self._send(f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step, meta)
                 if stats:
-                    self._summarise(client, f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step)
+                    self._summarize(client, f"{named}.in{leaf}", tensor, R.KIND_ACTIVATION, step)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
@@ -652,16 +666,16 @@ class ModuleTrack(_Track):
                     labels = None if self._labels is None or not full else self._labels_for(tensor)
                     if "output" in kinds:
                         if full:
-                            meta = (path, type_name, "output", suffix, call)
+                            meta = ValueMeta(path, type_name, "output", suffix, call)
                             if own:
                                 client._send_tracked(named + suffix, tensor, R.KIND_ACTIVATION, self._hint,
                                                      self._transform, step, meta, labels)
                             else:
                                 self._send(named + suffix, tensor, R.KIND_ACTIVATION, step, meta, labels)
                         if stats:
-                            self._summarise(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
+                            self._summarize(client, named + suffix, tensor, R.KIND_ACTIVATION, step)
                     if "gradient" in kinds and _compiled.wants_gradient(tensor):
-                        meta = (path, type_name, "gradient", suffix, call)
+                        meta = ValueMeta(path, type_name, "gradient", suffix, call)
                         _compiled.gradient_hook(tensor, _Hook(self._on_grad, f"{named}{suffix}.grad", step, meta, full,
                                                               stats, labels))
             if call == 0 and self._values_kinds:
@@ -673,9 +687,10 @@ class ModuleTrack(_Track):
                         if value is None:
                             continue
                         if full:
-                            self._send(f"{stream}.{vname}", value, R.KIND_PARAMETER, step, (path, type_name, kind, vname, 0))
+                            meta = ValueMeta(path, type_name, kind, vname)
+                            self._send(f"{stream}.{vname}", value, R.KIND_PARAMETER, step, meta)
                         if stats:
-                            self._summarise(client, f"{stream}.{vname}", value, R.KIND_PARAMETER, step, ratio=True)
+                            self._summarize(client, f"{stream}.{vname}", value, R.KIND_PARAMETER, step, ratio=True)
         except Exception as e:  # never into the training loop
             _refuse_quietly(self._client(), stream, e)
 
@@ -708,11 +723,11 @@ class ModuleTrack(_Track):
     def _send(self, stream, tensor, kind, step=None, meta=None, labels=None):
         """A value of one call: to its own stream, or (a module called many times a step)
         as a row of the module's stacked calls, or both."""
-        if meta is not None and len(meta) >= 5 and meta[2] in _STACKED_WHAT and self._stacks.may_take(meta[4]):
+        if meta is not None and meta.what in _STACKED_WHAT and self._stacks.may_take(meta.call):
             client = self._client()
             if client is None or self._stopped:
                 return
-            path, _, what, leaf, call = meta[:5]
+            path, _, what, leaf, call = meta
             module_stream = self._streams_of.get(path)
             if module_stream is not None:
                 name = stacked_name(module_stream, _STACKED_WHAT[what](leaf))
@@ -735,7 +750,7 @@ class ModuleTrack(_Track):
                 matrix = stack.matrix()
                 hint = self._hint or R.RENDER_MODES["heatmap"]
                 client._send_tracked(stack.name, matrix, stack.kind, hint, None, stack.step,
-                                     stack.meta[:4] + (stack.first_call,))
+                                     stack.meta._replace(call=stack.first_call))
                 if stack.dropped:
                     client._refuse(stack.name, f"{stack.dropped} calls past the {len(stack.calls)} stacked in one step")
                 if stack.changed:
@@ -749,8 +764,8 @@ class ModuleTrack(_Track):
         try:
             if full:
                 self._send(stream, grad, R.KIND_GRADIENT, step, meta, labels)
-            if stats and self._stacks.alone(meta[4]):
-                self._summarise(self._client(), stream, grad, R.KIND_GRADIENT, step)
+            if stats and self._stacks.alone(meta.call):
+                self._summarize(self._client(), stream, grad, R.KIND_GRADIENT, step)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
 
@@ -762,19 +777,19 @@ class ModuleTrack(_Track):
             window = self._window
             if window is not None:
                 auto = (stream, self._auto_step, 0) if window.open else None
-                self._route(auto, (stream, None, 0), grad, R.KIND_PARAMETER_GRADIENT, meta[:4])
+                self._route(auto, (stream, None, 0), grad, R.KIND_PARAMETER_GRADIENT, meta)
                 return
             step = self._record_step(client)
             if self._full_on:
                 self._send(stream, grad, R.KIND_PARAMETER_GRADIENT, step, meta)
             if self._stats_on:
-                self._summarise(client, stream, grad, R.KIND_PARAMETER_GRADIENT, step)
+                self._summarize(client, stream, grad, R.KIND_PARAMETER_GRADIENT, step)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
 
     # -- summaries (_summaries.py) --
 
-    def _summarise(self, client, name, tensor, kind, step, ratio=False, summary=None):
+    def _summarize(self, client, name, tensor, kind, step, ratio=False, summary=None):
         """Adds the summary of `tensor` (stream `name`) to the step's; for a parameter, with
         its update ratio since the previous summarised step. `summary`: summarize()'s
         result when the caller computed it."""
@@ -800,7 +815,7 @@ class ModuleTrack(_Track):
             at = client.step if step is None else step
             client._non_finite_seen(at)
             if not self._full_on and tensor is not None:
-                self._send(name, tensor, kind, step, (self._paths.get(name, ""), "", "", "", 0))
+                self._send(name, tensor, kind, step, ValueMeta(self._paths.get(name, ""), "", "", ""))
         with self._lock:
             kept = self._summaries.add(client.step if step is None else step, name, kind, summary)
         if not kept:
@@ -830,7 +845,7 @@ class ModuleTrack(_Track):
         `summaries`, where its summary goes (the client reading's step 0 is summarised
         whenever the track summarises)."""
         auto = client_target = None
-        auto_open = window.summarised if summaries else window.open
+        auto_open = window.summarizing if summaries else window.open
         if auto_open and call < MAX_CALLS_PER_STEP and (call == 0 or not first_only):
             auto = (call_name(stream, 0 if first_only else call) + suffix, step, call)
         client_open = self._stats_every > 0 if summaries else True
@@ -846,12 +861,12 @@ class ModuleTrack(_Track):
                 if "output" in kinds:
                     auto, client_target = self._targets(window, stream, suffix, call, call0, step)
                     summaries = self._targets(window, stream, suffix, call, call0, step, summaries=True)
-                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, (path, type_name, "output", suffix),
-                                labels, summaries)
+                    meta = ValueMeta(path, type_name, "output", suffix)
+                    self._route(auto, client_target, tensor, R.KIND_ACTIVATION, meta, labels, summaries)
                 if "gradient" in kinds and _compiled.wants_gradient(tensor):
                     auto, client_target = self._targets(window, stream, suffix + ".grad", call, call0, step)
                     summaries = self._targets(window, stream, suffix + ".grad", call, call0, step, summaries=True)
-                    meta = (path, type_name, "gradient", suffix)
+                    meta = ValueMeta(path, type_name, "gradient", suffix)
                     _compiled.gradient_hook(tensor, _Hook(self._on_window_grad, auto, client_target, meta, labels,
                                                           summaries))
         for kind, values in (("parameter", module._parameters), ("buffer", module._buffers)):
@@ -860,8 +875,8 @@ class ModuleTrack(_Track):
                     if value is not None:
                         auto, client_target = self._targets(window, stream, f".{vname}", call, call0, step, True)
                         summaries = self._targets(window, stream, f".{vname}", call, call0, step, True, True)
-                        self._route(auto, client_target, value, R.KIND_PARAMETER, (path, type_name, kind, vname),
-                                    None, summaries)
+                        meta = ValueMeta(path, type_name, kind, vname)
+                        self._route(auto, client_target, value, R.KIND_PARAMETER, meta, None, summaries)
 
     def _on_window_grad(self, auto, client_target, meta, labels, summaries, grad):
         try:
@@ -895,7 +910,7 @@ class ModuleTrack(_Track):
                     if buf is not None:
                         out.append(TrackedStream(f"{stream}.{bname}", "buffer", path))
         for name, meta in self._stacks.seen():  # modules called many times a step
-            out.append(TrackedStream(name, KINDS[meta[2]], meta[0]))
+            out.append(TrackedStream(name, KINDS[meta.what], meta.path))
         return out
 
     # -- tree log --

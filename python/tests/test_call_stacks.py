@@ -12,6 +12,7 @@ from torch import nn
 
 import tensorscope
 from tensorscope import _call_stacks as CS
+from tensorscope._tracks import ValueMeta
 
 HIDDEN, BATCH = 6, 3
 
@@ -36,7 +37,7 @@ def test_rows_of_another_length_are_resampled_to_the_first():
 
 def test_held_calls_are_reduced_in_order_and_one_written_in_place_is_nan():
     stacks = CS.CallStacks("stacked")
-    meta = ("m", "Linear", "output", "", 0)
+    meta = ValueMeta("m", "Linear", "output", "")
     outs = [torch.full((2, 3), float(k)) for k in range(5)]
     outs[3] = torch.arange(6.0).reshape(3, 2)  # another shape: a run of its own
     for k, t in enumerate(outs):

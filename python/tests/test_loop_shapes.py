@@ -65,7 +65,7 @@ def summary_steps(daemon):
     return {name: sorted(int(s) for s in group.step) for name, group in table.groupby("stream")}
 
 
-def test_step_zeros_later_calls_are_summarised_and_their_nan_reported_at_step_zero(daemon):
+def test_step_zeros_later_calls_are_summarized_and_their_nan_reported_at_step_zero(daemon):
     # The discriminator's second and third calls of step 0 are taken while the track cannot
     # yet tell them from new steps (_step_zero.py): their summaries are held with them.
     gen, disc, opt_g, opt_d = gan()
@@ -89,7 +89,7 @@ def test_step_zeros_later_calls_are_summarised_and_their_nan_reported_at_step_ze
     assert [(a["step"], a["stream"]) for a in first] == [(0, "D.0#1")], first
 
 
-def test_without_next_step_gradient_accumulation_summarises_every_counted_step(daemon):
+def test_without_next_step_gradient_accumulation_summarizes_every_counted_step(daemon):
     # Two micro-batches per update and never next_step(): each training forward is a step,
     # its summaries included, those taken before the track knew it (the second update).
     torch.manual_seed(0)

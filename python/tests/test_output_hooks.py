@@ -79,7 +79,7 @@ def test_first_calls_go_native_with_the_python_hooks_values(daemon, monkeypatch)
         assert np.array_equal(daemon.npy("m.2#1", step), last_b)
 
 
-def test_the_default_track_sends_and_summarises_first_calls_natively(daemon, monkeypatch):
+def test_the_default_track_sends_and_summarizes_first_calls_natively(daemon, monkeypatch):
     probe = Probe(monkeypatch)
     model = mlp()
     inputs = [torch.randn(4, 6) for _ in range(3)]

@@ -154,8 +154,8 @@ def test_a_nan_while_the_daemon_stalls_is_reported_at_its_step(daemon):
     assert [(a["step"], a["stream"]) for a in first] == [(bad_step, "net.4")], (bad_step, reported, daemon.log())
     daemon.stop()
     table = tensorscope.read_summaries(daemon.session_dir)
-    summarised = set(table[table.stream == "net.4"].step)
-    assert summarised == set(range(steps)), sorted(set(range(steps)) - summarised)[:20]
+    summarized = set(table[table.stream == "net.4"].step)
+    assert summarized == set(range(steps)), sorted(set(range(steps)) - summarized)[:20]
     # The evidence: net.4's whole output at the NaN's step and the two after it arrived,
     # though the ring was full (dropped otherwise).
     received = {int(r["step"]) for r in daemon.stats_rows() if r["stream"] == "net.4"}
