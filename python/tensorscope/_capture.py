@@ -249,6 +249,11 @@ class Capture:
         self._lock = threading.Lock()
         self._explicit_steps = False
         self._step = 0
+        # What else a track may use of its owner (_owner.py): no daemon, no transform, no
+        # anomaly capture (no summaries here).
+        self._core = None
+        self._transform = None
+        self._capture_until = None
         root = unwrap(model)
         entries = select_modules(
             name, root, compile_pattern(include, "include"), compile_pattern(exclude, "exclude"), containers
@@ -259,7 +264,7 @@ class Capture:
             self._track = ModuleTrack(self, name, root, entries, frozenset(chosen), every_n, None, 0, False,
                                       calls="separate", evaluation="track")
 
-    # ---- what the track calls (the owner interface Client also has) ----
+    # ---- what the track calls (_owner.TrackOwner, which Client gives too) ----
 
     def _send_tracked(self, stream, tensor, kind, hint, transform, step, meta=None, labels=None):
         if not self.enabled:
@@ -288,6 +293,18 @@ class Capture:
 
     def _capturing(self, step):
         return False  # (no summaries here: nothing starts an anomaly capture)
+
+    def _non_finite_seen(self, step):
+        return None
+
+    def _count_gated(self):
+        return None
+
+    def _count_sync_copy(self, why):
+        return None  # (a stash function gets the tensor where it is)
+
+    def _cuda_staging_usable(self):
+        return False
 
     def _refuse(self, stream, why):
         with self._lock:

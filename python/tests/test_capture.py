@@ -313,3 +313,17 @@ except ImportError as e:
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "1 output", "ImportError: tensorscope: DataFrames need pandas (Debian: apt-get install python3-pandas)"]
+
+
+def test_a_client_and_a_capture_give_every_member_a_track_uses():
+    # _owner.TrackOwner lists what a track may use of its owner; both owners have it all
+    # (a member one of them lacks would fail only on the path that uses it).
+    from tensorscope._owner import MEMBERS
+
+    model = nn.Linear(2, 2)
+    with tensorscope.Client("owners", enabled=False, autostart=False) as scope, \
+            tensorscope.capture(model) as cap:
+        for owner in (scope, cap):
+            missing = [name for name in MEMBERS if not hasattr(owner, name)]
+            assert not missing, (type(owner).__name__, missing)
+    assert "_send_tracked" in MEMBERS and "_core" in MEMBERS and "step" in MEMBERS
