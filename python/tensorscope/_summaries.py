@@ -56,9 +56,8 @@ def cast_format_value(name):
     return entry[0]
 
 
-def _limits(cast):
-    """(underflow_at_most, overflow_from) of the cast format whose value is `cast`."""
-    return next((under, over) for value, under, over in _native.CAST_FORMATS.values() if value == cast)
+# (underflow_at_most, overflow_from) of each cast format, by its value.
+_LIMITS = {value: (under, over) for value, under, over in _native.CAST_FORMATS.values()}
 
 
 def device_values(tensor, before=None, cast=0):
@@ -86,7 +85,7 @@ def device_values(tensor, before=None, cast=0):
         parts["base"] = torch.linalg.vector_norm(old)
         fields = fields + _native.DEVICE_RATIO_FIELDS
     if cast:
-        under, over = _limits(cast)
+        under, over = _LIMITS[cast]
         magnitude = kept.abs()
         parts["min_abs_nonzero"] = torch.threshold(magnitude, 0.0, float("inf")).amin()  # zeros: +Inf
         parts["above_underflow"] = torch.linalg.vector_norm(torch.threshold(magnitude, under, 0.0), 0)
