@@ -118,11 +118,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string dir = dir_template;
-  std::string error, used;
+  std::string error;
+  auto note = [&error](const tensorscope::Status& s) {
+    if (!s) error = s.message();
+    return s.is_ok();
+  };
 
   // 3. encode only (pre-drawn frames).
   tp::VideoWriter encoder;
-  if (!encoder.open(dir + "/encode.mp4", dir + "/.tmp-encode.mp4", style.width, style.height, 30, codec, &error)) {
+  if (!note(encoder.open(dir + "/encode.mp4", dir + "/.tmp-encode.mp4", style.width, style.height, 30, codec))) {
     std::fprintf(stderr, "render_bench: %s\n", error.c_str());
     return 1;
   }
@@ -130,21 +134,26 @@ int main(int argc, char** argv) {
   for (int i = 0; i < frames; ++i) encoder.write(drawn[i % drawn.size()]);
   const double write_ms = ms_since(start);
   start = Clock::now();
-  const bool encoded = encoder.finalize(&used, &error);
+  const bool encoded = note(encoder.finalize().status());
   const double finalize_ms = ms_since(start);
   const double encode_ms = (write_ms + finalize_ms) / frames;
 
   // 4. the chain, into a real file.
   tp::VideoWriter writer;
   start = Clock::now();
-  bool ok = writer.open(dir + "/chain.mp4", dir + "/.tmp-chain.mp4", style.width, style.height, 30, codec, &error);
+  bool ok = note(writer.open(dir + "/chain.mp4", dir + "/.tmp-chain.mp4", style.width, style.height, 30, codec));
   const std::string used_codec = writer.codec();
   for (int i = 0; ok && i < frames; ++i) {
     tp::summarize(view_of(i), &fixed, kBins, 0.05, &stats, &hist);
     info.step = i;
     ok = writer.write(tp::draw_histogram_frame(info, stats, hist, {}, style));
   }
-  ok = ok && writer.finalize(&used, &error);
+  std::string used;
+  if (ok) {
+    tensorscope::StatusOr<std::string> finalized = writer.finalize();
+    ok = note(finalized.status());
+    if (ok) used = *finalized;
+  }
   const double chain_ms = ms_since(start);
   const auto bytes = ok ? std::filesystem::file_size(used) : 0;
 
@@ -162,7 +171,7 @@ int main(int argc, char** argv) {
     std::vector<double> reduce_ms, draw_ms2;
     const auto mode_start = Clock::now();
     bool mode_ok =
-        w.open(dir + "/" + name + ".mp4", dir + "/.tmp-" + name + ".mp4", style.width, style.height, 30, codec, &error);
+        note(w.open(dir + "/" + name + ".mp4", dir + "/.tmp-" + name + ".mp4", style.width, style.height, 30, codec));
     for (int i = 0; mode_ok && i < frames; ++i) {
       tt::TensorView view = name == "line"
           ? tt::TensorView{tensors[i % tensors.size()].data(), tt::ElementType::kFloat32, {kElements}}
@@ -188,7 +197,7 @@ int main(int argc, char** argv) {
       draw_ms2.push_back(ms_since(t0));
       mode_ok = w.write(frame);
     }
-    mode_ok = mode_ok && w.finalize(&used, &error);
+    mode_ok = mode_ok && note(w.finalize().status());
     if (!mode_ok) {
       std::fprintf(stderr, "render_bench: %s video failed: %s\n", mode.name, error.c_str());
       return 1;

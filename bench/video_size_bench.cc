@@ -155,10 +155,20 @@ int main(int argc, char** argv) {
     tp::VideoWriter ours;
     std::string error, ours_path;
     auto start = Clock::now();
-    bool ok = ours.open(dir + "/" + kind + ".mp4", dir + "/.tmp-" + kind + ".mp4", size.width, size.height, kFps,
-                        "avc1", &error);
+    const tensorscope::Status opened =
+        ours.open(dir + "/" + kind + ".mp4", dir + "/.tmp-" + kind + ".mp4", size.width, size.height, kFps, "avc1");
+    bool ok = opened.is_ok();
+    if (!ok) error = opened.message();
     for (size_t i = 0; ok && i < drawn.size(); ++i) ok = ours.write(drawn[i]);
-    ok = ok && ours.finalize(&ours_path, &error);
+    if (ok) {
+      tensorscope::StatusOr<std::string> finalized = ours.finalize();
+      ok = finalized.is_ok();
+      if (ok) {
+        ours_path = *finalized;
+      } else {
+        error = finalized.message();
+      }
+    }
     const double ours_ms = ms_since(start) / frames;
 
     const std::string theirs_path = dir + "/" + kind + "-opencv.mp4";

@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
 
 namespace tensorscope {
 namespace {
@@ -38,6 +43,26 @@ std::optional<size_t> transfer(size_t bytes, Io io) {
     done += static_cast<size_t>(n);
   }
   return done;
+}
+
+// The most names rename_to_free_name tries: `to`, then "<stem>-1<ext>", ...
+constexpr int kMaxSuffix = 100000;
+
+// "dir/name.mp4" + 2 -> "dir/name-2.mp4"; the extension is the last '.' in the file
+// name part (a leading dot, as in ".hidden", is not an extension).
+std::string with_suffix(const std::string& path, int n) {
+  const size_t slash = path.find_last_of('/');
+  const size_t name_start = slash == std::string::npos ? 0 : slash + 1;
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || dot <= name_start) dot = path.size();
+  return path.substr(0, dot) + "-" + std::to_string(n) + path.substr(dot);
+}
+
+// Status::error(message), with errno restored to `err` after the message was built.
+Status failed_with(std::string message, int err) {
+  Status s = Status::error(std::move(message));
+  errno = err;
+  return s;
 }
 
 }  // namespace
@@ -109,6 +134,46 @@ bool is_same_file(int fd, const std::string& path) {
   struct stat a {};
   struct stat b {};
   return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+Status rename_no_replace(const std::string& from, const std::string& to, bool* exists) {
+  if (exists != nullptr) *exists = false;
+#ifdef SYS_renameat2
+  if (::syscall(SYS_renameat2, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+    return Status::ok();
+  }
+  const int err = errno;
+  if (err == EEXIST) {
+    if (exists != nullptr) *exists = true;
+    return failed_with("'" + to + "' exists", err);
+  }
+  if (err != ENOSYS && err != EINVAL && err != EOPNOTSUPP) {
+    return failed_with("rename '" + from + "' -> '" + to + "': " + errno_text(err), err);
+  }
+#endif
+  // Filesystems without RENAME_NOREPLACE: link() fails with EEXIST instead of replacing.
+  if (::link(from.c_str(), to.c_str()) != 0) {
+    const int link_err = errno;
+    if (link_err == EEXIST && exists != nullptr) *exists = true;
+    return failed_with("link '" + from + "' -> '" + to + "': " + errno_text(link_err), link_err);
+  }
+  if (::unlink(from.c_str()) != 0) {
+    // The file is in place under its new name; the old name is a harmless leftover.
+  }
+  return Status::ok();
+}
+
+StatusOr<std::string> rename_to_free_name(const std::string& from, const std::string& to) {
+  std::string target = to;
+  Status failure;
+  for (int n = 1; n <= kMaxSuffix; ++n) {
+    bool exists = false;
+    failure = rename_no_replace(from, target, &exists);
+    if (failure.is_ok()) return target;
+    if (!exists) break;
+    target = with_suffix(to, n);
+  }
+  return failure;
 }
 
 }  // namespace tensorscope

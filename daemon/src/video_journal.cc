@@ -11,7 +11,6 @@
 
 #include "tensorscope/recording/file_naming.h"
 #include "tensorscope/plotting/fmp4_scan.h"
-#include "tensorscope/plotting/video_writer.h"
 #include "tensorscope/base/posix_file.h"
 
 namespace tensorscope::daemon {
@@ -127,9 +126,9 @@ StatusOr<IndexEntry> recover_cut_video(const std::string& session_dir, const std
   if (kept.whole_bytes < kept.file_bytes && ::truncate(video.c_str(), static_cast<off_t>(kept.whole_bytes)) != 0) {
     return discard(std::string("cannot cut it to its whole frames: ") + errno_text(errno));
   }
-  std::string used, error;
-  if (!plotting::rename_to_free_name(video, session_dir + "/" + final_name, &used, &error)) return discard(error);
-  entry.path = base_name(used);
+  StatusOr<std::string> used = rename_to_free_name(video, session_dir + "/" + final_name);
+  if (!used.is_ok()) return discard(used.message());
+  entry.path = base_name(*used);
   if (!move_to_steps(journal_path, session_dir, entry.path)) ::unlink(journal_path.c_str());
   return entry;
 }

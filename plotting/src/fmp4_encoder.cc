@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -77,38 +78,36 @@ std::string Fmp4Encoder::io_error(int code) const {
   return av_text(code);
 }
 
-bool Fmp4Encoder::open_new(int fd, const Fmp4Settings& settings, std::string* error) {
-  if (!open(fd, settings, 0, error)) return false;
+Status Fmp4Encoder::open_new(int fd, const Fmp4Settings& settings) {
+  if (Status s = open(fd, settings, 0); !s) return s;
   // The header was captured; now it goes to the file like every later byte.
   const int rc = write_packet(this, reinterpret_cast<const uint8_t*>(header_.data()), static_cast<int>(header_.size()));
   if (rc < 0) {
-    *error = "cannot write the video header: " + io_error(rc);
+    Status s = Status::error("cannot write the video header: " + io_error(rc));
     release();
-    return false;
+    return s;
   }
   whole_bytes_ = pending_bytes_;
-  return true;
+  return Status::ok();
 }
 
-bool Fmp4Encoder::open_continued(int fd, const Fmp4Settings& settings, int64_t frames, const std::string& header,
-                                 std::string* error) {
-  if (!open(fd, settings, frames, error)) return false;
+Status Fmp4Encoder::open_continued(int fd, const Fmp4Settings& settings, int64_t frames, const std::string& header) {
+  if (Status s = open(fd, settings, frames); !s) return s;
   if (header_ != header) {
-    *error = "a new " + settings.codec + " encoder made a different header; the video cannot be continued";
     release();
-    return false;
+    return Status::error("a new " + settings.codec + " encoder made a different header; the video cannot be continued");
   }
   const off_t end = ::lseek(fd, 0, SEEK_END);
   if (end < 0) {
-    *error = std::string("cannot find the end of the video: ") + errno_text(errno);
+    Status s = Status::error(std::string("cannot find the end of the video: ") + errno_text(errno));
     release();
-    return false;
+    return s;
   }
   whole_bytes_ = pending_bytes_ = static_cast<uint64_t>(end);
-  return true;
+  return Status::ok();
 }
 
-bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std::string* error) {
+Status Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames) {
   static std::once_flag quiet;
   std::call_once(quiet, [] { av_log_set_level(AV_LOG_ERROR); });  // no per-file encoder statistics
   release();
@@ -118,17 +117,13 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   header_.clear();
   const char* name = encoder_name(settings.codec);
   const AVCodec* codec = name != nullptr ? avcodec_find_encoder_by_name(name) : nullptr;
-  if (codec == nullptr) {
-    *error = "no " + settings.codec + " encoder in this FFmpeg build";
-    return false;
-  }
+  if (codec == nullptr) return Status::error("no " + settings.codec + " encoder in this FFmpeg build");
   encoder_ = avcodec_alloc_context3(codec);
   frame_ = av_frame_alloc();
   packet_ = av_packet_alloc();
   if (encoder_ == nullptr || frame_ == nullptr || packet_ == nullptr) {
-    *error = "out of memory for the video encoder";
     release();
-    return false;
+    return Status::error("out of memory for the video encoder");
   }
   const AVRational rate = av_d2q(settings.fps, 100000);
   encoder_->width = settings.width;
@@ -165,24 +160,21 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   int rc = avcodec_open2(encoder_, codec, &codec_options);
   av_dict_free(&codec_options);
   if (rc < 0) {
-    *error = std::string("cannot open the ") + name + " encoder: " + av_text(rc);
     release();
-    return false;
+    return Status::error(std::string("cannot open the ") + name + " encoder: " + av_text(rc));
   }
   frame_->format = AV_PIX_FMT_YUV420P;
   frame_->width = settings.width;
   frame_->height = settings.height;
   if ((rc = av_frame_get_buffer(frame_, 0)) < 0) {
-    *error = "cannot allocate a video frame: " + av_text(rc);
     release();
-    return false;
+    return Status::error("cannot allocate a video frame: " + av_text(rc));
   }
   scaler_ = sws_getContext(settings.width, settings.height, AV_PIX_FMT_BGR24, settings.width, settings.height,
                            AV_PIX_FMT_YUV420P, SWS_BILINEAR, nullptr, nullptr, nullptr);
   if ((rc = avformat_alloc_output_context2(&muxer_, nullptr, "mp4", nullptr)) < 0 || scaler_ == nullptr) {
-    *error = "cannot set up the MP4 muxer: " + (rc < 0 ? av_text(rc) : std::string("no pixel converter"));
     release();
-    return false;
+    return Status::error("cannot set up the MP4 muxer: " + (rc < 0 ? av_text(rc) : std::string("no pixel converter")));
   }
   muxer_->flags |= AVFMT_FLAG_BITEXACT;  // the same header from every encoder of a video
   // Without edit lists the muxer would otherwise move a continued video's first decode
@@ -196,9 +188,8 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   stream_ = avformat_new_stream(muxer_, nullptr);
   if (io_ == nullptr || stream_ == nullptr) {
     if (io_ == nullptr) av_free(buffer);
-    *error = "out of memory for the MP4 muxer";
     release();
-    return false;
+    return Status::error("out of memory for the MP4 muxer");
   }
   muxer_->pb = io_;
   muxer_->flags |= AVFMT_FLAG_CUSTOM_IO;
@@ -219,91 +210,70 @@ bool Fmp4Encoder::open(int fd, const Fmp4Settings& settings, int64_t frames, std
   if (rc >= 0) avio_flush(io_);
   capture_header_ = false;
   if (rc < 0) {
-    *error = "cannot write the MP4 header: " + av_text(rc);
     release();
-    return false;
+    return Status::error("cannot write the MP4 header: " + av_text(rc));
   }
   frames_ = frames;
-  return true;
+  return Status::ok();
 }
 
-bool Fmp4Encoder::write_frame(const uint8_t* bgr, int64_t stride, std::string* error) {
-  if (encoder_ == nullptr) {
-    *error = "the video encoder is not open";
-    return false;
-  }
+Status Fmp4Encoder::write_frame(const uint8_t* bgr, int64_t stride) {
+  if (encoder_ == nullptr) return Status::error("the video encoder is not open");
   int rc = av_frame_make_writable(frame_);
-  if (rc < 0) {
-    *error = "video frame: " + av_text(rc);
-    return false;
-  }
+  if (rc < 0) return Status::error("video frame: " + av_text(rc));
   const uint8_t* planes[1] = {bgr};
   const int strides[1] = {static_cast<int>(stride)};
   sws_scale(scaler_, planes, strides, 0, encoder_->height, frame_->data, frame_->linesize);
   frame_->pts = frames_;
-  if ((rc = avcodec_send_frame(encoder_, frame_)) < 0) {
-    *error = "video encoder: " + av_text(rc);
-    return fail();
-  }
-  if (!drain(error)) return fail();
+  if ((rc = avcodec_send_frame(encoder_, frame_)) < 0) return fail(Status::error("video encoder: " + av_text(rc)));
+  if (Status s = drain(); !s) return fail(std::move(s));
   // Cut the fragment: this frame is on disk, whole, before the call returns.
   rc = av_write_frame(muxer_, nullptr);
   if (rc >= 0) avio_flush(io_);
   if (rc < 0 || io_->error < 0 || write_errno_ != 0) {
-    *error = "cannot write the video: " + io_error(rc < 0 ? rc : io_->error);
-    return fail();
+    return fail(Status::error("cannot write the video: " + io_error(rc < 0 ? rc : io_->error)));
   }
   whole_bytes_ = pending_bytes_;
   ++frames_;
-  return true;
+  return Status::ok();
 }
 
-bool Fmp4Encoder::fail() {
+Status Fmp4Encoder::fail(Status why) {
   // Whatever part of the frame reached the file goes: the file ends with a whole frame.
   if (fd_ >= 0 && pending_bytes_ != whole_bytes_) {
     if (::ftruncate(fd_, static_cast<off_t>(whole_bytes_)) == 0) pending_bytes_ = whole_bytes_;
   }
   release();
-  return false;
+  return why;
 }
 
-bool Fmp4Encoder::drain(std::string* error) {
+Status Fmp4Encoder::drain() {
   for (;;) {
     int rc = avcodec_receive_packet(encoder_, packet_);
-    if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return true;
-    if (rc < 0) {
-      *error = "video encoder: " + av_text(rc);
-      return false;
-    }
+    if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return Status::ok();
+    if (rc < 0) return Status::error("video encoder: " + av_text(rc));
     av_packet_rescale_ts(packet_, encoder_->time_base, stream_->time_base);
     packet_->duration = av_rescale_q(1, encoder_->time_base, stream_->time_base);
     packet_->stream_index = stream_->index;
     rc = av_write_frame(muxer_, packet_);
     av_packet_unref(packet_);
-    if (rc < 0) {
-      *error = "cannot write the video: " + io_error(rc);
-      return false;
-    }
+    if (rc < 0) return Status::error("cannot write the video: " + io_error(rc));
   }
 }
 
-bool Fmp4Encoder::finish(std::string* error) {
-  if (encoder_ == nullptr) {
-    *error = "the video encoder is not open";
-    return false;
+Status Fmp4Encoder::finish() {
+  if (encoder_ == nullptr) return Status::error("the video encoder is not open");
+  if (const int rc = avcodec_send_frame(encoder_, nullptr); rc < 0) {
+    return fail(Status::error("video encoder: " + av_text(rc)));
   }
-  bool ok = avcodec_send_frame(encoder_, nullptr) >= 0 && drain(error);
-  if (ok) {
-    const int rc = av_write_trailer(muxer_);
-    if (rc >= 0) avio_flush(io_);
-    if (rc < 0 || io_->error < 0 || write_errno_ != 0) {
-      *error = "cannot write the end of the video: " + io_error(rc < 0 ? rc : io_->error);
-      ok = false;
-    }
+  if (Status s = drain(); !s) return fail(std::move(s));
+  const int rc = av_write_trailer(muxer_);
+  if (rc >= 0) avio_flush(io_);
+  if (rc < 0 || io_->error < 0 || write_errno_ != 0) {
+    return fail(Status::error("cannot write the end of the video: " + io_error(rc < 0 ? rc : io_->error)));
   }
-  if (!ok) return fail();
   release();
-  return true;
+  return Status::ok();
 }
 
 void Fmp4Encoder::release() {

@@ -7,12 +7,14 @@
 // (open_continued): the new muxer's header is compared with the file's, not written, and
 // its fragments go on with the next fragment number and decode time — so a worker can close the encoders of idle
 // streams and reopen them later without splitting their files. Errors (a full disk, an
-// encoder failure) come back as text; nothing throws.
+// encoder failure) come back as a Status with a message; nothing throws.
 // Thread safety: none; one instance, one thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "tensorscope/base/status.h"
 
 struct AVCodecContext;
 struct AVFormatContext;
@@ -42,21 +44,20 @@ class Fmp4Encoder {
   static bool codec_available(const std::string& codec);
 
   // A new video on `fd` (empty, positioned at 0): writes the header (ftyp, empty moov).
-  bool open_new(int fd, const Fmp4Settings& settings, std::string* error);
+  Status open_new(int fd, const Fmp4Settings& settings);
   // Continues the video on `fd` (opened for appending) whose first `frames` frames are
   // already written there by an encoder with the same settings. `header` is what
   // open_new wrote (header()); a new encoder whose header differs cannot continue the
   // file and fails.
-  bool open_continued(int fd, const Fmp4Settings& settings, int64_t frames, const std::string& header,
-                      std::string* error);
+  Status open_continued(int fd, const Fmp4Settings& settings, int64_t frames, const std::string& header);
 
   // Encodes one BGR 8-bit frame of exactly width x height and writes its fragment. On
   // failure (a full disk, ...) the file is cut back to its last whole frame and the
   // encoder is closed: continue with a new one (open_continued).
-  bool write_frame(const uint8_t* bgr, int64_t stride, std::string* error);
+  Status write_frame(const uint8_t* bgr, int64_t stride);
   // Writes the trailer (a fragment index for seeking). The encoder is closed afterwards,
   // and on failure the file ends with its last whole frame.
-  bool finish(std::string* error);
+  Status finish();
   bool is_open() const { return encoder_ != nullptr; }
 
   int64_t frames() const { return frames_; }
@@ -67,9 +68,10 @@ class Fmp4Encoder {
 
  private:
   static int write_packet(void* opaque, const uint8_t* data, int size);
-  bool open(int fd, const Fmp4Settings& settings, int64_t frames, std::string* error);
-  bool drain(std::string* error);
-  bool fail();
+  Status open(int fd, const Fmp4Settings& settings, int64_t frames);
+  Status drain();
+  // Cuts the file back to its last whole frame, closes the encoder and returns `why`.
+  Status fail(Status why);
   std::string io_error(int code) const;
   void release();
 

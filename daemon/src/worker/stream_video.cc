@@ -75,8 +75,10 @@ bool StreamVideo::open_segment(std::string* error, int* err) {
   }
   const std::string temp = recording::temp_video_file_name(final_name_, static_cast<int>(::getpid()), key_.producer_id);
   writer_ = std::make_unique<plotting::VideoWriter>();
-  if (!writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp, config_.video.width,
-                     config_.video.height, config_.video.fps, std::string(choice_name(config_.video.codec)), error)) {
+  if (Status s = writer_->open(session_dir_ + "/" + final_name_, session_dir_ + "/" + temp, config_.video.width,
+                               config_.video.height, config_.video.fps, std::string(choice_name(config_.video.codec)));
+      !s) {
+    *error = s.message();
     *err = writer_->last_errno();
     writer_.reset();
     return false;
@@ -180,14 +182,15 @@ void StreamVideo::finish() {
   if (open_limit_ != nullptr) open_limit_->forget(this);
   if (!writer_) return;
   const int64_t frames = writer_->frames();
-  std::string final_path, error;
   if (frames == 0) {
     writer_->abandon();
     writer_.reset();
     journal_.remove();
     return;
   }
-  if (!writer_->finalize(&final_path, &error)) {
+  StatusOr<std::string> finalized = writer_->finalize();
+  if (!finalized.is_ok()) {
+    const std::string& error = finalized.message();
     // Its frames stay whole under the temporary name, with the journal: never listed
     // by this worker, recovered when the worker or the daemon starts again.
     const int err = writer_->last_errno();
@@ -202,6 +205,7 @@ void StreamVideo::finish() {
     }
     return;
   }
+  const std::string final_path = std::move(finalized).value();
   writer_.reset();
   ++segment_;
   if (Status s = journal_.keep(session_dir_, final_path); !s) {

@@ -1,7 +1,7 @@
 // posix_file_test.cc — the POSIX file helpers: whole writes through short transfers,
 // reads to the end of a file and exact reads that name where the file ends, errno left
 // at the failing call's error, descriptors owned and closed once, a path compared with an
-// open file.
+// open file, renames that never replace a file (to the next free "<stem>-N<ext>" name).
 #include "tensorscope/base/posix_file.h"
 
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "file_text.h"
 #include "temp_dir.h"
 
 namespace tensorscope {
@@ -24,6 +25,11 @@ namespace {
 using ::testing::HasSubstr;
 
 bool is_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+using testing::read_text_file;
+using testing::write_text_file;
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 TEST(PosixFile, ErrnoTextIsTheSystemsText) {
   EXPECT_EQ(errno_text(ENOSPC), "No space left on device");
@@ -151,6 +157,46 @@ TEST(PosixFile, IsSameFileComparesDeviceAndInode) {
   ASSERT_EQ(::rename(b.c_str(), c.c_str()), 0);
   EXPECT_FALSE(is_same_file(fd.get(), c));
   EXPECT_FALSE(is_same_file(-1, b));
+}
+
+TEST(RenameNoReplace, RefusesExistingTarget) {
+  testing::TempDir dir("posix");
+  const std::string a = write_text_file(dir.path() + "/a", "A");
+  const std::string b = write_text_file(dir.path() + "/b", "B");
+  bool target_exists = false;
+  Status refused = rename_no_replace(a, b, &target_exists);
+  EXPECT_FALSE(refused);
+  EXPECT_TRUE(target_exists);
+  EXPECT_THAT(refused.message(), HasSubstr(b));
+  EXPECT_EQ(read_text_file(b), "B");
+  Status renamed = rename_no_replace(a, dir.path() + "/c", &target_exists);
+  EXPECT_TRUE(renamed) << renamed.message();
+  EXPECT_FALSE(exists(a));
+  EXPECT_EQ(read_text_file(dir.path() + "/c"), "A");
+  EXPECT_FALSE(rename_no_replace(dir.path() + "/missing", dir.path() + "/d", &target_exists));
+  EXPECT_FALSE(target_exists);
+}
+
+TEST(RenameToFreeName, TakesTheNextFreeSuffix) {
+  testing::TempDir dir("posix");
+  const std::string target = write_text_file(dir.path() + "/stream.seg0.mp4", "precious");
+  write_text_file(dir.path() + "/stream.seg0-1.mp4", "also precious");
+  StatusOr<std::string> used = rename_to_free_name(write_text_file(dir.path() + "/.tmp-a", "new"), target);
+  ASSERT_TRUE(used) << used.message();
+  EXPECT_EQ(*used, dir.path() + "/stream.seg0-2.mp4");
+  EXPECT_EQ(read_text_file(*used), "new");
+  EXPECT_EQ(read_text_file(target), "precious");
+  EXPECT_EQ(read_text_file(dir.path() + "/stream.seg0-1.mp4"), "also precious");
+  // No extension (a leading dot is none): the suffix goes at the end.
+  const std::string hidden = write_text_file(dir.path() + "/.hidden", "x");
+  used = rename_to_free_name(write_text_file(dir.path() + "/.tmp-b", "y"), hidden);
+  ASSERT_TRUE(used) << used.message();
+  EXPECT_EQ(*used, dir.path() + "/.hidden-1");
+  // A source that is not there: the error, nothing renamed.
+  used = rename_to_free_name(dir.path() + "/missing", dir.path() + "/free");
+  ASSERT_FALSE(used);
+  EXPECT_THAT(used.message(), HasSubstr(dir.path() + "/missing"));
+  EXPECT_FALSE(exists(dir.path() + "/free"));
 }
 
 }  // namespace

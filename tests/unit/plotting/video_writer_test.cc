@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <opencv2/imgproc.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "file_text.h"
 #include "test_util.h"
 
 namespace tensorscope::plotting {
@@ -54,15 +54,8 @@ Readback read_back(const std::string& path) {
   return r;
 }
 
-std::string write_file(const std::string& path, const std::string& content) {
-  std::ofstream(path) << content;
-  return path;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using tensorscope::testing::read_text_file;
+using tensorscope::testing::write_text_file;
 
 class Codecs : public ::testing::TestWithParam<std::string> {};
 
@@ -71,8 +64,8 @@ TEST_P(Codecs, RoundTrip) {
   const std::string final_path = dir.file("stream.mp4");
   const std::string temp_path = dir.file(".tmp-stream.mp4");
   VideoWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.open(final_path, temp_path, 320, 240, 10, GetParam(), &error)) << error;
+  Status opened = writer.open(final_path, temp_path, 320, 240, 10, GetParam());
+  ASSERT_TRUE(opened) << opened.message();
   EXPECT_TRUE(writer.is_open());
   if (GetParam() == "auto") {
     EXPECT_TRUE(writer.codec() == "avc1" || writer.codec() == "mp4v") << writer.codec();
@@ -84,9 +77,9 @@ TEST_P(Codecs, RoundTrip) {
   EXPECT_EQ(writer.frames(), kFrames);
   EXPECT_TRUE(fs::exists(temp_path));
   EXPECT_FALSE(fs::exists(final_path)) << "nothing under the final name before finalize";
-  std::string used;
-  ASSERT_TRUE(writer.finalize(&used, &error)) << error;
-  EXPECT_EQ(used, final_path);
+  StatusOr<std::string> used = writer.finalize();
+  ASSERT_TRUE(used) << used.message();
+  EXPECT_EQ(*used, final_path);
   EXPECT_FALSE(writer.is_open());
   EXPECT_FALSE(fs::exists(temp_path));
   const Readback r = read_back(final_path);
@@ -101,8 +94,8 @@ INSTANTIATE_TEST_SUITE_P(VideoWriter, Codecs, ::testing::Values("auto", "avc1", 
 TEST(VideoWriter, ConvertsAndResizesFrames) {
   TempDir dir;
   VideoWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.open(dir.file("v.mp4"), dir.file(".tmp-v.mp4"), 321, 241, 5, "auto", &error)) << error;
+  Status opened = writer.open(dir.file("v.mp4"), dir.file(".tmp-v.mp4"), 321, 241, 5, "auto");
+  ASSERT_TRUE(opened) << opened.message();
   EXPECT_EQ(writer.frame_size(), cv::Size(320, 240)) << "odd sizes are rounded down to even";
   EXPECT_TRUE(writer.write(test_frame(0, {640, 480})));                    // larger
   EXPECT_TRUE(writer.write(cv::Mat(100, 100, CV_8UC1, cv::Scalar(128))));  // grey
@@ -110,42 +103,45 @@ TEST(VideoWriter, ConvertsAndResizesFrames) {
   EXPECT_TRUE(writer.write(cv::Mat(240, 320, CV_32FC3, cv::Scalar(10, 20, 30))));
   EXPECT_FALSE(writer.write(cv::Mat()));
   EXPECT_EQ(writer.frames(), 4);
-  std::string used;
-  ASSERT_TRUE(writer.finalize(&used, &error)) << error;
-  EXPECT_EQ(read_back(used).decoded, 4);
+  StatusOr<std::string> used = writer.finalize();
+  ASSERT_TRUE(used) << used.message();
+  EXPECT_EQ(read_back(*used).decoded, 4);
 }
 
 TEST(VideoWriter, FinalizeNeverReplacesAnExistingFile) {
   TempDir dir;
   const std::string final_path = dir.file("stream.seg0.mp4");
-  write_file(final_path, "precious");
-  write_file(dir.file("stream.seg0-1.mp4"), "also precious");
-  std::string error, used;
+  write_text_file(final_path, "precious");
+  write_text_file(dir.file("stream.seg0-1.mp4"), "also precious");
   VideoWriter writer;
-  ASSERT_TRUE(writer.open(final_path, dir.file(".tmp-a.mp4"), 64, 64, 5, "auto", &error)) << error;
+  Status opened = writer.open(final_path, dir.file(".tmp-a.mp4"), 64, 64, 5, "auto");
+  ASSERT_TRUE(opened) << opened.message();
   ASSERT_TRUE(writer.write(test_frame(1, {64, 64})));
-  ASSERT_TRUE(writer.finalize(&used, &error)) << error;
-  EXPECT_EQ(used, dir.file("stream.seg0-2.mp4"));
-  EXPECT_EQ(read_file(final_path), "precious");
-  EXPECT_EQ(read_file(dir.file("stream.seg0-1.mp4")), "also precious");
-  EXPECT_EQ(read_back(used).decoded, 1);
+  StatusOr<std::string> used = writer.finalize();
+  ASSERT_TRUE(used) << used.message();
+  EXPECT_EQ(*used, dir.file("stream.seg0-2.mp4"));
+  EXPECT_EQ(read_text_file(final_path), "precious");
+  EXPECT_EQ(read_text_file(dir.file("stream.seg0-1.mp4")), "also precious");
+  EXPECT_EQ(read_back(*used).decoded, 1);
 
   // A final name without an extension gets the suffix at its end.
-  const std::string bare = write_file(dir.file("bare"), "x");
+  const std::string bare = write_text_file(dir.file("bare"), "x");
   VideoWriter second;
-  ASSERT_TRUE(second.open(bare, dir.file(".tmp-b.mp4"), 64, 64, 5, "mp4v", &error)) << error;
+  opened = second.open(bare, dir.file(".tmp-b.mp4"), 64, 64, 5, "mp4v");
+  ASSERT_TRUE(opened) << opened.message();
   ASSERT_TRUE(second.write(test_frame(2, {64, 64})));
-  ASSERT_TRUE(second.finalize(&used, &error)) << error;
-  EXPECT_EQ(used, dir.file("bare-1"));
+  used = second.finalize();
+  ASSERT_TRUE(used) << used.message();
+  EXPECT_EQ(*used, dir.file("bare-1"));
 }
 
 TEST(VideoWriter, AbandonAndDestructorDeleteTheTempFile) {
   TempDir dir;
-  std::string error;
   const std::string temp = dir.file(".tmp-x.mp4");
   {
     VideoWriter writer;
-    ASSERT_TRUE(writer.open(dir.file("x.mp4"), temp, 64, 64, 5, "auto", &error)) << error;
+    Status opened = writer.open(dir.file("x.mp4"), temp, 64, 64, 5, "auto");
+    ASSERT_TRUE(opened) << opened.message();
     ASSERT_TRUE(writer.write(test_frame(0, {64, 64})));
     EXPECT_TRUE(fs::exists(temp));
     writer.abandon();
@@ -155,7 +151,8 @@ TEST(VideoWriter, AbandonAndDestructorDeleteTheTempFile) {
   }
   {
     VideoWriter writer;
-    ASSERT_TRUE(writer.open(dir.file("x.mp4"), temp, 64, 64, 5, "auto", &error)) << error;
+    Status opened = writer.open(dir.file("x.mp4"), temp, 64, 64, 5, "auto");
+    ASSERT_TRUE(opened) << opened.message();
     ASSERT_TRUE(writer.write(test_frame(0, {64, 64})));
     VideoWriter moved = std::move(writer);  // ownership moves with it
     EXPECT_TRUE(moved.is_open());
@@ -167,31 +164,31 @@ TEST(VideoWriter, AbandonAndDestructorDeleteTheTempFile) {
 
 TEST(VideoWriter, FinalizeWithoutFramesFailsAndCleansUp) {
   TempDir dir;
-  std::string error, used;
   VideoWriter writer;
-  ASSERT_TRUE(writer.open(dir.file("e.mp4"), dir.file(".tmp-e.mp4"), 64, 64, 5, "auto", &error));
-  EXPECT_FALSE(writer.finalize(&used, &error));
-  EXPECT_FALSE(error.empty());
+  ASSERT_TRUE(writer.open(dir.file("e.mp4"), dir.file(".tmp-e.mp4"), 64, 64, 5, "auto"));
+  StatusOr<std::string> used = writer.finalize();
+  EXPECT_FALSE(used);
+  EXPECT_FALSE(used.message().empty());
   EXPECT_FALSE(fs::exists(dir.file(".tmp-e.mp4")));
   EXPECT_FALSE(fs::exists(dir.file("e.mp4")));
 }
 
 TEST(VideoWriter, OpenRejectsBadArguments) {
   TempDir dir;
-  std::string error;
   VideoWriter writer;
-  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 0, 64, 5, "auto", &error));
-  EXPECT_FALSE(error.empty());
-  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 0, "auto", &error));
-  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, NAN, "auto", &error));
-  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 5, "h265-please", &error));
-  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file("a.mp4"), 64, 64, 5, "auto", &error));
-  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file("no/such/dir/.t.mp4"), 64, 64, 5, "auto", &error));
+  Status bad_size = writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 0, 64, 5, "auto");
+  EXPECT_FALSE(bad_size);
+  EXPECT_FALSE(bad_size.message().empty());
+  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 0, "auto"));
+  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, NAN, "auto"));
+  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 5, "h265-please"));
+  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file("a.mp4"), 64, 64, 5, "auto"));
+  EXPECT_FALSE(writer.open(dir.file("a.mp4"), dir.file("no/such/dir/.t.mp4"), 64, 64, 5, "auto"));
   EXPECT_FALSE(writer.is_open());
-  std::string used;
-  EXPECT_FALSE(writer.finalize(&used, &error));
-  ASSERT_TRUE(writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 5, "auto", &error)) << error;
-  EXPECT_FALSE(writer.open(dir.file("b.mp4"), dir.file(".u.mp4"), 64, 64, 5, "auto", &error)) << "already open";
+  EXPECT_FALSE(writer.finalize());
+  Status opened = writer.open(dir.file("a.mp4"), dir.file(".t.mp4"), 64, 64, 5, "auto");
+  ASSERT_TRUE(opened) << opened.message();
+  EXPECT_FALSE(writer.open(dir.file("b.mp4"), dir.file(".u.mp4"), 64, 64, 5, "auto")) << "already open";
 }
 
 // The decoded frames of `path` in order.
@@ -217,8 +214,8 @@ double difference(const cv::Mat& a, const cv::Mat& b) {
 TEST_P(Codecs, SuspendAndResumeContinueTheSameFile) {
   TempDir dir;
   VideoWriter writer;
-  std::string error, used;
-  ASSERT_TRUE(writer.open(dir.file("s.mp4"), dir.file(".tmp-s.mp4"), 320, 240, 10, GetParam(), &error)) << error;
+  Status opened = writer.open(dir.file("s.mp4"), dir.file(".tmp-s.mp4"), 320, 240, 10, GetParam());
+  ASSERT_TRUE(opened) << opened.message();
   int written = 0;
   for (int part : {5, 4, 3}) {
     for (int i = 0; i < part; ++i) ASSERT_TRUE(writer.write(test_frame(written++))) << writer.last_error();
@@ -226,10 +223,11 @@ TEST_P(Codecs, SuspendAndResumeContinueTheSameFile) {
     EXPECT_TRUE(writer.is_suspended());
     EXPECT_TRUE(writer.is_open());
   }
-  ASSERT_TRUE(writer.finalize(&used, &error)) << error;
-  const std::vector<cv::Mat> frames = decode_all(used);
+  StatusOr<std::string> used = writer.finalize();
+  ASSERT_TRUE(used) << used.message();
+  const std::vector<cv::Mat> frames = decode_all(*used);
   ASSERT_EQ(static_cast<int>(frames.size()), written);
-  EXPECT_EQ(read_back(used).claimed, written);
+  EXPECT_EQ(read_back(*used).claimed, written);
   for (int i = 0; i < written; ++i) {
     const double own = difference(frames[i], test_frame(i));
     EXPECT_LT(own, 6) << "frame " << i;
@@ -245,21 +243,21 @@ TEST_P(Codecs, CutFilePlaysUpToItsLastWholeFrame) {
   TempDir dir;
   const std::string temp = dir.file(".tmp-c.mp4");
   VideoWriter writer;
-  std::string error;
-  ASSERT_TRUE(writer.open(dir.file("c.mp4"), temp, 320, 240, 10, GetParam(), &error)) << error;
+  Status opened = writer.open(dir.file("c.mp4"), temp, 320, 240, 10, GetParam());
+  ASSERT_TRUE(opened) << opened.message();
   std::vector<uintmax_t> ends = {fs::file_size(temp)};  // ends[i]: the file after i frames
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(writer.write(test_frame(i)));
     ends.push_back(fs::file_size(temp));
   }
-  const std::string whole = read_file(temp);
+  const std::string whole = read_text_file(temp);
   ASSERT_EQ(whole.size(), ends.back());
   for (size_t frames = 0; frames < ends.size(); ++frames) {
     for (uintmax_t cut :
          {ends[frames], frames + 1 < ends.size() ? (ends[frames] + ends[frames + 1]) / 2 : ends[frames]}) {
       SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
       const std::string path = dir.file("cut.mp4");
-      write_file(path, whole.substr(0, cut));
+      write_text_file(path, whole.substr(0, cut));
       const Fmp4Extent extent = scan_fmp4(path);
       EXPECT_TRUE(extent.valid);
       EXPECT_EQ(extent.frames, static_cast<int64_t>(frames));
@@ -282,8 +280,7 @@ TEST(VideoWriter, FullDiskFailsTheWriteAndKeepsEarlierFrames) {
     const rlimit limit{40000, 40000};
     ::setrlimit(RLIMIT_FSIZE, &limit);
     VideoWriter writer;
-    std::string error;
-    if (!writer.open(dir.file("f.mp4"), temp, 320, 240, 10, "mp4v", &error)) ::_exit(101);
+    if (!writer.open(dir.file("f.mp4"), temp, 320, 240, 10, "mp4v")) ::_exit(101);
     int n = 0;
     while (n < 100 && writer.write(test_frame(n))) ++n;
     if (n == 100 || writer.last_error().find("too large") == std::string::npos) ::_exit(102);
@@ -315,8 +312,7 @@ TEST(VideoWriter, WritesGoOnAfterAFailedOne) {
   if (child == 0) {
     ::signal(SIGXFSZ, SIG_IGN);
     VideoWriter writer;
-    std::string error, used;
-    if (!writer.open(dir.file("g.mp4"), temp, 320, 240, 10, "auto", &error)) ::_exit(101);
+    if (!writer.open(dir.file("g.mp4"), temp, 320, 240, 10, "auto")) ::_exit(101);
     for (int i = 0; i < 3; ++i) writer.write(test_frame(i));
     const rlimit tight{static_cast<rlim_t>(fs::file_size(temp)), RLIM_INFINITY};
     ::setrlimit(RLIMIT_FSIZE, &tight);
@@ -326,7 +322,7 @@ TEST(VideoWriter, WritesGoOnAfterAFailedOne) {
     for (int i = 4; i < 7; ++i) {
       if (!writer.write(test_frame(i))) ::_exit(103);
     }
-    if (writer.frames() != 6 || !writer.finalize(&used, &error)) ::_exit(104);
+    if (writer.frames() != 6 || !writer.finalize()) ::_exit(104);
     ::_exit(0);
   }
   int status = 0;
@@ -337,22 +333,6 @@ TEST(VideoWriter, WritesGoOnAfterAFailedOne) {
   ASSERT_EQ(frames.size(), 6u);
   for (int i : {0, 1, 2}) EXPECT_LT(difference(frames[i], test_frame(i)), 6) << i;
   for (int i : {4, 5, 6}) EXPECT_LT(difference(frames[i - 1], test_frame(i)), 6) << i;
-}
-
-TEST(RenameNoReplace, RefusesExistingTarget) {
-  TempDir dir;
-  const std::string a = write_file(dir.file("a"), "A");
-  const std::string b = write_file(dir.file("b"), "B");
-  bool exists = false;
-  std::string error;
-  EXPECT_FALSE(rename_no_replace(a, b, &exists, &error));
-  EXPECT_TRUE(exists);
-  EXPECT_EQ(read_file(b), "B");
-  EXPECT_TRUE(rename_no_replace(a, dir.file("c"), &exists, &error)) << error;
-  EXPECT_FALSE(fs::exists(a));
-  EXPECT_EQ(read_file(dir.file("c")), "A");
-  EXPECT_FALSE(rename_no_replace(dir.file("missing"), dir.file("d"), &exists, &error));
-  EXPECT_FALSE(exists);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // posix_file.h — the POSIX file helpers every part needs: errno as text, an owned
 // descriptor, whole writes and reads that survive EINTR and short transfers, fsync of
-// a directory, whether a path still names an open file.
+// a directory, whether a path still names an open file, and renames that never replace
+// an existing file (to a free "<stem>-N<ext>" name if need be).
 //
-// Used by the daemon (index, sinks, journals, videos), the recording sinks and the
-// tools. Errors are Status messages that name the file ("<path>: cannot write: No
+// Used by the daemon (index, sinks, journals, videos: the plotting VideoWriter's
+// finalize and the recovery of cut videos rename with them), the recording sinks and
+// the tools. Errors are Status messages that name the file ("<path>: cannot write: No
 // space left on device"); on every failure errno is left at the failing call's error
 // (ENOSPC, EIO, ...) so a caller can tell a full disk from other failures; a read that
 // ends early sets errno to 0.
@@ -72,5 +74,18 @@ Status fsync_path(const std::string& path, bool directory);
 // Whether `path` (a final symbolic link not followed) names the file open as `fd`: the
 // same device and inode. False when either cannot be examined (e.g. `path` was removed).
 bool is_same_file(int fd, const std::string& path);
+
+// Renames `from` to `to` only if `to` does not exist (renameat2 RENAME_NOREPLACE, or
+// link()+unlink() where the filesystem lacks it). Errors: "'<to>' exists" (then
+// *exists is set, errno EEXIST), "rename '<from>' -> '<to>': <errno>", "link '<from>'
+// -> '<to>': <errno>" (*exists set when that errno is EEXIST). *exists (optional) is
+// cleared otherwise.
+Status rename_no_replace(const std::string& from, const std::string& to, bool* exists = nullptr);
+
+// Renames `from` to `to`, or, when that name exists, to "<stem>-1<ext>", "<stem>-2<ext>",
+// ... (never replacing a file; at most 100000 names are tried; the extension is the last
+// '.' of the file name, not a leading one as in ".hidden"): the name used. Errors:
+// rename_no_replace's for the last name tried.
+StatusOr<std::string> rename_to_free_name(const std::string& from, const std::string& to);
 
 }  // namespace tensorscope

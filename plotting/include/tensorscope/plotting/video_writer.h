@@ -9,7 +9,9 @@
 // and the next write() continues the same file. Codecs: "avc1" (H.264 through libx264,
 // plays in browsers), "mp4v" (MPEG-4 part 2), or "auto" = avc1 when this FFmpeg has
 // libx264, else mp4v. Frame width and height are rounded down to even numbers (4:2:0
-// needs them even). No exception escapes; failures return false with a message.
+// needs them even). No exception escapes: open() and finalize() fail with a Status that
+// says why, write() returns false and keeps the reason in last_error(). The no-replace
+// renames are tensorscope::rename_no_replace / rename_to_free_name (base/posix_file.h).
 // Thread safety: none; use one writer from one thread at a time.
 #pragma once
 
@@ -18,6 +20,8 @@
 #include <string>
 
 #include <opencv2/core.hpp>
+
+#include "tensorscope/base/status.h"
 
 namespace tensorscope::plotting {
 
@@ -34,9 +38,9 @@ class VideoWriter {
 
   // Starts a video at temp_path (truncated if it exists). codec: "auto", "avc1" or
   // "mp4v". Fails if already open, on bad sizes/fps, or when the file or the encoder
-  // cannot be opened.
-  bool open(const std::string& final_path, const std::string& temp_path, int width, int height, double fps,
-            const std::string& codec, std::string* error);
+  // cannot be opened (the error says which).
+  Status open(const std::string& final_path, const std::string& temp_path, int width, int height, double fps,
+              const std::string& codec);
 
   // Open: between open() and finalize()/abandon(), suspended or not.
   bool is_open() const;
@@ -64,17 +68,17 @@ class VideoWriter {
 
   // Closes the file (after syncing it to disk) and renames temp_path to final_path; if
   // that name exists, to "<stem>-1<ext>", "<stem>-2<ext>", ... (no existing file is
-  // ever replaced). Returns the name used in *final_path_out. A writer with no frames is
-  // abandoned and fails. When the sync or the rename fails, the file stays under its
-  // temporary name (its frames whole) and finalize fails. After finalize (success or
-  // not) the writer is closed.
-  bool finalize(std::string* final_path_out, std::string* error);
+  // ever replaced): the name used. A writer with no frames is abandoned and fails. When
+  // the sync or the rename fails, the file stays under its temporary name (its frames
+  // whole) and finalize fails ("could not finalize video: ...; kept as '<temp>'"). After
+  // finalize (success or not) the writer is closed.
+  StatusOr<std::string> finalize();
 
   // Closes the file and deletes temp_path. Safe to call at any time.
   void abandon();
 
  private:
-  bool resume(std::string* error);
+  Status resume();
   void release();
 
   std::unique_ptr<Fmp4Encoder> encoder_;  // null while suspended or closed
@@ -91,14 +95,5 @@ class VideoWriter {
   int last_errno_ = 0;
   cv::Mat scratch_;
 };
-
-// Renames `from` to `to` only if `to` does not exist (renameat2 RENAME_NOREPLACE, or
-// link()+unlink() where the filesystem lacks it). false with errno-style *error
-// otherwise; *exists is set when the failure was that `to` exists.
-bool rename_no_replace(const std::string& from, const std::string& to, bool* exists, std::string* error);
-
-// Renames `from` to `to`, or, when that name exists, to "<stem>-1<ext>", "<stem>-2<ext>",
-// ... (never replacing a file); the name used goes to *used.
-bool rename_to_free_name(const std::string& from, const std::string& to, std::string* used, std::string* error);
 
 }  // namespace tensorscope::plotting
