@@ -34,12 +34,12 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import tensorscope  # noqa: E402
-from tensorscope import _tracks  # noqa: E402
+from tensorscope import _module_track  # noqa: E402
 
 VARIANTS = ["none", "no tree", "tree", "nothing logged", "no send"]
 PATCHES = {  # variant -> (owner, attribute) made a no-op for its blocks
-    "nothing logged": (_tracks.ModuleTrack, "_tree_stamp"),
-    "no send": (_tracks.ModuleTrack, "_send_tree"),
+    "nothing logged": (_module_track.ModuleTrack, "_tree_stamp"),
+    "no send": (_module_track.ModuleTrack, "_send_tree"),
 }
 
 

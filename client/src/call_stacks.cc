@@ -62,61 +62,44 @@ at::Tensor CallStacks::Stack::matrix() {
   return at::stack(rows);
 }
 
-bool CallStacks::wants(const std::string& name, int call) const {
-  if (separate_ < 0) return false;
-  if (call >= separate_) return true;
-  std::lock_guard<std::mutex> lock(mutex_);
-  return many_.count(name) != 0;
+std::vector<CallStacks::Stack> CallStacks::collect(const std::vector<StackLedger::Closed>& closed) {
+  std::vector<Stack> done;
+  for (const StackLedger::Closed& c : closed) {
+    auto it = open_.find(c.name);
+    if (it == open_.end()) continue;
+    it->second.dropped = c.dropped;
+    done.push_back(std::move(it->second));
+    open_.erase(it);
+  }
+  return done;
 }
 
 std::vector<CallStacks::Stack> CallStacks::take(const std::string& name, const at::Tensor& tensor,
                                                 wire::TensorKind kind, int64_t step, int call) {
-  std::vector<Stack> done;
   const at::Tensor held = tensor.detach();
   const size_t bytes = static_cast<size_t>(held.numel()) * held.element_size();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (call >= separate_) {
-    many_.insert(name);
-    any_many_.store(true, std::memory_order_relaxed);
-  }
+  const StackLedger::Taken taken = ledger_.take(name, step, call, bytes);
+  std::vector<Stack> done = collect(taken.closed);
+  if (taken.row == StackLedger::Row::kDrop) return done;
   auto it = open_.find(name);
-  if (it != open_.end() && it->second.step != step) {
-    held_ -= it->second.held_bytes;
-    done.push_back(std::move(it->second));
-    open_.erase(it);
-    it = open_.end();
-  }
   if (it == open_.end()) {
     it = open_.emplace(name, Stack{}).first;
     it->second.name = name;
     it->second.kind = kind;
     it->second.step = step;
   }
-  Stack& stack = it->second;
-  if (stack.calls.size() >= kMaxStackedRows) {
-    ++stack.dropped;
-  } else if (held_ + bytes <= kStackedHoldBytes) {
-    stack.calls.push_back({call, held, held._version()});
-    stack.held_bytes += bytes;
-    held_ += bytes;
+  if (taken.row == StackLedger::Row::kHold) {
+    it->second.calls.push_back({call, held, held._version()});
   } else {
-    stack.calls.push_back({call, call_row(held), -1});
+    it->second.calls.push_back({call, call_row(held), -1});
   }
   return done;
 }
 
 std::vector<CallStacks::Stack> CallStacks::take_all() {
-  std::vector<Stack> done;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [name, stack] : open_) done.push_back(std::move(stack));
-  open_.clear();
-  held_ = 0;
-  return done;
-}
-
-std::vector<std::string> CallStacks::seen() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return {many_.begin(), many_.end()};
+  return collect(ledger_.take_all());
 }
 
 }  // namespace tensorscope

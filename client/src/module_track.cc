@@ -151,14 +151,13 @@ void ModuleTrack::listen(bool on) {
 
 void ModuleTrack::set_gates(int64_t step) {
   const auto client = client_.lock();
-  const bool full = is_sent_step(step, every_n_) || (client && client->capturing(step));
-  const bool stats = stats_every_ > 0 && is_sent_step(step, stats_every_);
-  full_on_.store(full, std::memory_order_relaxed);
-  stats_on_.store(stats, std::memory_order_relaxed);
-  listen(full || stats);
+  const StepGates gates = step_gates(step, every_n_, stats_every_, client && client->capturing(step));
+  full_on_.store(gates.full, std::memory_order_relaxed);
+  stats_on_.store(gates.summarize, std::memory_order_relaxed);
+  listen(gates.full || gates.summarize);
 }
 
-void ModuleTrack::summarise(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
+void ModuleTrack::summarize(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
                             const at::Tensor& tensor, bool ratio) {
   std::string why;
   bool kept = false, non_finite = false;
@@ -171,7 +170,7 @@ void ModuleTrack::summarise(ClientImpl& client, int64_t step, const std::string&
       why = e.what();
     }
   }
-  if (!kept) client.count_refused(stream, "no summary: " + why);
+  if (!kept) client.count_refused(stream, track_refusal(TrackRefusal::kNoSummary, why));
   if (non_finite && !client.capture_started()) {
     // The first NaN/Inf of this client: this tensor whole at once (unless the step sends
     // it anyway), every track whole for the next anomaly_capture_steps steps.
@@ -267,16 +266,14 @@ void ModuleTrack::send_stacks(std::vector<CallStacks::Stack> stacks) {
       client->send(stack.name, matrix, stack.kind, hint, nullptr);
       if (stack.dropped > 0) {
         client->count_refused(stack.name,
-                              std::to_string(stack.dropped) + " calls past the " + std::to_string(stack.calls.size()) +
-                                  " stacked in one step");
+                              track_refusal(TrackRefusal::kStackDropped, std::to_string(stack.dropped),
+                                            std::to_string(stack.calls.size())));
       }
       if (stack.changed > 0) {
-        client->count_refused(stack.name,
-                              std::to_string(stack.changed) +
-                                  " calls' tensors were written in place after the call (their rows are NaN)");
+        client->count_refused(stack.name, track_refusal(TrackRefusal::kStackChanged, std::to_string(stack.changed)));
       }
     } catch (const std::exception& e) {
-      client->count_refused(stack.name, std::string("stacking the calls failed: ") + e.what());
+      client->count_refused(stack.name, track_refusal(TrackRefusal::kStackFailed, e.what()));
     }
   }
 }
@@ -457,7 +454,7 @@ void ModuleTrack::on_op_end(uint64_t token, const std::vector<c10::IValue>& outp
         p = open.end();
       }
       if (p != open.end()) {
-        if (p->admitted || p->summarise) p->output = output;
+        if (p->admitted || p->summarize) p->output = output;
         p->storage = storage;
         p->thread = thread;
         tree_.set_output(p->tree_index, output);
@@ -507,15 +504,12 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
   p.thread = thread;
   p.call = calls[module]++;
   p.storage = storage_of(output);
-  const bool alone = stacks_.alone(p.call);
   const bool full = full_on_.load(std::memory_order_relaxed);
-  p.stack = full && stacks_.may_take(p.call) && stacks_.wants(stacked_stream(module, ""), p.call);
-  p.summarise_step = stats_on_.load(std::memory_order_relaxed);
-  if (!alone) {  // only a row of the stacked calls
-    if (p.stack || (p.summarise_step && p.call == 0)) p.output = output;
-    return p;
-  }
-  if (p.call >= kMaxCallsPerStep) {
+  const bool stacks = stacks_.may_take(p.call) && stacks_.wants(stacked_stream(module, ""), p.call);
+  const CallRoute route = route_call(options_.calls(), p.call, stacks);
+  p.stack = full && route.stack_row;
+  p.summarize_step = stats_on_.load(std::memory_order_relaxed);
+  if (route.refused()) {
     if (!over_calls_logged_) {
       over_calls_logged_ = true;
       TS_LOG_WARN(
@@ -523,7 +517,11 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
           "sent (advance the step with Client::next_step())",
           modules_[module].stream, kMaxCallsPerStep);
     }
-    client->count_refused(modules_[module].stream, "more calls in one step than tracked");
+    client->count_refused(modules_[module].stream, track_refusal(TrackRefusal::kOverCalls));
+    return p;
+  }
+  if (!route.own_stream) {  // only a row of the stacked calls
+    if (p.stack || (p.summarize_step && p.call == 0)) p.output = output;
     return p;
   }
   if (full_on_.load(std::memory_order_relaxed)) {
@@ -534,8 +532,8 @@ ModuleTrack::Pending ModuleTrack::begin_call(ClientImpl* client, uint64_t thread
       client->count_gated();
     }
   }
-  p.summarise = p.summarise_step;
-  if (p.admitted || p.summarise || p.stack) p.output = output;
+  p.summarize = p.summarize_step;
+  if (p.admitted || p.summarize || p.stack) p.output = output;
   return p;
 }
 
@@ -546,7 +544,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
   ObserverPause pause;
   const int64_t step = client->step();
   for (Pending& p : finished) {
-    if (!(p.admitted || p.summarise || p.stack || p.summarise_step) || !p.output.defined()) continue;
+    if (!(p.admitted || p.summarize || p.stack || p.summarize_step) || !p.output.defined()) continue;
     const std::string stream = call_stream(p.module, p.call);
     const at::Tensor labels = p.admitted ? labels_of_rows(p.labels, p.output) : at::Tensor();  // for the gradient too
     if (has_kind(kinds_, TrackKinds::kOutput)) {
@@ -554,7 +552,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
         client->send(stream, p.output, wire::TensorKind::kActivation, hint_for(*client, stream), &options_.transform(),
                      labels);
       }
-      if (p.summarise) summarise(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
+      if (p.summarize) summarize(*client, step, stream, wire::TensorKind::kActivation, p.output, false);
       if (p.stack)
         send_stacks(stacks_.take(stacked_stream(p.module, ""), p.output, wire::TensorKind::kActivation, step, p.call));
     }
@@ -566,7 +564,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
         grad_keys_.store(0, std::memory_order_relaxed);
       }
       grad_targets_[p.thread][sequence_nr].push_back(
-          GradTarget{stream + ".grad", p.output.output_nr(), p.admitted, p.summarise, step,
+          GradTarget{stream + ".grad", p.output.output_nr(), p.admitted, p.summarize, step,
                      p.stack ? stacked_stream(p.module, ".grad") : "", p.call, labels});
       grad_keys_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -577,7 +575,7 @@ void ModuleTrack::finish(std::vector<Pending>& finished) {
           client->send(param_stream, param, wire::TensorKind::kParameter, hint_for(*client, param_stream),
                        &options_.transform());
         }
-        if (p.summarise_step) summarise(*client, step, param_stream, wire::TensorKind::kParameter, param, true);
+        if (p.summarize_step) summarize(*client, step, param_stream, wire::TensorKind::kParameter, param, true);
       }
     }
     p.output = at::Tensor();
@@ -612,8 +610,8 @@ void ModuleTrack::on_backward_node(uint64_t forward_thread, int64_t sequence_nr,
       client->send(target.stream, grad.toTensor(), wire::TensorKind::kGradient, hint_for(*client, target.stream),
                    &options_.transform(), target.labels);
     }
-    if (target.summarise) {
-      summarise(*client, target.step, target.stream, wire::TensorKind::kGradient, grad.toTensor(), false);
+    if (target.summarize) {
+      summarize(*client, target.step, target.stream, wire::TensorKind::kGradient, grad.toTensor(), false);
     }
     if (!target.stack.empty()) {
       std::vector<CallStacks::Stack> done;
@@ -631,7 +629,7 @@ void ModuleTrack::send_param_grad(const std::string& stream, const at::Tensor& g
   if (full_on_.load(std::memory_order_relaxed)) param_grads_.send(stream, grad, wire::TensorKind::kParameterGradient);
   if (stats_on_.load(std::memory_order_relaxed)) {
     if (auto client = client_.lock()) {
-      summarise(*client, client->step(), stream, wire::TensorKind::kParameterGradient, grad, false);
+      summarize(*client, client->step(), stream, wire::TensorKind::kParameterGradient, grad, false);
     }
   }
 }

@@ -32,6 +32,7 @@
 #include "module_tree_log.h"
 #include "op_observer.h"
 #include "track.h"
+#include "track_policy.h"
 #include "track_summaries.h"
 #include "tensorscope/track_options.h"
 
@@ -61,10 +62,6 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
   void on_op_end(uint64_t token, const std::vector<c10::IValue>& outputs) override;
   void on_backward_node(uint64_t forward_thread, int64_t sequence_nr, c10::ArrayRef<const c10::IValue> grads) override;
 
-  // Separate calls beyond this per module and step are not sent (counted as refused
-  // once); stacked calls (TrackOptions::calls) are not limited by it.
-  static constexpr int kMaxCallsPerStep = 256;
-
  private:
   struct Module {
     ModuleEntry entry;
@@ -86,8 +83,8 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
     int module = -1;
     int call = 0;
     bool admitted = false;          // sent whole as its own stream (a sent step, and max_hz allows)
-    bool summarise = false;         // a summarised step, and a call with a stream of its own
-    bool summarise_step = false;    // a summarised step (parameters, with the first call)
+    bool summarize = false;         // a summarised step, and a call with a stream of its own
+    bool summarize_step = false;    // a summarised step (parameters, with the first call)
     bool stack = false;             // a sent step: a row of the module's stacked calls
     at::Tensor output;              // held only when one of the above
     const void* storage = nullptr;  // the output's storage
@@ -99,7 +96,7 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
     std::string stream;
     int64_t output_nr = 0;
     bool send = true;
-    bool summarise = false;
+    bool summarize = false;
     int64_t step = 0;   // of the forward call (summaries)
     std::string stack;  // the stacked stream it is a row of ("": none)
     int call = 0;
@@ -137,7 +134,7 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
   // Whether step `step` is sent whole and summarised; listens when either.
   void set_gates(int64_t step);
   // Summarises `tensor` for the current step (takes mutex_); a failure is counted refused.
-  void summarise(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
+  void summarize(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
                  const at::Tensor& tensor, bool ratio);
   // Outside mutex_: one summary record per step.
   void send_summaries(std::map<int64_t, std::vector<TensorSummary>> ready);

@@ -10,6 +10,7 @@
 
 #include "plot_canvas.h"
 #include "tensorscope/plotting/axis_ticks.h"
+#include "tensorscope/recording/overview_scale.h"
 
 namespace tensorscope::plotting {
 namespace {
@@ -19,7 +20,9 @@ using internal::TextPainter;
 using internal::TextRun;
 using recording::first_nonfinite_cell;
 using recording::fit_overview_grid;
+using recording::overview_scale;
 using recording::OverviewGrid;
+using recording::OverviewScale;
 
 const cv::Vec3b kNonFinite(255, 0, 255);  // magenta: in no colormap, on no background
 const cv::Vec3b kBelow(0, 0, 0);          // below the scale (0 on a log scale): black
@@ -240,43 +243,6 @@ void draw_overview(cv::Mat& image, const OverviewGrid& full, const std::string& 
 }
 
 }  // namespace
-
-double OverviewScale::position(double v) const {
-  if (!log) return (v - lo) / (hi - lo);
-  if (!(v > 0)) return -1;
-  return (std::log10(v) - lo) / (hi - lo);
-}
-
-OverviewScale overview_scale(const OverviewGrid& grid) {
-  OverviewScale s;
-  s.log = grid.metric < recording::kOverviewMetrics.size() && recording::kOverviewMetrics[grid.metric].log_scale;
-  std::vector<float> finite;
-  finite.reserve(grid.values.size());
-  for (size_t i = 0; i < grid.values.size(); ++i) {
-    const float v = grid.values[i];
-    if (std::isfinite(v) && (!s.log || v > 0)) finite.push_back(v);
-  }
-  if (!s.log) {  // a fraction: 0..1 always, so frames compare
-    s.lo = 0;
-    s.hi = 1;
-    s.valid = !finite.empty();
-    if (s.valid) s.hi = std::max(1.0, static_cast<double>(*std::max_element(finite.begin(), finite.end())));
-    return s;
-  }
-  if (finite.empty()) return s;
-  // From the smallest value, unless it lies far below the rest (then 2 decades below the
-  // 1st percentile: a few tiny values do not squeeze the others into one shade).
-  const size_t p1 = finite.size() / 100;
-  std::nth_element(finite.begin(), finite.begin() + static_cast<std::ptrdiff_t>(p1), finite.end());
-  const double low = finite[p1];
-  const double smallest = *std::min_element(finite.begin(), finite.begin() + static_cast<std::ptrdiff_t>(p1) + 1);
-  const double high = *std::max_element(finite.begin(), finite.end());
-  s.lo = std::max(std::floor(std::log10(smallest)), std::floor(std::log10(low)) - 2);
-  s.hi = std::ceil(std::log10(high));
-  if (s.hi <= s.lo) s.hi = s.lo + 1;
-  s.valid = true;
-  return s;
-}
 
 cv::Mat draw_overview_frame(const OverviewGrid& grid, const std::string& where, const std::string& span,
                             const FrameStyle& style, const std::vector<OverviewMark>& marks) {

@@ -46,7 +46,7 @@ struct HooksObject {
   PyObject* calls;
   PyObject* tree;           // a TreeLog, or None
   PyObject* step;           // an int, or None
-  PyObject* summarised;     // a callable, or None
+  PyObject* summarized;     // a callable, or None
   PyObject* grad_fallback;  // a callable, or None
   PyObject* training;       // (module, is_grad_enabled) or None: py_args.h evaluation_call()
   int outputs;              // the outputs themselves are taken
@@ -74,7 +74,7 @@ struct GradHookObject {
   PyObject* hook;  // the HookObject of the output
   PyObject* core;  // a weakref to the Core
   PyObject* step;
-  PyObject* summarised;
+  PyObject* summarized;
   PyObject* grad_fallback;
   int send;
 };
@@ -83,7 +83,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
   for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->inert_hook, self->core, self->calls,
-                      self->tree, self->step, self->summarised, self->grad_fallback, self->training}) {
+                      self->tree, self->step, self->summarized, self->grad_fallback, self->training}) {
     Py_VISIT(o);
   }
   return 0;
@@ -92,7 +92,7 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core, &self->calls,
-                       &self->tree, &self->step, &self->summarised, &self->grad_fallback, &self->training}) {
+                       &self->tree, &self->step, &self->summarized, &self->grad_fallback, &self->training}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -110,7 +110,7 @@ void turn_off(HooksObject* self) {
   Py_CLEAR(self->calls);
   Py_CLEAR(self->tree);
   Py_CLEAR(self->step);
-  Py_CLEAR(self->summarised);
+  Py_CLEAR(self->summarized);
   Py_CLEAR(self->grad_fallback);
   Py_CLEAR(self->training);
 }
@@ -209,22 +209,22 @@ PyObject* hooks_hook(PyObject* self_object, PyObject* args) {
 
 PyObject* hooks_on(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarised = nullptr,
+  PyObject *core = nullptr, *calls = nullptr, *tree = nullptr, *step = nullptr, *summarized = nullptr,
            *grad_fallback = nullptr, *training = Py_None;
   int hint = 0, outputs = 0, gradients = 0, send = 0;
   if (!initialised(self) ||
       !PyArg_ParseTuple(args, "OOOOipppOO|O", &core, &calls, &tree, &step, &hint, &outputs, &gradients, &send,
-                        &summarised, &grad_fallback, &training)) {
+                        &summarized, &grad_fallback, &training)) {
     return nullptr;
   }
   if (core_of(core) == nullptr || !PyDict_Check(calls) || (tree != Py_None && !is_tree_log(tree)) ||
       (step != Py_None && !PyLong_Check(step)) || hint < 0 || hint > wire::kMaxRenderHint ||
-      (summarised != Py_None && !PyCallable_Check(summarised)) ||
+      (summarized != Py_None && !PyCallable_Check(summarized)) ||
       (gradients ? !PyCallable_Check(grad_fallback) : grad_fallback != Py_None) ||
       (training != Py_None && !(PyTuple_Check(training) && PyTuple_Size(training) == 2))) {
     PyErr_SetString(
         PyExc_TypeError,
-        "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback[, training]): an "
+        "on(core, calls, tree, step, hint, outputs, gradients, send, summarized, grad_fallback[, training]): an "
         "open Core, a dict, a TreeLog or None, an int or None, a render hint, three bools, a callable or None, a "
         "callable when gradients is true (else None), a (module, is_grad_enabled) pair or None");
     return nullptr;
@@ -232,12 +232,12 @@ PyObject* hooks_on(PyObject* self_object, PyObject* args) {
   turn_off(self);
   PyObject* core_ref = PyWeakref_NewRef(core, nullptr);
   if (core_ref == nullptr) return nullptr;
-  for (PyObject* o : {calls, tree, step, summarised, grad_fallback, training}) Py_INCREF(o);
+  for (PyObject* o : {calls, tree, step, summarized, grad_fallback, training}) Py_INCREF(o);
   self->core = core_ref;
   self->calls = calls;
   self->tree = tree;
   self->step = step;
-  self->summarised = summarised;
+  self->summarized = summarized;
   self->grad_fallback = grad_fallback;
   self->training = training;
   self->hint = static_cast<uint8_t>(hint);
@@ -261,7 +261,7 @@ PyObject* hooks_stop(PyObject* self_object, PyObject*) {
 PyMethodDef hooks_methods[] = {
     {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
     {"on", hooks_on, METH_VARARGS,
-     "on(core, calls, tree, step, hint, outputs, gradients, send, summarised, grad_fallback): first calls are "
+     "on(core, calls, tree, step, hint, outputs, gradients, send, summarized, grad_fallback): first calls are "
      "taken by the hooks"},
     {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
     {"stop", hooks_stop, METH_NOARGS, "stop(): off, and the gradient hooks still to run do nothing"},
@@ -370,14 +370,14 @@ bool read_memory(PyObject* tensor, TensorRef* ref) {
 
 // Sends `tensor` (a plain CPU tensor: sendable(), which read `ref`'s dtype and shape) as
 // stream `name` of kind `kind` when `send` and the stream is admitted, and hands its summary
-// to `summarised` when that is not None: one read for both. Never leaves an error set.
+// to `summarized` when that is not None: one read for both. Never leaves an error set.
 void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyObject* tensor, TensorRef ref,
-                wire::TensorKind kind, PyObject* step_object, bool send, PyObject* summarised,
+                wire::TensorKind kind, PyObject* step_object, bool send, PyObject* summarized,
                 const HooksObject& hooks) {
   const uint8_t track_hint = hooks.hint;
   const long code = send ? admission_code(core, core->admit_tracked(name)) : -1;
-  const bool summarise = summarised != Py_None;
-  if (code < 0 && !summarise) return;
+  const bool summarize = summarized != Py_None;
+  if (code < 0 && !summarize) return;
   if (!read_memory(tensor, &ref)) {
     refuse_error(core, name);
     return;
@@ -392,11 +392,11 @@ void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyO
       send_ref(core, name, ref, kind, hint, step, nullptr);  // (the core checks the ref)
     }
   }
-  if (summarise) {  // the track's bookkeeping of the summary (it never raises)
+  if (summarize) {  // the track's bookkeeping of the summary (it never raises)
     PyObject* summary = summary_of_ref(ref, static_cast<CastFormat>(hooks.cast));
     PyObject* kind_object = summary != nullptr ? PyLong_FromLong(static_cast<long>(kind)) : nullptr;
     PyObject* done = kind_object != nullptr
-        ? PyObject_CallFunctionObjArgs(summarised, stream, tensor, summary, kind_object, step_object, nullptr)
+        ? PyObject_CallFunctionObjArgs(summarized, stream, tensor, summary, kind_object, step_object, nullptr)
         : nullptr;
     Py_XDECREF(done);
     Py_XDECREF(kind_object);
@@ -406,17 +406,17 @@ void take_value(ClientCore* core, PyObject* stream, const std::string& name, PyO
 }
 
 // Puts a gradient hook on `output` (which requires grad) for the hook's gradient stream.
-void watch_gradient(HookObject* self, PyObject* output, PyObject* core, PyObject* step, int send, PyObject* summarised,
+void watch_gradient(HookObject* self, PyObject* output, PyObject* core, PyObject* step, int send, PyObject* summarized,
                     PyObject* grad_fallback) {
   auto* type = reinterpret_cast<PyTypeObject*>(grad_hook_type);
   auto alloc = reinterpret_cast<allocfunc>(PyType_GetSlot(type, Py_tp_alloc));
   auto* hook = reinterpret_cast<GradHookObject*>(alloc(type, 0));  // tracked by the collector
   if (hook == nullptr) return;
-  for (PyObject* o : {reinterpret_cast<PyObject*>(self), core, step, summarised, grad_fallback}) Py_INCREF(o);
+  for (PyObject* o : {reinterpret_cast<PyObject*>(self), core, step, summarized, grad_fallback}) Py_INCREF(o);
   hook->hook = reinterpret_cast<PyObject*>(self);
   hook->core = core;
   hook->step = step;
-  hook->summarised = summarised;
+  hook->summarized = summarized;
   hook->grad_fallback = grad_fallback;
   hook->send = send;
   PyObject* handle = PyObject_CallMethodObjArgs(output, names.register_hook, hook, nullptr);
@@ -442,21 +442,21 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
   // From here on the call is this hook's: the fallback must not see it again. What the
   // step holds is kept (on()/off() may run while a large copy releases the GIL).
   PyObject* held[] = {live_core(hooks->core), hooks->core,          hooks->step,
-                      hooks->summarised,      hooks->grad_fallback, reinterpret_cast<PyObject*>(hooks)};
+                      hooks->summarized,      hooks->grad_fallback, reinterpret_cast<PyObject*>(hooks)};
   if (held[0] == nullptr) return false;  // (the Core is gone: the fallback finds no client)
   for (PyObject* o : held) Py_INCREF(o);
-  PyObject *core_object = held[0], *core_ref = held[1], *step = held[2], *summarised = held[3],
+  PyObject *core_object = held[0], *core_ref = held[1], *step = held[2], *summarized = held[3],
            *grad_fallback = held[4];
   const bool outputs = hooks->outputs != 0, gradients = hooks->gradients != 0, send = hooks->send != 0;
   if (hooks->tree != Py_None) tree_log_end(hooks->tree, module, output);
   ClientCore* core = core_of(core_object);
   if (core != nullptr && PyDict_SetItem(calls, self->stream, names.one) == 0) {
     if (outputs) {
-      take_value(core, self->stream, *self->name, output, ref, wire::TensorKind::kActivation, step, send, summarised,
+      take_value(core, self->stream, *self->name, output, ref, wire::TensorKind::kActivation, step, send, summarized,
                  *hooks);
     }
     if (gradients && attribute_truth(output, names.requires_grad) == 1) {
-      watch_gradient(self, output, core_ref, step, send, summarised, grad_fallback);
+      watch_gradient(self, output, core_ref, step, send, summarized, grad_fallback);
     }
   }
   PyErr_Clear();
@@ -554,13 +554,13 @@ PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs
     PyErr_Clear();
     PyObject* done = PyObject_CallFunctionObjArgs(self->grad_fallback, output_hook->stream, self->step,
                                                   self->send ? Py_True : Py_False,
-                                                  self->summarised != Py_None ? Py_True : Py_False, grad, nullptr);
+                                                  self->summarized != Py_None ? Py_True : Py_False, grad, nullptr);
     Py_XDECREF(done);
   } else if (PyObject* core_object = live_core(self->core); core_object != nullptr) {
     Py_INCREF(core_object);  // (for the call: a large copy releases the GIL)
     if (ClientCore* core = core_of(core_object); core != nullptr) {
       take_value(core, output_hook->grad_stream, *output_hook->grad_name, grad, ref, wire::TensorKind::kGradient,
-                 self->step, self->send != 0, self->summarised, *hooks);
+                 self->step, self->send != 0, self->summarized, *hooks);
     }
     Py_DECREF(core_object);
   }
@@ -582,13 +582,13 @@ PyObject* grad_hook_reduce(PyObject* self_object, PyObject*) { return inert_pick
 int grad_hook_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<GradHookObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
-  for (PyObject* o : {self->hook, self->core, self->step, self->summarised, self->grad_fallback}) Py_VISIT(o);
+  for (PyObject* o : {self->hook, self->core, self->step, self->summarized, self->grad_fallback}) Py_VISIT(o);
   return 0;
 }
 
 int grad_hook_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<GradHookObject*>(self_object);
-  for (PyObject** o : {&self->hook, &self->core, &self->step, &self->summarised, &self->grad_fallback}) Py_CLEAR(*o);
+  for (PyObject** o : {&self->hook, &self->core, &self->step, &self->summarized, &self->grad_fallback}) Py_CLEAR(*o);
   return 0;
 }
 

@@ -37,14 +37,14 @@ from ._native import VERSION as __version__
 _LAZY = {
     "Capture": "_capture", "Stash": "_capture", "TensorStats": "_capture", "capture": "_capture",
     "tensor_stats": "_capture", "Client": "_client", "DumpResult": "_dumps", "Dumps": "_dumps", "dump": "_dumps",
-    "init_dumps": "_dumps", "TrackedStream": "_tracks", "TrackHandle": "_tracks",
+    "init_dumps": "_dumps", "TrackedStream": "_track_handle", "TrackHandle": "_track_handle",
 }
 
 if TYPE_CHECKING:
     from ._capture import Capture, Stash, TensorStats, capture, tensor_stats
     from ._client import Client
     from ._dumps import DumpResult, Dumps, dump, init_dumps
-    from ._tracks import TrackedStream, TrackHandle
+    from ._track_handle import TrackedStream, TrackHandle
 
 
 def __getattr__(name: str) -> Any:

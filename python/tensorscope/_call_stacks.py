@@ -14,8 +14,8 @@ would give a thousand videos. A track's `calls` option says what happens instead
 
 A row is the call's tensor averaged over its first (batch) dimension and flattened; a row
 longer than MAX_ROW_LENGTH is averaged down to that many features. The calls' tensors are
-held (a reference, no copy; up to HOLD_BYTES a track) and reduced together where they
-live when the step ends: one batched reduction a step, a GPU's rows staying on the GPU. A
+held (a reference, no copy; up to HOLD_BYTES a track: the client core's StackLedger decides,
+as for the C++ tracks) and reduced together where they live when the step ends: one batched reduction a step, a GPU's rows staying on the GPU. A
 tensor written in place after its call (an in-place activation after the module) is seen
 by its version counter: its row is NaN, and counted. Past HOLD_BYTES, a call's row is
 reduced at once. In "auto", a module's first step with many calls stacks
@@ -43,6 +43,8 @@ MAX_ROW_LENGTH = int(_native.STACKED_CALLS["row_length"])  # features per row
 MAX_ROWS = int(_native.STACKED_CALLS["max_rows"])  # calls stacked per step; more are counted, not kept
 HOLD_BYTES = int(_native.STACKED_CALLS["hold_bytes"])  # per track: calls' tensors held until the step's end
 STACK_SUFFIX = str(_native.STACKED_CALLS["suffix"])
+_ROW_HOLD = _native.TRACK_POLICY["row_hold"]
+_ROW_DROP = _native.TRACK_POLICY["row_drop"]
 
 
 def stacked_name(module_stream: str, what: str) -> str:
@@ -82,7 +84,6 @@ class Stack:
         self.first_call = first_call
         self.calls: List[Any] = []  # torch.Tensor (a row) or (tensor, version) held
         self.order: List[int] = []  # each one's call number (gradients come last call first)
-        self.held_bytes = 0
         self.dropped = 0  # calls past MAX_ROWS
         self.changed = 0  # held tensors written in place after their call (rows of NaN)
 
@@ -124,61 +125,43 @@ def _resample(row: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class CallStacks:
-    """A track's stacked calls (see the module's docstring)."""
+    """A track's stacked calls (see the module's docstring). Which rows are held, reduced
+    at once or dropped is the client core's policy (_native.StackLedger, shared with the
+    C++ tracks); the tensors are kept here."""
 
     def __init__(self, mode: str) -> None:
         if mode not in CALL_MODES:
             raise ValueError(f"calls {mode!r} is not one of {', '.join(CALL_MODES)}")
+        self._ledger = _native.StackLedger(mode)
         # Calls of a step with a stream of their own (None: all of them, no stacking).
         self.separate: Optional[int] = _SEPARATE[mode] if _SEPARATE[mode] >= 0 else None
+        self.alone = self._ledger.alone  # alone(call): whether call `call` of a step gets a stream of its own
+        self.may_take = self._ledger.may_take  # may_take(call): whether it can be a row of some stack
         self._lock = threading.Lock()
         self._open: Dict[str, Stack] = {}
-        self._multi: Dict[str, Any] = {}  # stacked stream -> meta, of modules seen with many calls
-        self._held = 0  # bytes of the calls' tensors held in the open stacks
-
-    def alone(self, call: int) -> bool:
-        """Whether call `call` of a step gets a stream of its own."""
-        return self.separate is None or call < self.separate
+        self._metas: Dict[str, Any] = {}  # stacked stream -> meta of its first stacked call
 
     def stacking(self) -> bool:
         return self.separate is not None
 
-    def may_take(self, call: int) -> bool:
-        """Whether call `call` can be a row of some stack (cheap: no name built)."""
-        return self.separate is not None and (call >= self.separate or bool(self._multi))
-
     def take(self, name: str, tensor: torch.Tensor, kind: int, step: int, call: int, meta: Any) -> List[Stack]:
         """Call `call`'s tensor for stacked stream `name`, if it is to be stacked; the
         stacks of `name` of an earlier step, now complete."""
-        if self.separate is None:
-            return []
-        if call < self.separate and name not in self._multi:
+        if self.separate is None or not self._ledger.wants(name, call):
             return []
         detached = tensor.detach()
-        nbytes = detached.numel() * detached.element_size()
         with self._lock:
-            if call >= self.separate:
-                self._multi.setdefault(name, meta)
-            done = []
+            row, closed = self._ledger.take(name, step, call, detached.numel() * detached.element_size())
+            self._metas.setdefault(name, meta)
+            done = self._collect(closed)
+            if row == _ROW_DROP:
+                return done
             stack = self._open.get(name)
-            if stack is not None and stack.step != step:
-                done.append(self._open.pop(name))
-                stack = None
             if stack is None:
                 stack = self._open[name] = Stack(name, step, kind, meta, call)
             stack.first_call = min(stack.first_call, call)
-            if len(stack.calls) >= MAX_ROWS:
-                stack.dropped += 1
-            elif self._held + nbytes <= HOLD_BYTES:  # reduced with the step's others, at its end
-                stack.calls.append((detached, detached._version))
-                stack.order.append(call)
-                stack.held_bytes += nbytes
-                self._held += nbytes
-            else:
-                stack.calls.append(call_row(detached))
-                stack.order.append(call)
-            for finished in done:
-                self._held -= finished.held_bytes
+            stack.calls.append((detached, detached._version) if row == _ROW_HOLD else call_row(detached))
+            stack.order.append(call)
         return done
 
     def take_all(self) -> List[Stack]:
@@ -186,12 +169,20 @@ class CallStacks:
         if not self._open:  # (the usual step: no lock; a stack opened meanwhile waits for the next end)
             return []
         with self._lock:
-            done, self._open = list(self._open.values()), {}
-            self._held = 0
+            return self._collect(self._ledger.take_all())
+
+    def _collect(self, closed: List[Tuple[str, int, int, int]]) -> List[Stack]:
+        """The stacks the ledger closed, with their dropped calls (under the lock)."""
+        done = []
+        for name, _step, _rows, dropped in closed:
+            stack = self._open.pop(name, None)
+            if stack is not None:
+                stack.dropped = dropped
+                done.append(stack)
         return done
 
     def seen(self) -> List[Tuple[str, Any]]:
         """(stacked stream, meta of its first stacked call) of the modules seen with many
         calls so far."""
         with self._lock:
-            return sorted(self._multi.items(), key=lambda item: item[0])
+            return [(name, self._metas[name]) for name in self._ledger.seen() if name in self._metas]

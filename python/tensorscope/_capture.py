@@ -27,7 +27,9 @@ import torch
 from torch import nn
 
 from . import _frames
-from ._tracks import ModuleTrack, TrackedStream, compile_pattern, parse_kinds, select_modules, unwrap
+from ._module_selection import compile_pattern, parse_kinds, select_modules, unwrap
+from ._module_track import ModuleTrack
+from ._track_handle import TrackedStream
 
 _STAT_FIELDS = ("mean", "std", "min", "max", "l2_norm", "nan_count", "inf_count", "zero_fraction")
 _DTYPE_NAMES = {}

@@ -25,17 +25,10 @@ from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
 from ._summaries import cast_format_value
 from ._tensors import export, export_torch, row_labels
-from ._tracks import (
-    EVALUATION_MODES,
-    ModuleTrack,
-    TensorTrack,
-    TrackedStream,
-    TrackHandle,
-    compile_pattern,
-    parse_kinds,
-    select_modules,
-    unwrap,
-)
+from ._module_selection import compile_pattern, parse_kinds, select_modules, unwrap
+from ._module_track import ModuleTrack
+from ._track_handle import TrackedStream, TrackHandle
+from ._tracks import EVALUATION_MODES, TensorTrack
 
 _GATED = R.PushResult.GATED  # a gated push returns it without another call
 
@@ -302,10 +295,8 @@ class Client:
         step's call numbers and the next training forward keeps the step's first call,
         its summaries and gradients; "track" tracks it as a call of the step in progress
         (a model that is only ever evaluated: an inference script)."""
-        return self._track_module(
-            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "output",
-            tree_log_tolerance, stats_every, calls, labels, evaluation, cast_format,
-        )
+        options = {key: value for key, value in locals().items() if key in _native.TRACK_OPTIONS}
+        return self._track_module(name, module, "output", **options)
 
     def track_layer(
         self,
@@ -330,10 +321,8 @@ class Client:
         """Tracks the gradient at each selected module's output ("<name>.<path>.grad"):
         d(loss)/d(output). Same selection and options as track_model (kinds defaults to
         "gradient"; the tree log needs "output" among the kinds)."""
-        return self._track_module(
-            name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, "gradient",
-            tree_log_tolerance, stats_every, calls, labels, evaluation, cast_format,
-        )
+        options = {key: value for key, value in locals().items() if key in _native.TRACK_OPTIONS}
+        return self._track_module(name, module, "gradient", **options)
 
     def track_tensor(self, name: str, tensor: torch.Tensor, *, every_n: Optional[int] = None,
                      transform: Transform = None, render_mode: Optional[str] = None) -> TrackHandle:
@@ -348,9 +337,11 @@ class Client:
         return self._add(TensorTrack(self, name, tensor, every_n, transform, hint))
 
     def _track_module(
-        self, name, module, every_n, include, exclude, kinds, transform, render_mode, tree_log, containers, default_kind,
-        tree_log_tolerance, stats_every, calls, labels=None, evaluation="skip", cast_format=None,
+        self, name, module, default_kind, *, every_n, include, exclude, kinds, transform, render_mode, tree_log,
+        containers, tree_log_tolerance, stats_every, calls, labels, evaluation, cast_format,
     ):
+        """track_model and track_layer: every keyword of _native.TRACK_OPTIONS (a test
+        checks that both pass each one on)."""
         self._check_track_name(name)
         if labels is not None and not callable(labels):
             raise TypeError(f"labels must be a callable returning the batch's labels, not {type(labels).__name__}")

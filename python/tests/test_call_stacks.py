@@ -204,3 +204,21 @@ def test_gradient_accumulation_stacks_the_fifth_micro_batch_not_the_evaluation(d
     for step in (2, 4):
         expected = torch.stack([y.mean(0) for y in outputs[step]]).numpy()
         np.testing.assert_allclose(daemon.npy("net.0#calls", step), expected, rtol=1e-6)
+
+
+def test_separate_calls_past_the_shared_limit_are_refused_in_the_shared_words(tmp_path, monkeypatch):
+    """The call limit and the words of the refusal are the client core's track policy
+    (client/core/track_policy.h), the C++ tracks' too."""
+    from tensorscope import _native
+
+    limit = _native.TRACK_POLICY["max_calls_per_step"]
+    assert limit == 1024
+    refusals = []
+    with tensorscope.Client(session="limit", runtime_dir=str(tmp_path), connect_timeout_ms=0) as scope:
+        monkeypatch.setattr(scope, "_refuse", lambda stream, why: refusals.append((stream, why)))
+        cell = nn.Linear(2, 2)
+        scope.track_model("cell", cell, calls="separate", stats_every=0)
+        scope.next_step()
+        for _ in range(limit + 3):  # one step
+            cell(torch.ones(1, 2))
+    assert refusals == [("cell", _native.TRACK_REFUSALS["over_calls"])] * 3

@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import tensorscope
-from tensorscope import _tracks
+from tensorscope import _module_track
 from conftest import wait_until
 
 
@@ -28,7 +28,7 @@ class Probe:
     def __init__(self, monkeypatch):
         self.calls = self.grads = 0
         self.by_root = {}
-        on_output, on_grad = _tracks.ModuleTrack._on_output, _tracks.ModuleTrack._on_grad
+        on_output, on_grad = _module_track.ModuleTrack._on_output, _module_track.ModuleTrack._on_grad
 
         def counted_output(track, *args):
             self.calls += 1
@@ -40,8 +40,8 @@ class Probe:
             self.by_root.setdefault(track._root, [0, 0])[1] += 1
             return on_grad(track, *args)
 
-        monkeypatch.setattr(_tracks.ModuleTrack, "_on_output", counted_output)
-        monkeypatch.setattr(_tracks.ModuleTrack, "_on_grad", counted_grad)
+        monkeypatch.setattr(_module_track.ModuleTrack, "_on_output", counted_output)
+        monkeypatch.setattr(_module_track.ModuleTrack, "_on_grad", counted_grad)
 
 
 def mlp():

@@ -316,3 +316,29 @@ def test_daemon_killed_mid_run_training_goes_on(daemon):
         s = scope.stats()
         assert s.pushed >= 2 and s.connections == 2, s
 
+
+
+@pytest.mark.parametrize("method", ["track_model", "track_layer"])
+def test_track_keywords_are_the_one_option_list_and_each_is_passed_on(tmp_path, monkeypatch, method):
+    """track_model's and track_layer's keywords are the C++ list's (track_option_list.h,
+    _native.TRACK_OPTIONS) with its Python defaults, and every one reaches the track."""
+    import ast
+    import inspect
+
+    options = tensorscope._native.TRACK_OPTIONS
+    parameters = inspect.signature(getattr(tensorscope.Client, method)).parameters
+    keywords = {n: p.default for n, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(keywords) == set(options)
+    for name, literal in options.items():
+        assert keywords[name] == ast.literal_eval(literal), name
+    received = {}
+
+    def spy(self, name, module, default_kind, **given):
+        received.update(given)
+        return tensorscope.TrackHandle(error="spied")
+
+    monkeypatch.setattr(tensorscope.Client, "_track_module", spy)
+    marks = {name: object() for name in options}  # a value of its own for each keyword
+    with tensorscope.Client(session="keywords", runtime_dir=str(tmp_path), connect_timeout_ms=0) as scope:
+        getattr(scope, method)("m", nn.Linear(2, 2), **marks)
+    assert received == marks

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import tensorscope
-from tensorscope import _tracks
+from tensorscope import _hook_objects
 from tensorscope._outputs import input_leaves
 
 
@@ -182,7 +182,7 @@ def test_input_names_positional_nested_and_keyword(daemon):
     got = {name for name, _ in daemon.frames()}
     # The second call passes everything by position; "#1" names its streams.
     second = {"k#1.in[0]", "k#1.in[1]", "k#1.in[2][0]", "k#1.in[2][1]", "k.fc#1.in[0]"}
-    if _tracks.PRE_HOOK_KWARGS:  # PyTorch 2: keyword arguments by name
+    if _hook_objects.PRE_HOOK_KWARGS:  # PyTorch 2: keyword arguments by name
         first = {"k.in[0]", "k.in[mask]", "k.in[extra][0]", "k.in[extra][1]", "k.fc.in[0]"}
     else:  # PyTorch 1.x: forward pre-hooks see the positional arguments only
         first = {"k.in[0]", "k.fc.in[0]"}

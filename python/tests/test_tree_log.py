@@ -160,7 +160,7 @@ def test_bad_arguments_raise_in_the_native_call(daemon):
 
 
 def native_log(root=None, stamp=lambda: 7, core=None):
-    from tensorscope._tracks import _inert_hook
+    from tensorscope._hook_objects import _inert_hook
     from tensorscope._tree import make_tree_log
 
     return make_tree_log(core, root if root is not None else nn.Identity(), stamp, _inert_hook)
@@ -374,7 +374,7 @@ def test_value_changes_since_the_previous_logged_step(daemon):
 
 
 def test_fingerprints_see_the_value_at_the_call_and_any_sampled_change():
-    from tensorscope._tracks import _inert_hook
+    from tensorscope._hook_objects import _inert_hook
     from tensorscope._tree import FINGERPRINT_SAMPLES, make_tree_log
 
     module = nn.Identity()

@@ -35,7 +35,7 @@ SummaryTableRow merged(const SummaryTableRow& a, const SummaryTableRow& b) {
   s.nan_count = x.nan_count + y.nan_count;
   s.inf_count = x.inf_count + y.inf_count;
   const double zeros = std::max(x.zero_fraction(), y.zero_fraction());
-  s.zero_count = static_cast<uint64_t>(std::llround(zeros * static_cast<double>(s.numel)));
+  s.zero_count = count_of_fraction(zeros, s.numel);
   s.has_update_ratio = x.has_update_ratio || y.has_update_ratio;
   s.update_ratio = !x.has_update_ratio ? y.update_ratio
       : !y.has_update_ratio            ? x.update_ratio
@@ -46,11 +46,8 @@ SummaryTableRow merged(const SummaryTableRow& a, const SummaryTableRow& b) {
     s.cast_format = x.has_numerics() ? x.cast_format : y.cast_format;
     const auto smallest = [](double a, double b) { return a > 0 && (a < b || !(b > 0)) ? a : b; };
     s.min_abs_nonzero = smallest(x.has_numerics() ? x.min_abs_nonzero : 0, y.has_numerics() ? y.min_abs_nonzero : 0);
-    const auto count = [&s](double fraction) {
-      return static_cast<uint64_t>(std::llround(fraction * static_cast<double>(s.numel)));
-    };
-    s.underflow_count = count(std::max(x.underflow_fraction(), y.underflow_fraction()));
-    s.overflow_count = count(std::max(x.overflow_fraction(), y.overflow_fraction()));
+    s.underflow_count = count_of_fraction(std::max(x.underflow_fraction(), y.underflow_fraction()), s.numel);
+    s.overflow_count = count_of_fraction(std::max(x.overflow_fraction(), y.overflow_fraction()), s.numel);
   }
   return r;
 }

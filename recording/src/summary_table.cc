@@ -38,11 +38,11 @@ void append_line(std::string* out, int64_t step, int rank, const std::string& tr
   }
 }
 
-uint64_t count_of(double fraction, uint64_t numel) {
+}  // namespace
+
+uint64_t count_of_fraction(double fraction, uint64_t numel) {
   return std::isnan(fraction) ? 0 : static_cast<uint64_t>(std::llround(fraction * static_cast<double>(numel)));
 }
-
-}  // namespace
 
 std::string summary_table_lines(int64_t step, int rank, const std::string& track,
                                 const std::vector<TensorSummary>& summaries) {
@@ -147,12 +147,12 @@ bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   if (s.kind == wire::TensorKind::kInvalid || c[4].empty()) return false;
   row->track = std::move(c[2]);
   s.name = std::move(c[4]);
-  s.zero_count = count_of(zero_fraction, s.numel);
+  s.zero_count = count_of_fraction(zero_fraction, s.numel);
   s.has_update_ratio = !std::isnan(s.update_ratio);
   if (!s.has_update_ratio) s.update_ratio = 0;
   if (s.has_numerics()) {
-    s.underflow_count = count_of(under, s.numel);
-    s.overflow_count = count_of(over, s.numel);
+    s.underflow_count = count_of_fraction(under, s.numel);
+    s.overflow_count = count_of_fraction(over, s.numel);
     s.min_abs_nonzero = std::isnan(range) || !(s.max_abs > 0) ? 0.0 : std::exp2(std::log2(s.max_abs) - range);
   }
   return true;

@@ -184,3 +184,11 @@ def test_every_client_option_is_documented():
         os.path.join(REPO, "docs", "user", "python.md")).read()
     for option in _native.CLIENT_OPTIONS:
         assert f"`{option}`" in text, f"client option {option} is not named in docs/user/cpp.md or python.md"
+
+
+def test_every_track_option_is_documented():
+    from tensorscope import _native
+
+    text = open(os.path.join(REPO, "docs", "user", "python.md")).read()
+    for option in _native.TRACK_OPTIONS:
+        assert f"`{option}" in text, f"track option {option} is not named in docs/user/python.md"

@@ -13,6 +13,7 @@
 
 #include "tensorscope/base/clock.h"
 #include "tensorscope/base/posix_file.h"
+#include "tensorscope/recording/overview_scale.h"
 #include "tensorscope/view/request_guard.h"
 #include "web_assets.h"
 #include "ws_session.h"
@@ -278,12 +279,16 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     const bool fresh = now - ctx_->summaries_read_ms < 300;  // pages of several viewers share a read
     if (!fresh) ctx_->summaries_read_ms = now;
     nlohmann::json metrics = nlohmann::json::array(), sources = nlohmann::json::array();
+    std::vector<float> cells;  // every cell of every table: one color scale, so ranks and sessions compare
     for (size_t i = 0; i < ctx_->summaries.size(); ++i) {
       if (!fresh) ctx_->summaries[i]->refresh();
-      nlohmann::json o = ctx_->summaries[i]->overview(q->metric, q->columns);
+      nlohmann::json o = ctx_->summaries[i]->overview(q->metric, q->columns, &cells);
       o["source"] = i;
       sources.push_back(std::move(o));
     }
+    const recording::OverviewScale scale = recording::overview_scale(q->metric, cells);
+    const nlohmann::json scale_json =
+        scale.valid ? nlohmann::json{{"log", scale.log}, {"lo", scale.lo}, {"hi", scale.hi}} : nlohmann::json(nullptr);
     // The metrics some session has rows of (every one while none has any).
     const auto shown = [this](size_t m) {
       return std::any_of(ctx_->summaries.begin(), ctx_->summaries.end(), [m](const auto& s) { return s->has_rows(m); });
@@ -297,7 +302,7 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     }
     send_text(req,
               std::make_shared<const std::string>(
-                  dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}})),
+                  dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}, {"scale", scale_json}})),
               "application/json");
   }
 

@@ -159,7 +159,7 @@ bool SummaryTables::refresh(size_t budget) {
   return all;
 }
 
-nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns) const {
+nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns, std::vector<float>* shown) const {
   std::vector<const Table*> order;
   for (const auto& [name, t] : tables_) order.push_back(&t);
   std::stable_sort(order.begin(), order.end(), [](const Table* a, const Table* b) {
@@ -172,6 +172,7 @@ nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns) const 
   nlohmann::json tables = nlohmann::json::array();
   for (const Table* t : order) {
     const recording::OverviewGrid g = recording::fit_overview_grid(t->history.whole_run(metric), max_rows, max_columns);
+    if (shown != nullptr) shown->insert(shown->end(), g.values.begin(), g.values.end());
     nlohmann::json values = nlohmann::json::array(), nonfinite = nlohmann::json::array();
     for (size_t r = 0; r < g.rows.size(); ++r) {
       nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();

@@ -53,8 +53,9 @@ class SummaryTables {
   // row, 0/1)}], "anomalies": {"count", "first_non_finite", "first" ({type: the earliest
   // of that type}), "others" (the first 20 but non-finite ones)}},
   // the whole run of each table in at most `max_columns` columns (and so many rows that
-  // the answer holds at most kMaxAnswerCells cells), tables by rank.
-  nlohmann::json overview(size_t metric, size_t max_columns) const;
+  // the answer holds at most kMaxAnswerCells cells), tables by rank. The cells' values
+  // are appended to `shown` (NaN: no value), for the one color scale of every table shown.
+  nlohmann::json overview(size_t metric, size_t max_columns, std::vector<float>* shown = nullptr) const;
   // Whether some table has rows of `metric` (recording::OverviewHistory::has_rows: the
   // fraction of zeros once an activation had zeros).
   bool has_rows(size_t metric) const;

@@ -11,7 +11,7 @@
 namespace tensorscope::view {
 
 struct WebAsset {
-  std::string_view path;  // "/index.html", "/app.js", ...
+  std::string_view path;  // "/index.html", "/main.js", ...
   const char* data;
   size_t size;
 };

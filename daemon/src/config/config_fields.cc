@@ -15,7 +15,7 @@ struct KeyCollector {
   void choice(const char* p, E&) {
     paths.emplace_back(p);
   }
-  void colour(const char* p, Rgb&) { paths.emplace_back(p); }
+  void color(const char* p, Rgb&) { paths.emplace_back(p); }
   template <typename T>
   void integer(const char* p, T&, const IntRule&) {
     paths.emplace_back(p);

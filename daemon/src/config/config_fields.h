@@ -60,11 +60,11 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("render.tsne_max_rows", c.render.tsne_max_rows, between(10, 1000000));
   v.integer("render.tsne_seed", c.render.tsne_seed, at_least(0));
 
-  v.colour("style.background", c.style.background);
-  v.colour("style.foreground", c.style.foreground);
-  v.colour("style.bar", c.style.bar);
-  v.colour("style.grid", c.style.grid);
-  v.colour("style.accent", c.style.accent);
+  v.color("style.background", c.style.background);
+  v.color("style.foreground", c.style.foreground);
+  v.color("style.bar", c.style.bar);
+  v.color("style.grid", c.style.grid);
+  v.color("style.accent", c.style.accent);
 
   RecordConfig& r = c.record;
   v.text("record.video", r.video, StringRule::kRegex);

@@ -78,11 +78,11 @@ class JsonReader {
     if (!v) return fail(path, "expected " + choice_expectation(choice_names(E{})) + ", got " + describe(*j));
     out = *v;
   }
-  void colour(const char* path, Rgb& out) {
+  void color(const char* path, Rgb& out) {
     const nlohmann::json* j = find(path);
     if (j == nullptr) return;
     const std::optional<Rgb> v = j->is_string() ? parse_rgb(j->get_ref<const std::string&>()) : std::nullopt;
-    if (!v) return fail(path, std::string("expected ") + kColourExpectation + ", got " + describe(*j));
+    if (!v) return fail(path, std::string("expected ") + kColorExpectation + ", got " + describe(*j));
     out = *v;
   }
   template <typename T>
@@ -172,7 +172,7 @@ class JsonWriter {
   void choice(const char* path, E& v) {
     slot(path) = std::string(choice_name(v));
   }
-  void colour(const char* path, Rgb& v) { slot(path) = to_string(v); }
+  void color(const char* path, Rgb& v) { slot(path) = to_string(v); }
   template <typename T>
   void integer(const char* path, T& v, const IntRule&) {
     slot(path) = IntField<T>::get(v);

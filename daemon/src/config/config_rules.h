@@ -78,7 +78,7 @@ using Choices = std::span<const std::string_view>;
 std::string choice_expectation(Choices accepted);
 
 // The words of a colour's rule, "a colour \"#rrggbb\"".
-inline constexpr const char* kColourExpectation = "a colour \"#rrggbb\"";
+inline constexpr const char* kColorExpectation = "a colour \"#rrggbb\"";
 
 // "" when `v` satisfies `rule`, else the problem (without the key).
 std::string string_problem(const std::string& v, StringRule rule);

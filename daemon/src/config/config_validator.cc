@@ -29,7 +29,7 @@ class Validator {
            "expected " + choice_expectation(choice_names(E{})) + ", got the value " +
                std::to_string(static_cast<int>(v)));
   }
-  void colour(const char*, Rgb&) {}  // every Rgb is a colour
+  void color(const char*, Rgb&) {}  // every Rgb is a colour
   template <typename T>
   void integer(const char* path, T& v, const IntRule& raw_rule) {
     const IntRule rule = clamp_to<T>(raw_rule);

@@ -180,11 +180,11 @@ class YamlReader {
     out = *v;
   }
 
-  void colour(const char* path, Rgb& out) {
+  void color(const char* path, Rgb& out) {
     const YAML::Node* n = find(path);
     if (n == nullptr) return;
     const std::optional<Rgb> v = n->IsScalar() ? parse_rgb(n->Scalar()) : std::nullopt;
-    if (!v) return fail(path, *n, std::string("expected ") + kColourExpectation + ", got " + describe(*n));
+    if (!v) return fail(path, *n, std::string("expected ") + kColorExpectation + ", got " + describe(*n));
     out = *v;
   }
 

@@ -58,10 +58,10 @@ Status validate_daemon_config(const DaemonConfig& config) {
   }
 }
 
-std::string to_string(Rgb colour) {
+std::string to_string(Rgb color) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "#";
-  for (const uint8_t c : {colour.r, colour.g, colour.b}) {
+  for (const uint8_t c : {color.r, color.g, color.b}) {
     out += kHex[c >> 4];
     out += kHex[c & 15];
   }

@@ -95,7 +95,7 @@ struct Rgb {
 };
 
 // "#rrggbb" (lower case).
-std::string to_string(Rgb colour);
+std::string to_string(Rgb color);
 // The colour "#rrggbb" (either case) names; nullopt for any other text.
 std::optional<Rgb> parse_rgb(std::string_view text);
 

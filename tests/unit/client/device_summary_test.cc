@@ -73,7 +73,7 @@ TEST(DeviceSummary, GivesTheOnePassSummaryOfEveryDtype) {
   expect_same_summary(torch::tensor({-4.0f}), "one element");
 }
 
-TEST(DeviceSummary, CountsNanInfAndZerosAndSummarisesTheFiniteRest) {
+TEST(DeviceSummary, CountsNanInfAndZerosAndSummarizesTheFiniteRest) {
   at::Tensor t = torch::randn({1000}) + 100;  // |mean| >> std: one pass keeps the std
   t[3] = std::numeric_limits<float>::quiet_NaN();
   t[4] = std::numeric_limits<float>::infinity();

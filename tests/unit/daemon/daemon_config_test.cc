@@ -598,7 +598,7 @@ TEST(DaemonConfigTest, HistogramAxesPerStream) {
 namespace tensorscope {
 namespace {
 
-TEST(DaemonConfigTest, HistogramRangesAndColours) {
+TEST(DaemonConfigTest, HistogramRangesAndColors) {
   auto ok = parse_daemon_config(
       "render:\n  histogram_ranges:\n    - {match: \"^probs\", lo: 0, hi: 1}\n"
       "style:\n  bar: \"#102030\"\n",
@@ -614,10 +614,10 @@ TEST(DaemonConfigTest, HistogramRangesAndColours) {
   EXPECT_NE(inverted.message().find("render.histogram_ranges[0]"), std::string::npos) << inverted.message();
   EXPECT_NE(inverted.message().find("lo < hi"), std::string::npos) << inverted.message();
 
-  auto bad_colour = parse_daemon_config("style:\n  grid: red\n", "t.yaml");
-  ASSERT_FALSE(bad_colour.is_ok());
-  EXPECT_NE(bad_colour.message().find("style.grid"), std::string::npos) << bad_colour.message();
-  EXPECT_NE(bad_colour.message().find("#rrggbb"), std::string::npos) << bad_colour.message();
+  auto bad_color = parse_daemon_config("style:\n  grid: red\n", "t.yaml");
+  ASSERT_FALSE(bad_color.is_ok());
+  EXPECT_NE(bad_color.message().find("style.grid"), std::string::npos) << bad_color.message();
+  EXPECT_NE(bad_color.message().find("#rrggbb"), std::string::npos) << bad_color.message();
 }
 
 TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {
@@ -741,7 +741,7 @@ TEST(DaemonConfigTest, EveryRenderModeOfTheWireIsAConfigMode) {
   }
 }
 
-TEST(DaemonConfigTest, ColoursReadInEitherCaseAndPrintInLowerCase) {
+TEST(DaemonConfigTest, ColorsReadInEitherCaseAndPrintInLowerCase) {
   EXPECT_EQ(parse_rgb("#FFaa00"), (Rgb{0xff, 0xaa, 0x00}));
   EXPECT_EQ(to_string(Rgb{0xff, 0xaa, 0x00}), "#ffaa00");
   EXPECT_EQ(to_string(Rgb{1, 2, 3}), "#010203");

@@ -136,7 +136,7 @@ TEST(Heatmap, HugeFloat64MeansStayFinite) {
 
 // A few extreme cells do not wash out the rest: the colour limits come from the body,
 // the extreme cells are counted beyond them and drawn in the end-cap colours.
-TEST(Heatmap, ColourLimitsComeFromTheBodyAndOutliersAreMarked) {
+TEST(Heatmap, ColorLimitsComeFromTheBodyAndOutliersAreMarked) {
   std::vector<float> m(100 * 100);
   for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(static_cast<float>(i) * 0.37f);
   m[123] = 1000.f;

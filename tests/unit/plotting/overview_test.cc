@@ -1,6 +1,6 @@
 // overview_test.cc — the overview frame as a person sees it: the non-finite cell in its
-// colour where its row and column are, framed and named; the log colour scale around
-// the values; blocks merged by max for display without losing a NaN.
+// colour where its row and column are, framed and named; blocks merged by max for
+// display without losing a NaN. (The scale: recording/overview_scale_test.cc.)
 #include "tensorscope/plotting/overview.h"
 
 #include <gtest/gtest.h>
@@ -56,17 +56,6 @@ int count_color(const cv::Mat& image, const cv::Vec3b& color, cv::Rect* box) {
   }
   *box = n > 0 ? cv::Rect(x0, y0, x1 - x0 + 1, y1 - y0 + 1) : cv::Rect();
   return n;
-}
-
-TEST(OverviewScaleTest, LogDecadesAroundTheValues) {
-  const OverviewGrid g = history().window(kGradNorm);
-  const OverviewScale s = overview_scale(g);
-  ASSERT_TRUE(s.valid);
-  EXPECT_TRUE(s.log);
-  EXPECT_EQ(s.lo, -5);  // 1e-4 * 0.8 is in the decade below 1e-4
-  EXPECT_EQ(s.hi, 1);   // 1.2 is above 1
-  EXPECT_LT(s.position(0), 0);
-  EXPECT_NEAR(s.position(1e-2), 0.5, 1e-9);
 }
 
 TEST(OverviewFrameTest, TheNonFiniteCellsAreWhereTheirRowAndStepsAre) {

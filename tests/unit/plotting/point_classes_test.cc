@@ -61,7 +61,7 @@ TEST(PointClassesTest, SilhouetteIsHighForSeparateClustersAndNearZeroForShuffled
   EXPECT_TRUE(std::isnan(silhouette_score(p, std::vector<int64_t>(p.rows(), 4))));  // one class
 }
 
-TEST(PointClassesTest, AClassKeepsItsColourFromFrameToFrame) {
+TEST(PointClassesTest, AClassKeepsItsColorFromFrameToFrame) {
   ClassTracker tracker;
   std::vector<int64_t> labels;
   const Eigen::MatrixXf p = blobs(5, 20, 10.0f, &labels);
@@ -87,7 +87,7 @@ TEST(PointClassesTest, AClassKeepsItsColourFromFrameToFrame) {
   EXPECT_EQ(third.classes[0].color, class_palette()[0]);
 }
 
-TEST(PointClassesTest, PastNineteenClassesTheMostFrequentGetColoursAndTheRestIsOther) {
+TEST(PointClassesTest, PastNineteenClassesTheMostFrequentGetColorsAndTheRestIsOther) {
   ClassTracker tracker;
   const int kinds = 25;
   Eigen::MatrixXf p(0, 2);
@@ -188,7 +188,7 @@ int pixels_near(const cv::Mat& image, const cv::Rect& where, const cv::Vec3b& co
   return n;
 }
 
-TEST(PointClassesTest, AFrameShowsEachClassInItsColourWhereItsPointsAre) {
+TEST(PointClassesTest, AFrameShowsEachClassInItsColorWhereItsPointsAre) {
   // Four clusters in the four corners of the data: each quadrant of the plot holds its
   // class's colour and not the others'.
   std::vector<int64_t> labels;

@@ -21,6 +21,14 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+TEST(SummaryTableTest, AFractionStandsForItsRoundedCountAndAnEmptyColumnForNone) {
+  EXPECT_EQ(count_of_fraction(0.25, 8), 2u);
+  EXPECT_EQ(count_of_fraction(1.0 / 3, 10), 3u) << "rounded";
+  EXPECT_EQ(count_of_fraction(0.25, 10), 3u) << "2.5 rounds away from zero";
+  EXPECT_EQ(count_of_fraction(std::numeric_limits<double>::quiet_NaN(), 10), 0u);
+  EXPECT_EQ(count_of_fraction(1.0, 0), 0u);
+}
+
 TEST(SummaryTableTest, LinesReadBackAsWritten) {
   TensorSummary a;
   a.name = "net.blocks,\"0\".out";  // a comma and quotes: a quoted cell

@@ -221,7 +221,7 @@ TEST_F(ViewServerTest, ThePageIsPublicEveryDataRequestNeedsTheToken) {
   EXPECT_EQ(status_of(page), 200) << page;
   EXPECT_NE(page.find("<title>tensorscope live view</title>"), std::string::npos);
   EXPECT_NE(page.find("Content-Security-Policy"), std::string::npos);
-  EXPECT_EQ(status_of(get(port_, "/app.js")), 200);
+  EXPECT_EQ(status_of(get(port_, "/main.js")), 200);
   EXPECT_EQ(status_of(get(port_, "/style.css")), 200);
   for (const std::string& target :
        std::vector<std::string>{"/api/tiles", "/api/health", "/api/videos", std::string("/files/0/") + kVideo, "/ws"}) {

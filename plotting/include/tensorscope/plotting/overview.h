@@ -1,9 +1,9 @@
 // overview.h — the overview frame: one metric (recording/overview_history.h) of every
 // tracked tensor of one rank over the steps, as a heatmap read in a second: module names
 // down the left in forward order, steps along the bottom, the metric in colour (on a log
-// scale where the metric spans decades), non-finite cells in one unmistakable colour with
-// the first of them framed and named in the footer, and the other anomalies reported
-// (an explosion, dead units) framed and named beside it.
+// scale where the metric spans decades: recording/overview_scale.h), non-finite cells in
+// one unmistakable colour with the first of them framed and named in the footer, and the
+// other anomalies reported (an explosion, dead units) framed and named beside it.
 //
 // Used by the daemon's worker processes (the overview videos while training, a PNG of the
 // whole run at the end). Frames are CV_8UC3 of style.width x style.height; no exception
@@ -22,21 +22,6 @@
 #include "tensorscope/recording/overview_history.h"
 
 namespace tensorscope::plotting {
-
-// The colour scale of a grid: on a log scale, decades lo..hi (10^lo .. 10^hi) around the
-// finite positive values (the smallest, or 2 decades below the 1st percentile when a few
-// lie further down, to the largest: a value that explodes is the brightest, the others
-// keep their shades); else lo..hi linear (0..1 for a fraction).
-// valid == false when the grid has no value to scale.
-struct OverviewScale {
-  bool log = false;
-  double lo = 0;
-  double hi = 1;
-  bool valid = false;
-  // Where `v` falls on the scale: 0..1; < 0 below (including 0 on a log scale), > 1 above.
-  double position(double v) const;
-};
-OverviewScale overview_scale(const recording::OverviewGrid& grid);
 
 // An anomaly named in the footer beside the first NaN/Inf, its cell framed where the grid
 // has its row and step (daemon/src/worker/anomaly_detector.h reports them).

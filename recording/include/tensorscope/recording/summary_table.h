@@ -53,6 +53,10 @@ struct SummaryTableRow {
 };
 // False for the headers and for a line that is not one of the table's.
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row);
+
+// The count a fraction of `numel` stands for (a table keeps fractions: the zeros, the
+// underflow, the overflow), rounded; 0 for NaN (an empty column).
+uint64_t count_of_fraction(double fraction, uint64_t numel);
 // The line (with its '\n') of `row`.
 std::string summary_table_line(const SummaryTableRow& row);
 
