@@ -2,9 +2,12 @@
 
 # tensorscope_target_warnings(<target>): the project's warnings, on one target. A switch over
 # an enum that misses one of its values fails the build, so every switch over a vocabulary
-# (render modes, config choices) stays complete when a value is added.
+# (render modes, config choices) stays complete when a value is added. CUDA sources get
+# them through nvcc's host compiler.
 function(tensorscope_target_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter -Werror=switch)
+  target_compile_options(${target} PRIVATE
+    "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter;-Werror=switch>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-Werror=switch>")
 endfunction()
 
 # tensorscope_add_gtest(<name> SOURCES <file>... LIBRARIES <lib>...

@@ -9,7 +9,8 @@
 #   GPU_CHECK_QUICK=1 scripts/gpu_check.sh ...   benches by CUDA IPC only, and shorter
 #
 # Builds the client alone (TENSORSCOPE_BUILD_DAEMON=OFF) against PyTorch's libtorch, then
-# runs: the CUDA IPC tests (tests/integration/cuda_ipc_test.cc), the Python CUDA tests
+# runs: the CUDA IPC tests (tests/integration/cuda_ipc_test.cc), the fused summary pass on
+# the device (tests/unit/client/fused_summary_pass_test.cc), the Python CUDA tests
 # (python/tests/test_cuda.py) and the rest of the Python suite that needs no daemon, with
 # PyTorch's torch, cuda_push_bench (CUDA IPC and pinned host),
 # bench/python_cuda_track_bench.py, and the client's unit tests against that libtorch.
@@ -72,7 +73,7 @@ note "configure: ok"
 # ($TENSORSCOPE_BUILD_DIR/python).
 ln -sfn "$root/.gpu/python" "$build/python"
 targets=(ipc_sink cuda_ipc_tests cuda_push_bench client_unit_tests client_track_tests client_core_unit_tests
-         shared_unit_tests)
+         client_cuda_unit_tests shared_unit_tests)
 keep_going=(-k 0)
 [ ${#generator[@]} -eq 0 ] && keep_going=(-k)
 start=$(date +%s)
@@ -101,6 +102,9 @@ run() {  # run NAME LOG TIMEOUT COMMAND...: runs it, notes how it ended; a crash
 
 bin="$build/bin"
 [ -x "$bin/cuda_ipc_tests" ] && run "cuda_ipc_tests" "$out/cuda_ipc_tests.log" 120 "$bin/cuda_ipc_tests"
+# The fused summary pass's kernel on the device (docs/design/fused_summaries.md).
+[ -x "$bin/client_cuda_unit_tests" ] &&
+  run "client_cuda_unit_tests (fused summary pass)" "$out/client_cuda_unit_tests.log" 120 "$bin/client_cuda_unit_tests"
 if [ -d "$root/.gpu/python/tensorscope" ] && [ -x "$bin/ipc_sink" ]; then
   PYTHONPATH="$root/.gpu/python" TENSORSCOPE_BUILD_DIR="$build" PYTHONDONTWRITEBYTECODE=1 \
     run "python test_cuda.py" "$out/python_cuda.log" 120 \
