@@ -35,26 +35,17 @@ Pass::~Pass() {
   }
 }
 
-std::string Pass::reserve_device(void** buffer, size_t* capacity, size_t bytes) {
+std::string Pass::reserve(void** buffer, size_t* capacity, size_t bytes, bool pinned_host) {
   if (bytes <= *capacity) return {};
   const size_t size = grown(*capacity, bytes);
-  if (*buffer != nullptr) cudaFree(*buffer);
+  if (*buffer != nullptr) pinned_host ? cudaFreeHost(*buffer) : cudaFree(*buffer);
   *buffer = nullptr;
   *capacity = 0;
-  const cudaError_t err = cudaMalloc(buffer, size);
-  if (err != cudaSuccess) return cuda_error_text("cudaMalloc for the fused summary pass", err);
-  *capacity = size;
-  return {};
-}
-
-std::string Pass::reserve_host(void** buffer, size_t* capacity, size_t bytes) {
-  if (bytes <= *capacity) return {};
-  const size_t size = grown(*capacity, bytes);
-  if (*buffer != nullptr) cudaFreeHost(*buffer);
-  *buffer = nullptr;
-  *capacity = 0;
-  const cudaError_t err = cudaMallocHost(buffer, size);
-  if (err != cudaSuccess) return cuda_error_text("cudaMallocHost for the fused summary pass", err);
+  const cudaError_t err = pinned_host ? cudaMallocHost(buffer, size) : cudaMalloc(buffer, size);
+  if (err != cudaSuccess) {
+    return cuda_error_text(
+        pinned_host ? "cudaMallocHost for the fused summary pass" : "cudaMalloc for the fused summary pass", err);
+  }
   *capacity = size;
   return {};
 }
@@ -72,12 +63,12 @@ std::string Pass::queue(const std::vector<Input>& inputs, uintptr_t stream) {
   const size_t done_bytes = std::max<size_t>(1, plan_.tensors.size()) * sizeof(unsigned);
   const size_t done_before = done_bytes_;
   for (const std::string& failed :
-       {reserve_device(&device_args_, &device_args_bytes_, args_bytes),
-        reserve_host(&host_args_, &host_args_bytes_, args_bytes),
-        reserve_device(&partials_, &partials_bytes_, std::max<uint64_t>(1, plan_.chunks) * sizeof(SummaryPartial)),
-        reserve_device(&done_, &done_bytes_, done_bytes),
-        reserve_device(&device_values_, &device_values_bytes_, values_bytes),
-        reserve_host(&host_values_raw_, &host_values_bytes_, values_bytes)}) {
+       {reserve(&device_args_, &device_args_bytes_, args_bytes, false),
+        reserve(&host_args_, &host_args_bytes_, args_bytes, true),
+        reserve(&partials_, &partials_bytes_, std::max<uint64_t>(1, plan_.chunks) * sizeof(SummaryPartial), false),
+        reserve(&done_, &done_bytes_, done_bytes, false),
+        reserve(&device_values_, &device_values_bytes_, values_bytes, false),
+        reserve(&host_values_raw_, &host_values_bytes_, values_bytes, true)}) {
     if (!failed.empty()) return failed;
   }
   host_values_ = static_cast<double*>(host_values_raw_);

@@ -44,8 +44,7 @@ class Pass {
 
  private:
   // At least `bytes` in *buffer (device memory, or pinned host memory), grown by doubling.
-  std::string reserve_device(void** buffer, size_t* capacity, size_t bytes);
-  std::string reserve_host(void** buffer, size_t* capacity, size_t bytes);
+  std::string reserve(void** buffer, size_t* capacity, size_t bytes, bool pinned_host);
 
   const int device_;
   Plan plan_;

@@ -340,14 +340,6 @@ PyObject* core_rank(PyObject* self, PyObject*) {
   return PyLong_FromLong(core->rank());
 }
 
-// Adds `key`: `value` (a new reference, stolen) to `dict`; false on failure.
-bool put(PyObject* dict, const char* key, PyObject* value) {
-  if (value == nullptr) return false;
-  const int rc = PyDict_SetItemString(dict, key, value);
-  Py_DECREF(value);
-  return rc == 0;
-}
-
 PyObject* core_stats(PyObject* self, PyObject*) {
   ClientCore* core = live(reinterpret_cast<CoreObject*>(self));
   if (core == nullptr) return nullptr;

@@ -37,6 +37,12 @@ bool Utf8Cache::utf8(PyObject* object, const char* what, const std::string** out
   return true;
 }
 
+bool put(PyObject* dict, const char* key, PyObject* value) {
+  const bool ok = value != nullptr && PyDict_SetItemString(dict, key, value) == 0;
+  Py_XDECREF(value);
+  return ok;
+}
+
 PyObject* text(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }

@@ -21,6 +21,9 @@ inline constexpr uint64_t kReleaseGilBytes = uint64_t{64} << 10;
 // A str of UTF-8 text (undecodable bytes replaced); null with an exception if out of memory.
 PyObject* text(const std::string& s);
 
+// Adds `value` (a new reference, stolen, possibly null) as `dict[key]`; false on failure.
+bool put(PyObject* dict, const char* key, PyObject* value);
+
 // The UTF-8 text of a str; TypeError naming `what` otherwise.
 bool utf8(PyObject* object, const char* what, std::string* out);
 

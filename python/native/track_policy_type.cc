@@ -224,13 +224,6 @@ constexpr PythonTrackOption kPythonTrackOptions[] = {
 #undef TENSORSCOPE_PYTHON_TRACK_OPTION
 #undef TENSORSCOPE_PYTHON_ONLY_TRACK_OPTION
 
-// Adds `value` (a new reference, stolen) as `dict[key]`; false on failure.
-bool put(PyObject* dict, const char* key, PyObject* value) {
-  const bool ok = value != nullptr && PyDict_SetItemString(dict, key, value) == 0;
-  Py_XDECREF(value);
-  return ok;
-}
-
 bool add_dict(PyObject* module, const char* name, PyObject* dict, bool ok) {
   if (ok && PyModule_AddObject(module, name, dict) == 0) return true;
   Py_XDECREF(dict);
