@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -35,12 +36,8 @@ bool contiguous_view(const TensorRef& ref, std::vector<uint8_t>* copy, tensor::T
   return true;
 }
 
-}  // namespace
-
-bool summarize_cpu(const TensorRef& ref, CastFormat cast, TensorSummary* out, std::string* why) {
-  std::vector<uint8_t> copy;
-  tensor::TensorView view;
-  if (!contiguous_view(ref, &copy, &view, why)) return false;
+// The summary of `view` (a contiguous CPU tensor) into `out`, as summarize_cpu says.
+bool summarize_view(const tensor::TensorView& view, CastFormat cast, TensorSummary* out, std::string* why) {
   const CastFormatInfo* info = cast_format_info(cast);
   if (info == nullptr && cast != CastFormat::kNone) {
     *why = "cast format " + std::to_string(static_cast<int>(cast)) + " is not one of tensorscope's";
@@ -64,6 +61,62 @@ bool summarize_cpu(const TensorRef& ref, CastFormat cast, TensorSummary* out, st
   return true;
 }
 
+// |now - before| / |before| from the sums of squares of a parameter's change and of its
+// previous values: 0 when both are 0, +Inf when only the previous values are.
+double ratio_of(double diff, double base) {
+  if (base == 0) return diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(diff) / std::sqrt(base);
+}
+
+// The ratio's sums over `n` elements of `type` at `now` and `before`, a block at a time;
+// with `keep` (before's own memory, or null), each block of `now` is then copied there
+// while it is still in the cache.
+void ratio_sums(const uint8_t* now, const uint8_t* before, uint8_t* keep, tensor::ElementType type, size_t n,
+                double* diff, double* base) {
+  std::vector<double> x(std::min(n, tensor::kOrderedBlockElements)), y(x.size());
+  const size_t element = tensor::element_size(type);
+  for (size_t at = 0; at < n; at += x.size()) {
+    const size_t k = std::min(x.size(), n - at);
+    tensor::convert_to_double(now + at * element, type, k, x.data());
+    tensor::convert_to_double(before + at * element, type, k, y.data());
+    for (size_t i = 0; i < k; ++i) {
+      const double d = x[i] - y[i];
+      *diff += d * d;
+      *base += y[i] * y[i];
+    }
+    if (keep != nullptr) std::memcpy(keep + at * element, now + at * element, k * element);
+  }
+}
+
+}  // namespace
+
+bool summarize_cpu(const TensorRef& ref, CastFormat cast, TensorSummary* out, std::string* why) {
+  return summarize_cpu(ref, cast, nullptr, out, why);
+}
+
+bool summarize_cpu(const TensorRef& ref, CastFormat cast, PreviousValues* previous, TensorSummary* out,
+                   std::string* why) {
+  std::vector<uint8_t> copy;
+  tensor::TensorView now;
+  if (!contiguous_view(ref, &copy, &now, why) || !summarize_view(now, cast, out, why)) return false;
+  out->has_update_ratio = false;
+  if (previous == nullptr) return true;
+  const size_t element = wire::dtype_size(ref.dtype);
+  const size_t n = static_cast<size_t>(now.numel());
+  const auto* data = static_cast<const uint8_t*>(now.data);
+  if (previous->dtype == ref.dtype && previous->shape == now.shape && previous->bytes.size() == n * element) {
+    double diff = 0, base = 0;
+    ratio_sums(data, previous->bytes.data(), previous->bytes.data(), now.type, n, &diff, &base);
+    out->has_update_ratio = true;
+    out->update_ratio = ratio_of(diff, base);
+  } else {  // the first time, or the parameter changed shape or dtype: no ratio yet
+    previous->dtype = ref.dtype;
+    previous->shape = now.shape;
+    previous->bytes.assign(data, data + n * element);
+  }
+  return true;
+}
+
 bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* ratio, std::string* why) {
   std::vector<uint8_t> now_copy, before_copy;
   tensor::TensorView a, b;
@@ -72,25 +125,10 @@ bool update_ratio_cpu(const TensorRef& now, const TensorRef& before, double* rat
     *why = "the parameter changed shape or dtype";
     return false;
   }
-  const size_t n = static_cast<size_t>(a.numel());
   double diff = 0, base = 0;
-  std::vector<double> x(std::min<size_t>(n, tensor::kOrderedBlockElements)), y(x.size());
-  const size_t element = tensor::element_size(a.type);
-  for (size_t at = 0; at < n; at += x.size()) {
-    const size_t k = std::min(x.size(), n - at);
-    tensor::convert_to_double(static_cast<const uint8_t*>(a.data) + at * element, a.type, k, x.data());
-    tensor::convert_to_double(static_cast<const uint8_t*>(b.data) + at * element, b.type, k, y.data());
-    for (size_t i = 0; i < k; ++i) {
-      const double d = x[i] - y[i];
-      diff += d * d;
-      base += y[i] * y[i];
-    }
-  }
-  if (base == 0) {
-    *ratio = diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
-  } else {
-    *ratio = std::sqrt(diff) / std::sqrt(base);
-  }
+  ratio_sums(static_cast<const uint8_t*>(a.data), static_cast<const uint8_t*>(b.data), nullptr, a.type,
+             static_cast<size_t>(a.numel()), &diff, &base);
+  *ratio = ratio_of(diff, base);
   return true;
 }
 

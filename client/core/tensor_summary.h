@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor_ref.h"
 #include "tensorscope/shared/summary_format.h"
@@ -22,6 +23,21 @@ namespace tensorscope {
 // and its numerics against `cast` unless that is kNone. False (and `why`) for a tensor
 // that cannot be read: a CUDA tensor, an unknown dtype.
 bool summarize_cpu(const TensorRef& ref, CastFormat cast, TensorSummary* out, std::string* why);
+
+// A parameter's values at its last summarized step, kept by its track for the update
+// ratio: a C-order copy of a CPU tensor in the client's own memory (empty until the first).
+struct PreviousValues {
+  wire::DType dtype = wire::DType::kInvalid;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+// summarize_cpu, then the update ratio of `ref` against `*previous` when that holds values
+// of ref's dtype and shape (out->has_update_ratio), and ref's values stored in `*previous`
+// for the next time: one more pass, a block at a time, that reads `ref` and reads and
+// writes `*previous` (no allocation once the parameter's copy exists).
+bool summarize_cpu(const TensorRef& ref, CastFormat cast, PreviousValues* previous, TensorSummary* out,
+                   std::string* why);
 
 // |now - before| / |before| of two CPU tensors of one shape and dtype (a parameter at two
 // summarised steps); 0 when |before| is 0 and they are equal, +Inf when only `before` is 0.

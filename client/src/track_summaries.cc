@@ -67,21 +67,22 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
   p.step = step;
   p.summary.name = name;
   p.summary.kind = kind;
-  at::Tensor before;
-  if (ratio) {
-    auto it = previous_.find(name);
-    if (it != previous_.end() && it->second.sizes() == tensor.sizes() &&
-        it->second.scalar_type() == tensor.scalar_type() && it->second.device() == tensor.device()) {
-      before = it->second;
-    }
-    previous_[name] = tensor.detach().clone();
-  }
+  Previous* previous = ratio ? &previous_[name] : nullptr;
   if (tensor.numel() == 0) {
     // Nothing to reduce: the summary's zeros (and no copy from a device).
     p.summary.cast_format = cast_format_info(cast_) != nullptr ? cast_ : CastFormat::kNone;
   } else if (tensor.is_cuda()) {
+    at::Tensor before;
+    if (previous != nullptr) {
+      const at::Tensor& b = previous->device;
+      if (b.defined() && b.sizes() == tensor.sizes() && b.scalar_type() == tensor.scalar_type() &&
+          b.device() == tensor.device()) {
+        before = b;
+      }
+    }
     p.numel = static_cast<uint64_t>(tensor.numel());
     const at::Tensor values = device_summary_values(tensor, before, cast_, &p.layout);
+    if (previous != nullptr) previous->device = tensor.detach().clone();
     p.host = at::empty({values.numel()}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
     p.host.copy_(values, /*non_blocking=*/true);
     const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
@@ -89,16 +90,10 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
     p.event->record(impl->getStream(tensor.device()));
   } else {
     const StagedTensor staged(tensor.device().is_cpu() ? tensor : tensor.cpu());
-    if (!summarize_cpu(staged.ref(), cast_, &p.summary, why)) return false;
-    *non_finite = !p.summary.finite();
-    if (before.defined()) {
-      const StagedTensor old(before);
-      double r = 0;
-      if (update_ratio_cpu(staged.ref(), old.ref(), &r, why)) {
-        p.summary.has_update_ratio = true;
-        p.summary.update_ratio = r;
-      }
+    if (!summarize_cpu(staged.ref(), cast_, previous != nullptr ? &previous->host : nullptr, &p.summary, why)) {
+      return false;
     }
+    *non_finite = !p.summary.finite();
   }
   pending_.push_back(std::move(p));
   return true;

@@ -70,7 +70,13 @@ class TrackSummaries {
 
   const CastFormat cast_;
   std::vector<Pending> pending_;
-  std::unordered_map<std::string, at::Tensor> previous_;  // parameter stream -> its last value
+  // A parameter's value at its last summarized step: a CUDA tensor's on its device, a CPU
+  // tensor's in the core's copy (summarize_cpu stores the new one while it computes the ratio).
+  struct Previous {
+    at::Tensor device;
+    PreviousValues host;
+  };
+  std::unordered_map<std::string, Previous> previous_;  // by parameter stream
 };
 
 }  // namespace tensorscope

@@ -38,7 +38,8 @@ PyMODINIT_FUNC PyInit__native() {
   if (module == nullptr) return nullptr;
   if (!python::add_core(module) || !python::add_module_functions(module) || !python::add_vocabularies(module) ||
       !python::add_track_policy(module) || !python::add_device_summary_fields(module) ||
-      !python::add_tree_log(module, python::core_of) || !python::add_output_hooks(module, python::core_of)) {
+      !python::add_previous_values(module) || !python::add_tree_log(module, python::core_of) ||
+      !python::add_output_hooks(module, python::core_of)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -39,6 +39,7 @@ Names names{};
 struct HooksObject {
   PyObject_HEAD
   PyObject* tensor_type;
+  PyObject* parameter_type;  // summarize() reads these too (a plain subclass); or None
   PyObject* strided;
   PyObject* dtypes;  // {torch dtype: its wire::DType as an int}
   PyObject* inert_hook;
@@ -82,8 +83,9 @@ struct GradHookObject {
 int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   Py_VISIT(Py_TYPE(self_object));
-  for (PyObject* o : {self->tensor_type, self->strided, self->dtypes, self->inert_hook, self->core, self->calls,
-                      self->tree, self->step, self->summarized, self->grad_fallback, self->training}) {
+  for (PyObject* o :
+       {self->tensor_type, self->parameter_type, self->strided, self->dtypes, self->inert_hook, self->core, self->calls,
+        self->tree, self->step, self->summarized, self->grad_fallback, self->training}) {
     Py_VISIT(o);
   }
   return 0;
@@ -91,8 +93,9 @@ int hooks_traverse(PyObject* self_object, visitproc visit, void* arg) {
 
 int hooks_clear(PyObject* self_object) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  for (PyObject** o : {&self->tensor_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core, &self->calls,
-                       &self->tree, &self->step, &self->summarized, &self->grad_fallback, &self->training}) {
+  for (PyObject** o :
+       {&self->tensor_type, &self->parameter_type, &self->strided, &self->dtypes, &self->inert_hook, &self->core,
+        &self->calls, &self->tree, &self->step, &self->summarized, &self->grad_fallback, &self->training}) {
     Py_CLEAR(*o);
   }
   return 0;
@@ -141,23 +144,29 @@ PyObject* wire_dtypes(PyObject* samples) {
 
 int hooks_init(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
-  PyObject *tensor_type = nullptr, *strided = nullptr, *samples = nullptr, *inert_hook = nullptr;
+  PyObject *tensor_type = nullptr, *strided = nullptr, *samples = nullptr, *inert_hook = nullptr,
+           *parameter_type = Py_None;
   unsigned char cast = 0;
   if (kwargs != nullptr && PyDict_Size(kwargs) != 0) {
     PyErr_SetString(PyExc_TypeError, "OutputHooks takes no keyword arguments");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "OOOO|b", &tensor_type, &strided, &samples, &inert_hook, &cast)) return -1;
+  if (!PyArg_ParseTuple(args, "OOOO|bO", &tensor_type, &strided, &samples, &inert_hook, &cast, &parameter_type)) {
+    return -1;
+  }
   if (!PyType_Check(tensor_type) || !PyDict_Check(samples) || !PyCallable_Check(inert_hook) ||
-      (cast != 0 && cast_format_info(static_cast<CastFormat>(cast)) == nullptr)) {
-    PyErr_SetString(PyExc_TypeError, "OutputHooks(tensor_type, strided, dtype_samples, inert_hook[, cast_format])");
+      (cast != 0 && cast_format_info(static_cast<CastFormat>(cast)) == nullptr) ||
+      (parameter_type != Py_None && !PyType_Check(parameter_type))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "OutputHooks(tensor_type, strided, dtype_samples, inert_hook[, cast_format[, parameter_type]])");
     return -1;
   }
   PyObject* dtypes = wire_dtypes(samples);
   if (dtypes == nullptr) return -1;
   hooks_clear(self_object);
-  for (PyObject* o : {tensor_type, strided, inert_hook}) Py_INCREF(o);
+  for (PyObject* o : {tensor_type, parameter_type, strided, inert_hook}) Py_INCREF(o);
   self->tensor_type = tensor_type;
+  self->parameter_type = parameter_type;
   self->strided = strided;
   self->dtypes = dtypes;
   self->inert_hook = inert_hook;
@@ -258,6 +267,31 @@ PyObject* hooks_stop(PyObject* self_object, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// (the forward hook's reading of a tensor, below)
+int plain_cpu_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref);
+bool read_memory(PyObject* tensor, TensorRef* ref);
+
+// summarize(tensor[, previous]): the summary of a plain CPU tensor read where it is (no
+// operation dispatched), with its update ratio against `previous` (a PreviousValues, which
+// then holds the tensor's values); None for any other tensor, which the track reads itself.
+PyObject* hooks_summarize(PyObject* self_object, PyObject* args) {
+  auto* self = reinterpret_cast<HooksObject*>(self_object);
+  PyObject *tensor = nullptr, *previous = Py_None;
+  if (!initialised(self) || !PyArg_ParseTuple(args, "O|O", &tensor, &previous)) return nullptr;
+  if (previous != Py_None && !is_previous_values(previous)) {
+    PyErr_SetString(PyExc_TypeError, "summarize(tensor[, previous]): previous must be a PreviousValues or None");
+    return nullptr;
+  }
+  TensorRef ref;
+  const bool plain = Py_TYPE(tensor) == reinterpret_cast<PyTypeObject*>(self->tensor_type) ||
+      (self->parameter_type != Py_None && Py_TYPE(tensor) == reinterpret_cast<PyTypeObject*>(self->parameter_type));
+  if (!plain || plain_cpu_tensor(self, tensor, &ref) != 1 || !read_memory(tensor, &ref)) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  return summary_of_ref(ref, static_cast<CastFormat>(self->cast), previous != Py_None ? previous : nullptr);
+}
+
 PyMethodDef hooks_methods[] = {
     {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
     {"on", hooks_on, METH_VARARGS,
@@ -265,6 +299,9 @@ PyMethodDef hooks_methods[] = {
      "taken by the hooks"},
     {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
     {"stop", hooks_stop, METH_NOARGS, "stop(): off, and the gradient hooks still to run do nothing"},
+    {"summarize", hooks_summarize, METH_VARARGS,
+     "summarize(tensor[, previous]) -> the summary of a plain CPU tensor read in place (with its update ratio "
+     "against a PreviousValues), or None"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -286,6 +323,13 @@ PyType_Spec hooks_spec = {"tensorscope._native.OutputHooks", sizeof(HooksObject)
 
 // ---- the forward hook ----
 
+// Whether `value` (an output or a gradient) is taken here: a torch.Tensor (no subclass)
+// that is a plain_cpu_tensor(). -1 with an error set.
+int sendable(HooksObject* hooks, PyObject* value, TensorRef* ref) {
+  if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(hooks->tensor_type)) return 0;
+  return plain_cpu_tensor(hooks, value, ref);
+}
+
 // Reads the ints of tuple `sizes` (a torch.Size, or stride()'s tuple) into `out`, which
 // holds `n` of them: false with an error set when one is not an int.
 bool read_ints(PyObject* sizes, int n, int64_t* out) {
@@ -296,11 +340,10 @@ bool read_ints(PyObject* sizes, int n, int64_t* out) {
   return true;
 }
 
-// Whether `value` (an output or a gradient) is taken here: a plain CPU tensor of a dtype
-// sent as it is, not a negative view (the checks of _tensors.export_torch). When it is,
-// `ref` has its dtype and shape (read_memory() completes it). -1 with an error set.
-int sendable(HooksObject* hooks, PyObject* value, TensorRef* ref) {
-  if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(hooks->tensor_type)) return 0;
+// Whether tensor `value` is a CPU tensor of a dtype sent as it is, strided, not a negative
+// view (the checks of _tensors.export_torch). When it is, `ref` has its dtype and shape
+// (read_memory() completes it). -1 with an error set.
+int plain_cpu_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref) {
   PyObject* dtype = PyObject_GetAttr(value, names.dtype);
   if (dtype == nullptr) return -1;
   PyObject* code = PyDict_GetItemWithError(hooks->dtypes, dtype);  // borrowed

@@ -9,7 +9,7 @@
 // Python hook (_tracks.py), unchanged; a gradient the gradient hook cannot take goes to the
 // track's grad_fallback.
 //
-//   OutputHooks(tensor_type, strided, dtype_samples, inert_hook[, cast_format])
+//   OutputHooks(tensor_type, strided, dtype_samples, inert_hook[, cast_format[, parameter_type]])
 //     tensor_type  torch.Tensor: only a value of exactly this type is taken here
 //     strided      torch.strided
 //     dtype_samples {dtype: a DLPack capsule of a CPU tensor of it} of the dtypes sent as
@@ -17,6 +17,7 @@
 //                  dtype's wire dtype, as it would for a push
 //     inert_hook   inert_hook() -> what a hook becomes in a copy or pickle
 //     cast_format  the summaries' cast format (shared/cast_formats.h's value; 0: none)
+//     parameter_type torch.nn.Parameter: summarize() reads these too, or None
 //   hook(stream, fallback) -> a forward hook (module, inputs, output) for stream `stream`
 //                  (its gradients: stream + ".grad"); fallback(module, inputs, output)
 //                  takes every call not taken here
@@ -38,6 +39,11 @@
 //                  fallback not called. None of the callables may raise.
 //   off()          every call goes to the fallbacks (the track decides per step)
 //   stop()         off(), and the gradient hooks still to run do nothing (a removed track)
+//   summarize(tensor[, previous])
+//                  the summary (summaries.h's summarize(), with the update ratio last) of
+//                  a plain CPU tensor or parameter read the same way, with no operation
+//                  dispatched; with `previous` (a PreviousValues) the update ratio against
+//                  it, the tensor's values then kept in it; None for any other tensor
 //
 // The hooks never raise into the model's forward or backward and always return None (the
 // value as it is): a tensor that cannot be read is a counted refusal of its stream.

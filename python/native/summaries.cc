@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "heap_types.h"
 #include "py_args.h"
 #include "tensor_summary.h"
 
@@ -50,7 +51,76 @@ PyObject* numerics_of(const TensorSummary& s) {
                        static_cast<unsigned long long>(s.overflow_count), s.min_abs_nonzero);
 }
 
+// A parameter's PreviousValues; `busy` while a summary without the GIL uses them (another
+// thread's summary of the same parameter then takes no ratio rather than racing).
+struct PreviousObject {
+  PyObject_HEAD
+  PreviousValues* values;
+  bool busy;
+};
+
+PyObject* previous_type = nullptr;  // made by add_previous_values, kept for the module's life
+
+int previous_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_Size(args) != 0 || (kwargs != nullptr && PyDict_Size(kwargs) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "PreviousValues() takes no arguments");
+    return -1;
+  }
+  auto* object = reinterpret_cast<PreviousObject*>(self);
+  if (object->busy) {
+    PyErr_SetString(PyExc_RuntimeError, "PreviousValues in use");
+    return -1;
+  }
+  delete object->values;
+  object->values = new PreviousValues();
+  return 0;
+}
+
+void previous_dealloc(PyObject* self) {
+  auto* object = reinterpret_cast<PreviousObject*>(self);
+  delete object->values;
+  object->values = nullptr;
+  free_instance(self);
+}
+
+PyObject* previous_held(PyObject* self, void*) {
+  const PreviousValues* values = reinterpret_cast<PreviousObject*>(self)->values;
+  return PyLong_FromUnsignedLongLong(values != nullptr ? values->bytes.size() : 0);
+}
+
+PyGetSetDef previous_getset[] = {
+    {"bytes", previous_held, nullptr, "bytes of the values held (0 before the first summary)", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyType_Slot previous_slots[] = {
+    {Py_tp_doc, const_cast<char*>("PreviousValues(): a parameter's values at its last summarized step")},
+    {Py_tp_init, reinterpret_cast<void*>(previous_init)},
+    {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(previous_dealloc)},
+    {Py_tp_getset, previous_getset},
+    {0, nullptr},
+};
+
+PyType_Spec previous_spec = {"tensorscope._native.PreviousValues", sizeof(PreviousObject), 0, Py_TPFLAGS_DEFAULT,
+                             previous_slots};
+
 }  // namespace
+
+bool is_previous_values(PyObject* object) {
+  return previous_type != nullptr && Py_TYPE(object) == reinterpret_cast<PyTypeObject*>(previous_type);
+}
+
+bool add_previous_values(PyObject* module) {
+  previous_type = PyType_FromSpec(&previous_spec);
+  if (previous_type == nullptr) return false;
+  Py_INCREF(previous_type);
+  if (PyModule_AddObject(module, "PreviousValues", previous_type) != 0) {
+    Py_DECREF(previous_type);
+    return false;
+  }
+  return true;
+}
 
 PyObject* summarize(PyObject*, PyObject* args) {
   PyObject* capsule = nullptr;
@@ -68,20 +138,31 @@ PyObject* summary_of_capsule(PyObject* capsule, bool as_bool, CastFormat cast) {
   return summary_of_ref(ref, cast);
 }
 
-PyObject* summary_of_ref(const TensorRef& ref, CastFormat cast) {
+PyObject* summary_of_ref(const TensorRef& ref, CastFormat cast, PyObject* previous) {
   std::string why;
   TensorSummary s;
   bool ok = false;
+  auto* kept =
+      previous != nullptr && is_previous_values(previous) ? reinterpret_cast<PreviousObject*>(previous) : nullptr;
+  PreviousValues* values = kept != nullptr && !kept->busy ? kept->values : nullptr;
   if (bytes_of(ref) >= kReleaseGilBytes) {
-    Py_BEGIN_ALLOW_THREADS ok = summarize_cpu(ref, cast, &s, &why);
-    Py_END_ALLOW_THREADS
+    if (values != nullptr) kept->busy = true;
+    Py_BEGIN_ALLOW_THREADS ok = summarize_cpu(ref, cast, values, &s, &why);
+    Py_END_ALLOW_THREADS if (values != nullptr) kept->busy = false;
   } else {
-    ok = summarize_cpu(ref, cast, &s, &why);
+    ok = summarize_cpu(ref, cast, values, &s, &why);
   }
   if (!ok) return text(why);
-  return Py_BuildValue("(KKKKddddN)", static_cast<unsigned long long>(s.numel),
+  PyObject* ratio = Py_None;
+  if (s.has_update_ratio) {
+    ratio = PyFloat_FromDouble(s.update_ratio);
+  } else {
+    Py_INCREF(ratio);
+  }
+  return Py_BuildValue("(KKKKddddNN)", static_cast<unsigned long long>(s.numel),
                        static_cast<unsigned long long>(s.nan_count), static_cast<unsigned long long>(s.inf_count),
-                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std, numerics_of(s));
+                       static_cast<unsigned long long>(s.zero_count), s.l2, s.max_abs, s.mean, s.std, numerics_of(s),
+                       ratio);
 }
 
 PyObject* update_ratio(PyObject*, PyObject* args) {

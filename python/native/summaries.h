@@ -4,9 +4,12 @@
 //
 //   summarize(capsule, as_bool[, cast])
 //                               -> (numel, nan, inf, zeros, l2, max_abs, mean, std,
-//                                  numerics), or a str saying why it cannot (a CUDA
-//                                  tensor, a bad capsule); cast a CAST_FORMATS value (0:
-//                                  none)
+//                                  numerics, update ratio or None), or a str saying why
+//                                  it cannot (a CUDA tensor, a bad capsule); cast a
+//                                  CAST_FORMATS value (0: none)
+//   PreviousValues()            a parameter's values at its last summarized step, in the
+//                               core's memory (tensor_summary.h): OutputHooks.summarize
+//                               takes the update ratio against them and keeps the new ones
 //   update_ratio(now, before)   -> |now - before| / |before| of two capsules, or a str
 //   summary_from_device_values(values, numel, scaled[, ratio, cast])
 //                               -> (numel, nan, inf, zeros, l2, max_abs, mean, std,
@@ -36,13 +39,18 @@ namespace tensorscope::python {
 PyObject* summarize(PyObject* module, PyObject* args);
 // summarize()'s result for a capsule (kept alive by the caller); null only when out of memory.
 PyObject* summary_of_capsule(PyObject* capsule, bool as_bool, CastFormat cast);
-// The same for a CPU tensor's `ref` (its memory kept alive by the caller).
-PyObject* summary_of_ref(const TensorRef& ref, CastFormat cast);
+// The same for a CPU tensor's `ref` (its memory kept alive by the caller), with the update
+// ratio against `previous` (a PreviousValues, or null), which then holds ref's values.
+PyObject* summary_of_ref(const TensorRef& ref, CastFormat cast, PyObject* previous = nullptr);
+// Whether `object` is a PreviousValues.
+bool is_previous_values(PyObject* object);
 PyObject* update_ratio(PyObject* module, PyObject* args);
 PyObject* summary_from_device_values(PyObject* module, PyObject* args);
 // Adds DEVICE_SUMMARY_FIELDS, DEVICE_RATIO_FIELDS, DEVICE_NUMERICS_FIELDS (tuples of str)
 // and CAST_FORMATS; false with an error set.
 bool add_device_summary_fields(PyObject* module);
+// Adds the PreviousValues type; false with an error set.
+bool add_previous_values(PyObject* module);
 
 // Fills `out` from a list of entries; false with TypeError/ValueError set when one is
 // malformed. Entries beyond kMaxSummaryEntries are left out.

@@ -63,7 +63,7 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
         self._stats_every = stats_every
         self._cast = cast  # the numerics' cast format (_native.CAST_FORMATS value; 0: none)
         self._summaries = StepSummaries()
-        self._previous = {}  # parameter stream -> its value at the last summarised step
+        self._previous = {}  # parameter stream -> its last summarized value (a PreviousValues or a tensor)
         self._full_on = self._stats_on = False
         self._root = root
         self._entries = entries  # [(path, module, stream)]

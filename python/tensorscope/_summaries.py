@@ -131,8 +131,9 @@ def summarize(tensor, before=None, cast=0):
 
 
 def from_native(values, ratio=None):
-    """summarize()'s result from _native.summarize's (its 8 values, then the numerics)."""
-    return tuple(values[:8]), ratio, values[8]
+    """summarize()'s result from _native.summarize's (its 8 values, the numerics, the update
+    ratio or None), `ratio` (when not None) taking the place of its ratio."""
+    return tuple(values[:8]), values[9] if ratio is None else ratio, values[8]
 
 
 def update_ratio(now, before):

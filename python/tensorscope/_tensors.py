@@ -109,7 +109,7 @@ def output_hooks(inert_hook, cast=0):
     wire dtype. `inert_hook()` gives what a hook is in a copy of the model; `cast` is the
     summaries' cast format (a CAST_FORMATS value, 0: none)."""
     samples = {dtype: to_dlpack(torch.zeros(1, dtype=dtype)) for dtype in _TORCH_DTYPES - {torch.bool}}
-    return _native.OutputHooks(torch.Tensor, torch.strided, samples, inert_hook, cast)
+    return _native.OutputHooks(torch.Tensor, torch.strided, samples, inert_hook, cast, torch.nn.Parameter)
 
 
 def export_numpy(array):

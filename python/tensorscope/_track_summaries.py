@@ -4,6 +4,9 @@ shows starts the anomaly capture; a step's records go out once their GPU copies 
 
 from __future__ import annotations
 
+import torch
+
+from . import _native
 from ._summaries import OnTheWay, from_native, summarize
 from ._tracks import _REFUSALS, ValueMeta, _refuse_quietly
 
@@ -25,15 +28,8 @@ class TrackSummaries:
         result when the caller computed it."""
         if client is None or self._stopped or not client.enabled:
             return
-        before = None
-        if ratio:
-            b = self._previous.get(name)
-            if b is not None and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype, tensor.device):
-                before = b
         if summary is None:
-            summary = summarize(tensor, before, self._cast)
-        if ratio:
-            self._previous[name] = tensor.detach().clone()
+            summary = self._summary_of(name, tensor, ratio)
         if isinstance(summary, str):
             client._refuse(name, _REFUSALS["no_summary"].format(summary))
             return
@@ -50,6 +46,28 @@ class TrackSummaries:
             kept = self._summaries.add(client.step if step is None else step, name, kind, summary)
         if not kept:
             client._refuse(name, _REFUSALS["summary_not_kept"])
+
+    def _summary_of(self, name, tensor, ratio):
+        """summarize()'s result for `tensor`: a plain CPU tensor (or parameter) read where it
+        is by the native core, with no operation dispatched, a parameter's previous values
+        kept there (PreviousValues); any other tensor as summarize() reads it, a parameter's
+        previous value kept as a copy on its device."""
+        kept = self._previous.get(name) if ratio else None
+        if ratio and not isinstance(kept, _native.PreviousValues):
+            kept = _native.PreviousValues()
+        values = self._outputs.summarize(tensor, kept)
+        if values is not None:
+            if ratio:
+                self._previous[name] = kept
+            return values if isinstance(values, str) else from_native(values)
+        before = None
+        if ratio:
+            b = self._previous.get(name)
+            if isinstance(b, torch.Tensor) and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype,
+                                                                                  tensor.device):
+                before = b
+            self._previous[name] = tensor.detach().clone()
+        return summarize(tensor, before, self._cast)
 
     def _send_summaries(self, ready):
         """Sends {step: [entry]} as one summary record per step."""

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tensor_ref.h"
+#include "tensor_refs.h"
 #include "tensor_summary.h"
 #include "tensorscope/tensor/element_type.h"
 
@@ -26,6 +27,7 @@ namespace {
 
 using fused::SummaryAsk;
 using fused::SummaryPartial;
+using testing::ref_of;
 
 // The kernel's pass over `plan` on the host (fused_summary_kernel.cu): per chunk, each
 // thread's partial of its strided elements (a scaled one in two passes), merged in the
@@ -101,17 +103,6 @@ std::vector<double> fused_values(const std::vector<T>& x, const std::vector<T>* 
 template <typename T>
 std::vector<double> fused_values(const std::vector<T>& x, const SummaryAsk& ask, bool reverse = false) {
   return fused_values<T>(x, nullptr, ask, reverse);
-}
-
-template <typename T>
-TensorRef ref_of(const std::vector<T>& x, wire::DType dtype) {
-  TensorRef ref;
-  ref.data = x.data();
-  ref.dtype = dtype;
-  ref.ndim = 1;
-  ref.shape[0] = static_cast<int64_t>(x.size());
-  ref.strides[0] = 1;
-  return ref;
 }
 
 TensorSummary from_fused(const std::vector<double>& values, uint64_t numel, const SummaryAsk& ask, CastFormat cast) {

@@ -9,21 +9,12 @@
 
 #include "dlpack_ref.h"
 #include "tensor_ref.h"
+#include "tensor_refs.h"
 
 namespace tensorscope {
 namespace {
 
-TensorRef make_ref(const void* data, wire::DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides) {
-  TensorRef ref;
-  ref.data = data;
-  ref.dtype = dtype;
-  ref.ndim = static_cast<int>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    ref.shape[d] = shape[d];
-    ref.strides[d] = strides[d];
-  }
-  return ref;
-}
+using testing::make_ref;
 
 // The C-order copy of `ref` by plain index arithmetic: the reference for copy_strided.
 std::vector<unsigned char> gather_by_index(const TensorRef& ref) {
