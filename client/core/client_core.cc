@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core_option_table.h"
+#include "cost_meter.h"
 #include "record_fields.h"
 #include "run_info.h"
 #ifdef TENSORSCOPE_WITH_CUDA
@@ -598,6 +599,8 @@ ClientStats ClientCore::stats() const {
     s.cuda_transport = "sync-copy";
     s.cuda_note = sync_note_;
   }
+  s.own_time = own_cost().last_fraction();
+  s.own_time_note = own_cost().note();
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <torch/script.h>
 
 #include "client_impl.h"
+#include "cost_meter.h"
 #include "grad_hook.h"
 #include "module_index.h"
 #include "module_track.h"
@@ -52,6 +53,7 @@ Client::Client(ClientOptions options) : impl_(std::make_shared<ClientImpl>(std::
 Client::~Client() { impl_->stop_tracks(); }
 
 PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexcept {
+  const CostSpan span;
   try {
     return impl_->push(name, tensor);
   } catch (...) {
@@ -61,6 +63,7 @@ PushResult Client::push(const std::string& name, const at::Tensor& tensor) noexc
 }
 
 PushResult Client::push(const std::string& name, const at::Tensor& tensor, const at::Tensor& labels) noexcept {
+  const CostSpan span;
   try {
     if (!labels.defined()) {
       impl_->count_refused(name, "labels: an undefined tensor");
@@ -129,6 +132,7 @@ void Client::set_step(int64_t step) {
 }
 int64_t Client::step() const { return impl_->step(); }
 int64_t Client::next_step() {
+  const CostSpan span;
   impl_->end_module_calls(impl_->step() + 1);
   return impl_->core().next_step();
 }

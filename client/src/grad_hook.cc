@@ -3,13 +3,17 @@
 #include <algorithm>
 
 #include "client_impl.h"
+#include "cost_meter.h"
 #include "op_observer.h"
 
 namespace tensorscope {
 
 GradHook::GradHook(const at::Tensor& tensor, std::function<void(const at::Tensor&)> on_grad)
     : tensor_(tensor.getIntrusivePtr()) {
-  index_ = tensor.register_hook([fn = std::move(on_grad)](const at::Tensor& grad) { fn(grad); });
+  index_ = tensor.register_hook([fn = std::move(on_grad)](const at::Tensor& grad) {
+    const CostSpan span;
+    fn(grad);
+  });
 }
 
 GradHook::~GradHook() {

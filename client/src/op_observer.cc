@@ -9,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "cost_meter.h"
 #include "tensorscope/base/logging.h"
 
 namespace tensorscope {
@@ -75,6 +76,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     ++tls.backward_depth;
     const ListenerList& listeners = current_listeners();
     if (listeners.empty()) return nullptr;
+    const CostSpan span;
     tls.busy = true;
     try {
       for (const auto& l : listeners) l->on_backward_node(fn.forwardThreadId(), fn.seqNr(), fn.inputs());
@@ -91,6 +93,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const ListenerList& listeners = current_listeners();
   if (listeners.empty()) return nullptr;
   std::unique_ptr<OpContext> context;
+  const CostSpan span;
   tls.busy = true;
   try {
     const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
@@ -119,6 +122,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (tls.depth > 0) --tls.depth;
   if (ctx == nullptr) return;
   auto* context = static_cast<OpContext*>(ctx);
+  const CostSpan span;
   tls.busy = true;
   try {
     const std::vector<c10::IValue>& outputs = fn.outputs();

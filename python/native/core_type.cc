@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core_options_args.h"
+#include "cost_meter.h"
 #include "dlpack_ref.h"
 #include "heap_types.h"
 #include "module_tree_args.h"
@@ -373,7 +374,8 @@ PyObject* core_stats(PyObject* self, PyObject*) {
       put(d, "cuda_note", text(s.cuda_note)) &&
       put(d, "cuda_ipc_pushed", PyLong_FromUnsignedLongLong(s.cuda_ipc_pushed)) &&
       put(d, "cuda_host_pushed", PyLong_FromUnsignedLongLong(s.cuda_host_pushed)) &&
-      put(d, "cuda_failed", PyLong_FromUnsignedLongLong(s.cuda_failed));
+      put(d, "cuda_failed", PyLong_FromUnsignedLongLong(s.cuda_failed)) &&
+      put(d, "own_time", PyFloat_FromDouble(s.own_time)) && put(d, "own_time_note", text(s.own_time_note));
   if (!ok) {
     Py_DECREF(d);
     return nullptr;
@@ -397,6 +399,7 @@ struct PushGateObject {
 };
 
 PyObject* push_gate_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  const CostSpan span;
   auto* self = reinterpret_cast<PushGateObject*>(self_object);
   if (kwargs == nullptr && PyTuple_Size(args) == 2) {
     PyObject* name = PyTuple_GetItem(args, 0);  // borrowed

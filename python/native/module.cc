@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include "core_type.h"
+#include "cost_span.h"
 #include "module_functions.h"
 #include "output_hook.h"
 #include "summaries.h"
@@ -39,7 +40,7 @@ PyMODINIT_FUNC PyInit__native() {
   if (!python::add_core(module) || !python::add_module_functions(module) || !python::add_vocabularies(module) ||
       !python::add_track_policy(module) || !python::add_device_summary_fields(module) ||
       !python::add_previous_values(module) || !python::add_tree_log(module, python::core_of) ||
-      !python::add_output_hooks(module, python::core_of)) {
+      !python::add_cost_span(module) || !python::add_output_hooks(module, python::core_of)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "cost_meter.h"
 #include "dlpack_ref.h"
 #include "heap_types.h"
 #include "push_calls.h"
@@ -509,6 +510,7 @@ bool send_here(HookObject* self, HooksObject* hooks, PyObject* module, PyObject*
 
 // hook(module, inputs, output) -> None: never raises into the model's forward.
 PyObject* hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  const CostSpan span;  // (the fallback's time is part of it)
   auto* self = reinterpret_cast<HookObject*>(self_object);
   auto* hooks = reinterpret_cast<HooksObject*>(self->hooks);
   // An evaluation forward the track leaves out (on()'s training says so): nothing at all.
@@ -582,6 +584,7 @@ PyType_Spec hook_spec = {"tensorscope._native.OutputHook", sizeof(HookObject), 0
 
 // hook(grad) -> None (the gradient as it is): never raises into the backward pass.
 PyObject* grad_hook_call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  const CostSpan span;
   auto* self = reinterpret_cast<GradHookObject*>(self_object);
   auto* output_hook = reinterpret_cast<HookObject*>(self->hook);
   if (output_hook == nullptr || kwargs != nullptr || !PyTuple_Check(args) || PyTuple_Size(args) != 1) Py_RETURN_NONE;

@@ -31,6 +31,7 @@ from ._track_handle import TrackedStream, TrackHandle
 from ._tracks import EVALUATION_MODES, TensorTrack
 
 _GATED = R.PushResult.GATED  # a gated push returns it without another call
+_SPAN = _native.CostSpan()  # a with-block of it is time in tensorscope (stats().own_time)
 
 # A module path filter: a regular expression searched in the path, or a callable.
 PathFilter = Union[str, Pattern[str], Callable[[str], bool], None]
@@ -148,10 +149,11 @@ class Client:
         if core is None:
             return R.PushResult.NOT_CONNECTED
         try:
-            admitted = core.admit(name)  # the gate and whether a send can go now, in one call
-            if admitted < 0:
-                return _GATED if admitted == -1 else R.not_admitted(admitted)
-            return self._send(name, tensor, R.KIND_TENSOR, admitted, self._transform, None, labels)
+            with _SPAN:
+                admitted = core.admit(name)  # the gate and whether a send can go now, in one call
+                if admitted < 0:
+                    return _GATED if admitted == -1 else R.not_admitted(admitted)
+                return self._send(name, tensor, R.KIND_TENSOR, admitted, self._transform, None, labels)
         except Exception as e:
             return self._refuse(name if isinstance(name, str) else repr(name)[:100], f"push failed: {e}")
 
@@ -436,14 +438,15 @@ class Client:
         core = self._core
         if core is None:
             return 0
-        first = not self._explicit_steps
-        self._explicit_steps = True
-        step = core.next_step()
-        for track in self._live_tracks():
-            if first:
-                track.steps_became_explicit(step - 1)
-            track.step_changed()
-        return step
+        with _SPAN:
+            first = not self._explicit_steps
+            self._explicit_steps = True
+            step = core.next_step()
+            for track in self._live_tracks():
+                if first:
+                    track.steps_became_explicit(step - 1)
+                track.step_changed()
+            return step
 
     def _non_finite_seen(self, step):
         """A summary showed the first NaN/Inf (at `step`): every track sends whole tensors

@@ -4,10 +4,11 @@ torch.save of the module), so a copy is never tracked."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 
 from torch import nn
+
+from . import _native
 
 # PyTorch 2 gives forward pre-hooks the keyword arguments too (with_kwargs=True); before
 # it, a pre-hook sees the positional arguments only.
@@ -26,10 +27,10 @@ def _inert(*args):
     return None
 
 
-class _Hook(functools.partial):
-    """A hook registered with PyTorch: calls `fn(*bound, *hook_args)` (a partial: no
-    Python frame of its own). Copies and pickles of a model that carries it (an EMA copy,
-    torch.save of the module) get `_inert`."""
+class _Hook(_native.TimedCall):
+    """A hook registered with PyTorch: calls `fn(*bound, *hook_args)` (no Python frame of
+    its own) as one span of the client's cost meter (stats().own_time). Copies and pickles
+    of a model that carries it (an EMA copy, torch.save of the module) get `_inert`."""
 
     __slots__ = ()
 

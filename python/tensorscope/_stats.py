@@ -32,6 +32,8 @@ class ClientStats:
     cuda_ipc_pushed: int = 0
     cuda_host_pushed: int = 0
     cuda_failed: int = 0
+    own_time: float = -1.0  # share of the wall time spent in tensorscope over the last 5 s (-1: not yet)
+    own_time_note: str = ""  # said once when a window went over 5% (also logged)
     closed: bool = False  # the client was closed
 
     def __repr__(self) -> str:
@@ -45,7 +47,7 @@ class ClientStats:
             state = f"connected ({self.connections} registration{'s' if self.connections != 1 else ''})"
         else:
             state = "not connected" + (f": {self.connection_note}" if self.connection_note else "")
-        notes = [n for n in (self.pace_note, self.shm_note, self.autostart) if n]
+        notes = [n for n in (self.pace_note, self.shm_note, self.autostart, self.own_time_note) if n]
         if self.summaries_held:
             notes.append(f"{self.summaries_held} summary records waiting for the daemon")
         if self.summaries_lost:

@@ -119,3 +119,50 @@ def test_previous_values_are_kept_in_the_core():
     assert hooks.summarize("not a tensor") is None
     with pytest.raises(TypeError):
         hooks.summarize(w, "not kept values")
+
+
+def train_for(scope, model, seconds, batch):
+    """Trains `model` on random batches of `batch` rows until `seconds` have passed and
+    stats().own_time has a window's figure (a busy machine stretches the steps)."""
+    import time
+
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    start = time.monotonic()
+    while time.monotonic() - start < seconds or (scope.stats().own_time < 0 and time.monotonic() - start < 120):
+        loss = model(torch.randn(batch, model[0].in_features)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        scope.next_step()
+
+
+def test_a_client_measures_its_own_cost_and_says_once_when_it_is_high(daemon, capfd):
+    # A tiny model every layer of which is summarized every step: the hooks cost more than
+    # the model. Said once, in stats() and on stderr.
+    tiny = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        assert scope.stats().own_time == -1.0 and scope.stats().own_time_note == ""
+        scope.track_model("tiny", tiny, every_n=1000, kinds=KINDS)
+        train_for(scope, tiny, 6, 2)
+        stats = scope.stats()
+        print(f"own time of the tiny model: {stats.own_time:.1%}")
+        assert stats.own_time > 0.05, stats
+        assert "tracking took" in stats.own_time_note and "stats_every" in stats.own_time_note
+        assert stats.own_time_note in repr(stats)
+        train_for(scope, tiny, 6, 2)  # another window over the limit
+    err = capfd.readouterr().err
+    assert err.count("tracking took") == 1, err
+
+
+def test_the_cost_of_a_few_summaries_on_a_heavy_step_is_a_small_share():
+    # Without a daemon: the hooks run (and summarize) all the same. Two wide layers, their
+    # outputs summarized each step: the spans are measured (a share above 0) and are the
+    # hooks only, not the step (well under half of it, whatever the machine's load). The
+    # meter is the process's: 11 s make the last window this test's alone.
+    wide = nn.Sequential(nn.Linear(1024, 1024), nn.Linear(1024, 1024))
+    with tensorscope.Client(session="own-cost-heavy", connect_timeout_ms=0, autostart=False) as scope:
+        scope.track_model("wide", wide, every_n=1000, kinds="output")
+        train_for(scope, wide, 11, 256)
+        share = scope.stats().own_time
+    print(f"own time of the wide model: {share:.2%}")
+    assert 0 < share < 0.5

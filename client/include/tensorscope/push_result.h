@@ -81,6 +81,12 @@ struct ClientStats {
   uint64_t cuda_failed = 0;       // pinned-host copies that failed after push returned
                                   // kPushed (counted in `pushed` too); their records
                                   // were cancelled
+  // What tracking costs this process (the client measures it: client/core/cost_meter.h):
+  // the share of the wall time its threads spent in tensorscope's hooks, summaries and
+  // copies over the last window of 5 s (-1 before the first), and, once a window went
+  // over 5%, what was said of it (also logged, once).
+  double own_time = -1;
+  std::string own_time_note;
 };
 
 }  // namespace tensorscope

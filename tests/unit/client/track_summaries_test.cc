@@ -4,6 +4,7 @@
 // ratios. Against the fake daemon, which says it reads summaries.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -211,6 +212,30 @@ TEST(TrackSummaries, StatsEveryZeroSendsNone) {
   h.reset();
   EXPECT_TRUE(summaries_of(rx).empty());
   EXPECT_EQ(rx.named("fc").size(), 3u);
+}
+
+// The client's own cost (client/core/cost_meter.h): a tracked model's hooks are spans of
+// the process's meter, so stats().own_time has a share once a window of 5 s has ended,
+// above 0 and well under the whole step (a busy machine slows the model as much).
+TEST(TrackSummaries, TheClientMeasuresItsOwnCost) {
+  torch::manual_seed(5);
+  torch::nn::Sequential net(torch::nn::Linear(256, 256), torch::nn::Tanh(), torch::nn::Linear(256, 256));
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  TrackHandle h = rx.client().track_model("net", net, TrackOptions().every_n(1000).stats_every(1));
+  torch::optim::SGD opt(net->parameters(), 0.01);
+  const auto start = std::chrono::steady_clock::now();
+  // 11 s: the last window is this test's alone (the meter is the process's).
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(11) ||
+         (rx.client().stats().own_time < 0 && std::chrono::steady_clock::now() - start < std::chrono::minutes(2))) {
+    opt.zero_grad();
+    net->forward(torch::randn({64, 256})).pow(2).mean().backward();
+    opt.step();
+    rx.client().next_step();
+  }
+  const double share = rx.client().stats().own_time;
+  EXPECT_GT(share, 0.0);
+  EXPECT_LT(share, 0.9);
 }
 
 }  // namespace
