@@ -114,6 +114,8 @@ class StackLedger {
   X(kStackFailed, stack_failed, "stacking the calls failed: {0}")                           \
   X(kNoSummary, no_summary, "no summary: {0}")                                               \
   X(kSummaryNotKept, summary_not_kept, "summary not kept: too many waiting for their GPU copies")   \
+  X(kWrittenBeforeSummary, written_before_summary,                                          \
+    "written in place before its gathered summary was taken: summarized at once from now on") \
   X(kTrackingFailed, tracking_failed, "tracking failed: {0}")
 // clang-format on
 

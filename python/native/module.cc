@@ -15,6 +15,7 @@
 #include "module_functions.h"
 #include "output_hook.h"
 #include "summaries.h"
+#include "summary_batch_type.h"
 #include "track_policy_type.h"
 #include "tree_log.h"
 #include "vocabularies.h"
@@ -39,8 +40,9 @@ PyMODINIT_FUNC PyInit__native() {
   if (module == nullptr) return nullptr;
   if (!python::add_core(module) || !python::add_module_functions(module) || !python::add_vocabularies(module) ||
       !python::add_track_policy(module) || !python::add_device_summary_fields(module) ||
-      !python::add_previous_values(module) || !python::add_tree_log(module, python::core_of) ||
-      !python::add_cost_span(module) || !python::add_output_hooks(module, python::core_of)) {
+      !python::add_previous_values(module) || !python::add_summary_batch(module) ||
+      !python::add_tree_log(module, python::core_of) || !python::add_cost_span(module) ||
+      !python::add_output_hooks(module, python::core_of)) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -11,6 +11,7 @@
 #include "push_calls.h"
 #include "py_args.h"
 #include "summaries.h"
+#include "summary_batch_type.h"
 #include "tree_log.h"
 
 namespace tensorscope::python {
@@ -28,6 +29,8 @@ struct Names {
   PyObject* stride;
   PyObject* data_ptr;
   PyObject* is_cpu;
+  PyObject* is_cuda;
+  PyObject* get_device;
   PyObject* is_neg;
   PyObject* requires_grad;
   PyObject* register_hook;
@@ -269,6 +272,7 @@ PyObject* hooks_stop(PyObject* self_object, PyObject*) {
 }
 
 // (the forward hook's reading of a tensor, below)
+int plain_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref, bool cuda);
 int plain_cpu_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref);
 bool read_memory(PyObject* tensor, TensorRef* ref);
 
@@ -293,6 +297,56 @@ PyObject* hooks_summarize(PyObject* self_object, PyObject* args) {
   return summary_of_ref(ref, static_cast<CastFormat>(self->cast), previous != Py_None ? previous : nullptr);
 }
 
+// A plain tensor or parameter read for a SummaryBatch: C-contiguous, on the CPU or a CUDA
+// device. False (no error set) when it is not one.
+bool gatherable(HooksObject* self, PyObject* tensor, TensorRef* ref) {
+  const bool plain = Py_TYPE(tensor) == reinterpret_cast<PyTypeObject*>(self->tensor_type) ||
+      (self->parameter_type != Py_None && Py_TYPE(tensor) == reinterpret_cast<PyTypeObject*>(self->parameter_type));
+  if (plain && plain_tensor(self, tensor, ref, true) == 1 && read_memory(tensor, ref) && is_c_contiguous(*ref) &&
+      (ref->data != nullptr || element_count(*ref) == 0)) {
+    return true;
+  }
+  PyErr_Clear();
+  return false;
+}
+
+// gather(batch, tensor[, before[, stream]]): adds `tensor` (and `before`, the same
+// parameter's previous value on its device, for the update ratio) to SummaryBatch `batch`
+// on `stream` (a cudaStream_t as an int; 0 on the CPU) and returns its ticket; None for a
+// tensor the batch does not take (the track summarizes it at once).
+PyObject* hooks_gather(PyObject* self_object, PyObject* args) {
+  auto* self = reinterpret_cast<HooksObject*>(self_object);
+  PyObject *batch_object = nullptr, *tensor = nullptr, *before = Py_None;
+  unsigned long long stream = 0;
+  if (!initialised(self) || !PyArg_ParseTuple(args, "OO|OK", &batch_object, &tensor, &before, &stream)) return nullptr;
+  fused::SummaryBatch* batch = summary_batch_of(batch_object);
+  if (batch == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "gather(batch, tensor[, before[, stream]]): batch must be a SummaryBatch");
+    return nullptr;
+  }
+  TensorRef ref, old;
+  if (!gatherable(self, tensor, &ref)) Py_RETURN_NONE;
+  fused::Input in;
+  in.data = ref.data;
+  in.dtype = ref.dtype;
+  in.numel = element_count(ref);
+  if (before != Py_None) {
+    if (!gatherable(self, before, &old) || old.dtype != ref.dtype || element_count(old) != in.numel ||
+        old.device != ref.device || old.device_index != ref.device_index) {
+      Py_RETURN_NONE;
+    }
+    in.before = old.data;
+    in.ask.ratio = true;
+  }
+  if (const CastFormatInfo* info = cast_format_info(static_cast<CastFormat>(self->cast)); info != nullptr) {
+    in.ask.cast = true;
+    in.ask.underflow_at_most = info->underflow_at_most;
+    in.ask.overflow_from = info->overflow_from;
+  }
+  const int device = ref.device == DeviceType::kCuda ? ref.device_index : fused::SummaryBatch::kHost;
+  return PyLong_FromUnsignedLongLong(batch->add(in, device, static_cast<uintptr_t>(stream)));
+}
+
 PyMethodDef hooks_methods[] = {
     {"hook", hooks_hook, METH_VARARGS, "hook(stream, fallback) -> a forward hook for the outputs of stream's module"},
     {"on", hooks_on, METH_VARARGS,
@@ -300,6 +354,9 @@ PyMethodDef hooks_methods[] = {
      "taken by the hooks"},
     {"off", hooks_off, METH_NOARGS, "off(): every call goes to the fallbacks"},
     {"stop", hooks_stop, METH_NOARGS, "stop(): off, and the gradient hooks still to run do nothing"},
+    {"gather", hooks_gather, METH_VARARGS,
+     "gather(batch, tensor[, before[, stream]]) -> a ticket of SummaryBatch batch, or None for a tensor it does "
+     "not take"},
     {"summarize", hooks_summarize, METH_VARARGS,
      "summarize(tensor[, previous]) -> the summary of a plain CPU tensor read in place (with its update ratio "
      "against a PreviousValues), or None"},
@@ -324,6 +381,10 @@ PyType_Spec hooks_spec = {"tensorscope._native.OutputHooks", sizeof(HooksObject)
 
 // ---- the forward hook ----
 
+int plain_cpu_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref) {
+  return plain_tensor(hooks, value, ref, false);
+}
+
 // Whether `value` (an output or a gradient) is taken here: a torch.Tensor (no subclass)
 // that is a plain_cpu_tensor(). -1 with an error set.
 int sendable(HooksObject* hooks, PyObject* value, TensorRef* ref) {
@@ -341,10 +402,11 @@ bool read_ints(PyObject* sizes, int n, int64_t* out) {
   return true;
 }
 
-// Whether tensor `value` is a CPU tensor of a dtype sent as it is, strided, not a negative
-// view (the checks of _tensors.export_torch). When it is, `ref` has its dtype and shape
-// (read_memory() completes it). -1 with an error set.
-int plain_cpu_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref) {
+// Whether tensor `value` is a tensor of a dtype sent as it is, strided, not a negative view
+// (the checks of _tensors.export_torch), on the CPU or, with `cuda`, a CUDA device. When
+// it is, `ref` has its dtype, shape and device (read_memory() completes it). -1 with an
+// error set.
+int plain_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref, bool cuda) {
   PyObject* dtype = PyObject_GetAttr(value, names.dtype);
   if (dtype == nullptr) return -1;
   PyObject* code = PyDict_GetItemWithError(hooks->dtypes, dtype);  // borrowed
@@ -364,7 +426,18 @@ int plain_cpu_tensor(HooksObject* hooks, PyObject* value, TensorRef* ref) {
   if (!read) return PyErr_Occurred() ? -1 : 0;
   ref->ndim = static_cast<int>(dims);
   const int cpu = attribute_truth(value, names.is_cpu);
-  if (cpu != 1) return cpu;
+  if (cpu < 0) return -1;
+  ref->device = DeviceType::kCpu;
+  if (cpu == 0) {
+    const int on_cuda = cuda ? attribute_truth(value, names.is_cuda) : 0;
+    if (on_cuda != 1) return on_cuda;
+    PyObject* index = PyObject_CallMethodObjArgs(value, names.get_device, nullptr);
+    if (index == nullptr) return -1;
+    ref->device = DeviceType::kCuda;
+    ref->device_index = static_cast<int>(PyLong_AsLong(index));
+    Py_DECREF(index);
+    if (PyErr_Occurred()) return -1;
+  }
   PyObject* negative = PyObject_CallMethodObjArgs(value, names.is_neg, nullptr);
   if (negative == nullptr) return -1;
   const int is_negative = PyObject_IsTrue(negative);
@@ -408,7 +481,6 @@ bool read_memory(PyObject* tensor, TensorRef* ref) {
   if (address == nullptr) return false;
   ref->data = PyLong_AsVoidPtr(address);
   Py_DECREF(address);
-  ref->device = DeviceType::kCpu;
   return !PyErr_Occurred();
 }
 
@@ -670,10 +742,12 @@ bool add_output_hooks(PyObject* module, ClientCore* (*core_of_object)(PyObject*)
   names = {PyUnicode_InternFromString("dtype"),         PyUnicode_InternFromString("layout"),
            PyUnicode_InternFromString("shape"),         PyUnicode_InternFromString("stride"),
            PyUnicode_InternFromString("data_ptr"),      PyUnicode_InternFromString("is_cpu"),
+           PyUnicode_InternFromString("is_cuda"),       PyUnicode_InternFromString("get_device"),
            PyUnicode_InternFromString("is_neg"),        PyUnicode_InternFromString("requires_grad"),
            PyUnicode_InternFromString("register_hook"), PyLong_FromLong(1)};
-  for (PyObject* name : {names.dtype, names.layout, names.shape, names.stride, names.data_ptr, names.is_cpu,
-                         names.is_neg, names.requires_grad, names.register_hook, names.one}) {
+  for (PyObject* name :
+       {names.dtype, names.layout, names.shape, names.stride, names.data_ptr, names.is_cpu, names.is_cuda,
+        names.get_device, names.is_neg, names.requires_grad, names.register_hook, names.one}) {
     if (name == nullptr) return false;
   }
   hook_type = PyType_FromSpec(&hook_spec);

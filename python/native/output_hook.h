@@ -44,6 +44,12 @@
 //                  a plain CPU tensor or parameter read the same way, with no operation
 //                  dispatched; with `previous` (a PreviousValues) the update ratio against
 //                  it, the tensor's values then kept in it; None for any other tensor
+//   gather(batch, tensor[, before[, stream]])
+//                  adds a plain, C-contiguous tensor or parameter on the CPU or a CUDA
+//                  device (read the same way) to SummaryBatch `batch` on `stream` (a
+//                  cudaStream_t as an int), with `before` (the same parameter's previous
+//                  value on its device) for the update ratio: its ticket; None for any
+//                  other tensor
 //
 // The hooks never raise into the model's forward or backward and always return None (the
 // value as it is): a tensor that cannot be read is a counted refusal of its stream.

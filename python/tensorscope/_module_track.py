@@ -26,7 +26,7 @@ from ._step_zero_routing import StepZeroRouting
 from ._summaries import StepSummaries
 from ._tensors import output_hooks
 from ._track_handle import TrackedStream
-from ._track_summaries import TrackSummaries
+from ._track_summaries import GATHER_CPU, TrackSummaries
 from ._tracks import _REFUSALS, _STACKED_WHAT, MAX_CALLS_PER_STEP, ValueMeta, _refuse_quietly, _Track
 from ._tree import make_tree_log
 
@@ -63,6 +63,9 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
         self._stats_every = stats_every
         self._cast = cast  # the numerics' cast format (_native.CAST_FORMATS value; 0: none)
         self._summaries = StepSummaries()
+        self._at_once = set()  # streams summarized at once: written in place before a flush
+        self._gather_cpu = GATHER_CPU  # CPU tensors into the fused pass too (TENSORSCOPE_SUMMARY_PASS)
+        self._flush_queued = False  # a flush at the end of the backward now running
         self._previous = {}  # parameter stream -> its last summarized value (a PreviousValues or a tensor)
         self._full_on = self._stats_on = False
         self._root = root
@@ -112,7 +115,10 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
     # -- steps --
 
     def _on_root_forward(self, module, inputs, kwargs=None):
-        """Without next_step()/set_step(), each training forward of the root is a step."""
+        """Without next_step()/set_step(), each training forward of the root is a step.
+        What the last forward and backward gathered is flushed first."""
+        if self._summaries.gathered():
+            self._flush_gathered()
         client = self._client()
         if client is None or client._explicit_steps or not module.training or not torch.is_grad_enabled():
             return
@@ -161,6 +167,7 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
                 return False
             self._calls.clear()
             self._input_calls.clear()
+            written = self._summaries.flush()
             ready = self._summaries.take_ready() if self._window is None else {}
             if ready and client is not None and client._capture_until is None:
                 # A GPU summary is read a step late: its NaN starts the capture from here.
@@ -181,6 +188,8 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
             elif not listen and self._hooks:
                 self._uninstall()
             self._sync_output_hooks(client)
+        self._refuse_written(client, written)
+        self._refuse_failed(client)
         self._send_tree(tree)
         self._send_summaries(ready)
         self._send_stacks(self._stacks.take_all())
@@ -192,15 +201,16 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
     def _sync_output_hooks(self, client):
         """Turns the output hooks' native path (output_hook.h) on for the step now on when a
         module's first call needs nothing only _on_output does: no step 0 window,
-        parameter, buffer, labels, transform, stacking or values log, and a client (not a
-        Capture) with a core. Off, every call goes to _on_output."""
+        parameter, buffer, labels, transform, stacking or values log, summaries of CPU
+        tensors not gathered (TENSORSCOPE_SUMMARY_PASS=host), and a client (not a Capture)
+        with a core. Off, every call goes to _on_output."""
         core = getattr(client, "_core", None)
         tree, kinds = self._tree, self._kinds
         full, stats = self._full_on, self._stats_on
         if (core is None or self._stopped or not self._hooks or self._window is not None or not (full or stats)
                 or not kinds & {"output", "gradient"} or kinds & {"parameter", "buffer"} or self._labels is not None
                 or self._transform is not None or client._transform is not None or self._stacks.may_take(0)
-                or not (tree is None or isinstance(tree, _native.TreeLog))):
+                or not (tree is None or isinstance(tree, _native.TreeLog)) or (stats and self._gather_cpu)):
             self._outputs.off()
         else:
             gradients = "gradient" in kinds
@@ -517,6 +527,7 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
         self._send_stacks(self._stacks.take_all())
         with self._lock:
             tree = self._take_tree()
+            written = self._summaries.flush()
             ready = self._summaries.take_ready(wait=True)
             self._stopped = True
             self._uninstall()
@@ -527,5 +538,7 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
             for compilable in self._compilable.values():
                 compilable.release()
             self._compilable_handles, self._compilable = [], {}
+        self._refuse_written(self._client(), written)
+        self._refuse_failed(self._client())
         self._send_tree(tree)
         self._send_summaries(ready)

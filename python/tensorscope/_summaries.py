@@ -145,21 +145,72 @@ def update_ratio(now, before):
     return ratio if isinstance(ratio, float) else None
 
 
+class Gathered:
+    """A summary gathered into the track's SummaryBatch (client/core/summary_batch.h): its
+    ticket, its numel and layout, and until the batch is flushed the tensor itself and its
+    version (a tensor written in place since is left out)."""
+
+    __slots__ = ("ticket", "numel", "layout", "tensor", "before", "version", "name")
+
+    def __init__(self, ticket, numel, layout, tensor, before, name):
+        self.ticket, self.numel, self.layout, self.name = ticket, numel, layout, name
+        self.tensor, self.before, self.version = tensor, before, tensor._version
+
+
 class StepSummaries:
     """A track's summaries not sent yet: [(step, name, kind, summary)], in the order the
-    track saw the tensors, a summary being summarize()'s (values, ratio, numerics) or an
-    OnTheWay. Not thread-safe by itself: the track holds its lock."""
+    track saw the tensors, a summary being summarize()'s (values, ratio, numerics), an
+    OnTheWay or a Gathered. Not thread-safe by itself: the track holds its lock.
+
+    Gathered summaries wait in `batch` for a flush (flush()): the track flushes when the
+    tensors gathered so far are still as they were — a backward's end, a forward's start,
+    a step change — and at most every SummaryBatch's kMaxGathered tensors."""
 
     MAX_PENDING = 65536  # beyond, new summaries are dropped (and counted by the caller)
+    MAX_GATHERED = 1000  # a flush at this many (client/core/summary_batch.h's kMaxGathered)
 
     def __init__(self):
         self._pending = []
+        self._unflushed = []  # the Gathered not flushed yet
+        self.batch = _native.SummaryBatch()
+        self.failed = []  # [(name, why)] of gathered summaries that did not come: the track refuses them
+
+    def gathered(self):
+        """How many gathered summaries wait for a flush."""
+        return len(self._unflushed)
+
+    def gather(self, gathered):
+        """Keeps `gathered` for the next flush; True when that is due now (at MAX_GATHERED)."""
+        self._unflushed.append(gathered)
+        return len(self._unflushed) >= self.MAX_GATHERED
+
+    def flush(self):
+        """Queues the gathered summaries (one pass per device and stream). Returns the names
+        of those whose tensor was written in place since it was gathered: left out."""
+        if not self._unflushed:
+            return []
+        written = []
+        for g in self._unflushed:
+            if g.tensor._version != g.version:
+                self.batch.cancel(g.ticket)
+                g.ticket = None  # (dropped by take_ready: the track refuses it)
+                written.append(g.name)
+        self.batch.flush()  # (a pass that cannot be queued fails its tickets: take_ready says why)
+        for g in self._unflushed:  # read by now (on the host), or by the pass queued on their stream
+            g.tensor = g.before = None
+        self._unflushed = []
+        return written
 
     def add(self, step, name, kind, summary):
         if len(self._pending) >= self.MAX_PENDING:
             return False
         self._pending.append((step, name, kind, summary))
         return True
+
+    def take_failed(self):
+        """[(name, why)] of the gathered summaries that did not come, since the last call."""
+        failed, self.failed = self.failed, []
+        return failed
 
     def take_ready(self, wait=False):
         """{step: [entry]} of the summaries whose values are known (see summaries.h for an
@@ -170,7 +221,28 @@ class StepSummaries:
         ready, waiting = {}, []
         for item in self._pending:
             step, name, kind, summary = item
-            if isinstance(summary, OnTheWay):
+            if isinstance(summary, Gathered):
+                if summary.ticket is None:  # written in place before its flush
+                    continue
+                if summary.tensor is not None:  # not flushed yet
+                    waiting.append(item)
+                    continue
+                values = self.batch.take(summary.ticket)
+                if values is None and wait:
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+                    values = self.batch.take(summary.ticket)
+                if values is None:
+                    waiting.append(item)
+                    continue
+                if isinstance(values, str):
+                    self.failed.append((name, values))
+                    continue
+                entry = _native.summary_from_device_values(values, summary.numel, *summary.layout)
+                if isinstance(entry, str):
+                    self.failed.append((name, entry))
+                    continue
+            elif isinstance(summary, OnTheWay):
                 if wait:
                     summary.event.synchronize()
                 if not summary.event.query():

@@ -1,14 +1,30 @@
 """ModuleTrack's summaries (_summaries.py): each tracked value of a summarized step is
 summarized where it lives and joins its step's record; the first NaN/Inf a CPU summary
-shows starts the anomaly capture; a step's records go out once their GPU copies are in."""
+shows starts the anomaly capture; a step's records go out once their GPU copies are in.
+
+A CUDA tensor's summary is gathered into the track's fused pass (client/core/
+summary_batch.h) where the extension has the kernel: a pass per device and stream, queued
+when the tensors gathered so far are still as they were — a backward's end, the root's
+next forward, a step change, every 1,000 tensors — four operations on the stream whatever
+their number. A stream whose tensor was written in place before its flush (an in-place
+activation after the module) is refused that once and summarized at once from then on.
+TENSORSCOPE_SUMMARY_PASS=host gathers CPU tensors too (run on the host by the kernel's
+arithmetic: the same logic without a GPU); =off gathers nothing."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 
 from . import _native
-from ._summaries import OnTheWay, from_native, summarize
+from ._summaries import Gathered, Layout, OnTheWay, from_native, summarize
+from . import _results as R
 from ._tracks import _REFUSALS, ValueMeta, _refuse_quietly
+
+_PASS = os.environ.get("TENSORSCOPE_SUMMARY_PASS", "")
+_GATHER_CUDA = _native.FUSED_KERNEL and _PASS != "off"
+GATHER_CPU = _PASS == "host"
 
 
 class TrackSummaries:
@@ -29,7 +45,9 @@ class TrackSummaries:
         if client is None or self._stopped or not client.enabled:
             return
         if summary is None:
-            summary = self._summary_of(name, tensor, ratio)
+            summary = self._gathered(name, tensor, ratio) if self._gathers(name, tensor) else None
+            if summary is None:
+                summary = self._summary_of(name, tensor, ratio)
         if isinstance(summary, str):
             client._refuse(name, _REFUSALS["no_summary"].format(summary))
             return
@@ -44,8 +62,70 @@ class TrackSummaries:
                 self._send(name, tensor, kind, step, ValueMeta(self._paths.get(name, ""), "", "", ""))
         with self._lock:
             kept = self._summaries.add(client.step if step is None else step, name, kind, summary)
+            due = kept and isinstance(summary, Gathered) and self._summaries.gather(summary)
         if not kept:
             client._refuse(name, _REFUSALS["summary_not_kept"])
+        if due:
+            self._flush_gathered()
+        elif isinstance(summary, Gathered) and not self._flush_queued and kind in (R.KIND_GRADIENT,
+                                                                                   R.KIND_PARAMETER_GRADIENT):
+            self._flush_after_backward()
+
+    def _gathers(self, name, tensor):
+        """Whether `tensor`'s summary is gathered into the fused pass."""
+        return (_GATHER_CUDA and tensor.is_cuda or self._gather_cpu and tensor.is_cpu) and name not in self._at_once
+
+    def _gathered(self, name, tensor, ratio):
+        """A Gathered for `tensor` (on the current stream), or None when the pass does not
+        take it (a dtype it does not read, a strided or negative view, a subclass)."""
+        before = None
+        if ratio:
+            b = self._previous.get(name)
+            if isinstance(b, torch.Tensor) and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype,
+                                                                                  tensor.device):
+                before = b
+        stream = torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else 0
+        ticket = self._outputs.gather(self._summaries.batch, tensor, before, stream)
+        if ticket is None:
+            return None
+        if ratio:
+            self._previous[name] = tensor.detach().clone()
+        layout = Layout(tensor.dtype == torch.float64, before is not None, self._cast)
+        return Gathered(ticket, tensor.numel(), layout, tensor, before, name)
+
+    def _flush_gathered(self):
+        """Queues the gathered summaries; a stream whose tensor was written in place since
+        it was gathered is refused this once and summarized at once from now on."""
+        with self._lock:
+            written = self._summaries.flush()
+        self._refuse_written(self._client(), written)
+
+    def _refuse_written(self, client, written):
+        for name in written:
+            self._at_once.add(name)
+            if client is not None:
+                client._refuse(name, _REFUSALS["written_before_summary"])
+
+    def _flush_after_backward(self):
+        """Flushes when the backward now running ends (its gradients are then final)."""
+        try:
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_ended)
+            self._flush_queued = True
+        except RuntimeError:  # not in a backward: the next flush point takes them
+            pass
+
+    def _backward_ended(self):
+        self._flush_queued = False
+        try:
+            self._flush_gathered()
+        except Exception as e:  # never into the training loop
+            _refuse_quietly(self._client(), self.name, e)
+
+    def _refuse_failed(self, client):
+        """Refuses the gathered summaries whose pass did not give them."""
+        for name, why in self._summaries.take_failed():
+            if client is not None:
+                client._refuse(name or self.name, _REFUSALS["no_summary"].format(why))
 
     def _summary_of(self, name, tensor, ratio):
         """summarize()'s result for `tensor`: a plain CPU tensor (or parameter) read where it

@@ -5,6 +5,7 @@
 // summary by summary_from_device_values, are the exact summary's (counts exactly, sums to
 // 1e-12) and the CPU summary's (its float32 sums to 1e-6), with NaN, Inf and zeros, with the update ratio and the numerics, and for float64
 // values whose squares would overflow.
+#include "fused_summary_host.h"
 #include "fused_summary_plan.h"
 
 #include <gtest/gtest.h>
@@ -29,53 +30,11 @@ using fused::SummaryAsk;
 using fused::SummaryPartial;
 using testing::ref_of;
 
-// The kernel's pass over `plan` on the host (fused_summary_kernel.cu): per chunk, each
-// thread's partial of its strided elements (a scaled one in two passes), merged in the
-// block's tree order; per tensor, its chunks' partials merged as the last block does
-// (thread k takes chunks k, k + kThreads, ...; then the tree) — or, `reverse`, the
-// chunks in reverse order; then finished into the values.
+// The kernel's pass over `plan` (fused_summary_host.h), or with its chunks merged in
+// reverse order.
 std::vector<double> emulate_pass(const fused::Plan& plan, bool reverse = false) {
-  const auto tree = [](std::vector<SummaryPartial> parts) {
-    for (size_t stride = parts.size() / 2; stride > 0; stride /= 2) {
-      for (size_t i = 0; i < stride; ++i) fused::merge(parts[i], parts[i + stride]);
-    }
-    return parts[0];
-  };
-  std::vector<SummaryPartial> chunk_partials(plan.chunks);
-  for (uint64_t chunk = 0; chunk < plan.chunks; ++chunk) {
-    const int t = fused::chunk_owner(plan.first_chunk.data(), static_cast<int>(plan.tensors.size()), chunk);
-    const fused::KernelTensor& in = plan.tensors[static_cast<size_t>(t)];
-    const uint64_t begin = (chunk - in.first_chunk) * fused::kChunkElements;
-    const uint64_t end = std::min(in.numel, begin + fused::kChunkElements);
-    std::vector<SummaryPartial> threads(fused::kThreads);
-    for (int k = 0; k < fused::kThreads; ++k) {
-      SummaryPartial& p = threads[static_cast<size_t>(k)];
-      for (uint64_t i = begin + static_cast<uint64_t>(k); i < end; i += fused::kThreads) {
-        fused::add_counts(p, fused::element_at(in.data, in.dtype, i),
-                          in.before != nullptr ? fused::element_at(in.before, in.dtype, i) : 0.0, in.ask);
-      }
-      if (in.ask.scaled) p.scale = fused::scale_for(p.max_abs);
-      for (uint64_t i = begin + static_cast<uint64_t>(k); i < end; i += fused::kThreads) {
-        fused::add_moment(p, fused::element_at(in.data, in.dtype, i));
-      }
-    }
-    chunk_partials[chunk] = tree(threads);
-  }
   std::vector<double> values(plan.values);
-  fused::write_empty_values(plan, values.data());
-  for (size_t t = 0; t < plan.tensors.size(); ++t) {
-    const uint64_t first = plan.first_chunk[t], next = plan.first_chunk[t + 1];
-    if (first == next) continue;
-    std::vector<SummaryPartial> threads(fused::kThreads);
-    if (reverse) {
-      for (uint64_t c = next; c-- > first;) fused::merge(threads[0], chunk_partials[c]);
-    } else {
-      for (uint64_t c = first; c < next; ++c) {
-        fused::merge(threads[(c - first) % fused::kThreads], chunk_partials[c]);
-      }
-    }
-    fused::finish(tree(threads), plan.tensors[t].ask, values.data() + plan.tensors[t].value_offset);
-  }
+  fused::run_on_host(plan, values.data(), reverse);
   return values;
 }
 

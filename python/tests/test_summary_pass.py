@@ -1,0 +1,130 @@
+"""The fused summary pass's logic on the CPU (TENSORSCOPE_SUMMARY_PASS=host: CPU tensors
+gathered into passes run on the host with the GPU kernel's arithmetic): a track's
+summaries gathered and flushed at a backward's end, the root's next forward and the step
+change are those summarized at once; a few passes a step whatever the number of tensors;
+a tensor written in place before its flush is refused once and its stream summarized at
+once from then on."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import tensorscope
+from tensorscope import _track_summaries
+
+KINDS = ("output", "gradient", "parameter", "parameter_gradient")
+COLUMNS = ("numel", "nan_count", "inf_count", "zero_fraction", "l2", "max_abs", "mean", "std", "update_ratio")
+
+
+def track(scope, name, model, gathered, monkeypatch, **options):
+    """track_model with CPU tensors gathered into the fused pass or summarized at once."""
+    monkeypatch.setattr(_track_summaries, "GATHER_CPU", gathered)
+    monkeypatch.setattr(tensorscope._module_track, "GATHER_CPU", gathered)
+    handle = scope.track_model(name, model, every_n=1000, **options)
+    return handle, scope._tracks[-1]()
+
+
+def train(scope, models, steps, data):
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]
+    for step in range(steps):
+        for model, opt in zip(models, opts):
+            loss = model(data[step]).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        scope.next_step()
+
+
+def rows_by_stream(table, prefix):
+    rows = table[table.stream.str.startswith(prefix + ".")]
+    return {(s[len(prefix):], step): r for s, step, r in zip(rows.stream, rows.step, rows.itertuples())}
+
+
+def test_gathered_summaries_are_the_summaries_taken_at_once(daemon, monkeypatch):
+    torch.manual_seed(3)
+    at_once = nn.Sequential(nn.Linear(12, 16), nn.Tanh(), nn.Linear(16, 16), nn.Linear(16, 4))
+    gathered = copy.deepcopy(at_once)
+    data = [torch.randn(5, 12) for _ in range(6)]
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        track(scope, "at_once", at_once, False, monkeypatch, kinds=KINDS)
+        _, fused = track(scope, "gathered", gathered, True, monkeypatch, kinds=KINDS)
+        train(scope, [at_once, gathered], 6, data)
+        assert fused._summaries.batch.passes > 0
+        refused = scope.stats().refused
+    assert refused == 0
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    a, b = rows_by_stream(table, "at_once"), rows_by_stream(table, "gathered")
+    assert len(a) == 6 * 3 * 6 and set(a) == set(b)  # 3 Linear: output, gradient, 2 parameters, their gradients
+    for key, row in a.items():
+        other = b[key]
+        for column in COLUMNS:
+            x, y = getattr(row, column), getattr(other, column)
+            if x != x:  # NaN: no update ratio at the first step
+                assert y != y, (key, column)
+            else:  # (the CPU's sums are float32 within blocks: a mean near 0 is known to 1e-6 of the values)
+                assert y == pytest.approx(x, rel=1e-6, abs=1e-6 * row.max_abs), (key, column, x, y)
+
+
+def test_a_step_is_a_few_passes_whatever_the_number_of_tensors(monkeypatch):
+    passes = {}
+    with tensorscope.Client(session="pass-count", connect_timeout_ms=0, autostart=False) as scope:
+        for layers in (2, 16):
+            model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(layers)])
+            _, fused = track(scope, f"mlp{layers}", model, True, monkeypatch, kinds=KINDS)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            counts = []
+            for _ in range(4):
+                before = fused._summaries.batch.passes
+                loss = model(torch.randn(3, 8)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                scope.next_step()
+                counts.append(fused._summaries.batch.passes - before)
+            passes[layers] = counts
+    print(f"passes per step: {passes}")
+    assert passes[16][1:] == passes[2][1:]  # not growing with the tensors
+    assert all(0 < n <= 3 for n in passes[16][1:]), passes
+
+
+class InPlaceAfter(nn.Module):
+    """A tracked Linear whose output the forward then writes in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.out(F.relu(self.fc(x), inplace=True))
+
+
+def test_a_tensor_written_in_place_before_its_flush_is_refused_once_then_summarized_at_once(daemon, monkeypatch):
+    torch.manual_seed(4)
+    model = InPlaceAfter()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        _, fused = track(scope, "net", model, True, monkeypatch, kinds="output")
+        outputs = {}
+
+        def keep(module, inputs, output):
+            outputs[len(outputs)] = output.detach().clone()  # (before the ReLU writes it)
+
+        model.fc.register_forward_hook(keep)
+        for step in range(4):
+            model(torch.randn(3, 6))
+            scope.next_step()
+        assert "net.fc" in fused._at_once
+        refused = scope.stats().refused
+    assert refused == 1
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    fc = table[table.stream == "net.fc"].sort_values("step")
+    assert list(fc.step) == [1, 2, 3]  # step 0's was written before its flush
+    for row in fc.itertuples():
+        assert row.l2 == pytest.approx(outputs[row.step].norm().item(), rel=1e-6)  # the output as the module gave it
+        assert row.zero_fraction == pytest.approx((outputs[row.step] == 0).float().mean().item())
+    assert list(table[table.stream == "net.out"].step) == [0, 1, 2, 3]  # gathered all along
