@@ -117,12 +117,13 @@ PyType_Slot batch_slots[] = {
     {0, nullptr},
 };
 
-PyType_Spec batch_spec = {"tensorscope._native.SummaryBatch", sizeof(BatchObject), 0, Py_TPFLAGS_DEFAULT, batch_slots};
+PyType_Spec batch_spec = {"tensorscope._native.SummaryBatch", sizeof(BatchObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, batch_slots};
 
 }  // namespace
 
 fused::SummaryBatch* summary_batch_of(PyObject* object) {
-  if (batch_type == nullptr || Py_TYPE(object) != reinterpret_cast<PyTypeObject*>(batch_type)) return nullptr;
+  if (batch_type == nullptr || !PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(batch_type))) return nullptr;
   return reinterpret_cast<BatchObject*>(object)->batch;
 }
 

@@ -2,7 +2,7 @@
 // into fused passes (client/core/summary_batch.h). Tensors are added by the track's
 // OutputHooks.gather (read where they are, output_hook.h).
 //
-//   SummaryBatch()
+//   SummaryBatch()        (a base class: a test's subclass can stand in for a failing device)
 //   flush() -> ""         queues what was gathered (one pass per device and stream), or
 //                         why a pass could not be (its tickets then fail with that)
 //   cancel(ticket)        leaves a gathered ticket out (written in place since)

@@ -66,6 +66,7 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
         self._at_once = set()  # streams summarized at once: written in place before a flush
         self._gather_cpu = GATHER_CPU  # CPU tensors into the fused pass too (TENSORSCOPE_SUMMARY_PASS)
         self._flush_queued = False  # a flush at the end of the backward now running
+        self._gather_failed = False  # a pass failed: every summary is taken at once from then on
         self._previous = {}  # parameter stream -> its last summarized value (a PreviousValues or a tensor)
         self._full_on = self._stats_on = False
         self._root = root

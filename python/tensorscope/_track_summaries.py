@@ -73,7 +73,8 @@ class TrackSummaries:
 
     def _gathers(self, name, tensor):
         """Whether `tensor`'s summary is gathered into the fused pass."""
-        return (_GATHER_CUDA and tensor.is_cuda or self._gather_cpu and tensor.is_cpu) and name not in self._at_once
+        return ((_GATHER_CUDA and tensor.is_cuda or self._gather_cpu and tensor.is_cpu) and name not in self._at_once
+                and not self._gather_failed)
 
     def _gathered(self, name, tensor, ratio):
         """A Gathered for `tensor` (on the current stream), or None when the pass does not
@@ -122,8 +123,10 @@ class TrackSummaries:
             _refuse_quietly(self._client(), self.name, e)
 
     def _refuse_failed(self, client):
-        """Refuses the gathered summaries whose pass did not give them."""
+        """Refuses the gathered summaries whose pass did not give them (a kernel this GPU
+        cannot run, no memory for the pass): the track summarizes at once from then on."""
         for name, why in self._summaries.take_failed():
+            self._gather_failed = True
             if client is not None:
                 client._refuse(name or self.name, _REFUSALS["no_summary"].format(why))
 

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import tensorscope
-from tensorscope import _track_summaries
+from tensorscope import _native, _track_summaries
 
 KINDS = ("output", "gradient", "parameter", "parameter_gradient")
 COLUMNS = ("numel", "nan_count", "inf_count", "zero_fraction", "l2", "max_abs", "mean", "std", "update_ratio")
@@ -128,3 +128,27 @@ def test_a_tensor_written_in_place_before_its_flush_is_refused_once_then_summari
         assert row.l2 == pytest.approx(outputs[row.step].norm().item(), rel=1e-6)  # the output as the module gave it
         assert row.zero_fraction == pytest.approx((outputs[row.step] == 0).float().mean().item())
     assert list(table[table.stream == "net.out"].step) == [0, 1, 2, 3]  # gathered all along
+
+
+class FailingBatch(_native.SummaryBatch):
+    """A SummaryBatch whose passes fail on the device (a kernel this GPU cannot run)."""
+
+    def take(self, ticket):
+        super().take(ticket)
+        return "fused summary kernel: no kernel image is available for execution on the device"
+
+
+def test_a_failed_pass_is_refused_and_the_track_summarizes_at_once_after(daemon, monkeypatch):
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        _, fused = track(scope, "net", model, True, monkeypatch, kinds="output")
+        monkeypatch.setattr(fused._summaries, "batch", FailingBatch())
+        for step in range(3):
+            model(torch.randn(2, 4))
+            scope.next_step()
+        refused = scope.stats().refused
+        assert fused._gather_failed
+    assert refused == 2  # step 0's two outputs
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    assert sorted(set(table.step)) == [1, 2] and len(table) == 4
