@@ -6,7 +6,10 @@
 
 #include "fused_summary_host.h"
 #ifdef TENSORSCOPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+
 #include "fused_summary_pass.h"
+#include "tensorscope/shared/cuda_util.h"
 #endif
 
 namespace tensorscope::fused {
@@ -17,11 +20,23 @@ class Pass {};
 #endif
 
 SummaryBatch::SummaryBatch() = default;
-SummaryBatch::~SummaryBatch() = default;
 
-uint64_t SummaryBatch::add(const Input& input, int device, uintptr_t stream) {
+SummaryBatch::~SummaryBatch() {
+  in_flight_.clear();  // (each pass waits for itself)
+#ifdef TENSORSCOPE_WITH_CUDA
+  for (SideStream& s : side_streams_) {
+    DeviceScope scope(s.device);
+    cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
+    cudaEventDestroy(static_cast<cudaEvent_t>(s.producer_done));
+    cudaEventDestroy(static_cast<cudaEvent_t>(s.pass_done));
+    cudaStreamDestroy(static_cast<cudaStream_t>(s.stream));
+  }
+#endif
+}
+
+uint64_t SummaryBatch::add(const Input& input, int device, uintptr_t stream, DeviceOrdering* ordering) {
   const uint64_t ticket = next_ticket_++;
-  gathered_.push_back(Gathered{ticket, input, device, stream});
+  gathered_.push_back(Gathered{ticket, input, device, stream, ordering});
   return ticket;
 }
 
@@ -50,7 +65,8 @@ std::string SummaryBatch::flush() {
     std::vector<const Gathered*> group;
     std::vector<Input> inputs;
     for (size_t i = first; i < gathered.size(); ++i) {
-      if (done[i] || gathered[i].device != gathered[first].device || gathered[i].stream != gathered[first].stream) {
+      if (done[i] || gathered[i].device != gathered[first].device || gathered[i].stream != gathered[first].stream ||
+          (gathered[i].ordering == nullptr) != (gathered[first].ordering == nullptr)) {
         continue;
       }
       done[i] = true;
@@ -72,7 +88,7 @@ std::string SummaryBatch::flush() {
         }
       }
     } else {
-      why = queue_on_device(gathered[first].device, gathered[first].stream, group);
+      why = queue_on_device(group);
     }
     if (!why.empty()) {
       fail(group, why);
@@ -83,7 +99,49 @@ std::string SummaryBatch::flush() {
 }
 
 #ifdef TENSORSCOPE_WITH_CUDA
-std::string SummaryBatch::queue_on_device(int device, uintptr_t stream, const std::vector<const Gathered*>& group) {
+std::string SummaryBatch::side_stream(int device, SideStream** out) {
+  for (SideStream& s : side_streams_) {
+    if (s.device == device) {
+      *out = &s;
+      return {};
+    }
+  }
+  DeviceScope scope(device);
+  SideStream s;
+  s.device = device;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t producer_done = nullptr, pass_done = nullptr;
+  cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&producer_done, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&pass_done, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    if (pass_done != nullptr) cudaEventDestroy(pass_done);
+    if (producer_done != nullptr) cudaEventDestroy(producer_done);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    return cuda_error_text("the fused summary pass's stream", err);
+  }
+  s.stream = stream;
+  s.producer_done = producer_done;
+  s.pass_done = pass_done;
+  side_streams_.push_back(s);
+  *out = &side_streams_.back();
+  return {};
+}
+
+std::string SummaryBatch::queue_on_device(const std::vector<const Gathered*>& group) {
+  const int device = group.front()->device;
+  uintptr_t stream = group.front()->stream;
+  DeviceOrdering* ordering = group.front()->ordering;
+  SideStream* side = nullptr;
+  if (ordering != nullptr) {  // on our stream, after the producer's work
+    if (std::string why = side_stream(device, &side); !why.empty()) return why;
+    if (std::string why = ordering->record_on_producer(side->producer_done); !why.empty()) return why;
+    DeviceScope scope(device);
+    const cudaError_t err =
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(side->stream), static_cast<cudaEvent_t>(side->producer_done), 0);
+    if (err != cudaSuccess) return cuda_error_text("cudaStreamWaitEvent before the fused summary pass", err);
+    stream = reinterpret_cast<uintptr_t>(side->stream);
+  }
   std::vector<Input> inputs;
   inputs.reserve(group.size());
   for (const Gathered* g : group) inputs.push_back(g->input);
@@ -100,6 +158,14 @@ std::string SummaryBatch::queue_on_device(int device, uintptr_t stream, const st
   f.pass->release();  // (every value of its last pass was taken)
   if (std::string why = f.pass->queue(inputs, stream); !why.empty()) return why;
   ++passes_;
+  if (side != nullptr) {  // the producer's later work (reusing freed memory) waits for the pass
+    DeviceScope scope(device);
+    const auto pass_stream = static_cast<cudaStream_t>(side->stream);
+    const cudaError_t err = cudaEventRecord(static_cast<cudaEvent_t>(side->pass_done), pass_stream);
+    if (err != cudaSuccess || !ordering->producer_waits_for(side->pass_done).empty()) {
+      cudaStreamSynchronize(pass_stream);  // (cannot order the producer after it: the pass is done before we go on)
+    }
+  }
   f.untaken = group.size();
   for (size_t k = 0; k < group.size(); ++k) {
     Outcome& o = outcomes_[group[k]->ticket];
@@ -110,7 +176,7 @@ std::string SummaryBatch::queue_on_device(int device, uintptr_t stream, const st
   return {};
 }
 #else
-std::string SummaryBatch::queue_on_device(int, uintptr_t, const std::vector<const Gathered*>&) {
+std::string SummaryBatch::queue_on_device(const std::vector<const Gathered*>&) {
   return "this build of tensorscope has no CUDA runtime: no fused summary pass on a device";
 }
 #endif

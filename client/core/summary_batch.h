@@ -10,8 +10,15 @@
 // it then (a device pass on its stream, after what was queued there before the flush). A
 // tensor written in place since it was added is cancel()ed instead.
 //
-// Used by the Python tracks (python/native/summary_batch_type.h). Thread safety: one owner
-// (the caller serializes; flush() on the thread whose streams it queues on).
+// A framework whose streams are not cudaStream_t handles to us (libtorch's c10 streams)
+// adds its tensors with their DeviceOrdering (tensor_ref.h) and a key that names the
+// stream: their pass runs on the batch's own stream for the device, after the producer's
+// work (an event the producer's stream records), and the producer's stream then waits
+// for the pass (so memory freed after the flush is not reused before it is read).
+//
+// Used by both clients' tracks (python/native/summary_batch_type.h, client/src/
+// track_summaries.h). Thread safety: one owner (the caller serializes; flush() on the
+// thread whose streams it queues on).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +28,7 @@
 #include <vector>
 
 #include "fused_summary_plan.h"
+#include "tensor_ref.h"
 
 namespace tensorscope::fused {
 
@@ -38,8 +46,9 @@ class SummaryBatch {
   SummaryBatch& operator=(const SummaryBatch&) = delete;
 
   // Gathers `input` (memory on `device`, kHost or a CUDA device, ready on `stream`, a
-  // cudaStream_t as an integer); returns its ticket.
-  uint64_t add(const Input& input, int device, uintptr_t stream);
+  // cudaStream_t as an integer); returns its ticket. With `ordering`, `stream` is only a
+  // key that names the producer's stream, ordered through `ordering` (valid until flush).
+  uint64_t add(const Input& input, int device, uintptr_t stream, DeviceOrdering* ordering = nullptr);
   // Leaves a gathered ticket out of the next flush (its take() is then kUnknown).
   void cancel(uint64_t ticket);
   size_t gathered() const { return gathered_.size(); }
@@ -61,6 +70,7 @@ class SummaryBatch {
     Input input;
     int device;
     uintptr_t stream;
+    DeviceOrdering* ordering;
   };
   struct Outcome {  // a ticket's, after its flush
     State state = State::kWaiting;
@@ -76,12 +86,21 @@ class SummaryBatch {
   };
 
   void fail(const std::vector<const Gathered*>& group, const std::string& why);
-  std::string queue_on_device(int device, uintptr_t stream, const std::vector<const Gathered*>& group);
+  std::string queue_on_device(const std::vector<const Gathered*>& group);
+  // The batch's own stream and events for `device` (ordered passes); empty or why.
+  struct SideStream {
+    int device = 0;
+    void* stream = nullptr;         // cudaStream_t
+    void* producer_done = nullptr;  // cudaEvent_t: recorded on the producer's stream
+    void* pass_done = nullptr;      // cudaEvent_t: recorded after the pass
+  };
+  std::string side_stream(int device, SideStream** out);
 
   uint64_t next_ticket_ = 1;
   std::vector<Gathered> gathered_;
   std::map<uint64_t, Outcome> outcomes_;
   std::vector<InFlight> in_flight_;  // reused once every value of a pass is taken
+  std::vector<SideStream> side_streams_;
   uint64_t passes_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "module_track.h"
 
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
@@ -160,17 +161,32 @@ void ModuleTrack::set_gates(int64_t step) {
 void ModuleTrack::summarize(ClientImpl& client, int64_t step, const std::string& stream, wire::TensorKind kind,
                             const at::Tensor& tensor, bool ratio) {
   std::string why;
-  bool kept = false, non_finite = false;
+  bool kept = false, non_finite = false, gathered = false;
+  std::vector<std::string> written;
   {
     ObserverPause pause;  // our reductions are not the model's ops
     std::lock_guard<std::mutex> lock(mutex_);
     try {
-      kept = summaries_.add(step, stream, kind, tensor, ratio, &non_finite, &why);
+      kept = summaries_.add(step, stream, kind, tensor, ratio, &non_finite, &why, &gathered);
+      if (summaries_.gathered() >= fused::SummaryBatch::kMaxGathered) written = summaries_.flush();
     } catch (const std::exception& e) {
       why = e.what();
     }
   }
   if (!kept) client.count_refused(stream, track_refusal(TrackRefusal::kNoSummary, why));
+  refuse_written(client, written);
+  if (gathered && (kind == wire::TensorKind::kGradient || kind == wire::TensorKind::kParameterGradient) &&
+      !flush_queued_.exchange(true)) {
+    // Flushed when this backward ends (its gradients are final then).
+    std::weak_ptr<ModuleTrack> weak = weak_from_this();
+    try {
+      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+        if (auto track = weak.lock()) track->flush_gathered();
+      });
+    } catch (...) {  // not in a backward: the next flush point takes them
+      flush_queued_.store(false);
+    }
+  }
   if (non_finite && !client.capture_started()) {
     // The first NaN/Inf of this client: this tensor whole at once (unless the step sends
     // it anyway), every track whole for the next anomaly_capture_steps steps.
@@ -179,6 +195,30 @@ void ModuleTrack::summarize(ClientImpl& client, int64_t step, const std::string&
       client.send(stream, tensor, kind, hint_for(client, stream), &options_.transform());
     }
   }
+}
+
+void ModuleTrack::flush_gathered() {
+  flush_queued_.store(false);
+  std::vector<std::string> written;
+  {
+    ObserverPause pause;
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      written = summaries_.flush();
+    } catch (...) {  // (never into the training loop)
+    }
+  }
+  if (auto client = client_.lock()) refuse_written(*client, written);
+}
+
+void ModuleTrack::refuse_written(ClientImpl& client, const std::vector<std::string>& written) {
+  for (const std::string& stream : written) {
+    client.count_refused(stream, track_refusal(TrackRefusal::kWrittenBeforeSummary));
+  }
+}
+
+void ModuleTrack::refuse_failed(ClientImpl& client, const std::vector<std::pair<std::string, std::string>>& failed) {
+  for (const auto& [stream, why] : failed) client.count_refused(stream, track_refusal(TrackRefusal::kNoSummary, why));
 }
 
 void ModuleTrack::send_summaries(std::map<int64_t, std::vector<TensorSummary>> ready) {
@@ -191,11 +231,16 @@ void ModuleTrack::send_summaries(std::map<int64_t, std::vector<TensorSummary>> r
 void ModuleTrack::step_changed(int64_t next) {
   std::pair<std::string, int64_t> tree;
   std::map<int64_t, std::vector<TensorSummary>> ready;
+  std::vector<std::string> written;
+  std::vector<std::pair<std::string, std::string>> failed;
+  const auto client = client_.lock();
   {
-    const auto client = client_.lock();
+    ObserverPause pause;
     std::lock_guard<std::mutex> lock(mutex_);
     tree = take_tree();
+    written = summaries_.flush();
     ready = summaries_.take_ready(/*wait=*/false);
+    failed = summaries_.take_failed();
     // A GPU summary is read a step late: its NaN starts the capture from the next step.
     if (client && !client->capture_started()) {
       if (const auto bad = TrackSummaries::first_non_finite(ready)) client->non_finite_seen(std::max(*bad, next - 1));
@@ -204,6 +249,10 @@ void ModuleTrack::step_changed(int64_t next) {
     // the next one: its calls must not start a second list for this step.
     tree_closed_ = client != nullptr;
     if (client) tree_closed_step_ = client->step();
+  }
+  if (client) {
+    refuse_written(*client, written);
+    refuse_failed(*client, failed);
   }
   send_tree(tree);
   send_summaries(std::move(ready));
@@ -684,9 +733,18 @@ void ModuleTrack::stop() {
   send_stacks(stacks_.take_all());
   send_tree(tree);
   std::map<int64_t, std::vector<TensorSummary>> ready;
+  std::vector<std::string> written;
+  std::vector<std::pair<std::string, std::string>> failed;
   {
+    ObserverPause pause;
     std::lock_guard<std::mutex> lock(mutex_);
+    written = summaries_.flush();
     ready = summaries_.take_ready(/*wait=*/true);
+    failed = summaries_.take_failed();
+  }
+  if (auto client = client_.lock()) {
+    refuse_written(*client, written);
+    refuse_failed(*client, failed);
   }
   send_summaries(std::move(ready));
 }

@@ -138,6 +138,13 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
                  const at::Tensor& tensor, bool ratio);
   // Outside mutex_: one summary record per step.
   void send_summaries(std::map<int64_t, std::vector<TensorSummary>> ready);
+  // Takes mutex_: queues the gathered summaries (the end of a backward: queued by the
+  // first gradient gathered in it), refusing those written in place since.
+  void flush_gathered();
+  // Outside mutex_: refusals of summaries written in place before their flush, and of
+  // those whose pass failed.
+  static void refuse_written(ClientImpl& client, const std::vector<std::string>& written);
+  static void refuse_failed(ClientImpl& client, const std::vector<std::pair<std::string, std::string>>& failed);
   // Under mutex_: the listed calls as a payload, and their step (an empty payload when
   // nothing is listed); open calls lose their line index.
   std::pair<std::string, int64_t> take_tree();
@@ -179,8 +186,9 @@ class ModuleTrack : public Track, public OpListener, public std::enable_shared_f
   bool over_calls_logged_ = false;
   ModuleTreeLog tree_;
   TrackSummaries summaries_;
-  CallStacks stacks_;         // modules called many times a step (own lock)
-  bool tree_closed_ = false;  // step_changed() sent the list of tree_closed_step_
+  std::atomic<bool> flush_queued_{false};  // flush_gathered() at the end of the backward now running
+  CallStacks stacks_;                      // modules called many times a step (own lock)
+  bool tree_closed_ = false;               // step_changed() sent the list of tree_closed_step_
   int64_t tree_closed_step_ = 0;
 };
 

@@ -5,11 +5,14 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
 
+#include "fused_summary_kernel.h"
 #include "tensor_staging.h"
 #include "tensor_summary.h"
 
@@ -51,9 +54,93 @@ at::Tensor device_summary_values(const at::Tensor& tensor, const at::Tensor& bef
   return at::stack(values);
 }
 
+TrackSummaries::TrackSummaries(CastFormat cast) : cast_(cast) {
+  const char* pass = std::getenv("TENSORSCOPE_SUMMARY_PASS");
+  const std::string mode = pass != nullptr ? pass : "";
+  gather_cuda_ = fused::kernel_available() && mode != "off";
+  gather_cpu_ = mode == "host";
+}
+
+TrackSummaries::~TrackSummaries() = default;
+
+bool TrackSummaries::gathers(const at::Tensor& tensor, const std::string& name) const {
+  if (gather_failed_ || tensor.numel() == 0 || at_once_.count(name) > 0) return false;
+  return (gather_cuda_ && tensor.is_cuda()) || (gather_cpu_ && tensor.is_cpu());
+}
+
+bool TrackSummaries::gather(Pending* p, const at::Tensor& tensor, Previous* previous, std::string* why) {
+  at::Tensor before;
+  if (previous != nullptr) {
+    const at::Tensor& b = previous->device;
+    if (b.defined() && b.sizes() == tensor.sizes() && b.scalar_type() == tensor.scalar_type() &&
+        b.device() == tensor.device()) {
+      before = b;
+    }
+  }
+  auto staged = std::make_shared<std::pair<StagedTensor, std::optional<StagedTensor>>>(
+      std::piecewise_construct, std::forward_as_tuple(tensor), std::forward_as_tuple());
+  if (before.defined()) staged->second.emplace(before);
+  const TensorRef& ref = staged->first.ref();
+  if (!is_c_contiguous(ref)) {  // (a CPU tensor's strided view: summarized at once)
+    *why = "strided";
+    return false;
+  }
+  fused::Input in;
+  in.data = ref.data;
+  in.dtype = ref.dtype;
+  in.numel = static_cast<uint64_t>(tensor.numel());
+  if (staged->second) {
+    in.before = staged->second->ref().data;
+    in.ask.ratio = true;
+  }
+  const CastFormatInfo* info = cast_format_info(cast_);
+  if (info != nullptr) {
+    in.ask.cast = true;
+    in.ask.underflow_at_most = info->underflow_at_most;
+    in.ask.overflow_from = info->overflow_from;
+  }
+  int device = fused::SummaryBatch::kHost;
+  uintptr_t stream = 0;
+  if (ref.device == DeviceType::kCuda) {  // the pass runs after the tensor's stream (its StagedTensor's)
+    device = ref.device_index;
+    const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    stream = static_cast<uintptr_t>(impl->getStream(tensor.device()).id());
+  }
+  p->ticket = batch_.add(in, device, stream, ref.ordering);
+  p->numel = in.numel;
+  p->layout = DeviceSummaryLayout{tensor.scalar_type() == at::kDouble, in.ask.ratio,
+                                  info != nullptr ? cast_ : CastFormat::kNone};
+  if (previous != nullptr) previous->device = tensor.detach().clone();
+  unflushed_.push_back(Unflushed{p->ticket, tensor, static_cast<int64_t>(tensor._version()), staged, p->summary.name});
+  return true;
+}
+
+std::vector<std::string> TrackSummaries::flush() {
+  std::vector<std::string> written;
+  if (unflushed_.empty()) return written;
+  for (const Unflushed& u : unflushed_) {
+    if (static_cast<int64_t>(u.tensor._version()) != u.version) {
+      batch_.cancel(u.ticket);
+      cancelled_.push_back(u.ticket);
+      at_once_.insert(u.name);
+      written.push_back(u.name);
+    }
+  }
+  batch_.flush();      // (a pass that cannot be queued fails its tickets: take_ready says why)
+  unflushed_.clear();  // read by now (on the host), or by the pass queued after their streams
+  return written;
+}
+
+std::vector<std::pair<std::string, std::string>> TrackSummaries::take_failed() {
+  std::vector<std::pair<std::string, std::string>> failed;
+  failed.swap(failed_);
+  return failed;
+}
+
 bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind kind, const at::Tensor& tensor,
-                         bool ratio, bool* non_finite, std::string* why) {
+                         bool ratio, bool* non_finite, std::string* why, bool* gathered) {
   *non_finite = false;
+  if (gathered != nullptr) *gathered = false;
   if (pending_.size() >= kMaxPending) {
     *why = "too many summaries waiting for their GPU copies";
     return false;
@@ -68,6 +155,14 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
   p.summary.name = name;
   p.summary.kind = kind;
   Previous* previous = ratio ? &previous_[name] : nullptr;
+  if (gathers(tensor, name)) {
+    std::string strided;
+    if (gather(&p, tensor, previous, &strided)) {
+      if (gathered != nullptr) *gathered = true;
+      pending_.push_back(std::move(p));
+      return true;
+    }
+  }
   if (tensor.numel() == 0) {
     // Nothing to reduce: the summary's zeros (and no copy from a device).
     p.summary.cast_format = cast_format_info(cast_) != nullptr ? cast_ : CastFormat::kNone;
@@ -112,7 +207,29 @@ std::map<int64_t, std::vector<TensorSummary>> TrackSummaries::take_ready(bool wa
   std::map<int64_t, std::vector<TensorSummary>> ready;
   std::vector<Pending> waiting;
   for (Pending& p : pending_) {
-    if (p.event) {
+    if (p.ticket != 0) {  // gathered
+      if (std::find(cancelled_.begin(), cancelled_.end(), p.ticket) != cancelled_.end()) continue;
+      const bool unflushed =
+          std::any_of(unflushed_.begin(), unflushed_.end(), [&](const Unflushed& u) { return u.ticket == p.ticket; });
+      std::vector<double> values;
+      std::string why;
+      fused::SummaryBatch::State state = fused::SummaryBatch::State::kWaiting;
+      for (int ms = 0; !unflushed; ++ms) {  // at the track's end: wait for the pass (bounded)
+        state = batch_.take(p.ticket, &values, &why);
+        if (!wait || state != fused::SummaryBatch::State::kWaiting || ms >= 5000) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (state == fused::SummaryBatch::State::kWaiting) {
+        waiting.push_back(std::move(p));
+        continue;
+      }
+      if (state != fused::SummaryBatch::State::kReady ||
+          !summary_from_device_values(values.data(), values.size(), p.numel, p.layout, &p.summary, &why)) {
+        gather_failed_ = true;
+        failed_.emplace_back(p.summary.name, why.empty() ? std::string("no values") : why);
+        continue;
+      }
+    } else if (p.event) {
       // At the track's end: wait for the copy (bounded; c10::Event has no blocking wait
       // in every libtorch this builds against).
       for (int ms = 0; wait && ms < 5000 && !p.event->query(); ++ms) {
@@ -131,6 +248,7 @@ std::map<int64_t, std::vector<TensorSummary>> TrackSummaries::take_ready(bool wa
     ready[p.step].push_back(std::move(p.summary));
   }
   pending_ = std::move(waiting);
+  cancelled_.clear();  // (their entries are gone)
   return ready;
 }
 

@@ -79,12 +79,7 @@ class TrackSummaries:
     def _gathered(self, name, tensor, ratio):
         """A Gathered for `tensor` (on the current stream), or None when the pass does not
         take it (a dtype it does not read, a strided or negative view, a subclass)."""
-        before = None
-        if ratio:
-            b = self._previous.get(name)
-            if isinstance(b, torch.Tensor) and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype,
-                                                                                  tensor.device):
-                before = b
+        before = self._previous_copy(name, tensor) if ratio else None
         stream = torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else 0
         ticket = self._outputs.gather(self._summaries.batch, tensor, before, stream)
         if ticket is None:
@@ -143,14 +138,18 @@ class TrackSummaries:
             if ratio:
                 self._previous[name] = kept
             return values if isinstance(values, str) else from_native(values)
-        before = None
+        before = self._previous_copy(name, tensor) if ratio else None
         if ratio:
-            b = self._previous.get(name)
-            if isinstance(b, torch.Tensor) and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype,
-                                                                                  tensor.device):
-                before = b
             self._previous[name] = tensor.detach().clone()
         return summarize(tensor, before, self._cast)
+
+    def _previous_copy(self, name, tensor):
+        """The copy of parameter `name` kept at its last summarized step, when it is one of
+        `tensor`'s shape, dtype and device (else None: no ratio this time)."""
+        b = self._previous.get(name)
+        if isinstance(b, torch.Tensor) and (b.shape, b.dtype, b.device) == (tensor.shape, tensor.dtype, tensor.device):
+            return b
+        return None
 
     def _send_summaries(self, ready):
         """Sends {step: [entry]} as one summary record per step."""
