@@ -31,6 +31,7 @@ void run_on_host(const Plan& plan, double* values, bool reverse_merge) {
       for (uint64_t i = begin + static_cast<uint64_t>(k); i < end; i += kThreads) {
         add_counts(p, element_at(in.data, in.dtype, i), in.before != nullptr ? element_at(in.before, in.dtype, i) : 0.0,
                    in.ask);
+        if (in.ask.keep) copy_element(in.before, in.data, in.dtype, i);
       }
       if (in.ask.scaled) p.scale = scale_for(p.max_abs);
       for (uint64_t i = begin + static_cast<uint64_t>(k); i < end; i += kThreads) {

@@ -39,6 +39,7 @@ __global__ void __launch_bounds__(kThreads) fused_summary_kernel(KernelArgs args
   for (uint64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     add_counts(p, element_at(in.data, in.dtype, i), in.before != nullptr ? element_at(in.before, in.dtype, i) : 0.0,
                in.ask);
+    if (in.ask.keep) copy_element(in.before, in.data, in.dtype, i);  // (read above by this thread only)
   }
   if (in.ask.scaled) p.scale = scale_for(p.max_abs);
   for (uint64_t i = begin + threadIdx.x; i < end; i += kThreads) add_moment(p, element_at(in.data, in.dtype, i));

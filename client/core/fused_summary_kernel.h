@@ -20,7 +20,7 @@ namespace tensorscope::fused {
 // One tensor as the kernel reads it: C-contiguous device memory.
 struct KernelTensor {
   const void* data = nullptr;
-  const void* before = nullptr;  // ask.ratio: the previous value (same dtype and numel)
+  void* before = nullptr;  // ask.ratio: the previous value (same dtype and numel); ask.keep: written
   uint64_t numel = 0;
   uint64_t first_chunk = 0;   // its chunks are first_chunk .. the next tensor's
   uint32_t value_offset = 0;  // where its values go in `values`

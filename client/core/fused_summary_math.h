@@ -40,6 +40,7 @@ inline constexpr double kSmallestNormal = 2.2250738585072014e-308;  // DBL_MIN
 struct SummaryAsk {
   bool scaled = false;  // float64 elements: sums in units of the largest |kept|
   bool ratio = false;   // against `before`: |x - before|^2 and |before|^2
+  bool keep = false;    // ratio: each element of x is copied over before's once read (the next ratio's)
   bool cast = false;    // the numerics against these limits
   double underflow_at_most = 0;
   double overflow_from = 0;
@@ -106,6 +107,24 @@ TENSORSCOPE_HOST_DEVICE inline double element_at(const void* data, uint8_t dtype
     case 9: return static_cast<const uint8_t*>(data)[i];
     case 10: return static_cast<const uint8_t*>(data)[i] != 0 ? 1.0 : 0.0;
     default: return 0;
+  }
+}
+
+// Copies element `i` of `from` over element `i` of `to` (the same dtype, as element_at
+// numbers them).
+TENSORSCOPE_HOST_DEVICE inline void copy_element(void* to, const void* from, uint8_t dtype, uint64_t i) {
+  switch (dtype) {
+    case 2:
+    case 8: static_cast<uint64_t*>(to)[i] = static_cast<const uint64_t*>(from)[i]; break;
+    case 1:
+    case 7: static_cast<uint32_t*>(to)[i] = static_cast<const uint32_t*>(from)[i]; break;
+    case 3:
+    case 4:
+    case 6: static_cast<uint16_t*>(to)[i] = static_cast<const uint16_t*>(from)[i]; break;
+    case 5:
+    case 9:
+    case 10: static_cast<uint8_t*>(to)[i] = static_cast<const uint8_t*>(from)[i]; break;
+    default: break;
   }
 }
 

@@ -42,6 +42,7 @@ bool plan_pass(const std::vector<Input>& inputs, Plan* plan, std::string* why) {
     t.value_offset = static_cast<uint32_t>(values);
     t.dtype = static_cast<uint8_t>(in.dtype);
     t.ask = in.ask;
+    t.ask.keep = in.ask.ratio && in.ask.keep;
     t.ask.scaled = in.dtype == wire::DType::kFloat64;  // the device layout's rule
     plan->first_chunk.push_back(plan->chunks);
     plan->chunks += (in.numel + kChunkElements - 1) / kChunkElements;

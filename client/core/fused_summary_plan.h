@@ -17,7 +17,8 @@ namespace tensorscope::fused {
 // One tensor to summarize: C-contiguous memory of `numel` elements of `dtype`.
 struct Input {
   const void* data = nullptr;
-  const void* before = nullptr;  // ask.ratio: its previous value, the same dtype and numel
+  void* before = nullptr;  // ask.ratio: its previous value, the same dtype and numel (ask.keep: x is
+                           // copied over it as it is read)
   wire::DType dtype = wire::DType::kInvalid;
   uint64_t numel = 0;
   SummaryAsk ask;

@@ -89,9 +89,10 @@ bool TrackSummaries::gather(Pending* p, const at::Tensor& tensor, Previous* prev
   in.data = ref.data;
   in.dtype = ref.dtype;
   in.numel = static_cast<uint64_t>(tensor.numel());
-  if (staged->second) {
-    in.before = staged->second->ref().data;
+  if (staged->second) {  // our own copy: the pass reads it, then keeps the tensor's values in it
+    in.before = const_cast<void*>(staged->second->ref().data);
     in.ask.ratio = true;
+    in.ask.keep = true;
   }
   const CastFormatInfo* info = cast_format_info(cast_);
   if (info != nullptr) {
@@ -110,7 +111,7 @@ bool TrackSummaries::gather(Pending* p, const at::Tensor& tensor, Previous* prev
   p->numel = in.numel;
   p->layout = DeviceSummaryLayout{tensor.scalar_type() == at::kDouble, in.ask.ratio,
                                   info != nullptr ? cast_ : CastFormat::kNone};
-  if (previous != nullptr) previous->device = tensor.detach().clone();
+  if (previous != nullptr && !before.defined()) previous->device = tensor.detach().clone();  // (the first time)
   unflushed_.push_back(Unflushed{p->ticket, tensor, static_cast<int64_t>(tensor._version()), staged, p->summary.name});
   return true;
 }

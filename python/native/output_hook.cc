@@ -310,10 +310,11 @@ bool gatherable(HooksObject* self, PyObject* tensor, TensorRef* ref) {
   return false;
 }
 
-// gather(batch, tensor[, before[, stream]]): adds `tensor` (and `before`, the same
-// parameter's previous value on its device, for the update ratio) to SummaryBatch `batch`
-// on `stream` (a cudaStream_t as an int; 0 on the CPU) and returns its ticket; None for a
-// tensor the batch does not take (the track summarizes it at once).
+// gather(batch, tensor[, before[, stream]]): adds `tensor` (and `before`, the track's copy
+// of the same parameter's previous value on its device, for the update ratio: the pass
+// then copies the tensor's values over it) to SummaryBatch `batch` on `stream` (a
+// cudaStream_t as an int; 0 on the CPU) and returns its ticket; None for a tensor the
+// batch does not take (the track summarizes it at once).
 PyObject* hooks_gather(PyObject* self_object, PyObject* args) {
   auto* self = reinterpret_cast<HooksObject*>(self_object);
   PyObject *batch_object = nullptr, *tensor = nullptr, *before = Py_None;
@@ -335,8 +336,9 @@ PyObject* hooks_gather(PyObject* self_object, PyObject* args) {
         old.device != ref.device || old.device_index != ref.device_index) {
       Py_RETURN_NONE;
     }
-    in.before = old.data;
+    in.before = const_cast<void*>(old.data);  // the track's own copy: the pass keeps the tensor's values in it
     in.ask.ratio = true;
+    in.ask.keep = true;
   }
   if (const CastFormatInfo* info = cast_format_info(static_cast<CastFormat>(self->cast)); info != nullptr) {
     in.ask.cast = true;

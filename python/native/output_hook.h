@@ -47,9 +47,10 @@
 //   gather(batch, tensor[, before[, stream]])
 //                  adds a plain, C-contiguous tensor or parameter on the CPU or a CUDA
 //                  device (read the same way) to SummaryBatch `batch` on `stream` (a
-//                  cudaStream_t as an int), with `before` (the same parameter's previous
-//                  value on its device) for the update ratio: its ticket; None for any
-//                  other tensor
+//                  cudaStream_t as an int), with `before` (the track's copy of the same
+//                  parameter's previous value on its device, which the pass then
+//                  overwrites with the tensor's values) for the update ratio: its ticket;
+//                  None for any other tensor
 //
 // The hooks never raise into the model's forward or backward and always return None (the
 // value as it is): a tensor that cannot be read is a counted refusal of its stream.

@@ -84,7 +84,7 @@ class TrackSummaries:
         ticket = self._outputs.gather(self._summaries.batch, tensor, before, stream)
         if ticket is None:
             return None
-        if ratio:
+        if ratio and before is None:  # (the first time: from then on the pass keeps it in this copy)
             self._previous[name] = tensor.detach().clone()
         layout = Layout(tensor.dtype == torch.float64, before is not None, self._cast)
         return Gathered(ticket, tensor.numel(), layout, tensor, before, name)

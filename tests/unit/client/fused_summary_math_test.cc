@@ -49,7 +49,7 @@ std::vector<double> fused_values(const std::vector<T>& x, const std::vector<T>* 
                                  bool reverse) {
   fused::Input in;
   in.data = x.data();
-  in.before = before != nullptr ? before->data() : nullptr;
+  in.before = before != nullptr ? const_cast<T*>(before->data()) : nullptr;  // (read only: no keep)
   in.dtype = dtype_of<T>();
   in.numel = x.size();
   in.ask = ask;

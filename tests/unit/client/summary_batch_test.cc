@@ -23,7 +23,7 @@ fused::Input input_of(const std::vector<float>& x, const std::vector<float>* bef
   in.data = x.data();
   in.dtype = wire::DType::kFloat32;
   in.numel = x.size();
-  in.before = before != nullptr ? before->data() : nullptr;
+  in.before = before != nullptr ? const_cast<float*>(before->data()) : nullptr;  // (read only: no keep)
   in.ask.ratio = before != nullptr;
   return in;
 }
@@ -70,6 +70,23 @@ TEST(SummaryBatch, OnePassPerStreamAndEachTicketHasItsTensorsValues) {
     EXPECT_EQ(values, alone(k.in));
     EXPECT_EQ(batch.take(k.ticket, &values, &why), SummaryBatch::State::kUnknown) << "taken once";
   }
+}
+
+TEST(SummaryBatch, AKeptRatioCopiesTheTensorOverItsPreviousValueAsItReadsIt) {
+  const std::vector<float> w0 = values_from(1, 20000), w1 = values_from(1.5f, 20000);
+  std::vector<float> kept = w0;
+  fused::Input in = input_of(w1, &kept);
+  in.before = kept.data();
+  in.ask.keep = true;
+  const std::vector<double> expected = alone(input_of(w1, &w0));  // (the ratio against w0, read only)
+  SummaryBatch batch;
+  const uint64_t t = batch.add(in, SummaryBatch::kHost, 0);
+  ASSERT_EQ(batch.flush(), "");
+  std::vector<double> values;
+  std::string why;
+  ASSERT_EQ(batch.take(t, &values, &why), SummaryBatch::State::kReady) << why;
+  EXPECT_EQ(values, expected);
+  EXPECT_EQ(kept, w1) << "the next ratio's previous value";
 }
 
 TEST(SummaryBatch, TheValuesAreTheCpuSummary) {
