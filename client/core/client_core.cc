@@ -606,7 +606,7 @@ ClientStats ClientCore::stats() const {
 
 void ClientCore::say_where_outputs_are() const {
   try {  // (from the destructor: nothing escapes)
-    auto status = query_daemon_status(default_runtime_dir(options_.runtime_dir), options_.session, 1000);
+    auto status = query_daemon_status(default_runtime_dir(options_.runtime_dir), options_.session, kSayWhereMs);
     if (!status || !status->contains("output_dir") || !(*status)["output_dir"].is_string()) return;
     const std::string dir = (*status)["output_dir"].get<std::string>();
     TS_LOG_INFO("tensorscope: outputs in {}; view them with: tensorscope view --dir {}", dir, shell_word(dir));

@@ -173,7 +173,10 @@ class ClientCore {
   bool hold_tensor(const wire::RecordHeader& fields, const TensorRef& tensor, uint64_t bytes);
   // send_held when summaries are held and nobody else is sending them (never waits).
   void try_send_held(Connection::Active& active);
-  // Logs the session's folder (its daemon's status says it) and the command that views it.
+  // Logs the session's folder (its daemon's status says it, within kSayWhereMs: a daemon
+  // just started on a loaded machine can take more than a second) and the command that
+  // views it.
+  static constexpr int kSayWhereMs = 3000;
   void say_where_outputs_are() const;
 
   const CoreOptions options_;

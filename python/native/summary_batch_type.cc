@@ -128,7 +128,11 @@ fused::SummaryBatch* summary_batch_of(PyObject* object) {
 }
 
 bool add_summary_batch(PyObject* module) {
-  if (PyModule_AddIntConstant(module, "FUSED_KERNEL", fused::kernel_available() ? 1 : 0) != 0) return false;
+  if (PyModule_AddIntConstant(module, "FUSED_KERNEL", fused::kernel_available() ? 1 : 0) != 0 ||
+      PyModule_AddIntConstant(module, "FUSED_MAX_GATHERED", static_cast<long>(fused::SummaryBatch::kMaxGathered)) !=
+          0) {
+    return false;
+  }
   batch_type = PyType_FromSpec(&batch_spec);
   if (batch_type == nullptr) return false;
   Py_INCREF(batch_type);

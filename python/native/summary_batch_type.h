@@ -11,6 +11,7 @@
 //                   is unknown. A ticket is taken once.
 //   gathered, passes      tickets waiting for a flush; passes queued so far
 //   FUSED_KERNEL          1 when this build has the CUDA kernel of the pass
+//   FUSED_MAX_GATHERED    a track flushes at this many gathered tensors
 //
 // Used by module.cc and output_hook.cc. Thread safety: call with the GIL held.
 #pragma once

@@ -94,6 +94,7 @@ class CostSpan:  # a with-block that is one span of the cost meter
 def own_cost() -> Tuple[float, str]: ...
 
 FUSED_KERNEL: int  # this build has the fused summary pass's CUDA kernel
+FUSED_MAX_GATHERED: int  # a track flushes at this many gathered tensors
 
 class SummaryBatch:  # a track's summaries gathered into fused passes (summary_batch.h)
     def __init__(self) -> None: ...

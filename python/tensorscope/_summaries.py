@@ -167,7 +167,7 @@ class StepSummaries:
     a step change — and at most every SummaryBatch's kMaxGathered tensors."""
 
     MAX_PENDING = 65536  # beyond, new summaries are dropped (and counted by the caller)
-    MAX_GATHERED = 1000  # a flush at this many (client/core/summary_batch.h's kMaxGathered)
+    MAX_GATHERED = _native.FUSED_MAX_GATHERED  # a flush at this many (client/core/summary_batch.h)
 
     def __init__(self):
         self._pending = []

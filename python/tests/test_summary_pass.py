@@ -152,3 +152,35 @@ def test_a_failed_pass_is_refused_and_the_track_summarizes_at_once_after(daemon,
     daemon.stop()
     table = tensorscope.read_summaries(daemon.session_dir)
     assert sorted(set(table.step)) == [1, 2] and len(table) == 4
+
+
+def test_a_pass_takes_at_most_max_gathered_tensors(monkeypatch):
+    # 180 layers, every kind: 1,080 tensors a step, so a flush comes when 1,000 are gathered.
+    layers = 180
+    model = nn.Sequential(*[nn.Linear(2, 2) for _ in range(layers)])
+    with tensorscope.Client(session="pass-limit", connect_timeout_ms=0, autostart=False) as scope:
+        _, fused = track(scope, "deep", model, True, monkeypatch, kinds=KINDS)
+        assert 6 * layers > fused._summaries.MAX_GATHERED == _native.FUSED_MAX_GATHERED == 1000
+        most = 0
+        real_gather = fused._summaries.gather
+
+        def gather(g):
+            nonlocal most
+            due = real_gather(g)
+            most = max(most, fused._summaries.gathered())
+            return due
+
+        monkeypatch.setattr(fused._summaries, "gather", gather)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        counts = []
+        for _ in range(3):
+            before = fused._summaries.batch.passes
+            loss = model(torch.randn(1, 2)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            scope.next_step()
+            counts.append(fused._summaries.batch.passes - before)
+        assert scope.stats().refused == 0
+    assert most == 1000
+    assert counts[1:] == [2, 2], counts

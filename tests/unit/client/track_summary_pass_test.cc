@@ -97,7 +97,9 @@ TEST(TrackSummaryPass, GatheredSummariesAreTheSummariesTakenAtOnce) {
     EXPECT_NEAR(f.mean, e.mean, tolerance) << what;
     EXPECT_NEAR(f.std, e.std, 1e-6 * e.std + tolerance) << what;
     EXPECT_EQ(f.has_update_ratio, e.has_update_ratio) << what;
-    if (e.has_update_ratio) EXPECT_NEAR(f.update_ratio, e.update_ratio, 1e-6 * e.update_ratio) << what;
+    if (e.has_update_ratio) {
+      EXPECT_NEAR(f.update_ratio, e.update_ratio, 1e-6 * e.update_ratio) << what;
+    }
   }
 }
 
