@@ -5,7 +5,9 @@
 // format's numerics (tensor_stats.h's CastLimits: fp16's, a second pass); and against
 // reading the tensor once (the bits of every element summed as integers, 16 at a time:
 // the least work that reads them all). Prints the best of 200 runs (the data in cache),
-// ns per element and the ratios.
+// ns per element and the ratios. Then the client's whole CPU summary (summarize_cpu: a
+// large tensor's ranges on the summary threads) on tensors up to 256 MB, out of the
+// cache, against compute_summary_stats and the read on one thread.
 //   build/bin/summary_bench
 #include <algorithm>
 #include <chrono>
@@ -15,9 +17,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "summary_kernel.h"
+#include "summary_threads.h"
+#include "tensor_summary.h"
 #include "tensorscope/tensor/tensor_stats.h"
 
 namespace {
@@ -26,9 +31,9 @@ using namespace tensorscope::tensor;
 using Clock = std::chrono::steady_clock;
 
 template <class F>
-double best_us(F&& f) {
+double best_us(F&& f, int runs = 200) {
   double best = 1e18;
-  for (int r = 0; r < 200; ++r) {
+  for (int r = 0; r < runs; ++r) {
     const auto t0 = Clock::now();
     f();
     best = std::min(best, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -99,6 +104,35 @@ int main() {
                   fast * 1000 / n, loops * 1000 / n, loops / fast, numerics * 1000 / n, numerics / fast,
                   read * 1000 / n, fast / read);
     }
+  }
+  std::printf(
+      "\nsummarize_cpu (the client's summary: ranges of >= 1 M elements on %zu threads) against one thread; best of "
+      "20\n",
+      tensorscope::summary_threads().threads());
+  std::printf("%-10s %16s %16s %11s %13s %16s\n", "elements", "threads ns/el", "1 thread ns/el", "read ns/el",
+              "threads/read", "1 thread/read");
+  for (const size_t n : {1u << 20, 4u << 20, 16u << 20, 64u << 20}) {
+    std::vector<float> v(n);
+    for (float& x : v) x = std::max(0.0f, normal(rng));
+    const TensorView view{v.data(), ElementType::kFloat32, {static_cast<int64_t>(n)}};
+    tensorscope::TensorRef ref;
+    ref.data = v.data();
+    ref.dtype = tensorscope::wire::DType::kFloat32;
+    ref.ndim = 1;
+    ref.shape[0] = static_cast<int64_t>(n);
+    ref.strides[0] = 1;
+    volatile double sink = 0;
+    tensorscope::TensorSummary out;
+    std::string why;
+    const double threads = best_us(
+        [&] {
+          if (tensorscope::summarize_cpu(ref, tensorscope::CastFormat::kNone, &out, &why)) sink = sink + out.l2;
+        },
+        20);
+    const double one = best_us([&] { sink = sink + compute_summary_stats(view).l2; }, 20);
+    const double read = best_us([&] { sink = sink + static_cast<double>(read_once(v)); }, 20);
+    std::printf("%-10zu %16.3f %16.3f %11.3f %13.2f %16.2f\n", n, threads * 1000 / n, one * 1000 / n, read * 1000 / n,
+                threads / read, one / read);
   }
   return 0;
 }

@@ -52,6 +52,7 @@ def _observe(tensors, hook, names, grad_enabled, leaf):
     target = _hooks.get(hook)
     if target is None or not target.active:
         return
+    _local.before_return = []
     try:
         with torch.set_grad_enabled(grad_enabled):
             if leaf == _FORWARD:
@@ -60,12 +61,37 @@ def _observe(tensors, hook, names, grad_enabled, leaf):
                 target.gradient(leaf, tensors[0])
     except Exception:  # never into the training loop (the hooks count their own refusals)
         pass
+    finally:
+        calls, _local.before_return = _local.before_return, None
+        for call in calls:
+            try:
+                call()
+            except Exception:
+                pass
+
+
+def before_return(call):
+    """Runs `call` before the compiled call now running returns to its graph: the graph's
+    next kernels may write over the memory of the tensors it handed to the hooks (Inductor
+    reuses a buffer after its last reader, and such writes leave no trace on the tensor), so
+    what reads them later must be queued by then. False outside a compiled call."""
+    calls = getattr(_local, "before_return", None)
+    if calls is None:
+        return False
+    if call not in calls:
+        calls.append(call)
+    return True
 
 
 def _define_op():
     """Defines tensorscope::observe; False where it cannot be (then the hooks stay eager)."""
     try:
-        @torch.library.custom_op(OP, mutates_args=())
+        # CUDA graphs (mode="reduce-overhead") replay kernels only: a graph captured with
+        # the op would skip the hooks at every replay. Tagged, Inductor runs the op between
+        # the captured partitions instead (where the tag exists: PyTorch 2.8 and later).
+        unsafe = getattr(torch.Tag, "cudagraph_unsafe", None)
+
+        @torch.library.custom_op(OP, mutates_args=(), tags=(unsafe,) if unsafe is not None else ())
         def _observe_op(tensors: list[torch.Tensor], hook: int, names: str, grad_enabled: bool, leaf: int) -> None:
             _observe(tensors, hook, names, grad_enabled, leaf)
 

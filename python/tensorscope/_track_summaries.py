@@ -6,7 +6,8 @@ A CUDA tensor's summary is gathered into the track's fused pass (client/core/
 summary_batch.h) where the extension has the kernel: a pass per device and stream, queued
 when the tensors gathered so far are still as they were — a backward's end, the root's
 next forward, a step change, every 1,000 tensors — four operations on the stream whatever
-their number. A stream whose tensor was written in place before its flush (an in-place
+their number. Inside a compiled graph, each call's tensors are flushed before the call
+returns to the graph (whose next kernels may reuse their memory): a pass per tracked call. A stream whose tensor was written in place before its flush (an in-place
 activation after the module) is refused that once and summarized at once from then on.
 TENSORSCOPE_SUMMARY_PASS=host gathers CPU tensors too (run on the host by the kernel's
 arithmetic: the same logic without a GPU); =off gathers nothing."""
@@ -17,6 +18,7 @@ import os
 
 import torch
 
+from . import _compiled
 from . import _native
 from ._summaries import Gathered, Layout, OnTheWay, from_native, summarize
 from . import _results as R
@@ -67,6 +69,8 @@ class TrackSummaries:
             client._refuse(name, _REFUSALS["summary_not_kept"])
         if due:
             self._flush_gathered()
+        elif isinstance(summary, Gathered) and _compiled.before_return(self._flush_gathered):
+            pass  # a compiled graph's tensor: its pass is queued before the graph goes on
         elif isinstance(summary, Gathered) and not self._flush_queued and kind in (R.KIND_GRADIENT,
                                                                                    R.KIND_PARAMETER_GRADIENT):
             self._flush_after_backward()

@@ -290,3 +290,34 @@ def test_the_gradients_of_compiled_calls_go_to_their_calls_latest_first():
     forward()  # a stale graph's call: nothing
     assert hook.pending == []
     assert got == [("second", 2.0), ("first", 1.0)]
+
+
+def test_what_a_compiled_call_reads_later_is_run_before_the_call_returns_to_its_graph():
+    """before_return: called inside tensorscope::observe, once per call whatever the number of
+    asks, before the op returns; outside a compiled call it says False and runs nothing."""
+    module = nn.Linear(2, 2)
+    ran = []
+
+    def flush():
+        ran.append(len(seen))
+
+    seen = []
+
+    def runtime(module, args, output):
+        seen.append(output)
+        assert _compiled.before_return(flush) and _compiled.before_return(flush)
+        assert ran == []
+
+    hook = _compiled.CompilableHook("output", module, None, runtime, lambda: None)
+    hook.active = True
+    _compiled._observe([torch.zeros(())], hook.id, _compiled._UNTAPPED, True, -1)
+    assert ran == [1]
+    assert not _compiled.before_return(flush)
+    assert ran == [1]
+    hook.release()
+
+
+@pytest.mark.skipif(not hasattr(torch.Tag, "cudagraph_unsafe"), reason="no cudagraph_unsafe tag before PyTorch 2.8")
+def test_the_op_is_kept_out_of_cuda_graphs():
+    # A CUDA graph replays kernels only: captured, the op would skip the hooks at each replay.
+    assert torch.Tag.cudagraph_unsafe in torch.ops.tensorscope.observe.default.tags

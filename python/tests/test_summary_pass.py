@@ -184,3 +184,46 @@ def test_a_pass_takes_at_most_max_gathered_tensors(monkeypatch):
         assert scope.stats().refused == 0
     assert most == 1000
     assert counts[1:] == [2, 2], counts
+
+
+class Reused(nn.Module):
+    """Intermediates a compiled graph frees early: Inductor writes later results into the
+    memory of a tracked output once the graph no longer reads it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c, self.d = nn.Linear(12, 32), nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        x = torch.tanh(self.a(x))
+        x = torch.sin(self.b(x)) * 2
+        x = torch.cos(self.c(x)) + 1
+        return self.d(x)
+
+
+@pytest.mark.skipif(not tensorscope._compiled.SUPPORTED, reason="torch.compile with custom ops needs PyTorch >= 2.4")
+def test_a_compiled_graphs_tensors_are_summarized_before_the_graph_reuses_their_memory(daemon, monkeypatch):
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(5)
+    eager = Reused()
+    compiled = copy.deepcopy(eager)
+    data = [torch.randn(6, 12) for _ in range(4)]
+    torch._dynamo.reset()
+    counters.clear()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        track(scope, "eager", eager, True, monkeypatch, kinds=("output", "gradient"))
+        _, fused = track(scope, "compiled", compiled, True, monkeypatch, kinds=("output", "gradient"))
+        train(scope, [eager, torch.compile(compiled, fullgraph=True)], 4, data)
+        assert fused._summaries.batch.passes > 0
+        refused = scope.stats().refused
+    assert refused == 0
+    assert sum(counters["graph_break"].values()) == 0
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    a, b = rows_by_stream(table, "eager"), rows_by_stream(table, "compiled")
+    assert len(a) == 4 * 4 * 2 and set(a) == set(b)
+    for key, row in a.items():
+        for column in ("zero_fraction", "l2", "max_abs", "mean", "std"):
+            x, y = getattr(row, column), getattr(b[key], column)
+            assert y == pytest.approx(x, rel=1e-4, abs=1e-5 * row.max_abs), (key, column, x, y)

@@ -133,3 +133,50 @@ TEST(TensorSummary, AnUnreadableTensorLeavesThePreviousValuesAsTheyWere) {
 
 }  // namespace
 }  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+// A tensor large enough to be summarized in ranges on the summary threads (where the
+// process has more than one core): the whole tensor's summary and update ratio.
+TEST(TensorSummary, ALargeTensorsSummaryAndRatioAreTheWholeTensors) {
+  const size_t n = (size_t{3} << 20) + 123;
+  std::vector<float> w0(n), w1(n);
+  double squares = 0, sum = 0, diff = 0, base = 0;
+  uint64_t zeros = 0;
+  for (size_t i = 0; i < n; ++i) {
+    w0[i] = i % 11 == 0 ? 0.0f : static_cast<float>(std::sin(0.001 * static_cast<double>(i))) + 0.25f;
+    w1[i] = w0[i] * 1.01f + (i > n / 2 ? 0.001f : 0.0f);
+    squares += static_cast<double>(w1[i]) * w1[i];
+    sum += w1[i];
+    zeros += w1[i] == 0.0f ? 1 : 0;
+    const double d = static_cast<double>(w1[i]) - w0[i];
+    diff += d * d;
+    base += static_cast<double>(w0[i]) * w0[i];
+  }
+  PreviousValues previous;
+  TensorSummary s;
+  std::string why;
+  ASSERT_TRUE(summarize_cpu(ref_of(w0, wire::DType::kFloat32), CastFormat::kNone, &previous, &s, &why)) << why;
+  ASSERT_TRUE(summarize_cpu(ref_of(w1, wire::DType::kFloat32), CastFormat::kNone, &previous, &s, &why)) << why;
+  EXPECT_EQ(s.numel, n);
+  EXPECT_EQ(s.nan_count, 0u);
+  EXPECT_EQ(s.zero_count, zeros);
+  EXPECT_NEAR(s.l2, std::sqrt(squares), 1e-6 * std::sqrt(squares));
+  EXPECT_NEAR(s.mean, sum / static_cast<double>(n), 1e-6);
+  ASSERT_TRUE(s.has_update_ratio);
+  EXPECT_NEAR(s.update_ratio, std::sqrt(diff / base),
+              1e-10 * std::sqrt(diff / base));  // (sums of 3M, in another order)
+  EXPECT_EQ(std::memcmp(previous.bytes.data(), w1.data(), n * sizeof(float)), 0) << "the new values kept";
+
+  // A NaN near the end (in the last range): counted, left out of the sums.
+  const size_t at = n - 5;
+  squares -= static_cast<double>(w1[at]) * w1[at];
+  w1[at] = std::nanf("");
+  ASSERT_TRUE(summarize_cpu(ref_of(w1, wire::DType::kFloat32), CastFormat::kNone, &s, &why)) << why;
+  EXPECT_EQ(s.nan_count, 1u);
+  EXPECT_NEAR(s.l2, std::sqrt(squares), 1e-6 * std::sqrt(squares));
+}
+
+}  // namespace
+}  // namespace tensorscope

@@ -377,3 +377,71 @@ TEST(SummaryStats, CastLimitsBetweenFloatsAndOnLargeRandomData) {
 
 }  // namespace
 }  // namespace tensorscope::tensor
+
+namespace tensorscope::tensor {
+namespace {
+
+// merge_summary_stats: a tensor summarized in parts is the tensor summarized whole (its
+// counts exactly, its moments to rounding), whatever is in the parts: NaN and Inf, a part
+// with no finite value, a mean that dwarfs the spread, values near the float64 limit.
+SummaryStats summary_in_parts(const std::vector<double>& v, const std::vector<size_t>& cuts, const CastLimits* cast) {
+  SummaryStats merged;
+  bool first = true;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const SummaryStats part = compute_summary_stats(
+        TensorView{v.data() + cuts[i], ElementType::kFloat64, {static_cast<int64_t>(cuts[i + 1] - cuts[i])}}, cast);
+    merged = first ? part : merge_summary_stats(merged, part);
+    first = false;
+  }
+  return merged;
+}
+
+void expect_same(const SummaryStats& whole, const SummaryStats& parts, double rel) {
+  EXPECT_EQ(parts.count, whole.count);
+  EXPECT_EQ(parts.finite_count, whole.finite_count);
+  EXPECT_EQ(parts.nan_count, whole.nan_count);
+  EXPECT_EQ(parts.inf_count, whole.inf_count);
+  EXPECT_EQ(parts.zero_count, whole.zero_count);
+  EXPECT_EQ(parts.underflow_count, whole.underflow_count);
+  EXPECT_EQ(parts.overflow_count, whole.overflow_count);
+  EXPECT_EQ(parts.max_abs, whole.max_abs);
+  EXPECT_EQ(parts.min_abs_nonzero, whole.min_abs_nonzero);
+  EXPECT_NEAR(parts.mean, whole.mean, rel * std::max(std::fabs(whole.mean), whole.std));
+  EXPECT_NEAR(parts.std, whole.std, rel * whole.std);
+  EXPECT_NEAR(parts.l2, whole.l2, rel * whole.l2);
+}
+
+TEST(SummaryStats, MergedPartsAreTheWholeTensorsSummary) {
+  std::mt19937 rng(8);
+  std::normal_distribution<double> normal(0.5, 2.0);
+  std::vector<double> v(30000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 5 == 0 ? 0.0 : normal(rng) * (i < 10000 ? 1.0 : 100.0);
+  v[17] = std::numeric_limits<double>::quiet_NaN();
+  v[20001] = -std::numeric_limits<double>::infinity();
+  for (size_t i = 12000; i < 12100; ++i) v[i] = std::numeric_limits<double>::quiet_NaN();  // a part of no finite value
+  const CastLimits fp16{5.96e-8, 65520.0};
+  v[25000] = 1e-9;
+  v[25001] = 70000.0;
+  const SummaryStats whole = compute_summary_stats(TensorView{v.data(), ElementType::kFloat64, {30000}}, &fp16);
+  expect_same(whole, summary_in_parts(v, {0, 12000, 12100, 20000, 30000}, &fp16), 1e-12);
+  expect_same(whole, summary_in_parts(v, {0, 1, 29999, 30000}, &fp16), 1e-12);
+  EXPECT_EQ(whole.min_abs_nonzero, 1e-9);
+  EXPECT_EQ(whole.overflow_count, 1u);
+}
+
+TEST(SummaryStats, MergedPartsKeepALargeMeansSpreadAndHugeValues) {
+  std::vector<double> offset(20000), huge(20000);
+  for (size_t i = 0; i < offset.size(); ++i) {
+    offset[i] = 1e6 + (i % 2 == 0 ? 1e-3 : -1e-3) * (i < 10000 ? 1.0 : 3.0);
+    huge[i] = (i % 3 == 0 ? -1e300 : 1e300) * (i < 7000 ? 1.0 : 0.5);
+  }
+  for (const auto* v : {&offset, &huge}) {
+    const SummaryStats whole = compute_summary_stats(TensorView{v->data(), ElementType::kFloat64, {20000}});
+    const SummaryStats parts = summary_in_parts(*v, {0, 7000, 10000, 20000}, nullptr);
+    expect_same(whole, parts, 1e-9);
+    EXPECT_TRUE(std::isfinite(parts.l2) && std::isfinite(parts.std));
+  }
+}
+
+}  // namespace
+}  // namespace tensorscope::tensor
