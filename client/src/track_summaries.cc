@@ -68,15 +68,16 @@ bool TrackSummaries::gathers(const at::Tensor& tensor, const std::string& name) 
   return (gather_cuda_ && tensor.is_cuda()) || (gather_cpu_ && tensor.is_cpu());
 }
 
+at::Tensor TrackSummaries::previous_of(const at::Tensor& tensor, const Previous* previous) {
+  if (previous == nullptr) return {};
+  const at::Tensor& b = previous->device;
+  const bool same = b.defined() && b.sizes() == tensor.sizes() && b.scalar_type() == tensor.scalar_type() &&
+      b.device() == tensor.device();
+  return same ? b : at::Tensor();
+}
+
 bool TrackSummaries::gather(Pending* p, const at::Tensor& tensor, Previous* previous, std::string* why) {
-  at::Tensor before;
-  if (previous != nullptr) {
-    const at::Tensor& b = previous->device;
-    if (b.defined() && b.sizes() == tensor.sizes() && b.scalar_type() == tensor.scalar_type() &&
-        b.device() == tensor.device()) {
-      before = b;
-    }
-  }
+  const at::Tensor before = previous_of(tensor, previous);
   auto staged = std::make_shared<std::pair<StagedTensor, std::optional<StagedTensor>>>(
       std::piecewise_construct, std::forward_as_tuple(tensor), std::forward_as_tuple());
   if (before.defined()) staged->second.emplace(before);
@@ -168,14 +169,7 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
     // Nothing to reduce: the summary's zeros (and no copy from a device).
     p.summary.cast_format = cast_format_info(cast_) != nullptr ? cast_ : CastFormat::kNone;
   } else if (tensor.is_cuda()) {
-    at::Tensor before;
-    if (previous != nullptr) {
-      const at::Tensor& b = previous->device;
-      if (b.defined() && b.sizes() == tensor.sizes() && b.scalar_type() == tensor.scalar_type() &&
-          b.device() == tensor.device()) {
-        before = b;
-      }
-    }
+    const at::Tensor before = previous_of(tensor, previous);
     p.numel = static_cast<uint64_t>(tensor.numel());
     const at::Tensor values = device_summary_values(tensor, before, cast_, &p.layout);
     if (previous != nullptr) previous->device = tensor.detach().clone();

@@ -106,6 +106,9 @@ class TrackSummaries {
   bool gathers(const at::Tensor& tensor, const std::string& name) const;
   struct Previous;
   bool gather(Pending* p, const at::Tensor& tensor, Previous* previous, std::string* why);
+  // A parameter's previous value on its device, where it is of the tensor's shape, dtype
+  // and device (undefined otherwise: no ratio this time).
+  static at::Tensor previous_of(const at::Tensor& tensor, const Previous* previous);
 
   const CastFormat cast_;
   bool gather_cuda_ = false, gather_cpu_ = false;
