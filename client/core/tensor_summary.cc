@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "summary_threads.h"
+#include "tensorscope/shared/summary_merge.h"
 #include "tensorscope/shared/wire_element_type.h"
 #include "tensorscope/tensor/element_blocks.h"
 #include "tensorscope/tensor/tensor_stats.h"
@@ -48,32 +49,8 @@ std::vector<size_t> ranges_of(size_t n) {
   return split_ranges(n, summary_threads().threads(), kParallelRange, tensor::kOrderedBlockElements);
 }
 
-// compute_summary_stats of `view` (contiguous), its ranges on the summary threads.
-tensor::SummaryStats stats_of(const tensor::TensorView& view, const tensor::CastLimits* limits) {
-  const std::vector<size_t> at = ranges_of(static_cast<size_t>(std::max<int64_t>(view.numel(), 0)));
-  if (at.size() <= 2) return tensor::compute_summary_stats(view, limits);
-  std::vector<tensor::SummaryStats> parts(at.size() - 1);
-  const size_t element = tensor::element_size(view.type);
-  summary_threads().run(parts.size(), [&](size_t i) {
-    tensor::TensorView range{
-        static_cast<const uint8_t*>(view.data) + at[i] * element, view.type, {static_cast<int64_t>(at[i + 1] - at[i])}};
-    parts[i] = tensor::compute_summary_stats(range, limits);
-  });
-  tensor::SummaryStats s = parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) s = tensor::merge_summary_stats(s, parts[i]);
-  return s;
-}
-
-// The summary of `view` (a contiguous CPU tensor) into `out`, as summarize_cpu says.
-bool summarize_view(const tensor::TensorView& view, CastFormat cast, TensorSummary* out, std::string* why) {
-  const CastFormatInfo* info = cast_format_info(cast);
-  if (info == nullptr && cast != CastFormat::kNone) {
-    *why = "cast format " + std::to_string(static_cast<int>(cast)) + " is not one of tensorscope's";
-    return false;
-  }
-  const tensor::CastLimits limits{info != nullptr ? info->underflow_at_most : 0.0,
-                                  info != nullptr ? info->overflow_from : 0.0};
-  const tensor::SummaryStats s = stats_of(view, info != nullptr ? &limits : nullptr);
+// The summary fields of `out` from `s`, against `cast` (`info`: its table entry, or null).
+void fill(const tensor::SummaryStats& s, CastFormat cast, const CastFormatInfo* info, TensorSummary* out) {
   out->numel = s.count;
   out->nan_count = s.nan_count;
   out->inf_count = s.inf_count;
@@ -86,6 +63,33 @@ bool summarize_view(const tensor::TensorView& view, CastFormat cast, TensorSumma
   out->underflow_count = s.underflow_count;
   out->overflow_count = s.overflow_count;
   out->min_abs_nonzero = s.min_abs_nonzero;
+}
+
+// The summary of `view` (a contiguous CPU tensor) into `out`, as summarize_cpu says: a
+// large tensor's ranges on the summary threads, merged.
+bool summarize_view(const tensor::TensorView& view, CastFormat cast, TensorSummary* out, std::string* why) {
+  const CastFormatInfo* info = cast_format_info(cast);
+  if (info == nullptr && cast != CastFormat::kNone) {
+    *why = "cast format " + std::to_string(static_cast<int>(cast)) + " is not one of tensorscope's";
+    return false;
+  }
+  const tensor::CastLimits limits{info != nullptr ? info->underflow_at_most : 0.0,
+                                  info != nullptr ? info->overflow_from : 0.0};
+  const tensor::CastLimits* asked = info != nullptr ? &limits : nullptr;
+  const std::vector<size_t> at = ranges_of(static_cast<size_t>(std::max<int64_t>(view.numel(), 0)));
+  if (at.size() <= 2) {
+    fill(tensor::compute_summary_stats(view, asked), cast, info, out);
+    return true;
+  }
+  std::vector<TensorSummary> parts(at.size() - 1, *out);
+  const size_t element = tensor::element_size(view.type);
+  summary_threads().run(parts.size(), [&](size_t i) {
+    const tensor::TensorView range{
+        static_cast<const uint8_t*>(view.data) + at[i] * element, view.type, {static_cast<int64_t>(at[i + 1] - at[i])}};
+    fill(tensor::compute_summary_stats(range, asked), cast, info, &parts[i]);
+  });
+  *out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) *out = merge_summaries(*out, parts[i]);
   return true;
 }
 

@@ -12,6 +12,8 @@
 #include "summaries.h"
 #include "tensorscope/recording/file_naming.h"
 #include "tensorscope/recording/npy_file.h"
+#include "tensorscope/recording/shard_merge.h"
+#include "tensorscope/recording/summary_table.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
 
@@ -154,7 +156,32 @@ PyObject* write_npy(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// whole_summary_rows(tables) -> (lines, partial, incomplete): the summary tables' texts
+// (a list of str) read together, and the lines (CSV, no header) of the whole tensors their
+// sharded rows make (recording/shard_merge.h), with the counts of those left out.
+PyObject* whole_summary_rows(PyObject*, PyObject* tables) {
+  if (!PyList_Check(tables)) {
+    PyErr_SetString(PyExc_TypeError, "whole_summary_rows: a list of str");
+    return nullptr;
+  }
+  recording::ShardMerger merger;
+  std::string table;
+  for (Py_ssize_t i = 0; i < PyList_Size(tables); ++i) {
+    if (!utf8(PyList_GetItem(tables, i), "a summary table", &table)) return nullptr;
+    recording::for_each_summary_table_row(table, [&](const recording::SummaryTableRow& row) { merger.add(row); });
+  }
+  std::string lines;
+  for (const recording::SummaryTableRow& row : merger.whole_rows()) lines += recording::summary_table_line(row);
+  const auto& left_out = merger.left_out();
+  PyObject* text = PyUnicode_FromStringAndSize(lines.data(), static_cast<Py_ssize_t>(lines.size()));
+  if (text == nullptr) return nullptr;
+  return Py_BuildValue("(NKK)", text, static_cast<unsigned long long>(left_out.partial),
+                       static_cast<unsigned long long>(left_out.incomplete));
+}
+
 PyMethodDef functions[] = {
+    {"whole_summary_rows", whole_summary_rows, METH_O,
+     "whole_summary_rows(tables) -> (csv lines, partial, incomplete): the whole tensors of the tables' sharded rows"},
     {"dump_path", dump_path, METH_VARARGS,
      "dump_path(stream, step, rank) -> the .npy sink's file of a stream, relative to the run folder"},
     {"labels_dump_path", labels_dump_path, METH_VARARGS,

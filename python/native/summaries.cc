@@ -2,6 +2,7 @@
 #include "summaries.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -267,8 +268,8 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
   out->reserve(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* e = PyList_GetItem(entries, i);  // borrowed
-    if (!PyTuple_Check(e) || PyTuple_Size(e) != 12) {
-      PyErr_SetString(PyExc_TypeError, "a summary must be a tuple of 12 items");
+    if (!PyTuple_Check(e) || (PyTuple_Size(e) != 12 && PyTuple_Size(e) != 13)) {
+      PyErr_SetString(PyExc_TypeError, "a summary must be a tuple of 12 items (13 with a shard)");
       return false;
     }
     TensorSummary s;
@@ -293,12 +294,50 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
       s.has_update_ratio = true;
     }
     if (!numerics_from_python(PyTuple_GetItem(e, 11), &s)) return false;
+    if (PyTuple_Size(e) == 13 && !shard_from_python(PyTuple_GetItem(e, 12), &s.shard)) return false;
     s.kind = static_cast<wire::TensorKind>(kind);
     s.numel = static_cast<uint64_t>(numel);
     s.nan_count = static_cast<uint64_t>(nan);
     s.inf_count = static_cast<uint64_t>(inf);
     s.zero_count = static_cast<uint64_t>(zeros);
+    if (const std::string why = shard_refusal(s.shard, s.numel); !why.empty()) {
+      PyErr_SetString(PyExc_ValueError, ("summary '" + s.name + "' has " + why).c_str());
+      return false;
+    }
     out->push_back(std::move(s));
+  }
+  return true;
+}
+
+bool shard_from_python(PyObject* item, ShardPlacement* shard) {
+  if (item == Py_None) return true;
+  const char* form =
+      "a summary's shard must be None or (whole numel, ((placement, tensor dim, coordinate, size), ...))";
+  PyObject* dims = PyTuple_Check(item) && PyTuple_Size(item) == 2 ? PyTuple_GetItem(item, 1) : nullptr;
+  int64_t whole = 0;
+  if (dims == nullptr || !PyTuple_Check(dims) || PyTuple_Size(dims) < 1 ||
+      PyTuple_Size(dims) > static_cast<Py_ssize_t>(kMaxMeshDims)) {
+    PyErr_SetString(PyExc_TypeError, form);
+    return false;
+  }
+  if (!non_negative(PyTuple_GetItem(item, 0), "a shard's whole numel", &whole)) return false;
+  shard->whole_numel = static_cast<uint64_t>(whole);
+  for (Py_ssize_t d = 0; d < PyTuple_Size(dims); ++d) {
+    PyObject* dim = PyTuple_GetItem(dims, d);
+    int64_t v[4] = {};
+    if (!PyTuple_Check(dim) || PyTuple_Size(dim) != 4) {
+      PyErr_SetString(PyExc_TypeError, form);
+      return false;
+    }
+    for (Py_ssize_t k = 0; k < 4; ++k) {
+      if (!non_negative(PyTuple_GetItem(dim, k), "a shard's mesh dimension", &v[k])) return false;
+    }
+    if (v[0] > 255 || v[1] > 255 || v[2] > UINT32_MAX || v[3] > UINT32_MAX) {
+      PyErr_SetString(PyExc_ValueError, "a shard's mesh dimension is out of range");
+      return false;
+    }
+    shard->dims.push_back(MeshDim{static_cast<MeshPlacement>(v[0]), static_cast<uint8_t>(v[1]),
+                                  static_cast<uint32_t>(v[2]), static_cast<uint32_t>(v[3])});
   }
   return true;
 }

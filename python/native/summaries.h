@@ -21,8 +21,10 @@
 //   those values' names; CAST_FORMATS: {name: (value, underflow_at_most, overflow_from)}
 //   (shared/cast_formats.h)
 //   an entry: (name, kind, numel, nan, inf, zeros, l2, max_abs, mean, std, update_ratio
-//              or None, numerics), kind a wire TensorKind value (activation ..
-//              parameter_gradient)
+//              or None, numerics[, shard]), kind a wire TensorKind value (activation ..
+//              parameter_gradient), shard None or (whole numel, ((placement, tensor dim,
+//              coordinate, size) per mesh dimension)) of a DTensor's local part
+//              (shared/shard_placement.h; MESH_PLACEMENTS' codes)
 //
 // Used by module.cc and output_hook.cc. Thread safety: call with the GIL held (released around long passes).
 #pragma once
@@ -55,6 +57,8 @@ bool add_previous_values(PyObject* module);
 // Fills `out` from a list of entries; false with TypeError/ValueError set when one is
 // malformed. Entries beyond kMaxSummaryEntries are left out.
 bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out);
+// An entry's shard (None or a 2-tuple) into `shard`; false with an error set.
+bool shard_from_python(PyObject* item, ShardPlacement* shard);
 // An entry's numerics (None or a 4-tuple) into `s`; false with an error set.
 bool numerics_from_python(PyObject* item, TensorSummary* s);
 

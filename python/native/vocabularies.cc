@@ -2,11 +2,13 @@
 #include "vocabularies.h"
 
 #include <cstdint>
+#include <string>
 
 #include "core_options_args.h"
 #include "tensorscope/push_result.h"
 #include "tensorscope/recording/separation_table.h"
 #include "tensorscope/recording/summary_table.h"
+#include "tensorscope/shared/shard_placement.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope::python {
@@ -16,7 +18,8 @@ namespace tensorscope::python {
 // (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors,
 // RECORD_KINDS {name: value} of every record (tensors, module trees, summaries),
 // CLIENT_OPTIONS {name: default} (core_option_table.h: what Core(options) takes), WITH_CUDA,
-// VERSION, SEPARATION_TABLE_HEADER and SUMMARY_TABLE_HEADER.
+// VERSION, SEPARATION_TABLE_HEADER, SUMMARY_TABLE_HEADER and MESH_PLACEMENTS {name: code}
+// (shared/shard_placement.h).
 bool add_vocabularies(PyObject* module) {
 #ifdef TENSORSCOPE_WITH_CUDA
   PyModule_AddIntConstant(module, "WITH_CUDA", 1);
@@ -63,7 +66,16 @@ bool add_vocabularies(PyObject* module) {
   PyObject* options = records_ok ? core_options_dict(CoreOptions{}) : nullptr;
   const bool options_ok = options != nullptr && PyModule_AddObject(module, "CLIENT_OPTIONS", options) == 0;
   if (!options_ok) Py_XDECREF(options);
-  return options_ok;
+  PyObject* placements = options_ok ? PyDict_New() : nullptr;
+  bool placements_ok = placements != nullptr;
+  for (const auto& [name, code] : kMeshPlacements) {
+    PyObject* v = placements_ok ? PyLong_FromLong(static_cast<long>(code)) : nullptr;
+    placements_ok = v != nullptr && PyDict_SetItemString(placements, std::string(name).c_str(), v) == 0;
+    Py_XDECREF(v);
+  }
+  placements_ok = placements_ok && PyModule_AddObject(module, "MESH_PLACEMENTS", placements) == 0;
+  if (!placements_ok) Py_XDECREF(placements);
+  return placements_ok;
 }
 
 }  // namespace tensorscope::python

@@ -16,15 +16,16 @@ from ._tables import read_csv_tables
 
 # The summary table's columns (recording/summary_table.h).
 SUMMARY_COLUMNS = tuple(_native.SUMMARY_TABLE_HEADER.split(","))
-_TEXT_COLUMNS = ("track", "stream", "kind", "cast_format")
+_TEXT_COLUMNS = ("track", "stream", "kind", "cast_format", "shard")
 _INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count", "steps")
 # What a table written before a column was added holds in it.
 _ADDED = {"steps": 1, "cast_format": "", "dynamic_range": float("nan"), "underflow_fraction": float("nan"),
-          "overflow_fraction": float("nan")}
+          "overflow_fraction": float("nan"), "shard": "", "whole_numel": float("nan")}
+_SHARDS = ("both", "local", "whole")
 _ANOMALY_HEADER = {"tensorscope": "anomalies", "version": 1}
 
 
-def read_summaries(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
+def read_summaries(session_dir: Union[str, "os.PathLike[str]"], shards: str = "both") -> Any:
     """Every summarised tensor of a session as a pandas DataFrame (one row per tensor and
     step; columns SUMMARY_COLUMNS and "pid"), sorted by step, rank and order. Empty cells
     (no finite value, no update ratio) are NaN. "steps" is 1 but in the older part of a
@@ -36,21 +37,50 @@ def read_summaries(session_dir: Union[str, "os.PathLike[str]"]) -> Any:
     format's name), dynamic_range (log2 of max |x| over the smallest non-zero |x|),
     underflow_fraction and overflow_fraction (of all elements: the values a cast to the
     format would make 0, or Inf/NaN); "" and NaN for tracks without one (a compacted row:
-    the dynamic range of its steps together, the largest fractions). Raises
-    FileNotFoundError when the session has no summary table, ValueError for a file that is
-    not one."""
+    the dynamic range of its steps together, the largest fractions).
+
+    A DTensor (FSDP2's parameters and gradients, a tensor-parallel layer's weights) is
+    summarized by each rank on its local part: "shard" says where that part sits
+    ("S0@1/4": the second of 4 shards along dim 0; "R@0/2|S0@3/4" on a 2-D mesh; "" for a
+    tensor that is not sharded) and "whole_numel" is the whole tensor's element count.
+    With `shards` "both" (the default) the table also has, for each sharded tensor and
+    step whose parts are all in, the whole tensor's row merged from them (rank and pid -1,
+    shard ""): its counts, norms, mean, std and update ratio those of the whole tensor,
+    exactly, with no collective in the training step. "local": the rows as the ranks
+    wrote them; "whole": the whole tensors' rows in place of their parts. A tensor whose
+    parts are Partial sums has no whole row.
+
+    Raises FileNotFoundError when the session has no summary table, ValueError for a file
+    that is not one or an unknown `shards`."""
+    import io
+
+    if shards not in _SHARDS:
+        raise ValueError(f"shards must be one of {_SHARDS}, not {shards!r}")
     session_dir = os.fspath(session_dir)
     files = sorted(glob.glob(os.path.join(session_dir, "summaries", "rank*_pid*.csv")))
     if not files:
         raise FileNotFoundError(f"{session_dir}: no summary tables (summaries/*.csv; tracks send summaries every "
                                 "stats_every steps)")
+    options = dict(dtype={c: str for c in _TEXT_COLUMNS}, keep_default_na=False,
+                   na_values={c: [""] for c in SUMMARY_COLUMNS if c not in _TEXT_COLUMNS})
     out = read_csv_tables(
         files, SUMMARY_COLUMNS, "summary table", added=_ADDED,
-        extra=lambda path: {"pid": int(os.path.basename(path).split("_pid")[1].split(".")[0])},
-        dtype={c: str for c in _TEXT_COLUMNS}, keep_default_na=False,
-        na_values={c: [""] for c in SUMMARY_COLUMNS if c not in _TEXT_COLUMNS})
+        extra=lambda path: {"pid": int(os.path.basename(path).split("_pid")[1].split(".")[0])}, **options)
+    if shards != "local" and (out["shard"] != "").any():
+        import pandas as pd
+
+        texts = []
+        for path in files:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+        lines, _, _ = _native.whole_summary_rows(texts)
+        whole = pd.read_csv(io.StringIO(",".join(SUMMARY_COLUMNS) + "\n" + lines), **options)
+        whole["pid"] = -1
+        parts = out[out["shard"] == ""] if shards == "whole" else out
+        out = pd.concat([parts, whole], ignore_index=True)
     for column in _INTEGER_COLUMNS:
         out[column] = out[column].astype("int64")
+    out["whole_numel"] = out["whole_numel"].astype("Int64")
     return out.sort_values(["step", "rank", "pid", "order"], kind="stable").reset_index(drop=True)
 
 

@@ -20,6 +20,7 @@ from ._call_stacks import CallStacks, stacked_name
 from ._hook_objects import _Hook, _inert_hook, _register_pre_hook
 from ._module_selection import KINDS
 from ._outputs import input_leaves, tensor_leaves
+from ._sharding import is_dtensor
 from ._owner import TrackOwner
 from ._step_zero import call_name, trainable_version
 from ._step_zero_routing import StepZeroRouting
@@ -242,7 +243,12 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
                 for pname, param in module._parameters.items():
                     if param is not None and param.requires_grad:
                         meta = ValueMeta(path, type(module).__name__, "parameter_gradient", pname)
-                        hooks.append(param.register_hook(_Hook(self._on_param_grad, f"{stream}.{pname}.grad", meta)))
+                        name = f"{stream}.{pname}.grad"
+                        if is_dtensor(param):  # FSDP2 gives a sharded parameter its .grad after reducing it
+                            hooks.append(param.register_post_accumulate_grad_hook(
+                                _Hook(self._on_param_accumulated, name, meta)))
+                        else:
+                            hooks.append(param.register_hook(_Hook(self._on_param_grad, name, meta)))
         self._hooks = hooks
 
     def _uninstall(self):
@@ -459,6 +465,13 @@ class ModuleTrack(StepZeroRouting, TrackSummaries, _Track):
                 self._summarize(self._client(), stream, grad, R.KIND_GRADIENT, step)
         except Exception as e:
             _refuse_quietly(self._client(), stream, e)
+
+    def _on_param_accumulated(self, stream, meta, param):
+        """A sharded parameter's gradient, once FSDP2 reduced it into its .grad (this rank's
+        part, accumulated over the steps that did not reduce, as the optimizer sees it)."""
+        grad = param.grad
+        if grad is not None:
+            self._on_param_grad(stream, meta, grad)
 
     def _on_param_grad(self, stream, meta, grad):
         try:

@@ -158,7 +158,7 @@ class Gathered:
 
 
 class StepSummaries:
-    """A track's summaries not sent yet: [(step, name, kind, summary)], in the order the
+    """A track's summaries not sent yet: [(step, name, kind, summary, shard)], in the order the
     track saw the tensors, a summary being summarize()'s (values, ratio, numerics), an
     OnTheWay or a Gathered. Not thread-safe by itself: the track holds its lock.
 
@@ -201,10 +201,11 @@ class StepSummaries:
         self._unflushed = []
         return written
 
-    def add(self, step, name, kind, summary):
+    def add(self, step, name, kind, summary, shard=None):
+        """`shard`: where a DTensor's local part sits (_sharding.placement), or None."""
         if len(self._pending) >= self.MAX_PENDING:
             return False
-        self._pending.append((step, name, kind, summary))
+        self._pending.append((step, name, kind, summary, shard))
         return True
 
     def take_failed(self):
@@ -220,7 +221,7 @@ class StepSummaries:
             return {}
         ready, waiting = {}, []
         for item in self._pending:
-            step, name, kind, summary = item
+            step, name, kind, summary, shard = item
             if isinstance(summary, Gathered):
                 if summary.ticket is None:  # written in place before its flush
                     continue
@@ -254,7 +255,7 @@ class StepSummaries:
             else:
                 values, ratio, numerics = summary
                 entry = tuple(values) + (ratio, numerics)
-            ready.setdefault(step, []).append((name, kind) + tuple(entry))
+            ready.setdefault(step, []).append((name, kind) + tuple(entry) + ((shard,) if shard is not None else ()))
         self._pending = waiting
         return ready
 

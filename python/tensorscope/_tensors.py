@@ -9,6 +9,7 @@ import torch
 from torch.utils.dlpack import to_dlpack
 
 from . import _native
+from ._sharding import local_tensor
 
 try:  # numpy is optional for the package (torch does not require it)
     import numpy as _np
@@ -131,9 +132,10 @@ def export_numpy(array):
 
 
 def export(value, client):
-    """An Exported for `value` (a torch tensor or numpy array), or a refusal string."""
+    """An Exported for `value` (a torch tensor or numpy array; a DTensor's local part), or a
+    refusal string."""
     if isinstance(value, torch.Tensor):
-        return export_torch(value, client)
+        return export_torch(local_tensor(value), client)
     if _np is not None and isinstance(value, _np.ndarray):
         return export_numpy(value)
     if _np is not None and isinstance(value, _np.generic):

@@ -10,7 +10,8 @@ their number. Inside a compiled graph, each call's tensors are flushed before th
 returns to the graph (whose next kernels may reuse their memory): a pass per tracked call. A stream whose tensor was written in place before its flush (an in-place
 activation after the module) is refused that once and summarized at once from then on.
 TENSORSCOPE_SUMMARY_PASS=host gathers CPU tensors too (run on the host by the kernel's
-arithmetic: the same logic without a GPU); =off gathers nothing."""
+arithmetic: the same logic without a GPU); =off gathers nothing. A DTensor is summarized
+by its local part, with where that part sits (_sharding.py): no collective."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import torch
 
 from . import _compiled
 from . import _native
+from ._sharding import local_part
 from ._summaries import Gathered, Layout, OnTheWay, from_native, summarize
 from . import _results as R
 from ._tracks import _REFUSALS, ValueMeta, _refuse_quietly
@@ -46,6 +48,7 @@ class TrackSummaries:
         result when the caller computed it."""
         if client is None or self._stopped or not client.enabled:
             return
+        tensor, shard = local_part(tensor)  # (a DTensor: this rank's part, and where it sits)
         if summary is None:
             summary = self._gathered(name, tensor, ratio) if self._gathers(name, tensor) else None
             if summary is None:
@@ -63,7 +66,7 @@ class TrackSummaries:
             if not self._full_on and tensor is not None:
                 self._send(name, tensor, kind, step, ValueMeta(self._paths.get(name, ""), "", "", ""))
         with self._lock:
-            kept = self._summaries.add(client.step if step is None else step, name, kind, summary)
+            kept = self._summaries.add(client.step if step is None else step, name, kind, summary, shard)
             due = kept and isinstance(summary, Gathered) and self._summaries.gather(summary)
         if not kept:
             client._refuse(name, _REFUSALS["summary_not_kept"])

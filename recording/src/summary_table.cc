@@ -17,9 +17,9 @@ namespace tensorscope::recording {
 namespace {
 
 // The header's cells, and how many a line of each version has.
-constexpr size_t kCellsV1 = 15, kCellsV2 = 16, kCells = 20;
+constexpr size_t kCellsV1 = 15, kCellsV2 = 16, kCellsV3 = 20, kCells = 22;
 
-// A line's cells from `step` to `update_ratio`, then `steps`, then the numerics.
+// A line's cells from `step` to `update_ratio`, then `steps`, the numerics, the shard.
 void append_line(std::string* out, int64_t step, int rank, const std::string& track_cell, int64_t order,
                  const TensorSummary& s, int64_t steps) {
   const double none = std::numeric_limits<double>::quiet_NaN();
@@ -32,10 +32,12 @@ void append_line(std::string* out, int64_t step, int rank, const std::string& tr
   if (s.has_numerics()) {
     *out += std::string(cast_format_name(s.cast_format)) + "," + csv_number(s.dynamic_range()) + "," +
         csv_number(s.numel > 0 ? s.underflow_fraction() : none) + "," +
-        csv_number(s.numel > 0 ? s.overflow_fraction() : none) + "\n";
+        csv_number(s.numel > 0 ? s.overflow_fraction() : none);
   } else {
-    *out += ",,,\n";
+    *out += ",,,";
   }
+  *out += "," + shard_text(s.shard.dims) + "," +
+      (s.shard.sharded() ? std::to_string(s.shard.whole_numel) : std::string()) + "\n";
 }
 
 }  // namespace
@@ -115,12 +117,15 @@ bool is_summary_table_header(std::string_view line) {
   if (line == header) return true;
   if (line.size() >= header.size() || header.substr(0, line.size()) != line || header[line.size()] != ',') return false;
   const auto cells = static_cast<size_t>(std::count(line.begin(), line.end(), ',')) + 1;
-  return cells == kCellsV1 || cells == kCellsV2;
+  return cells == kCellsV1 || cells == kCellsV2 || cells == kCellsV3;
 }
 
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   std::vector<std::string> c;
-  if (!split_csv(line, &c) || (c.size() != kCellsV1 && c.size() != kCellsV2 && c.size() != kCells)) return false;
+  if (!split_csv(line, &c) ||
+      (c.size() != kCellsV1 && c.size() != kCellsV2 && c.size() != kCellsV3 && c.size() != kCells)) {
+    return false;
+  }
   TensorSummary& s = row->summary;
   double zero_fraction = 0;
   row->steps = 1;
@@ -129,7 +134,12 @@ bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   s.underflow_count = s.overflow_count = 0;
   s.min_abs_nonzero = 0;
   double range = 0, under = 0, over = 0;
-  if (c.size() == kCells && !c[16].empty()) {
+  s.shard = ShardPlacement{};
+  if (c.size() == kCells) {
+    if (!parse_shard_text(c[20], &s.shard.dims)) return false;
+    if (s.shard.sharded() && !read_number(c[21], &s.shard.whole_numel)) return false;
+  }
+  if (c.size() >= kCellsV3 && !c[16].empty()) {
     const std::optional<CastFormat> cast = cast_format_from_name(c[16]);
     if (!cast || !read_number(c[17], &range) || !read_number(c[18], &under) || !read_number(c[19], &over)) {
       return false;

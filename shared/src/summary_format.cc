@@ -2,6 +2,7 @@
 #include "tensorscope/shared/summary_format.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -18,7 +19,11 @@ constexpr size_t kCountsAt = kKindAt + 8;
 constexpr size_t kValuesAt = kCountsAt + 4 * 8;
 constexpr size_t kNumericsAt = kValuesAt + 5 * 8;
 static_assert(kNumericsAt == kSummaryEntryBytesV1);
-static_assert(kNumericsAt + 3 * 8 == kSummaryEntryBytes);
+constexpr size_t kShardAt = kNumericsAt + 3 * 8;
+constexpr size_t kMeshDimsAt = kShardAt + 16;
+constexpr size_t kMeshDimBytes = 12;
+static_assert(kShardAt == kSummaryEntryBytesV2);
+static_assert(kMeshDimsAt + kMaxMeshDims * kMeshDimBytes == kSummaryEntryBytes);
 
 using internal::get_field;
 using internal::put_field;
@@ -46,6 +51,7 @@ std::string entry_refusal(const TensorSummary& s) {
   if (s.underflow_count > s.numel || s.overflow_count > s.numel - s.underflow_count) {
     return "entry '" + s.name + "' counts more underflowing or overflowing elements than it has";
   }
+  if (std::string why = shard_refusal(s.shard, s.numel); !why.empty()) return "entry '" + s.name + "' has " + why;
   return {};
 }
 
@@ -80,6 +86,19 @@ std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
       put_field<uint64_t>(out, at + kNumericsAt, s.underflow_count);
       put_field<uint64_t>(out, at + kNumericsAt + 8, s.overflow_count);
       put_field<double>(out, at + kNumericsAt + 16, s.min_abs_nonzero);
+    }
+    if (s.shard.sharded()) {
+      const size_t dims = std::min(s.shard.dims.size(), kMaxMeshDims);
+      put_field<uint64_t>(out, at + kShardAt, s.shard.whole_numel);
+      put_field<uint8_t>(out, at + kShardAt + 8, static_cast<uint8_t>(dims));
+      for (size_t d = 0; d < dims; ++d) {
+        const MeshDim& m = s.shard.dims[d];
+        const size_t dim_at = at + kMeshDimsAt + d * kMeshDimBytes;
+        put_field<uint8_t>(out, dim_at, static_cast<uint8_t>(m.placement));
+        put_field<uint8_t>(out, dim_at + 1, m.tensor_dim);
+        put_field<uint32_t>(out, dim_at + 4, m.coordinate);
+        put_field<uint32_t>(out, dim_at + 8, m.size);
+      }
     }
   }
   return out;
@@ -122,12 +141,26 @@ StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
     s.mean = get_field<double>(e, kValuesAt + 16);
     s.std = get_field<double>(e, kValuesAt + 24);
     s.update_ratio = s.has_update_ratio ? get_field<double>(e, kValuesAt + 32) : 0.0;
-    if (entry_size >= kSummaryEntryBytes) {
+    if (entry_size >= kSummaryEntryBytesV2) {
       s.cast_format = static_cast<CastFormat>(get_field<uint8_t>(e, kCastAt));
       if (s.has_numerics()) {
         s.underflow_count = get_field<uint64_t>(e, kNumericsAt);
         s.overflow_count = get_field<uint64_t>(e, kNumericsAt + 8);
         s.min_abs_nonzero = get_field<double>(e, kNumericsAt + 16);
+      }
+    }
+    if (entry_size >= kSummaryEntryBytes) {
+      s.shard.whole_numel = get_field<uint64_t>(e, kShardAt);
+      const size_t dims = get_field<uint8_t>(e, kShardAt + 8);
+      if (dims > kMaxMeshDims) return Status::error("a summary entry's mesh has more than 4 dimensions");
+      for (size_t d = 0; d < dims; ++d) {
+        const size_t dim_at = kMeshDimsAt + d * kMeshDimBytes;
+        MeshDim m;
+        m.placement = static_cast<MeshPlacement>(get_field<uint8_t>(e, dim_at));
+        m.tensor_dim = get_field<uint8_t>(e, dim_at + 1);
+        m.coordinate = get_field<uint32_t>(e, dim_at + 4);
+        m.size = get_field<uint32_t>(e, dim_at + 8);
+        s.shard.dims.push_back(m);
       }
     }
     if (std::string why = entry_refusal(s); !why.empty()) return Status::error(why);

@@ -255,37 +255,6 @@ SummaryStats compute_summary_stats(const TensorView& view, const CastLimits* cas
   return out;
 }
 
-SummaryStats merge_summary_stats(const SummaryStats& a, const SummaryStats& b) {
-  SummaryStats out;
-  out.count = a.count + b.count;
-  out.finite_count = a.finite_count + b.finite_count;
-  out.nan_count = a.nan_count + b.nan_count;
-  out.inf_count = a.inf_count + b.inf_count;
-  out.zero_count = a.zero_count + b.zero_count;
-  out.underflow_count = a.underflow_count + b.underflow_count;
-  out.overflow_count = a.overflow_count + b.overflow_count;
-  out.max_abs = std::max(a.max_abs, b.max_abs);
-  out.min_abs_nonzero = a.min_abs_nonzero == 0 ? b.min_abs_nonzero
-      : b.min_abs_nonzero == 0                 ? a.min_abs_nonzero
-                                               : std::min(a.min_abs_nonzero, b.min_abs_nonzero);
-  out.l2 = std::hypot(a.l2, b.l2);
-  if (a.finite_count == 0 || b.finite_count == 0) {
-    const SummaryStats& only = a.finite_count > 0 ? a : b;
-    out.mean = only.mean;
-    out.std = only.std;
-    return out;
-  }
-  const double na = static_cast<double>(a.finite_count), nb = static_cast<double>(b.finite_count);
-  const double n = na + nb, delta = b.mean - a.mean;
-  out.mean = a.mean + delta * (nb / n);
-  // Sums of squared deviations, each in units of the larger std (no overflow near 1e300).
-  const double unit = std::max({a.std, b.std, std::fabs(delta), std::numeric_limits<double>::min()});
-  const double sa = a.std / unit, sb = b.std / unit, d = delta / unit;
-  const double m2 = na * sa * sa + nb * sb * sb + d * d * (na * nb / n);
-  out.std = std::sqrt(std::max(0.0, m2 / n)) * unit;
-  return out;
-}
-
 TensorStats compute_stats(const TensorView& view) {
   NonFiniteCounts nf;
   StatsAccumulator acc;

@@ -93,7 +93,7 @@ TEST(SummaryTableTest, OtherLinesAreRefused) {
   EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8", &row));
   EXPECT_EQ(row.steps, 8);
   EXPECT_EQ(row.order, 3);
-  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,,,,\n") << "written as this version";
+  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,,,,,,\n") << "written as this version";
   EXPECT_FALSE(parse_summary_table_line("1,0,net,0,x,activation,10,1,1,0,1,0,0,0,,0", &row));
   EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,bf16,3,0.1,0", &row));
   EXPECT_EQ(row.summary.cast_format, CastFormat::kBf16);
@@ -106,19 +106,41 @@ TEST(SummaryTableTest, OtherLinesAreRefused) {
   EXPECT_FALSE(row.summary.has_numerics());
 }
 
+TEST(SummaryTableTest, AShardsPlacementReadsBack) {
+  TensorSummary w;
+  w.name = "net.fc.weight";
+  w.kind = wire::TensorKind::kParameter;
+  w.numel = 32;
+  w.l2 = 2;
+  w.shard.whole_numel = 128;
+  w.shard.dims = {{MeshPlacement::kReplicate, 0, 1, 2}, {MeshPlacement::kShard, 0, 3, 4}};
+  const std::string line = summary_table_lines(5, 7, "net", {w});
+  EXPECT_NE(line.find(",R@1/2|S0@3/4,128\n"), std::string::npos) << line;
+  SummaryTableRow row;
+  ASSERT_TRUE(parse_summary_table_line(line.substr(0, line.size() - 1), &row));
+  EXPECT_EQ(row.summary, w);
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,,S0@1/2,20", &row));
+  EXPECT_EQ(row.summary.shard.whole_numel, 20u);
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,,S0@2/2,20", &row));
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,,S0@1/2,", &row));
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,", &row));
+  EXPECT_FALSE(row.summary.shard.sharded()) << "a line before the shard columns";
+}
+
 // The headers of this and the earlier versions are the table's; a line or a prefix cut
 // inside a column name is not.
 TEST(SummaryTableTest, HeadersOfEveryVersion) {
   const std::string header = kSummaryTableHeader;
   EXPECT_TRUE(is_summary_table_header(header));
-  const size_t v2 = header.find(",cast_format"), v1 = header.find(",steps");
+  const size_t v3 = header.find(",shard"), v2 = header.find(",cast_format"), v1 = header.find(",steps");
+  EXPECT_TRUE(is_summary_table_header(header.substr(0, v3)));
   EXPECT_TRUE(is_summary_table_header(header.substr(0, v2)));
   EXPECT_TRUE(is_summary_table_header(header.substr(0, v1)));
   EXPECT_FALSE(is_summary_table_header(header.substr(0, v1 - 3)));
   EXPECT_FALSE(is_summary_table_header(header.substr(0, header.find(",dynamic_range"))));
   EXPECT_FALSE(is_summary_table_header(""));
   SummaryTableRow row;
-  for (const std::string& h : {header, header.substr(0, v2), header.substr(0, v1)}) {
+  for (const std::string& h : {header, header.substr(0, v3), header.substr(0, v2), header.substr(0, v1)}) {
     EXPECT_FALSE(parse_summary_table_line(h, &row)) << h;
   }
 }

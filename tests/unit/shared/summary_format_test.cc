@@ -148,3 +148,42 @@ TEST(SummaryFormat, ALaterVersionsLongerEntriesAreReadForTheFieldsKnown) {
 
 }  // namespace
 }  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+TEST(SummaryFormat, AShardsPlacementRoundTripsAndOlderEntriesHaveNone) {
+  TensorSummary s = sample("net.0.weight", wire::TensorKind::kParameter);
+  s.shard.whole_numel = s.numel * 8;
+  s.shard.dims = {{MeshPlacement::kReplicate, 0, 1, 2}, {MeshPlacement::kShard, 1, 3, 4}};
+  const std::string payload = encode_summaries({s});
+  auto out = parse_summaries(payload);
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ((*out)[0], s);
+  // A client before sharded tensors wrote 232-byte entries: read, not sharded.
+  std::string older(payload.substr(0, kSummaryHeaderBytes + kSummaryEntryBytesV2));
+  const uint16_t v2 = kSummaryEntryBytesV2;
+  std::memcpy(older.data() + 6, &v2, 2);
+  out = parse_summaries(older);
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_FALSE((*out)[0].shard.sharded());
+  EXPECT_EQ((*out)[0].l2, s.l2);
+}
+
+TEST(SummaryFormat, APlacementThatCannotBeIsRefused) {
+  TensorSummary s = sample("net.0.weight", wire::TensorKind::kParameter);
+  s.shard.whole_numel = s.numel - 1;  // smaller than the part
+  s.shard.dims = {{MeshPlacement::kShard, 0, 0, 2}};
+  EXPECT_NE(refusal(encode_summaries({s})).find("smaller"), std::string::npos);
+  s.shard.whole_numel = s.numel * 2;
+  s.shard.dims[0].coordinate = 2;  // not below its size
+  EXPECT_NE(refusal(encode_summaries({s})), "");
+  s.shard.dims[0].coordinate = 1;
+  EXPECT_EQ(refusal(encode_summaries({s})), "");
+  std::string payload = encode_summaries({s});
+  payload[kSummaryHeaderBytes + kSummaryEntryBytesV2 + 8] = 5;  // 5 mesh dimensions
+  EXPECT_NE(refusal(payload), "");
+}
+
+}  // namespace
+}  // namespace tensorscope

@@ -23,7 +23,12 @@
 //   uint64 underflow_count            finite non-zero values a cast to `cast` makes 0
 //   uint64 overflow_count             finite values it makes Inf (or NaN)
 //   float64 min_abs_nonzero           the smallest finite non-zero |x| (0: none)
-// (0 when `cast` is kNone). Fields are only ever appended, the version stays 1: a reader
+// (0 when `cast` is kNone) (232 bytes: kSummaryEntryBytesV2) then, written since sharded
+// tensors (shared/shard_placement.h):
+//   uint64 whole_numel                the whole tensor's elements (0: not sharded)
+//   uint8 mesh_dims  uint8 pad[7]     how many of the 4 mesh dimensions follow are used
+//   4 x {uint8 placement  uint8 tensor_dim  uint16 0  uint32 coordinate  uint32 size}
+// (296 bytes). Fields are only ever appended, the version stays 1: a reader
 // takes the fields its entry_size holds (a 208-byte entry has no numerics) and skips
 // those it does not know. A reader refuses another version with a message that names
 // both.
@@ -36,6 +41,7 @@
 
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/cast_formats.h"
+#include "tensorscope/shared/shard_placement.h"
 #include "tensorscope/shared/wire_format.h"
 
 namespace tensorscope {
@@ -44,7 +50,8 @@ inline constexpr uint32_t kSummaryMagic = 0x4d535354;  // "TSSM"
 inline constexpr uint16_t kSummaryVersion = 1;
 inline constexpr size_t kSummaryHeaderBytes = 16;
 inline constexpr size_t kSummaryEntryBytesV1 = 208;
-inline constexpr size_t kSummaryEntryBytes = 232;
+inline constexpr size_t kSummaryEntryBytesV2 = 232;
+inline constexpr size_t kSummaryEntryBytes = 296;
 inline constexpr uint32_t kMaxSummaryEntries = 8192;
 inline constexpr uint8_t kSummaryHasUpdateRatio = 1;
 
@@ -66,6 +73,8 @@ struct TensorSummary {
   uint64_t underflow_count = 0;
   uint64_t overflow_count = 0;
   double min_abs_nonzero = 0;
+  // A DTensor's local part: where it sits in the whole (not sharded: no dims).
+  ShardPlacement shard;
 
   bool operator==(const TensorSummary&) const = default;
   bool finite() const { return nan_count == 0 && inf_count == 0; }
@@ -89,7 +98,7 @@ std::string encode_summaries(const std::vector<TensorSummary>& summaries);
 
 // The summaries of a payload, or why it is refused: a wrong magic or version, a size that
 // does not match the count, an entry whose name is empty or not text, a kind that is not
-// a tensor's, counts larger than numel, or negative norms.
+// a tensor's, counts larger than numel, negative norms, or a shard placement that cannot be.
 StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view payload);
 
 }  // namespace tensorscope

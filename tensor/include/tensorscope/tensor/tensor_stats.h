@@ -69,11 +69,6 @@ struct SummaryStats {
 };
 SummaryStats compute_summary_stats(const TensorView& view, const CastLimits* cast = nullptr);
 
-// The summary of a tensor from those of two parts of it (ranges summarized on several
-// threads): counts added, mean and std merged over the finite values (Chan's formula),
-// L2 the norm of the parts' two, the larger max |x|, the smaller non-zero min |x|.
-SummaryStats merge_summary_stats(const SummaryStats& a, const SummaryStats& b);
-
 // Combines blocks of finite doubles (for_each_finite_block) into TensorStats.
 class StatsAccumulator {
  public:
