@@ -1,7 +1,9 @@
-"""Sharded models (FSDP2's fully_shard, 2 ranks on the CPU with Gloo): a DTensor's local
-part is summarized where it lives, with where it sits; the readers merge the ranks' parts
-into the whole tensor's row, whose statistics are those of the same model trained
-unsharded on the ranks' batches together; tracking adds no collective to the step."""
+"""Sharded models (FSDP2's fully_shard, and a tensor-parallel plan; 2 ranks on the CPU with
+Gloo): a DTensor's local part is summarized where it lives, with where it sits; the
+readers merge the ranks' parts into the whole tensor's row, whose statistics are those of
+the same model trained unsharded (on the ranks' batches together for FSDP2, on their one
+batch for tensor parallelism); tracking adds no collective to the step. Two nodes, a
+daemon each, are read as one run."""
 
 import json
 import os
@@ -15,9 +17,9 @@ import torch
 
 import tensorscope
 
-fsdp = pytest.importorskip("torch.distributed.fsdp")
-pytestmark = pytest.mark.skipif(not hasattr(fsdp, "fully_shard") or not torch.distributed.is_available(),
-                                reason="FSDP2 (fully_shard) needs PyTorch >= 2.6")
+pytestmark = pytest.mark.skipif(
+    tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 6) or not torch.distributed.is_available(),
+    reason="FSDP2 (fully_shard) and DTensor need PyTorch >= 2.6")
 
 WORLD = 2
 STEPS = 5  # the first untracked
@@ -30,14 +32,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(daemon):
-    worker = os.path.join(os.path.dirname(__file__), "fsdp_worker.py")
+def run_ranks(daemon, how):
+    worker = os.path.join(os.path.dirname(__file__), "sharded_worker.py")
     port = str(free_port())
     procs = []
     for rank in range(WORLD):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
                    LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, worker, daemon.session, daemon.runtime_dir, str(STEPS)],
+        procs.append(subprocess.Popen([sys.executable, worker, how, daemon.session, daemon.runtime_dir, str(STEPS)],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
     for p in procs:
@@ -47,11 +49,12 @@ def run_ranks(daemon):
     return results
 
 
-def reference():
-    """{(step, stream): (the tensor's values)} of the model trained unsharded on both ranks'
-    batches: parameters as the forward saw them, their gradients as the optimizer did."""
+def reference(how, world=WORLD):
+    """{(step, stream): (the tensor's values)} of the model trained unsharded on what the
+    ranks trained on: parameters as the forward saw them, their gradients as the optimizer
+    did."""
     sys.path.insert(0, os.path.dirname(__file__))
-    from fsdp_worker import batch, model
+    from sharded_worker import batch, model
 
     net = model()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -59,8 +62,9 @@ def reference():
     for step in range(STEPS):
         for name, p in net.named_parameters():
             values[(step, "net." + name)] = p.detach().clone()
-        x = torch.cat([batch(step, rank) for rank in range(WORLD)])
-        net(x).pow(2).mean().backward()  # (the mean over both batches: FSDP2's mean of the ranks' gradients)
+        # (FSDP2: the mean over both batches, FSDP2's mean of the ranks' gradients)
+        x = torch.cat([batch(step, rank) for rank in range(world)]) if how == "fsdp" else batch(step, 0)
+        net(x).pow(2).mean().backward()
         for name, p in net.named_parameters():
             values[(step, f"net.{name}.grad")] = p.grad.detach().clone()
         opt.step()
@@ -68,8 +72,14 @@ def reference():
     return values
 
 
-def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon):
-    results = run_ranks(daemon)
+# Where each rank's part of net.2.weight (5 x 16) and net.2.bias sits, and how large it is.
+PARTS = {"fsdp": {"net.2.weight": (["S0@0/2", "S0@1/2"], [48, 32]), "net.2.bias": (["S0@0/2", "S0@1/2"], [3, 2])},
+         "tp": {"net.2.weight": (["S1@0/2", "S1@1/2"], [40, 40]), "net.2.bias": (["R@0/2", "R@1/2"], [5, 5])}}
+
+
+@pytest.mark.parametrize("how", ["fsdp", "tp"])
+def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon, how):
+    results = run_ranks(daemon, how)
     for r in results:
         assert r["refused"] == 0 and r["dropped_full"] == 0, r
         # Tracking adds no collective: a tracked step dispatches the untracked step's.
@@ -81,13 +91,16 @@ def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon):
     whole = table[table["rank"] == -1]
     streams = list(WEIGHTS) + [w + ".grad" for w in WEIGHTS]
     assert set(parts.stream) == set(streams)
-    # Each rank's part says where it sits: net.2.weight's 5 rows are cut 3 + 2.
-    w = parts[(parts.stream == "net.2.weight") & (parts.step == 1)].sort_values("rank")
-    assert list(w.shard) == ["S0@0/2", "S0@1/2"] and list(w.numel) == [48, 32] and list(w.whole_numel) == [80, 80]
-    # A module's outputs are each rank's own batch: not sharded, no whole row.
+    # Each rank's part says where it sits (FSDP2 cuts net.2.weight's 5 rows 3 + 2).
+    for stream, (where, numels) in PARTS[how].items():
+        w = parts[(parts.stream == stream) & (parts.step == 1)].sort_values("rank")
+        assert list(w.shard) == where and list(w.numel) == numels, (stream, w)
+        assert list(w.whole_numel) == [80 if stream == "net.2.weight" else 5] * WORLD
+    # A module's outputs are each rank's (FSDP2: of its own batch; a row-wise layer's after
+    # its all-reduce): not sharded, no whole row.
     assert set(table[table["rank"] >= 0].stream) - set(streams) == {"net.0", "net.2", "net.0.grad", "net.2.grad"}
     assert not set(whole.stream) - set(streams)
-    expected = reference()
+    expected = reference(how)
     for step in range(1, STEPS):
         rows = whole[whole.step == step].set_index("stream")
         assert sorted(rows.index) == sorted(streams), step
@@ -111,3 +124,58 @@ def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon):
     with pytest.raises(ValueError):
         tensorscope.read_summaries(daemon.session_dir, shards="merged")
 
+
+
+def test_two_nodes_with_a_daemon_each_are_read_as_one_run(tmp_path):
+    """torchrun --nnodes 2 --nproc-per-node 2 on one machine: each node's ranks write to
+    their node's daemon (its own runtime directory, its own output folder under a common
+    parent); the readers take the parent. The whole tensors are merged across the nodes'
+    folders, and the first anomaly is the run's earliest: rank 3 (on node 1) gets a NaN at
+    step 2, before any rank of node 0 sees one (their gradients, later that step)."""
+    from conftest import Daemon
+
+    session = "nodes"
+    daemons = []
+    for n in range(2):
+        (tmp_path / f"node{n}").mkdir()
+        daemons.append(Daemon(str(tmp_path / f"node{n}"), session).start())
+    worker = os.path.join(os.path.dirname(__file__), "sharded_worker.py")
+    port = str(free_port())
+    try:
+        nodes = []
+        for n, d in enumerate(daemons):
+            command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(n),
+                       "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", port, worker,
+                       "fsdp", session, d.runtime_dir, str(STEPS), "3", "2"]
+            nodes.append(subprocess.Popen(command, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        for p in nodes:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err[-4000:]
+            assert len([line for line in out.splitlines() if line.startswith("{")]) == 2, out
+    finally:
+        for d in daemons:
+            d.stop()
+    parent = str(tmp_path)
+    table = tensorscope.read_summaries(parent)
+    nodes = sorted(set(table[table["rank"] >= 0].node))
+    assert len(nodes) == 2 and all(n.endswith(f"node{k}/out/{session}") for k, n in enumerate(nodes)), nodes
+    for rank in range(4):
+        assert set(table[table["rank"] == rank].node) == {nodes[rank // 2]}, rank
+    # net.2.weight's 5 rows over 4 ranks (2 + 1 + 1 + 1): the whole needs both folders.
+    w = table[(table.stream == "net.2.weight") & (table.step == 1)].sort_values("rank")
+    assert list(w["rank"]) == [-1, 0, 1, 2, 3] and list(w.shard)[1:] == [f"S0@{r}/4" for r in range(4)]
+    x = reference("fsdp", world=4)[(1, "net.2.weight")].double()
+    assert w.iloc[0].numel == 80 and w.iloc[0].l2 == pytest.approx(x.norm().item(), rel=1e-5)
+    one_node = tensorscope.read_summaries(daemons[0].session_dir)
+    assert (one_node["rank"] >= 0).all(), "half the shards: no whole row"
+    # The same through a glob and through a list.
+    assert len(tensorscope.read_summaries(os.path.join(parent, "node*", "out", session))) == len(table)
+    assert len(tensorscope.read_summaries([d.session_dir for d in daemons])) == len(table)
+    anomalies = tensorscope.read_anomalies(parent)
+    first = anomalies[0]
+    assert (first["type"], first["step"], first["rank"], first["stream"]) == ("non_finite", 2, 3, "net.0"), first
+    assert first["node"] == nodes[1] and first["details"]["order"] == 0
+    assert {a["rank"] for a in anomalies if a["type"] == "non_finite"} == {0, 1, 2, 3}
+    assert [(a["step"], a["details"]["order"]) for a in anomalies] == sorted(
+        (a["step"], a["details"]["order"]) for a in anomalies)

@@ -335,21 +335,26 @@ def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
     numerics columns, read as one."""
     (tmp_path / "summaries").mkdir()
     columns = _anomalies.SUMMARY_COLUMNS
-    assert columns[15:] == ("steps", "cast_format", "dynamic_range", "underflow_fraction", "overflow_fraction")
-    v1, v2, v3 = ",".join(columns[:15]), ",".join(columns[:16]), ",".join(columns)
+    assert columns[15:] == ("steps", "cast_format", "dynamic_range", "underflow_fraction", "overflow_fraction",
+                            "shard", "whole_numel")
+    v1, v2, v3, v4 = ",".join(columns[:15]), ",".join(columns[:16]), ",".join(columns[:20]), ",".join(columns)
     (tmp_path / "summaries" / "rank0_pid5.csv").write_text(
         v2 + "\n0,0,net,0,x,activation,10,3.5,2,0.1,1,0,0,0.5,,8\n8,0,net,0,x,activation,10,1,1,0,1,0,0,0,,1\n")
     (tmp_path / "summaries" / "rank1_pid6.csv").write_text(v1 + "\n3,1,net,0,x,activation,10,1,1,0,1,0,0,0,\n")
     (tmp_path / "summaries" / "rank1_pid9.csv").write_text(
         v3 + "\n4,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,fp16,12.5,0.2,0\n"
         "5,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,,,,\n")
+    (tmp_path / "summaries" / "rank3_pid4.csv").write_text(
+        v4 + "\n9,3,net,0,x.weight,parameter,10,1,1,0,1,0,0,0,,1,,,,,S0@1/2,20\n")
     table = tensorscope.read_summaries(tmp_path)
-    assert list(table.step) == [0, 3, 4, 5, 8]
-    assert list(table.steps) == [8, 1, 1, 1, 1] and str(table.steps.dtype) == "int64"
-    assert list(table.pid) == [5, 6, 9, 9, 5]
-    assert list(table.cast_format) == ["", "", "fp16", "", ""]
+    assert list(table.step) == [0, 3, 4, 5, 8, 9]
+    assert list(table.steps) == [8, 1, 1, 1, 1, 1] and str(table.steps.dtype) == "int64"
+    assert list(table.pid) == [5, 6, 9, 9, 5, 4]
+    assert list(table.cast_format) == ["", "", "fp16", "", "", ""]
     assert table.dynamic_range[2] == 12.5 and table.underflow_fraction[2] == 0.2 and table.overflow_fraction[2] == 0
     assert table.drop(index=2)[["dynamic_range", "underflow_fraction", "overflow_fraction"]].isna().all().all()
+    assert list(table.shard) == ["", "", "", "", "", "S0@1/2"] and table.whole_numel[5] == 20
+    assert table.whole_numel[:5].isna().all()  # (a shard without its other half: no whole row)
     (tmp_path / "summaries" / "rank2_pid7.csv").write_text("step,rank,steps\n")
     with pytest.raises(ValueError):
         tensorscope.read_summaries(tmp_path)
@@ -365,6 +370,13 @@ def test_malformed_summary_records_are_refused_and_counted(daemon):
         core.send_summaries("bad", [("w", 2, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, (1, 5, 0, 0.5))], 1)
         with pytest.raises(TypeError):
             core.send_summaries("bad", [("z", 2)], 2)
+        shard = ("v", 2, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, None)
+        with pytest.raises(ValueError, match="smaller"):  # a whole tensor smaller than its part
+            core.send_summaries("bad", [shard + ((3, ((1, 0, 0, 2),)),)], 2)
+        with pytest.raises(ValueError, match="coordinate"):
+            core.send_summaries("bad", [shard + ((8, ((1, 0, 2, 2),)),)], 2)
+        with pytest.raises(TypeError, match="shard"):
+            core.send_summaries("bad", [shard + ((8, ()),)], 2)
         with pytest.raises(ValueError):
             core.send_summaries("bad", [("z", 6, 4, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, None, None)], 2)  # not a tensor kind
         with pytest.raises(ValueError, match="cast format"):

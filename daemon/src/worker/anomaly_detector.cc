@@ -53,20 +53,26 @@ std::vector<Anomaly> AnomalyDetector::observe(const std::string& track, int64_t 
           first->name + " (" + a.kind + ") has " + std::to_string(first->nan_count) + " NaN and " +
           std::to_string(first->inf_count) + " Inf of " + std::to_string(first->numel) + " values" +
           (others > 0 ? "; " + std::to_string(others) + " later tensor(s) of that step too" : "");
-      a.details = {
-          {"nan", first->nan_count}, {"inf", first->inf_count}, {"numel", first->numel}, {"later_non_finite", others}};
+      a.details = {{"nan", first->nan_count},
+                   {"inf", first->inf_count},
+                   {"numel", first->numel},
+                   {"later_non_finite", others},
+                   {"order", first - entries.begin()}};
       out.push_back(std::move(a));
     }
   }
-  for (const TensorSummary& s : entries) {
+  for (size_t order = 0; order < entries.size(); ++order) {
+    const TensorSummary& s = entries[order];
     auto it = streams_.find(s.name);
     if (it == streams_.end()) {
       if (streams_.size() >= kMaxStreams) continue;
       it = streams_.emplace(s.name, Stream{}).first;
     }
     const Anomaly proto = base("", track, step, rank, pid, s);
+    const size_t before = out.size();
     check_explosion(it->second, s, proto, &out);
     check_dead(it->second, s, proto, &out);
+    for (size_t k = before; k < out.size(); ++k) out[k].details["order"] = order;
   }
   return out;
 }

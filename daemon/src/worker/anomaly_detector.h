@@ -32,11 +32,12 @@ struct Anomaly {
   int64_t step = 0;
   int rank = 0;
   int64_t pid = 0;
-  std::string track;                                  // the record's track
-  std::string stream;                                 // the tensor's stream
-  std::string kind;                                   // "activation", "gradient", ...
-  std::string message;                                // one sentence for the log and the page
-  nlohmann::json details = nlohmann::json::object();  // counts and values behind it
+  std::string track;    // the record's track
+  std::string stream;   // the tensor's stream
+  std::string kind;     // "activation", "gradient", ...
+  std::string message;  // one sentence for the log and the page
+  // counts and values behind it, and "order": the tensor's place in its record (forward order)
+  nlohmann::json details = nlohmann::json::object();
 
   nlohmann::json to_json() const;
 };

@@ -47,6 +47,7 @@ TEST(AnomalyDetector, TheFirstNonFiniteValueOnceNamingTheFirstTensor) {
   EXPECT_EQ(found[0].rank, 3);
   EXPECT_EQ(found[0].stream, "b");
   EXPECT_EQ(found[0].details["later_non_finite"], 1);
+  EXPECT_EQ(found[0].details["order"], 1) << "its place in the record: forward order";
   EXPECT_NE(found[0].message.find("step 12, rank 3, b"), std::string::npos) << found[0].message;
   EXPECT_TRUE(d.observe("net", 13, 3, 77, bad).empty()) << "reported once";
 }
@@ -62,6 +63,7 @@ TEST(AnomalyDetector, AnExplosionAgainstTheRunningMedianOncePerStream) {
   EXPECT_EQ(found[0].type, "explosion");
   EXPECT_EQ(found[0].stream, "a");
   EXPECT_NEAR(found[0].details["ratio"].get<double>(), 50 / 1.1, 1e-9);
+  EXPECT_EQ(found[0].details["order"], 0);
   EXPECT_TRUE(d.observe("net", 10, 0, 1, {entry("a", 500), entry("b", 2)}).empty()) << "once per stream";
 }
 
