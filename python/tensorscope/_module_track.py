@@ -20,8 +20,8 @@ from ._call_stacks import CallStacks, stacked_name
 from ._hook_objects import _Hook, _inert_hook, _register_pre_hook
 from ._module_selection import KINDS
 from ._outputs import input_leaves, tensor_leaves
-from ._sharding import is_dtensor
 from ._owner import TrackOwner
+from ._sharding import is_dtensor
 from ._step_zero import call_name, trainable_version
 from ._step_zero_routing import StepZeroRouting
 from ._summaries import StepSummaries

@@ -15,7 +15,7 @@ import torch
 
 from . import _native
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_PLAIN = (torch.Tensor, torch.nn.Parameter, type(None))  # (never a DTensor: no module to import)
 _PLACEMENT = _native.MESH_PLACEMENTS  # {"shard": code, "replicate": code, "partial": code}
 _types = []  # [DTensor, AsyncCollectiveTensor] (None where torch has no such class), found at first need
 

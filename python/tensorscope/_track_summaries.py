@@ -7,7 +7,8 @@ summary_batch.h) where the extension has the kernel: a pass per device and strea
 when the tensors gathered so far are still as they were — a backward's end, the root's
 next forward, a step change, every 1,000 tensors — four operations on the stream whatever
 their number. Inside a compiled graph, each call's tensors are flushed before the call
-returns to the graph (whose next kernels may reuse their memory): a pass per tracked call. A stream whose tensor was written in place before its flush (an in-place
+returns to the graph (whose next kernels may reuse their memory): a pass per tracked
+call. A stream whose tensor was written in place before its flush (an in-place
 activation after the module) is refused that once and summarized at once from then on.
 TENSORSCOPE_SUMMARY_PASS=host gathers CPU tensors too (run on the host by the kernel's
 arithmetic: the same logic without a GPU); =off gathers nothing. A DTensor is summarized

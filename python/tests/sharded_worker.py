@@ -1,5 +1,6 @@
 """One rank of test_sharded: a model sharded by FSDP2's fully_shard ("fsdp": each rank its
-own batch) or by a tensor-parallel plan ("tp": a column-wise then a row-wise Linear, every
+own batch; "fsdp-accumulate": two micro-batches a step, the gradients reduced at the
+second) or by a tensor-parallel plan ("tp": a column-wise then a row-wise Linear, every
 rank the same batch), on the CPU with Gloo, launched with RANK / WORLD_SIZE / MASTER_ADDR
 / MASTER_PORT as torchrun sets them, tracked (outputs, gradients, parameters, their
 gradients, summaries every step). The first step is taken before the track, the others
@@ -25,12 +26,16 @@ def model():
     return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 5))
 
 
-def batch(step, rank):
-    return torch.randn(4, 8, generator=torch.Generator().manual_seed(1000 * step + rank))
+def batch(step, rank, micro=0):
+    return torch.randn(4, 8, generator=torch.Generator().manual_seed(1000 * step + 100 * micro + rank))
+
+
+def micro_batches(how):
+    return 2 if how == "fsdp-accumulate" else 1
 
 
 def shard(net, how):
-    if how == "fsdp":
+    if how.startswith("fsdp"):
         from torch.distributed.fsdp import fully_shard
 
         for layer in net:
@@ -73,12 +78,15 @@ def main():
             handle = scope.track_model("net", net, kinds=("output", "gradient", "parameter", "parameter_gradient"),
                                        stats_every=1, every_n=1000)
             assert handle.ok, handle.error
-        x = batch(step, rank if how == "fsdp" else 0)
-        if nan_at == (rank, step):
-            x[0, 0] = float("nan")
         with Collectives() as counted:
-            loss = net(x).pow(2).mean()
-            loss.backward()
+            micros = micro_batches(how)
+            for micro in range(micros):
+                x = batch(step, rank if how != "tp" else 0, micro)
+                if nan_at == (rank, step) and micro == 0:
+                    x[0, 0] = float("nan")
+                if micros > 1:  # (FSDP2 reduces the gradients at the last micro-batch only)
+                    net.set_requires_gradient_sync(micro == micros - 1)
+                net(x).pow(2).mean().backward()
             opt.step()
             opt.zero_grad()
             scope.next_step()

@@ -54,7 +54,7 @@ def reference(how, world=WORLD):
     ranks trained on: parameters as the forward saw them, their gradients as the optimizer
     did."""
     sys.path.insert(0, os.path.dirname(__file__))
-    from sharded_worker import batch, model
+    from sharded_worker import batch, micro_batches, model
 
     net = model()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -62,9 +62,10 @@ def reference(how, world=WORLD):
     for step in range(STEPS):
         for name, p in net.named_parameters():
             values[(step, "net." + name)] = p.detach().clone()
-        # (FSDP2: the mean over both batches, FSDP2's mean of the ranks' gradients)
-        x = torch.cat([batch(step, rank) for rank in range(world)]) if how == "fsdp" else batch(step, 0)
-        net(x).pow(2).mean().backward()
+        for micro in range(micro_batches(how)):
+            # (FSDP2: the mean over the ranks' batches, FSDP2's mean of the ranks' gradients)
+            x = torch.cat([batch(step, rank, micro) for rank in range(world)]) if how != "tp" else batch(step, 0)
+            net(x).pow(2).mean().backward()
         for name, p in net.named_parameters():
             values[(step, f"net.{name}.grad")] = p.grad.detach().clone()
         opt.step()
@@ -73,11 +74,12 @@ def reference(how, world=WORLD):
 
 
 # Where each rank's part of net.2.weight (5 x 16) and net.2.bias sits, and how large it is.
-PARTS = {"fsdp": {"net.2.weight": (["S0@0/2", "S0@1/2"], [48, 32]), "net.2.bias": (["S0@0/2", "S0@1/2"], [3, 2])},
+FSDP_PARTS = {"net.2.weight": (["S0@0/2", "S0@1/2"], [48, 32]), "net.2.bias": (["S0@0/2", "S0@1/2"], [3, 2])}
+PARTS = {"fsdp": FSDP_PARTS, "fsdp-accumulate": FSDP_PARTS,
          "tp": {"net.2.weight": (["S1@0/2", "S1@1/2"], [40, 40]), "net.2.bias": (["R@0/2", "R@1/2"], [5, 5])}}
 
 
-@pytest.mark.parametrize("how", ["fsdp", "tp"])
+@pytest.mark.parametrize("how", ["fsdp", "fsdp-accumulate", "tp"])
 def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon, how):
     results = run_ranks(daemon, how)
     for r in results:
@@ -98,7 +100,11 @@ def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon, how):
         assert list(w.whole_numel) == [80 if stream == "net.2.weight" else 5] * WORLD
     # A module's outputs are each rank's (FSDP2: of its own batch; a row-wise layer's after
     # its all-reduce): not sharded, no whole row.
-    assert set(table[table["rank"] >= 0].stream) - set(streams) == {"net.0", "net.2", "net.0.grad", "net.2.grad"}
+    outputs = set(table[table["rank"] >= 0].stream) - set(streams)
+    assert {"net.0", "net.2", "net.0.grad", "net.2.grad"} <= outputs, outputs
+    # One row per rank, tensor and step: micro-batches or not, a step is an optimizer step.
+    assert (parts.groupby(["step", "rank", "stream"]).size() == 1).all()
+    assert sorted(set(parts.step)) == list(range(1, STEPS))
     assert not set(whole.stream) - set(streams)
     expected = reference(how)
     for step in range(1, STEPS):
