@@ -5,7 +5,8 @@
 // else from --output (default tensorscope_runs, shared/output_dir.h) and --session; with
 // neither --session nor --dir, the running daemon of session "default", else the session
 // written last under --output (after a run: the run's). --dir names session
-// directories directly (several: per-node daemons writing to shared storage). Prints the
+// directories directly, or a folder holding them (several: per-node daemons writing to
+// shared storage; shared/output_dir.h's session_dirs_under). Prints the
 // page's address, with its token, as the first line on stdout.
 #include <signal.h>
 #include <sys/stat.h>
@@ -41,7 +42,8 @@ void view_usage(FILE* out) {
                "                      a running daemon of session 'default', else the session\n"
                "                      written last under --output\n"
                "  --dir SESSION_DIR   show this session directory (repeat for several nodes'\n"
-               "                      sessions side by side); its name is the directory's name\n"
+               "                      sessions side by side), or every session directory under\n"
+               "                      it (a common parent of several nodes' sessions)\n"
                "  --address ADDR      listen there (default 127.0.0.1; another address needs\n"
                "                      --allow-remote)\n"
                "  --port N            TCP port (default: a free one)\n"
@@ -117,15 +119,22 @@ int run_view_command(int argc, char** argv) {
     std::fprintf(stderr, "tensorscope view: give --session or --dir, not both\n");
     return 2;
   }
-  for (const std::string& d : dirs) {
-    const std::string name = base_name(d);
-    // A directory whose name is not a session name still shows its files (no live frames).
-    const bool named = validate_session_name(name).is_ok();
-    if (!is_directory(d)) {
-      std::fprintf(stderr, "tensorscope view: %s is not a directory\n", d.c_str());
+  for (std::string given : dirs) {
+    while (given.size() > 1 && given.back() == '/') given.pop_back();
+    if (!is_directory(given)) {
+      std::fprintf(stderr, "tensorscope view: %s is not a directory\n", given.c_str());
       return 1;
     }
-    options.sources.push_back({d, named ? name : "", runtime_dir});
+    // A folder of session folders (many nodes' daemons under a common parent): each of them.
+    std::vector<std::string> found = session_dirs_under(given);
+    if (found.empty()) found = {given};  // (not written yet: shown as it fills)
+    for (const std::string& d : found) {
+      const std::string name = base_name(d);
+      // A directory whose name is not a session name still shows its files (no live frames).
+      const bool named = validate_session_name(name).is_ok();
+      const std::string label = d == given ? name : d.substr(given.size() + 1);
+      options.sources.push_back({d, named ? name : "", runtime_dir, label});
+    }
   }
   if (dirs.empty() && session.empty()) {
     // The running daemon of session "default" (what no argument meant before), else the

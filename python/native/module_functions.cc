@@ -14,6 +14,7 @@
 #include "tensorscope/recording/npy_file.h"
 #include "tensorscope/recording/shard_merge.h"
 #include "tensorscope/recording/summary_table.h"
+#include "tensorscope/shared/output_dir.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
 
@@ -179,7 +180,27 @@ PyObject* whole_summary_rows(PyObject*, PyObject* tables) {
                        static_cast<unsigned long long>(left_out.incomplete));
 }
 
+// session_dirs_under(path) -> [the session folders at or under `path`] (shared/output_dir.h).
+PyObject* session_dirs_under(PyObject*, PyObject* path_object) {
+  std::string path;
+  if (!utf8(path_object, "path", &path)) return nullptr;
+  const std::vector<std::string> found = tensorscope::session_dirs_under(path);
+  PyObject* out = PyList_New(0);
+  for (size_t i = 0; out != nullptr && i < found.size(); ++i) {
+    PyObject* item = PyUnicode_FromString(found[i].c_str());
+    if (item == nullptr || PyList_Append(out, item) != 0) {
+      Py_XDECREF(item);
+      Py_CLEAR(out);
+      break;
+    }
+    Py_DECREF(item);
+  }
+  return out;
+}
+
 PyMethodDef functions[] = {
+    {"session_dirs_under", session_dirs_under, METH_O,
+     "session_dirs_under(path) -> the session folders at or under path (a common parent of several nodes')"},
     {"whole_summary_rows", whole_summary_rows, METH_O,
      "whole_summary_rows(tables) -> (csv lines, partial, incomplete): the whole tensors of the tables' sharded rows"},
     {"dump_path", dump_path, METH_VARARGS,

@@ -1,8 +1,8 @@
 """Session folders read as one run: a job on many nodes has a daemon per node, each writing
 its own session folder (to the cluster's shared storage, as TensorBoard's log
 directories are); the readers (read_summaries, read_anomalies) take them together. What
-names them: a session folder, a folder that holds session folders (a common parent, up
-to three levels down), a glob pattern, or a list of any of these. Each folder's node is
+names them: a session folder, a folder that holds session folders (a common parent: as
+`tensorscope view --dir` finds them), a glob pattern, or a list of any of these. Each folder's node is
 the host its daemon ran on (run_info/), or, where two folders have the same host (two
 daemons on one machine), the host and the folder's path under their common parent."""
 
@@ -13,26 +13,10 @@ import json
 import os
 from typing import List, Sequence, Tuple, Union
 
+from . import _native
+
 PathLike = Union[str, "os.PathLike[str]"]
 Where = Union[PathLike, Sequence[PathLike]]
-_MARKS = ("summaries", "anomalies.jsonl", "index.json", "run_info")  # what a session folder holds
-_DEPTH = 3  # how far below a parent session folders are looked for
-
-
-def _is_session(path: str) -> bool:
-    return any(os.path.exists(os.path.join(path, mark)) for mark in _MARKS)
-
-
-def _sessions_under(path: str) -> List[str]:
-    if _is_session(path):
-        return [path]
-    found = []
-    for depth in range(1, _DEPTH + 1):
-        pattern = os.path.join(path, *(["*"] * depth))
-        found += [p for p in sorted(glob.glob(pattern)) if os.path.isdir(p) and _is_session(p)]
-        if found:
-            break
-    return found
 
 
 def _host(session: str) -> str:
@@ -56,7 +40,7 @@ def session_folders(where: Where) -> List[Tuple[str, str]]:
         path = os.fspath(item)
         candidates = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
         for candidate in candidates:
-            for session in _sessions_under(candidate):
+            for session in _native.session_dirs_under(candidate):  # (shared/output_dir.h, as `tensorscope view`)
                 session = os.path.normpath(session)
                 if session not in folders:
                     folders.append(session)

@@ -304,4 +304,16 @@ size_t OverviewHistory::memory_bytes() const {
 OverviewGrid OverviewHistory::window(size_t metric) const { return grid(metric, window_, 1); }
 OverviewGrid OverviewHistory::whole_run(size_t metric) const { return grid(metric, run_, run_stride_); }
 
+OverviewGrid OverviewHistory::at_step(size_t metric, int64_t step) const {
+  std::deque<Column> one;
+  for (const Column& c : run_) {  // (ascending: the last that begins at or before the step)
+    if (c.first_step > step) break;
+    if (one.empty())
+      one.push_back(c);
+    else
+      one.front() = c;
+  }
+  return grid(metric, one, run_stride_);
+}
+
 }  // namespace tensorscope::recording

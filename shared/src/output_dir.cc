@@ -43,4 +43,38 @@ std::string latest_session_dir(const std::string& output_dir) {
   return latest;
 }
 
+bool is_session_dir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  return std::any_of(kSessionMarks.begin(), kSessionMarks.end(),
+                     [&](const char* mark) { return ::stat((dir + "/" + mark).c_str(), &st) == 0; });
+}
+
+std::vector<std::string> session_dirs_under(const std::string& dir) {
+  if (is_session_dir(dir)) return {dir};
+  std::vector<std::string> level = {dir};
+  for (int depth = 1; depth <= kSessionSearchDepth && !level.empty(); ++depth) {
+    std::vector<std::string> next, found;
+    for (const std::string& parent : level) {
+      DIR* d = ::opendir(parent.c_str());
+      if (d == nullptr) continue;
+      std::vector<std::string> names;
+      while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] != '.') names.push_back(e->d_name);
+      }
+      ::closedir(d);
+      std::sort(names.begin(), names.end());
+      for (const std::string& name : names) {
+        const std::string path = parent + "/" + name;
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        (is_session_dir(path) ? found : next).push_back(path);
+      }
+    }
+    if (!found.empty()) return found;
+    level = std::move(next);
+  }
+  return {};
+}
+
 }  // namespace tensorscope

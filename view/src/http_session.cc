@@ -9,6 +9,8 @@
 #include <boost/beast/websocket.hpp>
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <set>
 #include <cstdio>
 
 #include "tensorscope/base/clock.h"
@@ -191,6 +193,7 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     if (path == "/api/health") return send_text(req, ctx_->health_message, "application/json");
     if (path == "/api/videos") return send_videos(req);
     if (path == "/api/overview") return send_overview(req, target->query);
+    if (path == "/api/overview/ranks") return send_ranks(req, target->query);
     return send_file(req, path.substr(std::string_view("/files/").size()));
   }
 
@@ -275,15 +278,14 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
   void send_overview(const http::request<http::string_body>& req, const std::map<std::string, std::string>& query) {
     const StatusOr<OverviewQuery> q = parse_overview_query(query);
     if (!q) return refuse(req, http::status::bad_request, q.message() + "\n");
-    const int64_t now = steady_time_ms();
-    const bool fresh = now - ctx_->summaries_read_ms < 300;  // pages of several viewers share a read
-    if (!fresh) ctx_->summaries_read_ms = now;
+    refresh_summaries();
     nlohmann::json metrics = nlohmann::json::array(), sources = nlohmann::json::array();
     std::vector<float> cells;  // every cell of every table: one color scale, so ranks and sessions compare
     for (size_t i = 0; i < ctx_->summaries.size(); ++i) {
-      if (!fresh) ctx_->summaries[i]->refresh();
-      nlohmann::json o = ctx_->summaries[i]->overview(q->metric, q->columns, &cells);
+      nlohmann::json o = ctx_->summaries[i]->overview(q->metric, q->columns, &cells, only_tables(*q, i));
       o["source"] = i;
+      const std::string& label = ctx_->options.sources[i].label;
+      o["name"] = label.empty() ? "session " + std::to_string(i) : label;
       sources.push_back(std::move(o));
     }
     const recording::OverviewScale scale = recording::overview_scale(q->metric, cells);
@@ -304,6 +306,40 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
               std::make_shared<const std::string>(
                   dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}, {"scale", scale_json}})),
               "application/json");
+  }
+
+  // The tables of source `source` the query names (null: every one).
+  static std::optional<std::set<std::pair<int, int64_t>>> only_tables(const OverviewQuery& q, size_t source) {
+    if (!q.tables) return std::nullopt;
+    std::set<std::pair<int, int64_t>> mine;
+    for (const auto& [s, rank, pid] : *q.tables) {
+      if (s == source) mine.emplace(rank, pid);
+    }
+    return mine;
+  }
+
+  // One metric at one step over every rank of every session (summary_tables.h: ranks_overview).
+  void send_ranks(const http::request<http::string_body>& req, const std::map<std::string, std::string>& query) {
+    const StatusOr<RanksQuery> q = parse_ranks_query(query);
+    if (!q) return refuse(req, http::status::bad_request, q.message() + "\n");
+    refresh_summaries();
+    std::vector<const SummaryTables*> sessions;
+    for (const auto& s : ctx_->summaries) sessions.push_back(s.get());
+    std::vector<float> cells;
+    nlohmann::json o = ranks_overview(sessions, *q, &cells);
+    const recording::OverviewScale scale = recording::overview_scale(q->metric, cells);
+    o["scale"] =
+        scale.valid ? nlohmann::json{{"log", scale.log}, {"lo", scale.lo}, {"hi", scale.hi}} : nlohmann::json(nullptr);
+    send_text(req, std::make_shared<const std::string>(dump_json(o)), "application/json");
+  }
+
+  // Reads what the sessions' summary tables gained, unless a request did within 300 ms
+  // (the pages of several viewers share a read).
+  void refresh_summaries() {
+    const int64_t now = steady_time_ms();
+    if (now - ctx_->summaries_read_ms < 300) return;
+    ctx_->summaries_read_ms = now;
+    for (const auto& s : ctx_->summaries) s->refresh();
   }
 
   // "/files/<source>/<path listed in that source's index.json>", with one byte range.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <string_view>
 
 #include "tensorscope/base/posix_file.h"
@@ -53,7 +54,135 @@ StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::st
     }
     q.columns = static_cast<size_t>(v);
   }
+  if (auto t = query.find("tables"); t != query.end()) {
+    q.tables.emplace();
+    size_t start = 0;
+    while (start <= t->second.size() && !t->second.empty()) {
+      const size_t comma = std::min(t->second.find(',', start), t->second.size());
+      const std::string item = t->second.substr(start, comma - start);
+      unsigned long long source = 0;
+      long long rank = -1, pid = -1;
+      int end = 0;
+      if (q.tables->size() == OverviewQuery::kMaxTablesAsked ||
+          std::sscanf(item.c_str(), "%llu.%lld.%lld%n", &source, &rank, &pid, &end) != 3 ||
+          static_cast<size_t>(end) != item.size() || rank < 0 || rank > 1000000 || pid < 0 || source > 100000) {
+        return Status::error("tables: up to " + std::to_string(OverviewQuery::kMaxTablesAsked) +
+                             " of <source>.<rank>.<pid>, comma-separated");
+      }
+      q.tables->emplace_back(static_cast<size_t>(source), static_cast<int>(rank), static_cast<int64_t>(pid));
+      start = comma + 1;
+    }
+  }
   return q;
+}
+
+StatusOr<RanksQuery> parse_ranks_query(const std::map<std::string, std::string>& query) {
+  RanksQuery q;
+  if (auto m = query.find("metric"); m != query.end()) {
+    const int metric = recording::overview_metric_index(m->second);
+    if (metric < 0) return Status::error("unknown metric");
+    q.metric = static_cast<size_t>(metric);
+  }
+  if (auto st = query.find("step"); st != query.end()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(st->second.c_str(), &end, 10);
+    if (st->second.empty() || *end != '\0' || errno != 0 || v < 0) return Status::error("step: an integer >= 0");
+    q.step = v;
+  }
+  return q;
+}
+
+std::vector<SummaryTables::RankColumn> SummaryTables::at_step(size_t metric, int64_t step, int64_t* first,
+                                                              int64_t* newest) const {
+  std::vector<RankColumn> out;
+  for (const auto& [name, t] : tables_) {
+    if (!t.history.has_rows(metric) || t.history.newest_step() < 0) continue;
+    const recording::OverviewGrid run = t.history.whole_run(metric);
+    if (!run.first_steps.empty()) *first = std::min(*first, run.first_steps.front());
+    *newest = std::max(*newest, t.history.newest_step());
+    out.push_back(RankColumn{t.rank, t.pid, t.history.at_step(metric, step)});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const RankColumn& a, const RankColumn& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.pid < b.pid;
+  });
+  return out;
+}
+
+nlohmann::json ranks_overview(const std::vector<const SummaryTables*>& sessions, const RanksQuery& query,
+                              std::vector<float>* shown) {
+  int64_t first = INT64_MAX, newest = -1;
+  const int64_t asked = query.step < 0 ? INT64_MAX : query.step;
+  std::vector<std::pair<size_t, SummaryTables::RankColumn>> rows;  // (source, its column)
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    for (auto& c : sessions[i]->at_step(query.metric, asked, &first, &newest)) rows.emplace_back(i, std::move(c));
+  }
+  const int64_t step = std::min(asked, std::max<int64_t>(newest, 0));
+  // The columns: every table's tensors, in the first table's order, then as others add them.
+  std::vector<std::string> columns;
+  std::map<std::string, size_t> column_of;
+  for (const auto& [source, c] : rows) {
+    for (const std::string& name : c.grid.rows) {
+      if (column_of.emplace(name, columns.size()).second) columns.push_back(name);
+    }
+  }
+  const size_t n = rows.size(), m = columns.size();
+  std::vector<float> values(n * m, std::nanf(""));
+  std::vector<uint8_t> nonfinite(n * m, 0);
+  nlohmann::json ranks = nlohmann::json::array();
+  int64_t steps_per_column = 1;
+  for (size_t r = 0; r < n; ++r) {
+    const auto& [source, c] = rows[r];
+    const bool has = c.grid.columns() == 1;
+    ranks.push_back({{"source", source},
+                     {"rank", c.rank},
+                     {"pid", c.pid},
+                     {"first", has ? nlohmann::json(c.grid.first_steps[0]) : nlohmann::json(nullptr)},
+                     {"last", has ? nlohmann::json(c.grid.last_steps[0]) : nlohmann::json(nullptr)}});
+    if (!has) continue;
+    steps_per_column = std::max(steps_per_column, c.grid.steps_per_column);
+    for (size_t k = 0; k < c.grid.rows.size(); ++k) {
+      const size_t col = column_of[c.grid.rows[k]];
+      values[r * m + col] = c.grid.value(k, 0);
+      nonfinite[r * m + col] = c.grid.is_nonfinite(k, 0) ? 1 : 0;
+    }
+  }
+  if (shown != nullptr) shown->insert(shown->end(), values.begin(), values.end());
+  const auto outliers =
+      recording::rank_outliers(values, nonfinite, n, m, recording::kOverviewMetrics[query.metric].log_scale);
+  nlohmann::json value_rows = nlohmann::json::array(), bad_rows = nlohmann::json::array();
+  for (size_t r = 0; r < n; ++r) {
+    nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
+    for (size_t k = 0; k < m; ++k) {
+      const float v = values[r * m + k];
+      if (std::isfinite(v)) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%.4g", static_cast<double>(v));
+        row.push_back(std::strtod(text, nullptr));
+      } else {
+        row.push_back(nullptr);
+      }
+      bad.push_back(nonfinite[r * m + k]);
+    }
+    value_rows.push_back(std::move(row));
+    bad_rows.push_back(std::move(bad));
+  }
+  nlohmann::json found = nlohmann::json::array(), outlier_ranks = nlohmann::json::array();
+  for (const auto& o : outliers) {
+    found.push_back({o.rank, o.column, std::isfinite(o.score) ? nlohmann::json(o.score) : nlohmann::json(nullptr)});
+    if (outlier_ranks.empty() || outlier_ranks.back() != o.rank) outlier_ranks.push_back(o.rank);
+  }
+  return {{"metric", recording::kOverviewMetrics[query.metric].name},
+          {"step", newest < 0 ? nlohmann::json(nullptr) : nlohmann::json(step)},
+          {"first_step", newest < 0 ? nlohmann::json(nullptr) : nlohmann::json(first)},
+          {"last_step", newest < 0 ? nlohmann::json(nullptr) : nlohmann::json(newest)},
+          {"steps_per_column", steps_per_column},
+          {"columns", columns},
+          {"ranks", std::move(ranks)},
+          {"values", std::move(value_rows)},
+          {"nonfinite", std::move(bad_rows)},
+          {"outliers", std::move(found)},
+          {"outlier_ranks", std::move(outlier_ranks)}};
 }
 
 SummaryTables::SummaryTables(std::string session_dir) : dir_(std::move(session_dir)) {}
@@ -159,9 +288,12 @@ bool SummaryTables::refresh(size_t budget) {
   return all;
 }
 
-nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns, std::vector<float>* shown) const {
+nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns, std::vector<float>* shown,
+                                       const std::optional<std::set<std::pair<int, int64_t>>>& only) const {
   std::vector<const Table*> order;
-  for (const auto& [name, t] : tables_) order.push_back(&t);
+  for (const auto& [name, t] : tables_) {
+    if (!only || only->count({t.rank, t.pid}) > 0) order.push_back(&t);
+  }
   std::stable_sort(order.begin(), order.end(), [](const Table* a, const Table* b) {
     return a->rank != b->rank ? a->rank < b->rank : a->pid < b->pid;
   });

@@ -18,23 +18,51 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tensorscope/base/status.h"
 #include "tensorscope/recording/overview_history.h"
+#include "tensorscope/recording/rank_outliers.h"
 
 namespace tensorscope::view {
 
-// The query of /api/overview: ?metric=<name of kOverviewMetrics>&columns=<16..2000>.
+// The query of /api/overview: ?metric=<name of kOverviewMetrics>&columns=<16..2000>
+// [&tables=<source>.<rank>.<pid>,...] (at most kMaxTablesAsked: the tables of a few ranks
+// among many; without it, every table).
 struct OverviewQuery {
-  static constexpr size_t kMinColumns = 16, kMaxColumns = 2000;
+  static constexpr size_t kMinColumns = 16, kMaxColumns = 2000, kMaxTablesAsked = 64;
   size_t metric = 0;
   size_t columns = 600;
+  std::optional<std::vector<std::tuple<size_t, int, int64_t>>> tables;
 };
 StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::string>& query);
+
+// The query of /api/overview/ranks: ?metric=<name>[&step=<step>] (no step: the newest).
+struct RanksQuery {
+  size_t metric = 0;
+  int64_t step = -1;  // -1: the newest step of any table
+};
+StatusOr<RanksQuery> parse_ranks_query(const std::map<std::string, std::string>& query);
+
+class SummaryTables;
+
+// /api/overview/ranks: one metric at one step over every rank of every session — a row per
+// (session, rank, pid), a column per tracked tensor (in the first table's order, then as
+// others add them) — with the outlier cells (recording/rank_outliers.h):
+// {"metric", "step", "first_step", "last_step", "steps_per_column", "columns",
+// "ranks": [{"source", "rank", "pid", "first", "last"}], "values" (per rank, null: no
+// value), "nonfinite" (per rank, 0/1), "outliers": [[rank row, column, score (null:
+// non-finite)]], "outlier_ranks": [rank rows with an outlier]}. The cells' values are
+// appended to `shown` for the colour scale.
+nlohmann::json ranks_overview(const std::vector<const SummaryTables*>& sessions, const RanksQuery& query,
+                              std::vector<float>* shown = nullptr);
 
 class SummaryTables {
  public:
@@ -55,7 +83,18 @@ class SummaryTables {
   // the whole run of each table in at most `max_columns` columns (and so many rows that
   // the answer holds at most kMaxAnswerCells cells), tables by rank. The cells' values
   // are appended to `shown` (NaN: no value), for the one color scale of every table shown.
-  nlohmann::json overview(size_t metric, size_t max_columns, std::vector<float>* shown = nullptr) const;
+  // `only`: the (rank, pid) of the tables to answer with (none: every table).
+  nlohmann::json overview(size_t metric, size_t max_columns, std::vector<float>* shown = nullptr,
+                          const std::optional<std::set<std::pair<int, int64_t>>>& only = std::nullopt) const;
+  // Each table's whole-run column of `metric` that holds `step` (recording::OverviewHistory::
+  // at_step), with its rank and pid, tables by rank; and the range of steps the tables
+  // hold (first, newest), widened by this session's.
+  struct RankColumn {
+    int rank = 0;
+    int64_t pid = 0;
+    recording::OverviewGrid grid;
+  };
+  std::vector<RankColumn> at_step(size_t metric, int64_t step, int64_t* first, int64_t* newest) const;
   // Whether some table has rows of `metric` (recording::OverviewHistory::has_rows: the
   // fraction of zeros once an activation had zeros).
   bool has_rows(size_t metric) const;

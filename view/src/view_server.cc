@@ -189,6 +189,7 @@ class ViewServer::Impl {
       nlohmann::json j = {{"source", i},
                           {"dir", s.session_dir},
                           {"session", s.session},
+                          {"label", s.label},
                           {"index_error", ctx_->files[i]->last_error()},
                           {"videos", ctx_->files[i]->entries().size()}};
       if (i < status.size()) j["daemon"] = status[i];

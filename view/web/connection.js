@@ -92,7 +92,8 @@ function onHealth(m) {
     for (const c of r) tr.insertCell().textContent = c;
   }
   $('health-panel').replaceChildren(table);
-  $('sessions').textContent = m.sources.map((s) => s.session || s.dir).join(', ');
+  const names = m.sources.map((s) => s.label || s.session || s.dir);
+  $('sessions').textContent = names.length > 6 ? `${names.length} sessions: ${names[0]} … ${names[names.length - 1]}` : names.join(', ');
 }
 
 function onText(text) {

@@ -1,11 +1,17 @@
 // overview.js — the overview page: a heatmap per rank of one metric, a row per tracked
 // tensor, a column per step (or block of steps), on the one color scale the server sends
 // (overview_colors.js); hover names the cell, click opens its tile at that step; the
-// banner names the first anomaly of each type.
+// banner names the first anomaly of each type. Above them, with several ranks, the ranks
+// at one step (overview_ranks.js); with more than MANY_RANKS, only the chosen ranks'
+// heatmaps are asked for and shown (a click on a rank's row chooses it).
 import { $, state, writeHash } from './state.js';
 import { formatValue } from './format.js';
 import { BELOW, NONFINITE, NO_VALUE, cellColor, scaleLabel } from './overview_colors.js';
 import { layout, openTile } from './tiles.js';
+import { ranksStep, renderRanks } from './overview_ranks.js';
+
+const MANY_RANKS = 16;  // beyond, the heatmaps of the chosen ranks only
+const CHOSEN_MAX = 4;
 
 const AXIS_H = 30;
 let ROW_H = 14;  // a row's height: up to 28 pixels when few rows leave room
@@ -94,7 +100,7 @@ export function renderOverview() {
   }
   const info = metricInfo();
   for (const b of metrics.children) b.classList.toggle('on', b.dataset.metric === info.name);
-  const tables = data.sources.flatMap((s) => s.tables.map((t) => ({ ...t, source: s.source })));
+  const tables = data.sources.flatMap((s) => s.tables.map((t) => ({ ...t, source: s.source, name: s.name })));
   const multi = data.sources.length > 1;
   const scale = data.scale;  // one scale for every rank and session (the server's: recording/overview_scale.h)
   const sc = $('overview-scale');
@@ -114,6 +120,10 @@ export function renderOverview() {
   const incomplete = data.sources.some((s) => !s.complete);
   $('overview-note').textContent = tables.length ? (incomplete ? 'reading the summary tables…' : '')
     : 'No summaries yet: track a model (stats_every, on by default) to see every tensor here.';
+  if (state.ranks) {
+    // (on the legend's scale: the one the heatmaps below are drawn on)
+    renderRanks(state.ranks, data.scale || state.ranks.scale, () => metricInfo().title, chooseRank, () => loadOverview());
+  }
   const box = $('overview-ranks');
   const width = Math.max(320, Math.floor((box.clientWidth - 12 * (tables.length - 1)) / Math.max(1, tables.length)));
   const most = Math.max(1, ...tables.map((t) => t.rows.length));
@@ -143,7 +153,7 @@ export function renderOverview() {
       });
       el.append(h, canvas);
     }
-    el.querySelector('h3').textContent = `${multi ? `session ${t.source} · ` : ''}rank ${t.rank} · pid ${t.pid}` +
+    el.querySelector('h3').textContent = `${multi ? `${t.name} · ` : ''}rank ${t.rank} · pid ${t.pid}` +
       ` · ${t.rows.length} tensors` + (t.steps_per_column > 1 ? ` · a column = ${t.steps_per_column} steps` : '');
     const canvas = el.querySelector('canvas');
     canvas.width = width;
@@ -194,6 +204,26 @@ export function showPage(page) {
   if (overview) loadOverview(); else { state.order = ''; layout(); }
 }
 
+// A click on a rank's row of the ranks panel: its heatmap among the chosen (the latest
+// first, at most CHOSEN_MAX), shown at once.
+function chooseRank(r) {
+  const k = state.ranks.ranks[r];
+  const key = `${k.source}.${k.rank}.${k.pid}`;
+  state.chosen = [key, ...(state.chosen || []).filter((c) => c !== key)].slice(0, CHOSEN_MAX);
+  loadOverview();
+}
+// The tables to ask /api/overview for: every one, or with many ranks the chosen ones (at
+// first the ranks that stand out, else the first).
+function tablesParam() {
+  const ranks = state.ranks;
+  if (!ranks || ranks.ranks.length <= MANY_RANKS) return '';
+  if (!state.chosen || !state.chosen.length) {
+    const rows = ranks.outlier_ranks.length ? ranks.outlier_ranks.slice(0, CHOSEN_MAX) : [0];
+    state.chosen = rows.map((r) => `${ranks.ranks[r].source}.${ranks.ranks[r].rank}.${ranks.ranks[r].pid}`);
+  }
+  return `&tables=${encodeURIComponent(state.chosen.join(','))}`;
+}
+
 let overviewBusy = false;
 export async function loadOverview() {
   if (overviewBusy || !state.token) return;
@@ -201,7 +231,10 @@ export async function loadOverview() {
   try {
     const columns = Math.min(2000, Math.max(16, Math.floor($('overview-ranks').clientWidth || 600)));
     const metric = state.metric ? `&metric=${encodeURIComponent(state.metric)}` : '';
-    const res = await fetch(`api/overview?t=${encodeURIComponent(state.token)}&columns=${columns}${metric}`);
+    const step = ranksStep() === null ? '' : `&step=${ranksStep()}`;
+    const ranks = await fetch(`api/overview/ranks?t=${encodeURIComponent(state.token)}${metric}${step}`);
+    if (ranks.ok) state.ranks = await ranks.json();
+    const res = await fetch(`api/overview?t=${encodeURIComponent(state.token)}&columns=${columns}${metric}${tablesParam()}`);
     if (!res.ok) return;
     state.overview = await res.json();
     if (!state.metric && state.overview.metrics.length) state.metric = state.overview.metrics[0].name;

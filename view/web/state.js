@@ -17,6 +17,8 @@ export const state = {
   page: null,             // 'overview' | 'tiles'; null: not chosen (the overview when there is one)
   metric: '',             // the overview's metric ('' : the first)
   overview: null,         // the last /api/overview answer
+  ranks: null,            // the last /api/overview/ranks answer
+  chosen: null,           // with many ranks, the tables shown: ["source.rank.pid"]
 };
 window.tensorscopeView = state;  // for tests and the curious
 

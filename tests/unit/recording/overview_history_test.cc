@@ -146,6 +146,21 @@ TEST(OverviewHistoryTest, WindowKeepsTheLastColumnsWholeRunMergesByMax) {
   EXPECT_EQ(h.steps_seen(), 40);
 }
 
+TEST(OverviewHistoryTest, AtStepIsTheWholeRunsColumnHoldingIt) {
+  OverviewHistory h(/*window_columns=*/10, /*max_run_columns=*/8);
+  EXPECT_EQ(h.at_step(kActStd, 3).columns(), 0u);
+  for (int64_t step = 5; step < 40; ++step) h.observe(step, model_step(1 + static_cast<double>(step)));
+  // 8 steps a column from step 5: 5..12, 13..20, ... Step 14's is 13..20, its largest value (step 20's).
+  const OverviewGrid at = h.at_step(kActStd, 14);
+  ASSERT_EQ(at.columns(), 1u);
+  EXPECT_EQ(at.first_steps[0], 13);
+  EXPECT_EQ(at.last_steps[0], 20);
+  EXPECT_EQ(at.rows, h.whole_run(kActStd).rows);
+  EXPECT_FLOAT_EQ(at.value(0, 0), 21);
+  EXPECT_EQ(h.at_step(kActStd, 3).columns(), 0u) << "before the first step";
+  EXPECT_EQ(h.at_step(kActStd, 1000).last_steps.at(0), 39) << "after the last: the last";
+}
+
 TEST(OverviewHistoryTest, ALateStepOfAnotherTrackFillsItsColumn) {
   OverviewHistory h;
   using K = wire::TensorKind;

@@ -61,3 +61,39 @@ TEST_F(OutputDir, FilesAndNamesThatAreNoSessionsAreSkipped) {
 
 }  // namespace
 }  // namespace tensorscope
+
+namespace tensorscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The session folders under a common parent (many nodes' daemons): found at the first
+// depth that has any, in name order; a session folder is itself; hidden folders and
+// folders with none of the marks are not.
+TEST(SessionDirs, FoundUnderAParentAtTheFirstDepthThatHasAny) {
+  std::string pattern = (fs::temp_directory_path() / "ts-session-dirs-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const fs::path root = pattern;
+  for (const char* node : {"node1", "node0", "node10"}) {
+    fs::create_directories(root / node / "out" / "exp1" / "summaries");
+  }
+  fs::create_directories(root / "node2" / "out" / "exp1");  // nothing written: not a session
+  fs::create_directories(root / ".hidden" / "out" / "exp1" / "summaries");
+  std::ofstream(root / "node2" / "out" / "notes.txt") << "x";
+  const auto found = session_dirs_under(root.string());
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0], (root / "node0" / "out" / "exp1").string());
+  EXPECT_EQ(found[1], (root / "node1" / "out" / "exp1").string());
+  EXPECT_EQ(found[2], (root / "node10" / "out" / "exp1").string());
+  EXPECT_TRUE(is_session_dir(found[0]));
+  EXPECT_EQ(session_dirs_under(found[1]), std::vector<std::string>{found[1]}) << "a session folder is itself";
+  fs::create_directories(root / "node0" / "run_info");  // a shallower session folder wins
+  EXPECT_EQ(session_dirs_under(root.string()), std::vector<std::string>{(root / "node0").string()});
+  EXPECT_TRUE(session_dirs_under((root / "missing").string()).empty());
+  fs::create_directories(root / "a" / "b" / "c" / "d" / "e" / "index.json");  // deeper than kSessionSearchDepth
+  EXPECT_TRUE(session_dirs_under((root / "a").string()).empty());
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace tensorscope

@@ -117,6 +117,9 @@ class OverviewHistory {
 
   OverviewGrid window(size_t metric) const;
   OverviewGrid whole_run(size_t metric) const;
+  // whole_run()'s column that holds `step` (or the last one before it), alone: no column
+  // before the first step.
+  OverviewGrid at_step(size_t metric, int64_t step) const;
   // Whether any row belongs to `metric` (else its grid has no rows). The fraction of
   // zeros has rows once an activation with exact zeros was summarised: tracked outputs
   // that are never zero (a convolution's, not its ReLU's) show no dead units. The

@@ -28,6 +28,7 @@ struct SessionSource {
   std::string session_dir;  // <output>/<session>: index.json, steps/, videos
   std::string session;      // names the daemon's socket and live boards ("" : none)
   std::string runtime_dir;  // where they are ("" : the default)
+  std::string label;        // its name on the page ("" : "session <index>"): a node's folder
 };
 
 struct ViewServerOptions {
