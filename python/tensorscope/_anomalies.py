@@ -118,6 +118,7 @@ def read_anomalies(session_dir: Where) -> List[Dict[str, Any]]:
 
 
 def _run_order(item):
+    """The order of recording/anomaly_firsts.h's earlier_anomaly: step, forward order, rank."""
     details = item.get("details") if isinstance(item.get("details"), dict) else {}
     numbers = [item.get("step"), details.get("order"), item.get("rank")]
     return tuple(n if isinstance(n, (int, float)) else float("inf") for n in numbers)

@@ -15,6 +15,7 @@
 
 #include "tensorscope/base/clock.h"
 #include "tensorscope/base/posix_file.h"
+#include "tensorscope/recording/anomaly_firsts.h"
 #include "tensorscope/recording/overview_scale.h"
 #include "tensorscope/view/request_guard.h"
 #include "web_assets.h"
@@ -302,9 +303,19 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
       if (!any || shown(m))
         metrics.push_back({{"name", metric.name}, {"title", metric.title}, {"log", metric.log_scale}});
     }
+    // The first report of each anomaly type over every session (recording/anomaly_firsts.h).
+    recording::AnomalyFirsts firsts;
+    for (const auto& source : sources) {
+      const auto& a = source["anomalies"];
+      if (a.contains("first") && a["first"].is_object()) {
+        for (const auto& [type, report] : a["first"].items()) firsts.note(report);
+      }
+    }
     send_text(req,
-              std::make_shared<const std::string>(
-                  dump_json({{"metrics", std::move(metrics)}, {"sources", std::move(sources)}, {"scale", scale_json}})),
+              std::make_shared<const std::string>(dump_json({{"metrics", std::move(metrics)},
+                                                             {"sources", std::move(sources)},
+                                                             {"scale", scale_json},
+                                                             {"firsts", firsts.all()}})),
               "application/json");
   }
 

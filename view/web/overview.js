@@ -167,19 +167,15 @@ export function renderOverview() {
 // What the banner calls the first anomaly of each type, in the order it names them.
 const FIRST_OF_TYPE = [['non_finite', 'First NaN/Inf'], ['explosion', 'First explosion'], ['dead_units', 'Dead units']];
 
-// The first anomaly of each type over every session (the earliest step, lowest rank
-// first), and how many others.
+// The first anomaly of each type over every session (the server's: the earliest step, then
+// forward order, then rank), and how many others.
 export function renderBanner(data) {
-  const firsts = {}, others = [];
+  const firsts = data.firsts || {}, others = [];
   let count = 0;
   for (const s of data.sources) {
     const a = s.anomalies || {};
     count += a.count || 0;
     others.push(...(a.others || []));
-    for (const [type, f] of Object.entries(a.first || {})) {
-      const g = firsts[type];
-      if (!g || f.step < g.step || (f.step === g.step && f.rank < g.rank)) firsts[type] = f;
-    }
   }
   const banner = $('banner');
   banner.hidden = count === 0;

@@ -1,7 +1,9 @@
 // anomaly_firsts.h — the first report of each anomaly type in a session's anomaly
 // reports (anomalies.jsonl, as the daemon's workers write them: {"type", "step", "rank",
-// "stream", "message", ...}): of each type, the one of the earliest step, the lowest
-// rank first. What `tensorscope status` and the live page's banner name first.
+// "stream", "message", "details", ...}): of each type, the earliest: the earliest step,
+// then the earliest in that step's forward order (details.order: the tensor's place in
+// its record), then the lowest rank. What `tensorscope status` and the live page's banner
+// name first, over every session the viewer shows (several nodes' included).
 //
 // Used by the daemon's supervisor (anomaly_log.h) and the viewer (summary_tables.h).
 // Thread safety: a value type; one thread at a time.
@@ -18,6 +20,9 @@ inline constexpr const char* kAnomalyTypes[] = {"non_finite", "explosion", "dead
 
 // Whether `a` has what every report has: a string "type", integer "step" and "rank".
 bool is_anomaly_report(const nlohmann::json& a);
+// Whether report `a` came before report `b` (both is_anomaly_report): by step, then
+// forward order, then rank.
+bool earlier_anomaly(const nlohmann::json& a, const nlohmann::json& b);
 
 class AnomalyFirsts {
  public:
