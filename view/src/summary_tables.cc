@@ -148,13 +148,42 @@ nlohmann::json ranks_overview(const std::vector<const SummaryTables*>& sessions,
     }
   }
   if (shown != nullptr) shown->insert(shown->end(), values.begin(), values.end());
-  const auto outliers =
+  std::vector<recording::RankOutlier> outliers =
       recording::rank_outliers(values, nonfinite, n, m, recording::kOverviewMetrics[query.metric].log_scale);
+  // Past kMaxAnswerCells, neighbouring tensors merge into their largest value (a NaN/Inf
+  // anywhere kept), named after the first and "+k"; the outliers, found first, follow.
+  if (n > 0 && n * m > SummaryTables::kMaxAnswerCells) {
+    const size_t most = std::max<size_t>(1, SummaryTables::kMaxAnswerCells / n);
+    const size_t block = (m + most - 1) / most, merged = (m + block - 1) / block;
+    std::vector<float> v(n * merged, std::nanf(""));
+    std::vector<uint8_t> bad(n * merged, 0);
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t k = 0; k < m; ++k) {
+        float& into = v[r * merged + k / block];
+        const float x = values[r * m + k];
+        if (!std::isnan(x) && !(x <= into)) into = x;
+        bad[r * merged + k / block] |= nonfinite[r * m + k];
+      }
+    }
+    std::vector<std::string> names;
+    for (size_t j = 0; j < merged; ++j) {
+      const size_t count = std::min(block, m - j * block);
+      names.push_back(columns[j * block] + (count > 1 ? " +" + std::to_string(count - 1) : ""));
+    }
+    for (auto& o : outliers) o.column /= block;
+    outliers.erase(std::unique(outliers.begin(), outliers.end(),
+                               [](const auto& a, const auto& b) { return a.rank == b.rank && a.column == b.column; }),
+                   outliers.end());
+    values = std::move(v);
+    nonfinite = std::move(bad);
+    columns = std::move(names);
+  }
+  const size_t shown_columns = columns.size();
   nlohmann::json value_rows = nlohmann::json::array(), bad_rows = nlohmann::json::array();
   for (size_t r = 0; r < n; ++r) {
     nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
-    for (size_t k = 0; k < m; ++k) {
-      const float v = values[r * m + k];
+    for (size_t k = 0; k < shown_columns; ++k) {
+      const float v = values[r * shown_columns + k];
       if (std::isfinite(v)) {
         char text[32];
         std::snprintf(text, sizeof(text), "%.4g", static_cast<double>(v));
@@ -162,7 +191,7 @@ nlohmann::json ranks_overview(const std::vector<const SummaryTables*>& sessions,
       } else {
         row.push_back(nullptr);
       }
-      bad.push_back(nonfinite[r * m + k]);
+      bad.push_back(nonfinite[r * shown_columns + k]);
     }
     value_rows.push_back(std::move(row));
     bad_rows.push_back(std::move(bad));

@@ -59,8 +59,10 @@ class SummaryTables;
 // {"metric", "step", "first_step", "last_step", "steps_per_column", "columns",
 // "ranks": [{"source", "rank", "pid", "first", "last"}], "values" (per rank, null: no
 // value), "nonfinite" (per rank, 0/1), "outliers": [[rank row, column, score (null:
-// non-finite)]], "outlier_ranks": [rank rows with an outlier]}. The cells' values are
-// appended to `shown` for the colour scale.
+// non-finite)]], "outlier_ranks": [rank rows with an outlier]}. At most
+// SummaryTables::kMaxAnswerCells cells: past them neighbouring tensors merge (their
+// largest value, named after the first and "+k"), the outliers found before. The cells'
+// values are appended to `shown` for the colour scale.
 nlohmann::json ranks_overview(const std::vector<const SummaryTables*>& sessions, const RanksQuery& query,
                               std::vector<float>* shown = nullptr);
 

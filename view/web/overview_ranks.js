@@ -99,7 +99,10 @@ export function renderRanks(data, scale, metricTitle, onChoose, onStep) {
     const label = document.createElement('span');
     const slider = document.createElement('input');
     slider.type = 'range'; slider.id = 'overview-step';
-    slider.oninput = () => { stepAsked = Number(slider.value); label.textContent = `step ${slider.value}`; };
+    slider.oninput = () => {  // (at its end: follow the newest step again)
+      stepAsked = Number(slider.value) >= Number(slider.max) ? null : Number(slider.value);
+      label.textContent = `step ${slider.value}`;
+    };
     slider.onchange = () => onStep();
     const summary = document.createElement('span');
     summary.id = 'overview-outliers';

@@ -80,6 +80,40 @@ TEST_F(SummaryTablesTest, EveryRankOfEverySessionAtOneStepWithTheOneThatStandsOu
   EXPECT_EQ(o["ranks"][0]["first"], 3);
 }
 
+TEST_F(SummaryTablesTest, ManyRanksOfManyTensorsMergeTensorsToStayBounded) {
+  // 530 ranks x 2,000 tensors: 1.06 M cells, past the bound; rank 5's tensor 1,999 stands out.
+  const fs::path dir = root_ / "big" / "summaries";
+  fs::create_directories(dir);
+  for (int rank = 0; rank < 530; ++rank) {
+    std::vector<TensorSummary> s;
+    for (int k = 0; k < 2000; ++k) {
+      TensorSummary g;
+      g.name = "t" + std::to_string(k) + ".grad";
+      g.kind = wire::TensorKind::kGradient;
+      g.numel = 4;
+      g.l2 = (rank == 5 && k == 1999 ? 100.0 : 1.0) * (1 + 0.001 * (rank % 7));
+      s.push_back(g);
+    }
+    std::ofstream(dir / ("rank" + std::to_string(rank) + "_pid1.csv"))
+        << recording::kSummaryTableHeader << "\n"
+        << recording::summary_table_lines(0, rank, "net", s);
+  }
+  SummaryTables t((root_ / "big").string());
+  while (!t.refresh()) {}
+  const nlohmann::json o = ranks_overview({&t}, RanksQuery{});
+  ASSERT_EQ(o["ranks"].size(), 530u);
+  const size_t columns = o["columns"].size();
+  EXPECT_LE(530 * columns, SummaryTables::kMaxAnswerCells);
+  EXPECT_LT(columns, 2000u);
+  EXPECT_GE(columns, 1000u);
+  EXPECT_EQ(o["values"][0].size(), columns);
+  EXPECT_EQ(o["outlier_ranks"], (nlohmann::json{5}));
+  ASSERT_EQ(o["outliers"].size(), 1u);
+  const size_t at = o["outliers"][0][1];
+  EXPECT_NEAR(o["values"][5][at].get<double>(), 100 * 1.005, 0.01) << "the merged cell keeps the largest";
+  EXPECT_NE(o["columns"][at].get<std::string>().find("+"), std::string::npos);
+}
+
 TEST_F(SummaryTablesTest, AnOverviewOfTheTablesAsked) {
   for (int rank = 0; rank < 3; ++rank) write_table("node0", rank);
   SummaryTables a((root_ / "node0").string());
