@@ -5,9 +5,7 @@ the same model trained unsharded (on the ranks' batches together for FSDP2, on t
 batch for tensor parallelism); tracking adds no collective to the step. Two nodes, a
 daemon each, are read as one run."""
 
-import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -16,6 +14,7 @@ import pytest
 import torch
 
 import tensorscope
+from conftest import free_port, run_ranks
 
 pytestmark = pytest.mark.skipif(
     tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 6) or not torch.distributed.is_available(),
@@ -26,27 +25,9 @@ STEPS = 5  # the first untracked
 WEIGHTS = ("net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_ranks(daemon, how):
+def sharded_ranks(daemon, how):
     worker = os.path.join(os.path.dirname(__file__), "sharded_worker.py")
-    port = str(free_port())
-    procs = []
-    for rank in range(WORLD):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
-                   LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, worker, how, daemon.session, daemon.runtime_dir, str(STEPS)],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-4000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+    return run_ranks(worker, [how, daemon.session, daemon.runtime_dir, str(STEPS)], WORLD)
 
 
 def reference(how, world=WORLD):
@@ -81,7 +62,7 @@ PARTS = {"fsdp": FSDP_PARTS, "fsdp-accumulate": FSDP_PARTS,
 
 @pytest.mark.parametrize("how", ["fsdp", "fsdp-accumulate", "tp"])
 def test_a_sharded_models_whole_tensors_are_the_unsharded_models(daemon, how):
-    results = run_ranks(daemon, how)
+    results = sharded_ranks(daemon, how)
     for r in results:
         assert r["refused"] == 0 and r["dropped_full"] == 0, r
         # Tracking adds no collective: a tracked step dispatches the untracked step's.

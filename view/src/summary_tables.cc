@@ -34,15 +34,21 @@ bool parse_table_name(const std::string& name, int* rank, int64_t* pid) {
   return true;
 }
 
+// The query's metric= into `metric` (left as it is without one).
+Status read_metric(const std::map<std::string, std::string>& query, size_t* metric) {
+  const auto m = query.find("metric");
+  if (m == query.end()) return Status::ok();
+  const int index = recording::overview_metric_index(m->second);
+  if (index < 0) return Status::error("unknown metric");
+  *metric = static_cast<size_t>(index);
+  return Status::ok();
+}
+
 }  // namespace
 
 StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::string>& query) {
   OverviewQuery q;
-  if (auto m = query.find("metric"); m != query.end()) {
-    const int metric = recording::overview_metric_index(m->second);
-    if (metric < 0) return Status::error("unknown metric");
-    q.metric = static_cast<size_t>(metric);
-  }
+  if (Status metric = read_metric(query, &q.metric); !metric) return metric;
   if (auto c = query.find("columns"); c != query.end()) {
     char* end = nullptr;
     errno = 0;
@@ -78,11 +84,7 @@ StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::st
 
 StatusOr<RanksQuery> parse_ranks_query(const std::map<std::string, std::string>& query) {
   RanksQuery q;
-  if (auto m = query.find("metric"); m != query.end()) {
-    const int metric = recording::overview_metric_index(m->second);
-    if (metric < 0) return Status::error("unknown metric");
-    q.metric = static_cast<size_t>(metric);
-  }
+  if (Status metric = read_metric(query, &q.metric); !metric) return metric;
   if (auto st = query.find("step"); st != query.end()) {
     char* end = nullptr;
     errno = 0;

@@ -6,7 +6,8 @@
 // heatmaps are asked for and shown (a click on a rank's row chooses it).
 import { $, state, writeHash } from './state.js';
 import { formatValue } from './format.js';
-import { BELOW, NONFINITE, NO_VALUE, cellColor, scaleLabel } from './overview_colors.js';
+import { BELOW, NONFINITE, NO_VALUE, scaleLabel } from './overview_colors.js';
+import { paintCells } from './overview_cells.js';
 import { layout, openTile } from './tiles.js';
 import { ranksStep, renderRanks } from './overview_ranks.js';
 
@@ -25,19 +26,7 @@ function drawOverviewTable(canvas, t, scale) {
   ctx.font = '11px ui-monospace, monospace';  // (a resize resets the context)
   ctx.fillStyle = '#1f2226';
   ctx.fillRect(0, 0, canvas.width, canvas.height);
-  const img = ctx.createImageData(cols, rows);
-  for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; c++) {
-      const rgb = cellColor(scale, t.values[r][c], t.nonfinite[r][c]);
-      const o = 4 * (r * cols + c);
-      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
-    }
-  }
-  const tmp = document.createElement('canvas');
-  tmp.width = cols; tmp.height = rows;
-  tmp.getContext('2d').putImageData(img, 0, 0);
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(tmp, plot.x, plot.y, plot.w, plot.h);
+  paintCells(ctx, plot, t.values, t.nonfinite, scale);
   ctx.fillStyle = '#e6e8eb';
   ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
   for (let r = 0; r < rows; r++) ctx.fillText(t.rows[r], plot.x - 4, plot.y + (r + 0.5) * ROW_H, labelW - 6);

@@ -5,7 +5,7 @@
 // chooses that rank, whose tensors-by-steps heatmap the overview then shows.
 import { $, state } from './state.js';
 import { formatValue } from './format.js';
-import { cellColor } from './overview_colors.js';
+import { paintCells } from './overview_cells.js';
 
 const MARK = [255, 64, 160];  // the outliers' ring and the marks of their ranks
 let stepAsked = null;          // the slider's step; null: follow the newest
@@ -31,19 +31,7 @@ function draw(canvas, data, scale) {
   ctx.fillStyle = '#1f2226';
   ctx.fillRect(0, 0, canvas.width, canvas.height);
   if (!n || !m) return;
-  const img = ctx.createImageData(m, n);
-  for (let r = 0; r < n; r++) {
-    for (let c = 0; c < m; c++) {
-      const rgb = cellColor(scale, data.values[r][c], data.nonfinite[r][c]);
-      const o = 4 * (r * m + c);
-      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
-    }
-  }
-  const tmp = document.createElement('canvas');
-  tmp.width = m; tmp.height = n;
-  tmp.getContext('2d').putImageData(img, 0, 0);
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(tmp, plot.x, plot.y, plot.w, plot.h);
+  paintCells(ctx, plot, data.values, data.nonfinite, scale);
   const cw = plot.w / m;
   ctx.strokeStyle = `rgb(${MARK})`; ctx.lineWidth = 2;
   ctx.fillStyle = `rgb(${MARK})`;
