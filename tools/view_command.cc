@@ -174,7 +174,7 @@ int run_view_command(int argc, char** argv) {
                    session.c_str(), dir.c_str());
       return 1;
     }
-    options.sources.push_back({dir, session, runtime_dir});
+    options.sources.push_back({dir, session, runtime_dir, ""});
   }
 
   // Signals are taken synchronously below; the server's threads inherit the mask.

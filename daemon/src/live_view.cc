@@ -8,7 +8,7 @@ namespace tensorscope::daemon {
 
 view::ViewServerOptions live_view_options(const DaemonConfig& config) {
   view::ViewServerOptions o;
-  o.sources.push_back({config.output_dir + "/" + config.session, config.session, config.runtime_dir});
+  o.sources.push_back({config.output_dir + "/" + config.session, config.session, config.runtime_dir, ""});
   o.bind_address = config.live.address;
   o.allow_remote = config.live.allow_remote;
   o.port = config.live.port;

@@ -2,7 +2,10 @@
 #include "module_functions.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core_options_args.h"
 #include "dlpack_ref.h"
@@ -11,6 +14,7 @@
 #include "run_info.h"
 #include "summaries.h"
 #include "tensorscope/recording/file_naming.h"
+#include "tensorscope/recording/job_groups.h"
 #include "tensorscope/recording/npy_file.h"
 #include "tensorscope/recording/shard_merge.h"
 #include "tensorscope/recording/summary_table.h"
@@ -157,27 +161,60 @@ PyObject* write_npy(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// whole_summary_rows(tables) -> (lines, partial, incomplete): the summary tables' texts
-// (a list of str) read together, and the lines (CSV, no header) of the whole tensors their
-// sharded rows make (recording/shard_merge.h), with the counts of those left out.
+// whole_summary_rows(tables) -> (lines, partial, incomplete, conflicting): the summary
+// tables (a list of (path, text): <session>/summaries/rank<r>_pid<p>.csv and what it
+// holds) read together, and the lines (CSV, no header) of the whole tensors their sharded
+// rows make, the ranks of each job merged apart (recording/job_groups.h,
+// recording/shard_merge.h), with the counts of those left out.
 PyObject* whole_summary_rows(PyObject*, PyObject* tables) {
   if (!PyList_Check(tables)) {
-    PyErr_SetString(PyExc_TypeError, "whole_summary_rows: a list of str");
+    PyErr_SetString(PyExc_TypeError, "whole_summary_rows: a list of (path, text)");
     return nullptr;
   }
-  recording::ShardMerger merger;
-  std::string table;
+  std::vector<std::tuple<std::string, int, int64_t>> producers;
+  std::vector<std::string> texts;
   for (Py_ssize_t i = 0; i < PyList_Size(tables); ++i) {
-    if (!utf8(PyList_GetItem(tables, i), "a summary table", &table)) return nullptr;
-    recording::for_each_summary_table_row(table, [&](const recording::SummaryTableRow& row) { merger.add(row); });
+    PyObject* item = PyList_GetItem(tables, i);
+    std::string path, text;
+    if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
+      PyErr_SetString(PyExc_TypeError, "whole_summary_rows: a list of (path, text)");
+      return nullptr;
+    }
+    if (!utf8(PyTuple_GetItem(item, 0), "a summary table's path", &path) ||
+        !utf8(PyTuple_GetItem(item, 1), "a summary table", &text)) {
+      return nullptr;
+    }
+    const size_t slash = path.rfind('/');
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash);  // <session>/summaries
+    const size_t up = folder.rfind('/');
+    int rank = -1;
+    int64_t pid = -1;
+    (void)recording::parse_summary_table_name(name, &rank, &pid);  // else: a job of its folder alone
+    producers.emplace_back(up == std::string::npos ? "." : folder.substr(0, up), rank, pid);
+    texts.push_back(std::move(text));
+  }
+  recording::JobGroups groups;
+  const std::vector<size_t> job = recording::group_producers(producers, &groups);
+  std::map<size_t, recording::ShardMerger> mergers;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    recording::ShardMerger& merger = mergers[job[i]];
+    recording::for_each_summary_table_row(texts[i], [&](const recording::SummaryTableRow& row) { merger.add(row); });
   }
   std::string lines;
-  for (const recording::SummaryTableRow& row : merger.whole_rows()) lines += recording::summary_table_line(row);
-  const auto& left_out = merger.left_out();
+  recording::ShardMerger::LeftOut left_out;
+  for (auto& [id, merger] : mergers) {
+    for (const recording::SummaryTableRow& row : merger.whole_rows()) lines += recording::summary_table_line(row);
+    const recording::ShardMerger::LeftOut left = merger.left_out();
+    left_out.partial += left.partial;
+    left_out.incomplete += left.incomplete;
+    left_out.conflicting += left.conflicting;
+  }
   PyObject* text = PyUnicode_FromStringAndSize(lines.data(), static_cast<Py_ssize_t>(lines.size()));
   if (text == nullptr) return nullptr;
-  return Py_BuildValue("(NKK)", text, static_cast<unsigned long long>(left_out.partial),
-                       static_cast<unsigned long long>(left_out.incomplete));
+  return Py_BuildValue("(NKKK)", text, static_cast<unsigned long long>(left_out.partial),
+                       static_cast<unsigned long long>(left_out.incomplete),
+                       static_cast<unsigned long long>(left_out.conflicting));
 }
 
 // session_dirs_under(path) -> [the session folders at or under `path`] (shared/output_dir.h).
@@ -202,7 +239,8 @@ PyMethodDef functions[] = {
     {"session_dirs_under", session_dirs_under, METH_O,
      "session_dirs_under(path) -> the session folders at or under path (a common parent of several nodes')"},
     {"whole_summary_rows", whole_summary_rows, METH_O,
-     "whole_summary_rows(tables) -> (csv lines, partial, incomplete): the whole tensors of the tables' sharded rows"},
+     "whole_summary_rows([(path, text)]) -> (csv lines, partial, incomplete, conflicting): the whole tensors of "
+     "the tables' sharded rows, merged per job"},
     {"dump_path", dump_path, METH_VARARGS,
      "dump_path(stream, step, rank) -> the .npy sink's file of a stream, relative to the run folder"},
     {"labels_dump_path", labels_dump_path, METH_VARARGS,

@@ -54,8 +54,10 @@ def read_summaries(session_dir: Where, shards: str = "both") -> Any:
     step whose parts are all in (across the folders read), the whole tensor's row merged
     from them (rank and pid -1, shard and node ""): its counts, norms, mean, std and
     update ratio those of the whole tensor, exactly, with no collective in the training
-    step. "local": the rows as the ranks wrote them; "whole": the whole tensors' rows in
-    place of their parts. A tensor whose parts are Partial sums has no whole row.
+    step. The ranks of each job are merged apart (their run_info's rendezvous, split where
+    a rank repeats): an earlier run in the same parent folder is never mixed in.
+    "local": the rows as the ranks wrote them; "whole": the whole tensors' rows in place
+    of their parts. A tensor whose parts are Partial sums has no whole row.
 
     Raises FileNotFoundError when no summary table is found, ValueError for a file that
     is not one or an unknown `shards`."""
@@ -81,11 +83,11 @@ def read_summaries(session_dir: Where, shards: str = "both") -> Any:
     if shards != "local" and (out["shard"] != "").any():
         import pandas as pd
 
-        texts = []
+        tables = []
         for path in files:
             with open(path, encoding="utf-8", errors="replace") as f:
-                texts.append(f.read())
-        lines, _, _ = _native.whole_summary_rows(texts)
+                tables.append((os.path.abspath(path), f.read()))
+        lines = _native.whole_summary_rows(tables)[0]  # (the ranks of each job merged apart)
         whole = pd.read_csv(io.StringIO(",".join(SUMMARY_COLUMNS) + "\n" + lines), **options)
         whole["pid"] = -1
         whole["node"] = ""

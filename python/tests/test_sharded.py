@@ -3,7 +3,7 @@ Gloo): a DTensor's local part is summarized where it lives, with where it sits; 
 readers merge the ranks' parts into the whole tensor's row, whose statistics are those of
 the same model trained unsharded (on the ranks' batches together for FSDP2, on their one
 batch for tensor parallelism); tracking adds no collective to the step. Two nodes, a
-daemon each, are read as one run."""
+daemon each, are read as one run, by the readers and by the live view."""
 
 import os
 import subprocess
@@ -58,6 +58,35 @@ def reference(how, world=WORLD):
 FSDP_PARTS = {"net.2.weight": (["S0@0/2", "S0@1/2"], [48, 32]), "net.2.bias": (["S0@0/2", "S0@1/2"], [3, 2])}
 PARTS = {"fsdp": FSDP_PARTS, "fsdp-accumulate": FSDP_PARTS,
          "tp": {"net.2.weight": (["S1@0/2", "S1@1/2"], [40, 40]), "net.2.bias": (["R@0/2", "R@1/2"], [5, 5])}}
+
+
+def whole_overview(parent, metric):
+    """The "whole" heatmaps of `tensorscope view --dir parent`'s overview of `metric`, once
+    the view has read every table."""
+    import json
+    import urllib.request
+
+    from conftest import CLI, wait_until
+
+    viewer = subprocess.Popen([CLI, "view", "--dir", parent], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        address = viewer.stdout.readline().strip()
+        assert address.startswith("http://"), viewer.stderr.read()
+        base, token = address.split("/#t=")
+        answer = {}
+
+        def read():
+            url = f"{base}/api/overview?t={token}&metric={metric}&columns=100"
+            with urllib.request.urlopen(url, timeout=30) as r:
+                answer.update(json.load(r))
+            return all(source["complete"] for source in answer["sources"])
+
+        assert wait_until(read, 60, interval=0.3)
+        return answer["whole"]
+    finally:
+        viewer.terminate()
+        viewer.communicate(timeout=60)
 
 
 @pytest.mark.parametrize("how", ["fsdp", "fsdp-accumulate", "tp"])
@@ -159,6 +188,18 @@ def test_two_nodes_with_a_daemon_each_are_read_as_one_run(tmp_path):
     # The same through a glob and through a list.
     assert len(tensorscope.read_summaries(os.path.join(parent, "node*", "out", session))) == len(table)
     assert len(tensorscope.read_summaries([d.session_dir for d in daemons])) == len(table)
+    # The live view over the parent: the whole gradient's norm, merged from both nodes'
+    # parts, beside each rank's.
+    whole = whole_overview(parent, "grad_norm")
+    assert len(whole) == 1 and whole[0]["ranks"] == [0, 1, 2, 3], whole
+    row = whole[0]["rows"].index("net.2.weight.grad")
+    g = reference("fsdp", world=4)
+    for column, step in enumerate(whole[0]["first_steps"]):
+        if step < 2:  # (before rank 3's NaN)
+            expected = g[(step, "net.2.weight.grad")].double().norm().item()
+            assert whole[0]["values"][row][column] == pytest.approx(expected, rel=1e-3), step
+        assert whole[0]["nonfinite"][row][column] == (step >= 2), step
+    assert whole[0]["first_steps"][-1] == STEPS - 1 and whole[0]["left_out"]["conflicting"] == 0
     anomalies = tensorscope.read_anomalies(parent)
     first = anomalies[0]
     assert (first["type"], first["step"], first["rank"], first["stream"]) == ("non_finite", 2, 3, "net.0"), first

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -11,6 +12,7 @@
 
 #include "tensorscope/base/text_input.h"
 #include "tensorscope/recording/csv_text.h"
+#include "tensorscope/shared/output_dir.h"
 
 namespace tensorscope::recording {
 
@@ -192,7 +194,19 @@ StatusOr<uint64_t> read_summary_table(const std::string& path, uint64_t max_byte
 }
 
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid) {
-  return session_dir + "/summaries/rank" + std::to_string(rank) + "_pid" + std::to_string(pid) + ".csv";
+  return session_dir + "/summaries/" + run_info_base_name(rank, static_cast<long>(pid)) + ".csv";
+}
+
+bool parse_summary_table_name(const std::string& name, int* rank, int64_t* pid) {
+  long long r = -1, p = -1;
+  int end = 0;
+  if (std::sscanf(name.c_str(), "rank%lld_pid%lld.csv%n", &r, &p, &end) != 2 ||
+      static_cast<size_t>(end) != name.size() || r < 0 || r > 1000000 || p < 0) {
+    return false;
+  }
+  *rank = static_cast<int>(r);
+  *pid = p;
+  return true;
 }
 
 }  // namespace tensorscope::recording

@@ -21,6 +21,10 @@ int64_t modified_ns(const std::string& path) {
 
 }  // namespace
 
+std::string run_info_base_name(int rank, long pid) {
+  return "rank" + std::to_string(rank) + "_pid" + std::to_string(pid);
+}
+
 std::string latest_session_dir(const std::string& output_dir) {
   DIR* dir = ::opendir(output_dir.c_str());
   if (dir == nullptr) return {};

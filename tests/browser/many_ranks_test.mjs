@@ -8,7 +8,9 @@
 //
 // Checks: the page opens on the ranks x layers panel of all 512 ranks in under 2 s (from
 // the page's first byte, once the viewer has read the tables); the rank that diverged is
-// named and marked, and its layers x steps heatmap is the one shown; before the step it
+// named and marked, and its layers x steps heatmap is the one shown; the sharded
+// gradient (a part on every rank) is shown whole, its norm merged from the 512 parts;
+// before the step it
 // diverged, no rank stands out; clicking another rank's row shows its heatmap, and a
 // step change redraws, each within a second. Saves screenshots. Exit 0 when every check
 // passed, 1 otherwise, 77 without chromium.
@@ -26,10 +28,17 @@ process.on('exit', cleanup);
 
 const NODES = 64, PER_NODE = 8, STEPS = 40, LAYERS = 24;
 const ODD_RANK = 301, ODD_LAYER = 7, ODD_STEP = 30;
-const HEADER = 'step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio';
+const HEADER = 'step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,' +
+  'update_ratio,steps,cast_format,dynamic_range,underflow_fraction,overflow_fraction,shard,whole_numel';
+const RANKS = NODES * PER_NODE, SHARDED = 'net.embed.weight.grad';
+// The norm of rank r's part of the sharded gradient at `step` (FSDP2: a part on every rank),
+// and of the whole tensor.
+const partNorm = (rank, step) => 1e-3 * (1 + (rank % 7)) * (1 + step / STEPS);
+const wholeNorm = (step) => Math.sqrt([...Array(RANKS).keys()].reduce((sum, r) => sum + partNorm(r, step) ** 2, 0));
 
-// A rank's table: every layer's output, then the gradients as backward gives them; each
-// value with a rank's own few percent of noise.
+// A rank's table: every layer's output, then the gradients as backward gives them (the
+// embedding's gradient, sharded, last); each value with a rank's own few percent of
+// noise. And its run_info, as the daemon writes it: every rank of one rendezvous.
 function writeTable(dir, rank) {
   const lines = [HEADER];
   let seed = rank * 7919 + 1;
@@ -42,17 +51,23 @@ function writeTable(dir, rank) {
         const odd = grad && rank === ODD_RANK && m === ODD_LAYER && step >= ODD_STEP ? 50 : 1;
         const v = (1 + m) * (grad ? 1e-3 : 1) * noise() * odd;
         lines.push(`${step},${rank},net,${order++},net.${m}${grad ? '.grad' : ''},${grad ? 'gradient' : 'activation'},` +
-          `64,${(v * 8).toPrecision(5)},${(v * 3).toPrecision(5)},0,${v.toPrecision(5)},0,0,0.125,`);
+          `64,${(v * 8).toPrecision(5)},${(v * 3).toPrecision(5)},0,${v.toPrecision(5)},0,0,0.125,,1,,,,,,`);
       }
     }
+    const g = partNorm(rank, step);
+    lines.push(`${step},${rank},net,${order++},${SHARDED},parameter_gradient,64,${g},${g / 4},0,${g / 8},0,0,0,,1,,,,,` +
+      `S0@${rank}/${RANKS},${64 * RANKS}`);
   }
-  fs.writeFileSync(path.join(dir, `rank${rank}_pid${1000 + rank}.csv`), lines.join('\n') + '\n');
+  fs.writeFileSync(path.join(dir, 'summaries', `rank${rank}_pid${1000 + rank}.csv`), lines.join('\n') + '\n');
+  fs.writeFileSync(path.join(dir, 'run_info', `rank${rank}_pid${1000 + rank}.json`), JSON.stringify({
+    registered_unix_ms: 1795968563000 + rank, env: { MASTER_ADDR: 'node00', MASTER_PORT: '29500', WORLD_SIZE: String(RANKS) } }));
 }
 for (let node = 0; node < NODES; ++node) {
   const session = path.join(parent, `node${String(node).padStart(2, '0')}`, 'exp');
   fs.mkdirSync(path.join(session, 'summaries'), { recursive: true });
+  fs.mkdirSync(path.join(session, 'run_info'), { recursive: true });
   fs.writeFileSync(path.join(session, 'index.json'), '{"files":[]}\n');
-  for (let k = 0; k < PER_NODE; ++k) writeTable(path.join(session, 'summaries'), node * PER_NODE + k);
+  for (let k = 0; k < PER_NODE; ++k) writeTable(session, node * PER_NODE + k);
 }
 
 const consoleErrors = [];
@@ -86,7 +101,8 @@ try {
   check(!/stand out: .*,/.test(s.outliers), `and only it (${s.outliers})`);
   await waitFor(async () => {
     s = await panel();
-    return s.tables.length === 1 && s.tables[0].includes(`rank ${ODD_RANK}`);
+    const ranks = s.tables.filter((t) => !t.startsWith('whole tensors'));
+    return ranks.length === 1 && ranks[0].includes(`rank ${ODD_RANK}`);
   }, 15000, `its layers x steps heatmap is the one shown (${s.tables.join(' | ')})`);
   const at = await page.evaluate((r, stream) => window.tensorscopeView.rankCellCenter(r, stream), ODD_RANK, `net.${ODD_LAYER}.grad`);
   await page.mouse.move(at.x, at.y);
@@ -94,6 +110,20 @@ try {
   check(tip.includes(`net.${ODD_LAYER}.grad`) && tip.includes(`rank ${ODD_RANK}`) && tip.includes('outlier'),
     `hovering its cell names it as an outlier (${JSON.stringify(tip)})`);
   await page.screenshot({ path: path.join(artifacts, 'overview_512_ranks.png') });
+  // The sharded gradient whole, merged from the 512 ranks' parts on 64 nodes.
+  s = await panel();
+  check(s.tables.some((t) => t.startsWith(`whole tensors · merged from the parts of ranks 0–${RANKS - 1} · 1 tensor`)),
+    `the whole tensors' heatmap is shown (${s.tables.join(' | ')})`);
+  const cell = await page.evaluate((stream, step) => {
+    document.querySelector('.overview-rank[data-key^="whole"]').scrollIntoView();
+    return window.tensorscopeView.cellCenter('whole', stream, step);
+  }, SHARDED, 20);
+  await page.mouse.move(cell.x, cell.y);
+  const wholeTip = await page.evaluate(() => document.getElementById('overview-tip').textContent);
+  check(wholeTip.includes(`: ${Number(wholeNorm(20).toPrecision(4))}`) && wholeTip.includes(`ranks 0–${RANKS - 1}`),
+    `its cell is the whole gradient's norm at step 20, ${wholeNorm(20).toPrecision(4)} (${JSON.stringify(wholeTip)})`);
+  await page.screenshot({ path: path.join(artifacts, 'overview_512_ranks_whole.png') });
+  await page.evaluate(() => window.scrollTo(0, 0));
 
   // A click on another rank's row: its heatmap too, within a second.
   const other = await page.evaluate((r, stream) => window.tensorscopeView.rankCellCenter(r, stream), 17, 'net.3.grad');

@@ -1,9 +1,9 @@
-// format_test.mjs — how the page writes values, ages and literal names
+// format_test.mjs — how the page writes values, ages, rank lists and literal names
 // (view/web/format.js), with Node's own test runner.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { escapeRegExp, formatAge, formatValue } from '../../view/web/format.js';
+import { escapeRegExp, formatAge, formatRanks, formatValue } from '../../view/web/format.js';
 
 test('values keep four significant digits, exponents for the very small and large', () => {
   assert.equal(formatValue(null), 'no value');
@@ -28,4 +28,11 @@ test('a stream name matches only itself once escaped', () => {
   assert.ok(re.test(name));
   assert.ok(!re.test('modelXlayers[0].attn#calls.grad'));
   assert.equal(escapeRegExp('a+b*(c)?'), 'a\\+b\\*\\(c\\)\\?');
+});
+
+test('ranks read as runs, long lists cut', () => {
+  assert.equal(formatRanks([3]), 'rank 3');
+  assert.equal(formatRanks([0, 1, 2, 3]), 'ranks 0–3');
+  assert.equal(formatRanks([0, 1, 4, 6, 7]), 'ranks 0–1, 4, 6–7');
+  assert.equal(formatRanks([0, 2, 4, 6], 2), 'ranks 0, 2, … (4 ranks)');
 });

@@ -289,6 +289,8 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
       o["name"] = label.empty() ? "session " + std::to_string(i) : label;
       sources.push_back(std::move(o));
     }
+    // The whole tensors of sharded runs, merged from the ranks' parts (whole_tables.h).
+    nlohmann::json whole = ctx_->whole.overview(q->metric, q->columns, &cells);
     const recording::OverviewScale scale = recording::overview_scale(q->metric, cells);
     const nlohmann::json scale_json =
         scale.valid ? nlohmann::json{{"log", scale.log}, {"lo", scale.lo}, {"hi", scale.hi}} : nlohmann::json(nullptr);
@@ -314,6 +316,8 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     send_text(req,
               std::make_shared<const std::string>(dump_json({{"metrics", std::move(metrics)},
                                                              {"sources", std::move(sources)},
+                                                             {"whole", std::move(whole)},
+                                                             {"whole_left_out", ctx_->whole.jobs_left_out()},
                                                              {"scale", scale_json},
                                                              {"firsts", firsts.all()}})),
               "application/json");
@@ -350,7 +354,9 @@ class HttpSession : public WaitingConnection, public std::enable_shared_from_thi
     const int64_t now = steady_time_ms();
     if (now - ctx_->summaries_read_ms < 300) return;
     ctx_->summaries_read_ms = now;
-    for (const auto& s : ctx_->summaries) s->refresh();
+    std::vector<SummaryTables*> sessions;
+    for (const auto& s : ctx_->summaries) sessions.push_back(s.get());
+    ctx_->whole.refresh(sessions);
   }
 
   // "/files/<source>/<path listed in that source's index.json>", with one byte range.

@@ -18,6 +18,7 @@
 
 #include "session_files.h"
 #include "summary_tables.h"
+#include "whole_tables.h"
 #include "tensorscope/view/frame_store.h"
 #include "tensorscope/view/view_server.h"
 
@@ -55,6 +56,7 @@ struct ServerContext {
   // Network thread only.
   std::vector<std::unique_ptr<SessionFiles>> files;       // one per source
   std::vector<std::unique_ptr<SummaryTables>> summaries;  // one per source (the overview)
+  WholeTables whole;                                      // their sharded tensors, merged per job
   int64_t summaries_read_ms = 0;                          // when they were last refreshed
   std::vector<std::weak_ptr<PageSink>> pages;
   std::deque<std::weak_ptr<WaitingConnection>> waiting;  // oldest first

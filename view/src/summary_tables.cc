@@ -21,19 +21,6 @@
 namespace tensorscope::view {
 namespace {
 
-// rank<r>_pid<p>.csv -> r, p; false for any other name.
-bool parse_table_name(const std::string& name, int* rank, int64_t* pid) {
-  long long r = -1, p = -1;
-  int end = 0;
-  if (std::sscanf(name.c_str(), "rank%lld_pid%lld.csv%n", &r, &p, &end) != 2 ||
-      static_cast<size_t>(end) != name.size() || r < 0 || r > 1000000 || p < 0) {
-    return false;
-  }
-  *rank = static_cast<int>(r);
-  *pid = p;
-  return true;
-}
-
 // The query's metric= into `metric` (left as it is without one).
 Status read_metric(const std::map<std::string, std::string>& query, size_t* metric) {
   const auto m = query.find("metric");
@@ -45,6 +32,33 @@ Status read_metric(const std::map<std::string, std::string>& query, size_t* metr
 }
 
 }  // namespace
+
+nlohmann::json cell_json(float value) {
+  if (!std::isfinite(value)) return nullptr;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", static_cast<double>(value));
+  return std::strtod(text, nullptr);
+}
+
+nlohmann::json grid_json(const recording::OverviewGrid& g, std::vector<float>* shown) {
+  if (shown != nullptr) shown->insert(shown->end(), g.values.begin(), g.values.end());
+  nlohmann::json values = nlohmann::json::array(), nonfinite = nlohmann::json::array();
+  for (size_t r = 0; r < g.rows.size(); ++r) {
+    nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
+    for (size_t c = 0; c < g.columns(); ++c) {
+      row.push_back(cell_json(g.value(r, c)));
+      bad.push_back(g.is_nonfinite(r, c) ? 1 : 0);
+    }
+    values.push_back(std::move(row));
+    nonfinite.push_back(std::move(bad));
+  }
+  return {{"rows", g.rows},
+          {"first_steps", g.first_steps},
+          {"last_steps", g.last_steps},
+          {"steps_per_column", g.steps_per_column},
+          {"values", std::move(values)},
+          {"nonfinite", std::move(nonfinite)}};
+}
 
 StatusOr<OverviewQuery> parse_overview_query(const std::map<std::string, std::string>& query) {
   OverviewQuery q;
@@ -185,14 +199,7 @@ nlohmann::json ranks_overview(const std::vector<const SummaryTables*>& sessions,
   for (size_t r = 0; r < n; ++r) {
     nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
     for (size_t k = 0; k < shown_columns; ++k) {
-      const float v = values[r * shown_columns + k];
-      if (std::isfinite(v)) {
-        char text[32];
-        std::snprintf(text, sizeof(text), "%.4g", static_cast<double>(v));
-        row.push_back(std::strtod(text, nullptr));
-      } else {
-        row.push_back(nullptr);
-      }
+      row.push_back(cell_json(values[r * shown_columns + k]));
       bad.push_back(nonfinite[r * shown_columns + k]);
     }
     value_rows.push_back(std::move(row));
@@ -225,12 +232,18 @@ void SummaryTables::discover() {
     const std::string name = e->d_name;
     if (tables_.count(name) != 0 || tables_.size() >= kMaxTables) continue;
     Table t;
-    if (parse_table_name(name, &t.rank, &t.pid)) tables_.emplace(name, std::move(t));
+    if (recording::parse_summary_table_name(name, &t.rank, &t.pid)) tables_.emplace(name, std::move(t));
   }
   ::closedir(d);
 }
 
-bool SummaryTables::read_table(const std::string& name, Table& table, size_t* budget) {
+std::vector<std::pair<int, int64_t>> SummaryTables::tables() const {
+  std::vector<std::pair<int, int64_t>> out;
+  for (const auto& [name, t] : tables_) out.emplace_back(t.rank, t.pid);
+  return out;
+}
+
+bool SummaryTables::read_table(const std::string& name, Table& table, size_t* budget, const ShardedRows& sharded) {
   const std::string path = dir_ + "/summaries/" + name;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
@@ -258,9 +271,14 @@ bool SummaryTables::read_table(const std::string& name, Table& table, size_t* bu
   }
   *budget -= last + 1;
   table.offset += last + 1;
-  skipped_lines_ += recording::for_each_summary_table_row(
-      std::string_view(text.data(), last + 1),
-      [&table](const recording::SummaryTableRow& row) { table.history.observe(row.step, {row.summary}, row.steps); });
+  skipped_lines_ += recording::for_each_summary_table_row(std::string_view(text.data(), last + 1),
+                                                          [&table, &sharded](const recording::SummaryTableRow& row) {
+                                                            table.history.observe(row.step, {row.summary}, row.steps);
+                                                            if (!row.summary.shard.sharded()) return;
+                                                            if (table.sharded.size() < kMaxShardedNames)
+                                                              table.sharded.insert(row.summary.name);
+                                                            if (sharded) sharded(table.rank, table.pid, row);
+                                                          });
   return table.offset == size;
 }
 
@@ -299,20 +317,34 @@ bool SummaryTables::has_rows(size_t metric) const {
                      [metric](const auto& entry) { return entry.second.history.has_rows(metric); });
 }
 
-bool SummaryTables::refresh(size_t budget) {
+bool SummaryTables::refresh(size_t budget, const ShardedRows& sharded) {
   discover();
   bool all = true;
   size_t memory = 0;
   for (const auto& entry : tables_) memory += entry.second.history.memory_bytes();
   tables_left_out_ = 0;
-  for (auto& [name, table] : tables_) {
-    if (memory >= kMaxHistoryBytes) {  // what is held stays shown; no table grows further
-      ++tables_left_out_;
-      continue;
+  std::vector<std::pair<const std::string*, Table*>> reading;
+  for (auto& [name, table] : tables_) reading.emplace_back(&name, &table);
+  while (!reading.empty()) {
+    std::vector<std::pair<const std::string*, Table*>> more;  // read some, not all
+    for (const auto& [name, table] : reading) {
+      if (memory >= kMaxHistoryBytes) {  // what is held stays shown; no table grows further
+        ++tables_left_out_;
+        continue;
+      }
+      size_t chunk = std::min(budget, kChunkBytes);
+      const size_t given = chunk, before = table->history.memory_bytes();
+      const bool done = read_table(*name, *table, &chunk, sharded);
+      memory = memory - before + table->history.memory_bytes();
+      budget -= given - chunk;
+      if (done) continue;
+      if (chunk < given && budget > 0) {
+        more.emplace_back(name, table);
+      } else {
+        all = false;  // a line being written, or the budget spent
+      }
     }
-    const size_t before = table.history.memory_bytes();
-    if (!read_table(name, table, &budget)) all = false;
-    memory = memory - before + table.history.memory_bytes();
+    reading = std::move(more);
   }
   read_anomalies();
   complete_ = all;
@@ -334,34 +366,13 @@ nlohmann::json SummaryTables::overview(size_t metric, size_t max_columns, std::v
   const size_t max_rows = std::max<size_t>(1, kMaxAnswerCells / max_columns / std::max<size_t>(1, order.size()));
   nlohmann::json tables = nlohmann::json::array();
   for (const Table* t : order) {
-    const recording::OverviewGrid g = recording::fit_overview_grid(t->history.whole_run(metric), max_rows, max_columns);
-    if (shown != nullptr) shown->insert(shown->end(), g.values.begin(), g.values.end());
-    nlohmann::json values = nlohmann::json::array(), nonfinite = nlohmann::json::array();
-    for (size_t r = 0; r < g.rows.size(); ++r) {
-      nlohmann::json row = nlohmann::json::array(), bad = nlohmann::json::array();
-      for (size_t c = 0; c < g.columns(); ++c) {
-        const float v = g.value(r, c);
-        // Four significant digits are all a colour needs, and keep the message small.
-        if (std::isfinite(v)) {
-          char text[32];
-          std::snprintf(text, sizeof(text), "%.4g", static_cast<double>(v));
-          row.push_back(std::strtod(text, nullptr));
-        } else {
-          row.push_back(nullptr);
-        }
-        bad.push_back(g.is_nonfinite(r, c) ? 1 : 0);
-      }
-      values.push_back(std::move(row));
-      nonfinite.push_back(std::move(bad));
-    }
-    tables.push_back({{"rank", t->rank},
-                      {"pid", t->pid},
-                      {"rows", g.rows},
-                      {"first_steps", g.first_steps},
-                      {"last_steps", g.last_steps},
-                      {"steps_per_column", g.steps_per_column},
-                      {"values", std::move(values)},
-                      {"nonfinite", std::move(nonfinite)}});
+    const recording::OverviewGrid run = t->history.whole_run(metric);
+    nlohmann::json table = grid_json(recording::fit_overview_grid(run, max_rows, max_columns), shown);
+    table["rank"] = t->rank;
+    table["pid"] = t->pid;
+    table["shards"] = std::count_if(run.rows.begin(), run.rows.end(),
+                                    [t](const std::string& name) { return t->sharded.count(name) > 0; });
+    tables.push_back(std::move(table));
   }
   return {{"metric", recording::kOverviewMetrics[metric].name},
           {"complete", complete_},

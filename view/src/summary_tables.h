@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -30,6 +31,7 @@
 #include "tensorscope/base/status.h"
 #include "tensorscope/recording/overview_history.h"
 #include "tensorscope/recording/rank_outliers.h"
+#include "tensorscope/recording/summary_table.h"
 
 namespace tensorscope::view {
 
@@ -50,6 +52,13 @@ struct RanksQuery {
   int64_t step = -1;  // -1: the newest step of any table
 };
 StatusOr<RanksQuery> parse_ranks_query(const std::map<std::string, std::string>& query);
+
+// A cell's value as the answers send it: four significant digits (all a colour needs, and
+// a small message); null when it is not finite.
+nlohmann::json cell_json(float value);
+// {"rows", "first_steps", "last_steps", "steps_per_column", "values" (per row, null: no
+// value), "nonfinite" (per row, 0/1)} of a grid; its values appended to `shown`.
+nlohmann::json grid_json(const recording::OverviewGrid& grid, std::vector<float>* shown);
 
 class SummaryTables;
 
@@ -72,15 +81,29 @@ class SummaryTables {
   static constexpr size_t kMaxAnomalyBytes = 4u << 20;
   static constexpr size_t kMaxHistoryBytes = 256u << 20;
   static constexpr size_t kMaxAnswerCells = 1u << 20;
+  static constexpr size_t kChunkBytes = 1u << 20;
+  static constexpr size_t kMaxShardedNames = 4096;  // per table
 
   explicit SummaryTables(std::string session_dir);
 
-  // Reads what the tables and the anomaly file gained; true when all is read.
-  bool refresh(size_t budget = 16u << 20);
+  // The rows of a DTensor's part (a row with a shard), with the (rank, pid) of its table,
+  // as they are read (view/src/whole_tables.h merges them).
+  using ShardedRows = std::function<void(int rank, int64_t pid, const recording::SummaryTableRow&)>;
+
+  // Finds the tables that appeared (refresh() does too).
+  void discover();
+  // The (rank, pid) of each table followed.
+  std::vector<std::pair<int, int64_t>> tables() const;
+  const std::string& dir() const { return dir_; }
+
+  // Reads what the tables and the anomaly file gained, round by round at most
+  // kChunkBytes of each table (so the tables advance together: the parts of one step,
+  // each in a rank's table, come in at about the same time); true when all is read.
+  bool refresh(size_t budget = 16u << 20, const ShardedRows& sharded = nullptr);
 
   // {"metric", "complete", "skipped_lines", "tables_left_out", "tables": [{"rank", "pid", "rows", "first_steps",
   // "last_steps", "steps_per_column", "values" (per row, null: no value), "nonfinite" (per
-  // row, 0/1)}], "anomalies": {"count", "first_non_finite", "first" ({type: the earliest
+  // row, 0/1), "shards" (how many of its rows are a DTensor's parts)}], "anomalies": {"count", "first_non_finite", "first" ({type: the earliest
   // of that type}), "others" (the first 20 but non-finite ones)}},
   // the whole run of each table in at most `max_columns` columns (and so many rows that
   // the answer holds at most kMaxAnswerCells cells), tables by rank. The cells' values
@@ -108,10 +131,10 @@ class SummaryTables {
     uint64_t offset = 0;                    // bytes read (whole lines)
     uint64_t inode = 0;                     // of the file read (a compaction replaces it)
     recording::OverviewHistory history{1};  // only whole_run() is shown: no window kept
+    std::set<std::string> sharded;          // the streams that are a DTensor's parts
   };
 
-  void discover();
-  bool read_table(const std::string& name, Table& table, size_t* budget);
+  bool read_table(const std::string& name, Table& table, size_t* budget, const ShardedRows& sharded);
   void read_anomalies();
 
   const std::string dir_;

@@ -17,3 +17,15 @@ export function formatValue(v) {
 }
 // `s` matched literally in a regular expression (a stream name in the filter).
 export function escapeRegExp(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); }
+// A list of ranks (ascending) in a few characters: runs as "0–3", "ranks 0–3, 8, 12–15";
+// past `most` pieces, the first ones and "… (n ranks)".
+export function formatRanks(ranks, most = 6) {
+  const runs = [];
+  for (const r of ranks) {
+    const last = runs[runs.length - 1];
+    if (last && r === last[1] + 1) last[1] = r; else runs.push([r, r]);
+  }
+  const text = runs.slice(0, most).map(([a, b]) => (a === b ? String(a) : `${a}–${b}`));
+  if (runs.length > most) text.push(`… (${ranks.length} ranks)`);
+  return `rank${ranks.length === 1 ? '' : 's'} ${text.join(', ')}`;
+}

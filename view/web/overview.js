@@ -1,11 +1,12 @@
 // overview.js — the overview page: a heatmap per rank of one metric, a row per tracked
 // tensor, a column per step (or block of steps), on the one color scale the server sends
-// (overview_colors.js); hover names the cell, click opens its tile at that step; the
+// (overview_colors.js), and first, for a sharded run, the whole tensors merged from the
+// ranks' parts; hover names the cell, click opens its tile at that step; the
 // banner names the first anomaly of each type. Above them, with several ranks, the ranks
 // at one step (overview_ranks.js); with more than MANY_RANKS, only the chosen ranks'
 // heatmaps are asked for and shown (a click on a rank's row chooses it).
 import { $, state, writeHash } from './state.js';
-import { formatValue } from './format.js';
+import { formatRanks, formatValue } from './format.js';
 import { BELOW, NONFINITE, NO_VALUE, scaleLabel } from './overview_colors.js';
 import { paintCells } from './overview_cells.js';
 import { layout, openTile } from './tiles.js';
@@ -49,23 +50,25 @@ function cellAt(canvas, x, y) {
   const px = (x - b.left) * canvas.width / b.width, py = (y - b.top) * canvas.height / b.height;
   const c = Math.floor((px - o.plot.x) * o.cols / o.plot.w), r = Math.floor((py - o.plot.y) / ROW_H);
   if (c < 0 || c >= o.cols || r < 0 || r >= o.rows) return null;
-  return { r, c, stream: o.t.rows[r], rank: o.t.rank, first: o.t.first_steps[c], last: o.t.last_steps[c],
-           value: o.t.values[r][c], nonfinite: !!o.t.nonfinite[r][c] };
+  return { r, c, stream: o.t.rows[r], rank: o.t.rank, whole: o.t.whole ? o.t.ranks : null,
+           first: o.t.first_steps[c], last: o.t.last_steps[c], value: o.t.values[r][c], nonfinite: !!o.t.nonfinite[r][c] };
 }
 function cellText(cell) {
   const steps = cell.first === cell.last ? `step ${cell.first}` : `steps ${cell.first}–${cell.last} (max)`;
-  return `${cell.stream}\nrank ${cell.rank} · ${steps}\n${metricInfo().title}: ${formatValue(cell.value)}` +
+  const where = cell.whole ? `the whole tensor, from the parts of ${formatRanks(cell.whole)}` : `rank ${cell.rank}`;
+  return `${cell.stream}\n${where} · ${steps}\n${metricInfo().title}: ${formatValue(cell.value)}` +
     (cell.nonfinite ? ' (of its finite values)\nNaN/Inf in this tensor' : '');
 }
 function metricInfo() {
   const ms = (state.overview && state.overview.metrics) || [];
   return ms.find((m) => m.name === state.metric) || ms[0] || { name: '', title: '', log: true };
 }
-// For tests: the client point of the cell of (rank, stream) at `step`.
+// For tests: the client point of the cell of (rank, stream) at `step` (rank 'whole': of
+// the whole tensors' heatmap).
 state.cellCenter = (rank, stream, step) => {
   for (const canvas of document.querySelectorAll('#overview-ranks canvas')) {
     const o = canvas.overview;
-    if (!o || o.t.rank !== rank) continue;
+    if (!o || (rank === 'whole' ? !o.t.whole : o.t.whole || o.t.rank !== rank)) continue;
     const r = o.t.rows.indexOf(stream);
     const c = o.t.first_steps.findIndex((f, i) => f <= step && step <= o.t.last_steps[i]);
     if (r < 0 || c < 0) return null;
@@ -89,7 +92,11 @@ export function renderOverview() {
   }
   const info = metricInfo();
   for (const b of metrics.children) b.classList.toggle('on', b.dataset.metric === info.name);
-  const tables = data.sources.flatMap((s) => s.tables.map((t) => ({ ...t, source: s.source, name: s.name })));
+  // The whole tensors of sharded runs first (a heatmap per job, merged from its ranks'
+  // parts: whole_tables.h), then each rank's.
+  const wholes = (data.whole || []).map((t) => ({ ...t, whole: true, rank: t.ranks[0], key: `whole|${t.job}` }));
+  const tables = [...wholes, ...data.sources.flatMap((s) => s.tables.map((t) =>
+    ({ ...t, source: s.source, name: s.name, key: `${s.source}|${t.rank}|${t.pid}` })))];
   const multi = data.sources.length > 1;
   const scale = data.scale;  // one scale for every rank and session (the server's: recording/overview_scale.h)
   const sc = $('overview-scale');
@@ -119,7 +126,7 @@ export function renderOverview() {
   ROW_H = Math.min(28, Math.max(12, Math.floor((innerHeight - box.getBoundingClientRect().top - AXIS_H - 40) / most)));
   const keep = new Map([...box.children].map((e) => [e.dataset.key, e]));
   const els = tables.map((t) => {
-    const key = `${t.source}|${t.rank}|${t.pid}`;
+    const key = t.key;
     let el = keep.get(key);
     if (!el) {
       el = document.createElement('div');
@@ -142,8 +149,22 @@ export function renderOverview() {
       });
       el.append(h, canvas);
     }
-    el.querySelector('h3').textContent = `${multi ? `${t.name} · ` : ''}rank ${t.rank} · pid ${t.pid}` +
-      ` · ${t.rows.length} tensors` + (t.steps_per_column > 1 ? ` · a column = ${t.steps_per_column} steps` : '');
+    const h3 = el.querySelector('h3');
+    const columns = t.steps_per_column > 1 ? ` · a column = ${t.steps_per_column} steps` : '';
+    if (t.whole) {
+      const left = t.left_out;
+      const notes = [left.conflicting ? `${left.conflicting} steps whose parts disagree (two runs read as one?)` : '',
+        left.partial ? `${left.partial} steps of Partial sums` : ''].filter(Boolean);
+      h3.textContent = `whole tensors · merged from the parts of ${formatRanks(t.ranks)} · ${t.rows.length} ` +
+        `tensor${t.rows.length === 1 ? '' : 's'}` +
+        columns + (notes.length ? ` · left out: ${notes.join(', ')}` : '');
+      h3.title = `steps left out: ${left.incomplete} with parts not all in yet, ${left.conflicting} whose parts ` +
+        `disagree, ${left.partial} of Partial sums; ${left.compacted} compacted rows`;
+    } else {
+      h3.textContent = `${multi ? `${t.name} · ` : ''}rank ${t.rank} · pid ${t.pid} · ${t.rows.length} tensors` +
+        (t.shards ? ` (${t.shards} of them this rank's parts)` : '') + columns;
+      h3.title = '';
+    }
     const canvas = el.querySelector('canvas');
     canvas.width = width;
     drawOverviewTable(canvas, t, scale);

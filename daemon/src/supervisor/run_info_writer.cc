@@ -231,10 +231,6 @@ int run_helper(const std::string& session_dir, const std::string& base, const js
 
 }  // namespace
 
-std::string run_info_base_name(int rank, long pid) {
-  return "rank" + std::to_string(rank) + "_pid" + std::to_string(pid);
-}
-
 json sanitize_run_info(const json& untrusted, std::vector<std::string>* notes) {
   json out = json::object();
   try {

@@ -35,10 +35,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tensorscope/base/status.h"
+#include "tensorscope/shared/output_dir.h"  // kRunInfoDirName, run_info_base_name
 
 namespace tensorscope::daemon {
-
-inline constexpr char kRunInfoDirName[] = "run_info";
 
 // Bounds applied to a client's run_info.
 inline constexpr std::size_t kRunInfoMaxArgvBytes = std::size_t{64} << 10;  // all arguments
@@ -74,9 +73,6 @@ struct GitProbe {
   std::string patch;  // `git diff HEAD --binary` output (maybe truncated)
   std::vector<std::string> notes;
 };
-
-// "rank<rank>_pid<pid>": the file name stem of a producer's run_info files.
-std::string run_info_base_name(int rank, long pid);
 
 // A client's run_info with only the known keys of the right types, every string and list
 // bounded: argv (strings), argv_truncated, executable, cwd, hostname, pid, rank,

@@ -1,7 +1,8 @@
 // ShardMerger (recording/shard_merge.h): the rows of a DTensor's shards, as the ranks'
 // tables hold them, make the whole tensor's row — its summary and update ratio those of
-// the whole — once every shard is in; replicas count once; Partial sums, missing shards
-// and compacted rows make none and are counted.
+// the whole — as soon as every shard is in; replicas count once; Partial sums, missing
+// shards, parts of two runs and compacted rows make none and are counted, open parts
+// stay within their bound, and a table read again adds nothing.
 #include "tensorscope/recording/shard_merge.h"
 
 #include <gtest/gtest.h>
@@ -63,9 +64,9 @@ TEST(ShardMerge, TheShardsOfEachStepMakeTheWholeTensorsRow) {
     steps.push_back(next);
   }
   ShardMerger merger;
-  for (int64_t step = 2; step >= 0; --step) {  // (in any order)
-    const auto& x = steps[static_cast<size_t>(step)];
-    for (int rank : {1, 0}) {
+  for (int rank : {1, 0}) {  // (rank 1's table read first)
+    for (int64_t step = 0; step < 3; ++step) {
+      const auto& x = steps[static_cast<size_t>(step)];
       SummaryTableRow r = row_of(rank == 0 ? slice(x, 0, 6) : slice(x, 6, 10), step, rank,
                                  {{MeshPlacement::kShard, 0, static_cast<uint32_t>(rank), 2}}, 10);
       if (step > 0) {
@@ -94,7 +95,9 @@ TEST(ShardMerge, TheShardsOfEachStepMakeTheWholeTensorsRow) {
     EXPECT_NEAR(got.summary.mean, expected.summary.mean, 1e-12);
     EXPECT_NEAR(got.summary.std, expected.summary.std, 1e-12);
     EXPECT_EQ(got.summary.has_update_ratio, k > 0);
-    if (k > 0) EXPECT_NEAR(got.summary.update_ratio, ratio(steps[k], steps[k - 1]), 1e-12);
+    if (k > 0) {
+      EXPECT_NEAR(got.summary.update_ratio, ratio(steps[k], steps[k - 1]), 1e-12);
+    }
   }
   EXPECT_EQ(merger.left_out().incomplete, 0u);
 }
@@ -134,6 +137,87 @@ TEST(ShardMerge, PartialSumsAndCompactedRowsMakeNoRow) {
   EXPECT_TRUE(merger.whole_rows().empty());
   EXPECT_EQ(merger.left_out().partial, 1u);
   EXPECT_EQ(merger.left_out().compacted, 2u);
+}
+
+// Two shards of 2 elements (whole: 4) of step `step`, the values of rank `rank`'s part.
+SummaryTableRow part_of(int64_t step, int rank, double scale = 1.0) {
+  return row_of({scale * (1 + step), scale * (2 + rank)}, step, rank,
+                {{MeshPlacement::kShard, 0, static_cast<uint32_t>(rank), 2}}, 4);
+}
+
+TEST(ShardMerge, WholeRowsAreMadeAsTheTablesGrowInStepOrder) {
+  ShardMerger merger;
+  for (int64_t step = 0; step < 3; ++step) merger.add(part_of(step, 0));  // rank 0 ahead
+  EXPECT_TRUE(merger.take_whole().empty());
+  EXPECT_EQ(merger.pending_rows(), 3u);
+  merger.add(part_of(0, 1));
+  merger.add(part_of(1, 1));
+  std::vector<SummaryTableRow> made = merger.take_whole();
+  ASSERT_EQ(made.size(), 2u);
+  EXPECT_EQ(made[0].step, 0);
+  EXPECT_EQ(made[1].step, 1);
+  EXPECT_EQ(made[1].summary.numel, 4u);
+  EXPECT_TRUE(merger.take_whole().empty());  // taken
+  EXPECT_EQ(merger.pending_rows(), 1u);
+  EXPECT_EQ(merger.left_out().incomplete, 1u);  // step 2, open
+  merger.add(part_of(2, 1));
+  EXPECT_EQ(merger.take_whole().size(), 1u);
+  EXPECT_EQ(merger.left_out().incomplete, 0u);
+}
+
+TEST(ShardMerge, TheStepsOfARankThatStoppedAreDroppedWithinTheBoundAndCounted) {
+  ShardMerger merger(16);
+  for (int64_t step = 0; step < 10; ++step) merger.add(part_of(step, 1));  // rank 1 stops at step 9
+  for (int64_t step = 0; step < 100; ++step) {
+    merger.add(part_of(step, 0));
+    EXPECT_LE(merger.pending_rows(), 16u);
+  }
+  EXPECT_EQ(merger.whole_rows().size(), 10u);
+  EXPECT_EQ(merger.left_out().incomplete, 90u);  // dropped and still open
+  // A step a later one passed never completes: closing step 12 drops step 11.
+  ShardMerger gap;
+  gap.add(part_of(11, 0));
+  gap.add(part_of(12, 0));
+  gap.add(part_of(12, 1));  // rank 1 has no step 11
+  EXPECT_EQ(gap.take_whole().size(), 1u);
+  EXPECT_EQ(gap.pending_rows(), 0u);
+  EXPECT_EQ(gap.left_out().incomplete, 1u);
+}
+
+TEST(ShardMerge, PartsThatCannotBeOneTensorsAreCountedNotMerged) {
+  ShardMerger merger;
+  // Step 0: rank 0's part twice with other values (two runs' tables read as one).
+  merger.add(part_of(0, 0));
+  merger.add(part_of(0, 0, 3.0));
+  merger.add(part_of(0, 1));
+  // Step 1: the other part of a tensor on another mesh (4 shards).
+  merger.add(part_of(1, 0));
+  SummaryTableRow other = part_of(1, 1);
+  other.summary.shard.dims[0].size = 4;
+  merger.add(other);
+  // Step 2: parts whose elements do not add up to the whole.
+  merger.add(part_of(2, 0));
+  SummaryTableRow short_part = part_of(2, 1);
+  short_part.summary.numel = 1;
+  merger.add(short_part);
+  EXPECT_TRUE(merger.whole_rows().empty());
+  EXPECT_EQ(merger.left_out().conflicting, 3u);
+}
+
+TEST(ShardMerge, ATableReadAgainAddsNothing) {
+  ShardMerger merger;
+  for (int rank : {0, 1}) {
+    for (int64_t step = 0; step < 3; ++step) merger.add(part_of(step, rank));
+  }
+  merger.add(part_of(3, 0));
+  EXPECT_EQ(merger.take_whole().size(), 3u);
+  // Rank 0's table, compacted: read again from its start (its open step too).
+  for (int64_t step = 0; step < 4; ++step) merger.add(part_of(step, 0));
+  EXPECT_TRUE(merger.take_whole().empty());
+  merger.add(part_of(3, 1));
+  EXPECT_EQ(merger.take_whole().size(), 1u);
+  const ShardMerger::LeftOut left = merger.left_out();
+  EXPECT_EQ(left.conflicting + left.incomplete + left.partial, 0u);
 }
 
 }  // namespace

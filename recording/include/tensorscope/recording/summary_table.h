@@ -77,5 +77,7 @@ StatusOr<uint64_t> read_summary_table(const std::string& path, uint64_t max_byte
 
 // <session_dir>/summaries/rank<r>_pid<p>.csv
 std::string summary_table_path(const std::string& session_dir, int rank, int64_t pid);
+// rank<r>_pid<p>.csv -> r, p; false for any other name.
+bool parse_summary_table_name(const std::string& name, int* rank, int64_t* pid);
 
 }  // namespace tensorscope::recording

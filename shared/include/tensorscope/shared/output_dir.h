@@ -22,9 +22,16 @@ inline constexpr char kDefaultOutputDir[] = "tensorscope_runs";
 // there is none (or `output_dir` cannot be read).
 std::string latest_session_dir(const std::string& output_dir);
 
+// <session>/run_info/<run_info_base_name>.json: what each training process that registered
+// was running (the daemon writes it, readers group the processes of one job by it).
+inline constexpr char kRunInfoDirName[] = "run_info";
+// "rank<rank>_pid<pid>": the file name stem of a producer's run_info files.
+std::string run_info_base_name(int rank, long pid);
+
 // What a session folder holds (any of them makes a folder one), and how far below a
 // parent session folders are looked for.
-inline constexpr std::array<const char*, 4> kSessionMarks = {"summaries", "anomalies.jsonl", "index.json", "run_info"};
+inline constexpr std::array<const char*, 4> kSessionMarks = {"summaries", "anomalies.jsonl", "index.json",
+                                                             kRunInfoDirName};
 inline constexpr int kSessionSearchDepth = 3;
 
 // Whether `dir` is a session folder.
