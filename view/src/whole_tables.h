@@ -52,7 +52,7 @@ class WholeTables {
   };
 
   recording::JobGroups groups_;
-  std::map<size_t, Job> jobs_;                                // by job id, those with sharded rows
+  std::map<size_t, Job> jobs_;                                 // by job id, those with sharded rows
   std::map<std::tuple<size_t, int, int64_t>, size_t> job_of_;  // (source, rank, pid) -> job id
   uint64_t jobs_left_out_ = 0;                                 // sharded rows of jobs past kMaxJobs
 };

@@ -27,7 +27,15 @@ export const $ = (id) => document.getElementById(id);
 // ---- URL fragment: token, filters, cursor ----
 export function readHash() {
   const p = new URLSearchParams(location.hash.slice(1));
+  // A link without the token (an anomaly's, from TensorBoard) uses the one this browser
+  // last opened this server's page with.
+  const key = `tensorscope-token:${location.host}`;
   state.token = p.get('t') || '';
+  try {
+    if (state.token) localStorage.setItem(key, state.token); else state.token = localStorage.getItem(key) || '';
+  } catch (e) {
+    // storage refused (a private window): links need their token
+  }
   $('filter-q').value = p.get('q') || '';
   for (const k of ['kind', 'rank', 'device']) {
     const v = p.get(k) || '';

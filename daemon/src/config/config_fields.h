@@ -120,6 +120,11 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.integer("overview.window_steps", o.window_steps, between(10, 100000));
   v.integer("overview.frame_every", o.frame_every, between(0, 1000000));
   v.integer("overview.min_frame_interval_ms", o.min_frame_interval, between(0, 600000));
+  ExportConfig& e = c.export_;
+  v.choice("export.tensorboard", e.tensorboard);
+  v.text("export.tensorboard_metrics", e.tensorboard_metrics, StringRule::kRegex);
+  v.text("export.tensorboard_streams", e.tensorboard_streams, StringRule::kRegex);
+  v.text("export.live_url", e.live_url, StringRule::kAny);
 }
 
 // The key tree, derived from visit_fields().

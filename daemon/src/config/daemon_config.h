@@ -240,6 +240,20 @@ struct AnomaliesConfig {
   bool operator==(const AnomaliesConfig&) const = default;
 };
 
+// Findings in the user's dashboard (recording/tensorboard_export.h): with tensorboard on,
+// <session>/tensorboard/ gets an event file per process (run rank<r>_pid<p>: scalars
+// "<metric>/<stream>" of the metrics tensorboard_metrics matches, for the streams
+// tensorboard_streams matches, every summarised step) and the run "anomalies" (each
+// report as text, with a link to the live page at live_url: the address a viewer serves,
+// e.g. http://node7:8080/; "" : no link, the command that opens it instead).
+struct ExportConfig {
+  bool tensorboard = false;
+  std::string tensorboard_metrics = "l2|max_abs|update_ratio|nan_count";  // whole match, kExportMetrics
+  std::string tensorboard_streams = ".*";                                 // whole match
+  std::string live_url;
+  bool operator==(const ExportConfig&) const = default;
+};
+
 // The overview of each rank (recording/overview_history.h): a video per metric while
 // training, a frame each time frame_every more steps were summarised (at most one per
 // min_frame_interval_ms), showing the last window_steps summarised steps; a PNG of the
@@ -270,6 +284,7 @@ struct DaemonConfig {
   LiveConfig live;
   AnomaliesConfig anomalies;
   OverviewConfig overview;
+  ExportConfig export_;  // "export" (a C++ keyword)
 
   static DaemonConfig defaults() { return DaemonConfig{}; }
   bool operator==(const DaemonConfig&) const = default;

@@ -1,9 +1,12 @@
 // anomaly_log.cc — see anomaly_log.h.
 #include "supervisor/anomaly_log.h"
 
+#include <chrono>
+
 #include <string_view>
 
 #include "tensorscope/base/logging.h"
+#include "tensorscope/recording/tensorboard_export.h"
 #include "tensorscope/base/text_input.h"
 
 namespace tensorscope::daemon {
@@ -74,6 +77,30 @@ void AnomalyLog::add(const nlohmann::json& anomaly) {
       TS_LOG_ERROR("{}", st.message());
     }
   }
+  if (!export_ || events_failed_) return;
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (!events_) {
+    auto made = recording::TensorBoardEvents::create(session_dir_ + "/tensorboard/" + recording::kAnomalyRun, now);
+    if (!made) {
+      events_failed_ = true;
+      TS_LOG_ERROR("no TensorBoard export of the anomalies: {}", made.message());
+      return;
+    }
+    events_.emplace(std::move(*made));
+  }
+  const std::string text = recording::anomaly_markdown(anomaly, export_->live_url, session_);
+  if (Status st =
+          events_->append({recording::event_text(now, anomaly["step"].get<int64_t>(), recording::kAnomalyTag, text)});
+      !st) {
+    events_failed_ = true;
+    TS_LOG_ERROR("the TensorBoard export of the anomalies stopped: {}", st.message());
+  }
+}
+
+void AnomalyLog::export_to_tensorboard(const ExportConfig& config, std::string session) {
+  if (!config.tensorboard) return;
+  export_ = config;
+  session_ = std::move(session);
 }
 
 nlohmann::json AnomalyLog::status() const {

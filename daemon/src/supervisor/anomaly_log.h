@@ -5,7 +5,8 @@
 // Used by the supervisor, which hears them from every worker, so one file holds every
 // rank's. The file's first line is kAnomalyLogHeader (a JSON object naming the format);
 // each later line is one anomaly (worker/anomaly_detector.h: type, step, rank, pid,
-// track, stream, kind, message, details), whole lines only (AppendFile).
+// track, stream, kind, message, details), whole lines only (AppendFile). With
+// export.tensorboard, each also goes to TensorBoard as text.
 // A restarted daemon reads the file back first (read_back, at most its last
 // kReadBackBytes): status() and the page go on naming the run's first NaN, and an anomaly a
 // producer already had (its first non-finite value; per stream its explosion, its dead
@@ -22,7 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tensorscope/recording/anomaly_firsts.h"
+#include "config/daemon_config.h"
 #include "tensorscope/recording/append_file.h"
+#include "tensorscope/recording/tensorboard_events.h"
 
 namespace tensorscope::daemon {
 
@@ -35,6 +38,10 @@ class AnomalyLog {
   static constexpr uint64_t kReadBackBytes = 16ull << 20;
 
   explicit AnomalyLog(std::string session_dir) : session_dir_(std::move(session_dir)) {}
+  // Each new anomaly also to TensorBoard (export.tensorboard): the run "anomalies" of
+  // <session>/tensorboard/, as text with a link to the live page at `config.live_url`
+  // (recording/tensorboard_export.h); `session` names the session in the text without one.
+  void export_to_tensorboard(const ExportConfig& config, std::string session);
 
   // The anomalies an earlier daemon of the session wrote; how many were read (none when
   // there is no file).
@@ -62,6 +69,10 @@ class AnomalyLog {
   std::set<std::string> had_;
   std::optional<recording::AppendFile> file_;
   bool file_failed_ = false;
+  std::optional<ExportConfig> export_;  // (export.tensorboard on)
+  std::string session_;
+  std::optional<recording::TensorBoardEvents> events_;
+  bool events_failed_ = false;
   uint64_t count_ = 0;
   std::vector<nlohmann::json> kept_;
   recording::AnomalyFirsts firsts_;

@@ -156,6 +156,7 @@ Status Supervisor::start() {
   }
   session_dir_ = config_.output_dir + "/" + config_.session;
   anomalies_ = std::make_unique<AnomalyLog>(session_dir_);
+  anomalies_->export_to_tensorboard(config_.export_, config_.session);
   anomalies_->read_back();  // a restart goes on from what the session had
   if (config_.output_private) {
     // Everything this process and its workers (which inherit the mask) make from now on is

@@ -58,6 +58,7 @@ Status Worker::configure(const nlohmann::json& message) {
   router_ = std::make_unique<StreamRouter>(config_, session_dir_, list_file, live_.get(), queue_->lanes());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
   summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies, config_.record.summary_table_max_bytes);
+  tensorboard_ = std::make_unique<TensorBoardScalars>(session_dir_, config_.export_);
   overview_ = std::make_unique<OverviewVideos>(config_, session_dir_, router_.get(), list_file);
   configured_ = true;
   return Status::ok();
@@ -298,6 +299,7 @@ bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
     return false;
   }
   for (const Anomaly& a : anomalies) post({{control::kType, control::kAnomaly}, {"anomaly", a.to_json()}});
+  tensorboard_->write(id, view.header.rank, pid, view.header.step, summaries);
   for (auto& job : overview_->observe(id, pid, view.header.rank, view.header.step, view.header.timestamp_unix_ns,
                                       summaries, anomalies, now_ms())) {
     render_later(std::move(job));
@@ -328,6 +330,7 @@ void Worker::detach(uint64_t id) {
   auto pngs = overview_->finish_producer(id);
   sinks_->finish_producer(id);
   summaries_->finish_producer(id);
+  tensorboard_->finish_producer(id);
   producers_.erase(it);
   device_reader_.forget_producer(id);
   render_after_all([this, id, pngs] {

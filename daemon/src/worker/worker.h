@@ -28,6 +28,7 @@
 #include "worker/render_queue.h"
 #include "worker/stream_router.h"
 #include "worker/summary_intake.h"
+#include "worker/tensorboard_scalars.h"
 #include "config/daemon_config.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/ring_reader.h"
@@ -84,9 +85,10 @@ class Worker {
   std::unique_ptr<LivePublisher> live_;  // the live view's board (null: off)
   std::unique_ptr<RenderQueue> queue_;
   std::unique_ptr<StreamRouter> router_;
-  std::unique_ptr<RecordSinks> sinks_;        // stats table, .npy dumps, HDF5
-  std::unique_ptr<SummaryIntake> summaries_;  // summary records: table and anomalies
-  std::unique_ptr<OverviewVideos> overview_;  // ... and the overview videos and PNGs
+  std::unique_ptr<RecordSinks> sinks_;               // stats table, .npy dumps, HDF5
+  std::unique_ptr<SummaryIntake> summaries_;         // summary records: table and anomalies
+  std::unique_ptr<TensorBoardScalars> tensorboard_;  // ... and their scalars (export.tensorboard)
+  std::unique_ptr<OverviewVideos> overview_;         // ... and the overview videos and PNGs
   std::map<uint64_t, Attached> producers_;
   DevicePayloadReader device_reader_;  // CUDA IPC payloads (declared after producers_:
                                        // its handles close before the segments unmap)

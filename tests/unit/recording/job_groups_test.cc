@@ -49,8 +49,8 @@ TEST(JobGroups, TwoNodesAreOneJobAndALaterRunOfTheSameCommandAnother) {
   write_run_info(node1, 3, 31, "29500", 9001);
   ::mkdir(loose.c_str(), 0700);
   const std::vector<std::tuple<std::string, int, int64_t>> producers = {
-      {node0, 0, 20}, {node0, 1, 21}, {node1, 2, 30}, {node1, 3, 31}, {earlier, 0, 10}, {earlier, 1, 11},
-      {earlier, 2, 12}, {earlier, 3, 13}, {loose, 0, 40}, {loose, 1, 41}};
+      {node0, 0, 20},   {node0, 1, 21},   {node1, 2, 30},   {node1, 3, 31}, {earlier, 0, 10},
+      {earlier, 1, 11}, {earlier, 2, 12}, {earlier, 3, 13}, {loose, 0, 40}, {loose, 1, 41}};
   JobGroups groups;
   const std::vector<size_t> job = group_producers(producers, &groups);
   ASSERT_EQ(job.size(), producers.size());

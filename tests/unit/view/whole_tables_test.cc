@@ -67,8 +67,8 @@ TEST_F(WholeTablesTest, TheWholeGradientOfTwoNodesPartsAsTheTablesGrowAndNotAnEa
   // The earlier run (4 ranks on one node, 10x the values); the run: ranks 0, 1 on node0, 2, 3
   // on node1, rank 3 behind.
   for (int rank = 0; rank < 4; ++rank) write_rank(session("earlier"), rank, 1000 + rank, 0, 5, 10.0);
-  for (int rank = 0; rank < 4; ++rank) write_rank(session(rank < 2 ? "node0" : "node1"), rank, 9000 + rank, 0,
-                                                  rank == 3 ? 2 : 3);
+  for (int rank = 0; rank < 4; ++rank)
+    write_rank(session(rank < 2 ? "node0" : "node1"), rank, 9000 + rank, 0, rank == 3 ? 2 : 3);
   SummaryTables earlier(session("earlier")), node0(session("node0")), node1(session("node1"));
   WholeTables whole;
   whole.refresh({&earlier, &node0, &node1});

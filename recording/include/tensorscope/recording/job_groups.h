@@ -30,16 +30,16 @@
 namespace tensorscope::recording {
 
 // The run_info environment variables that name a job's rendezvous.
-inline constexpr std::array<const char*, 6> kJobEnvironment = {
-    "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+inline constexpr std::array<const char*, 6> kJobEnvironment = {"TORCHELASTIC_RUN_ID", "MASTER_ADDR",  "MASTER_PORT",
+                                                               "WORLD_SIZE",          "SLURM_JOB_ID", "SLURM_STEP_ID"};
 
 // The rendezvous of a run_info document ("NAME=value;..." of kJobEnvironment, those it
 // has); "" when it has none.
 std::string job_key(const nlohmann::json& run_info);
 
 struct ProducerJob {
-  std::string key;              // job_key, or "session:<dir>" without a run_info
-  int64_t registered_ms = 0;    // when the daemon registered it (INT64_MAX: unknown)
+  std::string key;            // job_key, or "session:<dir>" without a run_info
+  int64_t registered_ms = 0;  // when the daemon registered it (INT64_MAX: unknown)
 };
 // The job of the process (rank, pid) that wrote into `session_dir`.
 ProducerJob read_producer_job(const std::string& session_dir, int rank, int64_t pid);
