@@ -58,13 +58,14 @@ int main(int argc, char** argv) {
   // The live view starts once the session is ours (a second daemon of the session exits
   // before); one that cannot start is said in the log, and the videos go on.
   std::unique_ptr<view::ViewServer> live_view;
-  mode.on_started = [&config, &live_view] {
+  mode.on_started = [&config, &live_view]() -> std::string {
     auto started = daemon::start_live_view(config);
     if (!started) {
       TS_LOG_ERROR("no live view: {}", started.message());
-      return;
+      return "";
     }
     live_view = std::move(*started);
+    return live_view ? live_view->url() : "";
   };
   daemon::Supervisor supervisor(config, std::make_unique<daemon::ForkExecLauncher>(daemon::self_executable(argv[0])),
                                 mode);

@@ -18,6 +18,7 @@
 #include "tensorscope/recording/npy_file.h"
 #include "tensorscope/recording/shard_merge.h"
 #include "tensorscope/recording/summary_table.h"
+#include "tensorscope/recording/tensorboard_export.h"
 #include "tensorscope/shared/output_dir.h"
 #include "tensorscope/shared/session_name.h"
 #include "tensorscope/shared/status_query.h"
@@ -217,6 +218,38 @@ PyObject* whole_summary_rows(PyObject*, PyObject* tables) {
                        static_cast<unsigned long long>(left_out.conflicting));
 }
 
+// anomaly_markdown(anomaly_json, live_url, session) -> the anomaly as Markdown, with its
+// link to the live page (recording/tensorboard_export.h: what the TensorBoard export writes).
+PyObject* anomaly_markdown(PyObject*, PyObject* args) {
+  PyObject *text_object = nullptr, *url_object = nullptr, *session_object = nullptr;
+  if (!PyArg_ParseTuple(args, "OOO", &text_object, &url_object, &session_object)) return nullptr;
+  std::string text, url, session;
+  if (!utf8(text_object, "anomaly", &text) || !utf8(url_object, "live_url", &url) ||
+      !utf8(session_object, "session", &session)) {
+    return nullptr;
+  }
+  const nlohmann::json anomaly = nlohmann::json::parse(text, nullptr, false);
+  if (!anomaly.is_object()) {
+    PyErr_SetString(PyExc_ValueError, "anomaly_markdown: a JSON object");
+    return nullptr;
+  }
+  const std::string md = recording::anomaly_markdown(anomaly, url, session);
+  return PyUnicode_FromStringAndSize(md.data(), static_cast<Py_ssize_t>(md.size()));
+}
+
+// live_page_link(live_url, stream, rank, step) -> the live page's address at that stream,
+// rank and step ("" without a live_url).
+PyObject* live_page_link(PyObject*, PyObject* args) {
+  PyObject *url_object = nullptr, *stream_object = nullptr;
+  int rank = 0;
+  long long step = 0;
+  if (!PyArg_ParseTuple(args, "OOiL", &url_object, &stream_object, &rank, &step)) return nullptr;
+  std::string url, stream;
+  if (!utf8(url_object, "live_url", &url) || !utf8(stream_object, "stream", &stream)) return nullptr;
+  const std::string link = recording::live_page_link(url, stream, rank, step);
+  return PyUnicode_FromStringAndSize(link.data(), static_cast<Py_ssize_t>(link.size()));
+}
+
 // session_dirs_under(path) -> [the session folders at or under `path`] (shared/output_dir.h).
 PyObject* session_dirs_under(PyObject*, PyObject* path_object) {
   std::string path;
@@ -241,6 +274,10 @@ PyMethodDef functions[] = {
     {"whole_summary_rows", whole_summary_rows, METH_O,
      "whole_summary_rows([(path, text)]) -> (csv lines, partial, incomplete, conflicting): the whole tensors of "
      "the tables' sharded rows, merged per job"},
+    {"anomaly_markdown", anomaly_markdown, METH_VARARGS,
+     "anomaly_markdown(anomaly_json, live_url, session) -> the anomaly as Markdown, linked to the live page"},
+    {"live_page_link", live_page_link, METH_VARARGS,
+     "live_page_link(live_url, stream, rank, step) -> the live page's address at that stream, rank and step"},
     {"dump_path", dump_path, METH_VARARGS,
      "dump_path(stream, step, rank) -> the .npy sink's file of a stream, relative to the run folder"},
     {"labels_dump_path", labels_dump_path, METH_VARARGS,

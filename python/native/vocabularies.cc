@@ -8,6 +8,7 @@
 #include "tensorscope/push_result.h"
 #include "tensorscope/recording/separation_table.h"
 #include "tensorscope/recording/summary_table.h"
+#include "tensorscope/recording/tensorboard_export.h"
 #include "tensorscope/shared/shard_placement.h"
 #include "tensorscope/shared/wire_format.h"
 
@@ -18,8 +19,9 @@ namespace tensorscope::python {
 // (PushResult names by code), TENSOR_KINDS {name: wire::TensorKind value} of tensors,
 // RECORD_KINDS {name: value} of every record (tensors, module trees, summaries),
 // CLIENT_OPTIONS {name: default} (core_option_table.h: what Core(options) takes), WITH_CUDA,
-// VERSION, SEPARATION_TABLE_HEADER, SUMMARY_TABLE_HEADER and MESH_PLACEMENTS {name: code}
-// (shared/shard_placement.h).
+// VERSION, SEPARATION_TABLE_HEADER, SUMMARY_TABLE_HEADER, MESH_PLACEMENTS {name: code}
+// (shared/shard_placement.h) and EXPORT_METRICS (recording/tensorboard_export.h: the
+// summary metrics the exports write).
 bool add_vocabularies(PyObject* module) {
 #ifdef TENSORSCOPE_WITH_CUDA
   PyModule_AddIntConstant(module, "WITH_CUDA", 1);
@@ -75,7 +77,15 @@ bool add_vocabularies(PyObject* module) {
   }
   placements_ok = placements_ok && PyModule_AddObject(module, "MESH_PLACEMENTS", placements) == 0;
   if (!placements_ok) Py_XDECREF(placements);
-  return placements_ok;
+  PyObject* metrics = placements_ok ? PyTuple_New(static_cast<Py_ssize_t>(recording::kExportMetrics.size())) : nullptr;
+  bool metrics_ok = metrics != nullptr;
+  for (size_t i = 0; metrics_ok && i < recording::kExportMetrics.size(); ++i) {
+    PyObject* name = PyUnicode_FromString(recording::kExportMetrics[i]);
+    metrics_ok = name != nullptr && PyTuple_SetItem(metrics, static_cast<Py_ssize_t>(i), name) == 0;  // steals name
+  }
+  metrics_ok = metrics_ok && PyModule_AddObject(module, "EXPORT_METRICS", metrics) == 0;
+  if (!metrics_ok) Py_XDECREF(metrics);
+  return metrics_ok;
 }
 
 }  // namespace tensorscope::python

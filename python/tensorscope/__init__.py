@@ -31,6 +31,7 @@ from ._frames import read_stats
 from ._results import CAST_FORMATS, RENDER_MODES, PushResult
 from ._separation import read_separation
 from ._stats import ClientStats
+from ._native import EXPORT_METRICS
 from ._native import VERSION as __version__
 
 # Imported when first used: what touches tensors (and imports torch).
@@ -38,6 +39,7 @@ _LAZY = {
     "Capture": "_capture", "Stash": "_capture", "TensorStats": "_capture", "capture": "_capture",
     "tensor_stats": "_capture", "Client": "_client", "DumpResult": "_dumps", "Dumps": "_dumps", "dump": "_dumps",
     "init_dumps": "_dumps", "TrackedStream": "_track_handle", "TrackHandle": "_track_handle",
+    "export_wandb": "_wandb_export",
 }
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from ._client import Client
     from ._dumps import DumpResult, Dumps, dump, init_dumps
     from ._track_handle import TrackedStream, TrackHandle
+    from ._wandb_export import export_wandb
 
 
 def __getattr__(name: str) -> Any:
@@ -69,6 +72,7 @@ __all__ = [
     "ClientStats",
     "CompareEntry",
     "CompareResult",
+    "EXPORT_METRICS",
     "DumpResult",
     "Dumps",
     "PushResult",
@@ -81,6 +85,7 @@ __all__ = [
     "capture",
     "compare",
     "dump",
+    "export_wandb",
     "init_dumps",
     "read_anomalies",
     "read_separation",

@@ -13,6 +13,7 @@ import os
 from typing import Any, Dict, List
 
 from . import _native
+from ._anomaly_reports import AnomalyReports
 from ._sessions import Where, session_folders
 from ._tables import read_csv_tables
 
@@ -99,7 +100,7 @@ def read_summaries(session_dir: Where, shards: str = "both") -> Any:
     return out.sort_values(["step", "rank", "pid", "order"], kind="stable").reset_index(drop=True)
 
 
-def read_anomalies(session_dir: Where) -> List[Dict[str, Any]]:
+def read_anomalies(session_dir: Where) -> AnomalyReports:
     """The anomalies the daemon reported for a session, in the order it reported them: a
     list of dicts with type ("non_finite", "explosion", "dead_units"), step, rank, pid,
     track, stream, kind, message, details (with "order", the tensor's place in its step's
@@ -107,9 +108,9 @@ def read_anomalies(session_dir: Where) -> List[Dict[str, Any]]:
     Several nodes' session folders (see read_summaries) are read as one run: their
     anomalies by step, then forward order, then rank, so the first is the run's earliest.
     Raises ValueError for a file that is not an anomaly log (a last line cut by a crash is
-    skipped)."""
+    skipped). In a notebook the list shows as a table."""
     folders = session_folders(session_dir)
-    out = []
+    out = AnomalyReports()
     for folder, node in folders:
         for item in _anomalies_of(os.path.join(folder, "anomalies.jsonl")):
             item["node"] = node

@@ -8,6 +8,7 @@ module that is not an nn.Module) raises TypeError/ValueError at the call.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import platform
@@ -21,6 +22,7 @@ from torch import nn
 from . import _native
 from . import _results as R
 from ._anomalies import read_anomalies
+from ._anomaly_reports import AnomalyReports
 from ._call_stacks import CALL_MODES
 from ._stats import ClientStats
 from ._summaries import cast_format_value
@@ -460,7 +462,7 @@ class Client:
     def _capturing(self, step):
         return self._capture_until is not None and step <= self._capture_until
 
-    def anomalies(self, timeout: float = 2.0) -> List[Dict[str, Any]]:
+    def anomalies(self, timeout: float = 2.0) -> AnomalyReports:
         """What the session's daemon flagged so far in the tracks' per-step summaries (the
         first non-finite value, explosions, dead units; every rank's), as
         tensorscope.read_anomalies gives them: a list of dicts with type, step, rank, pid,
@@ -481,7 +483,7 @@ class Client:
         if text is None:
             return []
         output = json.loads(text).get("output_dir")
-        return read_anomalies(output) if isinstance(output, str) and output else []
+        return read_anomalies(output) if isinstance(output, str) and output else AnomalyReports()
 
     def set_label(self, text: str) -> None:
         """Text shown on every frame from now on (at most 127 bytes are kept)."""
@@ -554,6 +556,33 @@ class Client:
     def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the session, its state, where the outputs go, the live page (an
+        inline frame and a link, when the daemon serves one; else the command that opens
+        it) and the anomalies so far, as a table. Asks the daemon (at most 1 s)."""
+        options = self._options
+        session = html.escape(options["session"])
+        state = "closed" if self._core is None else ("connected" if self.connected else "not connected")
+        text = _native.daemon_status(options["runtime_dir"], options["session"], 1000)
+        status = json.loads(text) if text else {}
+        parts = [f"<p><b>tensorscope.Client</b> session <code>{session}</code> · rank {self.rank} · {state}</p>"]
+        output = status.get("output_dir")
+        if isinstance(output, str) and output:
+            parts.append(f"<p>outputs in <code>{html.escape(output)}</code></p>")
+        live = status.get("live_url")
+        if isinstance(live, str) and live.startswith(("http://", "https://")):
+            url = html.escape(live, quote=True)
+            parts.append(f'<p><a href="{url}" target="_blank">the live page</a></p>'
+                         f'<iframe src="{url}" width="100%" height="520" style="border:0"></iframe>')
+        else:
+            parts.append(f"<p>the live page: <code>tensorscope view --session {session}</code></p>")
+        if isinstance(output, str) and output:
+            try:
+                parts.append(read_anomalies(output)._repr_html_())
+            except ValueError as e:  # not an anomaly log
+                parts.append(f"<p>anomalies: {html.escape(str(e))}</p>")
+        return "".join(parts)
 
     def __repr__(self) -> str:
         state = "closed" if self._core is None else ("connected" if self.connected else "not connected")

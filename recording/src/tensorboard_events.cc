@@ -102,7 +102,7 @@ std::string event_text(double wall_time, int64_t step, const std::string& tag, c
   bytes_field(plugin, 1, "text");
   bytes_field(metadata, 1, plugin);
   key(tensor, 1, 0);
-  varint(tensor, 7);  // DT_STRING
+  varint(tensor, 7);           // DT_STRING
   bytes_field(tensor, 2, "");  // a scalar: no dimensions
   bytes_field(tensor, 8, markdown);
   bytes_field(value, 1, tag);

@@ -62,7 +62,8 @@ double export_metric(size_t i, const TensorSummary& s) {
 }
 // export_metric's cases follow kExportMetrics' order.
 static_assert(kExportMetrics.size() == 11 && std::string_view(kExportMetrics[0]) == "l2" &&
-              std::string_view(kExportMetrics[4]) == "nan_count" && std::string_view(kExportMetrics[7]) == "update_ratio" &&
+              std::string_view(kExportMetrics[4]) == "nan_count" &&
+              std::string_view(kExportMetrics[7]) == "update_ratio" &&
               std::string_view(kExportMetrics[10]) == "overflow_fraction");
 
 std::vector<std::pair<std::string, float>> export_scalars(const std::vector<TensorSummary>& summaries,
@@ -93,12 +94,12 @@ std::string anomaly_markdown(const nlohmann::json& a, const std::string& live_ur
   const std::string stream = text_of(a, "stream");
   const int rank = a.value("rank", 0);
   const int64_t step = a.value("step", int64_t{0});
-  std::string md = "**" + text_of(a, "type") + "** at step " + std::to_string(step) + ", rank " +
-      std::to_string(rank) + ": `" + stream + "` (" + text_of(a, "kind") + ")  \n" + text_of(a, "message") + "  \n";
+  std::string md = "**" + text_of(a, "type") + "** at step " + std::to_string(step) + ", rank " + std::to_string(rank) +
+      ": `" + stream + "` (" + text_of(a, "kind") + ")  \n" + text_of(a, "message") + "  \n";
   const std::string link = live_page_link(live_url, stream, rank, step);
   if (!link.empty()) return md + "[open it in the live page](" + link + ")";
-  return md + "open it in the live page: `tensorscope view --session " + session + "`, stream `" + stream +
-      "`, rank " + std::to_string(rank) + ", step " + std::to_string(step);
+  return md + "open it in the live page: `tensorscope view --session " + session + "`, stream `" + stream + "`, rank " +
+      std::to_string(rank) + ", step " + std::to_string(step);
 }
 
 }  // namespace tensorscope::recording

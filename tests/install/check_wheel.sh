@@ -29,7 +29,9 @@ for need in ("tensorscope/__init__.py", "tensorscope/_native.abi3.so", "tensorsc
              "tensorscope/bin/tensorscope", "tensorscope/_build_info.py", "tensorscope/py.typed"):
     assert need in names, f"{need} is not in the wheel"
 import os
-sources = {f for f in os.listdir(os.path.join(os.environ["SOURCE_DIR"], "python", "tensorscope")) if f.endswith(".py")}
+package = os.path.join(os.environ["SOURCE_DIR"], "python", "tensorscope")
+sources = {os.path.relpath(os.path.join(d, f), package) for d, _, files in os.walk(package) for f in files
+           if f.endswith(".py") and "__pycache__" not in d}
 packaged = {n.split("/", 1)[1] for n in names if n.startswith("tensorscope/") and n.endswith(".py")}
 assert packaged == sources | {"_build_info.py"}, f"modules not in the sources: {packaged - sources}; missing: {sources - packaged}"
 meta = [n for n in names if n.endswith(".dist-info/METADATA")]

@@ -245,7 +245,8 @@ struct AnomaliesConfig {
 // "<metric>/<stream>" of the metrics tensorboard_metrics matches, for the streams
 // tensorboard_streams matches, every summarised step) and the run "anomalies" (each
 // report as text, with a link to the live page at live_url: the address a viewer serves,
-// e.g. http://node7:8080/; "" : no link, the command that opens it instead).
+// e.g. http://node7:8080/; "" : the page this daemon serves (live.serve), else no link
+// but the command that opens it).
 struct ExportConfig {
   bool tensorboard = false;
   std::string tensorboard_metrics = "l2|max_abs|update_ratio|nan_count";  // whole match, kExportMetrics

@@ -97,6 +97,10 @@ void AnomalyLog::add(const nlohmann::json& anomaly) {
   }
 }
 
+void AnomalyLog::link_to_live_page(const std::string& url) {
+  if (export_ && export_->live_url.empty()) export_->live_url = url.substr(0, url.find('#'));
+}
+
 void AnomalyLog::export_to_tensorboard(const ExportConfig& config, std::string session) {
   if (!config.tensorboard) return;
   export_ = config;

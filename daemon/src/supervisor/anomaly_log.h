@@ -42,6 +42,9 @@ class AnomalyLog {
   // <session>/tensorboard/, as text with a link to the live page at `config.live_url`
   // (recording/tensorboard_export.h); `session` names the session in the text without one.
   void export_to_tensorboard(const ExportConfig& config, std::string session);
+  // The live page the daemon serves (its address; the token is left out of the links):
+  // the exports' links go there unless export.live_url names another.
+  void link_to_live_page(const std::string& url);
 
   // The anomalies an earlier daemon of the session wrote; how many were read (none when
   // there is no file).

@@ -208,7 +208,8 @@ Status Supervisor::start() {
   }
   TS_LOG_INFO("tensorscoped: session '{}', {} workers, socket {}, output {}", config_.session, config_.workers,
               socket_path_, session_dir_);
-  if (mode_.on_started) mode_.on_started();
+  if (mode_.on_started) live_url_ = mode_.on_started();
+  if (anomalies_ && !live_url_.empty()) anomalies_->link_to_live_page(live_url_);
   return Status::ok();
 }
 
@@ -605,6 +606,7 @@ nlohmann::json Supervisor::status_json() const {
           {"idle_exit_ms", config_.supervisor.idle_exit.count()},
           {"uptime_ms", now_ms() - started_ms_},
           {"output_dir", absolute_path(session_dir_)},  // (a client or viewer elsewhere finds it)
+          {"live_url", live_url_.empty() ? nlohmann::json(nullptr) : nlohmann::json(live_url_)},
           {"registrations_refused", registrations_refused_},
           {"anomalies", anomalies_ ? anomalies_->status() : nlohmann::json(nullptr)},
           {"workers", workers},

@@ -42,9 +42,11 @@
 namespace tensorscope::daemon {
 
 struct StartMode {
-  bool autostarted = false;          // started by a client (shown by `tensorscope status`)
-  int ready_fd = -1;                 // written one byte and closed once the socket is published
-  std::function<void()> on_started;  // called once the socket is published (may be empty)
+  bool autostarted = false;  // started by a client (shown by `tensorscope status`)
+  int ready_fd = -1;         // written one byte and closed once the socket is published
+  // Called once the socket is published (may be empty); returns the address of the live
+  // page the daemon serves (with its token; "": none), for status and the exports' links.
+  std::function<std::string()> on_started;
 };
 
 class Supervisor {
@@ -138,6 +140,7 @@ class Supervisor {
   int64_t last_producer_ms_ = 0;  // idle exit: when a producer was last connected
   std::string runtime_dir_;
   std::string session_dir_;
+  std::string live_url_;  // the live page this daemon serves ("" : none)
   std::string socket_path_;
   int listen_fd_ = -1;
   std::vector<WorkerSlot> workers_;

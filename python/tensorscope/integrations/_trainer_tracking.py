@@ -7,22 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Mapping, Optional
 
+from .._anomaly_reports import AnomalyReports
 from .._client import Client
-
-
-def anomaly_summary(anomalies: List[Dict[str, Any]], session: str) -> str:
-    """One line for a log: how many anomalies, the first of each type (step, rank,
-    stream), and the command that shows them."""
-    if not anomalies:
-        return f"tensorscope: no anomaly (session {session})"
-    firsts: Dict[str, Dict[str, Any]] = {}
-    for a in anomalies:  # (read_anomalies: the run's order, the first first)
-        firsts.setdefault(a.get("type", "?"), a)
-    named = "; ".join(f"first {kind}: step {a.get('step')}, rank {a.get('rank')}, {a.get('stream')}"
-                      for kind, a in firsts.items())
-    count = len(anomalies)
-    return (f"tensorscope: {count} anomal{'y' if count == 1 else 'ies'} ({named}); "
-            f"see them with: tensorscope view --session {session}")
 
 
 class TrainerTracking:
@@ -72,7 +58,7 @@ class TrainerTracking:
                 track.stop()  # (the last step's summaries go out)
             self.anomalies = scope.anomalies(timeout=timeout)
             if scope.rank == 0:
-                line = anomaly_summary(self.anomalies, self.session)
+                line = AnomalyReports(self.anomalies).summary(self.session)
                 (self.log.warning if self.anomalies else self.log.info)("%s", line)
         except Exception as e:
             self.log.warning("tensorscope: the anomalies could not be read: %s", e)

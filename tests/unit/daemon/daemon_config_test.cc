@@ -283,7 +283,7 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
       error_of("wokers: 3\n"),
       StartsWith(
           "test.yaml: wokers: unknown key (known keys: session, output_dir, "
-          "output_private, output_budget_mb, runtime_dir, workers, render_threads, log_level, video, render, style, record, limits, supervisor, live, anomalies, overview)"));
+          "output_private, output_budget_mb, runtime_dir, workers, render_threads, log_level, video, render, style, record, limits, supervisor, live, anomalies, overview, export)"));
   // A key in the wrong section points at the right one.
   EXPECT_THAT(error_of("width: 800\n"), HasSubstr("did you mean \"video.width\""));
   EXPECT_THAT(error_of("video:\n  workers: 3\n"),

@@ -44,8 +44,14 @@ std::multimap<int, Field> fields_of(const std::string& m) {
     Field f;
     switch (key & 7) {
       case 0: f.number = varint(); break;
-      case 1: f.bytes = m.substr(i, 8); i += 8; break;
-      case 5: f.bytes = m.substr(i, 4); i += 4; break;
+      case 1:
+        f.bytes = m.substr(i, 8);
+        i += 8;
+        break;
+      case 5:
+        f.bytes = m.substr(i, 4);
+        i += 4;
+        break;
       case 2: {
         const uint64_t n = varint();
         f.bytes = m.substr(i, n);
@@ -81,8 +87,9 @@ TEST(TensorBoardEvents, AFileReadsBackAsTheEventsWritten) {
   testing::TempDir dir("tb-events");
   auto events = TensorBoardEvents::create(dir.path() + "/run/rank0_pid1", 1700000000.5);
   ASSERT_TRUE(events.is_ok()) << events.message();
-  ASSERT_TRUE(events->append({event_scalars(1700000001.0, 42, {{"l2/net.0", 2.5f}, {"max_abs/net.0", 0.75f}}),
-                              event_text(1700000002.0, 43, "tensorscope/anomalies", "**non_finite**")})
+  ASSERT_TRUE(events
+                  ->append({event_scalars(1700000001.0, 42, {{"l2/net.0", 2.5f}, {"max_abs/net.0", 0.75f}}),
+                            event_text(1700000002.0, 43, "tensorscope/anomalies", "**non_finite**")})
                   .is_ok());
   std::ifstream in(events->path(), std::ios::binary);
   std::stringstream all;
@@ -129,9 +136,11 @@ TEST(TensorBoardExport, ScalarsOfTheChosenMetricsAndStreams) {
   b.has_update_ratio = true;
   b.update_ratio = 0.01;
   const auto out = export_scalars({a, b}, std::regex("l2|update_ratio|zero_fraction"), std::regex("net\\.0.*"));
-  const std::vector<std::pair<std::string, float>> expected = {
-      {"l2/net.0", 3.0f}, {"zero_fraction/net.0", 0.25f}, {"l2/net.0.weight", 1.0f},
-      {"zero_fraction/net.0.weight", 0.0f}, {"update_ratio/net.0.weight", 0.01f}};
+  const std::vector<std::pair<std::string, float>> expected = {{"l2/net.0", 3.0f},
+                                                               {"zero_fraction/net.0", 0.25f},
+                                                               {"l2/net.0.weight", 1.0f},
+                                                               {"zero_fraction/net.0.weight", 0.0f},
+                                                               {"update_ratio/net.0.weight", 0.01f}};
   // (a's update ratio: none, left out)
   std::vector<std::pair<std::string, float>> sorted = out, want = expected;
   std::sort(sorted.begin(), sorted.end());
@@ -143,10 +152,12 @@ TEST(TensorBoardExport, ScalarsOfTheChosenMetricsAndStreams) {
 TEST(TensorBoardExport, AnAnomalyLinksToTheLivePageAtItsStreamRankAndStep) {
   EXPECT_EQ(live_page_link("http://node7:8080/", "net.layers[0].attn#1", 3, 212),
             "http://node7:8080/#q=%5Enet%5C.layers%5C%5B0%5C%5D%5C.attn%231%24&rank=3&step=212&page=tiles");
-  EXPECT_EQ(live_page_link("http://node7:8080/#t=secret", "x", 0, 1), "http://node7:8080/#q=%5Ex%24&rank=0&step=1&page=tiles");
+  EXPECT_EQ(live_page_link("http://node7:8080/#t=secret", "x", 0, 1),
+            "http://node7:8080/#q=%5Ex%24&rank=0&step=1&page=tiles");
   EXPECT_EQ(live_page_link("", "x", 0, 1), "");
-  const nlohmann::json a = {{"type", "non_finite"}, {"step", 7},       {"rank", 1},
-                            {"stream", "net.4"},    {"kind", "activation"}, {"message", "NaN in net.4"}};
+  const nlohmann::json a = {
+      {"type", "non_finite"},     {"step", 7}, {"rank", 1}, {"stream", "net.4"}, {"kind", "activation"},
+      {"message", "NaN in net.4"}};
   const std::string linked = anomaly_markdown(a, "http://h:1/", "exp1");
   EXPECT_NE(linked.find("**non_finite** at step 7, rank 1: `net.4` (activation)"), std::string::npos) << linked;
   EXPECT_NE(linked.find("(http://h:1/#q=%5Enet%5C.4%24&rank=1&step=7&page=tiles)"), std::string::npos) << linked;

@@ -25,9 +25,20 @@
 namespace tensorscope::recording {
 
 // X(name): the summary metrics that can be exported, named as the summary table's columns.
-#define TENSORSCOPE_EXPORT_METRICS(X)                                                                             \
-  X(l2) X(max_abs) X(mean) X(std) X(nan_count) X(inf_count) X(zero_fraction) X(update_ratio) X(dynamic_range) \
-      X(underflow_fraction) X(overflow_fraction)
+// clang-format off
+#define TENSORSCOPE_EXPORT_METRICS(X) \
+  X(l2)                               \
+  X(max_abs)                          \
+  X(mean)                             \
+  X(std)                              \
+  X(nan_count)                        \
+  X(inf_count)                        \
+  X(zero_fraction)                    \
+  X(update_ratio)                     \
+  X(dynamic_range)                    \
+  X(underflow_fraction)               \
+  X(overflow_fraction)
+// clang-format on
 
 inline constexpr std::array kExportMetrics = {
 #define TENSORSCOPE_EXPORT_METRIC_NAME(name) #name,
