@@ -4,7 +4,7 @@ with gradient accumulation (2 micro-batches an optimizer step) and evaluation be
 steps. Each step is one optimizer step, every one of them summarized; a NaN put into the
 input of optimizer step 7 is reported first, at step 7, at the model's first module; the
 trainer's log says so; the callback closes at the end of the fit (and, for Lightning,
-when the fit raises)."""
+when the fit raises); under Lightning's DDP each process sends as its rank."""
 
 import logging
 import os
@@ -129,6 +129,24 @@ def test_lightning_closes_when_the_fit_raises(daemon, tmp_path):
     assert callback._tracking.scope is None
     steps = sorted(set(tensorscope.read_summaries(daemon.session_dir).step))
     assert steps == [0, 1, 2], steps  # (step 3 raised before its forward; step 2 flushed)
+
+
+def test_lightning_ddp_ranks_send_as_their_rank(daemon, tmp_path):
+    """strategy="ddp" on 2 CPU processes: each sends as its trainer.global_rank, every
+    step."""
+    _lightning()
+    import subprocess
+    import sys
+
+    worker = os.path.join(os.path.dirname(__file__), "lightning_ddp_worker.py")
+    r = subprocess.run([sys.executable, worker, daemon.session, daemon.runtime_dir, str(tmp_path)], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    table = tensorscope.read_summaries(daemon.session_dir)
+    for rank in (0, 1):
+        rows = table[(table["rank"] == rank) & (table.stream == "model.net.0")]
+        assert sorted(rows.step) == list(range(6)), (rank, sorted(rows.step))
+    assert table.pid.nunique() == 2
 
 
 def test_hugging_face_steps_are_optimizer_steps_and_the_nan_is_reported_first(daemon, tmp_path, caplog):
