@@ -24,8 +24,14 @@ void WholeTables::refresh(const std::vector<SummaryTables*>& sessions) {
     job_of_[{source_of[k], std::get<1>(found[k]), std::get<2>(found[k])}] = jobs[k];
   }
   for (size_t i = 0; i < sessions.size(); ++i) {
-    sessions[i]->refresh(16u << 20, [this, i](int rank, int64_t pid, const recording::SummaryTableRow& row) {
-      const size_t id = job_of_[{i, rank, pid}];
+    SummaryTables* session = sessions[i];
+    sessions[i]->refresh(16u << 20, [this, i, session](int rank, int64_t pid, const recording::SummaryTableRow& row) {
+      auto known = job_of_.find({i, rank, pid});
+      if (known == job_of_.end()) {  // a table that appeared since the grouping above
+        const auto job = recording::group_producers({{session->dir(), rank, pid}}, &groups_);
+        known = job_of_.emplace(std::make_tuple(i, rank, pid), job[0]).first;
+      }
+      const size_t id = known->second;
       auto job = jobs_.find(id);
       if (job == jobs_.end()) {
         if (jobs_.size() >= kMaxJobs) {
