@@ -8,7 +8,8 @@
 // Used by the view server on its network thread: refresh() reads every session's tables
 // (SummaryTables::refresh, which it feeds), overview() answers with the jobs' heatmaps
 // beside the ranks'. Bounded: the mergers' open parts (ShardMerger::kMaxPendingRows per
-// job), the histories as SummaryTables' (at most kMaxJobs jobs with whole rows are kept).
+// job), the histories as SummaryTables' (the first kMaxJobs jobs with sharded rows are
+// merged; the rows of later ones are counted in jobs_left_out()).
 // Thread safety: none; one thread.
 #pragma once
 
@@ -29,7 +30,7 @@ namespace tensorscope::view {
 
 class WholeTables {
  public:
-  static constexpr size_t kMaxJobs = 64;
+  static constexpr size_t kMaxJobs = 8;  // each history at most ~25 MiB (OverviewHistory's bounds)
 
   // Reads what the sessions' tables gained (each refreshed once, its new tables grouped
   // into jobs first), merging the parts of each job's sharded tensors.

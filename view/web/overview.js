@@ -114,7 +114,8 @@ export function renderOverview() {
     if (scale.log) sc.append(span('swatch', '', BELOW), span('', '0 / below'));
   }
   const incomplete = data.sources.some((s) => !s.complete);
-  $('overview-note').textContent = tables.length ? (incomplete ? 'reading the summary tables…' : '')
+  $('overview-note').textContent = tables.length ? (incomplete ? 'reading the summary tables…' : '') +
+    (data.whole_left_out ? ` ${data.whole_left_out} sharded rows of further jobs not merged (the first jobs only)` : '')
     : 'No summaries yet: track a model (stats_every, on by default) to see every tensor here.';
   if (state.ranks) {
     // (on the legend's scale: the one the heatmaps below are drawn on)

@@ -34,7 +34,8 @@ class TrainerTracking:
         if self.scope is not None:
             self.finish()
         try:
-            self.scope = Client(session=self.session, rank=rank, every_n=self.every_n, **self.client_options)
+            options = {"session": self.session, "rank": rank, "every_n": self.every_n, **self.client_options}
+            self.scope = Client(**options)
             self.scope.track_model(self.name, model, **self.track_options)
             if self.gradients:
                 self.scope.track_layer(self.name, model, **self.track_options)
