@@ -42,12 +42,14 @@ REPO = os.path.dirname(HERE)
 BUILD = os.environ.get("TENSORSCOPE_BUILD_DIR", os.path.join(REPO, "build"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 sys.path.insert(0, os.path.join(REPO, "examples"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import tensorscope  # noqa: E402
 from cnn_model import Cnn  # noqa: E402
+from python_track_bench import start_daemon  # noqa: E402  (and its pinned malloc thresholds)
 
 STEPS_PER_BLOCK = 100
 TS_OUTPUTS = "tensorscope outputs"  # outputs and their gradients, summaries every step
@@ -64,21 +66,6 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x.flatten(1)))
-
-
-def start_daemon(root, session):
-    config = os.path.join(root, "bench.yaml")
-    with open(config, "w") as f:
-        f.write('workers: 2\nlog_level: warn\nrecord:\n  video: ""\n')
-    runtime = os.path.join(root, "run")
-    log = open(os.path.join(root, "daemon.log"), "wb")
-    daemon = subprocess.Popen([os.path.join(BUILD, "bin", "tensorscoped"), "--config", config, "--output",
-                               os.path.join(root, "out"), "--session", session, "--runtime-dir", runtime],
-                              stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 30
-    while not os.path.exists(os.path.join(runtime, session + ".sock")) and time.time() < deadline:
-        time.sleep(0.02)
-    return daemon, runtime
 
 
 class Watch:
