@@ -15,8 +15,8 @@ rm -f "$root"/.gpu/debs/*.deb
 (cd "$root/.gpu/debs" && apt-get download libboost1.74-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 \
   nlohmann-json3-dev libgtest-dev libgmock-dev)
 rm -rf "$root/.gpu/python" && mkdir -p "$root/.gpu/python/tensorscope"
-cp "$root"/python/tensorscope/*.py "$root"/python/tensorscope/*.pyi "$root"/python/tensorscope/py.typed \
-  "$root/.gpu/python/tensorscope/"
+# (the package's modules and subpackages, without compiled bytecode)
+tar -C "$root/python" --exclude=__pycache__ -cf - tensorscope | tar -C "$root/.gpu/python" -xf -
 extension=("$build"/python/tensorscope/_native*.so)
 [ -f "${extension[0]}" ] || { echo "gpu_prepare: no extension in $build/python (make tensorscope_python)" >&2; exit 1; }
 cp "${extension[@]}" "$root/.gpu/python/tensorscope/"

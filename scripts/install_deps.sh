@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git
   libtorch-dev
   libboost-dev libboost-program-options-dev
-  libopencv-dev
+  libopencv-dev libpng-dev libjpeg-dev
   clang libclang-rt-14-dev clang-format
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libx264-164
   libeigen3-dev

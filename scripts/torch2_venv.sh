@@ -8,15 +8,5 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${1:?usage: torch2_venv.sh VENV_DIR}"
-requirements="$root/python/tests/requirements-torch2.txt"
-stamp="$venv/.requirements-installed"
-if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
-  echo "torch2_venv: $venv is up to date"
-  exit 0
-fi
-echo "torch2_venv: installing $requirements into $venv"
-rm -rf "$venv"
-/usr/bin/python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+bash "$root/scripts/pinned_venv.sh" "$venv" "$root/python/tests/requirements-torch2.txt"
 "$venv/bin/python" -c 'import torch; assert torch.__version__.startswith("2."), torch.__version__'
-cp "$requirements" "$stamp"

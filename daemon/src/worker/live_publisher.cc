@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "tensorscope/base/logging.h"
+#include "tensorscope/plotting/image_encoding.h"
 #include "tensorscope/shared/runtime_paths.h"
 #include "worker/stream_video.h"
 
@@ -41,7 +41,7 @@ LivePublisher::LivePublisher(BoardPlace place, std::string watch_path, int64_t i
     : place_(std::move(place)),
       watch_path_(std::move(watch_path)),
       interval_ns_(interval_ns),
-      params_{cv::IMWRITE_JPEG_QUALITY, quality},
+      quality_(quality),
       width_(width) {
   encoder_ = std::thread([this] { encode_loop(); });
 }
@@ -136,7 +136,7 @@ void LivePublisher::offer(const StreamKey& key, const std::string& kind, int64_t
 void LivePublisher::encode_loop() {
   // The lowest priority this thread can take: rendering comes first.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
-  std::vector<unsigned char> jpeg;
+  std::string jpeg;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
@@ -155,15 +155,21 @@ void LivePublisher::encode_loop() {
         cv::resize(p.frame, scaled, cv::Size(width_, height), 0, 0, cv::INTER_AREA);
         p.frame = scaled;
       }
-      ok = cv::imencode(".jpg", p.frame, jpeg, params_);
+      StatusOr<std::string> encoded = plotting::encode_jpeg(p.frame, quality_);
+      ok = encoded.is_ok();
+      if (ok) {
+        jpeg = std::move(*encoded);
+      } else {
+        TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", p.meta.stream, encoded.message());
+      }
     } catch (const cv::Exception& e) {
-      TS_LOG_WARN("live view: cannot encode a frame of '{}': {}", p.meta.stream, e.what());
+      TS_LOG_WARN("live view: cannot scale a frame of '{}': {}", p.meta.stream, e.what());
     }
     view::LiveBoardWriter* writer = ok ? board() : nullptr;
     if (writer != nullptr) {
       p.meta.width = p.frame.cols;
       p.meta.height = p.frame.rows;
-      ok = writer->append(p.meta, std::string_view(reinterpret_cast<const char*>(jpeg.data()), jpeg.size()));
+      ok = writer->append(p.meta, jpeg);
     } else {
       ok = false;
     }

@@ -91,7 +91,7 @@ class LivePublisher {
   int64_t board_tried_ns_ = 0;                    // encoder thread: the last failed attempt
   const std::string watch_path_;
   const int64_t interval_ns_;
-  const std::vector<int> params_;
+  const int quality_;                         // JPEG quality, 1..100
   const int width_;                           // frames wider are scaled down to this (0: never)
   std::atomic<int64_t> watch_checked_ns_{0};  // render threads
   std::atomic<bool> watched_{false};          // render threads

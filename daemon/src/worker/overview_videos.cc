@@ -6,9 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include <opencv2/imgcodecs.hpp>
-
 #include "tensorscope/base/logging.h"
+#include "tensorscope/plotting/image_encoding.h"
 #include "tensorscope/plotting/overview.h"
 #include "tensorscope/recording/summary_table.h"
 
@@ -123,14 +122,11 @@ std::function<void()> OverviewVideos::png_job(const Producer& p) const {
       const cv::Mat image = plotting::draw_overview_frame(png.grid, where, "whole run", style, marks);
       const std::string path = dir + "/" + png.name;
       const std::string temp = dir + "/.png-tmp-" + std::to_string(::getpid()) + "-" + png.name;
-      std::vector<uchar> bytes;
-      bool ok = false;
-      try {
-        ok = cv::imencode(".png", image, bytes);
-      } catch (const std::exception& e) {
-        TS_LOG_ERROR("overview {}: cannot encode the PNG: {}", png.name, e.what());
-      }
+      const StatusOr<std::string> encoded = plotting::encode_png(image);
+      bool ok = encoded.is_ok();
+      if (!ok) TS_LOG_ERROR("overview {}: cannot encode the PNG: {}", png.name, encoded.message());
       if (ok) {
+        const std::string& bytes = *encoded;
         std::FILE* f = std::fopen(temp.c_str(), "wb");
         ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
         if (f != nullptr) ok = std::fclose(f) == 0 && ok;
