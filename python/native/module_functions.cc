@@ -1,6 +1,7 @@
 // module_functions.cc — see module_functions.h.
 #include "module_functions.h"
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -250,6 +251,36 @@ PyObject* live_page_link(PyObject*, PyObject* args) {
   return PyUnicode_FromStringAndSize(link.data(), static_cast<Py_ssize_t>(link.size()));
 }
 
+// export_row(line) -> (step, rank, stream, steps, values) of one summary table line, the
+// values those of EXPORT_METRICS in its order (None where the line has none:
+// recording::export_metric); None for a header or a line that is not the table's.
+PyObject* export_row(PyObject*, PyObject* line_object) {
+  std::string line;
+  if (!utf8(line_object, "line", &line)) return nullptr;
+  recording::SummaryTableRow row;
+  if (!recording::parse_summary_table_line(line, &row)) Py_RETURN_NONE;
+  PyObject* values = PyTuple_New(static_cast<Py_ssize_t>(recording::kExportMetrics.size()));
+  for (size_t i = 0; values != nullptr && i < recording::kExportMetrics.size(); ++i) {
+    const double value = recording::export_metric(i, row.summary);
+    PyObject* item = Py_None;
+    if (std::isnan(value)) {
+      Py_INCREF(Py_None);
+    } else {
+      item = PyFloat_FromDouble(value);
+    }
+    if (item == nullptr) {
+      Py_CLEAR(values);
+      break;
+    }
+    PyTuple_SetItem(values, static_cast<Py_ssize_t>(i), item);
+  }
+  if (values == nullptr) return nullptr;
+  return Py_BuildValue("(LiNLN)", static_cast<long long>(row.step), row.rank,
+                       PyUnicode_DecodeUTF8(row.summary.name.data(), static_cast<Py_ssize_t>(row.summary.name.size()),
+                                            "replace"),
+                       static_cast<long long>(row.steps), values);
+}
+
 // session_dirs_under(path) -> [the session folders at or under `path`] (shared/output_dir.h).
 PyObject* session_dirs_under(PyObject*, PyObject* path_object) {
   std::string path;
@@ -276,6 +307,8 @@ PyMethodDef functions[] = {
      "the tables' sharded rows, merged per job"},
     {"anomaly_markdown", anomaly_markdown, METH_VARARGS,
      "anomaly_markdown(anomaly_json, live_url, session) -> the anomaly as Markdown, linked to the live page"},
+    {"export_row", export_row, METH_O,
+     "export_row(line) -> (step, rank, stream, steps, values of EXPORT_METRICS) of a summary table line, or None"},
     {"live_page_link", live_page_link, METH_VARARGS,
      "live_page_link(live_url, stream, rank, step) -> the live page's address at that stream, rank and step"},
     {"dump_path", dump_path, METH_VARARGS,

@@ -18,7 +18,6 @@ daemon's TensorBoard export uses)."""
 
 from __future__ import annotations
 
-import csv
 import glob
 import math
 import os
@@ -46,15 +45,15 @@ class _Table:
         self.path = path
         self.offset = 0
         self.inode = None
-        self.columns: Optional[List[str]] = None
         self.logged_step = -1
 
-    def new_rows(self) -> List[Dict[str, str]]:
+    def new_rows(self) -> List[Tuple[int, int, str, int, Tuple[Optional[float], ...]]]:
+        """(step, rank, stream, steps, values of EXPORT_METRICS) of each new line."""
         try:
             with open(self.path, "rb") as f:
                 st = os.fstat(f.fileno())
                 if st.st_ino != self.inode or st.st_size < self.offset:
-                    self.inode, self.offset, self.columns = st.st_ino, 0, None
+                    self.inode, self.offset = st.st_ino, 0
                 f.seek(self.offset)
                 data = f.read()
         except FileNotFoundError:
@@ -63,14 +62,8 @@ class _Table:
         if end < 0:
             return []
         self.offset += end + 1
-        rows = []
-        for line in csv.reader(data[:end].decode("utf-8", "replace").split("\n")):
-            if self.columns is None:
-                self.columns = line  # the header (an older table's: fewer columns)
-                continue
-            if len(line) == len(self.columns):
-                rows.append(dict(zip(self.columns, line)))
-        return rows
+        rows = (_native.export_row(line) for line in data[:end].decode("utf-8", "replace").split("\n"))
+        return [row for row in rows if row is not None]  # (headers, and lines not the table's: None)
 
 
 class WandbExport:
@@ -85,6 +78,7 @@ class WandbExport:
         self.session_dir = session_dir
         self.run = run
         self.metrics = tuple(metrics)
+        self.metric_columns = [(m, EXPORT_METRICS.index(m)) for m in self.metrics]  # (in export_row's values)
         self.streams = re.compile(streams)
         self.live_url = live_url
         self.tables: Dict[str, _Table] = {}
@@ -100,20 +94,15 @@ class WandbExport:
         calls = 0
         for table in self.tables.values():
             by_step: Dict[int, Dict[str, float]] = {}
-            for row in table.new_rows():
-                try:
-                    step = int(row["step"])
-                except (KeyError, ValueError):
-                    continue
-                if step <= table.logged_step or row.get("steps", "1") not in ("", "1") or \
-                        not self.streams.fullmatch(row.get("stream", "")):
+            for step, rank, stream, steps, row_values in table.new_rows():
+                if step <= table.logged_step or steps != 1 or not self.streams.fullmatch(stream):
                     continue  # logged already, a compacted row, or not chosen
-                prefix = f"tensorscope/rank{row.get('rank')}/" if several else "tensorscope/"
+                prefix = f"tensorscope/rank{rank}/" if several else "tensorscope/"
                 values = by_step.setdefault(step, {})
-                for metric in self.metrics:
-                    value = _number(row.get(metric, ""))
-                    if value is not None:
-                        values[f"{prefix}{metric}/{row['stream']}"] = value
+                for metric, at in self.metric_columns:
+                    value = row_values[at]
+                    if value is not None and math.isfinite(value):
+                        values[f"{prefix}{metric}/{stream}"] = value
             for step in sorted(by_step):
                 self.run.log({STEP_KEY: step, **by_step[step]})
                 table.logged_step = step
@@ -138,14 +127,6 @@ class WandbExport:
         self.run.summary[ANOMALY_KEY] = len(reports)
         self.run.summary["tensorscope/first_anomaly"] = AnomalyReports(reports).summary(session)
         return 1
-
-
-def _number(text: str) -> Optional[float]:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def export_wandb(session_dir: str, run: Any = None, *, project: Optional[str] = None,

@@ -45,11 +45,14 @@ std::string text_of(const nlohmann::json& a, const char* key) {
 
 double export_metric(size_t i, const TensorSummary& s) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Over the finite elements; a tensor without one has none of these (a 0 would draw a
+  // norm that fell to nothing where it became NaN).
+  const bool none_finite = s.numel > 0 && s.nan_count + s.inf_count >= s.numel;
   switch (i) {
-    case 0: return s.l2;
-    case 1: return s.max_abs;
-    case 2: return s.mean;
-    case 3: return s.std;
+    case 0: return none_finite ? nan : s.l2;
+    case 1: return none_finite ? nan : s.max_abs;
+    case 2: return none_finite ? nan : s.mean;
+    case 3: return none_finite ? nan : s.std;
     case 4: return static_cast<double>(s.nan_count);
     case 5: return static_cast<double>(s.inf_count);
     case 6: return s.zero_fraction();

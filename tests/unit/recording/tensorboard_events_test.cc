@@ -149,6 +149,26 @@ TEST(TensorBoardExport, ScalarsOfTheChosenMetricsAndStreams) {
   EXPECT_TRUE(export_scalars({a}, std::regex("l2"), std::regex("other")).empty());
 }
 
+TEST(TensorBoardExport, ATensorWithNoFiniteElementHasNoNormButItsCounts) {
+  TensorSummary all_nan, part_nan;
+  all_nan.name = "net.4";
+  all_nan.numel = 8;
+  all_nan.nan_count = 8;  // l2, max |x|, mean, std over no element: 0 in the summary
+  part_nan.name = "net.5";
+  part_nan.numel = 8;
+  part_nan.nan_count = 3;
+  part_nan.l2 = 2;
+  const auto out = export_scalars({all_nan, part_nan}, std::regex("l2|max_abs|mean|std|nan_count"), std::regex(".*"));
+  std::map<std::string, float> got(out.begin(), out.end());
+  EXPECT_EQ(got.count("l2/net.4"), 0u);
+  EXPECT_EQ(got.count("max_abs/net.4"), 0u);
+  EXPECT_EQ(got.count("mean/net.4"), 0u);
+  EXPECT_EQ(got.count("std/net.4"), 0u);
+  EXPECT_EQ(got.at("nan_count/net.4"), 8.0f);
+  EXPECT_EQ(got.at("l2/net.5"), 2.0f);  // the finite elements' norm
+  EXPECT_EQ(got.at("nan_count/net.5"), 3.0f);
+}
+
 TEST(TensorBoardExport, AnAnomalyLinksToTheLivePageAtItsStreamRankAndStep) {
   EXPECT_EQ(live_page_link("http://node7:8080/", "net.layers[0].attn#1", 3, 212),
             "http://node7:8080/#q=%5Enet%5C.layers%5C%5B0%5C%5D%5C.attn%231%24&rank=3&step=212&page=tiles");

@@ -47,7 +47,8 @@ inline constexpr std::array kExportMetrics = {
 };
 
 // Metric `i` of kExportMetrics of one summary; NaN where it has none (no update ratio at a
-// parameter's first step, no numerics without a cast format).
+// parameter's first step, no numerics without a cast format, no l2, max |x|, mean or std
+// of a tensor none of whose elements is finite).
 double export_metric(size_t i, const TensorSummary& s);
 
 // The scalars of one record: for each summary whose stream `streams` matches (whole
