@@ -275,10 +275,10 @@ PyObject* export_row(PyObject*, PyObject* line_object) {
     PyTuple_SetItem(values, static_cast<Py_ssize_t>(i), item);
   }
   if (values == nullptr) return nullptr;
-  return Py_BuildValue("(LiNLN)", static_cast<long long>(row.step), row.rank,
-                       PyUnicode_DecodeUTF8(row.summary.name.data(), static_cast<Py_ssize_t>(row.summary.name.size()),
-                                            "replace"),
-                       static_cast<long long>(row.steps), values);
+  return Py_BuildValue(
+      "(LiNLN)", static_cast<long long>(row.step), row.rank,
+      PyUnicode_DecodeUTF8(row.summary.name.data(), static_cast<Py_ssize_t>(row.summary.name.size()), "replace"),
+      static_cast<long long>(row.steps), values);
 }
 
 // session_dirs_under(path) -> [the session folders at or under `path`] (shared/output_dir.h).

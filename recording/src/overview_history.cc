@@ -101,7 +101,7 @@ void OverviewHistory::merge(Column& into, const Column& from) {
 
 OverviewHistory::Column* OverviewHistory::window_column(int64_t step, bool* opened) {
   if (window_.empty() || step > window_.back().first_step) {
-    window_.push_back(Column{step, step, 1, {}});
+    window_.push_back(Column{step, step, 1, {}, {}});
     if (window_.size() > window_columns_) window_.pop_front();
     *opened = true;
     return &window_.back();
@@ -110,7 +110,7 @@ OverviewHistory::Column* OverviewHistory::window_column(int64_t step, bool* open
   auto at = std::lower_bound(window_.begin(), window_.end(), step,
                              [](const Column& c, int64_t s) { return c.first_step < s; });
   if (at != window_.end() && at->first_step == step) return &*at;
-  at = window_.insert(at, Column{step, step, 1, {}});  // a late step of another track
+  at = window_.insert(at, Column{step, step, 1, {}, {}});  // a late step of another track
   return &*at;
 }
 
@@ -135,7 +135,7 @@ OverviewHistory::Column* OverviewHistory::run_column(int64_t step, int64_t steps
       run_.back().steps += steps;
       return &run_.back();
     }
-    run_.push_back(Column{step, last, steps, {}});
+    run_.push_back(Column{step, last, steps, {}, {}});
     if (run_.size() > max_run_columns_) halve_run();  // neighbours merge, a column covers twice the steps
     return &run_.back();
   }

@@ -128,7 +128,9 @@ TEST(AtomicFile, ConcurrentWritersLeaveOneWholeVersion) {
   for (int t = 0; t < 4; ++t) {
     writers.emplace_back([&, t] {
       const std::string body(100000, static_cast<char>('a' + t));
-      for (int i = 0; i < 20; ++i) ASSERT_TRUE(write_file_atomically(path, body, {}, {.sync_directory = false}));
+      AtomicWriteOptions options;
+      options.sync_directory = false;
+      for (int i = 0; i < 20; ++i) ASSERT_TRUE(write_file_atomically(path, body, {}, options));
     });
   }
   for (auto& w : writers) w.join();

@@ -60,7 +60,7 @@ TEST(Heatmap, BlockMeanAndMaxAbsMatchReference) {
   m[300] = std::numeric_limits<double>::infinity();
   m[cols * 7 + 250] = -std::numeric_limits<double>::infinity();  // the last column of row 7
   const tensor::TensorView view{m.data(), tensor::ElementType::kFloat64, {rows, cols}};
-  for (const auto [max_rows, max_cols] : {std::pair{10, 37}, std::pair{10, 400}, std::pair{200, 400}}) {
+  for (const auto& [max_rows, max_cols] : {std::pair{10, 37}, std::pair{10, 400}, std::pair{200, 400}}) {
     for (auto red : {HeatmapReduction::kMean, HeatmapReduction::kMaxAbs}) {
       SCOPED_TRACE(std::to_string(max_rows) + "x" + std::to_string(max_cols));
       const Heatmap h = reduce_heatmap(view, max_rows, max_cols, red);

@@ -128,7 +128,7 @@ class ViewServerTest : public ::testing::Test {
 
   void start(int max_connections = 64) {
     ViewServerOptions o;
-    o.sources.push_back({session_dir_, "sess", runtime_});
+    o.sources.push_back({session_dir_, "sess", runtime_, ""});
     o.board_poll_ms = 5;
     o.status_poll_ms = 50;
     o.max_connections = max_connections;
@@ -444,7 +444,7 @@ TEST_F(ViewServerTest, DribbledHeadersDoNotKeepAViewerOut) {
 // closed once they answer no ping, and a viewer with the token is served meanwhile.
 TEST_F(ViewServerTest, IdlePagesThatAnswerNoPingAreClosed) {
   ViewServerOptions o;
-  o.sources.push_back({session_dir_, "sess", runtime_});
+  o.sources.push_back({session_dir_, "sess", runtime_, ""});
   o.max_connections = 4;
   o.page_timeout_ms = 1000;
   auto server = ViewServer::start(o);
@@ -527,8 +527,8 @@ TEST_F(ViewServerTest, SeveralSessionDirectoriesAreShownTogether) {
              "{\"files\":[{\"path\":\"b.mp4\",\"stream\":\"a\",\"kind\":\"output\",\"device\":\"cpu\","
              "\"rank\":8,\"pid\":2,\"mode\":\"line\",\"frames\":1,\"first_step\":0,\"last_step\":0}]}");
   ViewServerOptions o;
-  o.sources.push_back({session_dir_, "sess", runtime_});
-  o.sources.push_back({other, "", ""});  // another node's session: its files only
+  o.sources.push_back({session_dir_, "sess", runtime_, ""});
+  o.sources.push_back({other, "", "", ""});  // another node's session: its files only
   auto server = ViewServer::start(o);
   ASSERT_TRUE(server.is_ok()) << server.message();
   const int port = (*server)->port();
@@ -546,7 +546,7 @@ TEST_F(ViewServerTest, SeveralSessionDirectoriesAreShownTogether) {
 
 TEST_F(ViewServerTest, OnlyLoopbackWithoutTheRemoteFlag) {
   ViewServerOptions o;
-  o.sources.push_back({session_dir_, "sess", runtime_});
+  o.sources.push_back({session_dir_, "sess", runtime_, ""});
   o.bind_address = "0.0.0.0";
   auto refused = ViewServer::start(o);
   ASSERT_FALSE(refused.is_ok());
