@@ -156,6 +156,7 @@ bool TrackSummaries::add(int64_t step, const std::string& name, wire::TensorKind
   p.step = step;
   p.summary.name = name;
   p.summary.kind = kind;
+  p.summary.dtype = wire_dtype(tensor.scalar_type());
   Previous* previous = ratio ? &previous_[name] : nullptr;
   if (gathers(tensor, name)) {
     std::string strided;

@@ -268,8 +268,9 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
   out->reserve(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* e = PyList_GetItem(entries, i);  // borrowed
-    if (!PyTuple_Check(e) || (PyTuple_Size(e) != 12 && PyTuple_Size(e) != 13)) {
-      PyErr_SetString(PyExc_TypeError, "a summary must be a tuple of 12 items (13 with a shard)");
+    if (!PyTuple_Check(e) || PyTuple_Size(e) < 12 || PyTuple_Size(e) > 14) {
+      PyErr_SetString(PyExc_TypeError,
+                      "a summary must be a tuple of 12 items (13 with a shard or None, 14 with a dtype after it)");
       return false;
     }
     TensorSummary s;
@@ -294,7 +295,16 @@ bool summaries_from_python(PyObject* entries, std::vector<TensorSummary>* out) {
       s.has_update_ratio = true;
     }
     if (!numerics_from_python(PyTuple_GetItem(e, 11), &s)) return false;
-    if (PyTuple_Size(e) == 13 && !shard_from_python(PyTuple_GetItem(e, 12), &s.shard)) return false;
+    if (PyTuple_Size(e) >= 13 && !shard_from_python(PyTuple_GetItem(e, 12), &s.shard)) return false;
+    if (PyTuple_Size(e) == 14) {
+      int64_t dtype = 0;
+      if (!non_negative(PyTuple_GetItem(e, 13), "a summary's dtype", &dtype)) return false;
+      if (dtype > wire::kMaxDType) {
+        PyErr_SetString(PyExc_ValueError, "a summary's dtype must be one of DTYPE_NAMES' indices");
+        return false;
+      }
+      s.dtype = static_cast<wire::DType>(dtype);
+    }
     s.kind = static_cast<wire::TensorKind>(kind);
     s.numel = static_cast<uint64_t>(numel);
     s.nan_count = static_cast<uint64_t>(nan);

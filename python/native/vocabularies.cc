@@ -20,8 +20,9 @@ namespace tensorscope::python {
 // RECORD_KINDS {name: value} of every record (tensors, module trees, summaries),
 // CLIENT_OPTIONS {name: default} (core_option_table.h: what Core(options) takes), WITH_CUDA,
 // VERSION, SEPARATION_TABLE_HEADER, SUMMARY_TABLE_HEADER, MESH_PLACEMENTS {name: code}
-// (shared/shard_placement.h) and EXPORT_METRICS (recording/tensorboard_export.h: the
-// summary metrics the exports write).
+// (shared/shard_placement.h), EXPORT_METRICS (recording/tensorboard_export.h: the
+// summary metrics the exports write) and DTYPE_NAMES (wire::dtype_name by wire::DType
+// code: "invalid", "float32", ...).
 bool add_vocabularies(PyObject* module) {
 #ifdef TENSORSCOPE_WITH_CUDA
   PyModule_AddIntConstant(module, "WITH_CUDA", 1);
@@ -85,7 +86,15 @@ bool add_vocabularies(PyObject* module) {
   }
   metrics_ok = metrics_ok && PyModule_AddObject(module, "EXPORT_METRICS", metrics) == 0;
   if (!metrics_ok) Py_XDECREF(metrics);
-  return metrics_ok;
+  PyObject* dtypes = metrics_ok ? PyTuple_New(wire::kMaxDType + 1) : nullptr;
+  bool dtypes_ok = dtypes != nullptr;
+  for (uint8_t d = 0; dtypes_ok && d <= wire::kMaxDType; ++d) {
+    PyObject* name = PyUnicode_FromString(wire::dtype_name(static_cast<wire::DType>(d)));
+    dtypes_ok = name != nullptr && PyTuple_SetItem(dtypes, d, name) == 0;  // steals name
+  }
+  dtypes_ok = dtypes_ok && PyModule_AddObject(module, "DTYPE_NAMES", dtypes) == 0;
+  if (!dtypes_ok) Py_XDECREF(dtypes);
+  return dtypes_ok;
 }
 
 }  // namespace tensorscope::python

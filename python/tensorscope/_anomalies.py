@@ -19,11 +19,11 @@ from ._tables import read_csv_tables
 
 # The summary table's columns (recording/summary_table.h).
 SUMMARY_COLUMNS = tuple(_native.SUMMARY_TABLE_HEADER.split(","))
-_TEXT_COLUMNS = ("track", "stream", "kind", "cast_format", "shard")
+_TEXT_COLUMNS = ("track", "stream", "kind", "cast_format", "shard", "dtype")
 _INTEGER_COLUMNS = ("step", "rank", "order", "numel", "nan_count", "inf_count", "steps")
 # What a table written before a column was added holds in it.
 _ADDED = {"steps": 1, "cast_format": "", "dynamic_range": float("nan"), "underflow_fraction": float("nan"),
-          "overflow_fraction": float("nan"), "shard": "", "whole_numel": float("nan")}
+          "overflow_fraction": float("nan"), "shard": "", "whole_numel": float("nan"), "dtype": ""}
 _SHARDS = ("both", "local", "whole")
 _ANOMALY_HEADER = {"tensorscope": "anomalies", "version": 1}
 

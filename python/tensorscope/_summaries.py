@@ -157,8 +157,14 @@ class Gathered:
         self.tensor, self.before, self.version = tensor, before, tensor._version
 
 
+# A torch dtype -> the code of wire::DType a summary carries (_native.DTYPE_NAMES names
+# them as torch does; 0, "invalid": not known).
+DTYPE_CODES = {getattr(torch, name): code for code, name in enumerate(_native.DTYPE_NAMES)
+               if code and isinstance(getattr(torch, name, None), torch.dtype)}
+
+
 class StepSummaries:
-    """A track's summaries not sent yet: [(step, name, kind, summary, shard)], in the order the
+    """A track's summaries not sent yet: [(step, name, kind, summary, shard, dtype)], in the order the
     track saw the tensors, a summary being summarize()'s (values, ratio, numerics), an
     OnTheWay or a Gathered. Not thread-safe by itself: the track holds its lock.
 
@@ -201,11 +207,12 @@ class StepSummaries:
         self._unflushed = []
         return written
 
-    def add(self, step, name, kind, summary, shard=None):
-        """`shard`: where a DTensor's local part sits (_sharding.placement), or None."""
+    def add(self, step, name, kind, summary, shard=None, dtype=0):
+        """`shard`: where a DTensor's local part sits (_sharding.placement), or None;
+        `dtype`: the tensor's (DTYPE_CODES; 0: not known)."""
         if len(self._pending) >= self.MAX_PENDING:
             return False
-        self._pending.append((step, name, kind, summary, shard))
+        self._pending.append((step, name, kind, summary, shard, dtype))
         return True
 
     def take_failed(self):
@@ -221,7 +228,7 @@ class StepSummaries:
             return {}
         ready, waiting = {}, []
         for item in self._pending:
-            step, name, kind, summary, shard = item
+            step, name, kind, summary, shard, dtype = item
             if isinstance(summary, Gathered):
                 if summary.ticket is None:  # written in place before its flush
                     continue
@@ -255,7 +262,7 @@ class StepSummaries:
             else:
                 values, ratio, numerics = summary
                 entry = tuple(values) + (ratio, numerics)
-            ready.setdefault(step, []).append((name, kind) + tuple(entry) + ((shard,) if shard is not None else ()))
+            ready.setdefault(step, []).append((name, kind) + tuple(entry) + (shard, dtype))
         self._pending = waiting
         return ready
 

@@ -23,7 +23,7 @@ import torch
 from . import _compiled
 from . import _native
 from ._sharding import local_part
-from ._summaries import Gathered, Layout, OnTheWay, from_native, summarize
+from ._summaries import DTYPE_CODES, Gathered, Layout, OnTheWay, from_native, summarize
 from . import _results as R
 from ._tracks import _REFUSALS, ValueMeta, _refuse_quietly
 
@@ -67,7 +67,8 @@ class TrackSummaries:
             if not self._full_on and tensor is not None:
                 self._send(name, tensor, kind, step, ValueMeta(self._paths.get(name, ""), "", "", ""))
         with self._lock:
-            kept = self._summaries.add(client.step if step is None else step, name, kind, summary, shard)
+            kept = self._summaries.add(client.step if step is None else step, name, kind, summary, shard,
+                                       DTYPE_CODES.get(tensor.dtype, 0) if tensor is not None else 0)
             due = kept and isinstance(summary, Gathered) and self._summaries.gather(summary)
         if not kept:
             client._refuse(name, _REFUSALS["summary_not_kept"])

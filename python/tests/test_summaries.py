@@ -329,6 +329,34 @@ def test_summary_table_values_match_the_tensors(daemon):
         assert row.std == pytest.approx(t.std(unbiased=False).item(), rel=1e-5)
 
 
+class HalfInTheMiddle(nn.Module):
+    """fp32, then a bf16 layer (its input cast), then fp32 again: a mixed-precision port."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(6, 8), nn.Linear(8, 8).to(torch.bfloat16), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x).to(torch.bfloat16)).float())
+
+
+def test_each_row_says_its_tensors_dtype(daemon):
+    torch.manual_seed(2)
+    model = HalfInTheMiddle()
+    with tensorscope.Client(**daemon.client_options()) as scope:
+        scope.track_model("net", model, kinds=("output", "gradient", "parameter"))
+        for _ in range(3):
+            model(torch.randn(4, 6)).pow(2).mean().backward()
+            model.zero_grad()
+            scope.next_step()
+    daemon.stop()
+    table = tensorscope.read_summaries(daemon.session_dir)
+    dtypes = dict(zip(table.stream, table.dtype))
+    assert {dtypes[s] for s in ("net.a", "net.a.grad", "net.a.weight", "net.c", "net.c.bias")} == {"float32"}, dtypes
+    assert {dtypes[s] for s in ("net.b", "net.b.grad", "net.b.weight", "net.b.bias")} == {"bfloat16"}, dtypes
+    assert _summaries.DTYPE_CODES[torch.bfloat16] == _native.DTYPE_NAMES.index("bfloat16")
+
+
 def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
     """A long run's table whose older lines the daemon compacted (a line standing for
     several steps), a table written before the steps column and one written before the
@@ -336,8 +364,9 @@ def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
     (tmp_path / "summaries").mkdir()
     columns = _anomalies.SUMMARY_COLUMNS
     assert columns[15:] == ("steps", "cast_format", "dynamic_range", "underflow_fraction", "overflow_fraction",
-                            "shard", "whole_numel")
-    v1, v2, v3, v4 = ",".join(columns[:15]), ",".join(columns[:16]), ",".join(columns[:20]), ",".join(columns)
+                            "shard", "whole_numel", "dtype")
+    v1, v2, v3, v4 = ",".join(columns[:15]), ",".join(columns[:16]), ",".join(columns[:20]), ",".join(columns[:22])
+    v5 = ",".join(columns)
     (tmp_path / "summaries" / "rank0_pid5.csv").write_text(
         v2 + "\n0,0,net,0,x,activation,10,3.5,2,0.1,1,0,0,0.5,,8\n8,0,net,0,x,activation,10,1,1,0,1,0,0,0,,1\n")
     (tmp_path / "summaries" / "rank1_pid6.csv").write_text(v1 + "\n3,1,net,0,x,activation,10,1,1,0,1,0,0,0,\n")
@@ -346,10 +375,14 @@ def test_compacted_and_older_tables_read_with_their_steps(tmp_path):
         "5,1,net,0,x,activation,10,1,1,0,1,0,0,0,,1,,,,\n")
     (tmp_path / "summaries" / "rank3_pid4.csv").write_text(
         v4 + "\n9,3,net,0,x.weight,parameter,10,1,1,0,1,0,0,0,,1,,,,,S0@1/2,20\n")
+    (tmp_path / "summaries" / "rank4_pid2.csv").write_text(
+        v5 + "\n10,4,net,0,x,activation,10,1,1,0,1,0,0,0,,1,,,,,,,bfloat16\n")
     table = tensorscope.read_summaries(tmp_path)
-    assert list(table.step) == [0, 3, 4, 5, 8, 9]
-    assert list(table.steps) == [8, 1, 1, 1, 1, 1] and str(table.steps.dtype) == "int64"
-    assert list(table.pid) == [5, 6, 9, 9, 5, 4]
+    assert list(table.step) == [0, 3, 4, 5, 8, 9, 10]
+    assert list(table.steps) == [8, 1, 1, 1, 1, 1, 1] and str(table.steps.dtype) == "int64"
+    assert list(table.pid) == [5, 6, 9, 9, 5, 4, 2]
+    assert list(table.dtype) == ["", "", "", "", "", "", "bfloat16"]  # (not known before the column)
+    table = table[table.step < 10].reset_index(drop=True)
     assert list(table.cast_format) == ["", "", "fp16", "", "", ""]
     assert table.dynamic_range[2] == 12.5 and table.underflow_fraction[2] == 0.2 and table.overflow_fraction[2] == 0
     assert table.drop(index=2)[["dynamic_range", "underflow_fraction", "overflow_fraction"]].isna().all().all()

@@ -19,9 +19,9 @@ namespace tensorscope::recording {
 namespace {
 
 // The header's cells, and how many a line of each version has.
-constexpr size_t kCellsV1 = 15, kCellsV2 = 16, kCellsV3 = 20, kCells = 22;
+constexpr size_t kCellsV1 = 15, kCellsV2 = 16, kCellsV3 = 20, kCellsV4 = 22, kCells = 23;
 
-// A line's cells from `step` to `update_ratio`, then `steps`, the numerics, the shard.
+// A line's cells from `step` to `update_ratio`, then `steps`, the numerics, the shard, the dtype.
 void append_line(std::string* out, int64_t step, int rank, const std::string& track_cell, int64_t order,
                  const TensorSummary& s, int64_t steps) {
   const double none = std::numeric_limits<double>::quiet_NaN();
@@ -39,7 +39,8 @@ void append_line(std::string* out, int64_t step, int rank, const std::string& tr
     *out += ",,,";
   }
   *out += "," + shard_text(s.shard.dims) + "," +
-      (s.shard.sharded() ? std::to_string(s.shard.whole_numel) : std::string()) + "\n";
+      (s.shard.sharded() ? std::to_string(s.shard.whole_numel) : std::string()) + "," +
+      (s.dtype == wire::DType::kInvalid ? std::string() : std::string(wire::dtype_name(s.dtype))) + "\n";
 }
 
 }  // namespace
@@ -119,13 +120,14 @@ bool is_summary_table_header(std::string_view line) {
   if (line == header) return true;
   if (line.size() >= header.size() || header.substr(0, line.size()) != line || header[line.size()] != ',') return false;
   const auto cells = static_cast<size_t>(std::count(line.begin(), line.end(), ',')) + 1;
-  return cells == kCellsV1 || cells == kCellsV2 || cells == kCellsV3;
+  return cells == kCellsV1 || cells == kCellsV2 || cells == kCellsV3 || cells == kCellsV4;
 }
 
 bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   std::vector<std::string> c;
   if (!split_csv(line, &c) ||
-      (c.size() != kCellsV1 && c.size() != kCellsV2 && c.size() != kCellsV3 && c.size() != kCells)) {
+      (c.size() != kCellsV1 && c.size() != kCellsV2 && c.size() != kCellsV3 && c.size() != kCellsV4 &&
+       c.size() != kCells)) {
     return false;
   }
   TensorSummary& s = row->summary;
@@ -137,9 +139,14 @@ bool parse_summary_table_line(std::string_view line, SummaryTableRow* row) {
   s.min_abs_nonzero = 0;
   double range = 0, under = 0, over = 0;
   s.shard = ShardPlacement{};
-  if (c.size() == kCells) {
+  if (c.size() >= kCellsV4) {
     if (!parse_shard_text(c[20], &s.shard.dims)) return false;
     if (s.shard.sharded() && !read_number(c[21], &s.shard.whole_numel)) return false;
+  }
+  s.dtype = wire::DType::kInvalid;
+  if (c.size() >= kCells && !c[22].empty()) {
+    s.dtype = wire::dtype_from_name(c[22]);
+    if (s.dtype == wire::DType::kInvalid) return false;
   }
   if (c.size() >= kCellsV3 && !c[16].empty()) {
     const std::optional<CastFormat> cast = cast_format_from_name(c[16]);

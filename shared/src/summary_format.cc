@@ -15,6 +15,7 @@ namespace {
 constexpr size_t kKindAt = wire::kNameBytes;
 constexpr size_t kFlagsAt = kKindAt + 1;
 constexpr size_t kCastAt = kKindAt + 2;
+constexpr size_t kDTypeAt = kKindAt + 3;
 constexpr size_t kCountsAt = kKindAt + 8;
 constexpr size_t kValuesAt = kCountsAt + 4 * 8;
 constexpr size_t kNumericsAt = kValuesAt + 5 * 8;
@@ -37,6 +38,10 @@ std::string entry_refusal(const TensorSummary& s) {
   if (kind < static_cast<uint8_t>(wire::TensorKind::kTensor) ||
       kind > static_cast<uint8_t>(wire::TensorKind::kParameterGradient)) {
     return "entry '" + s.name + "' has kind " + std::to_string(kind) + ", not a tensor's";
+  }
+  if (static_cast<uint8_t>(s.dtype) > wire::kMaxDType) {
+    return "entry '" + s.name + "' has dtype " + std::to_string(static_cast<int>(s.dtype)) +
+        ", which this daemon does not know (update tensorscoped to the client's version)";
   }
   if (s.nan_count > s.numel || s.inf_count > s.numel - s.nan_count || s.zero_count > s.numel) {
     return "entry '" + s.name + "' counts more NaN, Inf or zero elements than it has";
@@ -78,6 +83,7 @@ std::string encode_summaries(const std::vector<TensorSummary>& summaries) {
     put_field<uint8_t>(out, at + kKindAt, static_cast<uint8_t>(s.kind));
     put_field<uint8_t>(out, at + kFlagsAt, s.has_update_ratio ? kSummaryHasUpdateRatio : 0);
     put_field<uint8_t>(out, at + kCastAt, static_cast<uint8_t>(s.cast_format));
+    put_field<uint8_t>(out, at + kDTypeAt, static_cast<uint8_t>(s.dtype));
     const uint64_t counts[] = {s.numel, s.nan_count, s.inf_count, s.zero_count};
     std::memcpy(out.data() + at + kCountsAt, counts, sizeof(counts));
     const double values[] = {s.l2, s.max_abs, s.mean, s.std, s.has_update_ratio ? s.update_ratio : 0.0};
@@ -131,6 +137,7 @@ StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view in) {
     TensorSummary s;
     s.name.assign(e.data(), name_length);
     s.kind = static_cast<wire::TensorKind>(get_field<uint8_t>(e, kKindAt));
+    s.dtype = static_cast<wire::DType>(get_field<uint8_t>(e, kDTypeAt));
     s.has_update_ratio = (get_field<uint8_t>(e, kFlagsAt) & kSummaryHasUpdateRatio) != 0;
     s.numel = get_field<uint64_t>(e, kCountsAt);
     s.nan_count = get_field<uint64_t>(e, kCountsAt + 8);

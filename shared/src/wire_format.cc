@@ -19,6 +19,13 @@ const char* dtype_name(DType dtype) {
   return "invalid";
 }
 
+DType dtype_from_name(std::string_view name) {
+  for (uint8_t d = 1; d <= kMaxDType; ++d) {
+    if (name == dtype_name(static_cast<DType>(d))) return static_cast<DType>(d);
+  }
+  return DType::kInvalid;
+}
+
 const char* tensor_kind_name(TensorKind kind) {
   const auto value = static_cast<uint8_t>(kind);
   return kTensorKindNames[value <= kMaxTensorKind ? value : 0].data();  // literals: NUL-terminated

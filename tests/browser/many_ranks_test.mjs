@@ -29,7 +29,7 @@ process.on('exit', cleanup);
 const NODES = 64, PER_NODE = 8, STEPS = 40, LAYERS = 24;
 const ODD_RANK = 301, ODD_LAYER = 7, ODD_STEP = 30;
 const HEADER = 'step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,' +
-  'update_ratio,steps,cast_format,dynamic_range,underflow_fraction,overflow_fraction,shard,whole_numel';
+  'update_ratio,steps,cast_format,dynamic_range,underflow_fraction,overflow_fraction,shard,whole_numel,dtype';
 const RANKS = NODES * PER_NODE, SHARDED = 'net.embed.weight.grad';
 // The norm of rank r's part of the sharded gradient at `step` (FSDP2: a part on every rank),
 // and of the whole tensor.
@@ -51,12 +51,12 @@ function writeTable(dir, rank) {
         const odd = grad && rank === ODD_RANK && m === ODD_LAYER && step >= ODD_STEP ? 50 : 1;
         const v = (1 + m) * (grad ? 1e-3 : 1) * noise() * odd;
         lines.push(`${step},${rank},net,${order++},net.${m}${grad ? '.grad' : ''},${grad ? 'gradient' : 'activation'},` +
-          `64,${(v * 8).toPrecision(5)},${(v * 3).toPrecision(5)},0,${v.toPrecision(5)},0,0,0.125,,1,,,,,,`);
+          `64,${(v * 8).toPrecision(5)},${(v * 3).toPrecision(5)},0,${v.toPrecision(5)},0,0,0.125,,1,,,,,,,float32`);
       }
     }
     const g = partNorm(rank, step);
     lines.push(`${step},${rank},net,${order++},${SHARDED},parameter_gradient,64,${g},${g / 4},0,${g / 8},0,0,0,,1,,,,,` +
-      `S0@${rank}/${RANKS},${64 * RANKS}`);
+      `S0@${rank}/${RANKS},${64 * RANKS},float32`);
   }
   fs.writeFileSync(path.join(dir, 'summaries', `rank${rank}_pid${1000 + rank}.csv`), lines.join('\n') + '\n');
   fs.writeFileSync(path.join(dir, 'run_info', `rank${rank}_pid${1000 + rank}.json`), JSON.stringify({

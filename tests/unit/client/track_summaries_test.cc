@@ -82,6 +82,31 @@ TEST(TrackSummaries, ANanIsNamedAtItsStepAndModuleInForwardOrder) {
   EXPECT_EQ(first_stream, "net.4") << "the module whose output went NaN (its Linear's own output is finite)";
 }
 
+TEST(TrackSummaries, EachSummarySaysItsTensorsDtype) {
+  torch::manual_seed(2);
+  torch::nn::Sequential single(torch::nn::Linear(4, 4)), twice(torch::nn::Linear(4, 4));
+  twice->to(torch::kFloat64);
+  RecordReceiver rx;
+  ASSERT_TRUE(rx.ready());
+  const auto parameters = TrackOptions().every_n(100).kinds(TrackKinds::kParameter);
+  TrackHandle a = rx.client().track_model("single", single, parameters);
+  TrackHandle b = rx.client().track_model("twice", twice, parameters);
+  for (int step = 0; step < 2; ++step) {
+    single->forward(torch::randn({2, 4}));
+    twice->forward(torch::randn({2, 4}, torch::kFloat64));
+    rx.client().next_step();
+  }
+  a.reset();
+  b.reset();
+  std::map<std::string, wire::DType> dtypes;
+  for (const auto& [step, entries] : summaries_of(rx)) {
+    for (const TensorSummary& s : entries) dtypes[s.name] = s.dtype;
+  }
+  EXPECT_EQ(dtypes["single.0.weight"], wire::DType::kFloat32);
+  EXPECT_EQ(dtypes["twice.0.weight"], wire::DType::kFloat64);
+  EXPECT_EQ(dtypes["twice.0.bias"], wire::DType::kFloat64);
+}
+
 TEST(TrackSummaries, TheFirstNanBringsWholeTensorsOfTheStepsAroundIt) {
   torch::manual_seed(1);
   torch::nn::Sequential net(torch::nn::Linear(6, 6), torch::nn::Linear(6, 6), torch::nn::Linear(6, 6),

@@ -63,7 +63,8 @@ TEST(ReferenceDiffTest, LowPrecisionAgainstFloat32IsLooserAndTheLooserOfThePairW
 
 TEST(ReferenceDiffTest, AMeanNearZeroIsMeasuredAgainstTheTensorsMagnitude) {
   // rms = 50 / sqrt(10000) = 0.5: a mean that went from +1e-8 to -1e-8 moved 4e-8 of it.
-  const SummaryDiff d = diff_summaries(summary(50, -1e-8), summary(50, 1e-8), default_tolerance(DType::kFloat32, DType::kFloat32));
+  const SummaryDiff d =
+      diff_summaries(summary(50, -1e-8), summary(50, 1e-8), default_tolerance(DType::kFloat32, DType::kFloat32));
   EXPECT_FALSE(d.leaves()) << d.metric << " " << d.worst;
   EXPECT_NEAR(d.relative, 2e-8 / 0.5, 1e-12);
 }
@@ -106,7 +107,7 @@ TEST(ReferenceDiffTest, ExactTypesAllowNoDifferenceAndZerosCountAsAFraction) {
   EXPECT_TRUE(fp32.leaves());
   EXPECT_EQ(fp32.metric, "zero_fraction");
   EXPECT_EQ(fp32.relative, 0);  // (not one of the values' metrics)
-  run.zero_count = 1400;  // 0.04 apart: within bf16's 0.05
+  run.zero_count = 1400;        // 0.04 apart: within bf16's 0.05
   EXPECT_FALSE(diff_summaries(run, reference, default_tolerance(DType::kBFloat16, DType::kFloat32)).leaves());
 }
 

@@ -129,10 +129,37 @@ TEST(SummaryTableTest, AShardsPlacementReadsBack) {
 
 // The headers of this and the earlier versions are the table's; a line or a prefix cut
 // inside a column name is not.
+TEST(SummaryTableTest, TheDtypeReadsBackAndOlderLinesHaveNone) {
+  TensorSummary a;
+  a.name = "net.attn";
+  a.kind = wire::TensorKind::kActivation;
+  a.numel = 8;
+  a.l2 = 1;
+  a.dtype = wire::DType::kBFloat16;
+  const std::string line = summary_table_lines(3, 0, "net", {a});
+  EXPECT_NE(line.find(",bfloat16\n"), std::string::npos) << line;
+  SummaryTableRow row;
+  ASSERT_TRUE(parse_summary_table_line(line.substr(0, line.size() - 1), &row));
+  EXPECT_EQ(row.summary, a);
+  a.dtype = wire::DType::kInvalid;  // not known: an empty cell
+  const std::string unknown = summary_table_lines(3, 0, "net", {a});
+  EXPECT_NE(unknown.find(",,\n"), std::string::npos) << unknown;
+  ASSERT_TRUE(parse_summary_table_line(unknown.substr(0, unknown.size() - 1), &row));
+  EXPECT_EQ(row.summary.dtype, wire::DType::kInvalid);
+  row.summary.dtype = wire::DType::kFloat64;
+  ASSERT_TRUE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,,,", &row));
+  EXPECT_EQ(row.summary.dtype, wire::DType::kInvalid) << "a line before the dtype column";
+  EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,,,,int64", &row));
+  EXPECT_EQ(row.summary.dtype, wire::DType::kInt64);
+  EXPECT_FALSE(parse_summary_table_line("1,0,net,3,x,parameter,10,1,1,0,1,0,0,0,,1,,,,,,,float8", &row));
+}
+
 TEST(SummaryTableTest, HeadersOfEveryVersion) {
   const std::string header = kSummaryTableHeader;
   EXPECT_TRUE(is_summary_table_header(header));
-  const size_t v3 = header.find(",shard"), v2 = header.find(",cast_format"), v1 = header.find(",steps");
+  const size_t v4 = header.find(",dtype"), v3 = header.find(",shard"), v2 = header.find(",cast_format"),
+               v1 = header.find(",steps");
+  EXPECT_TRUE(is_summary_table_header(header.substr(0, v4)));
   EXPECT_TRUE(is_summary_table_header(header.substr(0, v3)));
   EXPECT_TRUE(is_summary_table_header(header.substr(0, v2)));
   EXPECT_TRUE(is_summary_table_header(header.substr(0, v1)));
@@ -140,7 +167,8 @@ TEST(SummaryTableTest, HeadersOfEveryVersion) {
   EXPECT_FALSE(is_summary_table_header(header.substr(0, header.find(",dynamic_range"))));
   EXPECT_FALSE(is_summary_table_header(""));
   SummaryTableRow row;
-  for (const std::string& h : {header, header.substr(0, v3), header.substr(0, v2), header.substr(0, v1)}) {
+  for (const std::string& h :
+       {header, header.substr(0, v4), header.substr(0, v3), header.substr(0, v2), header.substr(0, v1)}) {
     EXPECT_FALSE(parse_summary_table_line(h, &row)) << h;
   }
 }

@@ -45,6 +45,8 @@ TEST(SummaryFormat, RoundTripsEveryField) {
   in[0].underflow_count = 7;
   in[0].overflow_count = 3;
   in[0].min_abs_nonzero = 0x1p-20;
+  in[0].dtype = wire::DType::kBFloat16;
+  in[2].dtype = wire::DType::kFloat32;  // (in[1]'s: not known)
   const std::string payload = encode_summaries(in);
   EXPECT_EQ(payload.size(), kSummaryHeaderBytes + 3 * kSummaryEntryBytes);
   auto out = parse_summaries(payload);
@@ -106,6 +108,22 @@ TEST(SummaryFormat, RefusesWhatItCannotTrust) {
               numerics(s), s.cast_format = static_cast<CastFormat>(kMaxCastFormat + 1);
             }).find("cast format"),
             std::string::npos);
+  EXPECT_EQ(with([](TensorSummary& s) { s.dtype = wire::DType::kBool; }), "");
+  EXPECT_NE(with([](TensorSummary& s) { s.dtype = static_cast<wire::DType>(wire::kMaxDType + 1); }).find("dtype"),
+            std::string::npos);
+}
+
+// The dtype sits in what was padding: a client before it wrote 0 there (not known).
+TEST(SummaryFormat, TheDtypeIsInTheEntrysFourthByteAndZeroMeansNotKnown) {
+  TensorSummary s = sample("net.0", wire::TensorKind::kActivation);
+  s.dtype = wire::DType::kFloat16;
+  std::string payload = encode_summaries({s});
+  EXPECT_EQ(static_cast<uint8_t>(payload[kSummaryHeaderBytes + wire::kNameBytes + 3]),
+            static_cast<uint8_t>(wire::DType::kFloat16));
+  payload[kSummaryHeaderBytes + wire::kNameBytes + 3] = 0;
+  auto out = parse_summaries(payload);
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ((*out)[0].dtype, wire::DType::kInvalid);
 }
 
 // Entries written before the cast formats (208 bytes): read, without numerics.

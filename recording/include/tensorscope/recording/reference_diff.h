@@ -41,9 +41,9 @@ struct SummaryDiff {
   // tolerance (+Inf for a NaN/Inf count that differs, or a difference where the
   // tolerance is 0).
   double worst = 0;
-  std::string metric;         // the worst one's name: l2, max_abs, mean, std, nan_count, inf_count, zero_fraction
-  double value = 0;           // its value in the run
-  double reference = 0;       // and in the reference
+  std::string metric;    // the worst one's name: l2, max_abs, mean, std, nan_count, inf_count, zero_fraction
+  double value = 0;      // its value in the run
+  double reference = 0;  // and in the reference
   // The largest |b - a| / scale of l2, max_abs, mean and std (0 when equal; +Inf where a
   // NaN/Inf count differs): the overview's "difference from reference".
   double relative = 0;

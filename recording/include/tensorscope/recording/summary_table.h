@@ -14,9 +14,10 @@
 //   update ratio, the mean of the means and the sums of the NaN/Inf counts), the
 //   numerics (cast_format .. overflow_fraction), and for a DTensor's local part its shard
 //   (shared/shard_placement.h's text) and the whole tensor's whole_numel (both empty for
-//   a tensor that is not sharded).
-// Tables written before a column was added (the steps, the numerics, the shard) are read
-// too.
+//   a tensor that is not sharded), and the tensor's dtype (wire::dtype_name: float32,
+//   bfloat16, ...; empty where the client did not say).
+// Tables written before a column was added (the steps, the numerics, the shard, the
+// dtype) are read too.
 // A record's lines go to the file in one write() (AppendFile): a killed worker loses at
 // most the record it was writing. parse_summary_table_line reads a line back (the live
 // view's overview follows the files as they grow).
@@ -36,7 +37,7 @@ namespace tensorscope::recording {
 
 inline constexpr char kSummaryTableHeader[] =
     "step,rank,track,order,stream,kind,numel,l2,max_abs,mean,std,nan_count,inf_count,zero_fraction,update_ratio,"
-    "steps,cast_format,dynamic_range,underflow_fraction,overflow_fraction,shard,whole_numel";
+    "steps,cast_format,dynamic_range,underflow_fraction,overflow_fraction,shard,whole_numel,dtype";
 // Whether `line` is the header of a table of this or an earlier version.
 bool is_summary_table_header(std::string_view line);
 

@@ -15,7 +15,9 @@
 //   uint8 kind       wire::TensorKind (activation .. parameter_gradient)
 //   uint8 flags      kSummaryHasUpdateRatio
 //   uint8 cast       CastFormat (shared/cast_formats.h); kNone: no numerics fields
-//   uint8 pad[5]
+//   uint8 dtype      wire::DType of the tensor (0, kInvalid: not known; a client before
+//                    it wrote 0 there)
+//   uint8 pad[4]
 //   uint64 numel, nan_count, inf_count, zero_count
 //   float64 l2, max_abs, mean, std    over the finite elements (0 when there are none)
 //   float64 update_ratio              |w_t - w_prev| / |w_prev| (flag set), else 0
@@ -58,6 +60,7 @@ inline constexpr uint8_t kSummaryHasUpdateRatio = 1;
 struct TensorSummary {
   std::string name;
   wire::TensorKind kind = wire::TensorKind::kActivation;
+  wire::DType dtype = wire::DType::kInvalid;  // the tensor's element type (kInvalid: not known)
   uint64_t numel = 0;
   uint64_t nan_count = 0;
   uint64_t inf_count = 0;
@@ -98,7 +101,7 @@ std::string encode_summaries(const std::vector<TensorSummary>& summaries);
 
 // The summaries of a payload, or why it is refused: a wrong magic or version, a size that
 // does not match the count, an entry whose name is empty or not text, a kind that is not
-// a tensor's, counts larger than numel, negative norms, or a shard placement that cannot be.
+// a tensor's, a dtype this daemon does not know, counts larger than numel, negative norms, or a shard placement that cannot be.
 StatusOr<std::vector<TensorSummary>> parse_summaries(std::string_view payload);
 
 }  // namespace tensorscope

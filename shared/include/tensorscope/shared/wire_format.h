@@ -388,8 +388,9 @@ constexpr size_t dtype_size(DType dtype) {
   return 0;
 }
 
-const char* dtype_name(DType dtype);         // "float32", ... ; "invalid" otherwise
-const char* tensor_kind_name(TensorKind k);  // "tensor", "activation", ...
+const char* dtype_name(DType dtype);           // "float32", ... ; "invalid" otherwise
+DType dtype_from_name(std::string_view name);  // the dtype dtype_name() calls `name`; kInvalid for any other
+const char* tensor_kind_name(TensorKind k);    // "tensor", "activation", ...
 // The kind tensor_kind_name() calls `name`; kInvalid for any other text.
 TensorKind tensor_kind_from_name(std::string_view name);
 
