@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The wheel that installs without the build's libraries (scripts/build_wheel.sh: the wheel
 # repaired by auditwheel to a manylinux tag), as a user on another machine gets it: every
-# shared library the daemon, the CLI and the extension were linked with, beyond the
-# manylinux set and what Python itself loads, is hidden from the loader (an empty file
+# shared library the daemon, the CLI and the extension were linked with, beyond glibc,
+# libgcc_s, libstdc++ and what Python itself loads, is hidden from the loader (an empty file
 # bind-mounted over it in a mount namespace of its own); the wheel goes into a fresh venv
 # (PyTorch 2 and numpy from the PyPI environment of the suite, no -dev package, no
 # PYTHONPATH) and the README example runs with autostart (wheel_user_run.sh).
@@ -49,8 +49,8 @@ for lib in libavcodec- libopencv_core- libhdf5 libX11- libglib-2 libz-; do
   grep -q "^$lib" <<< "$carried" || fail "no $lib* in tensorscope.libs/"
 done
 
-# 2. What to hide: the libraries the build's executables and extension load, less the
-#    manylinux set (what auditwheel leaves to every system) and what Python itself loads.
+# 2. What to hide: the libraries the build's executables and extension load, less those
+#    repair_wheel.py leaves to every system and what Python itself loads.
 closure() { ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -r realpath | sort -u; }
 closure "$build_dir/bin/tensorscoped" "$build_dir/bin/tensorscope" \
   "$build_dir"/python/tensorscope/_native*.so > "$work/built.txt"
@@ -85,14 +85,16 @@ set -euo pipefail
 work=$1; python=$2; source_dir=$3
 : > "$work/empty"
 while read -r lib; do mount --bind "$work/empty" "$lib"; done < "$work/hidden.txt"
-"$work/venv/bin/python" - <<'PY'
-import ctypes, ctypes.util
-for name in ("libavcodec.so.59", "libopencv_core.so.406", "libhdf5_serial.so.103"):
+"$work/venv/bin/python" - "$work/hidden.txt" <<'PY'
+import ctypes, re, sys
+hidden = [p for p in open(sys.argv[1]).read().split() if re.search(r"/lib(avcodec|opencv_core|hdf5)", p)]
+assert len(hidden) >= 3, hidden
+for path in hidden:
     try:
-        ctypes.CDLL(name)
+        ctypes.CDLL(path)
     except OSError:
         continue
-    raise SystemExit(f"{name} is still loadable: the build's libraries are not hidden")
+    raise SystemExit(f"{path} is still loadable: the build's libraries are not hidden")
 PY
 package=$("$work/venv/bin/python" -c 'import os, tensorscope; print(os.path.dirname(tensorscope.__file__))')
 for elf in "$package/bin/tensorscoped" "$package/bin/tensorscope" "$package"/_native*.so; do
