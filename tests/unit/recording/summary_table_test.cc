@@ -93,7 +93,8 @@ TEST(SummaryTableTest, OtherLinesAreRefused) {
   EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8", &row));
   EXPECT_EQ(row.steps, 8);
   EXPECT_EQ(row.order, 3);
-  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,,,,,,\n") << "written as this version";
+  EXPECT_EQ(summary_table_line(row), "1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,,,,,,,\n")
+      << "written as this version";
   EXPECT_FALSE(parse_summary_table_line("1,0,net,0,x,activation,10,1,1,0,1,0,0,0,,0", &row));
   EXPECT_TRUE(parse_summary_table_line("1,0,net,3,x,activation,10,1,1,0,1,0,0,0,,8,bf16,3,0.1,0", &row));
   EXPECT_EQ(row.summary.cast_format, CastFormat::kBf16);
@@ -115,7 +116,7 @@ TEST(SummaryTableTest, AShardsPlacementReadsBack) {
   w.shard.whole_numel = 128;
   w.shard.dims = {{MeshPlacement::kReplicate, 0, 1, 2}, {MeshPlacement::kShard, 0, 3, 4}};
   const std::string line = summary_table_lines(5, 7, "net", {w});
-  EXPECT_NE(line.find(",R@1/2|S0@3/4,128\n"), std::string::npos) << line;
+  EXPECT_NE(line.find(",R@1/2|S0@3/4,128,\n"), std::string::npos) << line;
   SummaryTableRow row;
   ASSERT_TRUE(parse_summary_table_line(line.substr(0, line.size() - 1), &row));
   EXPECT_EQ(row.summary, w);
