@@ -77,8 +77,7 @@ class WandbExport:
             raise ValueError(f"metrics: {unknown} are not among {EXPORT_METRICS}")
         self.session_dir = session_dir
         self.run = run
-        self.metrics = tuple(metrics)
-        self.metric_columns = [(m, EXPORT_METRICS.index(m)) for m in self.metrics]  # (in export_row's values)
+        self.metric_columns = [(m, EXPORT_METRICS.index(m)) for m in metrics]  # (in export_row's values)
         self.streams = re.compile(streams)
         self.live_url = live_url
         self.tables: Dict[str, _Table] = {}
