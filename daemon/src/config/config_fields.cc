@@ -25,7 +25,10 @@ struct KeyCollector {
   void rules(const char* p, std::vector<StreamRule<T>>&) {
     paths.emplace_back(p);
   }
-  void ranges(const char* p, std::vector<RangeRule>&) { paths.emplace_back(p); }
+  template <typename Rule>
+  void number_rules(const char* p, std::vector<Rule>&) {
+    paths.emplace_back(p);
+  }
 };
 
 Layout build_layout() {

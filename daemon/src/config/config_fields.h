@@ -44,7 +44,7 @@ void visit_fields(V& v, DaemonConfig& c) {
 
   v.choice("render.mode", c.render.mode);
   v.rules("render.stream_modes", c.render.stream_modes);
-  v.ranges("render.histogram_ranges", c.render.histogram_ranges);
+  v.number_rules("render.histogram_ranges", c.render.histogram_ranges);
   v.integer("render.histogram_bins", c.render.histogram_bins, between(2, 4096));
   v.number("render.histogram_margin", c.render.histogram_margin, NumberRule{0, true, 1, true});
   v.choice("render.histogram_axis", c.render.histogram_axis);
@@ -125,6 +125,10 @@ void visit_fields(V& v, DaemonConfig& c) {
   v.text("export.tensorboard_metrics", e.tensorboard_metrics, StringRule::kRegex);
   v.text("export.tensorboard_streams", e.tensorboard_streams, StringRule::kRegex);
   v.text("export.live_url", e.live_url, StringRule::kAny);
+  ReferenceConfig& ref = c.reference;
+  v.text("reference.session", ref.session, StringRule::kAny);
+  v.number_rules("reference.tolerances", ref.tolerances);
+  v.integer("reference.pending_mb", ref.pending_mb, between(1, 4096));
 }
 
 // The key tree, derived from visit_fields().

@@ -130,17 +130,24 @@ class JsonReader {
     }
     out = std::move(parsed);
   }
-  void ranges(const char* path, std::vector<RangeRule>& out) {
+  template <typename Rule>
+  void number_rules(const char* path, std::vector<Rule>& out) {
     const nlohmann::json* j = find(path);
     if (j == nullptr) return;
     if (!j->is_array()) return fail(path, "expected an array, got " + describe(*j));
-    std::vector<RangeRule> parsed;
+    const auto [first, second] = Rule::kNumbers;
+    std::vector<Rule> parsed;
     for (const auto& item : *j) {
-      if (!item.is_object() || item.size() != 3 || !item.contains("match") || !item.contains("lo") ||
-          !item.contains("hi") || !item["match"].is_string() || !item["lo"].is_number() || !item["hi"].is_number())
-        return fail(path, "expected {\"match\", \"lo\", \"hi\"} objects, got " + describe(item));
-      RangeRule rule{item["match"].get<std::string>(), item["lo"].get<double>(), item["hi"].get<double>()};
-      const std::string problem = range_problem(rule);
+      if (!item.is_object() || item.size() != 3 || !item.contains("match") || !item.contains(first) ||
+          !item.contains(second) || !item["match"].is_string() || !item[first].is_number() || !item[second].is_number())
+        return fail(
+            path,
+            std::string("expected {\"match\", \"") + first + "\", \"" + second + "\"} objects, got " + describe(item));
+      Rule rule;
+      rule.match = item["match"].get<std::string>();
+      rule.*Rule::kFields[0] = item[first].template get<double>();
+      rule.*Rule::kFields[1] = item[second].template get<double>();
+      const std::string problem = rule_problem(rule);
       if (!problem.empty()) return fail(path, problem);
       parsed.push_back(std::move(rule));
     }
@@ -184,9 +191,13 @@ class JsonWriter {
     for (const StreamRule<T>& r : v) list.push_back({{"match", r.match}, {"mode", std::string(choice_name(r.value))}});
     slot(path) = std::move(list);
   }
-  void ranges(const char* path, std::vector<RangeRule>& v) {
+  template <typename Rule>
+  void number_rules(const char* path, std::vector<Rule>& v) {
     nlohmann::json list = nlohmann::json::array();
-    for (const RangeRule& r : v) list.push_back({{"match", r.match}, {"lo", r.lo}, {"hi", r.hi}});
+    for (const Rule& r : v) {
+      list.push_back(
+          {{"match", r.match}, {Rule::kNumbers[0], r.*Rule::kFields[0]}, {Rule::kNumbers[1], r.*Rule::kFields[1]}});
+    }
     slot(path) = std::move(list);
   }
 

@@ -70,11 +70,19 @@ std::string match_problem(const std::string& match) {
   return "";
 }
 
-std::string range_problem(const RangeRule& rule) {
+std::string rule_problem(const RangeRule& rule) {
   std::string problem = match_problem(rule.match);
   if (!problem.empty()) return problem;
   if (!std::isfinite(rule.lo) || !std::isfinite(rule.hi) || !(rule.lo < rule.hi))
     return "\"lo\" and \"hi\" must be finite numbers with lo < hi";
+  return "";
+}
+
+std::string rule_problem(const ToleranceRule& rule) {
+  std::string problem = match_problem(rule.match);
+  if (!problem.empty()) return problem;
+  if (!(rule.rtol >= 0 && rule.rtol <= 1e6) || !(rule.atol >= 0 && rule.atol <= 1e300))
+    return "\"rtol\" and \"atol\" must be finite numbers >= 0 (rtol at most 1e6)";
   return "";
 }
 

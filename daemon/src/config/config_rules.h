@@ -86,7 +86,8 @@ std::string string_problem(const std::string& v, StringRule rule);
 // "" when `match`, a stream rule's regex, is usable.
 std::string match_problem(const std::string& match);
 
-// "" when the range rule is usable.
-std::string range_problem(const RangeRule& rule);
+// "" when the rule (a histogram range, a tolerance) is usable.
+std::string rule_problem(const RangeRule& rule);
+std::string rule_problem(const ToleranceRule& rule);
 
 }  // namespace tensorscope::config_detail

@@ -49,9 +49,10 @@ class Validator {
       if (!problem.empty()) fail(path, "[" + std::to_string(i) + "] " + problem);
     }
   }
-  void ranges(const char* path, std::vector<RangeRule>& v) {
+  template <typename Rule>
+  void number_rules(const char* path, std::vector<Rule>& v) {
     for (std::size_t i = 0; i < v.size() && status_.is_ok(); ++i) {
-      const std::string problem = range_problem(v[i]);
+      const std::string problem = rule_problem(v[i]);
       if (!problem.empty()) fail(path, "[" + std::to_string(i) + "] " + problem);
     }
   }

@@ -246,27 +246,33 @@ class YamlReader {
     out = std::move(parsed);
   }
 
-  void ranges(const char* path, std::vector<RangeRule>& out) {
+  template <typename Rule>
+  void number_rules(const char* path, std::vector<Rule>& out) {
     const YAML::Node* n = find(path);
     if (n == nullptr || n->IsNull()) return;
-    const std::string shape = "expected a list of {match: REGEX, lo: NUMBER, hi: NUMBER}";
+    const auto [first, second] = Rule::kNumbers;
+    const std::string shape =
+        std::string("expected a list of {match: REGEX, ") + first + ": NUMBER, " + second + ": NUMBER}";
     if (!n->IsSequence()) return fail(path, *n, shape + ", got " + describe(*n));
-    std::vector<RangeRule> parsed;
+    std::vector<Rule> parsed;
     for (std::size_t i = 0; i < n->size(); ++i) {
       const YAML::Node item = (*n)[i];
       const std::string where = std::string(path) + "[" + std::to_string(i) + "]";
-      std::optional<double> lo, hi;
-      if (item.IsMap() && item.size() == 3 && item["match"] && item["lo"] && item["hi"] && item["match"].IsScalar() &&
-          item["lo"].IsScalar() && item["hi"].IsScalar()) {
-        lo = parse_double(item["lo"].Scalar());
-        hi = parse_double(item["hi"].Scalar());
+      std::optional<double> a, b;
+      if (item.IsMap() && item.size() == 3 && item["match"] && item[first] && item[second] &&
+          item["match"].IsScalar() && item[first].IsScalar() && item[second].IsScalar()) {
+        a = parse_double(item[first].Scalar());
+        b = parse_double(item[second].Scalar());
       }
-      if (!lo || !hi) {
+      if (!a || !b) {
         status_ = Status::error(yaml_error(source_, where, shape + ", got " + describe(item), item));
         return;
       }
-      RangeRule rule{item["match"].Scalar(), *lo, *hi};
-      const std::string problem = range_problem(rule);
+      Rule rule;
+      rule.match = item["match"].Scalar();
+      rule.*Rule::kFields[0] = *a;
+      rule.*Rule::kFields[1] = *b;
+      const std::string problem = rule_problem(rule);
       if (!problem.empty()) {
         status_ = Status::error(yaml_error(source_, where, problem, item));
         return;

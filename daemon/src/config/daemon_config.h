@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -122,13 +123,39 @@ struct StreamRule {
 };
 using ModeRule = StreamRule<RenderMode>;
 
+// The first of `rules` (StreamRule, RangeRule, ToleranceRule) whose regex `match` is found
+// in `stream`; nullptr when none is (or one cannot compile: the loader checked them all).
+template <typename Rule>
+const Rule* first_match(const std::vector<Rule>& rules, const std::string& stream) {
+  for (const Rule& rule : rules) {
+    try {
+      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) return &rule;
+    } catch (const std::regex_error&) {}
+  }
+  return nullptr;
+}
+
 // A fixed histogram range for streams whose name matches `match` (instead of the range
-// chosen from the stream's first frame).
+// chosen from the stream's first frame). Like every rule of two numbers, it names them
+// (kNumbers: their keys in the config, kFields: where they go) for the config readers.
 struct RangeRule {
   std::string match;
   double lo = 0;
   double hi = 1;
   bool operator==(const RangeRule&) const = default;
+  static constexpr std::array<const char*, 2> kNumbers = {"lo", "hi"};
+  static constexpr std::array<double RangeRule::*, 2> kFields = {&RangeRule::lo, &RangeRule::hi};
+};
+
+// The tolerance of a comparison with the reference run (recording/reference_diff.h) for
+// streams whose name matches `match`, instead of the element types' default.
+struct ToleranceRule {
+  std::string match;
+  double rtol = 0;
+  double atol = 0;
+  bool operator==(const ToleranceRule&) const = default;
+  static constexpr std::array<const char*, 2> kNumbers = {"rtol", "atol"};
+  static constexpr std::array<double ToleranceRule::*, 2> kFields = {&ToleranceRule::rtol, &ToleranceRule::atol};
 };
 
 struct RenderConfig {
@@ -255,6 +282,21 @@ struct ExportConfig {
   bool operator==(const ExportConfig&) const = default;
 };
 
+// The run each training process is compared with as it trains (worker/divergence_watch.h):
+// its summaries, rank by rank, against the reference's of the same step, tensor and rank
+// (recording/reference_diff.h); the first tensor that leaves tolerance is reported as the
+// anomaly "divergence". `session`: a session folder (or a folder with one per node), or
+// the name of a session under output_dir; "" : none, unless the client names one
+// (Client(reference=...)), which wins. `tolerances`: per stream, the first matching rule
+// instead of the element types' default. Summaries that reach their step before a
+// still-running reference does wait, at most pending_mb of them per process.
+struct ReferenceConfig {
+  std::string session;
+  std::vector<ToleranceRule> tolerances;
+  int pending_mb = 64;  // 1..4096
+  bool operator==(const ReferenceConfig&) const = default;
+};
+
 // The overview of each rank (recording/overview_history.h): a video per metric while
 // training, a frame each time frame_every more steps were summarised (at most one per
 // min_frame_interval_ms), showing the last window_steps summarised steps; a PNG of the
@@ -286,6 +328,7 @@ struct DaemonConfig {
   AnomaliesConfig anomalies;
   OverviewConfig overview;
   ExportConfig export_;  // "export" (a C++ keyword)
+  ReferenceConfig reference;
 
   static DaemonConfig defaults() { return DaemonConfig{}; }
   bool operator==(const DaemonConfig&) const = default;

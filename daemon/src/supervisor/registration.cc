@@ -71,7 +71,8 @@ StatusOr<AcceptedRegistration> check_registration(const nlohmann::json& m, const
   return accepted;
 }
 
-nlohmann::json registered_reply(uint64_t producer_id, bool cuda_ipc, const std::string& cuda_note) {
+nlohmann::json registered_reply(uint64_t producer_id, bool cuda_ipc, const std::string& cuda_note,
+                                const ReferenceChoice& reference) {
   // Whether the workers can read CUDA IPC payloads; when not, the client copies CUDA
   // tensors through pinned host memory and the ring instead (and says so in stats()).
   return {{control::kType, control::kRegistered},
@@ -79,7 +80,9 @@ nlohmann::json registered_reply(uint64_t producer_id, bool cuda_ipc, const std::
           {"cuda_ipc", cuda_ipc},
           {"module_tree", true},
           {"summaries", true},
-          {"cuda_note", cuda_note}};
+          {"cuda_note", cuda_note},
+          {"reference", reference.dir},
+          {"reference_note", reference.note}};
 }
 
 }  // namespace tensorscope::daemon

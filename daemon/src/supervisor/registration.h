@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/reference_choice.h"
 #include "tensorscope/base/status.h"
 #include "tensorscope/shared/message_channel.h"
 #include "tensorscope/shared/shared_segment.h"
@@ -31,7 +32,9 @@ StatusOr<AcceptedRegistration> check_registration(const nlohmann::json& request,
                                                   const std::string& session, const std::string& runtime_dir);
 
 // The "registered" reply: the producer's id and what this daemon reads (CUDA IPC payloads
-// when `cuda_ipc`, with `cuda_note` saying why not; module trees; summaries).
-nlohmann::json registered_reply(uint64_t producer_id, bool cuda_ipc, const std::string& cuda_note);
+// when `cuda_ipc`, with `cuda_note` saying why not; module trees; summaries), and the
+// reference run its summaries are compared with (with a note the client logs).
+nlohmann::json registered_reply(uint64_t producer_id, bool cuda_ipc, const std::string& cuda_note,
+                                const ReferenceChoice& reference);
 
 }  // namespace tensorscope::daemon

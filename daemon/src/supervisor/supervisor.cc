@@ -361,9 +361,11 @@ int Supervisor::pick_worker() const {
 void Supervisor::attach(Producer& producer) {
   WorkerSlot& worker = workers_[static_cast<size_t>(producer.worker)];
   if (!worker.alive) return;  // attached again when the worker restarts
-  Status sent = worker.channel.send(
-      {{control::kType, control::kAttach}, {control::kProducerId, producer.id}, {"rank", producer.rank}},
-      producer.segment_fd);
+  Status sent = worker.channel.send({{control::kType, control::kAttach},
+                                     {control::kProducerId, producer.id},
+                                     {"rank", producer.rank},
+                                     {"reference", producer.reference}},
+                                    producer.segment_fd);
   if (sent && producer.detaching) {
     sent = worker.channel.send({{control::kType, control::kDetach}, {control::kProducerId, producer.id}});
   }
@@ -459,7 +461,13 @@ void Supervisor::handle_register(MessageChannel& connection, const nlohmann::jso
   producer.registered_ms = now_ms();
   std::string cuda_note;
   const bool cuda_ipc = device_payloads_supported(&cuda_note);
-  Status replied = connection.send(registered_reply(producer.id, cuda_ipc, cuda_note), -1, kRegisterReplyTimeoutMs);
+  const ReferenceChoice reference =
+      choose_reference(m.contains("reference") && m["reference"].is_string() ? m["reference"].get<std::string>() : "",
+                       config_.reference.session, config_.output_dir, session_dir_);
+  if (!reference.note.empty()) TS_LOG_WARN("producer {} (pid {}): {}", producer.id, producer.pid, reference.note);
+  producer.reference = reference.dir;
+  Status replied =
+      connection.send(registered_reply(producer.id, cuda_ipc, cuda_note, reference), -1, kRegisterReplyTimeoutMs);
   if (!replied) {
     ::close(producer.segment_fd);
     return refuse(replied.message());

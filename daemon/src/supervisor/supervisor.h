@@ -79,6 +79,7 @@ class Supervisor {
     int worker = -1;
     bool detaching = false;
     int64_t registered_ms = 0;
+    std::string reference;  // the run its summaries are compared with ("" : none)
   };
   struct Pending {  // an accepted connection that has not registered yet
     MessageChannel connection;

@@ -57,20 +57,6 @@ DrawFrame message_frame(plotting::FrameInfo info, std::string text) {
   };
 }
 
-// The first rule (StreamRule, RangeRule) whose regex `match` is found in `stream`; nullptr
-// when none is.
-template <typename Rule>
-const Rule* first_match(const std::vector<Rule>& rules, const std::string& stream) {
-  for (const Rule& rule : rules) {
-    try {
-      if (std::regex_search(stream, std::regex(rule.match, std::regex::ECMAScript))) return &rule;
-    } catch (const std::regex_error&) {
-      // The loader checked every rule; nothing to do for one that cannot compile.
-    }
-  }
-  return nullptr;
-}
-
 plotting::AdaptiveHistogramOptions histogram_options(const RenderConfig& config, const std::string& stream) {
   plotting::AdaptiveHistogramOptions o;
   o.bins = config.histogram_bins;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string_view>
 
@@ -68,24 +69,35 @@ Status compact_into(int in, const std::string& path, uint64_t upto, const std::s
   return st;
 }
 
-// The steps at which anomalies of process `pid` (rank `rank`) were reported, by this
-// daemon or an earlier one (anomalies.jsonl, at most its last 16 MiB).
-std::set<int64_t> reported_steps(const std::string& session_dir, int rank, int64_t pid) {
+// What anomalies.jsonl (at most its last 16 MiB) says of process `pid` (rank `rank`),
+// reported by this daemon or an earlier one: the steps of its reports, and whether one
+// was its divergence from the reference.
+struct Reported {
   std::set<int64_t> steps;
+  bool divergence = false;
+};
+Reported reported_before(const std::string& session_dir, int rank, int64_t pid) {
+  Reported out;
   bool missing = false;
   auto text = read_text_tail(session_dir + "/anomalies.jsonl", 16u << 20, "anomaly log", &missing);
-  if (!text) return steps;
+  if (!text) return out;
   std::string_view rest(*text);
-  for (size_t nl = rest.find('\n'); nl != std::string_view::npos && steps.size() < kMaxAnomalySteps;
+  for (size_t nl = rest.find('\n'); nl != std::string_view::npos && out.steps.size() < kMaxAnomalySteps;
        nl = rest.find('\n')) {
     const nlohmann::json a = nlohmann::json::parse(rest.substr(0, nl), nullptr, false);
     rest.remove_prefix(nl + 1);
     if (a.is_object() && a.value("rank", -1) == rank && a.value("pid", int64_t{-1}) == pid && a.contains("step") &&
         a["step"].is_number_integer()) {
-      steps.insert(a["step"].get<int64_t>());
+      out.steps.insert(a["step"].get<int64_t>());
+      if (a.value("type", std::string()) == "divergence") out.divergence = true;
     }
   }
-  return steps;
+  return out;
+}
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 uint64_t inode_of(const std::string& path) {
@@ -132,7 +144,15 @@ bool SummaryIntake::take(uint64_t id, int64_t pid, const RecordView& view, std::
   const int rank = view.header.rank;
   auto [at, first] = producers_.try_emplace(id, config_);
   Producer& p = at->second;
-  if (first) p.anomaly_steps = reported_steps(session_dir_, rank, pid);
+  if (first) {
+    Reported before = reported_before(session_dir_, rank, pid);
+    p.anomaly_steps = std::move(before.steps);
+    const auto ref = references_.find(id);
+    if (ref != references_.end()) {
+      p.watch = std::make_unique<DivergenceWatch>(ref->second, rank, pid, reference_, before.divergence);
+      references_.erase(ref);
+    }
+  }
   open_table(id, p, recording::summary_table_path(session_dir_, rank, pid));
   if (p.table) {
     // A full disk: this record's lines are lost (said once), later ones written when it
@@ -146,6 +166,11 @@ bool SummaryIntake::take(uint64_t id, int64_t pid, const RecordView& view, std::
     }
   }
   *anomalies = p.detector.observe(track, view.header.step, rank, pid, *parsed);
+  if (p.watch) {
+    for (Anomaly& a : p.watch->observe(track, view.header.step, *parsed, steady_ms())) {
+      anomalies->push_back(std::move(a));
+    }
+  }
   for (const Anomaly& a : *anomalies) {
     if (p.anomaly_steps.size() < kMaxAnomalySteps) p.anomaly_steps.insert(a.step);
   }
@@ -157,16 +182,55 @@ bool SummaryIntake::take(uint64_t id, int64_t pid, const RecordView& view, std::
   return true;
 }
 
-void SummaryIntake::finish_producer(uint64_t id) {
+void SummaryIntake::set_reference(uint64_t id, std::string reference) {
+  if (references_.size() < 65536) references_[id] = std::move(reference);
+}
+
+std::vector<Anomaly> SummaryIntake::poll() {
+  std::vector<Anomaly> out;
+  const int64_t now = steady_ms();
+  for (auto& [id, p] : producers_) {
+    if (!p.watch || !p.watch->waiting()) continue;
+    for (Anomaly& a : p.watch->poll(now)) {
+      if (p.anomaly_steps.size() < kMaxAnomalySteps) p.anomaly_steps.insert(a.step);
+      out.push_back(std::move(a));
+    }
+  }
+  return out;
+}
+
+nlohmann::json SummaryIntake::reference_status() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, p] : producers_) {
+    if (!p.watch) continue;
+    nlohmann::json s = p.watch->status();
+    s["producer"] = id;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<Anomaly> SummaryIntake::finish_producer(uint64_t id) {
+  references_.erase(id);
   auto it = producers_.find(id);
-  if (it == producers_.end()) return;
+  if (it == producers_.end()) return {};
   Producer& p = it->second;
+  std::vector<Anomaly> last;
+  if (p.watch) {
+    last = p.watch->finish(steady_ms());
+    const nlohmann::json s = p.watch->status();
+    TS_LOG_INFO(
+        "producer {} against the reference {}: {} tensors compared, {} outside tolerance{}", id,
+        s["reference"].get<std::string>(), s["compared"].get<uint64_t>(), s["out_of_tolerance"].get<uint64_t>(),
+        s["first_divergence"].is_null() ? std::string() : " (first at step " + s["first_divergence"].dump() + ")");
+  }
   // Finished in the background: a large table must not hold up the other producers.
   if (!p.compaction && p.table && p.table_bytes > static_cast<uint64_t>(table_max_bytes_)) {
     p.compaction = start_compaction(p.table->path(), p.anomaly_steps);
   }
   if (p.compaction) ended_.push_back(std::move(p.compaction));
   producers_.erase(it);
+  return last;
 }
 
 void SummaryIntake::maybe_compact(uint64_t id, Producer& p, bool wait) {

@@ -16,6 +16,8 @@
 // A table replaced by someone else (a second producer of the same process, on another
 // worker) is opened again before the next append; a compaction of the replaced one is
 // given up.
+// A producer with a reference run (set_reference) has its summaries compared with the
+// reference's as they come (divergence_watch.h); the first divergence joins its anomalies.
 //
 #pragma once
 
@@ -35,21 +37,34 @@
 #include "tensorscope/recording/summary_compaction.h"
 #include "tensorscope/shared/ring_reader.h"
 #include "worker/anomaly_detector.h"
+#include "worker/divergence_watch.h"
 
 namespace tensorscope::daemon {
 
 class SummaryIntake {
  public:
-  SummaryIntake(std::string session_dir, AnomaliesConfig config, int64_t table_max_bytes)
-      : session_dir_(std::move(session_dir)), config_(config), table_max_bytes_(table_max_bytes) {}
+  SummaryIntake(std::string session_dir, AnomaliesConfig config, ReferenceConfig reference, int64_t table_max_bytes)
+      : session_dir_(std::move(session_dir)),
+        config_(config),
+        reference_(std::move(reference)),
+        table_max_bytes_(table_max_bytes) {}
   ~SummaryIntake();
+
+  // Producer `id`'s summaries are compared with the run at `reference` (a session folder,
+  // or a folder of node folders), from its next record on.
+  void set_reference(uint64_t id, std::string reference);
 
   // The summaries of this record of producer `id` (process `pid`) and the anomalies it
   // shows first; false (and `why`) when the record is refused.
   bool take(uint64_t id, int64_t pid, const RecordView& view, std::vector<TensorSummary>* summaries,
             std::vector<Anomaly>* anomalies, std::string* why);
-  // The producer ended: a compaction under way is finished first.
-  void finish_producer(uint64_t id);
+  // The producer ended: a compaction under way is finished first; the divergence it
+  // showed last (records that waited for a still-running reference).
+  std::vector<Anomaly> finish_producer(uint64_t id);
+  // Divergences found in records that waited for their reference (call now and then).
+  std::vector<Anomaly> poll();
+  // What each producer's divergence watch compared ({producer, ...status}); empty when none.
+  nlohmann::json reference_status() const;
 
  private:
   struct Compaction {
@@ -66,6 +81,7 @@ class SummaryIntake {
   struct Producer {
     explicit Producer(AnomaliesConfig config) : detector(config) {}
     AnomalyDetector detector;
+    std::unique_ptr<DivergenceWatch> watch;
     std::optional<recording::AppendFile> table;
     bool table_failed = false;  // a failure was logged (once per producer)
     uint64_t table_ino = 0;     // the file `table` appends to
@@ -88,6 +104,8 @@ class SummaryIntake {
 
   const std::string session_dir_;
   const AnomaliesConfig config_;
+  const ReferenceConfig reference_;
+  std::map<uint64_t, std::string> references_;  // set_reference's, until the first record
   const int64_t table_max_bytes_;
   std::map<uint64_t, Producer> producers_;
   std::vector<std::unique_ptr<Compaction>> ended_;  // of producers that ended

@@ -57,7 +57,8 @@ Status Worker::configure(const nlohmann::json& message) {
   auto list_file = [this](const IndexEntry& e) { post({{control::kType, control::kFile}, {"entry", to_json(e)}}); };
   router_ = std::make_unique<StreamRouter>(config_, session_dir_, list_file, live_.get(), queue_->lanes());
   sinks_ = std::make_unique<RecordSinks>(config_.record, session_dir_);
-  summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies, config_.record.summary_table_max_bytes);
+  summaries_ = std::make_unique<SummaryIntake>(session_dir_, config_.anomalies, config_.reference,
+                                               config_.record.summary_table_max_bytes);
   tensorboard_ = std::make_unique<TensorBoardScalars>(session_dir_, config_.export_);
   overview_ = std::make_unique<OverviewVideos>(config_, session_dir_, router_.get(), list_file);
   configured_ = true;
@@ -92,6 +93,7 @@ void Worker::send_heartbeat() {
                           {"live_frames", live_ ? live_->published() : 0},
                           {"recording", sinks_ ? sinks_->counters() : nlohmann::json::object()},
                           {"producers", producers_.size()},
+                          {"reference", summaries_ ? summaries_->reference_status() : nlohmann::json::array()},
                           {"streams", router_ ? router_->stream_summaries() : nlohmann::json::array()}};
   (void)channel_.send({{control::kType, control::kHeartbeat}, {"stats", std::move(stats)}});
 }
@@ -140,6 +142,8 @@ void Worker::handle(const nlohmann::json& message, int fd) {
         std::make_unique<RingReader>(attached.segment.get(), static_cast<uint64_t>(config_.limits.max_record_bytes));
     attached.segment->header()->consumer_state.store(wire::kConsumerAttached, std::memory_order_release);
     producers_[id] = std::move(attached);
+    const std::string reference = message.value("reference", std::string());
+    if (!reference.empty()) summaries_->set_reference(id, reference);
     TS_LOG_INFO("attached producer {} (pid {}, rank {})", id, producers_[id].segment->header()->producer_pid,
                 producers_[id].segment->header()->rank);
   } else if (type == control::kDetach) {
@@ -298,13 +302,17 @@ bool Worker::take_summaries(uint64_t id, Attached& p, const RecordView& view) {
     if (p.invalid_logged++ < 10) TS_LOG_WARN("producer {}: refused a summary record: {}", id, why);
     return false;
   }
-  for (const Anomaly& a : anomalies) post({{control::kType, control::kAnomaly}, {"anomaly", a.to_json()}});
+  post_anomalies(anomalies);
   tensorboard_->write(id, view.header.rank, pid, view.header.step, summaries);
   for (auto& job : overview_->observe(id, pid, view.header.rank, view.header.step, view.header.timestamp_unix_ns,
                                       summaries, anomalies, now_ms())) {
     render_later(std::move(job));
   }
   return true;
+}
+
+void Worker::post_anomalies(const std::vector<Anomaly>& anomalies) {
+  for (const Anomaly& a : anomalies) post({{control::kType, control::kAnomaly}, {"anomaly", a.to_json()}});
 }
 
 void Worker::render_later(RenderJob job) {
@@ -329,7 +337,7 @@ void Worker::detach(uint64_t id) {
   for (RenderJob& finish : router_->finish_producer(id)) render_later(std::move(finish));
   auto pngs = overview_->finish_producer(id);
   sinks_->finish_producer(id);
-  summaries_->finish_producer(id);
+  post_anomalies(summaries_->finish_producer(id));
   tensorboard_->finish_producer(id);
   producers_.erase(it);
   device_reader_.forget_producer(id);
@@ -400,6 +408,11 @@ int Worker::run() {
     int consumed = 0;
     if (configured_) {
       for (auto& [id, producer] : producers_) consumed += drain(id, producer, kDrainBudget);
+      // Summaries that wait for a still-running reference: compared as it catches up.
+      if (const int64_t now = now_ms(); now >= next_reference_poll_ms_) {
+        next_reference_poll_ms_ = now + kReferencePollMs;
+        post_anomalies(summaries_->poll());
+      }
     }
     idle_ms = consumed > 0 ? 0 : std::min(kMaxIdleSleepMs, idle_ms * 2 + 1);
     keep_in_touch();

@@ -67,7 +67,8 @@ class Worker {
   void detach(uint64_t producer_id);
   void shutdown();
   void post(nlohmann::json message);  // render threads -> supervisor, via the outbox
-  void render_later(RenderJob job);   // to its render lane (waits while that is full)
+  void post_anomalies(const std::vector<Anomaly>& anomalies);
+  void render_later(RenderJob job);  // to its render lane (waits while that is full)
   // After every job queued so far, on every lane (waits while a lane is full).
   void render_after_all(std::function<void()> job);
   void flush_outbox();
@@ -81,6 +82,8 @@ class Worker {
   std::string session_dir_;
   int index_ = -1;
   bool configured_ = false;
+  static constexpr int64_t kReferencePollMs = 500;
+  int64_t next_reference_poll_ms_ = 0;
   bool stopping_ = false;
   std::unique_ptr<LivePublisher> live_;  // the live view's board (null: off)
   std::unique_ptr<RenderQueue> queue_;

@@ -283,7 +283,7 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
       error_of("wokers: 3\n"),
       StartsWith(
           "test.yaml: wokers: unknown key (known keys: session, output_dir, "
-          "output_private, output_budget_mb, runtime_dir, workers, render_threads, log_level, video, render, style, record, limits, supervisor, live, anomalies, overview, export)"));
+          "output_private, output_budget_mb, runtime_dir, workers, render_threads, log_level, video, render, style, record, limits, supervisor, live, anomalies, overview, export, reference)"));
   // A key in the wrong section points at the right one.
   EXPECT_THAT(error_of("width: 800\n"), HasSubstr("did you mean \"video.width\""));
   EXPECT_THAT(error_of("video:\n  workers: 3\n"),
@@ -432,6 +432,7 @@ DaemonConfig non_default_config() {
   c.render.tsne_max_rows = 777;
   c.render.tsne_seed = 99;
   c.render.histogram_ranges = {{"^probs", 0, 1}, {"logits$", -10.5, 10.25}};
+  c.reference = {"runs/fp32", {{"attn", 1e-3, 0}, {"^head$", 0.5, 1e-6}}, 17};
   c.style.background = Rgb{0, 0, 0};
   c.style.accent = *parse_rgb("#FFaa00");
   c.limits = {9000000000LL, 3};
@@ -618,6 +619,28 @@ TEST(DaemonConfigTest, HistogramRangesAndColors) {
   ASSERT_FALSE(bad_color.is_ok());
   EXPECT_NE(bad_color.message().find("style.grid"), std::string::npos) << bad_color.message();
   EXPECT_NE(bad_color.message().find("#rrggbb"), std::string::npos) << bad_color.message();
+}
+
+TEST(DaemonConfigTest, AReferenceWithToleranceRulesReadsAndBadRulesAreNamed) {
+  auto ok = parse_daemon_config(
+      "reference:\n  session: runs/fp32\n  tolerances:\n    - {match: \"\\\\.attn\\\\.\", rtol: 1e-3, atol: 0}\n"
+      "  pending_mb: 8\n",
+      "t.yaml");
+  ASSERT_TRUE(ok.is_ok()) << ok.message();
+  EXPECT_EQ(ok->reference.session, "runs/fp32");
+  ASSERT_EQ(ok->reference.tolerances.size(), 1u);
+  EXPECT_EQ(ok->reference.tolerances[0], (ToleranceRule{"\\.attn\\.", 1e-3, 0}));
+  EXPECT_EQ(ok->reference.pending_mb, 8);
+
+  for (const char* bad :
+       {"{match: x, rtol: -1, atol: 0}", "{match: x, rtol: .nan, atol: 0}", "{match: \"(\", rtol: 1, atol: 0}"}) {
+    auto refused = parse_daemon_config(std::string("reference:\n  tolerances:\n    - ") + bad + "\n", "t.yaml");
+    ASSERT_FALSE(refused.is_ok()) << bad;
+    EXPECT_NE(refused.message().find("reference.tolerances[0]"), std::string::npos) << refused.message();
+  }
+  auto shape = parse_daemon_config("reference:\n  tolerances:\n    - {match: x, lo: 0, hi: 1}\n", "t.yaml");
+  ASSERT_FALSE(shape.is_ok());
+  EXPECT_NE(shape.message().find("{match: REGEX, rtol: NUMBER, atol: NUMBER}"), std::string::npos) << shape.message();
 }
 
 TEST(DaemonConfigTest, RecordSinksTakeRegexesAndCheckThem) {

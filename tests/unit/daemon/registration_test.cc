@@ -67,9 +67,11 @@ TEST(Registration, AGoodRequestOpensTheSegment) {
   // The peer is another process than the one the segment names.
   const PeerCredentials other{::getpid() + 1, ::geteuid(), ::getegid()};
   EXPECT_THAT(check_registration(request(name), other, "s", dir.path()).message(), HasSubstr("does not belong"));
-  const nlohmann::json reply = registered_reply(7, false, "no GPU");
+  const nlohmann::json reply = registered_reply(7, false, "no GPU", {"/runs/fp32", "a note"});
   EXPECT_EQ(reply[control::kProducerId], 7);
   EXPECT_EQ(reply["cuda_note"], "no GPU");
+  EXPECT_EQ(reply["reference"], "/runs/fp32");
+  EXPECT_EQ(reply["reference_note"], "a note");
   EXPECT_EQ(reply[control::kType], control::kRegistered);
 }
 

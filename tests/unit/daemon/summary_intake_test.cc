@@ -60,7 +60,7 @@ TEST(SummaryIntake, ALongRunsTableIsCompactedWhileRecordsKeepComing) {
   int64_t non_finite_reports = 0;
   const int64_t steps = 6000, bad_step = 1234;
   {
-    SummaryIntake intake(dir.path(), AnomaliesConfig{}, limit);
+    SummaryIntake intake(dir.path(), AnomaliesConfig{}, ReferenceConfig{}, limit);
     for (int64_t step = 0; step < steps; ++step) feed(intake, 1, step, bad_step, &non_finite_reports);
     intake.finish_producer(1);
   }
@@ -98,7 +98,8 @@ TEST(SummaryIntake, TwoWorkersOnOneTableKeepItWhole) {
   const int64_t limit = 1 << 20;
   int64_t reports = 0;
   {
-    SummaryIntake a(dir.path(), AnomaliesConfig{}, limit), b(dir.path(), AnomaliesConfig{}, limit);
+    SummaryIntake a(dir.path(), AnomaliesConfig{}, ReferenceConfig{}, limit),
+        b(dir.path(), AnomaliesConfig{}, ReferenceConfig{}, limit);
     for (int64_t step = 0; step < 6000; ++step) feed(step % 2 == 0 ? a : b, 1, step, 1000000, &reports);
     a.finish_producer(1);
     b.finish_producer(1);

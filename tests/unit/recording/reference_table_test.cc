@@ -36,9 +36,9 @@ TensorSummary tensor(const std::string& name, double l2) {
 
 // One record of track "net" at `step`: layer "a" called twice, then "b".
 std::string record(int64_t step) {
-  return summary_table_lines(step, 0, "net",
-                             {tensor("a", 1.0 + static_cast<double>(step)), tensor("b", 2),
-                              tensor("a", 100.0 + static_cast<double>(step))});
+  return summary_table_lines(
+      step, 0, "net",
+      {tensor("a", 1.0 + static_cast<double>(step)), tensor("b", 2), tensor("a", 100.0 + static_cast<double>(step))});
 }
 
 void append(const std::string& path, const std::string& text) {
@@ -142,8 +142,8 @@ TEST(ReferenceTableTest, AReplacedFileGoesOnAfterWhatWasReadAndMergedRowsAreCoun
   merged.track = "net";
   merged.summary = tensor("a", 9);
   merged.steps = 2;
-  std::string compacted = std::string(kSummaryTableHeader) + "\n" + summary_table_line(merged) + record(2) +
-                          record(3) + record(4) + "not,a,row\n";
+  std::string compacted = std::string(kSummaryTableHeader) + "\n" + summary_table_line(merged) + record(2) + record(3) +
+      record(4) + "not,a,row\n";
   testing::write_text_file(path + ".new", compacted);
   ASSERT_EQ(::rename((path + ".new").c_str(), path.c_str()), 0);
   ASSERT_TRUE(table.read(0, 100));
@@ -167,7 +167,7 @@ TEST(ReferenceTableTest, FindsTheTableOfARankInASessionOrBelowAFolderOfNodes) {
   testing::write_text_file(job + "/node1/summaries/rank1_pid30.csv", kSummaryTableHeader);
   testing::write_text_file(job + "/node1/summaries/rank1_pid30.csv.compacting-1-1", kSummaryTableHeader);
   // pid 20 is the later run of rank 1 (a restart): written last.
-  const struct utimbuf old_times {1000, 1000};
+  const struct utimbuf old_times { 1000, 1000 };
   ASSERT_EQ(::utime((job + "/node1/summaries/rank1_pid30.csv").c_str(), &old_times), 0);
   EXPECT_EQ(reference_table_for_rank(job, 0), job + "/node0/summaries/rank0_pid10.csv");
   EXPECT_EQ(reference_table_for_rank(job, 1), job + "/node1/summaries/rank1_pid20.csv");

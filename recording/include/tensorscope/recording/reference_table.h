@@ -60,10 +60,10 @@ class ReferenceTable {
   int64_t last_step() const { return last_step_; }
   int64_t last_step(const std::string& track) const;
 
-  uint64_t rows_kept() const { return rows_kept_; }         // held now
-  uint64_t compacted_rows() const { return compacted_; }    // skipped: merged blocks
-  uint64_t bad_lines() const { return bad_lines_; }         // not the table's
-  uint64_t reopened() const { return reopened_; }           // replaced files opened again
+  uint64_t rows_kept() const { return rows_kept_; }       // held now
+  uint64_t compacted_rows() const { return compacted_; }  // skipped: merged blocks
+  uint64_t bad_lines() const { return bad_lines_; }       // not the table's
+  uint64_t reopened() const { return reopened_; }         // replaced files opened again
 
  private:
   Status open();
@@ -73,8 +73,8 @@ class ReferenceTable {
   const std::string path_;
   UniqueFd fd_;
   uint64_t ino_ = 0;
-  uint64_t offset_ = 0;       // of the first byte not yet taken
-  std::string partial_;       // a last line without its '\n' yet
+  uint64_t offset_ = 0;          // of the first byte not yet taken
+  std::string partial_;          // a last line without its '\n' yet
   int64_t skip_upto_ = kNoStep;  // after a reopen: rows of steps <= this were read before
   bool at_end_ = false;
   std::map<int64_t, std::unordered_map<std::string, Group>> steps_;
