@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   int64_t reports = 0;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    daemon::SummaryIntake intake(dir.path(), AnomaliesConfig{}, limit);
+    daemon::SummaryIntake intake(dir.path(), AnomaliesConfig{}, ReferenceConfig{}, limit);
     std::vector<TensorSummary> entries(static_cast<size_t>(tensors));
     for (int64_t t = 0; t < tensors; ++t) {
       entries[static_cast<size_t>(t)].name = "model.layers." + std::to_string(t / 4) + ".block" + std::to_string(t % 4);

@@ -107,6 +107,25 @@ void print_table(const nlohmann::json& s) {
                 p.value("refused", 0ULL), p.value("dropped_by_daemon", 0ULL), sends,
                 p.value("connected", true) ? "" : "  (draining)");
   }
+  // Producers compared with a reference run (divergence_watch.h's counts).
+  bool reference_title = false;
+  for (const auto& w : s.value("workers", nlohmann::json::array())) {
+    const auto st = w.value("stats", nlohmann::json::object());
+    for (const auto& r : st.value("reference", nlohmann::json::array())) {
+      if (!r.is_object()) continue;
+      if (!reference_title) std::printf("\nreference runs (tensors compared with the same step of the reference)\n");
+      reference_title = true;
+      const nlohmann::json first = r.value("first_divergence", nlohmann::json());
+      const nlohmann::json at = r.value("reference_step", nlohmann::json());
+      std::printf("  producer %llu: %llu compared, %llu outside tolerance%s; %llu waiting, reference at step %s: %s\n",
+                  r.value("producer", 0ULL), r.value("compared", 0ULL), r.value("out_of_tolerance", 0ULL),
+                  first.is_number_integer() ? (" (first at step " + first.dump() + ")").c_str() : "",
+                  r.value("waiting", 0ULL), at.is_number_integer() ? at.dump().c_str() : "-",
+                  r.value("table", std::string()).empty()
+                      ? (r.value("reference", std::string()) + " (no table yet)").c_str()
+                      : r.value("table", std::string()).c_str());
+    }
+  }
   std::printf("\nstreams\n  %-40s %-8s %-5s %-10s %-8s %-10s\n", "stream", "device", "rank", "mode", "frames",
               "last_step");
   for (const auto& w : s.value("workers", nlohmann::json::array())) {

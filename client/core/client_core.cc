@@ -109,6 +109,9 @@ ClientCore::ClientCore(CoreOptions options)
                         options_.session,           config.runtime_dir,        options_.autostart_idle_exit_ms};
   }
   config.run_info = collect_run_info(rank_, options_.framework_versions);
+  // A folder is named from here (the daemon may run elsewhere); a session name as it is.
+  config.reference =
+      options_.reference.find('/') == std::string::npos ? options_.reference : absolute_path(options_.reference);
   connection_ = std::make_unique<Connection>(std::move(config));
 }
 

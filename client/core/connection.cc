@@ -387,6 +387,7 @@ Connection::Attempt Connection::try_connect() {
                           {"segment", segment->path().substr(segment->path().find_last_of('/') + 1)},
                           {"segment_size", segment->size()}};
   if (config_.run_info.is_object()) hello["run_info"] = config_.run_info;
+  if (!config_.reference.empty()) hello["reference"] = config_.reference;
   Status sent = channel.send(hello);
   auto reply = sent ? channel.receive(kRegisterTimeoutMs) : StatusOr<nlohmann::json>(sent);
   auto string_field = [](const nlohmann::json& j, const char* key) {
@@ -417,6 +418,10 @@ Connection::Attempt Connection::try_connect() {
   const auto ipc = reply->find("cuda_ipc");
   active->cuda_ipc = ipc != reply->end() && ipc->is_boolean() && ipc->get<bool>();
   active->cuda_note = string_field(*reply, "cuda_note");
+  if (const std::string note = string_field(*reply, "reference_note"); !note.empty() && note != reference_note_) {
+    reference_note_ = note;  // once, not at every registration
+    TS_LOG_WARN("tensorscope client: reference run: {}", note);
+  }
   const auto tree = reply->find("module_tree");
   active->module_tree = tree != reply->end() && tree->is_boolean() && tree->get<bool>();
   const auto summaries = reply->find("summaries");

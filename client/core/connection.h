@@ -50,6 +50,7 @@ struct ConnectionConfig {
   uint64_t local_world_size = 1;    // processes per machine sharing the runtime directory
   std::optional<AutostartConfig> autostart;
   nlohmann::json run_info;  // collect_run_info(): sent in every registration (null: none)
+  std::string reference;    // the run to compare with, sent in every registration ("" : none)
 };
 
 // The smallest segment budget tried when the runtime directory is short of space.
@@ -160,7 +161,8 @@ class Connection {
   bool retried_after_launch_ = false;
   int closed_in_registration_ = 0;  // consecutive registrations the daemon closed unanswered
   int refusal_backoff_ms_ = 0;
-  std::string last_error_;  // logged once until it changes
+  std::string last_error_;      // logged once until it changes
+  std::string reference_note_;  // the daemon's note on the reference, logged once
   std::string last_shm_note_;
   MessageChannel channel_;
   std::unique_ptr<DaemonAutostart> autostart_;  // the thread's own

@@ -24,6 +24,9 @@ po::options_description described() {
       ("log-level", po::value<std::string>()->value_name("LEVEL"), "trace, debug, info, warn, error or off (log_level)")
       ("idle-exit-ms", po::value<std::string>()->value_name("MS"),
        "exit (finalizing every video) after MS ms without producers (supervisor.idle_exit_ms)")
+      ("reference", po::value<std::string>()->value_name("RUN"),
+       "compare each process's summaries with this run's as it trains: a session folder or a session name "
+       "under DIR (reference.session)")
       ("view", "serve the live view (live.serve: true); its address is printed on stderr")
       ("check-config", "load and check the config (with these options), say so, and exit")
       ("detach", "(first argument) run the daemon in a child; return once it listens")
@@ -53,7 +56,7 @@ std::string daemon_usage() {
   std::ostringstream out;
   out << "usage: tensorscoped [--config FILE] [--output DIR] [--session NAME] [--workers N]\n"
          "                    [--runtime-dir DIR] [--log-level LEVEL] [--idle-exit-ms MS]\n"
-         "                    [--view] [--check-config] [--detach] [--autostarted]\n"
+         "                    [--reference RUN] [--view] [--check-config] [--detach] [--autostarted]\n"
          "Starts the tensorscope daemon in the foreground. Videos go to DIR/NAME/.\n"
       << described()
       << "Exit status: 0 stopped cleanly (or, with --detach, listening; with --check-config,\n"
@@ -97,6 +100,7 @@ StatusOr<DaemonArgs> parse_daemon_args(int argc, const char* const* argv) {
   args.output = text("output");
   args.session = text("session");
   args.runtime_dir = text("runtime-dir");
+  args.reference = text("reference");
   if (const auto level = text("log-level")) {
     args.log_level = choice_from_name<LogLevel>(*level);
     if (!args.log_level) {
@@ -126,6 +130,7 @@ StatusOr<DaemonConfig> daemon_config_for(const DaemonArgs& args) {
   if (args.output) config.output_dir = *args.output;
   if (args.session) config.session = *args.session;
   if (args.runtime_dir) config.runtime_dir = *args.runtime_dir;
+  if (args.reference) config.reference.session = *args.reference;
   if (args.log_level) config.log_level = *args.log_level;
   if (args.workers) config.workers = *args.workers;
   if (args.idle_exit_ms) config.supervisor.idle_exit = std::chrono::milliseconds(*args.idle_exit_ms);

@@ -21,6 +21,7 @@ struct DaemonArgs {
   std::optional<std::string> output;
   std::optional<std::string> session;
   std::optional<std::string> runtime_dir;
+  std::optional<std::string> reference;
   std::optional<LogLevel> log_level;
   std::optional<int> workers;
   std::optional<int> idle_exit_ms;

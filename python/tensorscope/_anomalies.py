@@ -102,7 +102,7 @@ def read_summaries(session_dir: Where, shards: str = "both") -> Any:
 
 def read_anomalies(session_dir: Where) -> AnomalyReports:
     """The anomalies the daemon reported for a session, in the order it reported them: a
-    list of dicts with type ("non_finite", "explosion", "dead_units"), step, rank, pid,
+    list of dicts with type ("non_finite", "explosion", "dead_units", "divergence"), step, rank, pid,
     track, stream, kind, message, details (with "order", the tensor's place in its step's
     forward order) and node (the host its daemon ran on). [] when there is none yet.
     Several nodes' session folders (see read_summaries) are read as one run: their

@@ -106,6 +106,7 @@ class Client:
         cuda_ipc: bool = True,
         anomaly_capture_steps: int = 2,
         pacing: bool = True,
+        reference: str = "",
     ) -> None:
         # Every keyword but the transform, as the signature has them (test_push.py checks
         # that the signature is the table), checked (types, bounds) and completed by the

@@ -80,10 +80,11 @@ class Daemon:
     """A tensorscoped for one test, recording statistics of every stream (and .npy values
     of the streams `npy` matches)."""
 
-    def __init__(self, root, session, npy=".*", video=""):
+    def __init__(self, root, session, npy=".*", video="", args=()):
         built(DAEMON)
         self.root = root
         self.session = session
+        self.args = list(args)  # more of tensorscoped's options
         # Short: the session socket's path must fit in sockaddr_un.
         self.runtime_dir = tempfile.mkdtemp(prefix="tsrun-", dir="/tmp")
         self.output = os.path.join(root, "out")
@@ -97,7 +98,7 @@ class Daemon:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [DAEMON, "--config", self.config, "--output", self.output, "--session", self.session,
-             "--runtime-dir", self.runtime_dir],
+             "--runtime-dir", self.runtime_dir, *self.args],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         if not wait_until(lambda: self.status() is not None or self.process.poll() is not None, timeout):

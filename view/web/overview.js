@@ -176,7 +176,8 @@ export function renderOverview() {
 }
 
 // What the banner calls the first anomaly of each type, in the order it names them.
-const FIRST_OF_TYPE = [['non_finite', 'First NaN/Inf'], ['explosion', 'First explosion'], ['dead_units', 'Dead units']];
+const FIRST_OF_TYPE = [['non_finite', 'First NaN/Inf'], ['explosion', 'First explosion'], ['dead_units', 'Dead units'],
+  ['divergence', 'First divergence from the reference']];
 
 // The first anomaly of each type over every session (the server's: the earliest step, then
 // forward order, then rank), and how many others.

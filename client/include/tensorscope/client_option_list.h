@@ -109,5 +109,10 @@ constexpr Rank rank_between(int64_t lo, int64_t hi) { return {lo, hi}; }
   /* After the first NaN or Inf a track's summary shows (TrackOptions::stats_every): the tensor is                 \
      sent whole at once (on the CPU; a GPU summary is read a step later), and every module track                   \
      sends whole tensors for this many steps after that step. */                                                   \
-  X(int64_t, anomaly_capture_steps, 2, between(0, int64_t{1} << 20))
+  X(int64_t, anomaly_capture_steps, 2, between(0, int64_t{1} << 20))                                                \
+  /* A run to compare this one with as it trains (docs/user/reference_runs.md): a session folder,                   \
+     finished or still running (a path with a '/', relative to the working directory), or a                        \
+     session name beside the daemon's; "" = the daemon's reference.session. The daemon reports                     \
+     the first tensor outside tolerance as the anomaly "divergence". */                                            \
+  X(std::string, reference, "", text(kPath))
 // clang-format on

@@ -76,8 +76,7 @@ bool DivergenceWatch::reference_ended(int64_t now_ms) {
   if (!table_) {
     // No table of this rank: a reference without it, once it had time to start one.
     ended_ = now_ms - first_seen_ms_ > kQuietMs;
-  } else if (same_host_ && reference_pid_ > 0 && ::kill(static_cast<pid_t>(reference_pid_), 0) != 0 &&
-             errno == ESRCH) {
+  } else if (same_host_ && reference_pid_ > 0 && ::kill(static_cast<pid_t>(reference_pid_), 0) != 0 && errno == ESRCH) {
     ended_ = true;  // its process is gone: the table has all it will ever have
   } else {
     ended_ = wall_ms() - mtime_ms(table_->path()) > kQuietMs;
@@ -97,9 +96,9 @@ bool DivergenceWatch::settled(int64_t step, const std::string& track, int64_t no
       // summaries/<table> -> the session's run_info/<same name>.json says where it ran.
       const std::string session = path.substr(0, path.rfind('/', slash - 1));
       bool missing = false;
-      const auto info = read_text_file(
-          session + "/" + kRunInfoDirName + "/" + run_info_base_name(rank_, static_cast<long>(reference_pid_)) + ".json",
-          1 << 20, "run info", &missing);
+      const auto info = read_text_file(session + "/" + kRunInfoDirName + "/" +
+                                           run_info_base_name(rank_, static_cast<long>(reference_pid_)) + ".json",
+                                       1 << 20, "run info", &missing);
       const nlohmann::json j = info ? nlohmann::json::parse(*info, nullptr, false) : nlohmann::json();
       same_host_ = j.is_object() && j.value("hostname", std::string()) == host_name() && !host_name().empty();
       TS_LOG_INFO("rank {} (pid {}) is compared with the reference's table {}", rank_, pid_, path);
@@ -116,7 +115,7 @@ bool DivergenceWatch::settled(int64_t step, const std::string& track, int64_t no
     table_error_.clear();
   }
   return table_->last_step(track) > step + kTrackSlack || table_->last_step() > step + kStepSlack ||
-         (table_->at_end() && reference_ended(now_ms));
+      (table_->at_end() && reference_ended(now_ms));
 }
 
 DiffTolerance DivergenceWatch::tolerance_of(const std::string& stream, const DiffTolerance& by_dtype) {
@@ -175,18 +174,18 @@ void DivergenceWatch::compare(const Record& r, std::vector<Anomaly>* out) {
     x.track = r.track;
     x.stream = s.name;
     x.kind = wire::tensor_kind_name(s.kind);
-    const std::string where = "step " + std::to_string(r.step) + ", rank " + std::to_string(rank_) + ", " + s.name +
-                              " (" + x.kind + ")";
+    const std::string where =
+        "step " + std::to_string(r.step) + ", rank " + std::to_string(rank_) + ", " + s.name + " (" + x.kind + ")";
     if (!d.comparable) {
       x.message = "first divergence from the reference: " + where + " has " + std::to_string(s.numel) +
-                  " values, the reference's " + std::to_string(a.numel);
+          " values, the reference's " + std::to_string(a.numel);
     } else {
       const bool count = d.metric == "nan_count" || d.metric == "inf_count" || d.metric == "zero_fraction";
       x.message = "first divergence from the reference: " + where + " " + d.metric + " " + number(d.value) +
-                  ", the reference's " + number(d.reference) +
-                  (count ? std::string() : " (" + number(d.relative) + " relative)") + "; tolerance rtol " +
-                  number(tolerance.rtol) + (tolerance.atol > 0 ? ", atol " + number(tolerance.atol) : std::string()) +
-                  " (" + wire::dtype_name(s.dtype) + " here, " + wire::dtype_name(a.dtype) + " there)";
+          ", the reference's " + number(d.reference) +
+          (count ? std::string() : " (" + number(d.relative) + " relative)") + "; tolerance rtol " +
+          number(tolerance.rtol) + (tolerance.atol > 0 ? ", atol " + number(tolerance.atol) : std::string()) + " (" +
+          wire::dtype_name(s.dtype) + " here, " + wire::dtype_name(a.dtype) + " there)";
     }
     x.details = {{"metric", d.metric},
                  {"value", d.value},
@@ -269,9 +268,9 @@ nlohmann::json DivergenceWatch::status() const {
           {"only_in_run", only_in_run_},
           {"not_reached", not_reached_},
           {"not_compared_full", not_compared_full_},
-          {"reference_step", table_ && table_->last_step() != ReferenceTable::kNoStep
-                                 ? nlohmann::json(table_->last_step())
-                                 : nlohmann::json(nullptr)}};
+          {"reference_step",
+           table_ && table_->last_step() != ReferenceTable::kNoStep ? nlohmann::json(table_->last_step())
+                                                                    : nlohmann::json(nullptr)}};
 }
 
 }  // namespace tensorscope::daemon

@@ -24,8 +24,9 @@ StatusOr<DaemonArgs> parse(std::vector<std::string> args) {
 }
 
 TEST(DaemonArgs, EachOptionReachesItsConfigKey) {
-  auto args = parse({"--output", "runs", "--session", "exp1", "--workers", "3", "--runtime-dir", "/tmp/rt",
-                     "--log-level", "debug", "--idle-exit-ms", "1500", "--view", "--autostarted"});
+  auto args =
+      parse({"--output", "runs", "--session", "exp1", "--workers", "3", "--runtime-dir", "/tmp/rt", "--log-level",
+             "debug", "--idle-exit-ms", "1500", "--view", "--autostarted", "--reference", "runs/fp32"});
   ASSERT_TRUE(args.is_ok()) << args.message();
   EXPECT_TRUE(args->autostarted);
   EXPECT_FALSE(args->detach);
@@ -38,6 +39,7 @@ TEST(DaemonArgs, EachOptionReachesItsConfigKey) {
   EXPECT_EQ(config->log_level, LogLevel::kDebug);
   EXPECT_EQ(config->supervisor.idle_exit, std::chrono::milliseconds(1500));
   EXPECT_TRUE(config->live.serve);
+  EXPECT_EQ(config->reference.session, "runs/fp32");
   // Nothing given: the defaults.
   auto none = parse({});
   ASSERT_TRUE(none.is_ok());
@@ -84,8 +86,9 @@ TEST(DaemonArgs, HelpCheckConfigAndTheWorkersReexecAreSeen) {
   ASSERT_TRUE(worker.is_ok());
   EXPECT_EQ(worker->worker_fd, 7);
   EXPECT_FALSE(parse({"--worker-fd", "x"}).is_ok());
-  for (const char* option : {"--config", "--output", "--session", "--workers", "--runtime-dir", "--log-level",
-                             "--idle-exit-ms", "--view", "--check-config", "--detach", "--autostarted"}) {
+  for (const char* option :
+       {"--config", "--output", "--session", "--workers", "--runtime-dir", "--log-level", "--idle-exit-ms",
+        "--reference", "--view", "--check-config", "--detach", "--autostarted"}) {
     EXPECT_THAT(daemon_usage(), HasSubstr(option));
   }
 }

@@ -202,7 +202,7 @@ TEST(DivergenceWatch, ARunningReferenceIsWaitedForAndStepsItLacksAreNotCompared)
   run.feed(watch, 0, 30, changed);
   EXPECT_TRUE(run.found.empty());
   EXPECT_GT(watch.status()["waiting"].get<int>(), 15);  // the steps the reference has not reached
-  EXPECT_TRUE(watch.poll(100000).empty());             // still running: still waiting
+  EXPECT_TRUE(watch.poll(100000).empty());              // still running: still waiting
   ref.append_steps(10, 40);
   for (Anomaly& a : watch.poll(100000)) run.found.push_back(std::move(a));
   ASSERT_EQ(run.found.size(), 1u);
@@ -243,9 +243,9 @@ TEST(DivergenceWatch, WhatWaitsIsBoundedAndWhatNeverCameIsCountedAtTheEnd) {
   EXPECT_TRUE(watch.finish(0).empty());
   const nlohmann::json end = watch.status();
   EXPECT_EQ(end["waiting"], 0);
-  EXPECT_EQ(end["compared"].get<uint64_t>() + end["not_reached"].get<uint64_t>() +
-                end["not_compared_full"].get<uint64_t>(),
-            3000u * 4);
+  EXPECT_EQ(
+      end["compared"].get<uint64_t>() + end["not_reached"].get<uint64_t>() + end["not_compared_full"].get<uint64_t>(),
+      3000u * 4);
 }
 
 TEST(DivergenceWatch, ToleranceRulesShapesRepeatedCallsAndEarlierReports) {

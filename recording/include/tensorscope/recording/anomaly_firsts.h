@@ -15,8 +15,9 @@
 
 namespace tensorscope::recording {
 
-// The types the workers report, in the order they are named (anomaly_detector.h).
-inline constexpr const char* kAnomalyTypes[] = {"non_finite", "explosion", "dead_units"};
+// The types the workers report, in the order they are named (anomaly_detector.h; the
+// first divergence from a reference run: divergence_watch.h).
+inline constexpr const char* kAnomalyTypes[] = {"non_finite", "explosion", "dead_units", "divergence"};
 
 // Whether `a` has what every report has: a string "type", integer "step" and "rank".
 bool is_anomaly_report(const nlohmann::json& a);
