@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   std::printf("  one worker thread keeps up with %.0f steps/s of %lld tensors compared (%.2f M tensors/s)\n",
               1e3 / per_step_with, static_cast<long long>(tensors),
               static_cast<double>(tensors) / per_step_with * 1e3 / 1e6);
-  std::printf("  divergences reported: %llu (identical runs: 0 expected)\n", static_cast<unsigned long long>(found_ref));
+  std::printf("  divergences reported: %llu (identical runs: 0 expected)\n",
+              static_cast<unsigned long long>(found_ref));
   return found_ref == 0 ? 0 : 1;
 }
