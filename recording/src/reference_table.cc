@@ -17,6 +17,8 @@ namespace {
 
 // A line longer than this is no table's (stream names are at most 127 bytes).
 constexpr size_t kMaxLineBytes = 64 * 1024;
+// Read from the file at a time.
+constexpr size_t kChunkBytes = 256 * 1024;
 
 }  // namespace
 
@@ -55,7 +57,8 @@ Status ReferenceTable::open() {
   fd_ = std::move(fd);
   ino_ = static_cast<uint64_t>(st.st_ino);
   offset_ = 0;
-  partial_.clear();
+  buffer_.clear();
+  taken_ = 0;
   return Status::ok();
 }
 
@@ -64,10 +67,29 @@ Status ReferenceTable::read(int64_t keep_from, int64_t stop_after, uint64_t max_
   if (!fd_.valid()) {
     if (Status st = open(); !st) return st;
   }
-  std::string chunk(std::min<uint64_t>(max_bytes, 1u << 20), '\0');
-  for (uint64_t read_now = 0; read_now < max_bytes;) {
-    auto got = pread_full(fd_.get(), chunk.data(), chunk.size(), offset_, path_);
+  for (uint64_t read_now = 0;;) {
+    const size_t nl = buffer_.find('\n', taken_);
+    if (nl != std::string::npos) {
+      const std::string_view line(buffer_.data() + taken_, nl - taken_);
+      taken_ = nl + 1;
+      if (!take_line(line, keep_from, stop_after)) return Status::ok();
+      continue;
+    }
+    // No whole line left: more of the file (a line still being written waits for its end).
+    if (read_now >= max_bytes) return Status::ok();
+    if (buffer_.size() - taken_ > kMaxLineBytes) {
+      ++bad_lines_;
+      taken_ = buffer_.size();
+    }
+    buffer_.erase(0, taken_);
+    taken_ = 0;
+    const size_t had = buffer_.size();
+    buffer_.resize(had + kChunkBytes);
+    auto got = pread_full(fd_.get(), buffer_.data() + had, kChunkBytes, offset_, path_);
+    buffer_.resize(had + (got ? *got : 0));
     if (!got) return got.status();
+    offset_ += *got;
+    read_now += *got;
     if (*got == 0) {
       // At the end of this file: replaced by a compaction meanwhile? Then the new one.
       struct stat st {};
@@ -78,34 +100,7 @@ Status ReferenceTable::read(int64_t keep_from, int64_t stop_after, uint64_t max_
       at_end_ = true;
       return Status::ok();
     }
-    read_now += *got;
-    std::string_view data(chunk.data(), *got);
-    size_t taken = 0;  // bytes of `data` consumed (whole lines, or into partial_)
-    for (size_t nl = data.find('\n'); nl != std::string_view::npos; nl = data.find('\n', taken)) {
-      bool go_on = true;
-      if (partial_.empty()) {
-        go_on = take_line(data.substr(taken, nl - taken), keep_from, stop_after);
-      } else {
-        partial_.append(data.substr(taken, nl - taken));
-        go_on = take_line(partial_, keep_from, stop_after);
-        partial_.clear();
-      }
-      taken = nl + 1;
-      if (!go_on) {
-        offset_ += taken;
-        return Status::ok();
-      }
-    }
-    // A line still being written (or longer than a chunk) waits for its end.
-    if (partial_.size() + (data.size() - taken) > kMaxLineBytes) {
-      ++bad_lines_;
-      partial_.clear();
-    } else {
-      partial_.append(data.substr(taken));
-    }
-    offset_ += data.size();
   }
-  return Status::ok();
 }
 
 bool ReferenceTable::take_line(std::string_view line, int64_t keep_from, int64_t stop_after) {

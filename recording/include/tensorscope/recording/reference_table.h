@@ -73,8 +73,9 @@ class ReferenceTable {
   const std::string path_;
   UniqueFd fd_;
   uint64_t ino_ = 0;
-  uint64_t offset_ = 0;          // of the first byte not yet taken
-  std::string partial_;          // a last line without its '\n' yet
+  uint64_t offset_ = 0;  // the file's bytes before this are in buffer_ (or were taken)
+  std::string buffer_;   // read from the file, not yet taken from taken_ on
+  size_t taken_ = 0;
   int64_t skip_upto_ = kNoStep;  // after a reopen: rows of steps <= this were read before
   bool at_end_ = false;
   std::map<int64_t, std::unordered_map<std::string, Group>> steps_;
