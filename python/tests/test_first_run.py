@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-from conftest import BUILD, CLI, DAEMON, Daemon, wait_until
+from conftest import BUILD, CLI, DAEMON, Daemon, built, wait_until
 
 SCRIPT = r"""
 import os, sys
@@ -64,6 +64,7 @@ def view_without_arguments(cwd, runtime):
 
 
 def test_close_says_where_the_outputs_are_and_view_opens_the_latest(tmp_path):
+    built(DAEMON), built(CLI)  # autostarts the daemon, then runs `tensorscope view`
     runtime = tempfile.mkdtemp(prefix="tsfirst-", dir="/tmp")
     first = run(tmp_path, runtime, "exp1")
     assert first.returncode == 0, first.stderr
@@ -117,6 +118,7 @@ def test_a_running_default_daemon_comes_first_and_its_clients_say_where(tmp_path
 
 
 def test_view_without_a_session_says_what_it_looked_for(tmp_path):
+    built(CLI)
     runtime = tempfile.mkdtemp(prefix="tsfirst-", dir="/tmp")
     env = dict(os.environ, TENSORSCOPE_RUNTIME_DIR=runtime)
     r = subprocess.run([CLI, "view"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
