@@ -178,3 +178,47 @@ def test_a_reference_that_is_not_there_is_said_and_nothing_is_compared(two_daemo
     assert "is not there yet" in lone.log(), lone.log()
     assert divergences(lone) == []
     assert compared(lone) == (0, 0)
+
+
+def train_ranks(daemon, ranks, steps, change=None, **options):
+    """`ranks` processes' worth of training in this one (a client per rank, as
+    test_summaries does), each rank on its own data; then the daemon stopped."""
+    torch.set_num_threads(1)
+    models = [Net() for _ in ranks]
+    opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
+    scopes = [tensorscope.Client(**daemon.client_options(rank=r, **options)) for r in ranks]
+    try:
+        for scope, model in zip(scopes, models):
+            scope.track_model("net", model, every_n=1000, kinds=("output", "gradient"), containers=True)
+        for step in range(steps):
+            for i, r in enumerate(ranks):
+                if change is not None:
+                    change(r, models[i], step)
+                torch.manual_seed(1000 * r + step)
+                loss = models[i](torch.randn(8, 16)).pow(2).mean()
+                opts[i].zero_grad()
+                loss.backward()
+                opts[i].step()
+                scopes[i].next_step()
+        for scope in scopes:
+            scope.anomalies(timeout=60)
+    finally:
+        for scope in scopes:
+            scope.close()
+    daemon.stop()
+
+
+def test_ranks_are_compared_rank_by_rank(two_daemons):
+    reference = two_daemons("two_ranks")
+    train_ranks(reference, [0, 1], 20)
+
+    def change(rank, model, step):
+        model.scale.factor = 1.02 if rank == 1 and step >= 6 else 1.0
+
+    # Rank 2 is not in the reference: not compared, never reported.
+    run_b = two_daemons("three_ranks", args=("--reference", "two_ranks"))
+    train_ranks(run_b, [0, 1, 2], 20, change)
+    found = divergences(run_b)
+    assert [(a["rank"], a["step"], a["stream"]) for a in found] == [(1, 6, "net.scale")], found
+    assert found[0]["details"]["reference_table"].endswith(".csv") and "/rank1_pid" in found[0]["details"][
+        "reference_table"], found[0]

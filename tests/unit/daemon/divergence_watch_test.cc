@@ -302,6 +302,29 @@ TEST(DivergenceWatch, AStepWhoseSummariesCameInTwoRecordsIsComparedWhole) {
   EXPECT_EQ(watch.status()["only_in_run"], 0);
 }
 
+TEST(DivergenceWatch, AReferenceThatTrackedFewerTensorsComparesWhatItHas) {
+  Reference ref;
+  std::string text;
+  for (int64_t s = 0; s < 20; ++s) {
+    std::vector<TensorSummary> fewer = record(s);
+    fewer.erase(fewer.begin() + 1);  // the reference did not track net.1
+    text += recording::summary_table_lines(s, 0, "net", fewer);
+  }
+  testing::write_text_file(recording::summary_table_path(ref.dir(), 0, 1),
+                           std::string(recording::kSummaryTableHeader) + "\n" + text);
+  ref.ran_here_and_ended();
+  DivergenceWatch watch(ref.dir(), 0, kPid, ReferenceConfig{}, false);
+  TheRun run;
+  run.feed(watch, 0, 20, [](int t, int64_t step, TensorSummary& s) {
+    if (t == 3 && step == 9) s.max_abs *= 2;
+  });
+  ASSERT_EQ(run.found.size(), 1u);
+  EXPECT_EQ(run.found[0].stream, "net.3");
+  EXPECT_EQ(run.found[0].details["order"], 3);  // its place in the run's forward order
+  EXPECT_EQ(watch.status()["only_in_run"], 20);
+  EXPECT_EQ(watch.status()["compared"], 20 * 3);
+}
+
 TEST(DivergenceWatch, AModuleCalledTwiceIsComparedCallByCall) {
   Reference ref;
   // The reference: net.0 called twice a step (a siamese pair), the second call larger.
