@@ -38,6 +38,13 @@ std::string host_name() {
   return ::gethostname(host, sizeof(host) - 1) == 0 ? std::string(host) : std::string();
 }
 
+// step + n, saturated (steps come from the producer: any int64).
+int64_t later(int64_t step, int64_t n) {
+  if (n > 0 && step > INT64_MAX - n) return INT64_MAX;
+  if (n < 0 && step < INT64_MIN - n) return INT64_MIN;
+  return step + n;
+}
+
 int64_t mtime_ms(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return INT64_MIN;
@@ -69,17 +76,17 @@ DivergenceWatch::DivergenceWatch(std::string reference, int rank, int64_t pid, c
       reported_(reported) {}
 
 bool DivergenceWatch::reference_ended(int64_t now_ms) {
-  if (ended_) return true;
-  if (ended_checked_ && now_ms - ended_checked_ms_ < kLookEveryMs) return false;
+  if (gone_) return true;
+  if (ended_checked_ && now_ms - ended_checked_ms_ < kLookEveryMs) return ended_;
   ended_checked_ = true;
   ended_checked_ms_ = now_ms;
   if (!table_) {
     // No table of this rank: a reference without it, once it had time to start one.
     ended_ = now_ms - first_seen_ms_ > kQuietMs;
   } else if (same_host_ && reference_pid_ > 0 && ::kill(static_cast<pid_t>(reference_pid_), 0) != 0 && errno == ESRCH) {
-    ended_ = true;  // its process is gone: the table has all it will ever have
+    ended_ = gone_ = true;  // its process is gone: the table has all it will ever have
   } else {
-    ended_ = wall_ms() - mtime_ms(table_->path()) > kQuietMs;
+    ended_ = wall_ms() - mtime_ms(table_->path()) > kQuietMs;  // quiet for a while (it may go on)
   }
   return ended_;
 }
@@ -101,20 +108,21 @@ bool DivergenceWatch::settled(int64_t step, const std::string& track, int64_t no
                                        1 << 20, "run info", &missing);
       const nlohmann::json j = info ? nlohmann::json::parse(*info, nullptr, false) : nlohmann::json();
       same_host_ = j.is_object() && j.value("hostname", std::string()) == host_name() && !host_name().empty();
+      ended_checked_ = false;  // judged again, by its table now
       TS_LOG_INFO("rank {} (pid {}) is compared with the reference's table {}", rank_, pid_, path);
     }
   }
   if (!table_) return reference_ended(now_ms);
-  if (table_->last_step() <= step + kStepSlack) {
-    const int64_t keep_from = std::min(step, latest_step_) - kStepSlack;
-    if (Status st = table_->read(keep_from, step + kStepSlack); !st) {
+  if (table_->last_step() <= later(step, kStepSlack)) {
+    const int64_t keep_from = later(std::min(step, latest_step_), -kStepSlack);
+    if (Status st = table_->read(keep_from, later(step, kStepSlack)); !st) {
       if (table_error_ != st.message()) TS_LOG_WARN("reference of rank {}: {}", rank_, st.message());
       table_error_ = st.message();
       return reference_ended(now_ms);
     }
     table_error_.clear();
   }
-  return table_->last_step(track) > step + kTrackSlack || table_->last_step() > step + kStepSlack ||
+  return table_->last_step(track) > later(step, kTrackSlack) || table_->last_step() > later(step, kStepSlack) ||
       (table_->at_end() && reference_ended(now_ms));
 }
 
@@ -232,7 +240,7 @@ std::vector<Anomaly> DivergenceWatch::drain(int64_t now_ms, bool ending) {
     pending_bytes_ -= r.bytes;
     pending_.pop_front();
   }
-  forget_before((pending_.empty() ? latest_step_ : std::min(latest_step_, pending_.front().step)) - kStepSlack);
+  forget_before(later(pending_.empty() ? latest_step_ : std::min(latest_step_, pending_.front().step), -kStepSlack));
   return out;
 }
 

@@ -101,7 +101,8 @@ class DivergenceWatch {
   std::string table_error_;  // the last reason the table could not be read ("" : none)
   int64_t reference_pid_ = -1;
   bool same_host_ = false;
-  bool ended_ = false;
+  bool ended_ = false;  // at the last look
+  bool gone_ = false;   // its process is gone (for good)
   bool ended_checked_ = false;
   int64_t ended_checked_ms_ = 0;
   bool seen_ = false;

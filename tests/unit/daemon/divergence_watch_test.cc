@@ -226,6 +226,11 @@ TEST(DivergenceWatch, AnEndedReferenceIsNotWaitedForAndTheRestIsCounted) {
   EXPECT_EQ(s["compared"], 10 * 4);
   EXPECT_EQ(s["not_in_reference"], 15 * 4);
   EXPECT_EQ(s["reference_step"], 9);
+  // Steps at the ends of int64 (a producer may send any) are counted, nothing overflows.
+  for (const int64_t step : {INT64_MAX, INT64_MIN, INT64_MAX - 3})
+    EXPECT_TRUE(watch.observe("net", step, record(0), 0).empty());
+  EXPECT_TRUE(watch.finish(0).empty());
+  EXPECT_EQ(watch.status()["not_in_reference"], 18 * 4);
 }
 
 TEST(DivergenceWatch, WhatWaitsIsBoundedAndWhatNeverCameIsCountedAtTheEnd) {
