@@ -7,9 +7,9 @@
 //
 // Checks: the page lands on the overview and draws both ranks whole (their columns
 // merged to fit the page), the tables read over a few requests; the banner names the
-// first NaN; hovering the NaN cell names it; the viewer's memory stays bounded (a page's
-// first request, fewer columns than the run has, once made it loop allocating without
-// end). Saves a screenshot. Exit 0 when every check passed, 1 otherwise, 77 without
+// first NaN and the first divergence from a reference run; hovering the NaN cell names
+// it; the viewer's memory stays bounded (a page's first request, fewer columns than the
+// run has, once made it loop allocating without end). Saves a screenshot. Exit 0 when every check passed, 1 otherwise, 77 without
 // chromium.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -59,7 +59,10 @@ fs.writeFileSync(path.join(sessionDir, 'anomalies.jsonl'),
   '{"tensorscope":"anomalies","version":1}\n' +
   JSON.stringify({ type: 'non_finite', step: BAD_STEP, rank: BAD_RANK, pid: 102, track: 'net', stream: BAD_MODULE,
     kind: 'activation', message: `first non-finite value: step ${BAD_STEP}, rank ${BAD_RANK}, ${BAD_MODULE}`,
-    details: { nan_count: 32 } }) + '\n');
+    details: { nan_count: 32 } }) + '\n' +
+  JSON.stringify({ type: 'divergence', step: BAD_STEP - 5, rank: 0, pid: 101, track: 'net', stream: 'net.2',
+    kind: 'activation', message: `first divergence from the reference: step ${BAD_STEP - 5}, rank 0, net.2`,
+    details: { metric: 'l2', order: 2 } }) + '\n');
 const tableBytes = fs.statSync(path.join(sessionDir, 'summaries', 'rank0_pid101.csv')).size;
 
 // The viewer's resident memory in MiB (Linux).
@@ -90,6 +93,8 @@ try {
   check(s.canvases.every((c) => c >= 300 && c <= 2000), `the whole run in columns that fit the page (${s.canvases.join(', ')})`);
   await waitFor(async () => (await state()).banner.includes(`First NaN/Inf: step ${BAD_STEP}, rank ${BAD_RANK}, ${BAD_MODULE}`),
     30000, `the banner names the first NaN: step ${BAD_STEP}, rank ${BAD_RANK}, ${BAD_MODULE}`);
+  check((await state()).banner.includes(`First divergence from the reference: step ${BAD_STEP - 5}, rank 0, net.2`),
+    'the banner names the first divergence from the reference run too');
   await page.evaluate(() => document.querySelector('#overview-metrics button[data-metric="act_std"]').click());
   let tip = '';
   await waitFor(async () => {
