@@ -217,12 +217,16 @@ std::vector<Anomaly> SummaryIntake::finish_producer(uint64_t id) {
   Producer& p = it->second;
   std::vector<Anomaly> last;
   if (p.watch) {
-    last = p.watch->finish(steady_ms());
-    const nlohmann::json s = p.watch->status();
-    TS_LOG_INFO(
-        "producer {} against the reference {}: {} tensors compared, {} outside tolerance{}", id,
-        s["reference"].get<std::string>(), s["compared"].get<uint64_t>(), s["out_of_tolerance"].get<uint64_t>(),
-        s["first_divergence"].is_null() ? std::string() : " (first at step " + s["first_divergence"].dump() + ")");
+    try {  // the producer ends whatever happens here
+      last = p.watch->finish(steady_ms());
+      const nlohmann::json s = p.watch->status();
+      TS_LOG_INFO(
+          "producer {} against the reference {}: {} tensors compared, {} outside tolerance{}", id,
+          s["reference"].get<std::string>(), s["compared"].get<uint64_t>(), s["out_of_tolerance"].get<uint64_t>(),
+          s["first_divergence"].is_null() ? std::string() : " (first at step " + s["first_divergence"].dump() + ")");
+    } catch (const std::exception& e) {
+      TS_LOG_ERROR("producer {}: the comparison with the reference ended early: {}", id, e.what());
+    }
   }
   // Finished in the background: a large table must not hold up the other producers.
   if (!p.compaction && p.table && p.table_bytes > static_cast<uint64_t>(table_max_bytes_)) {

@@ -411,7 +411,11 @@ int Worker::run() {
       // Summaries that wait for a still-running reference: compared as it catches up.
       if (const int64_t now = now_ms(); now >= next_reference_poll_ms_) {
         next_reference_poll_ms_ = now + kReferencePollMs;
-        post_anomalies(summaries_->poll());
+        try {
+          post_anomalies(summaries_->poll());
+        } catch (const std::exception& e) {  // out of memory: compared at the next poll
+          TS_LOG_ERROR("comparing with the reference run: {}", e.what());
+        }
       }
     }
     idle_ms = consumed > 0 ? 0 : std::min(kMaxIdleSleepMs, idle_ms * 2 + 1);
