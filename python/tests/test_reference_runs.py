@@ -70,16 +70,27 @@ def train(scope, model, steps, change=None):
         scope.next_step()
 
 
-def run(daemon, steps, change=None, low=None, **options):
+def run(daemon, steps, change=None, low=None, diverges=False, **options):
     """One training of Net under `daemon`: what scope.anomalies() said before the client
-    closed (the live report) and `tensorscope status` then, after which the daemon stops."""
+    closed (the live report; when the run `diverges`, waited for: the supervisor writes
+    the reports it is sent a moment later) and `tensorscope status` then, after which the
+    daemon stops."""
     torch.set_num_threads(1)  # the same reduction order in both runs
     model = Net(low)
     with tensorscope.Client(**daemon.client_options(**options)) as scope:
         # Every module, those without parameters too (the norm, the scale, the ReLU).
         scope.track_model("net", model, every_n=1000, kinds=("output", "gradient"), containers=True)
         train(scope, model, steps, change)
-        live = [a for a in scope.anomalies(timeout=60) if a["type"] == "divergence"]
+        live = []
+
+        def reported():
+            live[:] = [a for a in scope.anomalies(timeout=60) if a["type"] == "divergence"]
+            return live
+
+        if diverges:
+            wait_until(reported, 60, interval=0.2)
+        else:
+            reported()
         # The workers' heartbeats carry the counts.
         status = [""]
 
@@ -143,7 +154,7 @@ def test_a_layer_changed_at_step_50_is_named_there_and_nowhere_before(two_daemon
         model.scale.factor = 1.01 if step >= 50 else 1.0
 
     changed = two_daemons("changed")
-    live, status = run(changed, 70, change, reference=reference.session_dir)
+    live, status = run(changed, 70, change, diverges=True, reference=reference.session_dir)
     assert len(live) == 1, changed.log()  # reported while the run trained
     assert "FIRST first divergence from the reference: step 50, rank 0, net.scale" in status, status
     found = divergences(changed)
