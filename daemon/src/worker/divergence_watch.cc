@@ -107,7 +107,8 @@ bool DivergenceWatch::settled(int64_t step, const std::string& track, int64_t no
                                            run_info_base_name(rank_, static_cast<long>(reference_pid_)) + ".json",
                                        1 << 20, "run info", &missing);
       const nlohmann::json j = info ? nlohmann::json::parse(*info, nullptr, false) : nlohmann::json();
-      same_host_ = j.is_object() && j.value("hostname", std::string()) == host_name() && !host_name().empty();
+      const std::string here = host_name();
+      same_host_ = !here.empty() && j.is_object() && j.value("hostname", std::string()) == here;
       ended_checked_ = false;  // judged again, by its table now
       TS_LOG_INFO("rank {} (pid {}) is compared with the reference's table {}", rank_, pid_, path);
     }
